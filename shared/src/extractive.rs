@@ -1,0 +1,1 @@
+//! The extractive (offline) summarizer. (STUB)

@@ -1,0 +1,257 @@
+//! Messages of a workstream and their typed parts.
+//!
+//! A message is what the chat backend stored: a role and an ordered list of
+//! parts. Tool activity is modelled the way both OpenAI and Anthropic see it:
+//! a [`Part::ToolCall`] (in an assistant message) and a matching
+//! [`Part::ToolResult`] (usually in a later `tool` or `user` message) share a
+//! `call_id`. The engine never separates such a pair (see `boundary`), and a
+//! context it builds never contains one half without the other (see
+//! `context`).
+
+use serde::{Deserialize, Serialize};
+
+/// Monotonic, storage-assigned position of a message within its workstream.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, Default,
+)]
+#[serde(transparent)]
+pub struct MessageId(pub i64);
+
+impl std::fmt::Display for MessageId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// Who produced a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    System,
+    User,
+    Assistant,
+    Tool,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::System => "system",
+            Role::User => "user",
+            Role::Assistant => "assistant",
+            Role::Tool => "tool",
+        }
+    }
+}
+
+/// One typed piece of a message. Unknown `type` values are refused by serde
+/// with an error naming the accepted kinds, never silently dropped.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Part {
+    Text {
+        text: String,
+    },
+    ToolCall {
+        call_id: String,
+        tool_name: String,
+        #[serde(default)]
+        input: serde_json::Value,
+    },
+    ToolResult {
+        call_id: String,
+        tool_name: String,
+        #[serde(default)]
+        output: String,
+        #[serde(default, skip_serializing_if = "is_false")]
+        is_error: bool,
+        /// Set by tool-output pruning: the output stays stored but is shown
+        /// to the model as [`PRUNED_PLACEHOLDER`].
+        #[serde(default, skip_serializing_if = "is_false")]
+        pruned: bool,
+    },
+    Reasoning {
+        text: String,
+    },
+    File {
+        /// Path or URL of the file.
+        uri: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        media_type: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        name: Option<String>,
+    },
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+/// What a pruned tool result is replaced with when shown to a model
+/// (OpenCode's wording).
+pub const PRUNED_PLACEHOLDER: &str = "[Old tool result content cleared]";
+
+impl Part {
+    pub fn text(text: impl Into<String>) -> Part {
+        Part::Text { text: text.into() }
+    }
+
+    /// The `call_id` for tool parts.
+    pub fn call_id(&self) -> Option<&str> {
+        match self {
+            Part::ToolCall { call_id, .. } | Part::ToolResult { call_id, .. } => Some(call_id),
+            _ => None,
+        }
+    }
+
+    /// Name of the part kind, as in its serialized `type`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Part::Text { .. } => "text",
+            Part::ToolCall { .. } => "tool_call",
+            Part::ToolResult { .. } => "tool_result",
+            Part::Reasoning { .. } => "reasoning",
+            Part::File { .. } => "file",
+        }
+    }
+}
+
+/// A stored message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Message {
+    pub id: MessageId,
+    pub role: Role,
+    pub parts: Vec<Part>,
+    /// Pinned messages are never compacted (CoWork's pinned messages).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub pinned: bool,
+}
+
+impl Message {
+    pub fn new(id: i64, role: Role, parts: Vec<Part>) -> Message {
+        Message {
+            id: MessageId(id),
+            role,
+            parts,
+            pinned: false,
+        }
+    }
+
+    /// A message with a single text part.
+    pub fn text(id: i64, role: Role, text: impl Into<String>) -> Message {
+        Message::new(id, role, vec![Part::text(text)])
+    }
+
+    /// Call ids of the tool calls this message makes.
+    pub fn tool_calls(&self) -> impl Iterator<Item = &str> {
+        self.parts.iter().filter_map(|p| match p {
+            Part::ToolCall { call_id, .. } => Some(call_id.as_str()),
+            _ => None,
+        })
+    }
+
+    /// Call ids of the tool results this message carries.
+    pub fn tool_results(&self) -> impl Iterator<Item = &str> {
+        self.parts.iter().filter_map(|p| match p {
+            Part::ToolResult { call_id, .. } => Some(call_id.as_str()),
+            _ => None,
+        })
+    }
+
+    /// Whether this message starts a user turn (a user message with something
+    /// other than tool results in it).
+    pub fn starts_turn(&self) -> bool {
+        self.role == Role::User && self.parts.iter().any(|p| !matches!(p, Part::ToolResult { .. }))
+    }
+}
+
+/// Error from decoding a message coming from outside (app code, HTTP, CLI).
+#[derive(Debug, thiserror::Error)]
+#[error("invalid message JSON: {0}")]
+pub struct MessageDecodeError(#[from] serde_json::Error);
+
+impl Message {
+    /// Decodes one message from JSON, with an error that names what is wrong
+    /// (e.g. "unknown variant `image`, expected one of `text`, `tool_call`…").
+    pub fn from_json(json: &str) -> Result<Message, MessageDecodeError> {
+        Ok(serde_json::from_str(json)?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Message {
+        Message {
+            id: MessageId(7),
+            role: Role::Assistant,
+            pinned: true,
+            parts: vec![
+                Part::text("hello"),
+                Part::Reasoning { text: "hmm".into() },
+                Part::ToolCall {
+                    call_id: "c1".into(),
+                    tool_name: "bash".into(),
+                    input: serde_json::json!({"cmd": "ls -la"}),
+                },
+                Part::ToolResult {
+                    call_id: "c1".into(),
+                    tool_name: "bash".into(),
+                    output: "total 0".into(),
+                    is_error: false,
+                    pruned: true,
+                },
+                Part::File {
+                    uri: "src/main.rs".into(),
+                    media_type: Some("text/x-rust".into()),
+                    name: None,
+                },
+            ],
+        }
+    }
+
+    #[test]
+    fn serde_round_trips_every_part_kind() {
+        let m = sample();
+        let json = serde_json::to_string(&m).unwrap();
+        assert_eq!(Message::from_json(&json).unwrap(), m);
+        assert!(json.contains(r#""type":"tool_result""#));
+    }
+
+    #[test]
+    fn unknown_part_kinds_are_rejected_with_a_clear_error() {
+        let json = r#"{"id":1,"role":"user","parts":[{"type":"image","url":"x"}]}"#;
+        let err = Message::from_json(json).unwrap_err().to_string();
+        assert!(err.contains("unknown variant `image`"), "{err}");
+        assert!(err.contains("tool_call"), "lists accepted kinds: {err}");
+    }
+
+    #[test]
+    fn unknown_roles_and_fields_are_rejected() {
+        assert!(Message::from_json(r#"{"id":1,"role":"robot","parts":[]}"#).is_err());
+        let err = Message::from_json(r#"{"id":1,"role":"user","parts":[{"type":"text","text":"a","x":1}]}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("unknown field `x`"), "{err}");
+    }
+
+    #[test]
+    fn a_turn_starts_at_a_user_message_that_is_not_only_tool_results() {
+        let result_only = Message::new(
+            1,
+            Role::User,
+            vec![Part::ToolResult {
+                call_id: "c".into(),
+                tool_name: "t".into(),
+                output: String::new(),
+                is_error: false,
+                pruned: false,
+            }],
+        );
+        assert!(!result_only.starts_turn());
+        assert!(Message::text(2, Role::User, "hi").starts_turn());
+        assert!(!Message::text(3, Role::Assistant, "hi").starts_turn());
+    }
+}

@@ -1,0 +1,1 @@
+//! Parsing of summarizer output. (STUB)

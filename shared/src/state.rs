@@ -1,0 +1,499 @@
+//! Structured workstream state and the merge of the summarizer's deltas.
+//!
+//! The state carries what a summary paragraph tends to lose: decisions,
+//! constraints, tasks with their status, open questions, risks, artifacts and
+//! what each agent contributed. Each field is capped (the seed's limits) so
+//! the state can be shown in every context without growing; within a field
+//! the list is kept in recency order (oldest first) and eviction drops the
+//! oldest *closed* items (done tasks, resolved questions) before the oldest
+//! open ones, so a finished task is remembered as finished for as long as
+//! there is room, instead of resurfacing as new work.
+//!
+//! [`WorkstreamState::merge`] is deterministic and idempotent: merging the
+//! same delta twice changes nothing, so a retried job cannot corrupt state.
+
+use serde::{Deserialize, Serialize};
+
+use crate::ledger::ArtifactLedger;
+
+/// One entry of a state field.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StateItem {
+    /// Stable identifier when the summarizer gives one (e.g. `"T3"`); items
+    /// without one are identified by their normalized text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    pub text: String,
+    /// Free-form status, e.g. `open`, `in_progress`, `done`, `resolved`.
+    /// See [`StateItem::is_closed`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+}
+
+impl StateItem {
+    pub fn new(text: impl Into<String>) -> StateItem {
+        StateItem {
+            id: None,
+            text: text.into(),
+            status: None,
+        }
+    }
+
+    pub fn with_id(mut self, id: impl Into<String>) -> StateItem {
+        self.id = Some(id.into());
+        self
+    }
+
+    pub fn with_status(mut self, status: impl Into<String>) -> StateItem {
+        self.status = Some(status.into());
+        self
+    }
+
+    /// Closed items (finished, resolved, dropped) are evicted first.
+    pub fn is_closed(&self) -> bool {
+        self.status.as_deref().is_some_and(|s| {
+            matches!(
+                normalize(s).as_str(),
+                "done"
+                    | "completed"
+                    | "complete"
+                    | "resolved"
+                    | "closed"
+                    | "cancelled"
+                    | "canceled"
+                    | "dropped"
+                    | "obsolete"
+                    | "superseded"
+                    | "answered"
+            )
+        })
+    }
+
+    fn same_as(&self, other: &StateItem) -> bool {
+        match (&self.id, &other.id) {
+            (Some(a), Some(b)) => normalize(a) == normalize(b),
+            _ => normalize(&self.text) == normalize(&other.text),
+        }
+    }
+}
+
+/// Lower-cases, collapses white space and trims trailing punctuation, so
+/// "Use Postgres." and "use  postgres" are the same item.
+pub fn normalize(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for word in text.split_whitespace() {
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.extend(word.chars().flat_map(char::to_lowercase));
+    }
+    let trimmed = out.trim_end_matches(['.', ',', ';', ':', '!']).len();
+    out.truncate(trimmed);
+    out
+}
+
+/// Per-field caps (the seed's limits by default).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct StateCaps {
+    pub key_decisions: usize,
+    pub active_constraints: usize,
+    pub tasks: usize,
+    pub open_questions: usize,
+    pub risks: usize,
+    pub artifacts: usize,
+    pub agent_contributions: usize,
+}
+
+impl Default for StateCaps {
+    fn default() -> Self {
+        StateCaps {
+            key_decisions: 8,
+            active_constraints: 6,
+            tasks: 10,
+            open_questions: 5,
+            risks: 5,
+            artifacts: 10,
+            agent_contributions: 6,
+        }
+    }
+}
+
+/// The seven capped fields, shared by the state and its delta.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Field {
+    KeyDecisions,
+    ActiveConstraints,
+    Tasks,
+    OpenQuestions,
+    Risks,
+    Artifacts,
+    AgentContributions,
+}
+
+impl Field {
+    pub const ALL: [Field; 7] = [
+        Field::KeyDecisions,
+        Field::ActiveConstraints,
+        Field::Tasks,
+        Field::OpenQuestions,
+        Field::Risks,
+        Field::Artifacts,
+        Field::AgentContributions,
+    ];
+
+    /// JSON name of the field (as in the delta the summarizer writes).
+    pub fn name(self) -> &'static str {
+        match self {
+            Field::KeyDecisions => "key_decisions",
+            Field::ActiveConstraints => "active_constraints",
+            Field::Tasks => "tasks",
+            Field::OpenQuestions => "open_questions",
+            Field::Risks => "risks",
+            Field::Artifacts => "artifacts",
+            Field::AgentContributions => "agent_contributions",
+        }
+    }
+
+    /// Heading used when the state is rendered for a model.
+    pub fn title(self) -> &'static str {
+        match self {
+            Field::KeyDecisions => "Key decisions",
+            Field::ActiveConstraints => "Active constraints",
+            Field::Tasks => "Tasks",
+            Field::OpenQuestions => "Open questions",
+            Field::Risks => "Risks",
+            Field::Artifacts => "Artifacts",
+            Field::AgentContributions => "Agent contributions",
+        }
+    }
+
+    pub fn cap(self, caps: &StateCaps) -> usize {
+        match self {
+            Field::KeyDecisions => caps.key_decisions,
+            Field::ActiveConstraints => caps.active_constraints,
+            Field::Tasks => caps.tasks,
+            Field::OpenQuestions => caps.open_questions,
+            Field::Risks => caps.risks,
+            Field::Artifacts => caps.artifacts,
+            Field::AgentContributions => caps.agent_contributions,
+        }
+    }
+}
+
+macro_rules! fields_struct {
+    ($(#[$meta:meta])* $name:ident { $($extra:tt)* }) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+        #[serde(default)]
+        pub struct $name {
+            #[serde(skip_serializing_if = "Vec::is_empty")]
+            pub key_decisions: Vec<StateItem>,
+            #[serde(skip_serializing_if = "Vec::is_empty")]
+            pub active_constraints: Vec<StateItem>,
+            #[serde(skip_serializing_if = "Vec::is_empty")]
+            pub tasks: Vec<StateItem>,
+            #[serde(skip_serializing_if = "Vec::is_empty")]
+            pub open_questions: Vec<StateItem>,
+            #[serde(skip_serializing_if = "Vec::is_empty")]
+            pub risks: Vec<StateItem>,
+            #[serde(skip_serializing_if = "Vec::is_empty")]
+            pub artifacts: Vec<StateItem>,
+            #[serde(skip_serializing_if = "Vec::is_empty")]
+            pub agent_contributions: Vec<StateItem>,
+            $($extra)*
+        }
+
+        impl $name {
+            pub fn field(&self, field: Field) -> &Vec<StateItem> {
+                match field {
+                    Field::KeyDecisions => &self.key_decisions,
+                    Field::ActiveConstraints => &self.active_constraints,
+                    Field::Tasks => &self.tasks,
+                    Field::OpenQuestions => &self.open_questions,
+                    Field::Risks => &self.risks,
+                    Field::Artifacts => &self.artifacts,
+                    Field::AgentContributions => &self.agent_contributions,
+                }
+            }
+
+            pub fn field_mut(&mut self, field: Field) -> &mut Vec<StateItem> {
+                match field {
+                    Field::KeyDecisions => &mut self.key_decisions,
+                    Field::ActiveConstraints => &mut self.active_constraints,
+                    Field::Tasks => &mut self.tasks,
+                    Field::OpenQuestions => &mut self.open_questions,
+                    Field::Risks => &mut self.risks,
+                    Field::Artifacts => &mut self.artifacts,
+                    Field::AgentContributions => &mut self.agent_contributions,
+                }
+            }
+        }
+    };
+}
+
+fields_struct!(
+    /// Changes proposed by one summarization: items to add or update, per
+    /// field. An item matching an existing one (same id, or same normalized
+    /// text) updates it (text and status) and makes it the most recent.
+    StateDelta {}
+);
+
+fields_struct!(
+    /// The structured state of a workstream, stored as JSON beside the
+    /// summary.
+    WorkstreamState {
+        /// Deterministically extracted artifacts (paths, commands, ids…).
+        #[serde(skip_serializing_if = "ArtifactLedger::is_empty")]
+        pub ledger: ArtifactLedger,
+    }
+);
+
+impl StateDelta {
+    pub fn is_empty(&self) -> bool {
+        Field::ALL.iter().all(|&f| self.field(f).is_empty())
+    }
+
+    /// Items in all fields.
+    pub fn len(&self) -> usize {
+        Field::ALL.iter().map(|&f| self.field(f).len()).sum()
+    }
+}
+
+impl WorkstreamState {
+    /// Applies `delta`, then enforces `caps`. Deterministic and idempotent.
+    pub fn merge(&mut self, delta: &StateDelta, caps: &StateCaps) {
+        for field in Field::ALL {
+            merge_field(self.field_mut(field), delta.field(field), field.cap(caps));
+        }
+    }
+
+    /// Enforces `caps` without merging anything (e.g. after caps shrank).
+    pub fn enforce_caps(&mut self, caps: &StateCaps) {
+        for field in Field::ALL {
+            evict(self.field_mut(field), field.cap(caps));
+        }
+    }
+
+    /// Whether the seven fields are all empty (the ledger is not looked at).
+    pub fn fields_empty(&self) -> bool {
+        Field::ALL.iter().all(|&f| self.field(f).is_empty())
+    }
+
+    /// Renders the seven fields as a compact, stable text block (used in the
+    /// compaction prompt and in the built context). Empty fields are skipped.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        for field in Field::ALL {
+            let items = self.field(field);
+            if items.is_empty() {
+                continue;
+            }
+            out.push_str(field.title());
+            out.push_str(":\n");
+            for item in items {
+                out.push_str("- ");
+                if let Some(id) = &item.id {
+                    out.push('[');
+                    out.push_str(id);
+                    out.push_str("] ");
+                }
+                out.push_str(&item.text);
+                if let Some(status) = &item.status {
+                    out.push_str(" (");
+                    out.push_str(status);
+                    out.push(')');
+                }
+                out.push('\n');
+            }
+        }
+        out
+    }
+}
+
+fn merge_field(items: &mut Vec<StateItem>, delta: &[StateItem], cap: usize) {
+    for incoming in delta {
+        if incoming.text.trim().is_empty() && incoming.id.is_none() {
+            continue;
+        }
+        let merged = match items.iter().position(|i| i.same_as(incoming)) {
+            Some(at) => {
+                let mut existing = items.remove(at);
+                if !incoming.text.trim().is_empty() {
+                    existing.text = incoming.text.trim().to_owned();
+                }
+                if incoming.status.is_some() {
+                    existing.status = incoming.status.clone();
+                }
+                if existing.id.is_none() {
+                    existing.id = incoming.id.clone();
+                }
+                existing
+            }
+            None => StateItem {
+                id: incoming.id.clone(),
+                text: incoming.text.trim().to_owned(),
+                status: incoming.status.clone(),
+            },
+        };
+        items.push(merged);
+    }
+    evict(items, cap);
+}
+
+/// Drops the oldest closed items, then the oldest open ones, until `cap`.
+fn evict(items: &mut Vec<StateItem>, cap: usize) {
+    let mut excess = items.len().saturating_sub(cap);
+    if excess == 0 {
+        return;
+    }
+    let closed = items.iter().filter(|i| i.is_closed()).count();
+    let mut drop_closed = excess.min(closed);
+    excess -= drop_closed;
+    items.retain(|i| {
+        if drop_closed > 0 && i.is_closed() {
+            drop_closed -= 1;
+            false
+        } else {
+            true
+        }
+    });
+    items.drain(..excess);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn texts(items: &[StateItem]) -> Vec<&str> {
+        items.iter().map(|i| i.text.as_str()).collect()
+    }
+
+    #[test]
+    fn duplicates_by_normalized_text_are_merged_and_move_to_the_end() {
+        let mut state = WorkstreamState::default();
+        let delta = StateDelta {
+            key_decisions: vec![StateItem::new("Use Postgres."), StateItem::new("Ship on Friday")],
+            ..Default::default()
+        };
+        state.merge(&delta, &StateCaps::default());
+        let again = StateDelta {
+            key_decisions: vec![StateItem::new("use   postgres")],
+            ..Default::default()
+        };
+        state.merge(&again, &StateCaps::default());
+        assert_eq!(texts(&state.key_decisions), ["Ship on Friday", "use   postgres"]);
+    }
+
+    #[test]
+    fn a_task_update_by_id_changes_its_status_in_place() {
+        let mut state = WorkstreamState::default();
+        let caps = StateCaps::default();
+        state.merge(
+            &StateDelta {
+                tasks: vec![StateItem::new("Write the migration").with_id("T1").with_status("open")],
+                ..Default::default()
+            },
+            &caps,
+        );
+        state.merge(
+            &StateDelta {
+                tasks: vec![StateItem::new("").with_id("t1").with_status("done")],
+                ..Default::default()
+            },
+            &caps,
+        );
+        assert_eq!(state.tasks.len(), 1);
+        assert_eq!(state.tasks[0].text, "Write the migration");
+        assert_eq!(state.tasks[0].status.as_deref(), Some("done"));
+    }
+
+    #[test]
+    fn caps_evict_closed_items_before_open_ones_then_the_oldest() {
+        let mut state = WorkstreamState::default();
+        let caps = StateCaps {
+            tasks: 3,
+            ..Default::default()
+        };
+        let delta = StateDelta {
+            tasks: vec![
+                StateItem::new("a").with_status("open"),
+                StateItem::new("b").with_status("done"),
+                StateItem::new("c"),
+                StateItem::new("d"),
+                StateItem::new("e"),
+            ],
+            ..Default::default()
+        };
+        state.merge(&delta, &caps);
+        assert_eq!(texts(&state.tasks), ["c", "d", "e"]);
+        let mut state = WorkstreamState::default();
+        let delta = StateDelta {
+            tasks: vec![
+                StateItem::new("a"),
+                StateItem::new("b").with_status("done"),
+                StateItem::new("c"),
+                StateItem::new("d"),
+            ],
+            ..Default::default()
+        };
+        state.merge(&delta, &caps);
+        assert_eq!(texts(&state.tasks), ["a", "c", "d"], "closed b goes before older open a");
+    }
+
+    #[test]
+    fn every_seed_cap_is_enforced() {
+        let caps = StateCaps::default();
+        let many: Vec<StateItem> = (0..30).map(|i| StateItem::new(format!("item {i}"))).collect();
+        let delta = StateDelta {
+            key_decisions: many.clone(),
+            active_constraints: many.clone(),
+            tasks: many.clone(),
+            open_questions: many.clone(),
+            risks: many.clone(),
+            artifacts: many.clone(),
+            agent_contributions: many,
+        };
+        let mut state = WorkstreamState::default();
+        state.merge(&delta, &caps);
+        let lens: Vec<usize> = Field::ALL.iter().map(|&f| state.field(f).len()).collect();
+        assert_eq!(lens, [8, 6, 10, 5, 5, 10, 6]);
+        assert_eq!(state.key_decisions.last().unwrap().text, "item 29", "most recent wins");
+    }
+
+    #[test]
+    fn merging_the_same_delta_twice_changes_nothing() {
+        let caps = StateCaps::default();
+        let mut state = WorkstreamState::default();
+        state.merge(
+            &StateDelta {
+                risks: vec![StateItem::new("old risk")],
+                ..Default::default()
+            },
+            &caps,
+        );
+        let delta = StateDelta {
+            risks: vec![StateItem::new("r1"), StateItem::new("R1"), StateItem::new("r2")],
+            ..Default::default()
+        };
+        state.merge(&delta, &caps);
+        let once = state.clone();
+        state.merge(&delta, &caps);
+        assert_eq!(state, once);
+    }
+
+    #[test]
+    fn state_serde_round_trips_and_omits_empty_fields() {
+        let mut state = WorkstreamState::default();
+        state.merge(
+            &StateDelta {
+                open_questions: vec![StateItem::new("Which region?").with_id("Q1")],
+                ..Default::default()
+            },
+            &StateCaps::default(),
+        );
+        let json = serde_json::to_string(&state).unwrap();
+        assert_eq!(json, r#"{"open_questions":[{"id":"Q1","text":"Which region?"}]}"#);
+        assert_eq!(serde_json::from_str::<WorkstreamState>(&json).unwrap(), state);
+    }
+}
