@@ -121,6 +121,14 @@ impl Summary {
     }
 }
 
+/// What one summarization produces, whichever summarizer wrote it: the
+/// replacement summary and the proposed state changes.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SummarizerOutput {
+    pub summary: Summary,
+    pub delta: crate::state::StateDelta,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
