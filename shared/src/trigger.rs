@@ -1,1 +1,372 @@
-//! (being written)
+//! When a workstream is due for compaction.
+//!
+//! Three policies, one chosen by configuration:
+//! - [`TriggerPolicy::Threshold`] (the seed, default): compact when the
+//!   estimated tokens reach `min(ctx × 0.7, ctx − output_reserve −
+//!   safety_margin)`; with 200,000 / 32,000 / 8,000 that is 140,000.
+//! - [`TriggerPolicy::Overflow`] (OpenCode): compact when the usage the
+//!   model reported for the last step, `input + cache_read + output`,
+//!   exceeds `input_limit`, or `ctx − output_reserve` when the model has no
+//!   separate input limit. `ctx = 0` means an unlimited model: never.
+//! - [`TriggerPolicy::Utilization`] (CoWork): compact at a fixed share of
+//!   the window, 0.90 by default.
+//!
+//! A policy is evaluated on a [`Measure`]: the engine's estimate of the
+//! serialized context, or the usage a provider reported. Policies that need
+//! reported usage fall back to the estimate when none is given, so a
+//! backend that cannot pass usage still gets compaction.
+
+use serde::{Deserialize, Serialize};
+
+/// Token usage reported by a model provider for the last step.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Usage {
+    pub input_tokens: u64,
+    pub cache_read_tokens: u64,
+    pub output_tokens: u64,
+}
+
+impl Usage {
+    pub fn total(&self) -> u64 {
+        self.input_tokens
+            .saturating_add(self.cache_read_tokens)
+            .saturating_add(self.output_tokens)
+    }
+}
+
+/// How big the context currently is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Measure {
+    /// The engine's estimate of summary + state + un-compacted messages.
+    pub estimated_tokens: u64,
+    /// What the provider reported for the last step, when known. Usage
+    /// recorded before the latest compaction must not be passed (it would
+    /// re-trigger compaction on a context that is already small).
+    pub reported: Option<Usage>,
+}
+
+impl Measure {
+    pub fn estimated(tokens: u64) -> Measure {
+        Measure {
+            estimated_tokens: tokens,
+            reported: None,
+        }
+    }
+}
+
+/// The configured trigger policy.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "policy", rename_all = "snake_case", deny_unknown_fields)]
+pub enum TriggerPolicy {
+    Threshold {
+        #[serde(default = "default_context_window")]
+        context_window: u64,
+        #[serde(default = "default_ratio_threshold")]
+        ratio: f64,
+        #[serde(default = "default_output_reserve")]
+        output_reserve: u64,
+        #[serde(default = "default_safety_margin")]
+        safety_margin: u64,
+    },
+    Overflow {
+        #[serde(default = "default_context_window")]
+        context_window: u64,
+        #[serde(default)]
+        input_limit: Option<u64>,
+        #[serde(default = "default_output_reserve")]
+        output_reserve: u64,
+    },
+    Utilization {
+        #[serde(default = "default_context_window")]
+        context_window: u64,
+        #[serde(default = "default_ratio_utilization")]
+        ratio: f64,
+    },
+}
+
+fn default_context_window() -> u64 {
+    200_000
+}
+fn default_ratio_threshold() -> f64 {
+    0.7
+}
+fn default_ratio_utilization() -> f64 {
+    0.9
+}
+fn default_output_reserve() -> u64 {
+    32_000
+}
+fn default_safety_margin() -> u64 {
+    8_000
+}
+
+impl Default for TriggerPolicy {
+    fn default() -> Self {
+        TriggerPolicy::Threshold {
+            context_window: default_context_window(),
+            ratio: default_ratio_threshold(),
+            output_reserve: default_output_reserve(),
+            safety_margin: default_safety_margin(),
+        }
+    }
+}
+
+/// A policy setting that cannot work.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum TriggerConfigError {
+    #[error("trigger ratio must be in (0, 1], got {0}")]
+    Ratio(f64),
+    #[error(
+        "output_reserve + safety_margin ({reserve}) leaves no room in a context window of {window}"
+    )]
+    NoRoom { reserve: u64, window: u64 },
+}
+
+/// The outcome of evaluating a policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TriggerDecision {
+    /// Compaction is due.
+    pub due: bool,
+    /// The size that was compared (estimate or reported total).
+    pub current_tokens: u64,
+    /// The threshold it was compared with; `None` for an unlimited model.
+    pub threshold_tokens: Option<u64>,
+}
+
+impl TriggerPolicy {
+    /// Checks the settings; call once when configuration is loaded.
+    pub fn validate(&self) -> Result<(), TriggerConfigError> {
+        match *self {
+            TriggerPolicy::Threshold {
+                context_window,
+                ratio,
+                output_reserve,
+                safety_margin,
+            } => {
+                check_ratio(ratio)?;
+                let reserve = output_reserve.saturating_add(safety_margin);
+                if context_window > 0 && reserve >= context_window {
+                    return Err(TriggerConfigError::NoRoom {
+                        reserve,
+                        window: context_window,
+                    });
+                }
+                Ok(())
+            }
+            TriggerPolicy::Overflow {
+                context_window,
+                input_limit,
+                output_reserve,
+            } => {
+                if context_window > 0 && input_limit.is_none() && output_reserve >= context_window
+                {
+                    return Err(TriggerConfigError::NoRoom {
+                        reserve: output_reserve,
+                        window: context_window,
+                    });
+                }
+                Ok(())
+            }
+            TriggerPolicy::Utilization { ratio, .. } => check_ratio(ratio),
+        }
+    }
+
+    /// The model's context window this policy was configured for.
+    pub fn context_window(&self) -> u64 {
+        match *self {
+            TriggerPolicy::Threshold { context_window, .. }
+            | TriggerPolicy::Overflow { context_window, .. }
+            | TriggerPolicy::Utilization { context_window, .. } => context_window,
+        }
+    }
+
+    /// The token count at which compaction becomes due; `None` when the
+    /// model is unlimited (`context_window = 0`).
+    pub fn threshold(&self) -> Option<u64> {
+        match *self {
+            TriggerPolicy::Threshold {
+                context_window,
+                ratio,
+                output_reserve,
+                safety_margin,
+            } => {
+                if context_window == 0 {
+                    return None;
+                }
+                let by_ratio = scale(context_window, ratio);
+                let by_reserve = context_window
+                    .saturating_sub(output_reserve)
+                    .saturating_sub(safety_margin);
+                Some(by_ratio.min(by_reserve))
+            }
+            TriggerPolicy::Overflow {
+                context_window,
+                input_limit,
+                output_reserve,
+            } => {
+                if context_window == 0 {
+                    return None;
+                }
+                Some(input_limit.unwrap_or(context_window.saturating_sub(output_reserve)))
+            }
+            TriggerPolicy::Utilization {
+                context_window,
+                ratio,
+            } => (context_window > 0).then(|| scale(context_window, ratio)),
+        }
+    }
+
+    /// Whether compaction is due for `measure`.
+    ///
+    /// The threshold policies compare with `>=` (compaction is due *at* the
+    /// threshold); the overflow policy with `>`, as OpenCode defines it.
+    pub fn evaluate(&self, measure: &Measure) -> TriggerDecision {
+        let threshold = self.threshold();
+        let (current, strict) = match self {
+            TriggerPolicy::Overflow { .. } => (
+                measure
+                    .reported
+                    .map_or(measure.estimated_tokens, |u| u.total()),
+                true,
+            ),
+            _ => (measure.estimated_tokens, false),
+        };
+        let due = match threshold {
+            None => false,
+            Some(t) if strict => current > t,
+            Some(t) => current >= t,
+        };
+        TriggerDecision {
+            due,
+            current_tokens: current,
+            threshold_tokens: threshold,
+        }
+    }
+}
+
+fn check_ratio(ratio: f64) -> Result<(), TriggerConfigError> {
+    if ratio.is_finite() && ratio > 0.0 && ratio <= 1.0 {
+        Ok(())
+    } else {
+        Err(TriggerConfigError::Ratio(ratio))
+    }
+}
+
+/// `floor(tokens × ratio)` without going through lossy paths for ratios
+/// with up to four decimals (0.7, 0.9, 0.95…).
+fn scale(tokens: u64, ratio: f64) -> u64 {
+    let per_ten_thousand = (ratio.clamp(0.0, 1.0) * 10_000.0).round() as u64;
+    ((u128::from(tokens) * u128::from(per_ten_thousand)) / 10_000) as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seed_threshold_is_140k_of_200k() {
+        let p = TriggerPolicy::default();
+        assert_eq!(p.threshold(), Some(140_000));
+        assert!(!p.evaluate(&Measure::estimated(139_999)).due);
+        assert!(p.evaluate(&Measure::estimated(140_000)).due);
+    }
+
+    #[test]
+    fn seed_threshold_takes_the_reserve_bound_on_small_windows() {
+        let p = TriggerPolicy::Threshold {
+            context_window: 50_000,
+            ratio: 0.7,
+            output_reserve: 32_000,
+            safety_margin: 8_000,
+        };
+        assert_eq!(p.threshold(), Some(10_000), "min(35k, 10k)");
+    }
+
+    #[test]
+    fn overflow_uses_reported_usage_and_input_limit() {
+        let p = TriggerPolicy::Overflow {
+            context_window: 128_000,
+            input_limit: None,
+            output_reserve: 16_000,
+        };
+        assert_eq!(p.threshold(), Some(112_000));
+        let usage = |i, c, o| Measure {
+            estimated_tokens: 0,
+            reported: Some(Usage {
+                input_tokens: i,
+                cache_read_tokens: c,
+                output_tokens: o,
+            }),
+        };
+        assert!(!p.evaluate(&usage(100_000, 10_000, 2_000)).due, "equal is not over");
+        assert!(p.evaluate(&usage(100_000, 10_000, 2_001)).due);
+        assert!(
+            p.evaluate(&Measure::estimated(112_001)).due,
+            "falls back to the estimate without usage"
+        );
+        let with_limit = TriggerPolicy::Overflow {
+            context_window: 400_000,
+            input_limit: Some(272_000),
+            output_reserve: 128_000,
+        };
+        assert_eq!(with_limit.threshold(), Some(272_000));
+    }
+
+    #[test]
+    fn context_window_zero_never_triggers() {
+        for p in [
+            TriggerPolicy::Overflow {
+                context_window: 0,
+                input_limit: None,
+                output_reserve: 0,
+            },
+            TriggerPolicy::Utilization {
+                context_window: 0,
+                ratio: 0.9,
+            },
+            TriggerPolicy::Threshold {
+                context_window: 0,
+                ratio: 0.7,
+                output_reserve: 0,
+                safety_margin: 0,
+            },
+        ] {
+            let d = p.evaluate(&Measure::estimated(u64::MAX));
+            assert!(!d.due);
+            assert_eq!(d.threshold_tokens, None);
+        }
+    }
+
+    #[test]
+    fn utilization_is_ninety_percent_by_default() {
+        let p: TriggerPolicy = serde_json::from_str(r#"{"policy":"utilization"}"#).unwrap();
+        assert_eq!(p.threshold(), Some(180_000));
+        let gpt35 = TriggerPolicy::Utilization {
+            context_window: 16_000,
+            ratio: 0.9,
+        };
+        assert_eq!(gpt35.threshold(), Some(14_400));
+    }
+
+    #[test]
+    fn config_is_tagged_by_policy_and_validated() {
+        let p: TriggerPolicy =
+            serde_json::from_str(r#"{"policy":"threshold","context_window":100000}"#).unwrap();
+        assert_eq!(p.threshold(), Some(60_000));
+        assert!(serde_json::from_str::<TriggerPolicy>(r#"{"policy":"magic"}"#).is_err());
+        let bad = TriggerPolicy::Utilization {
+            context_window: 1000,
+            ratio: 1.5,
+        };
+        assert_eq!(bad.validate(), Err(TriggerConfigError::Ratio(1.5)));
+        let no_room = TriggerPolicy::Threshold {
+            context_window: 30_000,
+            ratio: 0.7,
+            output_reserve: 32_000,
+            safety_margin: 8_000,
+        };
+        assert!(matches!(no_room.validate(), Err(TriggerConfigError::NoRoom { .. })));
+        assert!(TriggerPolicy::default().validate().is_ok());
+    }
+}
