@@ -1,1 +1,439 @@
-//! (being written)
+//! What the next chat turn is sent: the compacted preamble (summary, state,
+//! artifact ledger, memory) as the first message, then the un-compacted
+//! messages.
+//!
+//! Two guarantees are enforced here rather than hoped for:
+//! - **No orphaned tool halves.** A tool result whose call is not in the
+//!   context, or a call whose result is not (other than a call in the very
+//!   last message, still being executed), is turned into plain text that
+//!   says what it was. Providers reject orphans with a 400 on every later
+//!   turn; a text note costs nothing.
+//! - **Overflow guard** (CoWork). When preamble plus messages would exceed
+//!   `overflow_guard_ratio` (95 %) of the window, the summary is shrunk —
+//!   oldest conversation-flow bullets first — keeping its sections and the
+//!   hand-off framing, never the exact-value ledger.
+
+use std::collections::HashSet;
+
+use serde::{Deserialize, Serialize};
+
+use crate::message::{Message, MessageId, Part, Role, PRUNED_PLACEHOLDER};
+use crate::state::WorkstreamState;
+use crate::summary::Summary;
+use crate::tokens::TokenEstimator;
+
+/// First line of the preamble, as the seed's summary injection reads.
+pub const SUMMARY_HEADER: &str = "Compacted context summary:";
+
+/// Hand-off framing (Codex / CoWork): the model treats the summary as
+/// authoritative work of a previous agent, not as a lossy memory.
+pub const HANDOFF_PREAMBLE: &str = "A previous agent produced the summary below to hand off the work. \
+Use it to build on the work already done and avoid duplicating effort. \
+The messages after this one are the most recent part of the conversation, verbatim.";
+
+/// OpenCode's synthetic message after an automatic compaction.
+pub const CONTINUE_MESSAGE: &str = "Continue if you have next steps.";
+
+/// Context-building settings.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ContextConfig {
+    /// Role of the preamble message (`system` as in the seed; `user` for
+    /// providers that take no system messages in the list).
+    pub summary_role: Role,
+    /// Share of the context window the built context may fill before the
+    /// summary is shrunk.
+    pub overflow_guard_ratio: f64,
+    /// Append [`CONTINUE_MESSAGE`] right after an automatic compaction.
+    pub continue_after_auto: bool,
+}
+
+impl Default for ContextConfig {
+    fn default() -> Self {
+        ContextConfig {
+            summary_role: Role::System,
+            overflow_guard_ratio: 0.95,
+            continue_after_auto: false,
+        }
+    }
+}
+
+/// Everything stored about a workstream that goes into its context.
+#[derive(Debug, Clone, Copy)]
+pub struct ContextInput<'a> {
+    pub summary: Option<&'a Summary>,
+    pub state: &'a WorkstreamState,
+    pub memory_block_summary: Option<&'a str>,
+    /// Memory entries not folded yet, oldest first.
+    pub memory_entries: &'a [String],
+    /// Un-compacted messages in order (pinned ones before the watermark
+    /// included).
+    pub messages: &'a [Message],
+    /// The latest compaction was automatic and nothing was said since.
+    pub just_auto_compacted: bool,
+    /// The model's context window (0 = unlimited: no overflow guard).
+    pub context_window: u64,
+}
+
+/// A message of the built context; `source` is `None` for synthesized ones.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ContextMessage {
+    pub role: Role,
+    pub parts: Vec<Part>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source: Option<MessageId>,
+}
+
+/// The built context and what the guards did.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BuiltContext {
+    pub messages: Vec<ContextMessage>,
+    /// Estimated tokens of the whole context.
+    pub tokens: u64,
+    /// Summary bullets the overflow guard dropped.
+    pub summary_bullets_dropped: usize,
+    /// Tool halves turned into text because their partner is missing.
+    pub orphans_neutralized: usize,
+    /// Still over the guard after shrinking the summary (the tail alone is
+    /// too big: a compaction with a smaller tail is needed).
+    pub over_budget: bool,
+}
+
+/// Builds the context for the next turn.
+pub fn build(
+    input: &ContextInput<'_>,
+    config: &ContextConfig,
+    estimator: &dyn TokenEstimator,
+) -> BuiltContext {
+    let (mut messages, orphans_neutralized) = sanitize(input.messages);
+    if config.continue_after_auto && input.just_auto_compacted {
+        messages.push(ContextMessage {
+            role: Role::User,
+            parts: vec![Part::text(CONTINUE_MESSAGE)],
+            source: None,
+        });
+    }
+    let tail_tokens: u64 = messages
+        .iter()
+        .flat_map(|m| &m.parts)
+        .map(|p| estimator.part_tokens(p))
+        .sum();
+
+    let mut summary = input.summary.cloned();
+    let rest = render_rest(input);
+    let mut dropped = 0;
+    let limit = guard_limit(input.context_window, config.overflow_guard_ratio);
+    if let (Some(limit), Some(s)) = (limit, summary.as_mut()) {
+        let fixed = estimator.count(&render_preamble(None, &rest)) + tail_tokens;
+        let total = fixed + s.tokens(estimator);
+        if total > limit {
+            dropped = s.fit_to(limit.saturating_sub(fixed), estimator);
+        }
+    }
+    let mut out = Vec::with_capacity(messages.len() + 1);
+    let mut tokens = tail_tokens;
+    if summary.is_some() || !rest.is_empty() {
+        let text = render_preamble(summary.as_ref(), &rest);
+        tokens += estimator.count(&text);
+        out.push(ContextMessage {
+            role: config.summary_role,
+            parts: vec![Part::Text { text }],
+            source: None,
+        });
+    }
+    out.extend(messages);
+    BuiltContext {
+        messages: out,
+        tokens,
+        summary_bullets_dropped: dropped,
+        orphans_neutralized,
+        over_budget: limit.is_some_and(|l| tokens > l),
+    }
+}
+
+fn guard_limit(window: u64, ratio: f64) -> Option<u64> {
+    (window > 0).then(|| (window as f64 * ratio.clamp(0.0, 1.0)) as u64)
+}
+
+/// State, ledger and memory rendered (everything of the preamble but the
+/// summary), empty when there is none of them.
+fn render_rest(input: &ContextInput<'_>) -> String {
+    let mut rest = String::new();
+    let state = input.state.render();
+    if !state.is_empty() {
+        rest.push_str("Workstream state:\n");
+        rest.push_str(&state);
+    }
+    let ledger = input.state.ledger.render();
+    if !ledger.is_empty() {
+        if !rest.is_empty() {
+            rest.push('\n');
+        }
+        rest.push_str("Exact values recorded from earlier messages:\n");
+        rest.push_str(&ledger);
+    }
+    let memory_summary = input.memory_block_summary.filter(|s| !s.trim().is_empty());
+    if memory_summary.is_some() || !input.memory_entries.is_empty() {
+        if !rest.is_empty() {
+            rest.push('\n');
+        }
+        rest.push_str("Memory:\n");
+        if let Some(s) = memory_summary {
+            rest.push_str(s.trim_end());
+            rest.push('\n');
+        }
+        for entry in input.memory_entries {
+            rest.push_str("- ");
+            rest.push_str(entry);
+            rest.push('\n');
+        }
+    }
+    rest
+}
+
+fn render_preamble(summary: Option<&Summary>, rest: &str) -> String {
+    let mut text = String::new();
+    text.push_str(SUMMARY_HEADER);
+    text.push('\n');
+    text.push_str(HANDOFF_PREAMBLE);
+    text.push_str("\n\n");
+    match summary {
+        Some(s) => text.push_str(&s.render()),
+        None => text.push_str(&Summary::default().render()),
+    }
+    if !rest.is_empty() {
+        text.push('\n');
+        text.push_str(rest);
+    }
+    text
+}
+
+/// Copies the messages for a model: pruned output becomes the placeholder,
+/// and orphaned tool halves become text. Returns the count neutralized.
+fn sanitize(messages: &[Message]) -> (Vec<ContextMessage>, usize) {
+    let mut calls_seen: HashSet<&str> = HashSet::new();
+    let mut results: HashSet<&str> = HashSet::new();
+    for m in messages {
+        results.extend(m.tool_results());
+    }
+    let last = messages.len().saturating_sub(1);
+    let mut orphans = 0;
+    let mut out = Vec::with_capacity(messages.len());
+    for (i, m) in messages.iter().enumerate() {
+        // Calls of this message are visible to results in the same message.
+        calls_seen.extend(m.tool_calls());
+        let parts = m
+            .parts
+            .iter()
+            .map(|part| match part {
+                Part::ToolCall {
+                    call_id,
+                    tool_name,
+                    input,
+                } if !results.contains(call_id.as_str()) && i != last => {
+                    orphans += 1;
+                    Part::text(format!(
+                        "[call of tool {tool_name} with input {input}; its result was not recorded]"
+                    ))
+                }
+                Part::ToolResult {
+                    call_id,
+                    tool_name,
+                    output,
+                    pruned,
+                    is_error,
+                } => {
+                    let shown = if *pruned {
+                        PRUNED_PLACEHOLDER
+                    } else {
+                        output.as_str()
+                    };
+                    if calls_seen.contains(call_id.as_str()) {
+                        Part::ToolResult {
+                            call_id: call_id.clone(),
+                            tool_name: tool_name.clone(),
+                            output: shown.to_owned(),
+                            is_error: *is_error,
+                            pruned: *pruned,
+                        }
+                    } else {
+                        orphans += 1;
+                        Part::text(format!(
+                            "[earlier result of tool {tool_name}, whose call is summarized above]\n{shown}"
+                        ))
+                    }
+                }
+                other => other.clone(),
+            })
+            .collect();
+        out.push(ContextMessage {
+            role: m.role,
+            parts,
+            source: Some(m.id),
+        });
+    }
+    (out, orphans)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ledger::{Artifact, ArtifactKind, LedgerCaps};
+    use crate::tokens::CharEstimator;
+
+    fn input<'a>(summary: Option<&'a Summary>, state: &'a WorkstreamState, messages: &'a [Message]) -> ContextInput<'a> {
+        ContextInput {
+            summary,
+            state,
+            memory_block_summary: None,
+            memory_entries: &[],
+            messages,
+            just_auto_compacted: false,
+            context_window: 200_000,
+        }
+    }
+
+    fn call(id: i64, call_id: &str) -> Message {
+        Message::new(
+            id,
+            Role::Assistant,
+            vec![Part::ToolCall {
+                call_id: call_id.into(),
+                tool_name: "bash".into(),
+                input: serde_json::json!({"cmd": "make"}),
+            }],
+        )
+    }
+
+    fn result(id: i64, call_id: &str, pruned: bool) -> Message {
+        Message::new(
+            id,
+            Role::Tool,
+            vec![Part::ToolResult {
+                call_id: call_id.into(),
+                tool_name: "bash".into(),
+                output: "build ok".into(),
+                is_error: false,
+                pruned,
+            }],
+        )
+    }
+
+    #[test]
+    fn no_summary_and_no_state_means_just_the_messages() {
+        let state = WorkstreamState::default();
+        let msgs = vec![Message::text(1, Role::User, "hi")];
+        let built = build(&input(None, &state, &msgs), &ContextConfig::default(), &CharEstimator::default());
+        assert_eq!(built.messages.len(), 1);
+        assert_eq!(built.messages[0].source, Some(MessageId(1)));
+    }
+
+    #[test]
+    fn the_preamble_comes_first_with_summary_state_ledger_and_memory() {
+        let summary = Summary {
+            key_facts: vec!["uses Postgres 16".into()],
+            ..Default::default()
+        };
+        let mut state = WorkstreamState::default();
+        state.tasks.push(crate::state::StateItem::new("ship it").with_status("open"));
+        state.ledger.record(
+            [Artifact {
+                kind: ArtifactKind::Path,
+                value: "src/db/pool.rs".into(),
+                last_seen: MessageId(3),
+            }],
+            &LedgerCaps::default(),
+        );
+        let msgs = vec![Message::text(9, Role::User, "next")];
+        let entries = vec!["likes tabs".to_string()];
+        let ci = ContextInput {
+            memory_block_summary: Some("- prefers short answers"),
+            memory_entries: &entries,
+            ..input(Some(&summary), &state, &msgs)
+        };
+        let built = build(&ci, &ContextConfig::default(), &CharEstimator::default());
+        assert_eq!(built.messages.len(), 2);
+        assert_eq!(built.messages[0].role, Role::System);
+        let Part::Text { text } = &built.messages[0].parts[0] else { panic!() };
+        assert!(text.starts_with("Compacted context summary:\n"));
+        for needle in ["hand off", "KEY FACTS:", "- uses Postgres 16", "Tasks:", "- ship it (open)", "src/db/pool.rs", "prefers short answers", "- likes tabs"] {
+            assert!(text.contains(needle), "missing {needle:?} in\n{text}");
+        }
+    }
+
+    #[test]
+    fn pruned_output_is_shown_as_the_placeholder() {
+        let state = WorkstreamState::default();
+        let msgs = vec![call(1, "a"), result(2, "a", true)];
+        let built = build(&input(None, &state, &msgs), &ContextConfig::default(), &CharEstimator::default());
+        let Part::ToolResult { output, .. } = &built.messages[1].parts[0] else { panic!() };
+        assert_eq!(output, PRUNED_PLACEHOLDER);
+    }
+
+    #[test]
+    fn orphaned_results_and_calls_become_text() {
+        let state = WorkstreamState::default();
+        let msgs = vec![
+            result(1, "gone", false),
+            call(2, "never-answered"),
+            Message::text(3, Role::User, "and now?"),
+            call(4, "in-flight"),
+        ];
+        let built = build(&input(None, &state, &msgs), &ContextConfig::default(), &CharEstimator::default());
+        assert_eq!(built.orphans_neutralized, 2);
+        assert!(matches!(&built.messages[0].parts[0], Part::Text { text } if text.contains("build ok")));
+        assert!(matches!(&built.messages[1].parts[0], Part::Text { text } if text.contains("make") && text.contains("not recorded")));
+        assert!(matches!(&built.messages[3].parts[0], Part::ToolCall { .. }), "the last message's call is in flight");
+    }
+
+    #[test]
+    fn overflow_guard_shrinks_the_summary_but_keeps_its_sections() {
+        let summary = Summary {
+            key_facts: vec!["the one fact".into()],
+            conversation_flow: (0..2_000).map(|i| format!("step {i} of a very long story")).collect(),
+            open_threads: vec!["what next".into()],
+        };
+        let state = WorkstreamState::default();
+        let msgs = vec![Message::text(1, Role::User, "x".repeat(3_000))];
+        let ci = ContextInput {
+            context_window: 10_000,
+            ..input(Some(&summary), &state, &msgs)
+        };
+        let built = build(&ci, &ContextConfig::default(), &CharEstimator::default());
+        assert!(built.summary_bullets_dropped > 0);
+        assert!(built.tokens <= 9_500, "{}", built.tokens);
+        assert!(!built.over_budget);
+        let Part::Text { text } = &built.messages[0].parts[0] else { panic!() };
+        assert!(text.contains("the one fact") && text.contains("OPEN THREADS:") && text.contains("step 1999"));
+        assert!(!text.contains("step 0 "));
+    }
+
+    #[test]
+    fn a_tail_too_big_for_the_window_is_reported() {
+        let state = WorkstreamState::default();
+        let msgs = vec![Message::text(1, Role::User, "x".repeat(60_000))];
+        let ci = ContextInput {
+            context_window: 10_000,
+            ..input(None, &state, &msgs)
+        };
+        assert!(build(&ci, &ContextConfig::default(), &CharEstimator::default()).over_budget);
+    }
+
+    #[test]
+    fn continue_message_follows_an_automatic_compaction_when_enabled() {
+        let state = WorkstreamState::default();
+        let msgs = vec![Message::text(1, Role::User, "hi")];
+        let config = ContextConfig {
+            continue_after_auto: true,
+            ..Default::default()
+        };
+        let ci = ContextInput {
+            just_auto_compacted: true,
+            ..input(None, &state, &msgs)
+        };
+        let built = build(&ci, &config, &CharEstimator::default());
+        assert_eq!(built.messages.last().unwrap().parts, vec![Part::text(CONTINUE_MESSAGE)]);
+        let off = build(&ci, &ContextConfig::default(), &CharEstimator::default());
+        assert_eq!(off.messages.len(), 1);
+    }
+}

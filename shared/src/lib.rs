@@ -22,6 +22,7 @@
 //! - [`ledger`]: the artifact ledger of exact values.
 //! - [`extractive`]: the offline summarizer.
 //! - [`context`]: what the next turn is sent, and the guards around it.
+//! - [`memory`]: when memory-block entries are folded.
 //! - [`config`]: every engine setting with its default.
 
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
@@ -34,6 +35,7 @@ pub mod extractive;
 pub mod key;
 pub mod ledger;
 mod ledger_extract;
+pub mod memory;
 pub mod message;
 pub mod parse;
 pub mod prompt;

@@ -16,6 +16,10 @@ pub const KEY_FACTS: &str = "KEY FACTS";
 pub const CONVERSATION_FLOW: &str = "CONVERSATION FLOW";
 pub const OPEN_THREADS: &str = "OPEN THREADS";
 
+/// The seed's `SUMMARY_ROLLUP_MAX_TOKENS`: a summary above this size gets a
+/// rollup pass that compacts the summary itself.
+pub const SUMMARY_ROLLUP_MAX_TOKENS: u64 = 80_000;
+
 /// One of the three sections.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Section {
@@ -98,6 +102,11 @@ impl Summary {
         estimator.count(&self.render())
     }
 
+    /// Whether the summary is over `rollup_max_tokens` and must be rolled up.
+    pub fn needs_rollup(&self, rollup_max_tokens: u64, estimator: &dyn TokenEstimator) -> bool {
+        self.tokens(estimator) > rollup_max_tokens
+    }
+
     /// Shrinks the summary until its rendering is at most `max_tokens`:
     /// first the oldest conversation-flow bullets, then the oldest key
     /// facts, then the oldest open threads; finally, if a single remaining
@@ -166,6 +175,18 @@ mod tests {
         for h in [KEY_FACTS, CONVERSATION_FLOW, OPEN_THREADS] {
             assert!(text.contains(h));
         }
+    }
+
+    #[test]
+    fn rollup_is_needed_only_above_the_limit() {
+        let e = CharEstimator::default();
+        let mut s = Summary {
+            key_facts: vec!["x".repeat(240_000)],
+            ..Default::default()
+        };
+        assert!(s.needs_rollup(SUMMARY_ROLLUP_MAX_TOKENS, &e));
+        s.key_facts[0].truncate(230_000);
+        assert!(!s.needs_rollup(SUMMARY_ROLLUP_MAX_TOKENS, &e));
     }
 
     #[test]
