@@ -249,7 +249,11 @@ mod tests {
         )
     }
     fn plan_default(messages: &[Message]) -> Option<CompactionPlan> {
-        plan(messages, &BoundaryConfig::default(), &CharEstimator::default())
+        plan(
+            messages,
+            &BoundaryConfig::default(),
+            &CharEstimator::default(),
+        )
     }
 
     #[test]
@@ -290,20 +294,28 @@ mod tests {
         // the default cut (index 4) would keep the result and compact the call
         assert_eq!(p.tail_start, 3);
         assert_eq!(p.compact, vec![0, 1, 2]);
-        assert!(p.split_turn.is_some(), "turn started at index 2 continues in the tail");
+        assert!(
+            p.split_turn.is_some(),
+            "turn started at index 2 continues in the tail"
+        );
         assert_eq!(p.split_turn, Some(2));
     }
 
     #[test]
     fn a_pending_call_in_the_latest_turn_is_never_compacted() {
-        let mut msgs: Vec<Message> = (1..=4).map(|i| if i % 2 == 1 { user(i) } else { assistant(i) }).collect();
+        let mut msgs: Vec<Message> = (1..=4)
+            .map(|i| if i % 2 == 1 { user(i) } else { assistant(i) })
+            .collect();
         msgs.push(user(5));
         msgs.push(call(6, "waiting"));
         for i in 7..=12 {
             msgs.push(Message::text(i, Role::Assistant, "thinking aloud"));
         }
         let p = plan_default(&msgs).unwrap();
-        assert!(p.tail_start <= 5, "call at index 5 stays in the tail: {p:?}");
+        assert!(
+            p.tail_start <= 5,
+            "call at index 5 stays in the tail: {p:?}"
+        );
     }
 
     #[test]
@@ -320,7 +332,17 @@ mod tests {
     #[test]
     fn keep_recent_tokens_extends_the_tail() {
         let msgs: Vec<Message> = (1..=20)
-            .map(|i| Message::text(i, if i % 2 == 1 { Role::User } else { Role::Assistant }, "x".repeat(300)))
+            .map(|i| {
+                Message::text(
+                    i,
+                    if i % 2 == 1 {
+                        Role::User
+                    } else {
+                        Role::Assistant
+                    },
+                    "x".repeat(300),
+                )
+            })
             .collect();
         let config = BoundaryConfig {
             keep_recent_tokens: Some(1_000),
@@ -349,9 +371,15 @@ mod tests {
             max_tail_tokens: Some(4_500),
         };
         let p = plan(&msgs, &config, &CharEstimator::default()).unwrap();
-        assert!(msgs[p.tail_start].tool_calls().next().is_some(), "cut lands on a call, never on a result");
+        assert!(
+            msgs[p.tail_start].tool_calls().next().is_some(),
+            "cut lands on a call, never on a result"
+        );
         let e = CharEstimator::default();
-        let tail: u64 = msgs[p.tail_start..].iter().map(|m| e.message_tokens(m)).sum();
+        let tail: u64 = msgs[p.tail_start..]
+            .iter()
+            .map(|m| e.message_tokens(m))
+            .sum();
         assert!(tail <= 4_500, "tail {tail}");
         assert_eq!(p.split_turn, Some(0));
     }

@@ -27,7 +27,8 @@ pub const SUMMARY_HEADER: &str = "Compacted context summary:";
 
 /// Hand-off framing (Codex / CoWork): the model treats the summary as
 /// authoritative work of a previous agent, not as a lossy memory.
-pub const HANDOFF_PREAMBLE: &str = "A previous agent produced the summary below to hand off the work. \
+pub const HANDOFF_PREAMBLE: &str =
+    "A previous agent produced the summary below to hand off the work. \
 Use it to build on the work already done and avoid duplicating effort. \
 The messages after this one are the most recent part of the conversation, verbatim.";
 
@@ -281,7 +282,11 @@ mod tests {
     use crate::ledger::{Artifact, ArtifactKind, LedgerCaps};
     use crate::tokens::CharEstimator;
 
-    fn input<'a>(summary: Option<&'a Summary>, state: &'a WorkstreamState, messages: &'a [Message]) -> ContextInput<'a> {
+    fn input<'a>(
+        summary: Option<&'a Summary>,
+        state: &'a WorkstreamState,
+        messages: &'a [Message],
+    ) -> ContextInput<'a> {
         ContextInput {
             summary,
             state,
@@ -323,7 +328,11 @@ mod tests {
     fn no_summary_and_no_state_means_just_the_messages() {
         let state = WorkstreamState::default();
         let msgs = vec![Message::text(1, Role::User, "hi")];
-        let built = build(&input(None, &state, &msgs), &ContextConfig::default(), &CharEstimator::default());
+        let built = build(
+            &input(None, &state, &msgs),
+            &ContextConfig::default(),
+            &CharEstimator::default(),
+        );
         assert_eq!(built.messages.len(), 1);
         assert_eq!(built.messages[0].source, Some(MessageId(1)));
     }
@@ -335,7 +344,9 @@ mod tests {
             ..Default::default()
         };
         let mut state = WorkstreamState::default();
-        state.tasks.push(crate::state::StateItem::new("ship it").with_status("open"));
+        state
+            .tasks
+            .push(crate::state::StateItem::new("ship it").with_status("open"));
         state.ledger.record(
             [Artifact {
                 kind: ArtifactKind::Path,
@@ -354,9 +365,20 @@ mod tests {
         let built = build(&ci, &ContextConfig::default(), &CharEstimator::default());
         assert_eq!(built.messages.len(), 2);
         assert_eq!(built.messages[0].role, Role::System);
-        let Part::Text { text } = &built.messages[0].parts[0] else { panic!() };
+        let Part::Text { text } = &built.messages[0].parts[0] else {
+            panic!()
+        };
         assert!(text.starts_with("Compacted context summary:\n"));
-        for needle in ["hand off", "KEY FACTS:", "- uses Postgres 16", "Tasks:", "- ship it (open)", "src/db/pool.rs", "prefers short answers", "- likes tabs"] {
+        for needle in [
+            "hand off",
+            "KEY FACTS:",
+            "- uses Postgres 16",
+            "Tasks:",
+            "- ship it (open)",
+            "src/db/pool.rs",
+            "prefers short answers",
+            "- likes tabs",
+        ] {
             assert!(text.contains(needle), "missing {needle:?} in\n{text}");
         }
     }
@@ -365,8 +387,14 @@ mod tests {
     fn pruned_output_is_shown_as_the_placeholder() {
         let state = WorkstreamState::default();
         let msgs = vec![call(1, "a"), result(2, "a", true)];
-        let built = build(&input(None, &state, &msgs), &ContextConfig::default(), &CharEstimator::default());
-        let Part::ToolResult { output, .. } = &built.messages[1].parts[0] else { panic!() };
+        let built = build(
+            &input(None, &state, &msgs),
+            &ContextConfig::default(),
+            &CharEstimator::default(),
+        );
+        let Part::ToolResult { output, .. } = &built.messages[1].parts[0] else {
+            panic!()
+        };
         assert_eq!(output, PRUNED_PLACEHOLDER);
     }
 
@@ -379,18 +407,31 @@ mod tests {
             Message::text(3, Role::User, "and now?"),
             call(4, "in-flight"),
         ];
-        let built = build(&input(None, &state, &msgs), &ContextConfig::default(), &CharEstimator::default());
+        let built = build(
+            &input(None, &state, &msgs),
+            &ContextConfig::default(),
+            &CharEstimator::default(),
+        );
         assert_eq!(built.orphans_neutralized, 2);
-        assert!(matches!(&built.messages[0].parts[0], Part::Text { text } if text.contains("build ok")));
-        assert!(matches!(&built.messages[1].parts[0], Part::Text { text } if text.contains("make") && text.contains("not recorded")));
-        assert!(matches!(&built.messages[3].parts[0], Part::ToolCall { .. }), "the last message's call is in flight");
+        assert!(
+            matches!(&built.messages[0].parts[0], Part::Text { text } if text.contains("build ok"))
+        );
+        assert!(
+            matches!(&built.messages[1].parts[0], Part::Text { text } if text.contains("make") && text.contains("not recorded"))
+        );
+        assert!(
+            matches!(&built.messages[3].parts[0], Part::ToolCall { .. }),
+            "the last message's call is in flight"
+        );
     }
 
     #[test]
     fn overflow_guard_shrinks_the_summary_but_keeps_its_sections() {
         let summary = Summary {
             key_facts: vec!["the one fact".into()],
-            conversation_flow: (0..2_000).map(|i| format!("step {i} of a very long story")).collect(),
+            conversation_flow: (0..2_000)
+                .map(|i| format!("step {i} of a very long story"))
+                .collect(),
             open_threads: vec!["what next".into()],
         };
         let state = WorkstreamState::default();
@@ -403,8 +444,14 @@ mod tests {
         assert!(built.summary_bullets_dropped > 0);
         assert!(built.tokens <= 9_500, "{}", built.tokens);
         assert!(!built.over_budget);
-        let Part::Text { text } = &built.messages[0].parts[0] else { panic!() };
-        assert!(text.contains("the one fact") && text.contains("OPEN THREADS:") && text.contains("step 1999"));
+        let Part::Text { text } = &built.messages[0].parts[0] else {
+            panic!()
+        };
+        assert!(
+            text.contains("the one fact")
+                && text.contains("OPEN THREADS:")
+                && text.contains("step 1999")
+        );
         assert!(!text.contains("step 0 "));
     }
 
@@ -432,7 +479,10 @@ mod tests {
             ..input(None, &state, &msgs)
         };
         let built = build(&ci, &config, &CharEstimator::default());
-        assert_eq!(built.messages.last().unwrap().parts, vec![Part::text(CONTINUE_MESSAGE)]);
+        assert_eq!(
+            built.messages.last().unwrap().parts,
+            vec![Part::text(CONTINUE_MESSAGE)]
+        );
         let off = build(&ci, &ContextConfig::default(), &CharEstimator::default());
         assert_eq!(off.messages.len(), 1);
     }

@@ -245,7 +245,11 @@ mod tests {
         let long = "a".repeat(10 * 1024);
         assert!(matches!(
             EntityKey::parse("chat", &long),
-            Err(KeyError::TooLong { len: 10240, max: 128, .. })
+            Err(KeyError::TooLong {
+                len: 10240,
+                max: 128,
+                ..
+            })
         ));
         assert!(matches!(
             EntityKey::parse(&"d".repeat(33), "a"),
@@ -261,7 +265,13 @@ mod tests {
         ] {
             let err = EntityKey::parse("chat", bad).unwrap_err();
             assert!(
-                matches!(err, KeyError::InvalidChar { field: KeyField::EntityId, .. }),
+                matches!(
+                    err,
+                    KeyError::InvalidChar {
+                        field: KeyField::EntityId,
+                        ..
+                    }
+                ),
                 "{bad:?} gave {err:?}"
             );
         }
@@ -292,7 +302,13 @@ mod tests {
 
     #[test]
     fn parses_rendered_keys_strictly() {
-        for bad in ["chat:1", "compact:chat", "compact::1", "compact:chat:1:2", "x:chat:1"] {
+        for bad in [
+            "chat:1",
+            "compact:chat",
+            "compact::1",
+            "compact:chat:1:2",
+            "x:chat:1",
+        ] {
             assert!(bad.parse::<EntityKey>().is_err(), "{bad}");
         }
     }
@@ -300,7 +316,10 @@ mod tests {
     #[test]
     fn serde_validates_on_the_way_in() {
         let key: EntityKey = serde_json::from_str(r#"{"domain":"chat","entity_id":"42"}"#).unwrap();
-        assert_eq!(serde_json::to_string(&key).unwrap(), r#"{"domain":"chat","entity_id":"42"}"#);
+        assert_eq!(
+            serde_json::to_string(&key).unwrap(),
+            r#"{"domain":"chat","entity_id":"42"}"#
+        );
         let err = serde_json::from_str::<EntityKey>(r#"{"domain":"chat","entity_id":"4*2"}"#)
             .unwrap_err()
             .to_string();

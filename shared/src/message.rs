@@ -162,7 +162,11 @@ impl Message {
     /// Whether this message starts a user turn (a user message with something
     /// other than tool results in it).
     pub fn starts_turn(&self) -> bool {
-        self.role == Role::User && self.parts.iter().any(|p| !matches!(p, Part::ToolResult { .. }))
+        self.role == Role::User
+            && self
+                .parts
+                .iter()
+                .any(|p| !matches!(p, Part::ToolResult { .. }))
     }
 }
 
@@ -231,9 +235,11 @@ mod tests {
     #[test]
     fn unknown_roles_and_fields_are_rejected() {
         assert!(Message::from_json(r#"{"id":1,"role":"robot","parts":[]}"#).is_err());
-        let err = Message::from_json(r#"{"id":1,"role":"user","parts":[{"type":"text","text":"a","x":1}]}"#)
-            .unwrap_err()
-            .to_string();
+        let err = Message::from_json(
+            r#"{"id":1,"role":"user","parts":[{"type":"text","text":"a","x":1}]}"#,
+        )
+        .unwrap_err()
+        .to_string();
         assert!(err.contains("unknown field `x`"), "{err}");
     }
 

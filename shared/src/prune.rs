@@ -78,7 +78,9 @@ pub fn plan(
         }
         // Messages of the newest `skip_user_turns` turns (the turn-starting
         // user message included) are the working set.
-        if turns < config.skip_user_turns || (turns == config.skip_user_turns && message.starts_turn()) {
+        if turns < config.skip_user_turns
+            || (turns == config.skip_user_turns && message.starts_turn())
+        {
             continue;
         }
         for (pi, part) in message.parts.iter().enumerate().rev() {
@@ -111,9 +113,8 @@ pub fn plan(
 /// Marks the planned results as pruned. Their output is kept.
 pub fn apply(messages: &mut [Message], plan: &PrunePlan) {
     for &(mi, pi) in &plan.parts {
-        if let Some(Part::ToolResult { pruned, .. }) = messages
-            .get_mut(mi)
-            .and_then(|m| m.parts.get_mut(pi))
+        if let Some(Part::ToolResult { pruned, .. }) =
+            messages.get_mut(mi).and_then(|m| m.parts.get_mut(pi))
         {
             *pruned = true;
         }
@@ -157,13 +158,20 @@ mod tests {
 
     fn conversation(turns: &[(&str, usize)]) -> Vec<Message> {
         let mut id = 0;
-        turns.iter().flat_map(|(tool, t)| turn(&mut id, tool, *t)).collect()
+        turns
+            .iter()
+            .flat_map(|(tool, t)| turn(&mut id, tool, *t))
+            .collect()
     }
 
     fn pruned_ids(messages: &[Message]) -> Vec<i64> {
         messages
             .iter()
-            .filter(|m| m.parts.iter().any(|p| matches!(p, Part::ToolResult { pruned: true, .. })))
+            .filter(|m| {
+                m.parts
+                    .iter()
+                    .any(|p| matches!(p, Part::ToolResult { pruned: true, .. }))
+            })
             .map(|m| m.id.0)
             .collect()
     }
@@ -178,7 +186,11 @@ mod tests {
         assert_eq!(plan.tokens_freed, 30_000);
         apply(&mut msgs, &plan);
         assert_eq!(pruned_ids(&msgs), vec![3, 6]);
-        let kept = msgs.iter().flat_map(|m| &m.parts).filter(|p| matches!(p, Part::ToolResult { output, .. } if output.len() == 45_000)).count();
+        let kept = msgs
+            .iter()
+            .flat_map(|m| &m.parts)
+            .filter(|p| matches!(p, Part::ToolResult { output, .. } if output.len() == 45_000))
+            .count();
         assert_eq!(kept, 6, "pruning marks; the output stays stored");
     }
 
@@ -186,7 +198,10 @@ mod tests {
     fn does_not_prune_for_less_than_the_minimum() {
         let msgs = conversation(&[("bash", 10_000); 7]);
         // skipped: last 2 turns; counted: 5 × 10k = 50k, only 10k over 40k
-        assert_eq!(plan(&msgs, &PruneConfig::default(), &CharEstimator::default()), None);
+        assert_eq!(
+            plan(&msgs, &PruneConfig::default(), &CharEstimator::default()),
+            None
+        );
     }
 
     #[test]
@@ -194,7 +209,10 @@ mod tests {
         let mut turns = vec![("skill", 50_000); 3];
         turns.extend([("bash", 100_000); 2]);
         let msgs = conversation(&turns);
-        assert_eq!(plan(&msgs, &PruneConfig::default(), &CharEstimator::default()), None);
+        assert_eq!(
+            plan(&msgs, &PruneConfig::default(), &CharEstimator::default()),
+            None
+        );
     }
 
     #[test]

@@ -373,7 +373,10 @@ mod tests {
     fn duplicates_by_normalized_text_are_merged_and_move_to_the_end() {
         let mut state = WorkstreamState::default();
         let delta = StateDelta {
-            key_decisions: vec![StateItem::new("Use Postgres."), StateItem::new("Ship on Friday")],
+            key_decisions: vec![
+                StateItem::new("Use Postgres."),
+                StateItem::new("Ship on Friday"),
+            ],
             ..Default::default()
         };
         state.merge(&delta, &StateCaps::default());
@@ -382,7 +385,10 @@ mod tests {
             ..Default::default()
         };
         state.merge(&again, &StateCaps::default());
-        assert_eq!(texts(&state.key_decisions), ["Ship on Friday", "use   postgres"]);
+        assert_eq!(
+            texts(&state.key_decisions),
+            ["Ship on Friday", "use   postgres"]
+        );
     }
 
     #[test]
@@ -391,7 +397,9 @@ mod tests {
         let caps = StateCaps::default();
         state.merge(
             &StateDelta {
-                tasks: vec![StateItem::new("Write the migration").with_id("T1").with_status("open")],
+                tasks: vec![StateItem::new("Write the migration")
+                    .with_id("T1")
+                    .with_status("open")],
                 ..Default::default()
             },
             &caps,
@@ -438,13 +446,19 @@ mod tests {
             ..Default::default()
         };
         state.merge(&delta, &caps);
-        assert_eq!(texts(&state.tasks), ["a", "c", "d"], "closed b goes before older open a");
+        assert_eq!(
+            texts(&state.tasks),
+            ["a", "c", "d"],
+            "closed b goes before older open a"
+        );
     }
 
     #[test]
     fn every_seed_cap_is_enforced() {
         let caps = StateCaps::default();
-        let many: Vec<StateItem> = (0..30).map(|i| StateItem::new(format!("item {i}"))).collect();
+        let many: Vec<StateItem> = (0..30)
+            .map(|i| StateItem::new(format!("item {i}")))
+            .collect();
         let delta = StateDelta {
             key_decisions: many.clone(),
             active_constraints: many.clone(),
@@ -458,7 +472,11 @@ mod tests {
         state.merge(&delta, &caps);
         let lens: Vec<usize> = Field::ALL.iter().map(|&f| state.field(f).len()).collect();
         assert_eq!(lens, [8, 6, 10, 5, 5, 10, 6]);
-        assert_eq!(state.key_decisions.last().unwrap().text, "item 29", "most recent wins");
+        assert_eq!(
+            state.key_decisions.last().unwrap().text,
+            "item 29",
+            "most recent wins"
+        );
     }
 
     #[test]
@@ -473,7 +491,11 @@ mod tests {
             &caps,
         );
         let delta = StateDelta {
-            risks: vec![StateItem::new("r1"), StateItem::new("R1"), StateItem::new("r2")],
+            risks: vec![
+                StateItem::new("r1"),
+                StateItem::new("R1"),
+                StateItem::new("r2"),
+            ],
             ..Default::default()
         };
         state.merge(&delta, &caps);
@@ -493,7 +515,13 @@ mod tests {
             &StateCaps::default(),
         );
         let json = serde_json::to_string(&state).unwrap();
-        assert_eq!(json, r#"{"open_questions":[{"id":"Q1","text":"Which region?"}]}"#);
-        assert_eq!(serde_json::from_str::<WorkstreamState>(&json).unwrap(), state);
+        assert_eq!(
+            json,
+            r#"{"open_questions":[{"id":"Q1","text":"Which region?"}]}"#
+        );
+        assert_eq!(
+            serde_json::from_str::<WorkstreamState>(&json).unwrap(),
+            state
+        );
     }
 }

@@ -146,7 +146,9 @@ mod tests {
     fn sample() -> Summary {
         Summary {
             key_facts: vec!["fact 1".into(), "fact 2".into()],
-            conversation_flow: (0..50).map(|i| format!("turn {i}: something happened")).collect(),
+            conversation_flow: (0..50)
+                .map(|i| format!("turn {i}: something happened"))
+                .collect(),
             open_threads: vec!["thread".into()],
         }
     }
@@ -170,7 +172,10 @@ mod tests {
         assert!(dropped > 0);
         assert!(s.tokens(&e) <= budget);
         assert_eq!(s.key_facts.len(), 2, "facts untouched while flow remains");
-        assert_eq!(s.conversation_flow.last().unwrap(), "turn 49: something happened");
+        assert_eq!(
+            s.conversation_flow.last().unwrap(),
+            "turn 49: something happened"
+        );
         let text = s.render();
         for h in [KEY_FACTS, CONVERSATION_FLOW, OPEN_THREADS] {
             assert!(text.contains(h));

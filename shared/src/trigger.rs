@@ -159,8 +159,7 @@ impl TriggerPolicy {
                 input_limit,
                 output_reserve,
             } => {
-                if context_window > 0 && input_limit.is_none() && output_reserve >= context_window
-                {
+                if context_window > 0 && input_limit.is_none() && output_reserve >= context_window {
                     return Err(TriggerConfigError::NoRoom {
                         reserve: output_reserve,
                         window: context_window,
@@ -299,7 +298,10 @@ mod tests {
                 output_tokens: o,
             }),
         };
-        assert!(!p.evaluate(&usage(100_000, 10_000, 2_000)).due, "equal is not over");
+        assert!(
+            !p.evaluate(&usage(100_000, 10_000, 2_000)).due,
+            "equal is not over"
+        );
         assert!(p.evaluate(&usage(100_000, 10_000, 2_001)).due);
         assert!(
             p.evaluate(&Measure::estimated(112_001)).due,
@@ -366,7 +368,10 @@ mod tests {
             output_reserve: 32_000,
             safety_margin: 8_000,
         };
-        assert!(matches!(no_room.validate(), Err(TriggerConfigError::NoRoom { .. })));
+        assert!(matches!(
+            no_room.validate(),
+            Err(TriggerConfigError::NoRoom { .. })
+        ));
         assert!(TriggerPolicy::default().validate().is_ok());
     }
 }
