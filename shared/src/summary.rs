@@ -109,9 +109,9 @@ impl Summary {
 
     /// Shrinks the summary until its rendering is at most `max_tokens`:
     /// first the oldest conversation-flow bullets, then the oldest key
-    /// facts, then the oldest open threads; finally, if a single remaining
-    /// bullet is still too large, it is cut (head kept). Headings are kept.
-    /// Returns how many bullets were dropped.
+    /// facts, then the oldest open threads. Headings are always kept, so a
+    /// budget below the size of the three empty headings (about 20 tokens)
+    /// ends with an empty summary. Returns how many bullets were dropped.
     pub fn fit_to(&mut self, max_tokens: u64, estimator: &dyn TokenEstimator) -> usize {
         let mut dropped = 0;
         for section in [

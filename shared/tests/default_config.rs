@@ -1,6 +1,8 @@
 //! `config/default.toml` is the operator's reference: it must list every
 //! engine key, with exactly the defaults the code uses.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
+
 use std::collections::BTreeSet;
 
 use compactor_shared::config::EngineConfig;

@@ -10,6 +10,8 @@
 //! commands, and a unique build duration every tenth turn — so the ledger's
 //! most-recent-wins bound is exercised, not bypassed.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
+
 use compactor_shared::boundary::{self, BoundaryConfig};
 use compactor_shared::chunk::{self, DEFAULT_CHUNK_MAX_CHARS};
 use compactor_shared::context::{self, ContextConfig, ContextInput};
