@@ -85,7 +85,9 @@ pub fn plan(
     }
     let pairs = Pairs::of(messages);
 
-    let mut cut = n.saturating_sub(config.tail_messages);
+    // At least one message is always kept verbatim: a context that is only
+    // a summary has nothing for the model to answer.
+    let mut cut = n.saturating_sub(config.tail_messages.max(1));
     if let Some(keep) = config.keep_recent_tokens {
         while cut > 0 && suffix[cut] < keep {
             cut -= 1;
@@ -117,7 +119,9 @@ pub fn plan(
     if compact.is_empty() {
         return None;
     }
-    let split_turn = if messages[cut].starts_turn() {
+    let first_kept = messages.get(cut)?;
+    let watermark = messages.get(cut.checked_sub(1)?)?.id;
+    let split_turn = if first_kept.starts_turn() {
         None
     } else {
         (0..cut).rev().find(|&i| messages[i].starts_turn())
@@ -126,7 +130,7 @@ pub fn plan(
         compact,
         kept_pinned,
         tail_start: cut,
-        watermark: messages[cut - 1].id,
+        watermark,
         split_turn,
     })
 }

@@ -19,7 +19,9 @@ use serde::{Deserialize, Serialize};
 use crate::ledger_extract::has_artifact;
 use crate::prompt::CompactionInput;
 use crate::state::{normalize, StateDelta, StateItem};
-use crate::summary::{SummarizerOutput, Summary};
+use std::collections::HashSet;
+
+use crate::summary::{Section, SummarizerOutput, Summary};
 use crate::tokens::TokenEstimator;
 
 /// Extractive summarizer settings.
@@ -245,12 +247,35 @@ fn padded(sentence: &str) -> String {
 }
 
 /// Pushes `bullet` unless an equal one (normalized) is already there.
+/// For one-off use; [`Bullets`] does the same in bulk without re-normalizing.
 fn push_unique(list: &mut Vec<String>, bullet: String) {
     let key = normalize(&bullet);
     if key.is_empty() || list.iter().any(|b| normalize(b) == key) {
         return;
     }
     list.push(bullet);
+}
+
+/// A summary being built, with the normalized keys of each section's
+/// bullets, so deduplicating a 120,000-char chunk's hundreds of candidate
+/// sentences stays linear.
+struct Bullets {
+    summary: Summary,
+    keys: [HashSet<String>; 3],
+}
+
+impl Bullets {
+    fn new(summary: Summary) -> Bullets {
+        let keys = Section::ALL.map(|s| summary.section(s).iter().map(|b| normalize(b)).collect());
+        Bullets { summary, keys }
+    }
+
+    fn push(&mut self, section: Section, bullet: String) {
+        let key = normalize(&bullet);
+        if !key.is_empty() && self.keys[section as usize].insert(key) {
+            self.summary.section_mut(section).push(bullet);
+        }
+    }
 }
 
 fn keep_newest(list: &mut Vec<String>, max: usize) {
@@ -269,14 +294,14 @@ pub fn summarize(
     max_output_tokens: u64,
     estimator: &dyn TokenEstimator,
 ) -> SummarizerOutput {
-    let mut summary = input.previous_summary.cloned().unwrap_or_default();
+    let mut bullets = Bullets::new(input.previous_summary.cloned().unwrap_or_default());
     let mut delta = StateDelta::default();
     let blocks = blocks(input.new_messages);
     let width = config.bullet_chars.max(16);
 
     if let Some(instructions) = input.instructions.filter(|i| !i.trim().is_empty()) {
-        push_unique(
-            &mut summary.key_facts,
+        bullets.push(
+            Section::KeyFacts,
             shorten(&format!("Operator note: {}", instructions.trim()), width),
         );
     }
@@ -321,7 +346,7 @@ pub fn summarize(
         if !tools.is_empty() {
             bullet.push_str(&format!(" (tools: {})", tools.join(", ")));
         }
-        push_unique(&mut summary.conversation_flow, shorten(&bullet, width));
+        bullets.push(Section::ConversationFlow, shorten(&bullet, width));
     }
 
     // KEY FACTS and the delta, sentence by sentence.
@@ -340,7 +365,7 @@ pub fn summarize(
             let correction = has_marker(&lower, CORRECTION_MARKERS);
             let short = shorten(sentence, width);
             if decision || constraint || correction || has_artifact(sentence) {
-                push_unique(&mut summary.key_facts, short.clone());
+                bullets.push(Section::KeyFacts, short.clone());
             }
             if decision {
                 delta.key_decisions.push(StateItem::new(short.clone()));
@@ -370,12 +395,12 @@ pub fn summarize(
             let question = sentence.ends_with('?');
             if block.speaker == Speaker::User && question && !answered_later {
                 delta.open_questions.push(StateItem::new(short.clone()));
-                push_unique(&mut summary.open_threads, short.clone());
+                bullets.push(Section::OpenThreads, short.clone());
             }
             // Next steps near the end of the span.
             let near_end = last_user.is_none_or(|lu| index >= lu);
             if near_end && has_marker(&lower, TASK_MARKERS) && !question {
-                push_unique(&mut summary.open_threads, short);
+                bullets.push(Section::OpenThreads, short);
             }
         }
         for path in paths_in(&block.text) {
@@ -383,6 +408,7 @@ pub fn summarize(
         }
     }
 
+    let mut summary = bullets.summary;
     if input.split_turn {
         summary
             .open_threads
@@ -414,7 +440,7 @@ fn paths_in(text: &str) -> Vec<String> {
 /// Extractive rollup: duplicate bullets removed, then cut to `target_tokens`.
 pub fn rollup(summary: &Summary, target_tokens: u64, estimator: &dyn TokenEstimator) -> Summary {
     let mut out = Summary::default();
-    for section in crate::summary::Section::ALL {
+    for section in Section::ALL {
         for bullet in summary.section(section) {
             push_unique(out.section_mut(section), bullet.clone());
         }

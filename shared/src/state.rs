@@ -7,7 +7,9 @@
 //! the list is kept in recency order (oldest first) and eviction drops the
 //! oldest *closed* items (done tasks, resolved questions) before the oldest
 //! open ones, so a finished task is remembered as finished for as long as
-//! there is room, instead of resurfacing as new work.
+//! there is room, instead of resurfacing as new work. What the current delta
+//! brings is evicted last (its earliest items first, should the delta alone
+//! exceed a cap).
 //!
 //! [`WorkstreamState::merge`] is deterministic and idempotent: merging the
 //! same delta twice changes nothing, so a retried job cannot corrupt state.
@@ -312,13 +314,40 @@ impl WorkstreamState {
 }
 
 fn merge_field(items: &mut Vec<StateItem>, delta: &[StateItem], cap: usize) {
-    for incoming in delta {
+    // Each item with the order in which this delta touched it (None: not
+    // touched). Eviction uses it, see `evict_merged`.
+    let mut list: Vec<(StateItem, Option<usize>)> = items.drain(..).map(|i| (i, None)).collect();
+    // Items that name their id are applied before items known only by their
+    // text. A delta may rename an item by id and also mention it by its old
+    // text; resolving ids first means the text-only mention is matched
+    // against the state as the delta leaves it, which makes merging the same
+    // delta a second time a no-op.
+    let by_id = delta.iter().filter(|i| i.id.is_some());
+    let by_text = delta.iter().filter(|i| i.id.is_none());
+    for (seq, incoming) in by_id.chain(by_text).enumerate() {
         if incoming.text.trim().is_empty() && incoming.id.is_none() {
             continue;
         }
-        let merged = match items.iter().position(|i| i.same_as(incoming)) {
+        // The item this one updates: the same id first; otherwise the most
+        // recent item with the same text that could be it (no id on one
+        // side). Most recent, so that a second merge picks the same item.
+        let target = incoming
+            .id
+            .as_ref()
+            .and_then(|id| {
+                let id = normalize(id);
+                list.iter()
+                    .position(|(i, _)| i.id.as_deref().is_some_and(|x| normalize(x) == id))
+            })
+            .or_else(|| {
+                let text = normalize(&incoming.text);
+                list.iter().rposition(|(i, _)| {
+                    (incoming.id.is_none() || i.id.is_none()) && normalize(&i.text) == text
+                })
+            });
+        let merged = match target {
             Some(at) => {
-                let mut existing = items.remove(at);
+                let (mut existing, _) = list.remove(at);
                 if !incoming.text.trim().is_empty() {
                     existing.text = incoming.text.trim().to_owned();
                 }
@@ -336,9 +365,38 @@ fn merge_field(items: &mut Vec<StateItem>, delta: &[StateItem], cap: usize) {
                 status: incoming.status.clone(),
             },
         };
-        items.push(merged);
+        // An update can make the item equal to another one (new text, or a
+        // newly learnt id): it absorbs that one, so no item is listed twice.
+        list.retain(|(i, _)| !i.same_as(&merged));
+        list.push((merged, Some(seq)));
     }
-    evict(items, cap);
+    evict_merged(&mut list, cap);
+    items.extend(list.into_iter().map(|(i, _)| i));
+}
+
+/// Eviction after a merge: items the delta did not touch go first (closed
+/// before open, oldest first); only if the delta alone is over the cap are
+/// touched items dropped, in the order the delta applied them. Eviction
+/// therefore depends on the delta, not on what the state happened to hold,
+/// which keeps the merge idempotent.
+fn evict_merged(list: &mut Vec<(StateItem, Option<usize>)>, cap: usize) {
+    let mut excess = list.len().saturating_sub(cap);
+    for closed_pass in [true, false] {
+        list.retain(|(item, touched)| {
+            if excess > 0 && touched.is_none() && item.is_closed() == closed_pass {
+                excess -= 1;
+                false
+            } else {
+                true
+            }
+        });
+    }
+    if excess > 0 {
+        let mut order: Vec<usize> = list.iter().filter_map(|(_, t)| *t).collect();
+        order.sort_unstable();
+        let cutoff = order.get(excess - 1).copied().unwrap_or(usize::MAX);
+        list.retain(|(_, touched)| touched.is_none_or(|t| t > cutoff));
+    }
 }
 
 /// Drops the oldest closed items, then the oldest open ones, until `cap`.
@@ -417,40 +475,52 @@ mod tests {
     }
 
     #[test]
-    fn caps_evict_closed_items_before_open_ones_then_the_oldest() {
-        let mut state = WorkstreamState::default();
+    fn caps_evict_closed_items_of_the_history_first_then_the_oldest() {
         let caps = StateCaps {
             tasks: 3,
             ..Default::default()
         };
-        let delta = StateDelta {
+        let mut state = WorkstreamState::default();
+        let history = StateDelta {
             tasks: vec![
                 StateItem::new("a").with_status("open"),
                 StateItem::new("b").with_status("done"),
                 StateItem::new("c"),
-                StateItem::new("d"),
-                StateItem::new("e"),
             ],
             ..Default::default()
         };
-        state.merge(&delta, &caps);
-        assert_eq!(texts(&state.tasks), ["c", "d", "e"]);
-        let mut state = WorkstreamState::default();
-        let delta = StateDelta {
-            tasks: vec![
-                StateItem::new("a"),
-                StateItem::new("b").with_status("done"),
-                StateItem::new("c"),
-                StateItem::new("d"),
-            ],
+        state.merge(&history, &caps);
+        let one_more = StateDelta {
+            tasks: vec![StateItem::new("d")],
             ..Default::default()
         };
-        state.merge(&delta, &caps);
+        state.merge(&one_more, &caps);
         assert_eq!(
             texts(&state.tasks),
             ["a", "c", "d"],
             "closed b goes before older open a"
         );
+        let two_more = StateDelta {
+            tasks: vec![StateItem::new("e"), StateItem::new("f")],
+            ..Default::default()
+        };
+        state.merge(&two_more, &caps);
+        assert_eq!(texts(&state.tasks), ["d", "e", "f"]);
+    }
+
+    #[test]
+    fn a_delta_over_the_cap_keeps_its_latest_items() {
+        let caps = StateCaps {
+            tasks: 3,
+            ..Default::default()
+        };
+        let mut state = WorkstreamState::default();
+        let delta = StateDelta {
+            tasks: ["a", "b", "c", "d", "e"].map(StateItem::new).to_vec(),
+            ..Default::default()
+        };
+        state.merge(&delta, &caps);
+        assert_eq!(texts(&state.tasks), ["c", "d", "e"]);
     }
 
     #[test]
