@@ -229,27 +229,18 @@ mod tests {
         Message::text(id, Role::Assistant, format!("answer {id}"))
     }
     fn call(id: i64, call_id: &str) -> Message {
+        let input = serde_json::json!({"cmd": "ls"});
         Message::new(
             id,
             Role::Assistant,
-            vec![Part::ToolCall {
-                call_id: call_id.into(),
-                tool_name: "bash".into(),
-                input: serde_json::json!({"cmd": "ls"}),
-            }],
+            vec![Part::tool_call(call_id, "bash", input)],
         )
     }
     fn result(id: i64, call_id: &str) -> Message {
         Message::new(
             id,
             Role::Tool,
-            vec![Part::ToolResult {
-                call_id: call_id.into(),
-                tool_name: "bash".into(),
-                output: "ok".into(),
-                is_error: false,
-                pruned: false,
-            }],
+            vec![Part::tool_result(call_id, "bash", "ok")],
         )
     }
     fn plan_default(messages: &[Message]) -> Option<CompactionPlan> {

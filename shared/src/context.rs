@@ -299,29 +299,20 @@ mod tests {
     }
 
     fn call(id: i64, call_id: &str) -> Message {
+        let input = serde_json::json!({"cmd": "make"});
         Message::new(
             id,
             Role::Assistant,
-            vec![Part::ToolCall {
-                call_id: call_id.into(),
-                tool_name: "bash".into(),
-                input: serde_json::json!({"cmd": "make"}),
-            }],
+            vec![Part::tool_call(call_id, "bash", input)],
         )
     }
 
     fn result(id: i64, call_id: &str, pruned: bool) -> Message {
-        Message::new(
-            id,
-            Role::Tool,
-            vec![Part::ToolResult {
-                call_id: call_id.into(),
-                tool_name: "bash".into(),
-                output: "build ok".into(),
-                is_error: false,
-                pruned,
-            }],
-        )
+        let mut part = Part::tool_result(call_id, "bash", "build ok");
+        if let Part::ToolResult { pruned: p, .. } = &mut part {
+            *p = pruned;
+        }
+        Message::new(id, Role::Tool, vec![part])
     }
 
     #[test]

@@ -96,6 +96,34 @@ impl Part {
         Part::Text { text: text.into() }
     }
 
+    /// A tool call.
+    pub fn tool_call(
+        call_id: impl Into<String>,
+        tool_name: impl Into<String>,
+        input: serde_json::Value,
+    ) -> Part {
+        Part::ToolCall {
+            call_id: call_id.into(),
+            tool_name: tool_name.into(),
+            input,
+        }
+    }
+
+    /// A successful, unpruned tool result.
+    pub fn tool_result(
+        call_id: impl Into<String>,
+        tool_name: impl Into<String>,
+        output: impl Into<String>,
+    ) -> Part {
+        Part::ToolResult {
+            call_id: call_id.into(),
+            tool_name: tool_name.into(),
+            output: output.into(),
+            is_error: false,
+            pruned: false,
+        }
+    }
+
     /// The `call_id` for tool parts.
     pub fn call_id(&self) -> Option<&str> {
         match self {

@@ -82,13 +82,7 @@ fn conversation(steps: &[Step], pinned: &[bool]) -> Vec<Message> {
 }
 
 fn result(call_id: &str) -> Part {
-    Part::ToolResult {
-        call_id: call_id.into(),
-        tool_name: "bash".into(),
-        output: "out".into(),
-        is_error: false,
-        pruned: false,
-    }
+    Part::tool_result(call_id, "bash", "out")
 }
 
 fn boundary_config() -> impl Strategy<Value = BoundaryConfig> {
