@@ -211,13 +211,20 @@ fn render_preamble(summary: Option<&Summary>, rest: &str) -> String {
 
 /// Copies the messages for a model: pruned output becomes the placeholder,
 /// and orphaned tool halves become text. Returns the count neutralized.
+///
+/// A result is paired when its call came earlier (or in the same message);
+/// a call is paired when such a result exists. Both are decided before
+/// anything is rewritten, so neutralizing one half can never orphan the
+/// other.
 fn sanitize(messages: &[Message]) -> (Vec<ContextMessage>, usize) {
     let mut calls_seen: HashSet<&str> = HashSet::new();
-    let mut results: HashSet<&str> = HashSet::new();
+    let mut answered: HashSet<&str> = HashSet::new();
     for m in messages {
-        results.extend(m.tool_results());
+        calls_seen.extend(m.tool_calls());
+        answered.extend(m.tool_results().filter(|id| calls_seen.contains(id)));
     }
     let last = messages.len().saturating_sub(1);
+    let mut calls_seen: HashSet<&str> = HashSet::new();
     let mut orphans = 0;
     let mut out = Vec::with_capacity(messages.len());
     for (i, m) in messages.iter().enumerate() {
@@ -227,11 +234,12 @@ fn sanitize(messages: &[Message]) -> (Vec<ContextMessage>, usize) {
             .parts
             .iter()
             .map(|part| match part {
+                // A call of the last message may still be running.
                 Part::ToolCall {
                     call_id,
                     tool_name,
                     input,
-                } if !results.contains(call_id.as_str()) && i != last => {
+                } if !answered.contains(call_id.as_str()) && i != last => {
                     orphans += 1;
                     Part::text(format!(
                         "[call of tool {tool_name} with input {input}; its result was not recorded]"
@@ -372,6 +380,27 @@ mod tests {
         ] {
             assert!(text.contains(needle), "missing {needle:?} in\n{text}");
         }
+    }
+
+    #[test]
+    fn a_result_before_its_call_leaves_neither_half_orphaned() {
+        let state = WorkstreamState::default();
+        let msgs = vec![
+            result(1, "x", false),
+            call(2, "x"),
+            Message::text(3, Role::User, "go on"),
+        ];
+        let built = build(
+            &input(None, &state, &msgs),
+            &ContextConfig::default(),
+            &CharEstimator::default(),
+        );
+        assert_eq!(built.orphans_neutralized, 2);
+        assert!(built
+            .messages
+            .iter()
+            .flat_map(|m| &m.parts)
+            .all(|p| matches!(p, Part::Text { .. })));
     }
 
     #[test]

@@ -28,6 +28,8 @@ enum Step {
     Result(u8),
     /// A result whose call never existed (bad data from a backend).
     OrphanResult,
+    /// A result stored before its call (out-of-order writes).
+    EarlyResult,
 }
 
 fn step() -> impl Strategy<Value = Step> {
@@ -37,6 +39,7 @@ fn step() -> impl Strategy<Value = Step> {
         3 => (1u8..=3).prop_map(Step::Calls),
         4 => (0u8..4).prop_map(Step::Result),
         1 => Just(Step::OrphanResult),
+        1 => Just(Step::EarlyResult),
     ]
 }
 
@@ -74,6 +77,9 @@ fn conversation(steps: &[Step], pinned: &[bool]) -> Vec<Message> {
                 }
             }
             Step::OrphanResult => Message::new(id, Role::Tool, vec![result("ghost")]),
+            Step::EarlyResult => {
+                Message::new(id, Role::Tool, vec![result(&format!("c{}", next_call + 1))])
+            }
         };
         m.pinned = pinned.get(i).copied().unwrap_or(false);
         out.push(m);
@@ -126,9 +132,11 @@ proptest! {
                 call_at.entry(c.to_owned()).or_insert(i);
             }
         }
+        // A pair is a call and a later result (a result stored before its
+        // call is an orphan; the context test covers those).
         for (i, m) in messages.iter().enumerate() {
             for r in m.tool_results() {
-                if let Some(&c) = call_at.get(r) {
+                if let Some(&c) = call_at.get(r).filter(|&&c| c <= i) {
                     prop_assert_eq!(
                         compacted.contains(&c),
                         compacted.contains(&i),
