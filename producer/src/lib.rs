@@ -1,7 +1,11 @@
-//! Library for app code: append messages, finish turns, enqueue compaction
-//! and build the next turn's context.
+//! Library for app code: request compactions and inspect the queue.
 //!
-//! Today this crate re-exports the engine; the Redis queue client and the
-//! storage-backed producer API are added by the queue and end-to-end work.
+//! - [`queue`]: the Redis queue protocol (keys, scripts, payload) and its
+//!   client, used by producers and by `compactor-worker`.
+//!
+//! The storage-backed producer API (`append_messages`, `finalize_turn`,
+//! `wait_until_ready`, `build_context`) is added with the storage work.
+
+pub mod queue;
 
 pub use compactor_shared as engine;

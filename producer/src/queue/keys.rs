@@ -1,0 +1,143 @@
+//! The one place Redis keys of the queue are built.
+//!
+//! Every key of a queue carries the same Redis Cluster hash tag,
+//! `{cq:<queue>}`, so each Lua script touches keys of one slot and the
+//! queue runs unchanged on a cluster. Entity parts come from a parsed
+//! [`EntityKey`], whose alphabet has no `{`, `}`, `:` or glob characters, so
+//! no user input can change which slot or key is addressed.
+
+use compactor_shared::EntityKey;
+
+/// Longest queue name, in bytes.
+pub const MAX_QUEUE_NAME_LEN: usize = 64;
+
+/// A validated queue name: 1–64 bytes of `a-z 0-9 _ -`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct QueueName(String);
+
+/// Why a queue name was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid queue name {name:?}: use 1-{MAX_QUEUE_NAME_LEN} bytes of a-z, 0-9, '_' and '-'")]
+pub struct QueueNameError {
+    name: String,
+}
+
+impl QueueName {
+    pub fn parse(name: &str) -> Result<QueueName, QueueNameError> {
+        let ok = !name.is_empty()
+            && name.len() <= MAX_QUEUE_NAME_LEN
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-');
+        if ok {
+            Ok(QueueName(name.to_owned()))
+        } else {
+            Err(QueueNameError {
+                name: name.chars().take(80).collect(),
+            })
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl Default for QueueName {
+    /// The seed's queue, `context-compaction`.
+    fn default() -> Self {
+        QueueName("context-compaction".to_owned())
+    }
+}
+
+/// Key builder for one queue.
+#[derive(Debug, Clone)]
+pub struct Keys {
+    /// `{cq:<queue>}:`
+    prefix: String,
+}
+
+impl Keys {
+    pub fn new(queue: &QueueName) -> Keys {
+        Keys {
+            prefix: format!("{{cq:{}}}:", queue.as_str()),
+        }
+    }
+
+    /// Prefix of every key of this queue (for scripts that derive job keys
+    /// from members, and for cleanup).
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// Hash holding the job of one entity: state, payload, attempts, lease,
+    /// follow-up. At most one per entity: this is what deduplicates.
+    pub fn job(&self, key: &EntityKey) -> String {
+        format!("{}job:{}", self.prefix, key)
+    }
+
+    /// The member naming an entity in the sets below: its job key,
+    /// `compact:{domain}:{entity_id}`.
+    pub fn member(key: &EntityKey) -> String {
+        key.job_key()
+    }
+
+    /// Sorted set of waiting jobs, scored by the time (ms) they may run.
+    pub fn waiting(&self) -> String {
+        format!("{}waiting", self.prefix)
+    }
+
+    /// Sorted set of running jobs, scored by their lease deadline (ms).
+    pub fn running(&self) -> String {
+        format!("{}running", self.prefix)
+    }
+
+    /// List of wake-up tokens: an idle worker blocks on it.
+    pub fn signal(&self) -> String {
+        format!("{}signal", self.prefix)
+    }
+
+    /// Sorted set of finished jobs (retention), scored by finish time.
+    pub fn done(&self) -> String {
+        format!("{}done", self.prefix)
+    }
+
+    /// Job id counter.
+    pub fn seq(&self) -> String {
+        format!("{}seq", self.prefix)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_key_shares_the_queue_hash_tag() {
+        let keys = Keys::new(&QueueName::parse("context-compaction").unwrap());
+        let key = EntityKey::parse("chat", "7f3c").unwrap();
+        for k in [
+            keys.job(&key),
+            keys.waiting(),
+            keys.running(),
+            keys.signal(),
+            keys.done(),
+            keys.seq(),
+        ] {
+            assert!(k.starts_with("{cq:context-compaction}:"), "{k}");
+        }
+        assert_eq!(
+            keys.job(&key),
+            "{cq:context-compaction}:job:compact:chat:7f3c"
+        );
+        assert_eq!(Keys::member(&key), "compact:chat:7f3c");
+    }
+
+    #[test]
+    fn queue_names_are_validated() {
+        for bad in ["", "a{b}", "a:b", "A", "a b", &"q".repeat(65)] {
+            assert!(QueueName::parse(bad).is_err(), "{bad:?}");
+        }
+        assert!(QueueName::parse("t-1_x").is_ok());
+    }
+}

@@ -1,0 +1,168 @@
+//! The job payload stored in Redis: versioned JSON carrying the entity key
+//! and what triggered the compaction. It carries ids, never conversation
+//! content: the job reads the current workstream when it starts.
+
+use compactor_shared::EntityKey;
+use serde::{Deserialize, Serialize};
+
+/// Version written by this build. Readers refuse other versions with
+/// [`PayloadError::UnknownVersion`] instead of guessing.
+pub const PAYLOAD_VERSION: u32 = 1;
+
+/// Longest operator instructions accepted, in bytes.
+pub const MAX_INSTRUCTIONS_LEN: usize = 4_096;
+
+/// What asked for a compaction.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Trigger {
+    /// The workstream crossed its threshold at the end of a turn.
+    Auto,
+    /// An operator or the app asked, optionally with focus instructions.
+    Manual {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        instructions: Option<String>,
+    },
+    /// Requested while the previous run was in progress.
+    FollowUp,
+}
+
+impl Trigger {
+    /// Bounded label for metrics and logs.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Trigger::Auto => "auto",
+            Trigger::Manual { .. } => "manual",
+            Trigger::FollowUp => "follow_up",
+        }
+    }
+
+    pub fn is_manual(&self) -> bool {
+        matches!(self, Trigger::Manual { .. })
+    }
+}
+
+/// The payload of one job.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Payload {
+    pub v: u32,
+    pub key: EntityKey,
+    pub trigger: Trigger,
+}
+
+/// A payload that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum PayloadError {
+    #[error("payload is not valid JSON for this queue: {0}")]
+    Malformed(#[source] serde_json::Error),
+    #[error(
+        "payload version {found} is not supported (this build reads version {PAYLOAD_VERSION})"
+    )]
+    UnknownVersion { found: u64 },
+    #[error("operator instructions are {len} bytes; at most {MAX_INSTRUCTIONS_LEN} are accepted")]
+    InstructionsTooLong { len: usize },
+}
+
+impl Payload {
+    pub fn new(key: EntityKey, trigger: Trigger) -> Result<Payload, PayloadError> {
+        if let Trigger::Manual {
+            instructions: Some(i),
+        } = &trigger
+        {
+            if i.len() > MAX_INSTRUCTIONS_LEN {
+                return Err(PayloadError::InstructionsTooLong { len: i.len() });
+            }
+        }
+        Ok(Payload {
+            v: PAYLOAD_VERSION,
+            key,
+            trigger,
+        })
+    }
+
+    pub fn encode(&self) -> String {
+        // A struct of strings and an enum cannot fail to serialize.
+        serde_json::to_string(self).unwrap_or_default()
+    }
+
+    /// Decodes a payload read from Redis, checking the version first so an
+    /// unknown version is reported as such rather than as a field error.
+    pub fn decode(raw: &[u8]) -> Result<Payload, PayloadError> {
+        let value: serde_json::Value =
+            serde_json::from_slice(raw).map_err(PayloadError::Malformed)?;
+        match value.get("v").and_then(serde_json::Value::as_u64) {
+            Some(v) if v == u64::from(PAYLOAD_VERSION) => {}
+            Some(found) => return Err(PayloadError::UnknownVersion { found }),
+            None => {}
+        }
+        serde_json::from_value(value).map_err(PayloadError::Malformed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key() -> EntityKey {
+        EntityKey::parse("chat", "42").unwrap()
+    }
+
+    #[test]
+    fn round_trips_every_trigger() {
+        for trigger in [
+            Trigger::Auto,
+            Trigger::FollowUp,
+            Trigger::Manual { instructions: None },
+            Trigger::Manual {
+                instructions: Some("focus on the schema".into()),
+            },
+        ] {
+            let p = Payload::new(key(), trigger).unwrap();
+            assert_eq!(Payload::decode(p.encode().as_bytes()).unwrap(), p);
+        }
+        assert_eq!(
+            Payload::new(key(), Trigger::Auto).unwrap().encode(),
+            r#"{"v":1,"key":{"domain":"chat","entity_id":"42"},"trigger":{"kind":"auto"}}"#
+        );
+    }
+
+    #[test]
+    fn bad_payloads_get_typed_errors() {
+        assert!(matches!(
+            Payload::decode(b"not json"),
+            Err(PayloadError::Malformed(_))
+        ));
+        assert!(matches!(
+            Payload::decode(&[0xff, 0xfe]),
+            Err(PayloadError::Malformed(_))
+        ));
+        assert!(matches!(
+            Payload::decode(
+                br#"{"v":2,"key":{"domain":"chat","entity_id":"1"},"trigger":{"kind":"auto"}}"#
+            ),
+            Err(PayloadError::UnknownVersion { found: 2 })
+        ));
+        let err = Payload::decode(
+            br#"{"v":1,"key":{"domain":"chat","entity_id":"a*b"},"trigger":{"kind":"auto"}}"#,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("entity id contains '*'"), "{err}");
+        assert!(matches!(
+            Payload::decode(
+                br#"{"v":1,"key":{"domain":"chat","entity_id":"1"},"trigger":{"kind":"magic"}}"#
+            ),
+            Err(PayloadError::Malformed(_))
+        ));
+        assert!(matches!(
+            Payload::new(
+                key(),
+                Trigger::Manual {
+                    instructions: Some("x".repeat(5_000))
+                }
+            ),
+            Err(PayloadError::InstructionsTooLong { len: 5_000 })
+        ));
+    }
+}

@@ -1,0 +1,331 @@
+//! The queue semantics of ARCHITECTURE.md §4, against the real Redis
+//! (127.0.0.1:6379, or `REDIS_URL`). Each test runs on its own queue name
+//! and deletes its keys when done, so tests run in parallel and re-run.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use compactor_producer::queue::{
+    ClaimOutcome, ClaimedJob, Completion, EnqueueOutcome, JobState, Queue, QueueConfig, QueueError,
+    QueueName, Trigger,
+};
+use compactor_shared::EntityKey;
+
+fn redis_url() -> String {
+    std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned())
+}
+
+/// A queue with a unique name; its keys are deleted on drop.
+struct TestQueue {
+    queue: Queue,
+    prefix: String,
+}
+
+impl TestQueue {
+    async fn new() -> TestQueue {
+        static N: AtomicU32 = AtomicU32::new(0);
+        let name = format!(
+            "test-{}-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .subsec_nanos()
+        );
+        let config = QueueConfig {
+            name: QueueName::parse(&name).unwrap(),
+            ..QueueConfig::default()
+        };
+        let queue = Queue::connect(&redis_url(), config).await.unwrap();
+        let prefix = queue.keys().prefix().to_owned();
+        TestQueue { queue, prefix }
+    }
+}
+
+impl Drop for TestQueue {
+    fn drop(&mut self) {
+        let Ok(client) = redis::Client::open(redis_url()) else {
+            return;
+        };
+        let Ok(mut conn) = client.get_connection() else {
+            return;
+        };
+        // The prefix is `{cq:<validated name>}:`: no glob characters.
+        let keys: Vec<String> = redis::cmd("KEYS")
+            .arg(format!("{}*", self.prefix))
+            .query(&mut conn)
+            .unwrap_or_default();
+        if !keys.is_empty() {
+            let _: Result<(), _> = redis::cmd("DEL").arg(keys).query(&mut conn);
+        }
+    }
+}
+
+fn key(entity: &str) -> EntityKey {
+    EntityKey::parse("chat", entity).unwrap()
+}
+
+async fn claim(q: &Queue) -> ClaimedJob {
+    match q.claim("w1").await.unwrap() {
+        ClaimOutcome::Claimed(job) => job,
+        other => panic!("expected a job, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_request_adds_then_coalesces_while_waiting() {
+    let t = TestQueue::new().await;
+    let q = &t.queue;
+    let k = key("a");
+    let first = q.request_compaction(&k, Trigger::Auto).await.unwrap();
+    let EnqueueOutcome::Added { job_id } = first else {
+        panic!("{first:?}")
+    };
+    assert_eq!(
+        q.request_compaction(&k, Trigger::Auto).await.unwrap(),
+        EnqueueOutcome::Coalesced { job_id }
+    );
+    assert_eq!(
+        q.job_state(&k).await.unwrap(),
+        Some(JobState::Waiting { job_id })
+    );
+    assert_eq!(q.counts().await.unwrap().waiting, 1);
+}
+
+#[tokio::test]
+async fn a_thousand_concurrent_requests_while_waiting_make_one_job() {
+    let t = TestQueue::new().await;
+    let k = key("hot");
+    let tasks: Vec<_> = (0..1_000)
+        .map(|_| {
+            let q = t.queue.clone();
+            let k = k.clone();
+            tokio::spawn(async move { q.request_compaction(&k, Trigger::Auto).await.unwrap() })
+        })
+        .collect();
+    let mut added = 0;
+    let mut coalesced = 0;
+    for task in tasks {
+        match task.await.unwrap() {
+            EnqueueOutcome::Added { .. } => added += 1,
+            EnqueueOutcome::Coalesced { .. } => coalesced += 1,
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!((added, coalesced), (1, 999));
+    let counts = t.queue.counts().await.unwrap();
+    assert_eq!((counts.waiting, counts.running), (1, 0));
+    claim(&t.queue).await;
+    assert!(matches!(
+        t.queue.claim("w2").await.unwrap(),
+        ClaimOutcome::Empty { .. }
+    ));
+}
+
+#[tokio::test]
+async fn requests_while_running_add_exactly_one_follow_up_after_it() {
+    let t = TestQueue::new().await;
+    let q = &t.queue;
+    let k = key("busy");
+    q.request_compaction(&k, Trigger::Auto).await.unwrap();
+    let job = claim(q).await;
+    assert_eq!(job.attempt, 1);
+    assert_eq!(job.payload.trigger, Trigger::Auto);
+
+    let tasks: Vec<_> = (0..1_000)
+        .map(|_| {
+            let q = q.clone();
+            let k = k.clone();
+            tokio::spawn(async move { q.request_compaction(&k, Trigger::Auto).await.unwrap() })
+        })
+        .collect();
+    for task in tasks {
+        assert_eq!(
+            task.await.unwrap(),
+            EnqueueOutcome::FollowUpRecorded { job_id: job.job_id }
+        );
+    }
+    assert_eq!(
+        q.counts().await.unwrap().waiting,
+        0,
+        "nothing runs beside it"
+    );
+    assert!(matches!(
+        q.job_state(&k).await.unwrap(),
+        Some(JobState::Running {
+            followup_pending: true,
+            ..
+        })
+    ));
+
+    let Completion::FollowUpAdded { job_id } = q.complete(&job).await.unwrap() else {
+        panic!("expected a follow-up")
+    };
+    assert_ne!(job_id, job.job_id);
+    assert_eq!(
+        q.counts().await.unwrap().waiting,
+        1,
+        "exactly one follow-up"
+    );
+    let follow_up = claim(q).await;
+    assert_eq!(follow_up.job_id, job_id);
+    assert_eq!(follow_up.payload.trigger, Trigger::FollowUp);
+    assert_eq!(q.complete(&follow_up).await.unwrap(), Completion::Done);
+    assert!(matches!(
+        q.claim("w1").await.unwrap(),
+        ClaimOutcome::Empty { next_at_ms: None }
+    ));
+    assert!(matches!(
+        q.job_state(&k).await.unwrap(),
+        Some(JobState::Done { .. })
+    ));
+    // After it is done, a new request adds a new job.
+    assert!(matches!(
+        q.request_compaction(&k, Trigger::Auto).await.unwrap(),
+        EnqueueOutcome::Added { .. }
+    ));
+}
+
+#[tokio::test]
+async fn a_manual_request_keeps_its_instructions_when_coalesced_or_following_up() {
+    let t = TestQueue::new().await;
+    let q = &t.queue;
+    let k = key("m");
+    let manual = Trigger::Manual {
+        instructions: Some("focus on the migration".into()),
+    };
+    q.request_compaction(&k, Trigger::Auto).await.unwrap();
+    q.request_compaction(&k, manual.clone()).await.unwrap();
+    let job = claim(q).await;
+    assert_eq!(
+        job.payload.trigger, manual,
+        "manual upgrades the waiting job"
+    );
+
+    q.request_compaction(&k, manual.clone()).await.unwrap();
+    q.request_compaction(&k, Trigger::Auto).await.unwrap();
+    q.complete(&job).await.unwrap();
+    let follow_up = claim(q).await;
+    assert_eq!(
+        follow_up.payload.trigger, manual,
+        "a later auto request does not erase it"
+    );
+}
+
+#[tokio::test]
+async fn only_the_lease_holder_can_renew_or_complete() {
+    let t = TestQueue::new().await;
+    let q = &t.queue;
+    let k = key("fenced");
+    q.request_compaction(&k, Trigger::Auto).await.unwrap();
+    let job = claim(q).await;
+    assert!(q.renew(&job).await.unwrap());
+    let impostor = ClaimedJob {
+        lease_token: format!("{}x", job.lease_token),
+        ..job.clone()
+    };
+    assert!(!q.renew(&impostor).await.unwrap());
+    assert_eq!(q.complete(&impostor).await.unwrap(), Completion::LeaseLost);
+    assert!(matches!(
+        q.job_state(&k).await.unwrap(),
+        Some(JobState::Running { .. })
+    ));
+    assert_eq!(q.complete(&job).await.unwrap(), Completion::Done);
+    assert_eq!(
+        q.complete(&job).await.unwrap(),
+        Completion::LeaseLost,
+        "not twice"
+    );
+}
+
+#[tokio::test]
+async fn enqueue_many_is_pipelined_and_keeps_request_order() {
+    let t = TestQueue::new().await;
+    let q = &t.queue;
+    let mut requests: Vec<(EntityKey, Trigger)> = (0..200)
+        .map(|i| (key(&format!("e{i}")), Trigger::Auto))
+        .collect();
+    requests.push((key("e0"), Trigger::Auto));
+    let outcomes = q.enqueue_many(&requests).await.unwrap();
+    assert_eq!(outcomes.len(), 201);
+    assert!(outcomes[..200]
+        .iter()
+        .all(|o| matches!(o, EnqueueOutcome::Added { .. })));
+    let EnqueueOutcome::Added { job_id } = outcomes[0] else {
+        panic!()
+    };
+    assert_eq!(outcomes[200], EnqueueOutcome::Coalesced { job_id });
+    assert_eq!(q.counts().await.unwrap().waiting, 200);
+}
+
+#[tokio::test]
+async fn scripts_are_reloaded_after_a_script_flush() {
+    let t = TestQueue::new().await;
+    let q = &t.queue;
+    let client = redis::Client::open(redis_url()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let _: () = redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(matches!(
+        q.request_compaction(&key("s"), Trigger::Auto)
+            .await
+            .unwrap(),
+        EnqueueOutcome::Added { .. }
+    ));
+    let _: () = redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let outcomes = q.enqueue_many(&[(key("s2"), Trigger::Auto)]).await.unwrap();
+    assert!(matches!(outcomes[0], EnqueueOutcome::Added { .. }));
+}
+
+#[tokio::test]
+async fn a_malformed_payload_in_redis_is_reported_not_run() {
+    let t = TestQueue::new().await;
+    let q = &t.queue;
+    let k = key("bad");
+    q.request_compaction(&k, Trigger::Auto).await.unwrap();
+    let client = redis::Client::open(redis_url()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let _: () = redis::cmd("HSET")
+        .arg(q.keys().job(&k))
+        .arg("payload")
+        .arg(r#"{"v":9,"key":{"domain":"chat","entity_id":"bad"},"trigger":{"kind":"auto"}}"#)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    match q.claim("w1").await.unwrap() {
+        ClaimOutcome::Unusable { member, error } => {
+            assert_eq!(member, "compact:chat:bad");
+            assert!(error.contains("version 9"), "{error}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn an_unreachable_redis_is_a_typed_error_without_the_password() {
+    let config = QueueConfig::default();
+    // Port 1 on loopback: nothing listens there.
+    let err = tokio::time::timeout(
+        Duration::from_secs(10),
+        Queue::connect("redis://user:hunter2@127.0.0.1:1/0", config),
+    )
+    .await
+    .expect("fails fast")
+    .unwrap_err();
+    assert!(matches!(err, QueueError::Connect { .. }), "{err}");
+    let text = err.to_string();
+    assert!(
+        text.contains("127.0.0.1:1") && !text.contains("hunter2"),
+        "{text}"
+    );
+}
