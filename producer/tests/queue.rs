@@ -8,8 +8,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use compactor_producer::queue::{
-    ClaimOutcome, ClaimedJob, Completion, EnqueueOutcome, JobState, Queue, QueueConfig, QueueError,
-    QueueName, Trigger,
+    ClaimOutcome, ClaimedJob, Completion, EnqueueOutcome, FailAction, Failure, JobState, Queue,
+    QueueConfig, QueueError, QueueName, Recovery, Trigger,
 };
 use compactor_shared::EntityKey;
 
@@ -25,6 +25,10 @@ struct TestQueue {
 
 impl TestQueue {
     async fn new() -> TestQueue {
+        TestQueue::with(QueueConfig::default()).await
+    }
+
+    async fn with(config: QueueConfig) -> TestQueue {
         static N: AtomicU32 = AtomicU32::new(0);
         let name = format!(
             "test-{}-{}-{}",
@@ -37,7 +41,7 @@ impl TestQueue {
         );
         let config = QueueConfig {
             name: QueueName::parse(&name).unwrap(),
-            ..QueueConfig::default()
+            ..config
         };
         let queue = Queue::connect(&redis_url(), config).await.unwrap();
         let prefix = queue.keys().prefix().to_owned();
@@ -309,6 +313,13 @@ async fn a_malformed_payload_in_redis_is_reported_not_run() {
         }
         other => panic!("{other:?}"),
     }
+    let dead = q.dead_letters(10).await.unwrap();
+    assert_eq!(dead.len(), 1, "dead-lettered, never retried");
+    assert!(dead[0].reason.contains("version 9"));
+    assert!(matches!(
+        q.claim("w1").await.unwrap(),
+        ClaimOutcome::Empty { .. }
+    ));
 }
 
 #[tokio::test]
@@ -327,5 +338,213 @@ async fn an_unreachable_redis_is_a_typed_error_without_the_password() {
     assert!(
         text.contains("127.0.0.1:1") && !text.contains("hunter2"),
         "{text}"
+    );
+}
+
+#[tokio::test]
+async fn a_retryable_failure_runs_again_after_its_delay() {
+    let t = TestQueue::new().await;
+    let q = &t.queue;
+    let k = key("retry");
+    q.request_compaction(&k, Trigger::Auto).await.unwrap();
+    let job = claim(q).await;
+    let failure = q
+        .fail(
+            &job,
+            FailAction::Retry {
+                delay: Duration::ZERO,
+            },
+            "llm timeout",
+        )
+        .await
+        .unwrap();
+    assert_eq!(failure, Failure::RetryScheduled);
+    let again = claim(q).await;
+    assert_eq!((again.job_id, again.attempt), (job.job_id, 2));
+    assert_ne!(again.lease_token, job.lease_token);
+    assert_eq!(
+        q.fail(&job, FailAction::DeadLetter, "stale").await.unwrap(),
+        Failure::LeaseLost
+    );
+
+    let delayed = q
+        .fail(
+            &again,
+            FailAction::Retry {
+                delay: Duration::from_secs(60),
+            },
+            "429",
+        )
+        .await
+        .unwrap();
+    assert_eq!(delayed, Failure::RetryScheduled);
+    let ClaimOutcome::Empty {
+        next_at_ms: Some(next),
+    } = q.claim("w1").await.unwrap()
+    else {
+        panic!("the retry is not due yet")
+    };
+    assert!(
+        next > again.enqueued_at_ms + 50_000,
+        "due in about a minute"
+    );
+}
+
+#[tokio::test]
+async fn a_permanent_failure_is_dead_lettered_with_its_reason_and_can_be_retried() {
+    let t = TestQueue::new().await;
+    let q = &t.queue;
+    let k = key("perm");
+    q.request_compaction(&k, Trigger::Auto).await.unwrap();
+    let job = claim(q).await;
+    let failure = q
+        .fail(&job, FailAction::DeadLetter, "unknown workstream")
+        .await
+        .unwrap();
+    assert_eq!(failure, Failure::DeadLettered);
+    assert_eq!(
+        q.job_state(&k).await.unwrap(),
+        Some(JobState::Dead { job_id: job.job_id })
+    );
+    let dead = q.dead_letters(10).await.unwrap();
+    assert_eq!(dead.len(), 1);
+    assert_eq!(
+        (dead[0].member.as_str(), dead[0].job_id),
+        ("compact:chat:perm", job.job_id)
+    );
+    assert_eq!(
+        (dead[0].reason.as_str(), dead[0].attempts),
+        ("unknown workstream", 1)
+    );
+    assert_eq!(q.counts().await.unwrap().dead, 1);
+
+    let retried = q.retry_dead(&dead[0].entry).await.unwrap();
+    assert!(matches!(retried, Some(EnqueueOutcome::Added { .. })));
+    assert_eq!(q.counts().await.unwrap().dead, 0);
+    assert_eq!(
+        q.retry_dead(&dead[0].entry).await.unwrap(),
+        None,
+        "gone after retry"
+    );
+    let rerun = claim(q).await;
+    assert_eq!(rerun.payload.trigger, Trigger::Auto);
+    assert_eq!(rerun.attempt, 1);
+
+    q.fail(&rerun, FailAction::DeadLetter, "again")
+        .await
+        .unwrap();
+    assert_eq!(q.purge_dead(None).await.unwrap(), 1);
+    assert!(q.dead_letters(10).await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn a_dead_lettered_run_still_gets_its_follow_up() {
+    let t = TestQueue::new().await;
+    let q = &t.queue;
+    let k = key("dead-follow");
+    q.request_compaction(&k, Trigger::Auto).await.unwrap();
+    let job = claim(q).await;
+    q.request_compaction(&k, Trigger::Auto).await.unwrap();
+    let failure = q.fail(&job, FailAction::DeadLetter, "boom").await.unwrap();
+    assert!(matches!(failure, Failure::DeadLetteredFollowUpAdded { .. }));
+    let follow_up = claim(q).await;
+    assert_eq!(follow_up.payload.trigger, Trigger::FollowUp);
+}
+
+/// Calls `recover` until it reports something (the lease must expire on
+/// the server clock first); bounded by a timeout.
+async fn recover_until_something(q: &Queue) -> Recovery {
+    tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            let r = q.recover(100).await.unwrap();
+            if r != Recovery::default() {
+                return r;
+            }
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("the lease expires")
+}
+
+#[tokio::test]
+async fn an_expired_lease_returns_the_job_and_stalls_end_in_the_dead_letter_set() {
+    let t = TestQueue::with(QueueConfig {
+        lease_ttl: Duration::from_millis(20),
+        max_stalls: 2,
+        ..QueueConfig::default()
+    })
+    .await;
+    let q = &t.queue;
+    let k = key("crashy");
+    q.request_compaction(&k, Trigger::Auto).await.unwrap();
+    // A worker claims it and "crashes": it never renews or completes.
+    let first = claim(q).await;
+    assert_eq!(
+        recover_until_something(q).await,
+        Recovery {
+            recovered: 1,
+            dead_lettered: 0
+        }
+    );
+    assert!(
+        !q.renew(&first).await.unwrap(),
+        "the crashed worker's lease is gone"
+    );
+    let second = claim(q).await;
+    assert_eq!((second.job_id, second.attempt), (first.job_id, 2));
+    assert_eq!(
+        q.complete(&first).await.unwrap(),
+        Completion::LeaseLost,
+        "fenced"
+    );
+    assert_eq!(
+        recover_until_something(q).await,
+        Recovery {
+            recovered: 1,
+            dead_lettered: 0
+        }
+    );
+    claim(q).await;
+    assert_eq!(
+        recover_until_something(q).await,
+        Recovery {
+            recovered: 0,
+            dead_lettered: 1
+        }
+    );
+    let dead = q.dead_letters(10).await.unwrap();
+    assert_eq!(dead.len(), 1);
+    assert_eq!(dead[0].stalls, 3);
+    assert!(dead[0].reason.starts_with("stalled"), "{}", dead[0].reason);
+    assert!(matches!(
+        q.claim("w1").await.unwrap(),
+        ClaimOutcome::Empty { .. }
+    ));
+}
+
+#[tokio::test]
+async fn dead_letters_are_bounded_by_count() {
+    let t = TestQueue::with(QueueConfig {
+        dead_max_count: 3,
+        ..QueueConfig::default()
+    })
+    .await;
+    let q = &t.queue;
+    for i in 0..5 {
+        q.request_compaction(&key(&format!("d{i}")), Trigger::Auto)
+            .await
+            .unwrap();
+        let job = claim(q).await;
+        q.fail(&job, FailAction::DeadLetter, &format!("reason {i}"))
+            .await
+            .unwrap();
+    }
+    let dead = q.dead_letters(10).await.unwrap();
+    let reasons: Vec<&str> = dead.iter().map(|d| d.reason.as_str()).collect();
+    assert_eq!(
+        reasons,
+        ["reason 4", "reason 3", "reason 2"],
+        "newest first, oldest evicted"
     );
 }

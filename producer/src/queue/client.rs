@@ -22,6 +22,12 @@ pub struct QueueConfig {
     pub done_max_age: Duration,
     /// Wake-up tokens kept at most (idle workers need one each).
     pub signal_cap: u64,
+    /// Dead-lettered jobs kept at most…
+    pub dead_max_count: u64,
+    /// …and for at most this long.
+    pub dead_max_age: Duration,
+    /// Expired leases one job may have before it is dead-lettered.
+    pub max_stalls: u32,
 }
 
 impl Default for QueueConfig {
@@ -32,6 +38,9 @@ impl Default for QueueConfig {
             done_max_count: 10_000,
             done_max_age: Duration::from_secs(24 * 3600),
             signal_cap: 1_024,
+            dead_max_count: 10_000,
+            dead_max_age: Duration::from_secs(7 * 24 * 3600),
+            max_stalls: 3,
         }
     }
 }
@@ -81,8 +90,8 @@ pub enum ClaimOutcome {
     Empty {
         next_at_ms: Option<u64>,
     },
-    /// A queue entry with a payload that cannot be used was removed from the
-    /// queue; the caller must record it (it is not retried).
+    /// A queue entry with a payload that cannot be used was dead-lettered
+    /// with the decoding error as its reason (it is never retried).
     Unusable {
         member: String,
         error: String,
@@ -101,6 +110,52 @@ pub enum Completion {
     LeaseLost,
 }
 
+/// What to do with a failed attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailAction {
+    /// Run it again after this delay.
+    Retry { delay: Duration },
+    /// Give up: move it to the dead-letter set.
+    DeadLetter,
+}
+
+/// Result of failing an attempt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Failure {
+    RetryScheduled,
+    DeadLettered,
+    /// Dead-lettered, and the follow-up requested while it ran was added.
+    DeadLetteredFollowUpAdded {
+        job_id: u64,
+    },
+    LeaseLost,
+}
+
+/// Result of one recovery sweep.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Recovery {
+    /// Jobs whose lease expired, returned to the queue.
+    pub recovered: u64,
+    /// Jobs over the stall bound, dead-lettered.
+    pub dead_lettered: u64,
+}
+
+/// A dead-lettered job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeadLetter {
+    /// Its id in the dead-letter set, `<member>|<job_id>`.
+    pub entry: String,
+    /// The entity's job key, `compact:{domain}:{entity_id}`.
+    pub member: String,
+    pub job_id: u64,
+    pub attempts: u32,
+    pub stalls: u32,
+    pub reason: String,
+    pub failed_at_ms: u64,
+    /// The payload as stored (it may be the reason it died).
+    pub payload: String,
+}
+
 /// State of an entity's job, as seen by inspection.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum JobState {
@@ -115,6 +170,10 @@ pub enum JobState {
     Done {
         job_id: u64,
     },
+    /// The last job of the entity was dead-lettered.
+    Dead {
+        job_id: u64,
+    },
 }
 
 /// How many jobs are in each state.
@@ -123,6 +182,7 @@ pub struct QueueCounts {
     pub waiting: u64,
     pub running: u64,
     pub done: u64,
+    pub dead: u64,
 }
 
 /// Queue failures. Redis errors carry the operation that failed; the URL
@@ -152,6 +212,8 @@ struct Scripts {
     claim: Script,
     renew: Script,
     complete: Script,
+    fail: Script,
+    recover: Script,
 }
 
 impl Scripts {
@@ -161,6 +223,8 @@ impl Scripts {
             claim: Script::new(include_str!("scripts/claim.lua")),
             renew: Script::new(include_str!("scripts/renew.lua")),
             complete: Script::new(include_str!("scripts/complete.lua")),
+            fail: Script::new(include_str!("scripts/fail.lua")),
+            recover: Script::new(include_str!("scripts/recover.lua")),
         }
     }
 }
@@ -380,10 +444,12 @@ impl Queue {
                 let payload = match Payload::decode(&raw) {
                     Ok(p) => p,
                     Err(e) => {
-                        return Ok(ClaimOutcome::Unusable {
-                            member,
-                            error: e.to_string(),
-                        })
+                        // Never retried: the payload will not get better.
+                        let error = e.to_string();
+                        let token = text(5).ok_or_else(|| protocol("lease token missing"))?;
+                        self.fail_raw(&member, &token, FailAction::DeadLetter, &error)
+                            .await?;
+                        return Ok(ClaimOutcome::Unusable { member, error });
                     }
                 };
                 let number = |i: usize, what: &str| -> Result<u64, QueueError> {
@@ -460,6 +526,219 @@ impl Queue {
         }
     }
 
+    /// Ends a failed attempt of `job`: schedules a retry or dead-letters it
+    /// with `reason` (keep it short and free of message content).
+    pub async fn fail(
+        &self,
+        job: &ClaimedJob,
+        action: FailAction,
+        reason: &str,
+    ) -> Result<Failure, QueueError> {
+        self.fail_raw(&Keys::member(&job.key), &job.lease_token, action, reason)
+            .await
+    }
+
+    async fn fail_raw(
+        &self,
+        member: &str,
+        token: &str,
+        action: FailAction,
+        reason: &str,
+    ) -> Result<Failure, QueueError> {
+        let delay: i64 = match action {
+            FailAction::Retry { delay } => i64::try_from(delay.as_millis()).unwrap_or(i64::MAX),
+            FailAction::DeadLetter => -1,
+        };
+        let reason: String = reason.chars().take(1_000).collect();
+        let mut conn = self.conn.clone();
+        let reply: Vec<String> = self
+            .scripts
+            .fail
+            .key(self.keys.job_of_member(member))
+            .key(self.keys.running())
+            .key(self.keys.waiting())
+            .key(self.keys.signal())
+            .key(self.keys.dead())
+            .key(self.keys.seq())
+            .arg(member)
+            .arg(token)
+            .arg(delay)
+            .arg(reason)
+            .arg(self.config.dead_max_count.max(1))
+            .arg(millis(self.config.dead_max_age))
+            .arg(self.config.signal_cap.max(1))
+            .arg(self.keys.prefix())
+            .invoke_async(&mut conn)
+            .await
+            .map_err(|source| QueueError::Redis { op: "fail", source })?;
+        match reply.first().map(String::as_str) {
+            Some("retry") => Ok(Failure::RetryScheduled),
+            Some("dead") => Ok(Failure::DeadLettered),
+            Some("dead_followup") => Ok(Failure::DeadLetteredFollowUpAdded {
+                job_id: parse_id(reply.get(1), "fail")?,
+            }),
+            Some("lost") => Ok(Failure::LeaseLost),
+            other => Err(QueueError::Protocol {
+                op: "fail",
+                detail: format!("unknown outcome {other:?}"),
+            }),
+        }
+    }
+
+    /// Returns jobs with an expired lease to the queue (at most `batch` per
+    /// call), dead-lettering those over `max_stalls`. Safe to run from every
+    /// worker concurrently: each expired job is handled once.
+    pub async fn recover(&self, batch: u32) -> Result<Recovery, QueueError> {
+        let mut conn = self.conn.clone();
+        let (recovered, dead_lettered): (u64, u64) = self
+            .scripts
+            .recover
+            .key(self.keys.running())
+            .key(self.keys.waiting())
+            .key(self.keys.signal())
+            .key(self.keys.dead())
+            .key(self.keys.seq())
+            .arg(self.keys.prefix())
+            .arg(self.config.max_stalls)
+            .arg(batch.max(1))
+            .arg(self.config.dead_max_count.max(1))
+            .arg(millis(self.config.dead_max_age))
+            .arg(self.config.signal_cap.max(1))
+            .invoke_async(&mut conn)
+            .await
+            .map_err(|source| QueueError::Redis {
+                op: "recover",
+                source,
+            })?;
+        Ok(Recovery {
+            recovered,
+            dead_lettered,
+        })
+    }
+
+    /// The newest dead-lettered jobs, newest first.
+    pub async fn dead_letters(&self, limit: usize) -> Result<Vec<DeadLetter>, QueueError> {
+        let mut conn = self.conn.clone();
+        let redis_err = |source| QueueError::Redis {
+            op: "dead_letters",
+            source,
+        };
+        let stop = isize::try_from(limit)
+            .unwrap_or(isize::MAX)
+            .saturating_sub(1);
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let entries: Vec<String> = redis::cmd("ZREVRANGE")
+            .arg(self.keys.dead())
+            .arg(0)
+            .arg(stop)
+            .query_async(&mut conn)
+            .await
+            .map_err(redis_err)?;
+        if entries.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut pipe = redis::pipe();
+        for entry in &entries {
+            pipe.hgetall(self.keys.dead_record(entry));
+        }
+        let records: Vec<std::collections::HashMap<String, String>> =
+            pipe.query_async(&mut conn).await.map_err(redis_err)?;
+        Ok(entries
+            .into_iter()
+            .zip(records)
+            .map(|(entry, r)| {
+                let num = |f: &str| r.get(f).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+                DeadLetter {
+                    member: r
+                        .get("member")
+                        .cloned()
+                        .unwrap_or_else(|| entry.split('|').next().unwrap_or_default().to_owned()),
+                    job_id: num("job_id"),
+                    attempts: u32::try_from(num("attempts")).unwrap_or(u32::MAX),
+                    stalls: u32::try_from(num("stalls")).unwrap_or(u32::MAX),
+                    reason: r.get("reason").cloned().unwrap_or_default(),
+                    failed_at_ms: num("failed_at"),
+                    payload: r.get("payload").cloned().unwrap_or_default(),
+                    entry,
+                }
+            })
+            .collect())
+    }
+
+    /// Requests the entity of a dead-lettered job again (with the trigger
+    /// it had, or a manual one if its payload is unusable) and removes the
+    /// dead letter. `None` when there is no such entry.
+    pub async fn retry_dead(&self, entry: &str) -> Result<Option<EnqueueOutcome>, QueueError> {
+        let mut conn = self.conn.clone();
+        let record: std::collections::HashMap<String, String> = redis::cmd("HGETALL")
+            .arg(self.keys.dead_record(entry))
+            .query_async(&mut conn)
+            .await
+            .map_err(|source| QueueError::Redis {
+                op: "retry_dead",
+                source,
+            })?;
+        let member = record
+            .get("member")
+            .cloned()
+            .unwrap_or_else(|| entry.split('|').next().unwrap_or_default().to_owned());
+        let in_set: Option<f64> = redis::cmd("ZSCORE")
+            .arg(self.keys.dead())
+            .arg(entry)
+            .query_async(&mut conn)
+            .await
+            .map_err(|source| QueueError::Redis {
+                op: "retry_dead",
+                source,
+            })?;
+        if in_set.is_none() {
+            return Ok(None);
+        }
+        let key: EntityKey = member.parse().map_err(|e| QueueError::Protocol {
+            op: "retry_dead",
+            detail: format!("dead letter {entry:?} names no valid entity: {e}"),
+        })?;
+        let trigger = record
+            .get("payload")
+            .and_then(|p| Payload::decode(p.as_bytes()).ok())
+            .map_or(Trigger::Manual { instructions: None }, |p| p.trigger);
+        let outcome = self.request_compaction(&key, trigger).await?;
+        self.purge_dead(Some(entry)).await?;
+        Ok(Some(outcome))
+    }
+
+    /// Deletes one dead letter, or all of them; returns how many.
+    pub async fn purge_dead(&self, entry: Option<&str>) -> Result<u64, QueueError> {
+        let mut conn = self.conn.clone();
+        let redis_err = |source| QueueError::Redis {
+            op: "purge_dead",
+            source,
+        };
+        let entries: Vec<String> = match entry {
+            Some(e) => vec![e.to_owned()],
+            None => redis::cmd("ZRANGE")
+                .arg(self.keys.dead())
+                .arg(0)
+                .arg(-1)
+                .query_async(&mut conn)
+                .await
+                .map_err(redis_err)?,
+        };
+        let mut removed = 0;
+        for chunk in entries.chunks(500) {
+            let mut pipe = redis::pipe();
+            pipe.cmd("ZREM").arg(self.keys.dead()).arg(chunk);
+            for e in chunk {
+                pipe.del(self.keys.dead_record(e)).ignore();
+            }
+            let (n,): (u64,) = pipe.query_async(&mut conn).await.map_err(redis_err)?;
+            removed += n;
+        }
+        Ok(removed)
+    }
+
     /// The state of `key`'s job, if there is one.
     pub async fn job_state(&self, key: &EntityKey) -> Result<Option<JobState>, QueueError> {
         let mut conn = self.conn.clone();
@@ -483,6 +762,7 @@ impl Queue {
                 followup_pending: get(3).is_some(),
             })),
             Some("done") => Ok(Some(JobState::Done { job_id: job_id()? })),
+            Some("dead") => Ok(Some(JobState::Dead { job_id: job_id()? })),
             Some(other) => Err(QueueError::Protocol {
                 op: "job_state",
                 detail: format!("unknown state {other:?}"),
@@ -493,10 +773,11 @@ impl Queue {
     /// Job counts by state.
     pub async fn counts(&self) -> Result<QueueCounts, QueueError> {
         let mut conn = self.conn.clone();
-        let (waiting, running, done): (u64, u64, u64) = redis::pipe()
+        let (waiting, running, done, dead): (u64, u64, u64, u64) = redis::pipe()
             .zcard(self.keys.waiting())
             .zcard(self.keys.running())
             .zcard(self.keys.done())
+            .zcard(self.keys.dead())
             .query_async(&mut conn)
             .await
             .map_err(|source| QueueError::Redis {
@@ -507,6 +788,7 @@ impl Queue {
             waiting,
             running,
             done,
+            dead,
         })
     }
 }

@@ -76,6 +76,23 @@ impl Keys {
         format!("{}job:{}", self.prefix, key)
     }
 
+    /// The job hash of a member read back from Redis (which may not parse
+    /// as an [`EntityKey`] if the data was tampered with).
+    pub fn job_of_member(&self, member: &str) -> String {
+        format!("{}job:{}", self.prefix, member)
+    }
+
+    /// Sorted set of dead-lettered jobs (`<member>|<job_id>`), scored by
+    /// the time they died.
+    pub fn dead(&self) -> String {
+        format!("{}dead", self.prefix)
+    }
+
+    /// Hash holding one dead-lettered job: payload, attempts, reason.
+    pub fn dead_record(&self, entry: &str) -> String {
+        format!("{}dead:{}", self.prefix, entry)
+    }
+
     /// The member naming an entity in the sets below: its job key,
     /// `compact:{domain}:{entity_id}`.
     pub fn member(key: &EntityKey) -> String {

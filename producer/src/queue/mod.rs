@@ -9,21 +9,28 @@
 //! | `waiting`                 | is coalesced into it (`Coalesced`)           |
 //! | `running`                 | is remembered; the run's end adds exactly one follow-up (`FollowUpRecorded`) |
 //!
-//! Every transition is one Lua script (enqueue, claim, renew, complete),
+//! Every transition is one Lua script (enqueue, claim, renew, complete,
+//! fail, recover),
 //! loaded once and called by SHA (`redis::Script` reloads on `NOSCRIPT`).
 //! Times come from the Redis server clock, so workers with skewed clocks
 //! agree on lease deadlines. All keys of a queue share one hash tag.
 //!
-//! Not built yet (they come with the worker runtime): failure with retry
-//! and dead-lettering, recovery of expired leases, and the dead-letter API.
+//! A failed attempt is retried after a delay the worker chooses, or
+//! dead-lettered; a job whose lease expires (its worker crashed) returns to
+//! the queue, until it has stalled `max_stalls` times and is dead-lettered.
+//! Dead letters and finished records are bounded by count and age. A
+//! dead-lettered job still gets the follow-up requested while it ran.
+//!
+//! Not built yet: the worker runtime (apalis) that drives these steps, with
+//! heartbeats, backoff and graceful shutdown.
 
 mod client;
 pub mod keys;
 pub mod payload;
 
 pub use client::{
-    ClaimOutcome, ClaimedJob, Completion, EnqueueOutcome, JobState, Queue, QueueConfig,
-    QueueCounts, QueueError,
+    ClaimOutcome, ClaimedJob, Completion, DeadLetter, EnqueueOutcome, FailAction, Failure,
+    JobState, Queue, QueueConfig, QueueCounts, QueueError, Recovery,
 };
 pub use keys::{Keys, QueueName};
 pub use payload::{Payload, PayloadError, Trigger};
