@@ -1,0 +1,228 @@
+//! Queue protocol benchmark against a real Redis (127.0.0.1:6379 or
+//! `REDIS_URL`): enqueue latency and throughput, and the claim + complete
+//! cycle with a no-op "handler". This measures the Lua protocol and client
+//! alone; the worker runtime (apalis) adds its own overhead on top.
+//!
+//! Run: `cargo bench -p compactor-producer --bench enqueue`
+//! Each scenario runs 3 times on a fresh queue; min / median / max printed.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a benchmark: fail loudly
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use compactor_producer::queue::{ClaimOutcome, Queue, QueueConfig, QueueName, Trigger};
+use compactor_shared::EntityKey;
+
+const RUNS: usize = 3;
+
+fn redis_url() -> String {
+    std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned())
+}
+
+async fn fresh_queue(tag: &str) -> Queue {
+    let name = format!("bench-{tag}-{}", std::process::id());
+    let config = QueueConfig {
+        name: QueueName::parse(&name).unwrap(),
+        ..QueueConfig::default()
+    };
+    let q = Queue::connect(&redis_url(), config).await.unwrap();
+    cleanup(&q);
+    q
+}
+
+fn cleanup(q: &Queue) {
+    let client = redis::Client::open(redis_url()).unwrap();
+    let mut conn = client.get_connection().unwrap();
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("{}*", q.keys().prefix()))
+        .query(&mut conn)
+        .unwrap();
+    for chunk in keys.chunks(1_000) {
+        let _: () = redis::cmd("DEL").arg(chunk).query(&mut conn).unwrap();
+    }
+}
+
+fn keys(n: usize) -> Vec<EntityKey> {
+    (0..n)
+        .map(|i| EntityKey::parse("bench", &format!("e{i}")).unwrap())
+        .collect()
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+struct Sample {
+    per_sec: f64,
+    p50: Option<Duration>,
+    p99: Option<Duration>,
+}
+
+fn report(name: &str, samples: &mut [Sample]) {
+    samples.sort_by(|a, b| a.per_sec.total_cmp(&b.per_sec));
+    let rate: Vec<String> = samples
+        .iter()
+        .map(|s| format!("{:.0}", s.per_sec))
+        .collect();
+    print!("{name:<46} ops/s min/median/max {}", rate.join(" / "));
+    if let (Some(p50), Some(p99)) = (
+        samples[samples.len() / 2].p50,
+        samples[samples.len() / 2].p99,
+    ) {
+        print!(
+            "   (median run) p50 {:.3} ms, p99 {:.3} ms",
+            p50.as_secs_f64() * 1e3,
+            p99.as_secs_f64() * 1e3
+        );
+    }
+    println!();
+}
+
+async fn sequential(tag: &str, n: usize, same_key: bool) -> Sample {
+    let q = fresh_queue(tag).await;
+    let ks = keys(if same_key { 1 } else { n });
+    let mut lat = Vec::with_capacity(n);
+    let start = Instant::now();
+    for i in 0..n {
+        let k = &ks[if same_key { 0 } else { i }];
+        let t = Instant::now();
+        q.request_compaction(k, Trigger::Auto).await.unwrap();
+        lat.push(t.elapsed());
+    }
+    let total = start.elapsed();
+    cleanup(&q);
+    lat.sort();
+    Sample {
+        per_sec: n as f64 / total.as_secs_f64(),
+        p50: Some(percentile(&lat, 0.50)),
+        p99: Some(percentile(&lat, 0.99)),
+    }
+}
+
+async fn in_flight(n: usize, parallel: usize) -> Sample {
+    let q = fresh_queue("inflight").await;
+    let ks = Arc::new(keys(n));
+    let next = Arc::new(AtomicUsize::new(0));
+    let start = Instant::now();
+    let tasks: Vec<_> = (0..parallel)
+        .map(|_| {
+            let (q, ks, next) = (q.clone(), ks.clone(), next.clone());
+            tokio::spawn(async move {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    if i >= ks.len() {
+                        break;
+                    }
+                    q.request_compaction(&ks[i], Trigger::Auto).await.unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let total = start.elapsed();
+    cleanup(&q);
+    Sample {
+        per_sec: n as f64 / total.as_secs_f64(),
+        p50: None,
+        p99: None,
+    }
+}
+
+async fn bulk(n: usize, batch: usize) -> Sample {
+    let q = fresh_queue("bulk").await;
+    let requests: Vec<(EntityKey, Trigger)> =
+        keys(n).into_iter().map(|k| (k, Trigger::Auto)).collect();
+    let start = Instant::now();
+    for chunk in requests.chunks(batch) {
+        q.enqueue_many(chunk).await.unwrap();
+    }
+    let total = start.elapsed();
+    cleanup(&q);
+    Sample {
+        per_sec: n as f64 / total.as_secs_f64(),
+        p50: None,
+        p99: None,
+    }
+}
+
+/// `concurrency` loops of claim → complete over `n` waiting jobs.
+async fn process(n: usize, concurrency: usize) -> Sample {
+    let q = fresh_queue("process").await;
+    let requests: Vec<(EntityKey, Trigger)> =
+        keys(n).into_iter().map(|k| (k, Trigger::Auto)).collect();
+    for chunk in requests.chunks(1_000) {
+        q.enqueue_many(chunk).await.unwrap();
+    }
+    let done = Arc::new(AtomicUsize::new(0));
+    let start = Instant::now();
+    let tasks: Vec<_> = (0..concurrency)
+        .map(|w| {
+            let (q, done) = (q.clone(), done.clone());
+            tokio::spawn(async move {
+                let worker = format!("w{w}");
+                loop {
+                    match q.claim(&worker).await.unwrap() {
+                        ClaimOutcome::Claimed(job) => {
+                            q.complete(&job).await.unwrap();
+                            done.fetch_add(1, Ordering::Relaxed);
+                        }
+                        ClaimOutcome::Empty { .. } => break,
+                        ClaimOutcome::Unusable { .. } => panic!("bench payloads are valid"),
+                    }
+                }
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let total = start.elapsed();
+    assert_eq!(done.load(Ordering::Relaxed), n);
+    cleanup(&q);
+    Sample {
+        per_sec: n as f64 / total.as_secs_f64(),
+        p50: None,
+        p99: None,
+    }
+}
+
+#[tokio::main(flavor = "multi_thread")]
+async fn main() {
+    // `cargo bench` passes `--bench`; nothing else is accepted.
+    println!("queue protocol benchmark, Redis at {}", redis_url());
+    let mut s: Vec<Sample> = Vec::new();
+    for _ in 0..RUNS {
+        s.push(sequential("seq", 20_000, false).await);
+    }
+    report("enqueue, sequential, new jobs (20k)", &mut s);
+    s.clear();
+    for _ in 0..RUNS {
+        s.push(sequential("dedup", 20_000, true).await);
+    }
+    report("enqueue, sequential, one key (coalesced, 20k)", &mut s);
+    s.clear();
+    for _ in 0..RUNS {
+        s.push(in_flight(50_000, 100).await);
+    }
+    report("enqueue, 100 in flight (50k)", &mut s);
+    s.clear();
+    for _ in 0..RUNS {
+        s.push(bulk(100_000, 500).await);
+    }
+    report("enqueue_many, batches of 500 (100k)", &mut s);
+    for concurrency in [2, 50] {
+        s.clear();
+        for _ in 0..RUNS {
+            s.push(process(20_000, concurrency).await);
+        }
+        report(
+            &format!("claim+complete, concurrency {concurrency} (20k)"),
+            &mut s,
+        );
+    }
+}
