@@ -548,3 +548,34 @@ async fn dead_letters_are_bounded_by_count() {
         "newest first, oldest evicted"
     );
 }
+
+#[tokio::test]
+async fn a_released_job_runs_again_without_losing_an_attempt_or_instructions() {
+    let t = TestQueue::new().await;
+    let q = &t.queue;
+    let k = key("shutdown");
+    q.request_compaction(&k, Trigger::Auto).await.unwrap();
+    let job = claim(q).await;
+    let manual = Trigger::Manual {
+        instructions: Some("keep the API names".into()),
+    };
+    q.request_compaction(&k, manual.clone()).await.unwrap();
+    assert!(q.release(&job).await.unwrap());
+    assert!(!q.release(&job).await.unwrap(), "only once");
+    assert_eq!(q.counts().await.unwrap().running, 0);
+    let again = claim(q).await;
+    assert_eq!(
+        (again.job_id, again.attempt),
+        (job.job_id, 1),
+        "the attempt was not used up"
+    );
+    assert_eq!(
+        again.payload.trigger, manual,
+        "the manual follow-up is folded in"
+    );
+    assert_eq!(
+        q.complete(&again).await.unwrap(),
+        Completion::Done,
+        "no extra follow-up"
+    );
+}

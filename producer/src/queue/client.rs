@@ -214,6 +214,7 @@ struct Scripts {
     complete: Script,
     fail: Script,
     recover: Script,
+    release: Script,
 }
 
 impl Scripts {
@@ -225,6 +226,7 @@ impl Scripts {
             complete: Script::new(include_str!("scripts/complete.lua")),
             fail: Script::new(include_str!("scripts/fail.lua")),
             recover: Script::new(include_str!("scripts/recover.lua")),
+            release: Script::new(include_str!("scripts/release.lua")),
         }
     }
 }
@@ -583,6 +585,30 @@ impl Queue {
                 detail: format!("unknown outcome {other:?}"),
             }),
         }
+    }
+
+    /// Hands `job` back to the queue without counting its attempt (for a
+    /// graceful shutdown that cannot wait for it). `false` when the lease
+    /// was no longer held.
+    pub async fn release(&self, job: &ClaimedJob) -> Result<bool, QueueError> {
+        let mut conn = self.conn.clone();
+        let reply: String = self
+            .scripts
+            .release
+            .key(self.keys.job(&job.key))
+            .key(self.keys.running())
+            .key(self.keys.waiting())
+            .key(self.keys.signal())
+            .arg(Keys::member(&job.key))
+            .arg(&job.lease_token)
+            .arg(self.config.signal_cap.max(1))
+            .invoke_async(&mut conn)
+            .await
+            .map_err(|source| QueueError::Redis {
+                op: "release",
+                source,
+            })?;
+        Ok(reply == "released")
     }
 
     /// Returns jobs with an expired lease to the queue (at most `batch` per
