@@ -579,3 +579,84 @@ async fn a_released_job_runs_again_without_losing_an_attempt_or_instructions() {
         "no extra follow-up"
     );
 }
+
+/// A private `redis-server` on a free loopback port, killed on drop.
+struct PrivateRedis {
+    child: std::process::Child,
+    url: String,
+}
+
+impl PrivateRedis {
+    fn start() -> PrivateRedis {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = std::process::Command::new("redis-server")
+            .args([
+                "--port",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ])
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("redis-server is installed");
+        let url = format!("redis://127.0.0.1:{port}");
+        // Wait until it answers PING (bounded).
+        let client = redis::Client::open(url.as_str()).unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while client
+            .get_connection()
+            .and_then(|mut c| redis::cmd("PING").query::<String>(&mut c))
+            .is_err()
+        {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "private redis did not start"
+            );
+            std::thread::yield_now();
+        }
+        PrivateRedis { child, url }
+    }
+}
+
+impl Drop for PrivateRedis {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[tokio::test]
+async fn when_redis_goes_away_requests_fail_instead_of_pretending() {
+    let mut redis = PrivateRedis::start();
+    let config = QueueConfig {
+        response_timeout: Duration::from_secs(2),
+        ..QueueConfig::default()
+    };
+    let q = Queue::connect(&redis.url, config).await.unwrap();
+    assert!(matches!(
+        q.request_compaction(&key("x"), Trigger::Auto)
+            .await
+            .unwrap(),
+        EnqueueOutcome::Added { .. }
+    ));
+    redis.child.kill().unwrap();
+    redis.child.wait().unwrap();
+    let err = q
+        .request_compaction(&key("y"), Trigger::Auto)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, QueueError::Redis { op: "enqueue", .. }),
+        "{err}"
+    );
+    assert!(q.enqueue_many(&[(key("z"), Trigger::Auto)]).await.is_err());
+    assert!(q.claim("w1").await.is_err());
+}

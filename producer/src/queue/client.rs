@@ -28,6 +28,11 @@ pub struct QueueConfig {
     pub dead_max_age: Duration,
     /// Expired leases one job may have before it is dead-lettered.
     pub max_stalls: u32,
+    /// How long connecting to Redis may take before it is an error.
+    pub connect_timeout: Duration,
+    /// How long one command may wait for its reply before it is an error
+    /// (so an unreachable Redis fails a request instead of hanging it).
+    pub response_timeout: Duration,
 }
 
 impl Default for QueueConfig {
@@ -41,6 +46,8 @@ impl Default for QueueConfig {
             dead_max_count: 10_000,
             dead_max_age: Duration::from_secs(7 * 24 * 3600),
             max_stalls: 3,
+            connect_timeout: Duration::from_secs(5),
+            response_timeout: Duration::from_secs(5),
         }
     }
 }
@@ -90,8 +97,9 @@ pub enum ClaimOutcome {
     Empty {
         next_at_ms: Option<u64>,
     },
-    /// A queue entry with a payload that cannot be used was dead-lettered
-    /// with the decoding error as its reason (it is never retried).
+    /// A queue entry that cannot run was taken off the queue: a payload
+    /// that does not decode is dead-lettered with the error as its reason
+    /// (never retried); an entry whose job record is gone is dropped.
     Unusable {
         member: String,
         error: String,
@@ -267,8 +275,11 @@ impl Queue {
             source,
         };
         let client = redis::Client::open(redis_url).map_err(connect_err)?;
+        let timeouts = redis::AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(config.connect_timeout))
+            .set_response_timeout(Some(config.response_timeout));
         let conn = client
-            .get_multiplexed_async_connection()
+            .get_multiplexed_async_connection_with_config(&timeouts)
             .await
             .map_err(connect_err)?;
         let queue = Queue {
