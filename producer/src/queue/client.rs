@@ -225,16 +225,27 @@ struct Scripts {
     release: Script,
 }
 
+/// Builds a script from `scripts/<name>.lua` with the shared prelude
+/// (`scripts/prelude.lua`: server time, adding a job, dead-lettering).
+macro_rules! script {
+    ($name:literal) => {
+        Script::new(concat!(
+            include_str!("scripts/prelude.lua"),
+            include_str!(concat!("scripts/", $name, ".lua"))
+        ))
+    };
+}
+
 impl Scripts {
     fn new() -> Scripts {
         Scripts {
-            enqueue: Script::new(include_str!("scripts/enqueue.lua")),
-            claim: Script::new(include_str!("scripts/claim.lua")),
-            renew: Script::new(include_str!("scripts/renew.lua")),
-            complete: Script::new(include_str!("scripts/complete.lua")),
-            fail: Script::new(include_str!("scripts/fail.lua")),
-            recover: Script::new(include_str!("scripts/recover.lua")),
-            release: Script::new(include_str!("scripts/release.lua")),
+            enqueue: script!("enqueue"),
+            claim: script!("claim"),
+            renew: script!("renew"),
+            complete: script!("complete"),
+            fail: script!("fail"),
+            recover: script!("recover"),
+            release: script!("release"),
         }
     }
 }
@@ -313,10 +324,7 @@ impl Queue {
                 .prepare_invoke()
                 .load_async(&mut conn)
                 .await
-                .map_err(|source| QueueError::Redis {
-                    op: "SCRIPT LOAD",
-                    source,
-                })?;
+                .map_err(redis_error("SCRIPT LOAD"))?;
         }
         Ok(())
     }
@@ -355,13 +363,10 @@ impl Queue {
     ) -> Result<EnqueueOutcome, QueueError> {
         let inv = self.enqueue_invocation(key, trigger)?;
         let mut conn = self.conn.clone();
-        let reply: Vec<String> =
-            inv.invoke_async(&mut conn)
-                .await
-                .map_err(|source| QueueError::Redis {
-                    op: "enqueue",
-                    source,
-                })?;
+        let reply: Vec<String> = inv
+            .invoke_async(&mut conn)
+            .await
+            .map_err(redis_error("enqueue"))?;
         enqueue_outcome(&reply)
     }
 
@@ -389,10 +394,7 @@ impl Queue {
                 self.load_scripts().await?;
                 pipe.query_async(&mut conn)
                     .await
-                    .map_err(|source| QueueError::Redis {
-                        op: "enqueue_many",
-                        source,
-                    })?
+                    .map_err(redis_error("enqueue_many"))?
             }
             Err(source) => {
                 return Err(QueueError::Redis {
@@ -419,10 +421,7 @@ impl Queue {
             .arg(nonce)
             .invoke_async(&mut conn)
             .await
-            .map_err(|source| QueueError::Redis {
-                op: "claim",
-                source,
-            })?;
+            .map_err(redis_error("claim"))?;
         let text = |i: usize| -> Option<String> {
             match reply.get(i)? {
                 Value::BulkString(b) => String::from_utf8(b.clone()).ok(),
@@ -496,10 +495,7 @@ impl Queue {
             .arg(millis(self.config.lease_ttl))
             .invoke_async(&mut conn)
             .await
-            .map_err(|source| QueueError::Redis {
-                op: "renew",
-                source,
-            })?;
+            .map_err(redis_error("renew"))?;
         Ok(reply == "ok")
     }
 
@@ -522,10 +518,7 @@ impl Queue {
             .arg(self.config.signal_cap.max(1))
             .invoke_async(&mut conn)
             .await
-            .map_err(|source| QueueError::Redis {
-                op: "complete",
-                source,
-            })?;
+            .map_err(redis_error("complete"))?;
         match reply.first().map(String::as_str) {
             Some("done") => Ok(Completion::Done),
             Some("lost") => Ok(Completion::LeaseLost),
@@ -583,7 +576,7 @@ impl Queue {
             .arg(self.keys.prefix())
             .invoke_async(&mut conn)
             .await
-            .map_err(|source| QueueError::Redis { op: "fail", source })?;
+            .map_err(redis_error("fail"))?;
         match reply.first().map(String::as_str) {
             Some("retry") => Ok(Failure::RetryScheduled),
             Some("dead") => Ok(Failure::DeadLettered),
@@ -615,10 +608,7 @@ impl Queue {
             .arg(self.config.signal_cap.max(1))
             .invoke_async(&mut conn)
             .await
-            .map_err(|source| QueueError::Redis {
-                op: "release",
-                source,
-            })?;
+            .map_err(redis_error("release"))?;
         Ok(reply == "released")
     }
 
@@ -643,10 +633,7 @@ impl Queue {
             .arg(self.config.signal_cap.max(1))
             .invoke_async(&mut conn)
             .await
-            .map_err(|source| QueueError::Redis {
-                op: "recover",
-                source,
-            })?;
+            .map_err(redis_error("recover"))?;
         Ok(Recovery {
             recovered,
             dead_lettered,
@@ -656,10 +643,7 @@ impl Queue {
     /// The newest dead-lettered jobs, newest first.
     pub async fn dead_letters(&self, limit: usize) -> Result<Vec<DeadLetter>, QueueError> {
         let mut conn = self.conn.clone();
-        let redis_err = |source| QueueError::Redis {
-            op: "dead_letters",
-            source,
-        };
+        let redis_err = redis_error("dead_letters");
         let stop = isize::try_from(limit)
             .unwrap_or(isize::MAX)
             .saturating_sub(1);
@@ -713,10 +697,7 @@ impl Queue {
             .arg(self.keys.dead_record(entry))
             .query_async(&mut conn)
             .await
-            .map_err(|source| QueueError::Redis {
-                op: "retry_dead",
-                source,
-            })?;
+            .map_err(redis_error("retry_dead"))?;
         let member = record
             .get("member")
             .cloned()
@@ -726,10 +707,7 @@ impl Queue {
             .arg(entry)
             .query_async(&mut conn)
             .await
-            .map_err(|source| QueueError::Redis {
-                op: "retry_dead",
-                source,
-            })?;
+            .map_err(redis_error("retry_dead"))?;
         if in_set.is_none() {
             return Ok(None);
         }
@@ -749,10 +727,7 @@ impl Queue {
     /// Deletes one dead letter, or all of them; returns how many.
     pub async fn purge_dead(&self, entry: Option<&str>) -> Result<u64, QueueError> {
         let mut conn = self.conn.clone();
-        let redis_err = |source| QueueError::Redis {
-            op: "purge_dead",
-            source,
-        };
+        let redis_err = redis_error("purge_dead");
         let entries: Vec<String> = match entry {
             Some(e) => vec![e.to_owned()],
             None => redis::cmd("ZRANGE")
@@ -784,10 +759,7 @@ impl Queue {
             .arg(&["state", "job_id", "attempts", "followup"])
             .query_async(&mut conn)
             .await
-            .map_err(|source| QueueError::Redis {
-                op: "job_state",
-                source,
-            })?;
+            .map_err(redis_error("job_state"))?;
         let get = |i: usize| fields.get(i).cloned().flatten();
         let job_id = || parse_id(get(1).as_ref(), "job_state");
         match get(0).as_deref() {
@@ -817,10 +789,7 @@ impl Queue {
             .zcard(self.keys.dead())
             .query_async(&mut conn)
             .await
-            .map_err(|source| QueueError::Redis {
-                op: "counts",
-                source,
-            })?;
+            .map_err(redis_error("counts"))?;
         Ok(QueueCounts {
             waiting,
             running,
@@ -828,6 +797,11 @@ impl Queue {
             dead,
         })
     }
+}
+
+/// Wraps a Redis error with the operation that failed.
+fn redis_error(op: &'static str) -> impl Fn(redis::RedisError) -> QueueError + Copy {
+    move |source| QueueError::Redis { op, source }
 }
 
 fn enqueue_outcome(reply: &[String]) -> Result<EnqueueOutcome, QueueError> {

@@ -3,10 +3,9 @@
 --   ARGV: 1 lease ttl (ms), 2 worker id, 3 key prefix, 4 nonce
 -- Returns {'claimed', member, payload, job_id, attempt, lease token,
 -- enqueued_at} or {'empty', score of the next delayed job or ''}.
--- A member whose job hash vanished (data loss) is dropped and reported as
+-- A member whose job record is gone (data loss) is dropped and reported as
 -- {'orphan', member} so the caller can count it and claim again.
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = now_ms()
 local member = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, 1)[1]
 if not member then
   local next = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')

@@ -3,8 +3,6 @@
 --   ARGV: 1 member, 2 payload of a new job, 3 payload of a follow-up,
 --         4 "1" when the request is manual, 5 signal list cap
 -- Returns {outcome, job_id}; outcome is added | coalesced | followup.
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local state = redis.call('HGET', KEYS[1], 'state')
 local manual = ARGV[4] == '1'
 if state == 'waiting' then
@@ -22,11 +20,5 @@ if state == 'running' then
   end
   return {'followup', redis.call('HGET', KEYS[1], 'job_id')}
 end
-local id = redis.call('INCR', KEYS[4])
-redis.call('DEL', KEYS[1])
-redis.call('HSET', KEYS[1], 'state', 'waiting', 'job_id', id, 'payload', ARGV[2],
-  'attempts', 0, 'enqueued_at', now)
-redis.call('ZADD', KEYS[2], now, ARGV[1])
-redis.call('LPUSH', KEYS[3], id)
-redis.call('LTRIM', KEYS[3], 0, tonumber(ARGV[5]) - 1)
+local id = add_job(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[1], ARGV[2], now_ms(), ARGV[5])
 return {'added', tostring(id)}

@@ -5,8 +5,6 @@
 --   KEYS: 1 job hash, 2 running zset, 3 waiting zset, 4 signal list
 --   ARGV: 1 member, 2 lease token, 3 signal list cap
 -- Returns 'released' or 'lost'.
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 if redis.call('HGET', KEYS[1], 'state') ~= 'running' or redis.call('HGET', KEYS[1], 'lease') ~= ARGV[2] then
   return 'lost'
 end
@@ -17,7 +15,7 @@ end
 redis.call('HDEL', KEYS[1], 'followup', 'followup_manual', 'lease', 'deadline', 'worker')
 redis.call('HINCRBY', KEYS[1], 'attempts', -1)
 redis.call('HSET', KEYS[1], 'state', 'waiting')
-redis.call('ZADD', KEYS[3], now, ARGV[1])
+redis.call('ZADD', KEYS[3], now_ms(), ARGV[1])
 redis.call('LPUSH', KEYS[4], 'released')
 redis.call('LTRIM', KEYS[4], 0, tonumber(ARGV[3]) - 1)
 return 'released'

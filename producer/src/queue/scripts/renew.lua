@@ -2,12 +2,10 @@
 --   KEYS: 1 job hash, 2 running zset
 --   ARGV: 1 member, 2 lease token, 3 lease ttl (ms)
 -- Returns 'ok' or 'lost'.
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 if redis.call('HGET', KEYS[1], 'state') ~= 'running' or redis.call('HGET', KEYS[1], 'lease') ~= ARGV[2] then
   return 'lost'
 end
-local deadline = now + tonumber(ARGV[3])
+local deadline = now_ms() + tonumber(ARGV[3])
 redis.call('HSET', KEYS[1], 'deadline', deadline)
 redis.call('ZADD', KEYS[2], deadline, ARGV[1])
 return 'ok'

@@ -1,0 +1,69 @@
+-- Shared by every script: prepended to each one when the scripts are built
+-- (Redis Lua has no includes). Job hash fields:
+--   state        waiting | running | done | dead
+--   job_id       id of the entity's current job (from the seq counter)
+--   payload      versioned JSON: entity key and trigger
+--   attempts     claims of this job so far; stalls: leases that expired
+--   enqueued_at  server ms the job was added
+--   lease, deadline, worker, started_at   while running
+--   followup, followup_manual             a request arrived while running
+--   last_error   reason of the last failed attempt
+
+-- Server time in ms: every worker agrees on it, whatever its own clock.
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- Replaces the entity's job record with a new waiting job and wakes a
+-- worker. Returns the new job id.
+local function add_job(job, waiting, signal, seq, member, payload, now, signal_cap)
+  local id = redis.call('INCR', seq)
+  redis.call('DEL', job)
+  redis.call('HSET', job, 'state', 'waiting', 'job_id', id, 'payload', payload,
+    'attempts', 0, 'enqueued_at', now)
+  redis.call('ZADD', waiting, now, member)
+  redis.call('LPUSH', signal, id)
+  redis.call('LTRIM', signal, 0, tonumber(signal_cap) - 1)
+  return id
+end
+
+-- Copies the entity's current job into a dead-letter record of its own (so
+-- a new job cannot overwrite what the operator needs to see), then trims
+-- the dead-letter set by age and count, records included.
+local function dead_letter(job, dead, prefix, member, reason, now, max_count, max_age)
+  local job_id = redis.call('HGET', job, 'job_id')
+  local entry = member .. '|' .. job_id
+  local record = prefix .. 'dead:' .. entry
+  redis.call('DEL', record)
+  redis.call('HSET', record, 'member', member, 'job_id', job_id,
+    'payload', redis.call('HGET', job, 'payload') or '',
+    'attempts', redis.call('HGET', job, 'attempts') or '0',
+    'stalls', redis.call('HGET', job, 'stalls') or '0',
+    'reason', reason, 'failed_at', now)
+  redis.call('PEXPIRE', record, max_age)
+  redis.call('ZADD', dead, now, entry)
+  local old = redis.call('ZRANGEBYSCORE', dead, '-inf', now - tonumber(max_age))
+  local excess = redis.call('ZRANGE', dead, 0, -(tonumber(max_count) + 1))
+  for _, list in ipairs({old, excess}) do
+    for _, e in ipairs(list) do
+      redis.call('ZREM', dead, e)
+      redis.call('DEL', prefix .. 'dead:' .. e)
+    end
+  end
+end
+
+-- Ends a run that will not be retried: adds the follow-up recorded while
+-- it ran, if any (returning its id), or leaves the record in `final_state`
+-- to expire after `ttl` ms.
+local function end_run(job, waiting, signal, seq, member, now, signal_cap, final_state, ttl)
+  local followup = redis.call('HGET', job, 'followup')
+  if followup then
+    return add_job(job, waiting, signal, seq, member, followup, now, signal_cap)
+  end
+  redis.call('HSET', job, 'state', final_state, 'finished_at', now)
+  redis.call('HDEL', job, 'lease', 'deadline', 'worker')
+  redis.call('PEXPIRE', job, ttl)
+  return nil
+end
+
