@@ -1,6 +1,7 @@
 //! Queue protocol benchmark against a real Redis (127.0.0.1:6379 or
-//! `REDIS_URL`): enqueue latency and throughput, and the claim + complete
-//! cycle with a no-op "handler". This measures the Lua protocol and client
+//! `REDIS_URL`): enqueue latency and throughput, and the claim / complete
+//! cycle with a no-op "handler" (two round trips per job, or one with
+//! `complete_and_claim`). This measures the Lua protocol and client
 //! alone; the worker runtime (apalis) adds its own overhead on top.
 //!
 //! Run: `cargo bench -p compactor-producer --bench enqueue`
@@ -150,8 +151,10 @@ async fn bulk(n: usize, batch: usize) -> Sample {
     }
 }
 
-/// `concurrency` loops of claim → complete over `n` waiting jobs.
-async fn process(n: usize, concurrency: usize) -> Sample {
+/// `concurrency` loops over `n` waiting jobs: claim, then either
+/// `complete` + `claim` (two round trips per job) or `complete_and_claim`
+/// (one).
+async fn process(n: usize, concurrency: usize, combined: bool) -> Sample {
     let q = fresh_queue("process").await;
     let requests: Vec<(EntityKey, Trigger)> =
         keys(n).into_iter().map(|k| (k, Trigger::Auto)).collect();
@@ -165,15 +168,20 @@ async fn process(n: usize, concurrency: usize) -> Sample {
             let (q, done) = (q.clone(), done.clone());
             tokio::spawn(async move {
                 let worker = format!("w{w}");
+                let mut next = q.claim(&worker).await.unwrap();
                 loop {
-                    match q.claim(&worker).await.unwrap() {
-                        ClaimOutcome::Claimed(job) => {
-                            q.complete(&job).await.unwrap();
-                            done.fetch_add(1, Ordering::Relaxed);
-                        }
+                    let job = match next {
+                        ClaimOutcome::Claimed(job) => job,
                         ClaimOutcome::Empty { .. } => break,
                         ClaimOutcome::Unusable { .. } => panic!("bench payloads are valid"),
-                    }
+                    };
+                    next = if combined {
+                        q.complete_and_claim(&job, &worker).await.unwrap().1
+                    } else {
+                        q.complete(&job).await.unwrap();
+                        q.claim(&worker).await.unwrap()
+                    };
+                    done.fetch_add(1, Ordering::Relaxed);
                 }
             })
         })
@@ -216,13 +224,17 @@ async fn main() {
     }
     report("enqueue_many, batches of 500 (100k)", &mut s);
     for concurrency in [2, 50] {
-        s.clear();
-        for _ in 0..RUNS {
-            s.push(process(20_000, concurrency).await);
+        for combined in [false, true] {
+            s.clear();
+            for _ in 0..RUNS {
+                s.push(process(20_000, concurrency, combined).await);
+            }
+            let how = if combined {
+                "complete_and_claim"
+            } else {
+                "complete, claim"
+            };
+            report(&format!("{how}, concurrency {concurrency} (20k)"), &mut s);
         }
-        report(
-            &format!("claim+complete, concurrency {concurrency} (20k)"),
-            &mut s,
-        );
     }
 }

@@ -660,3 +660,43 @@ async fn when_redis_goes_away_requests_fail_instead_of_pretending() {
     assert!(q.enqueue_many(&[(key("z"), Trigger::Auto)]).await.is_err());
     assert!(q.claim("w1").await.is_err());
 }
+
+#[tokio::test]
+async fn complete_and_claim_acks_and_takes_the_next_job_in_one_step() {
+    let t = TestQueue::new().await;
+    let q = &t.queue;
+    q.request_compaction(&key("one"), Trigger::Auto)
+        .await
+        .unwrap();
+    q.request_compaction(&key("two"), Trigger::Auto)
+        .await
+        .unwrap();
+    let first = claim(q).await;
+    // A request for the running entity: its follow-up goes behind "two".
+    q.request_compaction(&first.key, Trigger::Auto)
+        .await
+        .unwrap();
+    let (completion, next) = q.complete_and_claim(&first, "w1").await.unwrap();
+    assert!(matches!(completion, Completion::FollowUpAdded { .. }));
+    let ClaimOutcome::Claimed(second) = next else {
+        panic!("{next:?}")
+    };
+    assert_eq!(second.key, key("two"));
+    // A stale holder completes nothing and claims nothing.
+    let (completion, next) = q.complete_and_claim(&first, "w1").await.unwrap();
+    assert_eq!(completion, Completion::LeaseLost);
+    assert!(matches!(next, ClaimOutcome::Empty { .. }));
+    assert_eq!(
+        q.counts().await.unwrap().waiting,
+        1,
+        "the follow-up is still waiting"
+    );
+    let (_, next) = q.complete_and_claim(&second, "w1").await.unwrap();
+    let ClaimOutcome::Claimed(follow_up) = next else {
+        panic!("{next:?}")
+    };
+    assert_eq!(
+        (follow_up.key, follow_up.payload.trigger),
+        (key("one"), Trigger::FollowUp)
+    );
+}

@@ -223,6 +223,7 @@ struct Scripts {
     fail: Script,
     recover: Script,
     release: Script,
+    complete_claim: Script,
 }
 
 /// Builds a script from `scripts/<name>.lua` with the shared prelude
@@ -246,6 +247,7 @@ impl Scripts {
             fail: script!("fail"),
             recover: script!("recover"),
             release: script!("release"),
+            complete_claim: script!("complete_claim"),
         }
     }
 }
@@ -422,6 +424,44 @@ impl Queue {
             .invoke_async(&mut conn)
             .await
             .map_err(redis_error("claim"))?;
+        self.claim_reply(reply).await
+    }
+
+    /// Completes `job` and claims the next due job for `worker`, in one
+    /// round trip. When the lease of `job` was lost nothing is claimed.
+    pub async fn complete_and_claim(
+        &self,
+        job: &ClaimedJob,
+        worker: &str,
+    ) -> Result<(Completion, ClaimOutcome), QueueError> {
+        let mut conn = self.conn.clone();
+        let reply: (Vec<String>, Vec<Value>) = self
+            .scripts
+            .complete_claim
+            .key(self.keys.job(&job.key))
+            .key(self.keys.running())
+            .key(self.keys.waiting())
+            .key(self.keys.signal())
+            .key(self.keys.done())
+            .key(self.keys.seq())
+            .arg(Keys::member(&job.key))
+            .arg(&job.lease_token)
+            .arg(self.config.done_max_count)
+            .arg(millis(self.config.done_max_age))
+            .arg(self.config.signal_cap.max(1))
+            .arg(millis(self.config.lease_ttl))
+            .arg(worker)
+            .arg(self.keys.prefix())
+            .arg(nonce())
+            .invoke_async(&mut conn)
+            .await
+            .map_err(redis_error("complete_and_claim"))?;
+        let completion = completion(&reply.0, "complete_and_claim")?;
+        Ok((completion, self.claim_reply(reply.1).await?))
+    }
+
+    /// Interprets the reply of the claim logic (see `claim.lua`).
+    async fn claim_reply(&self, reply: Vec<Value>) -> Result<ClaimOutcome, QueueError> {
         let text = |i: usize| -> Option<String> {
             match reply.get(i)? {
                 Value::BulkString(b) => String::from_utf8(b.clone()).ok(),
@@ -519,17 +559,7 @@ impl Queue {
             .invoke_async(&mut conn)
             .await
             .map_err(redis_error("complete"))?;
-        match reply.first().map(String::as_str) {
-            Some("done") => Ok(Completion::Done),
-            Some("lost") => Ok(Completion::LeaseLost),
-            Some("followup") => Ok(Completion::FollowUpAdded {
-                job_id: parse_id(reply.get(1), "complete")?,
-            }),
-            other => Err(QueueError::Protocol {
-                op: "complete",
-                detail: format!("unknown outcome {other:?}"),
-            }),
-        }
+        completion(&reply, "complete")
     }
 
     /// Ends a failed attempt of `job`: schedules a retry or dead-letters it
@@ -796,6 +826,20 @@ impl Queue {
             done,
             dead,
         })
+    }
+}
+
+fn completion(reply: &[String], op: &'static str) -> Result<Completion, QueueError> {
+    match reply.first().map(String::as_str) {
+        Some("done") => Ok(Completion::Done),
+        Some("lost") => Ok(Completion::LeaseLost),
+        Some("followup") => Ok(Completion::FollowUpAdded {
+            job_id: parse_id(reply.get(1), op)?,
+        }),
+        other => Err(QueueError::Protocol {
+            op,
+            detail: format!("unknown outcome {other:?}"),
+        }),
     }
 }
 

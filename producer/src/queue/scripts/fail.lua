@@ -6,7 +6,7 @@
 --         4 reason, 5 dead max count, 6 dead max age (ms), 7 signal list cap,
 --         8 key prefix
 -- Returns {'retry'}, {'dead'}, {'dead_followup', new job_id} or {'lost'}.
-if redis.call('HGET', KEYS[1], 'state') ~= 'running' or redis.call('HGET', KEYS[1], 'lease') ~= ARGV[2] then
+if not holds_lease(KEYS[1], ARGV[2]) then
   return {'lost'}
 end
 local now = now_ms()

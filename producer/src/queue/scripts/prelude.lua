@@ -67,3 +67,47 @@ local function end_run(job, waiting, signal, seq, member, now, signal_cap, final
   return nil
 end
 
+-- Takes the oldest job of `waiting` that may run now and leases it to
+-- `worker`. Returns the reply of claim.lua (see there).
+local function claim_next(waiting, running, prefix, lease_ttl, worker, nonce, now)
+  local member = redis.call('ZRANGEBYSCORE', waiting, '-inf', now, 'LIMIT', 0, 1)[1]
+  if not member then
+    local next = redis.call('ZRANGE', waiting, 0, 0, 'WITHSCORES')
+    return {'empty', next[2] or ''}
+  end
+  redis.call('ZREM', waiting, member)
+  local job = prefix .. 'job:' .. member
+  if redis.call('HGET', job, 'state') ~= 'waiting' then
+    return {'orphan', member}
+  end
+  local attempt = redis.call('HINCRBY', job, 'attempts', 1)
+  local deadline = now + tonumber(lease_ttl)
+  local job_id = redis.call('HGET', job, 'job_id')
+  local token = job_id .. ':' .. attempt .. ':' .. nonce
+  redis.call('HSET', job, 'state', 'running', 'lease', token, 'deadline', deadline,
+    'worker', worker, 'started_at', now)
+  redis.call('ZADD', running, deadline, member)
+  return {'claimed', member, redis.call('HGET', job, 'payload'), job_id, tostring(attempt), token,
+    redis.call('HGET', job, 'enqueued_at')}
+end
+
+-- Whether the caller holds the lease of a running job.
+local function holds_lease(job, token)
+  return redis.call('HGET', job, 'state') == 'running' and redis.call('HGET', job, 'lease') == token
+end
+
+-- Finishes a running job (the caller checked the lease): records it in the
+-- bounded `done` set and adds its follow-up, if one was requested. Returns
+-- {'done'} or {'followup', new job_id}.
+local function complete_run(job, running, waiting, signal, done, seq, member, now, done_max_count, done_max_age, signal_cap)
+  redis.call('ZREM', running, member)
+  redis.call('ZADD', done, now, member .. '|' .. redis.call('HGET', job, 'job_id'))
+  redis.call('ZREMRANGEBYSCORE', done, '-inf', now - tonumber(done_max_age))
+  redis.call('ZREMRANGEBYRANK', done, 0, -(tonumber(done_max_count) + 1))
+  local id = end_run(job, waiting, signal, seq, member, now, signal_cap, 'done', done_max_age)
+  if id then
+    return {'followup', tostring(id)}
+  end
+  return {'done'}
+end
+

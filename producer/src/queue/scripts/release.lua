@@ -5,7 +5,7 @@
 --   KEYS: 1 job hash, 2 running zset, 3 waiting zset, 4 signal list
 --   ARGV: 1 member, 2 lease token, 3 signal list cap
 -- Returns 'released' or 'lost'.
-if redis.call('HGET', KEYS[1], 'state') ~= 'running' or redis.call('HGET', KEYS[1], 'lease') ~= ARGV[2] then
+if not holds_lease(KEYS[1], ARGV[2]) then
   return 'lost'
 end
 redis.call('ZREM', KEYS[2], ARGV[1])

@@ -2,7 +2,7 @@
 --   KEYS: 1 job hash, 2 running zset
 --   ARGV: 1 member, 2 lease token, 3 lease ttl (ms)
 -- Returns 'ok' or 'lost'.
-if redis.call('HGET', KEYS[1], 'state') ~= 'running' or redis.call('HGET', KEYS[1], 'lease') ~= ARGV[2] then
+if not holds_lease(KEYS[1], ARGV[2]) then
   return 'lost'
 end
 local deadline = now_ms() + tonumber(ARGV[3])
