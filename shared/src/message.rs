@@ -272,6 +272,17 @@ mod tests {
     }
 
     #[test]
+    fn deeply_nested_input_is_an_error_not_a_stack_overflow() {
+        let depth = 100_000;
+        let input = format!("{}{}", "[".repeat(depth), "]".repeat(depth));
+        let json = format!(
+            r#"{{"id":1,"role":"assistant","parts":[{{"type":"tool_call","call_id":"c","tool_name":"t","input":{input}}}]}}"#
+        );
+        let err = Message::from_json(&json).unwrap_err().to_string();
+        assert!(err.contains("recursion limit"), "{err}");
+    }
+
+    #[test]
     fn a_turn_starts_at_a_user_message_that_is_not_only_tool_results() {
         let result_only = Message::new(
             1,
