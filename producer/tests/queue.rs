@@ -700,3 +700,35 @@ async fn complete_and_claim_acks_and_takes_the_next_job_in_one_step() {
         (key("one"), Trigger::FollowUp)
     );
 }
+
+#[tokio::test]
+async fn a_backlog_of_100k_waiting_jobs_is_served_oldest_first() {
+    let t = TestQueue::new().await;
+    let q = &t.queue;
+    let requests: Vec<(EntityKey, Trigger)> = (0..100_000)
+        .map(|i| (key(&format!("b{i}")), Trigger::Auto))
+        .collect();
+    for chunk in requests.chunks(5_000) {
+        q.enqueue_many(chunk).await.unwrap();
+    }
+    assert_eq!(q.counts().await.unwrap().waiting, 100_000);
+    // Served in the order they were added, also within one millisecond
+    // (b10 sorts before b2 by name, so name order would fail here).
+    let mut job = claim(q).await;
+    for i in 0..12 {
+        assert_eq!(job.key, key(&format!("b{i}")));
+        if i == 11 {
+            break;
+        }
+        let (_, next) = q.complete_and_claim(&job, "w1").await.unwrap();
+        let ClaimOutcome::Claimed(j) = next else {
+            panic!("{next:?}")
+        };
+        job = j;
+    }
+    let counts = q.counts().await.unwrap();
+    assert_eq!(
+        (counts.waiting, counts.running, counts.done),
+        (99_988, 1, 11)
+    );
+}

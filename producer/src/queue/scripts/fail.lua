@@ -15,7 +15,7 @@ local delay = tonumber(ARGV[3])
 if delay >= 0 then
   redis.call('HSET', KEYS[1], 'state', 'waiting', 'last_error', ARGV[4])
   redis.call('HDEL', KEYS[1], 'lease', 'deadline', 'worker')
-  redis.call('ZADD', KEYS[3], now + delay, ARGV[1])
+  redis.call('ZADD', KEYS[3], waiting_score(now + delay, redis.call('HGET', KEYS[1], 'job_id')), ARGV[1])
   redis.call('LPUSH', KEYS[4], 'retry')
   redis.call('LTRIM', KEYS[4], 0, tonumber(ARGV[7]) - 1)
   return {'retry'}

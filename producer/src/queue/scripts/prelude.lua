@@ -15,6 +15,14 @@ local function now_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
+-- Score of a job in the waiting set: the time it may run (ms) with the job
+-- id as tie-breaker, so jobs of the same millisecond run in the order they
+-- were added. ms * 1024 stays exact in a Lua double until the 23rd century.
+local SCORE_SCALE = 1024
+local function waiting_score(ms, job_id)
+  return ms * SCORE_SCALE + (tonumber(job_id) % SCORE_SCALE)
+end
+
 -- Replaces the entity's job record with a new waiting job and wakes a
 -- worker. Returns the new job id.
 local function add_job(job, waiting, signal, seq, member, payload, now, signal_cap)
@@ -22,7 +30,7 @@ local function add_job(job, waiting, signal, seq, member, payload, now, signal_c
   redis.call('DEL', job)
   redis.call('HSET', job, 'state', 'waiting', 'job_id', id, 'payload', payload,
     'attempts', 0, 'enqueued_at', now)
-  redis.call('ZADD', waiting, now, member)
+  redis.call('ZADD', waiting, waiting_score(now, id), member)
   redis.call('LPUSH', signal, id)
   redis.call('LTRIM', signal, 0, tonumber(signal_cap) - 1)
   return id
@@ -70,10 +78,14 @@ end
 -- Takes the oldest job of `waiting` that may run now and leases it to
 -- `worker`. Returns the reply of claim.lua (see there).
 local function claim_next(waiting, running, prefix, lease_ttl, worker, nonce, now)
-  local member = redis.call('ZRANGEBYSCORE', waiting, '-inf', now, 'LIMIT', 0, 1)[1]
+  local due = now * SCORE_SCALE + SCORE_SCALE - 1
+  local member = redis.call('ZRANGEBYSCORE', waiting, '-inf', due, 'LIMIT', 0, 1)[1]
   if not member then
     local next = redis.call('ZRANGE', waiting, 0, 0, 'WITHSCORES')
-    return {'empty', next[2] or ''}
+    if next[2] then
+      return {'empty', tostring(math.floor(tonumber(next[2]) / SCORE_SCALE))}
+    end
+    return {'empty', ''}
   end
   redis.call('ZREM', waiting, member)
   local job = prefix .. 'job:' .. member

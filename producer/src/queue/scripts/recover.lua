@@ -25,7 +25,7 @@ for _, member in ipairs(expired) do
     else
       recovered = recovered + 1
       redis.call('HSET', job, 'state', 'waiting')
-      redis.call('ZADD', KEYS[2], now, member)
+      redis.call('ZADD', KEYS[2], waiting_score(now, redis.call('HGET', job, 'job_id')), member)
       redis.call('LPUSH', KEYS[3], 'recovered')
       redis.call('LTRIM', KEYS[3], 0, tonumber(ARGV[6]) - 1)
     end

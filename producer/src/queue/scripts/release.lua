@@ -15,7 +15,7 @@ end
 redis.call('HDEL', KEYS[1], 'followup', 'followup_manual', 'lease', 'deadline', 'worker')
 redis.call('HINCRBY', KEYS[1], 'attempts', -1)
 redis.call('HSET', KEYS[1], 'state', 'waiting')
-redis.call('ZADD', KEYS[3], now_ms(), ARGV[1])
+redis.call('ZADD', KEYS[3], waiting_score(now_ms(), redis.call('HGET', KEYS[1], 'job_id')), ARGV[1])
 redis.call('LPUSH', KEYS[4], 'released')
 redis.call('LTRIM', KEYS[4], 0, tonumber(ARGV[3]) - 1)
 return 'released'
