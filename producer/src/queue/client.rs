@@ -435,24 +435,13 @@ impl Queue {
         worker: &str,
     ) -> Result<(Completion, ClaimOutcome), QueueError> {
         let mut conn = self.conn.clone();
-        let reply: (Vec<String>, Vec<Value>) = self
-            .scripts
-            .complete_claim
-            .key(self.keys.job(&job.key))
-            .key(self.keys.running())
-            .key(self.keys.waiting())
-            .key(self.keys.signal())
-            .key(self.keys.done())
-            .key(self.keys.seq())
-            .arg(Keys::member(&job.key))
-            .arg(&job.lease_token)
-            .arg(self.config.done_max_count)
-            .arg(millis(self.config.done_max_age))
-            .arg(self.config.signal_cap.max(1))
+        let mut invocation = self.completion_invocation(&self.scripts.complete_claim, job);
+        invocation
             .arg(millis(self.config.lease_ttl))
             .arg(worker)
             .arg(self.keys.prefix())
-            .arg(nonce())
+            .arg(nonce());
+        let reply: (Vec<String>, Vec<Value>) = invocation
             .invoke_async(&mut conn)
             .await
             .map_err(redis_error("complete_and_claim"))?;
@@ -539,12 +528,14 @@ impl Queue {
         Ok(reply == "ok")
     }
 
-    /// Marks `job` finished, adding its follow-up if one was requested.
-    pub async fn complete(&self, job: &ClaimedJob) -> Result<Completion, QueueError> {
-        let mut conn = self.conn.clone();
-        let reply: Vec<String> = self
-            .scripts
-            .complete
+    /// The keys and arguments `complete.lua` and `complete_claim.lua` share.
+    fn completion_invocation<'s>(
+        &self,
+        script: &'s Script,
+        job: &ClaimedJob,
+    ) -> redis::ScriptInvocation<'s> {
+        let mut invocation = script.prepare_invoke();
+        invocation
             .key(self.keys.job(&job.key))
             .key(self.keys.running())
             .key(self.keys.waiting())
@@ -555,7 +546,15 @@ impl Queue {
             .arg(&job.lease_token)
             .arg(self.config.done_max_count)
             .arg(millis(self.config.done_max_age))
-            .arg(self.config.signal_cap.max(1))
+            .arg(self.config.signal_cap.max(1));
+        invocation
+    }
+
+    /// Marks `job` finished, adding its follow-up if one was requested.
+    pub async fn complete(&self, job: &ClaimedJob) -> Result<Completion, QueueError> {
+        let mut conn = self.conn.clone();
+        let reply: Vec<String> = self
+            .completion_invocation(&self.scripts.complete, job)
             .invoke_async(&mut conn)
             .await
             .map_err(redis_error("complete"))?;
