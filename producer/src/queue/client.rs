@@ -4,11 +4,12 @@
 use std::time::Duration;
 
 use compactor_shared::EntityKey;
-use redis::aio::MultiplexedConnection;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{Script, Value};
 
 use super::keys::{Keys, QueueName};
 use super::payload::{Payload, PayloadError, Trigger};
+use crate::metrics::names;
 
 /// Queue settings shared by producers and workers.
 #[derive(Debug, Clone)]
@@ -87,15 +88,18 @@ pub struct ClaimedJob {
     pub lease_token: String,
     /// Server time (ms) the job was added at.
     pub enqueued_at_ms: u64,
+    /// How long it waited between being added and this claim (server clock).
+    pub queue_wait: Duration,
 }
 
 /// Result of a claim.
 #[derive(Debug)]
 pub enum ClaimOutcome {
     Claimed(ClaimedJob),
-    /// Nothing may run now; `next_at_ms` is when a delayed job becomes due.
+    /// Nothing may run now; `next_due_in` is how soon a delayed job
+    /// becomes due (by the server clock), if one is waiting.
     Empty {
-        next_at_ms: Option<u64>,
+        next_due_in: Option<Duration>,
     },
     /// A queue entry that cannot run was taken off the queue: a payload
     /// that does not decode is dead-lettered with the error as its reason
@@ -253,12 +257,15 @@ impl Scripts {
 }
 
 /// A handle on one queue. Cheap to clone; clones share one multiplexed
-/// connection.
+/// connection, which reconnects by itself after Redis restarts or the
+/// network drops (the commands in flight at that moment fail).
 #[derive(Clone)]
 pub struct Queue {
     keys: Keys,
     config: QueueConfig,
-    conn: MultiplexedConnection,
+    client: redis::Client,
+    target: String,
+    conn: ConnectionManager,
     scripts: std::sync::Arc<Scripts>,
 }
 
@@ -288,16 +295,18 @@ impl Queue {
             source,
         };
         let client = redis::Client::open(redis_url).map_err(connect_err)?;
-        let timeouts = redis::AsyncConnectionConfig::new()
-            .set_connection_timeout(Some(config.connect_timeout))
-            .set_response_timeout(Some(config.response_timeout));
         let conn = client
-            .get_multiplexed_async_connection_with_config(&timeouts)
+            .get_connection_manager_with_config(manager_config(
+                &config,
+                Some(config.response_timeout),
+            ))
             .await
             .map_err(connect_err)?;
         let queue = Queue {
             keys: Keys::new(&config.name),
             config,
+            client,
+            target: redact(redis_url),
             conn,
             scripts: std::sync::Arc::new(Scripts::new()),
         };
@@ -363,6 +372,16 @@ impl Queue {
         key: &EntityKey,
         trigger: Trigger,
     ) -> Result<EnqueueOutcome, QueueError> {
+        let result = self.enqueue_one(key, trigger).await;
+        self.count_enqueue(&result);
+        result
+    }
+
+    async fn enqueue_one(
+        &self,
+        key: &EntityKey,
+        trigger: Trigger,
+    ) -> Result<EnqueueOutcome, QueueError> {
         let inv = self.enqueue_invocation(key, trigger)?;
         let mut conn = self.conn.clone();
         let reply: Vec<String> = inv
@@ -370,6 +389,35 @@ impl Queue {
             .await
             .map_err(redis_error("enqueue"))?;
         enqueue_outcome(&reply)
+    }
+
+    fn count_enqueue(&self, result: &Result<EnqueueOutcome, QueueError>) {
+        let outcome = match result {
+            Ok(outcome) => outcome.label(),
+            Err(_) => "error",
+        };
+        metrics::counter!(names::ENQUEUE_TOTAL, "queue" => self.config.name.as_str().to_owned(), "outcome" => outcome)
+            .increment(1);
+    }
+
+    /// A dedicated connection on which an idle worker blocks until a job is
+    /// added (`BLPOP` on the queue's signal list), so pickup needs no polling.
+    pub async fn wake_signal(&self) -> Result<WakeSignal, QueueError> {
+        // A blocked BLPOP may legitimately wait up to the longest block time;
+        // the response timeout must not cut it short.
+        let conn = self
+            .client
+            .get_connection_manager_with_config(manager_config(&self.config, None))
+            .await
+            .map_err(|source| QueueError::Connect {
+                target: self.target.clone(),
+                source,
+            })?;
+        Ok(WakeSignal {
+            conn,
+            key: self.keys.signal(),
+            response_timeout: self.config.response_timeout,
+        })
     }
 
     /// Requests compactions of many entities in one pipelined round trip.
@@ -405,7 +453,13 @@ impl Queue {
                 })
             }
         };
-        replies.iter().map(|r| enqueue_outcome(r)).collect()
+        let outcomes: Result<Vec<_>, _> = replies.iter().map(|r| enqueue_outcome(r)).collect();
+        if let Ok(outcomes) = &outcomes {
+            for outcome in outcomes {
+                self.count_enqueue(&Ok(outcome.clone()));
+            }
+        }
+        outcomes
     }
 
     /// Takes the oldest due job, if any, with a lease for `worker`.
@@ -471,9 +525,9 @@ impl Queue {
         };
         match text(0).as_deref() {
             Some("empty") => Ok(ClaimOutcome::Empty {
-                next_at_ms: text(1)
-                    .and_then(|s| s.parse::<f64>().ok())
-                    .map(|f| f as u64),
+                next_due_in: text(1)
+                    .and_then(|s| s.parse::<u64>().ok())
+                    .map(Duration::from_millis),
             }),
             Some("orphan") => Ok(ClaimOutcome::Unusable {
                 member: text(1).unwrap_or_default(),
@@ -504,6 +558,7 @@ impl Queue {
                     attempt: u32::try_from(number(4, "attempt")?).unwrap_or(u32::MAX),
                     lease_token: text(5).ok_or_else(|| protocol("lease token missing"))?,
                     enqueued_at_ms: number(6, "enqueued_at")?,
+                    queue_wait: Duration::from_millis(number(7, "queue wait")?),
                     payload,
                 }))
             }
@@ -825,6 +880,61 @@ impl Queue {
             done,
             dead,
         })
+    }
+}
+
+/// Connection settings of a queue connection: bounded connect time, the
+/// given response timeout, and a few quick reconnect attempts per failure
+/// (callers retry on their own schedule beyond that).
+fn manager_config(
+    config: &QueueConfig,
+    response_timeout: Option<Duration>,
+) -> ConnectionManagerConfig {
+    ConnectionManagerConfig::new()
+        .set_connection_timeout(Some(config.connect_timeout))
+        .set_response_timeout(response_timeout)
+        .set_number_of_retries(2)
+        .set_min_delay(Duration::from_millis(50))
+        .set_max_delay(Duration::from_secs(1))
+}
+
+/// A connection an idle worker blocks on until work may be there.
+pub struct WakeSignal {
+    conn: ConnectionManager,
+    key: String,
+    response_timeout: Duration,
+}
+
+impl std::fmt::Debug for WakeSignal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WakeSignal")
+            .field("key", &self.key)
+            .finish_non_exhaustive()
+    }
+}
+
+impl WakeSignal {
+    /// Waits until a job is added or `max` passes (at least 1 ms).
+    /// `true` when woken by a new job. A wake-up is a hint, not a claim:
+    /// the caller claims next and may find nothing (another worker won).
+    pub async fn wait(&mut self, max: Duration) -> Result<bool, QueueError> {
+        let max = max.max(Duration::from_millis(1));
+        let wait = async {
+            redis::cmd("BLPOP")
+                .arg(&self.key)
+                .arg(max.as_secs_f64())
+                .query_async::<Option<(String, String)>>(&mut self.conn)
+                .await
+                .map_err(redis_error("wait"))
+        };
+        // The server answers by `max`; a silent network must not hang us.
+        match tokio::time::timeout(max + self.response_timeout, wait).await {
+            Ok(reply) => Ok(reply?.is_some()),
+            Err(_) => Err(QueueError::Protocol {
+                op: "wait",
+                detail: format!("no reply to BLPOP within {:?}", max + self.response_timeout),
+            }),
+        }
     }
 }
 

@@ -30,7 +30,7 @@ pub mod payload;
 
 pub use client::{
     ClaimOutcome, ClaimedJob, Completion, DeadLetter, EnqueueOutcome, FailAction, Failure,
-    JobState, Queue, QueueConfig, QueueCounts, QueueError, Recovery,
+    JobState, Queue, QueueConfig, QueueCounts, QueueError, Recovery, WakeSignal,
 };
 pub use keys::{Keys, QueueName};
 pub use payload::{Payload, PayloadError, Trigger};

@@ -83,7 +83,8 @@ local function claim_next(waiting, running, prefix, lease_ttl, worker, nonce, no
   if not member then
     local next = redis.call('ZRANGE', waiting, 0, 0, 'WITHSCORES')
     if next[2] then
-      return {'empty', tostring(math.floor(tonumber(next[2]) / SCORE_SCALE))}
+      local due_in = math.floor(tonumber(next[2]) / SCORE_SCALE) - now
+      return {'empty', tostring(math.max(due_in, 0))}
     end
     return {'empty', ''}
   end
@@ -99,8 +100,10 @@ local function claim_next(waiting, running, prefix, lease_ttl, worker, nonce, no
   redis.call('HSET', job, 'state', 'running', 'lease', token, 'deadline', deadline,
     'worker', worker, 'started_at', now)
   redis.call('ZADD', running, deadline, member)
+  local enqueued_at = redis.call('HGET', job, 'enqueued_at')
+  local waited = math.max(now - (tonumber(enqueued_at) or now), 0)
   return {'claimed', member, redis.call('HGET', job, 'payload'), job_id, tostring(attempt), token,
-    redis.call('HGET', job, 'enqueued_at')}
+    enqueued_at, tostring(waited)}
 end
 
 -- Whether the caller holds the lease of a running job.

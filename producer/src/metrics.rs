@@ -1,0 +1,43 @@
+//! Names of every metric the queue and the worker record, in one place, so
+//! dashboards, alerts and code cannot drift apart.
+//!
+//! Conventions (ARCHITECTURE.md §6): the `compactor_` prefix, `_total` for
+//! counters, `_seconds` for durations, and labels of bounded cardinality:
+//! `queue` (the configured queue name), `domain`, `outcome`, `reason`, `state`,
+//! `op` — never an entity id.
+
+/// Metric names.
+pub mod names {
+    /// Counter: compaction requests by `outcome` (added, coalesced,
+    /// followup, error).
+    pub const ENQUEUE_TOTAL: &str = "compactor_enqueue_total";
+    /// Counter: attempts started.
+    pub const JOBS_STARTED_TOTAL: &str = "compactor_jobs_started_total";
+    /// Counter: attempts that succeeded.
+    pub const JOBS_COMPLETED_TOTAL: &str = "compactor_jobs_completed_total";
+    /// Counter: attempts that failed, by `reason` (error, permanent,
+    /// timeout, panic, lease_lost).
+    pub const JOBS_FAILED_TOTAL: &str = "compactor_jobs_failed_total";
+    /// Counter: failed attempts scheduled to run again.
+    pub const JOBS_RETRIED_TOTAL: &str = "compactor_jobs_retried_total";
+    /// Counter: jobs moved to the dead-letter set, by `reason` (permanent,
+    /// exhausted, unusable, stalled).
+    pub const JOBS_DEAD_LETTERED_TOTAL: &str = "compactor_jobs_dead_lettered_total";
+    /// Counter: jobs whose lease expired (worker crashed or hung), returned
+    /// to the queue.
+    pub const JOBS_RECOVERED_TOTAL: &str = "compactor_jobs_recovered_total";
+    /// Counter: jobs handed back unfinished at shutdown.
+    pub const JOBS_RELEASED_TOTAL: &str = "compactor_jobs_released_total";
+    /// Counter: leases lost while running (the attempt was cancelled).
+    pub const LEASES_LOST_TOTAL: &str = "compactor_leases_lost_total";
+    /// Counter: Redis operations of the worker that failed, by `op`.
+    pub const QUEUE_ERRORS_TOTAL: &str = "compactor_queue_errors_total";
+    /// Gauge: jobs by `state` (waiting, running, done, dead).
+    pub const QUEUE_DEPTH: &str = "compactor_queue_depth";
+    /// Gauge: dead-lettered jobs kept.
+    pub const DEAD_LETTER_SIZE: &str = "compactor_dead_letter_size";
+    /// Histogram: run time of one attempt, by `outcome`.
+    pub const JOB_RUN_SECONDS: &str = "compactor_job_run_seconds";
+    /// Histogram: time from being added to being claimed.
+    pub const JOB_QUEUE_WAIT_SECONDS: &str = "compactor_job_queue_wait_seconds";
+}

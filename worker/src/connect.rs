@@ -1,0 +1,41 @@
+//! Connecting to the queue at start-up, waiting for Redis if it is not up
+//! yet (a worker started before Redis, or during a Redis restart, should
+//! come up on its own rather than crash-loop).
+
+use std::time::Duration;
+
+use backon::{BackoffBuilder, ExponentialBuilder};
+use compactor_producer::queue::{Queue, QueueConfig, QueueError};
+use tracing::warn;
+
+/// Connects, retrying with backoff (250 ms doubling to 10 s) until it
+/// succeeds or `give_up` resolves; then the last error is returned.
+pub async fn connect_with_retry<G>(
+    redis_url: &str,
+    config: QueueConfig,
+    give_up: G,
+) -> Result<Queue, QueueError>
+where
+    G: std::future::Future<Output = ()>,
+{
+    let mut delays = ExponentialBuilder::new()
+        .with_min_delay(Duration::from_millis(250))
+        .with_max_delay(Duration::from_secs(10))
+        .with_jitter()
+        .without_max_times()
+        .build();
+    tokio::pin!(give_up);
+    loop {
+        match Queue::connect(redis_url, config.clone()).await {
+            Ok(queue) => return Ok(queue),
+            Err(error) => {
+                let delay = delays.next().unwrap_or(Duration::from_secs(10));
+                warn!(%error, retry_in_ms = delay.as_millis(), "Redis not reachable yet");
+                tokio::select! {
+                    () = tokio::time::sleep(delay) => {}
+                    () = &mut give_up => return Err(error),
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,99 @@
+//! What a job handler sees and returns. The runtime owns the lease, the
+//! heartbeat, retries and acknowledgement; a handler only does the work and
+//! says whether a failure is worth retrying.
+
+use std::future::Future;
+use std::time::Duration;
+
+use compactor_producer::queue::{ClaimedJob, Trigger};
+use compactor_shared::EntityKey;
+use tokio_util::sync::CancellationToken;
+
+/// One attempt of a job, as given to the handler.
+#[derive(Debug, Clone)]
+pub struct Job {
+    pub key: EntityKey,
+    pub trigger: Trigger,
+    pub job_id: u64,
+    /// 1 on the first attempt.
+    pub attempt: u32,
+    /// The queue lease of this attempt. Fence the final commit with it: a
+    /// commit that presents a token other than the entity's current one
+    /// must change nothing (the lease was lost and someone else runs now).
+    pub lease_token: String,
+    cancel: CancellationToken,
+}
+
+impl Job {
+    pub(crate) fn new(claimed: &ClaimedJob, cancel: CancellationToken) -> Job {
+        Job {
+            key: claimed.key.clone(),
+            trigger: claimed.payload.trigger.clone(),
+            job_id: claimed.job_id,
+            attempt: claimed.attempt,
+            lease_token: claimed.lease_token.clone(),
+            cancel,
+        }
+    }
+
+    /// Whether the attempt was cancelled (lease lost, lock duration over,
+    /// or handed back at shutdown). The handler's future is dropped then
+    /// anyway; this is for work it spawned elsewhere.
+    pub fn is_cancelled(&self) -> bool {
+        self.cancel.is_cancelled()
+    }
+
+    /// Resolves when the attempt is cancelled.
+    pub async fn cancelled(&self) {
+        self.cancel.cancelled().await;
+    }
+}
+
+/// Why an attempt failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum JobError {
+    /// Worth another attempt (timeout, 429, 5xx, lost connection). After the
+    /// last attempt the job is dead-lettered with this reason.
+    #[error("{reason}")]
+    Retryable {
+        reason: String,
+        /// The earliest the dependency said to come back (`Retry-After`).
+        retry_after: Option<Duration>,
+    },
+    /// Will fail the same way every time (bad payload, unknown workstream,
+    /// a context-length error chunking cannot fix): dead-lettered at once.
+    #[error("{reason}")]
+    Permanent { reason: String },
+}
+
+impl JobError {
+    /// A retryable failure. Keep `reason` short and free of message content:
+    /// it is logged and stored with the job.
+    pub fn retryable(reason: impl Into<String>) -> JobError {
+        JobError::Retryable {
+            reason: reason.into(),
+            retry_after: None,
+        }
+    }
+
+    /// A failure that no retry can fix.
+    pub fn permanent(reason: impl Into<String>) -> JobError {
+        JobError::Permanent {
+            reason: reason.into(),
+        }
+    }
+
+    /// A retryable failure that must not be retried before `after`.
+    pub fn retry_after(reason: impl Into<String>, after: Duration) -> JobError {
+        JobError::Retryable {
+            reason: reason.into(),
+            retry_after: Some(after),
+        }
+    }
+}
+
+/// The work a job does. Implemented by the compaction job, and by simple
+/// handlers in tests and in `compactor-queue-probe`.
+pub trait JobHandler: Send + Sync + 'static {
+    fn run(&self, job: Job) -> impl Future<Output = Result<(), JobError>> + Send;
+}

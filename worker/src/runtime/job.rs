@@ -1,0 +1,316 @@
+//! One attempt of one job: the tower service apalis calls for each claimed
+//! job. It runs the handler under the job's lease — renewed by a heartbeat,
+//! capped by the lock duration, cancelled the moment the lease is lost or
+//! the shutdown grace period ends — and then acknowledges the outcome to
+//! the queue: complete, retry later, dead-letter, or hand back.
+
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use apalis_core::task::Task;
+use compactor_producer::metrics::names;
+use compactor_producer::queue::{
+    ClaimOutcome, ClaimedJob, Completion, FailAction, Failure, QueueError,
+};
+use futures::FutureExt;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, error, info, info_span, warn, Instrument};
+
+use super::handler::{Job, JobError, JobHandler};
+use super::Shared;
+
+/// The apalis service running jobs with handler `H`.
+pub(crate) struct JobService<H> {
+    shared: Arc<Shared>,
+    handler: Arc<H>,
+}
+
+impl<H> Clone for JobService<H> {
+    fn clone(&self) -> Self {
+        JobService {
+            shared: Arc::clone(&self.shared),
+            handler: Arc::clone(&self.handler),
+        }
+    }
+}
+
+impl<H> JobService<H> {
+    pub(crate) fn new(shared: Arc<Shared>, handler: Arc<H>) -> JobService<H> {
+        JobService { shared, handler }
+    }
+}
+
+impl<H: JobHandler> tower::Service<Task<ClaimedJob>> for JobService<H> {
+    type Response = ();
+    /// Never returned: every outcome is acknowledged to the queue here.
+    type Error = std::convert::Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<(), Self::Error>> + Send>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, task: Task<ClaimedJob>) -> Self::Future {
+        let job = task.args;
+        let span = info_span!(
+            "job",
+            queue = %self.shared.queue_label(),
+            domain = %job.key.domain(),
+            job_id = job.job_id,
+            attempt = job.attempt,
+            trigger = job.payload.trigger.label(),
+        );
+        let shared = Arc::clone(&self.shared);
+        let handler = Arc::clone(&self.handler);
+        Box::pin(
+            async move {
+                run_attempt(&shared, handler.as_ref(), job).await;
+                Ok(())
+            }
+            .instrument(span),
+        )
+    }
+}
+
+/// How an attempt ended.
+#[derive(Debug)]
+enum Outcome {
+    Succeeded,
+    Failed(JobError),
+    /// The handler panicked; treated as a retryable failure.
+    Panicked(String),
+    /// The attempt ran longer than the lock duration.
+    TimedOut,
+    /// Renewal failed: someone else may hold the entity now.
+    LeaseLost,
+    /// Shutdown grace period over: hand the job back unfinished.
+    HandBack,
+}
+
+impl Outcome {
+    fn label(&self) -> &'static str {
+        match self {
+            Outcome::Succeeded => "completed",
+            Outcome::Failed(JobError::Retryable { .. }) => "error",
+            Outcome::Failed(JobError::Permanent { .. }) => "permanent",
+            Outcome::Panicked(_) => "panic",
+            Outcome::TimedOut => "timeout",
+            Outcome::LeaseLost => "lease_lost",
+            Outcome::HandBack => "released",
+        }
+    }
+}
+
+async fn run_attempt<H: JobHandler>(shared: &Shared, handler: &H, job: ClaimedJob) {
+    let queue = shared.queue_label();
+    let domain = job.key.domain().to_owned();
+    metrics::counter!(names::JOBS_STARTED_TOTAL, "queue" => queue.clone(), "domain" => domain.clone())
+        .increment(1);
+    metrics::histogram!(names::JOB_QUEUE_WAIT_SECONDS, "queue" => queue.clone(), "domain" => domain.clone())
+        .record(job.queue_wait.as_secs_f64());
+    debug!(waited_ms = job.queue_wait.as_millis(), "attempt started");
+
+    let cancel = CancellationToken::new();
+    let started = Instant::now();
+    let work = AssertUnwindSafe(handler.run(Job::new(&job, cancel.clone()))).catch_unwind();
+    let outcome = tokio::select! {
+        result = work => match result {
+            Ok(Ok(())) => Outcome::Succeeded,
+            Ok(Err(error)) => Outcome::Failed(error),
+            Err(panic) => Outcome::Panicked(panic_message(panic.as_ref())),
+        },
+        () = heartbeat(shared, &job) => Outcome::LeaseLost,
+        () = tokio::time::sleep(shared.config.lock_duration) => Outcome::TimedOut,
+        () = shared.hand_back.cancelled() => Outcome::HandBack,
+    };
+    // The handler's future is dropped by now; this reaches work it spawned.
+    cancel.cancel();
+    let elapsed = started.elapsed();
+    metrics::histogram!(names::JOB_RUN_SECONDS, "queue" => queue.clone(), "domain" => domain.clone(), "outcome" => outcome.label())
+        .record(elapsed.as_secs_f64());
+    acknowledge(shared, &job, outcome, &domain).await;
+}
+
+/// Renews the lease every `renew_interval` and resolves only when it is
+/// lost: renewal refused (expired and reclaimed), or Redis unreachable for
+/// longer than the lease lasts.
+async fn heartbeat(shared: &Shared, job: &ClaimedJob) {
+    let ttl = shared.queue.config().lease_ttl;
+    let every = shared.config.renew_interval;
+    let mut held_until = Instant::now() + ttl;
+    loop {
+        tokio::time::sleep(every).await;
+        match shared.queue.renew(job).await {
+            Ok(true) => held_until = Instant::now() + ttl,
+            Ok(false) => {
+                warn!("lease lost: renewal refused");
+                return;
+            }
+            Err(error) => {
+                shared.count_error("renew", &error);
+                if Instant::now() + every >= held_until {
+                    warn!("lease lost: Redis unreachable for longer than the lease");
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// Tells the queue how the attempt ended. Redis errors are retried for as
+/// long as the lease would last; if they persist, the lease expires and
+/// recovery returns the job to the queue (no outcome is lost, at worst the
+/// job runs once more).
+async fn acknowledge(shared: &Shared, job: &ClaimedJob, outcome: Outcome, domain: &str) {
+    let queue = shared.queue_label();
+    let failed = |reason: &'static str| {
+        metrics::counter!(names::JOBS_FAILED_TOTAL, "queue" => queue.clone(), "domain" => domain.to_owned(), "reason" => reason)
+            .increment(1);
+    };
+    match outcome {
+        Outcome::Succeeded => {
+            metrics::counter!(names::JOBS_COMPLETED_TOTAL, "queue" => queue.clone(), "domain" => domain.to_owned())
+                .increment(1);
+            let completion = with_retries(shared, "complete", || complete(shared, job)).await;
+            match completion {
+                Some(Completion::Done) => debug!("completed"),
+                Some(Completion::FollowUpAdded { job_id }) => {
+                    info!(followup_job_id = job_id, "completed; follow-up added")
+                }
+                Some(Completion::LeaseLost) => {
+                    lease_lost(shared, "completed after the lease was lost")
+                }
+                None => {}
+            }
+        }
+        Outcome::LeaseLost => {
+            failed("lease_lost");
+            lease_lost(shared, "attempt cancelled");
+        }
+        Outcome::HandBack => {
+            match with_retries(shared, "release", || shared.queue.release(job)).await {
+                Some(true) => {
+                    info!("handed back at shutdown");
+                    metrics::counter!(names::JOBS_RELEASED_TOTAL, "queue" => queue.clone())
+                        .increment(1);
+                }
+                Some(false) => lease_lost(shared, "lease gone before hand-back"),
+                None => {}
+            }
+        }
+        Outcome::Failed(error) => {
+            failed(if matches!(error, JobError::Permanent { .. }) {
+                "permanent"
+            } else {
+                "error"
+            });
+            fail(shared, job, &error, domain).await;
+        }
+        Outcome::Panicked(message) => {
+            failed("panic");
+            let error = JobError::retryable(format!("handler panicked: {message}"));
+            fail(shared, job, &error, domain).await;
+        }
+        Outcome::TimedOut => {
+            failed("timeout");
+            let error = JobError::retryable(format!(
+                "attempt ran longer than the lock duration ({:?})",
+                shared.config.lock_duration
+            ));
+            fail(shared, job, &error, domain).await;
+        }
+    }
+}
+
+/// Completes `job`; while the runtime is not stopping, leases the next job
+/// in the same round trip and queues it for this worker's fetcher.
+async fn complete(shared: &Shared, job: &ClaimedJob) -> Result<Completion, QueueError> {
+    if !shared.config.claim_on_complete || shared.stop.is_cancelled() {
+        return shared.queue.complete(job).await;
+    }
+    let (completion, next) = shared
+        .queue
+        .complete_and_claim(job, &shared.worker_id)
+        .await?;
+    match next {
+        ClaimOutcome::Claimed(next) => shared.handoff.push(next),
+        ClaimOutcome::Unusable { member, error } => shared.count_unusable(&member, &error),
+        ClaimOutcome::Empty { .. } => {}
+    }
+    Ok(completion)
+}
+
+async fn fail(shared: &Shared, job: &ClaimedJob, error: &JobError, domain: &str) {
+    let queue = shared.queue_label();
+    let action = shared.config.retry.decide(job.attempt, error);
+    let reason = match (&action, error) {
+        (FailAction::DeadLetter, JobError::Retryable { reason, .. }) => {
+            format!("gave up after {} attempts: {reason}", job.attempt)
+        }
+        (_, error) => error.to_string(),
+    };
+    let dead_reason = if matches!(error, JobError::Permanent { .. }) {
+        "permanent"
+    } else {
+        "exhausted"
+    };
+    match with_retries(shared, "fail", || shared.queue.fail(job, action, &reason)).await {
+        Some(Failure::RetryScheduled) => {
+            if let FailAction::Retry { delay } = action {
+                warn!(delay_ms = delay.as_millis(), %reason, "attempt failed; retry scheduled");
+            }
+            metrics::counter!(names::JOBS_RETRIED_TOTAL, "queue" => queue, "domain" => domain.to_owned())
+                .increment(1);
+        }
+        Some(Failure::DeadLettered | Failure::DeadLetteredFollowUpAdded { .. }) => {
+            error!(%reason, "dead-lettered");
+            metrics::counter!(names::JOBS_DEAD_LETTERED_TOTAL, "queue" => queue, "domain" => domain.to_owned(), "reason" => dead_reason)
+                .increment(1);
+        }
+        Some(Failure::LeaseLost) => lease_lost(shared, "failed after the lease was lost"),
+        None => {}
+    }
+}
+
+fn lease_lost(shared: &Shared, what: &'static str) {
+    warn!(what, "lease lost");
+    metrics::counter!(names::LEASES_LOST_TOTAL, "queue" => shared.queue_label()).increment(1);
+}
+
+/// Runs a queue step, retrying Redis errors with a short backoff for at
+/// most one lease TTL. `None` when it never succeeded.
+async fn with_retries<T, F, Fut>(shared: &Shared, op: &'static str, step: F) -> Option<T>
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = Result<T, QueueError>>,
+{
+    let give_up = Instant::now() + shared.queue.config().lease_ttl;
+    let mut delay = Duration::from_millis(50);
+    loop {
+        match step().await {
+            Ok(value) => return Some(value),
+            Err(error) => {
+                shared.count_error(op, &error);
+                if Instant::now() + delay >= give_up {
+                    error!(op, %error, "queue step failed; the lease will expire and recovery will re-run the job");
+                    return None;
+                }
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(2));
+            }
+        }
+    }
+}
+
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    let message = panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "non-string panic payload".to_owned());
+    message.chars().take(200).collect()
+}

@@ -1,0 +1,268 @@
+//! The worker runtime: apalis (`Monitor`, `WorkerBuilder`, tower layers)
+//! driving the project's Redis queue.
+//!
+//! - [`backend`]: an apalis backend that claims a job only when a slot is
+//!   free and blocks on the queue's wake-up list while idle (no polling).
+//! - [`job`]: the service around the handler: lease heartbeat, lock-duration
+//!   cap, cancellation on a lost lease, and the acknowledgement (complete,
+//!   retry with backoff, dead-letter, hand back).
+//! - [`retry`]: backoff and `Retry-After`.
+//! - [`sweep`]: recovery of expired leases and queue-depth gauges.
+//!
+//! Shutdown: when the future given to [`Runtime::run`] resolves, workers
+//! stop claiming; in-flight jobs have `shutdown_grace` to finish, then they
+//! are cancelled and handed back to the queue (their attempt not counted).
+
+mod backend;
+pub mod handler;
+mod job;
+pub mod retry;
+mod sweep;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use apalis::prelude::{Monitor, WorkerBuilder, WorkerBuilderExt};
+use compactor_producer::metrics::names;
+use compactor_producer::queue::{Queue, QueueError};
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+pub use handler::{Job, JobError, JobHandler};
+pub use retry::RetryPolicy;
+
+use backend::{Handoff, QueueBackend};
+use job::JobService;
+
+/// Settings of the worker runtime (the queue's own are in
+/// [`compactor_producer::queue::QueueConfig`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RuntimeConfig {
+    /// Worker name; each process start adds a unique suffix, so a restarted
+    /// worker with the same name never collides with its former self.
+    pub name: String,
+    /// Jobs run at once by this process.
+    pub concurrency: usize,
+    /// How often a running job's lease is renewed (well below the lease TTL).
+    pub renew_interval: Duration,
+    /// Longest one attempt may hold its entity (the seed's lock duration);
+    /// longer attempts are cancelled and count as a retryable failure.
+    pub lock_duration: Duration,
+    /// Longest idle wait between claims, and the period of the recovery
+    /// sweep: a crashed worker's job is back within lease TTL + this.
+    pub check_interval: Duration,
+    /// How long in-flight jobs may run on after a shutdown signal before
+    /// they are handed back.
+    pub shutdown_grace: Duration,
+    /// Expired leases handled per recovery call.
+    pub recovery_batch: u32,
+    /// Acknowledge a job and lease the next in one round trip.
+    pub claim_on_complete: bool,
+    pub retry: RetryPolicy,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        RuntimeConfig {
+            name: "compactor-worker".to_owned(),
+            concurrency: 2,
+            renew_interval: Duration::from_secs(10),
+            lock_duration: Duration::from_secs(300),
+            check_interval: Duration::from_secs(5),
+            shutdown_grace: Duration::from_secs(30),
+            recovery_batch: 100,
+            claim_on_complete: true,
+            retry: RetryPolicy::default(),
+        }
+    }
+}
+
+/// Why a runtime configuration was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid worker setting {field}: {problem}")]
+pub struct RuntimeConfigError {
+    pub field: &'static str,
+    pub problem: String,
+}
+
+impl RuntimeConfig {
+    /// Checks the settings against each other and the queue's lease TTL.
+    pub fn validate(&self, lease_ttl: Duration) -> Result<(), RuntimeConfigError> {
+        let bad = |field, problem: String| Err(RuntimeConfigError { field, problem });
+        if self.concurrency == 0 {
+            return bad("concurrency", "must be at least 1".into());
+        }
+        if self.renew_interval.is_zero() || self.renew_interval * 2 > lease_ttl {
+            return bad(
+                "renew_interval",
+                format!(
+                    "{:?} must be positive and at most half the lease TTL ({lease_ttl:?}), \
+                     so one missed renewal does not lose the lease",
+                    self.renew_interval
+                ),
+            );
+        }
+        if self.lock_duration < self.renew_interval {
+            return bad(
+                "lock_duration",
+                "must be at least the renew interval".into(),
+            );
+        }
+        if self.check_interval.is_zero() {
+            return bad("check_interval", "must be positive".into());
+        }
+        if self.retry.max_attempts == 0 {
+            return bad("retry.max_attempts", "must be at least 1".into());
+        }
+        if self.recovery_batch == 0 {
+            return bad("recovery_batch", "must be at least 1".into());
+        }
+        if self.name.is_empty() || self.name.len() > 64 {
+            return bad("name", "must be 1-64 characters".into());
+        }
+        Ok(())
+    }
+}
+
+/// What every worker of a runtime shares.
+pub(crate) struct Shared {
+    queue: Queue,
+    config: RuntimeConfig,
+    /// `<name>-<pid>-<start>`: unique per process start.
+    worker_id: String,
+    /// Cancelled when shutdown begins: claim nothing more.
+    stop: CancellationToken,
+    /// Cancelled when the grace period ends: hand in-flight jobs back.
+    hand_back: CancellationToken,
+    handoff: Handoff,
+    /// The blocking wake-up connection (one fetch at a time uses it).
+    signal: tokio::sync::Mutex<Option<compactor_producer::queue::WakeSignal>>,
+}
+
+impl Shared {
+    fn queue_label(&self) -> String {
+        self.queue.config().name.as_str().to_owned()
+    }
+
+    fn count_error(&self, op: &'static str, error: &QueueError) {
+        warn!(op, %error, "queue operation failed");
+        metrics::counter!(names::QUEUE_ERRORS_TOTAL, "queue" => self.queue_label(), "op" => op)
+            .increment(1);
+    }
+
+    fn count_unusable(&self, member: &str, error: &str) {
+        warn!(entry = member, error, "unusable queue entry dead-lettered");
+        metrics::counter!(names::JOBS_DEAD_LETTERED_TOTAL, "queue" => self.queue_label(), "domain" => "", "reason" => "unusable")
+            .increment(1);
+    }
+}
+
+/// A unique worker identity for this process start.
+fn worker_id(name: &str) -> String {
+    let started = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros());
+    format!("{name}-{}-{started:x}", std::process::id())
+}
+
+/// Runtime failures.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    #[error(transparent)]
+    Config(#[from] RuntimeConfigError),
+    #[error("worker runtime failed: {0}")]
+    Monitor(String),
+}
+
+/// The worker runtime of one process.
+pub struct Runtime<H> {
+    queue: Queue,
+    config: RuntimeConfig,
+    handler: Arc<H>,
+}
+
+impl<H> std::fmt::Debug for Runtime<H> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runtime")
+            .field("queue", &self.queue)
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<H: JobHandler> Runtime<H> {
+    pub fn new(
+        queue: Queue,
+        config: RuntimeConfig,
+        handler: H,
+    ) -> Result<Runtime<H>, RuntimeError> {
+        config.validate(queue.config().lease_ttl)?;
+        Ok(Runtime {
+            queue,
+            config,
+            handler: Arc::new(handler),
+        })
+    }
+
+    /// Runs jobs until `shutdown` resolves, then stops gracefully (see the
+    /// module docs). Returns once every job is finished or handed back.
+    pub async fn run<S>(self, shutdown: S) -> Result<(), RuntimeError>
+    where
+        S: Future<Output = ()> + Send + 'static,
+    {
+        let id = worker_id(&self.config.name);
+        let grace = self.config.shutdown_grace;
+        let concurrency = self.config.concurrency;
+        let shared = Arc::new(Shared {
+            queue: self.queue,
+            config: self.config,
+            worker_id: id.clone(),
+            stop: CancellationToken::new(),
+            hand_back: CancellationToken::new(),
+            handoff: Handoff::default(),
+            signal: tokio::sync::Mutex::new(None),
+        });
+        info!(worker = %id, queue = %shared.queue_label(), concurrency, "worker started");
+        let sweep = tokio::spawn(sweep::run(Arc::clone(&shared)));
+
+        let signal = {
+            let shared = Arc::clone(&shared);
+            async move {
+                shutdown.await;
+                info!(
+                    grace_ms = grace.as_millis(),
+                    "shutting down: no new jobs; in-flight jobs may finish"
+                );
+                shared.stop.cancel();
+                let hand_back = shared.hand_back.clone();
+                tokio::spawn(async move {
+                    tokio::time::sleep(grace).await;
+                    hand_back.cancel();
+                });
+                Ok(())
+            }
+        };
+        let factory = {
+            let shared = Arc::clone(&shared);
+            let handler = Arc::clone(&self.handler);
+            move |restarts: usize| {
+                WorkerBuilder::new(format!("{}-{restarts}", shared.worker_id))
+                    .backend(QueueBackend::new(Arc::clone(&shared)))
+                    .concurrency(concurrency)
+                    .build(JobService::new(Arc::clone(&shared), Arc::clone(&handler)))
+            }
+        };
+        let result = Monitor::new()
+            .register(factory)
+            .run_with_signal(signal)
+            .await;
+        shared.stop.cancel();
+        shared.hand_back.cancel();
+        if let Err(error) = sweep.await {
+            warn!(%error, "recovery sweep ended abnormally");
+        }
+        info!(worker = %id, "worker stopped");
+        result.map_err(|e| RuntimeError::Monitor(e.to_string()))
+    }
+}

@@ -1,0 +1,77 @@
+//! The periodic sweep every worker process runs: return jobs whose lease
+//! expired (their worker crashed, was killed, or hung) to the queue,
+//! dead-letter those that keep stalling, and sample queue depth for the
+//! gauges. Every process sweeps; the script hands each expired job to
+//! exactly one of them.
+
+use std::sync::Arc;
+
+use compactor_producer::metrics::names;
+use tracing::{info, warn};
+
+use super::Shared;
+
+/// Runs until the runtime stops.
+pub(crate) async fn run(shared: Arc<Shared>) {
+    let mut ticker = tokio::time::interval(shared.config.check_interval);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = ticker.tick() => {}
+            () = shared.stop.cancelled() => return,
+        }
+        recover(&shared).await;
+        sample_depth(&shared).await;
+    }
+}
+
+async fn recover(shared: &Shared) {
+    let queue = shared.queue_label();
+    let batch = shared.config.recovery_batch;
+    loop {
+        match shared.queue.recover(batch).await {
+            Ok(r) => {
+                if r.recovered > 0 || r.dead_lettered > 0 {
+                    info!(
+                        recovered = r.recovered,
+                        dead_lettered = r.dead_lettered,
+                        "expired leases swept"
+                    );
+                }
+                metrics::counter!(names::JOBS_RECOVERED_TOTAL, "queue" => queue.clone())
+                    .increment(r.recovered);
+                metrics::counter!(names::JOBS_DEAD_LETTERED_TOTAL, "queue" => queue.clone(), "domain" => "", "reason" => "stalled")
+                    .increment(r.dead_lettered);
+                if r.recovered + r.dead_lettered < u64::from(batch) {
+                    return;
+                }
+            }
+            Err(error) => {
+                shared.count_error("recover", &error);
+                return;
+            }
+        }
+    }
+}
+
+async fn sample_depth(shared: &Shared) {
+    let queue = shared.queue_label();
+    match shared.queue.counts().await {
+        Ok(c) => {
+            for (state, n) in [
+                ("waiting", c.waiting),
+                ("running", c.running),
+                ("done", c.done),
+                ("dead", c.dead),
+            ] {
+                metrics::gauge!(names::QUEUE_DEPTH, "queue" => queue.clone(), "state" => state)
+                    .set(n as f64);
+            }
+            metrics::gauge!(names::DEAD_LETTER_SIZE, "queue" => queue).set(c.dead as f64);
+        }
+        Err(error) => {
+            warn!(%error, "queue depth not sampled");
+            shared.count_error("counts", &error);
+        }
+    }
+}
