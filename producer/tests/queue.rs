@@ -682,10 +682,8 @@ async fn complete_and_claim_acks_and_takes_the_next_job_in_one_step() {
         panic!("{next:?}")
     };
     assert_eq!(second.key, key("two"));
-    // A stale holder completes nothing and claims nothing.
-    let (completion, next) = q.complete_and_claim(&first, "w1").await.unwrap();
-    assert_eq!(completion, Completion::LeaseLost);
-    assert!(matches!(next, ClaimOutcome::Empty { .. }));
+    // A stale holder completes nothing.
+    assert_eq!(q.complete(&first).await.unwrap(), Completion::LeaseLost);
     assert_eq!(
         q.counts().await.unwrap().waiting,
         1,
@@ -731,4 +729,134 @@ async fn a_backlog_of_100k_waiting_jobs_is_served_oldest_first() {
         (counts.waiting, counts.running, counts.done),
         (99_988, 1, 11)
     );
+}
+
+#[tokio::test]
+async fn settle_acknowledges_many_jobs_and_fills_their_slots_in_one_step() {
+    let t = TestQueue::new().await;
+    let q = &t.queue;
+    for e in ["a", "b", "c", "d", "e"] {
+        q.request_compaction(&key(e), Trigger::Auto).await.unwrap();
+    }
+    let settled = q.settle(&[], 3, "w1").await.unwrap();
+    let running: Vec<ClaimedJob> = settled
+        .claimed
+        .into_iter()
+        .map(|c| match c {
+            ClaimOutcome::Claimed(job) => job,
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(
+        running.iter().map(|j| j.key.clone()).collect::<Vec<_>>(),
+        vec![key("a"), key("b"), key("c")],
+        "oldest first"
+    );
+    // "b" gets a follow-up request; "c" lost its lease to someone else.
+    q.request_compaction(&key("b"), Trigger::Auto)
+        .await
+        .unwrap();
+    let stale_c = ClaimedJob {
+        lease_token: "stale".into(),
+        ..running[2].clone()
+    };
+    let settled = q
+        .settle(&[&running[0], &running[1], &stale_c], 3, "w1")
+        .await
+        .unwrap();
+    assert_eq!(settled.completions.len(), 3);
+    assert_eq!(settled.completions[0], Completion::Done);
+    assert!(matches!(
+        settled.completions[1],
+        Completion::FollowUpAdded { .. }
+    ));
+    assert_eq!(settled.completions[2], Completion::LeaseLost);
+    let next: Vec<EntityKey> = settled
+        .claimed
+        .iter()
+        .map(|c| match c {
+            ClaimOutcome::Claimed(job) => job.key.clone(),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(
+        next,
+        vec![key("d"), key("e"), key("b")],
+        "the follow-up queues behind the jobs added before it"
+    );
+    assert_eq!(settled.next_due_in, None, "nothing else waits");
+    assert!(matches!(
+        q.job_state(&key("c")).await.unwrap(),
+        Some(JobState::Running { .. })
+    ));
+    let counts = q.counts().await.unwrap();
+    assert_eq!((counts.waiting, counts.running, counts.done), (0, 4, 2));
+}
+
+#[tokio::test]
+async fn a_wake_up_is_announced_for_every_job_that_becomes_ready() {
+    let t = TestQueue::new().await;
+    let q = &t.queue;
+    let mut wake = q.subscribe_wakeups().await.unwrap();
+    let within = Duration::from_secs(5);
+    let check = Duration::from_secs(1);
+    q.request_compaction(&key("w"), Trigger::Auto)
+        .await
+        .unwrap();
+    tokio::time::timeout(within, wake.next(check))
+        .await
+        .expect("announced when added")
+        .unwrap();
+    // Coalesced and follow-up requests add nothing: no announcement.
+    q.request_compaction(&key("w"), Trigger::Auto)
+        .await
+        .unwrap();
+    let job = claim(q).await;
+    q.request_compaction(&key("w"), Trigger::Auto)
+        .await
+        .unwrap();
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), wake.next(check))
+            .await
+            .is_err(),
+        "nothing new was ready"
+    );
+    // The follow-up is added when the run ends.
+    q.complete(&job).await.unwrap();
+    tokio::time::timeout(within, wake.next(check))
+        .await
+        .expect("announced when the follow-up was added")
+        .unwrap();
+    // A retry is announced so idle workers learn when it is due.
+    let follow_up = claim(q).await;
+    q.fail(
+        &follow_up,
+        FailAction::Retry {
+            delay: Duration::from_millis(10),
+        },
+        "503",
+    )
+    .await
+    .unwrap();
+    tokio::time::timeout(within, wake.next(check))
+        .await
+        .expect("announced when retried")
+        .unwrap();
+}
+
+#[tokio::test]
+async fn a_handed_back_job_keeps_its_place_in_line() {
+    let t = TestQueue::new().await;
+    let q = &t.queue;
+    q.request_compaction(&key("first"), Trigger::Auto)
+        .await
+        .unwrap();
+    let first = claim(q).await;
+    q.request_compaction(&key("second"), Trigger::Auto)
+        .await
+        .unwrap();
+    assert!(q.release(&first).await.unwrap());
+    let again = claim(q).await;
+    assert_eq!(again.key, key("first"), "ahead of the job added after it");
+    assert_eq!(again.attempt, 1, "the hand-back did not use an attempt");
 }

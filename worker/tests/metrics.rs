@@ -79,8 +79,25 @@ async fn jobs_and_requests_are_counted_and_queue_depth_is_sampled() {
         )
     })
     .await;
-    // Let one sweep sample the depth after the last job.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The sweep samples queue depth every check interval.
+    eventually(
+        "the depth gauges caught up",
+        Duration::from_secs(5),
+        || async {
+            let rendered = handle.render();
+            value(
+                &rendered,
+                names::QUEUE_DEPTH,
+                &[("queue", &q), ("state", "dead")],
+            ) == Some(1.0)
+                && value(
+                    &rendered,
+                    names::QUEUE_DEPTH,
+                    &[("queue", &q), ("state", "done")],
+                ) == Some(2.0)
+        },
+    )
+    .await;
     tx.send(()).unwrap();
     task.await.unwrap().unwrap();
 

@@ -35,10 +35,15 @@ impl Running {
         }
     }
 
-    async fn stop(mut self) {
+    /// Sends the shutdown signal without waiting for the runtime to stop.
+    fn signal(&mut self) {
         if let Some(tx) = self.stop.take() {
             let _ = tx.send(());
         }
+    }
+
+    async fn stop(mut self) {
+        self.signal();
         tokio::time::timeout(Duration::from_secs(30), &mut self.task)
             .await
             .expect("the runtime stops")
@@ -83,13 +88,18 @@ impl Log {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_idle_worker_picks_up_a_new_job_and_completes_it() {
+async fn an_idle_worker_is_woken_for_a_new_job_without_polling() {
     let t = TestQueue::new(fast_queue()).await;
     let log = Log::default();
     let l = log.clone();
+    // A minute between fallback claims: only the wake-up can be this fast.
+    let config = RuntimeConfig {
+        check_interval: Duration::from_secs(60),
+        ..fast_runtime()
+    };
     let running = Running::start(
         &t,
-        fast_runtime(),
+        config,
         FnHandler::new(move |job| {
             let l = l.clone();
             async move {
@@ -99,21 +109,23 @@ async fn an_idle_worker_picks_up_a_new_job_and_completes_it() {
             }
         }),
     );
-    // Let the worker go idle (blocked on the wake-up list) first.
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let outcome = t
-        .queue
-        .request_compaction(&key("a"), Trigger::Auto)
-        .await
-        .unwrap();
-    let EnqueueOutcome::Added { job_id } = outcome else {
-        panic!("{outcome:?}")
-    };
-    eventually("the job is done", Duration::from_secs(5), || async {
-        t.queue.job_state(&key("a")).await.unwrap() == Some(JobState::Done { job_id })
-    })
-    .await;
-    assert_eq!(log.len(), 1);
+    // Each job finds the worker idle: it ran the one before and found the
+    // queue empty since.
+    for entity in ["a", "b", "c"] {
+        let outcome = t
+            .queue
+            .request_compaction(&key(entity), Trigger::Auto)
+            .await
+            .unwrap();
+        let EnqueueOutcome::Added { job_id } = outcome else {
+            panic!("{outcome:?}")
+        };
+        eventually("the job is done", Duration::from_secs(5), || async {
+            t.queue.job_state(&key(entity)).await.unwrap() == Some(JobState::Done { job_id })
+        })
+        .await;
+    }
+    assert_eq!(log.len(), 3);
     assert_eq!(log.get(0).attempt, 1, "first attempt");
     running.stop().await;
 }
@@ -493,18 +505,19 @@ async fn an_attempt_longer_than_the_lock_duration_is_cancelled_and_retried() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn shutdown_lets_an_in_flight_job_finish_within_the_grace_period() {
+async fn shutdown_lets_an_in_flight_job_finish_and_claims_nothing_more() {
     let t = TestQueue::new(fast_queue()).await;
     let log = Log::default();
-    let l = log.clone();
-    let running = Running::start(
+    let gate = Arc::new(tokio::sync::Notify::new());
+    let (l, g) = (log.clone(), gate.clone());
+    let mut running = Running::start(
         &t,
         fast_runtime(),
         FnHandler::new(move |job| {
-            let l = l.clone();
+            let (l, g) = (l.clone(), g.clone());
             async move {
                 let i = l.start(&job);
-                tokio::time::sleep(Duration::from_millis(500)).await;
+                g.notified().await;
                 l.end(i);
                 Ok(())
             }
@@ -518,19 +531,24 @@ async fn shutdown_lets_an_in_flight_job_finish_within_the_grace_period() {
         log.len() == 1
     })
     .await;
+    running.signal();
+    // Arrives during the grace period, with a slot free: must not start.
+    t.queue
+        .request_compaction(&key("later"), Trigger::Auto)
+        .await
+        .unwrap();
+    gate.notify_one();
     running.stop().await;
     assert!(log.get(0).ended.is_some(), "it finished");
     assert!(matches!(
         t.queue.job_state(&key("inflight")).await.unwrap(),
         Some(JobState::Done { .. })
     ));
-    // Nothing was claimed after the signal.
-    t.queue
-        .request_compaction(&key("later"), Trigger::Auto)
-        .await
-        .unwrap();
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(log.len(), 1);
+    assert_eq!(log.len(), 1, "nothing was started after the signal");
+    assert!(matches!(
+        t.queue.job_state(&key("later")).await.unwrap(),
+        Some(JobState::Waiting { .. })
+    ));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

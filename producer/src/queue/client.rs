@@ -4,36 +4,74 @@
 use std::time::Duration;
 
 use compactor_shared::EntityKey;
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use futures::StreamExt;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig, PubSubSink, PubSubStream};
 use redis::{Script, Value};
+use serde::{Deserialize, Serialize};
 
 use super::keys::{Keys, QueueName};
 use super::payload::{Payload, PayloadError, Trigger};
 use crate::metrics::names;
 
-/// Queue settings shared by producers and workers.
-#[derive(Debug, Clone)]
+/// Queue settings shared by producers and workers: the `[queue]` section
+/// of the configuration (durations as `"30s"`, `"500ms"`, `"7days"`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct QueueConfig {
     pub name: QueueName,
     /// How long a claimed job's lease lasts without renewal.
+    #[serde(with = "humantime_serde")]
     pub lease_ttl: Duration,
     /// Finished-job records kept at most…
     pub done_max_count: u64,
     /// …and for at most this long.
+    #[serde(with = "humantime_serde")]
     pub done_max_age: Duration,
-    /// Wake-up tokens kept at most (idle workers need one each).
-    pub signal_cap: u64,
     /// Dead-lettered jobs kept at most…
     pub dead_max_count: u64,
     /// …and for at most this long.
+    #[serde(with = "humantime_serde")]
     pub dead_max_age: Duration,
     /// Expired leases one job may have before it is dead-lettered.
     pub max_stalls: u32,
     /// How long connecting to Redis may take before it is an error.
+    #[serde(with = "humantime_serde")]
     pub connect_timeout: Duration,
     /// How long one command may wait for its reply before it is an error
     /// (so an unreachable Redis fails a request instead of hanging it).
+    #[serde(with = "humantime_serde")]
     pub response_timeout: Duration,
+}
+
+/// Why a queue setting was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid queue setting {field}: {problem}")]
+pub struct QueueConfigError {
+    pub field: &'static str,
+    pub problem: &'static str,
+}
+
+impl QueueConfig {
+    /// Checks each setting is usable.
+    pub fn validate(&self) -> Result<(), QueueConfigError> {
+        let bad = |field, problem| Err(QueueConfigError { field, problem });
+        if self.lease_ttl < Duration::from_millis(1) {
+            return bad("lease_ttl", "must be at least 1ms");
+        }
+        if self.done_max_count == 0 || self.dead_max_count == 0 {
+            return bad("done_max_count / dead_max_count", "must be at least 1");
+        }
+        if self.done_max_age.is_zero() || self.dead_max_age.is_zero() {
+            return bad("done_max_age / dead_max_age", "must be positive");
+        }
+        if self.connect_timeout.is_zero() || self.response_timeout.is_zero() {
+            return bad(
+                "connect_timeout / response_timeout",
+                "must be positive, or an unreachable Redis hangs requests",
+            );
+        }
+        Ok(())
+    }
 }
 
 impl Default for QueueConfig {
@@ -43,7 +81,6 @@ impl Default for QueueConfig {
             lease_ttl: Duration::from_secs(30),
             done_max_count: 10_000,
             done_max_age: Duration::from_secs(24 * 3600),
-            signal_cap: 1_024,
             dead_max_count: 10_000,
             dead_max_age: Duration::from_secs(7 * 24 * 3600),
             max_stalls: 3,
@@ -108,6 +145,24 @@ pub enum ClaimOutcome {
         member: String,
         error: String,
     },
+}
+
+/// Most jobs one [`Queue::settle`] call completes, and most it claims (the
+/// scripts pass batches to variadic commands, which must stay far below
+/// Lua's stack limit).
+pub const MAX_SETTLE_BATCH: usize = 128;
+
+/// What one [`Queue::settle`] call did.
+#[derive(Debug)]
+pub struct Settled {
+    /// One per finished job, in the order they were given.
+    pub completions: Vec<Completion>,
+    /// At most as many as were wanted: jobs now leased to the worker, and
+    /// unusable entries taken off the queue (never [`ClaimOutcome::Empty`]).
+    pub claimed: Vec<ClaimOutcome>,
+    /// When fewer were claimed than wanted: how soon the next delayed job
+    /// is due, if one is waiting.
+    pub next_due_in: Option<Duration>,
 }
 
 /// Result of completing a job.
@@ -217,21 +272,24 @@ pub enum QueueError {
     Protocol { op: &'static str, detail: String },
     #[error(transparent)]
     Payload(#[from] PayloadError),
+    #[error(transparent)]
+    Config(#[from] QueueConfigError),
+    #[error("{op}: {len} jobs in one call, at most {MAX_SETTLE_BATCH} allowed")]
+    BatchTooLarge { op: &'static str, len: usize },
 }
 
 struct Scripts {
     enqueue: Script,
-    claim: Script,
+    settle: Script,
     renew: Script,
-    complete: Script,
     fail: Script,
     recover: Script,
     release: Script,
-    complete_claim: Script,
 }
 
 /// Builds a script from `scripts/<name>.lua` with the shared prelude
-/// (`scripts/prelude.lua`: server time, adding a job, dead-lettering).
+/// (`scripts/prelude.lua`: server time, adding, completing, claiming and
+/// dead-lettering jobs).
 macro_rules! script {
     ($name:literal) => {
         Script::new(concat!(
@@ -245,13 +303,11 @@ impl Scripts {
     fn new() -> Scripts {
         Scripts {
             enqueue: script!("enqueue"),
-            claim: script!("claim"),
+            settle: script!("settle"),
             renew: script!("renew"),
-            complete: script!("complete"),
             fail: script!("fail"),
             recover: script!("recover"),
             release: script!("release"),
-            complete_claim: script!("complete_claim"),
         }
     }
 }
@@ -290,6 +346,7 @@ pub(crate) fn redact(url: &str) -> String {
 impl Queue {
     /// Connects and loads the scripts.
     pub async fn connect(redis_url: &str, config: QueueConfig) -> Result<Queue, QueueError> {
+        config.validate()?;
         let connect_err = |source| QueueError::Connect {
             target: redact(redis_url),
             source,
@@ -327,9 +384,11 @@ impl Queue {
         let mut conn = self.conn.clone();
         for script in [
             &self.scripts.enqueue,
-            &self.scripts.claim,
+            &self.scripts.settle,
             &self.scripts.renew,
-            &self.scripts.complete,
+            &self.scripts.fail,
+            &self.scripts.recover,
+            &self.scripts.release,
         ] {
             script
                 .prepare_invoke()
@@ -356,13 +415,12 @@ impl Queue {
         let mut inv = self.scripts.enqueue.prepare_invoke();
         inv.key(self.keys.job(key))
             .key(self.keys.waiting())
-            .key(self.keys.signal())
             .key(self.keys.seq())
             .arg(Keys::member(key))
             .arg(payload)
             .arg(followup)
             .arg(if manual { "1" } else { "0" })
-            .arg(self.config.signal_cap.max(1));
+            .arg(self.keys.wake_channel());
         Ok(inv)
     }
 
@@ -400,22 +458,29 @@ impl Queue {
             .increment(1);
     }
 
-    /// A dedicated connection on which an idle worker blocks until a job is
-    /// added (`BLPOP` on the queue's signal list), so pickup needs no polling.
-    pub async fn wake_signal(&self) -> Result<WakeSignal, QueueError> {
-        // A blocked BLPOP may legitimately wait up to the longest block time;
-        // the response timeout must not cut it short.
-        let conn = self
-            .client
-            .get_connection_manager_with_config(manager_config(&self.config, None))
+    /// Subscribes to the queue's wake-up channel on a connection of its
+    /// own: an idle worker waits on it instead of polling.
+    pub async fn subscribe_wakeups(&self) -> Result<WakeSubscription, QueueError> {
+        let connect_err = |source| QueueError::Connect {
+            target: self.target.clone(),
+            source,
+        };
+        let subscribe = async {
+            let mut pubsub = self.client.get_async_pubsub().await?;
+            pubsub.subscribe(self.keys.wake_channel()).await?;
+            Ok(pubsub)
+        };
+        let pubsub = tokio::time::timeout(self.config.connect_timeout, subscribe)
             .await
-            .map_err(|source| QueueError::Connect {
-                target: self.target.clone(),
-                source,
-            })?;
-        Ok(WakeSignal {
-            conn,
-            key: self.keys.signal(),
+            .map_err(|_| QueueError::Protocol {
+                op: "subscribe",
+                detail: format!("no answer within {:?}", self.config.connect_timeout),
+            })?
+            .map_err(connect_err)?;
+        let (sink, stream) = pubsub.split();
+        Ok(WakeSubscription {
+            sink,
+            stream,
             response_timeout: self.config.response_timeout,
         })
     }
@@ -462,60 +527,97 @@ impl Queue {
         outcomes
     }
 
-    /// Takes the oldest due job, if any, with a lease for `worker`.
-    pub async fn claim(&self, worker: &str) -> Result<ClaimOutcome, QueueError> {
-        let nonce = nonce();
-        let mut conn = self.conn.clone();
-        let reply: Vec<Value> = self
-            .scripts
-            .claim
-            .key(self.keys.waiting())
+    /// Acknowledges `finished` jobs as completed and leases up to `wanted`
+    /// due jobs to `worker`, in one round trip: a busy worker settles every
+    /// job that finished since its last call and fills the slots they
+    /// freed. A finished job whose lease was lost is left untouched
+    /// ([`Completion::LeaseLost`]).
+    pub async fn settle(
+        &self,
+        finished: &[&ClaimedJob],
+        wanted: usize,
+        worker: &str,
+    ) -> Result<Settled, QueueError> {
+        for len in [finished.len(), wanted] {
+            if len > MAX_SETTLE_BATCH {
+                return Err(QueueError::BatchTooLarge { op: "settle", len });
+            }
+        }
+        let mut invocation = self.scripts.settle.prepare_invoke();
+        invocation
             .key(self.keys.running())
+            .key(self.keys.waiting())
+            .key(self.keys.done())
+            .key(self.keys.seq())
+            .arg(self.keys.prefix())
+            .arg(self.keys.wake_channel())
+            .arg(self.config.done_max_count)
+            .arg(millis(self.config.done_max_age))
             .arg(millis(self.config.lease_ttl))
             .arg(worker)
-            .arg(self.keys.prefix())
-            .arg(nonce)
-            .invoke_async(&mut conn)
-            .await
-            .map_err(redis_error("claim"))?;
-        self.claim_reply(reply).await
+            .arg(nonce())
+            .arg(wanted)
+            .arg(finished.len());
+        for job in finished {
+            invocation.arg(Keys::member(&job.key)).arg(&job.lease_token);
+        }
+        let mut conn = self.conn.clone();
+        let (completions, entries, next_due): (Vec<Vec<String>>, Vec<Vec<Value>>, String) =
+            invocation
+                .invoke_async(&mut conn)
+                .await
+                .map_err(redis_error("settle"))?;
+        if completions.len() != finished.len() {
+            return Err(QueueError::Protocol {
+                op: "settle",
+                detail: format!(
+                    "{} completions for {} finished jobs",
+                    completions.len(),
+                    finished.len()
+                ),
+            });
+        }
+        let completions = completions
+            .iter()
+            .map(|c| completion(c, "settle"))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut claimed = Vec::with_capacity(entries.len());
+        for entry in entries {
+            claimed.push(self.claim_entry(entry).await?);
+        }
+        Ok(Settled {
+            completions,
+            claimed,
+            next_due_in: next_due.parse::<u64>().ok().map(Duration::from_millis),
+        })
+    }
+
+    /// Takes the oldest due job, if any, with a lease for `worker`.
+    pub async fn claim(&self, worker: &str) -> Result<ClaimOutcome, QueueError> {
+        let settled = self.settle(&[], 1, worker).await?;
+        Ok(first_claim(settled))
     }
 
     /// Completes `job` and claims the next due job for `worker`, in one
-    /// round trip. When the lease of `job` was lost nothing is claimed.
+    /// round trip.
     pub async fn complete_and_claim(
         &self,
         job: &ClaimedJob,
         worker: &str,
     ) -> Result<(Completion, ClaimOutcome), QueueError> {
-        let mut conn = self.conn.clone();
-        let mut invocation = self.completion_invocation(&self.scripts.complete_claim, job);
-        invocation
-            .arg(millis(self.config.lease_ttl))
-            .arg(worker)
-            .arg(self.keys.prefix())
-            .arg(nonce());
-        let reply: (Vec<String>, Vec<Value>) = invocation
-            .invoke_async(&mut conn)
-            .await
-            .map_err(redis_error("complete_and_claim"))?;
-        let completion = completion(&reply.0, "complete_and_claim")?;
-        Ok((completion, self.claim_reply(reply.1).await?))
+        let mut settled = self.settle(&[job], 1, worker).await?;
+        let completion = settled.completions.remove(0);
+        Ok((completion, first_claim(settled)))
     }
 
-    /// Interprets the reply of the claim logic (see `claim.lua`).
-    async fn claim_reply(&self, reply: Vec<Value>) -> Result<ClaimOutcome, QueueError> {
+    /// Interprets one claim entry of `settle.lua` (see `claim_some` in the
+    /// prelude). A payload that does not decode is dead-lettered at once.
+    async fn claim_entry(&self, entry: Vec<Value>) -> Result<ClaimOutcome, QueueError> {
         let text = |i: usize| -> Option<String> {
-            match reply.get(i)? {
+            match entry.get(i)? {
                 Value::BulkString(b) => String::from_utf8(b.clone()).ok(),
                 Value::SimpleString(s) => Some(s.clone()),
                 Value::Int(n) => Some(n.to_string()),
-                _ => None,
-            }
-        };
-        let bytes = |i: usize| -> Option<Vec<u8>> {
-            match reply.get(i)? {
-                Value::BulkString(b) => Some(b.clone()),
                 _ => None,
             }
         };
@@ -524,24 +626,22 @@ impl Queue {
             detail: detail.to_owned(),
         };
         match text(0).as_deref() {
-            Some("empty") => Ok(ClaimOutcome::Empty {
-                next_due_in: text(1)
-                    .and_then(|s| s.parse::<u64>().ok())
-                    .map(Duration::from_millis),
-            }),
             Some("orphan") => Ok(ClaimOutcome::Unusable {
                 member: text(1).unwrap_or_default(),
                 error: "queue entry without a job record".into(),
             }),
             Some("claimed") => {
                 let member = text(1).ok_or_else(|| protocol("member missing"))?;
-                let raw = bytes(2).ok_or_else(|| protocol("payload missing"))?;
-                let payload = match Payload::decode(&raw) {
+                let token = text(5).ok_or_else(|| protocol("lease token missing"))?;
+                let raw = match entry.get(2) {
+                    Some(Value::BulkString(b)) => b.as_slice(),
+                    _ => &[],
+                };
+                let payload = match Payload::decode(raw) {
                     Ok(p) => p,
                     Err(e) => {
                         // Never retried: the payload will not get better.
                         let error = e.to_string();
-                        let token = text(5).ok_or_else(|| protocol("lease token missing"))?;
                         self.fail_raw(&member, &token, FailAction::DeadLetter, &error)
                             .await?;
                         return Ok(ClaimOutcome::Unusable { member, error });
@@ -556,7 +656,7 @@ impl Queue {
                     key: payload.key.clone(),
                     job_id: number(3, "job id")?,
                     attempt: u32::try_from(number(4, "attempt")?).unwrap_or(u32::MAX),
-                    lease_token: text(5).ok_or_else(|| protocol("lease token missing"))?,
+                    lease_token: token,
                     enqueued_at_ms: number(6, "enqueued_at")?,
                     queue_wait: Duration::from_millis(number(7, "queue wait")?),
                     payload,
@@ -583,37 +683,10 @@ impl Queue {
         Ok(reply == "ok")
     }
 
-    /// The keys and arguments `complete.lua` and `complete_claim.lua` share.
-    fn completion_invocation<'s>(
-        &self,
-        script: &'s Script,
-        job: &ClaimedJob,
-    ) -> redis::ScriptInvocation<'s> {
-        let mut invocation = script.prepare_invoke();
-        invocation
-            .key(self.keys.job(&job.key))
-            .key(self.keys.running())
-            .key(self.keys.waiting())
-            .key(self.keys.signal())
-            .key(self.keys.done())
-            .key(self.keys.seq())
-            .arg(Keys::member(&job.key))
-            .arg(&job.lease_token)
-            .arg(self.config.done_max_count)
-            .arg(millis(self.config.done_max_age))
-            .arg(self.config.signal_cap.max(1));
-        invocation
-    }
-
     /// Marks `job` finished, adding its follow-up if one was requested.
     pub async fn complete(&self, job: &ClaimedJob) -> Result<Completion, QueueError> {
-        let mut conn = self.conn.clone();
-        let reply: Vec<String> = self
-            .completion_invocation(&self.scripts.complete, job)
-            .invoke_async(&mut conn)
-            .await
-            .map_err(redis_error("complete"))?;
-        completion(&reply, "complete")
+        let mut settled = self.settle(&[job], 0, "").await?;
+        Ok(settled.completions.remove(0))
     }
 
     /// Ends a failed attempt of `job`: schedules a retry or dead-letters it
@@ -647,7 +720,6 @@ impl Queue {
             .key(self.keys.job_of_member(member))
             .key(self.keys.running())
             .key(self.keys.waiting())
-            .key(self.keys.signal())
             .key(self.keys.dead())
             .key(self.keys.seq())
             .arg(member)
@@ -656,7 +728,7 @@ impl Queue {
             .arg(reason)
             .arg(self.config.dead_max_count.max(1))
             .arg(millis(self.config.dead_max_age))
-            .arg(self.config.signal_cap.max(1))
+            .arg(self.keys.wake_channel())
             .arg(self.keys.prefix())
             .invoke_async(&mut conn)
             .await
@@ -686,10 +758,9 @@ impl Queue {
             .key(self.keys.job(&job.key))
             .key(self.keys.running())
             .key(self.keys.waiting())
-            .key(self.keys.signal())
             .arg(Keys::member(&job.key))
             .arg(&job.lease_token)
-            .arg(self.config.signal_cap.max(1))
+            .arg(self.keys.wake_channel())
             .invoke_async(&mut conn)
             .await
             .map_err(redis_error("release"))?;
@@ -706,7 +777,6 @@ impl Queue {
             .recover
             .key(self.keys.running())
             .key(self.keys.waiting())
-            .key(self.keys.signal())
             .key(self.keys.dead())
             .key(self.keys.seq())
             .arg(self.keys.prefix())
@@ -714,7 +784,7 @@ impl Queue {
             .arg(batch.max(1))
             .arg(self.config.dead_max_count.max(1))
             .arg(millis(self.config.dead_max_age))
-            .arg(self.config.signal_cap.max(1))
+            .arg(self.keys.wake_channel())
             .invoke_async(&mut conn)
             .await
             .map_err(redis_error("recover"))?;
@@ -898,42 +968,61 @@ fn manager_config(
         .set_max_delay(Duration::from_secs(1))
 }
 
-/// A connection an idle worker blocks on until work may be there.
-pub struct WakeSignal {
-    conn: ConnectionManager,
-    key: String,
+/// The first claim entry of a settle reply, or why there was none.
+fn first_claim(settled: Settled) -> ClaimOutcome {
+    settled
+        .claimed
+        .into_iter()
+        .next()
+        .unwrap_or(ClaimOutcome::Empty {
+            next_due_in: settled.next_due_in,
+        })
+}
+
+/// A subscription to a queue's wake-up channel (see
+/// [`Queue::subscribe_wakeups`]).
+pub struct WakeSubscription {
+    sink: PubSubSink,
+    stream: PubSubStream,
     response_timeout: Duration,
 }
 
-impl std::fmt::Debug for WakeSignal {
+impl std::fmt::Debug for WakeSubscription {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("WakeSignal")
-            .field("key", &self.key)
-            .finish_non_exhaustive()
+        f.debug_struct("WakeSubscription").finish_non_exhaustive()
     }
 }
 
-impl WakeSignal {
-    /// Waits until a job is added or `max` passes (at least 1 ms).
-    /// `true` when woken by a new job. A wake-up is a hint, not a claim:
-    /// the caller claims next and may find nothing (another worker won).
-    pub async fn wait(&mut self, max: Duration) -> Result<bool, QueueError> {
-        let max = max.max(Duration::from_millis(1));
-        let wait = async {
-            redis::cmd("BLPOP")
-                .arg(&self.key)
-                .arg(max.as_secs_f64())
-                .query_async::<Option<(String, String)>>(&mut self.conn)
-                .await
-                .map_err(redis_error("wait"))
-        };
-        // The server answers by `max`; a silent network must not hang us.
-        match tokio::time::timeout(max + self.response_timeout, wait).await {
-            Ok(reply) => Ok(reply?.is_some()),
-            Err(_) => Err(QueueError::Protocol {
-                op: "wait",
-                detail: format!("no reply to BLPOP within {:?}", max + self.response_timeout),
-            }),
+impl WakeSubscription {
+    /// Waits for the next announcement. While none comes, checks every
+    /// `check_every` that the connection still answers, because a
+    /// subscription on a dead connection would otherwise wait in silence.
+    /// An error means the subscription is broken: subscribe again.
+    pub async fn next(&mut self, check_every: Duration) -> Result<(), QueueError> {
+        loop {
+            tokio::select! {
+                message = self.stream.next() => {
+                    return match message {
+                        Some(_) => Ok(()),
+                        None => Err(QueueError::Protocol {
+                            op: "subscribe",
+                            detail: "the subscription's connection closed".into(),
+                        }),
+                    };
+                }
+                () = tokio::time::sleep(check_every) => {
+                    match tokio::time::timeout(self.response_timeout, self.sink.ping::<Value>()).await {
+                        Ok(Ok(_)) => {}
+                        Ok(Err(source)) => return Err(QueueError::Redis { op: "subscribe", source }),
+                        Err(_) => {
+                            return Err(QueueError::Protocol {
+                                op: "subscribe",
+                                detail: format!("no answer to PING within {:?}", self.response_timeout),
+                            })
+                        }
+                    }
+                }
+            }
         }
     }
 }

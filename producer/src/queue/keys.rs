@@ -12,8 +12,22 @@ use compactor_shared::EntityKey;
 pub const MAX_QUEUE_NAME_LEN: usize = 64;
 
 /// A validated queue name: 1–64 bytes of `a-z 0-9 _ -`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(try_from = "String", into = "String")]
 pub struct QueueName(String);
+
+impl TryFrom<String> for QueueName {
+    type Error = QueueNameError;
+    fn try_from(name: String) -> Result<QueueName, QueueNameError> {
+        QueueName::parse(&name)
+    }
+}
+
+impl From<QueueName> for String {
+    fn from(name: QueueName) -> String {
+        name.0
+    }
+}
 
 /// Why a queue name was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -109,9 +123,11 @@ impl Keys {
         format!("{}running", self.prefix)
     }
 
-    /// List of wake-up tokens: an idle worker blocks on it.
-    pub fn signal(&self) -> String {
-        format!("{}signal", self.prefix)
+    /// Pub/sub channel announcing that a job may be ready (added, retried,
+    /// recovered or handed back): idle workers listen on it. Not a key, but
+    /// named like one so it is plain which queue it belongs to.
+    pub fn wake_channel(&self) -> String {
+        format!("{}wake", self.prefix)
     }
 
     /// Sorted set of finished jobs (retention), scored by finish time.
@@ -137,7 +153,7 @@ mod tests {
             keys.job(&key),
             keys.waiting(),
             keys.running(),
-            keys.signal(),
+            keys.wake_channel(),
             keys.done(),
             keys.seq(),
         ] {

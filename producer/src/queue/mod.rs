@@ -30,7 +30,8 @@ pub mod payload;
 
 pub use client::{
     ClaimOutcome, ClaimedJob, Completion, DeadLetter, EnqueueOutcome, FailAction, Failure,
-    JobState, Queue, QueueConfig, QueueCounts, QueueError, Recovery, WakeSignal,
+    JobState, Queue, QueueConfig, QueueConfigError, QueueCounts, QueueError, Recovery, Settled,
+    WakeSubscription, MAX_SETTLE_BATCH,
 };
 pub use keys::{Keys, QueueName};
 pub use payload::{Payload, PayloadError, Trigger};

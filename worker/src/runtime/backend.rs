@@ -1,8 +1,8 @@
 //! The apalis backend over the project's queue scripts: it hands apalis one
 //! claimed job at a time, only when the worker has a free slot (apalis asks
 //! for a task only after the concurrency layer is ready, so no job waits
-//! leased in a local buffer), and blocks on the queue's wake-up list while
-//! the queue is empty instead of polling.
+//! leased in a local buffer), and while the queue is empty waits for a
+//! wake-up (see [`super::wake`]) instead of polling.
 
 use std::collections::VecDeque;
 use std::future::Future;
@@ -18,17 +18,16 @@ use backon::{BackoffBuilder, ExponentialBuilder};
 use compactor_producer::metrics::names;
 use compactor_producer::queue::{ClaimOutcome, ClaimedJob};
 use futures::future::BoxFuture;
-use tokio::sync::Notify;
-use tracing::{debug, warn};
+use tracing::warn;
 
 use super::Shared;
 
-/// Jobs claimed ahead by `complete_and_claim` (one round trip acknowledges a
-/// job and leases the next); the fetcher hands them out before claiming.
+/// Jobs claimed for slots that acknowledgements freed (see
+/// [`super::ack`]); the fetcher hands them out before claiming. Whoever
+/// pushes wakes the fetcher through [`Shared::wake`].
 #[derive(Debug, Default)]
 pub(crate) struct Handoff {
     jobs: Mutex<VecDeque<ClaimedJob>>,
-    notify: Notify,
 }
 
 impl Handoff {
@@ -36,14 +35,13 @@ impl Handoff {
         if let Ok(mut jobs) = self.jobs.lock() {
             jobs.push_back(job);
         }
-        self.notify.notify_one();
     }
 
     fn pop(&self) -> Option<ClaimedJob> {
         self.jobs.lock().ok().and_then(|mut jobs| jobs.pop_front())
     }
 
-    fn drain(&self) -> Vec<ClaimedJob> {
+    pub(crate) fn drain(&self) -> Vec<ClaimedJob> {
         self.jobs
             .lock()
             .map(|mut jobs| jobs.drain(..).collect())
@@ -113,50 +111,18 @@ async fn next_job(shared: Arc<Shared>) -> Option<ClaimedJob> {
                 continue;
             }
         };
+        // Until a wake-up (a job announced, or handed off), the next delayed
+        // job is due, or the check interval passes: whichever comes first.
         tokio::select! {
-            woken = wait_for_work(&shared, wait) => {
-                if let Err(delay) = woken {
-                    tokio::time::sleep(delay).await;
-                }
-            }
-            () = shared.handoff.notify.notified() => {}
+            () = shared.wake.notified() => {}
+            () = tokio::time::sleep(wait) => {}
             () = shared.stop.cancelled() => return None,
         }
     }
 }
 
-/// Blocks on the wake-up list for at most `wait`. On a Redis error, returns
-/// how long to pause before claiming again.
-async fn wait_for_work(shared: &Shared, wait: Duration) -> Result<(), Duration> {
-    let mut signal = shared.signal.lock().await;
-    if signal.is_none() {
-        match shared.queue.wake_signal().await {
-            Ok(s) => *signal = Some(s),
-            Err(error) => {
-                shared.count_error("wait", &error);
-                return Err(wait.min(Duration::from_secs(1)));
-            }
-        }
-    }
-    let Some(s) = signal.as_mut() else {
-        return Err(wait);
-    };
-    match s.wait(wait).await {
-        Ok(woken) => {
-            debug!(woken, "wake-up wait ended");
-            Ok(())
-        }
-        Err(error) => {
-            shared.count_error("wait", &error);
-            // The connection reconnects by itself; pause briefly so a dead
-            // Redis is not hammered.
-            Err(wait.min(Duration::from_millis(500)))
-        }
-    }
-}
-
 /// Pause between claims while Redis fails: 100 ms doubling to 5 s.
-fn error_backoff() -> impl Iterator<Item = Duration> {
+pub(crate) fn error_backoff() -> impl Iterator<Item = Duration> {
     ExponentialBuilder::new()
         .with_min_delay(Duration::from_millis(100))
         .with_max_delay(Duration::from_secs(5))
@@ -175,9 +141,15 @@ async fn close(shared: Arc<Shared>, fetch: Option<BoxFuture<'static, Option<Clai
         unstarted.extend(fetch.await);
     }
     unstarted.extend(shared.handoff.drain());
-    for job in unstarted {
+    release_unstarted(&shared, unstarted).await;
+}
+
+/// Hands `jobs` (leased, never started) back to the queue.
+pub(crate) async fn release_unstarted(shared: &Shared, jobs: Vec<ClaimedJob>) {
+    for job in jobs {
         match shared.queue.release(&job).await {
-            Ok(_) => {
+            Ok(false) => {}
+            Ok(true) => {
                 metrics::counter!(names::JOBS_RELEASED_TOTAL, "queue" => shared.queue_label())
                     .increment(1);
             }

@@ -13,9 +13,7 @@ use std::time::{Duration, Instant};
 
 use apalis_core::task::Task;
 use compactor_producer::metrics::names;
-use compactor_producer::queue::{
-    ClaimOutcome, ClaimedJob, Completion, FailAction, Failure, QueueError,
-};
+use compactor_producer::queue::{ClaimedJob, Completion, FailAction, Failure, QueueError};
 use futures::FutureExt;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, info, info_span, warn, Instrument};
@@ -175,7 +173,7 @@ async fn acknowledge(shared: &Shared, job: &ClaimedJob, outcome: Outcome, domain
         Outcome::Succeeded => {
             metrics::counter!(names::JOBS_COMPLETED_TOTAL, "queue" => queue.clone(), "domain" => domain.to_owned())
                 .increment(1);
-            let completion = with_retries(shared, "complete", || complete(shared, job)).await;
+            let completion = complete(shared, job).await;
             match completion {
                 Some(Completion::Done) => debug!("completed"),
                 Some(Completion::FollowUpAdded { job_id }) => {
@@ -226,22 +224,14 @@ async fn acknowledge(shared: &Shared, job: &ClaimedJob, outcome: Outcome, domain
     }
 }
 
-/// Completes `job`; while the runtime is not stopping, leases the next job
-/// in the same round trip and queues it for this worker's fetcher.
-async fn complete(shared: &Shared, job: &ClaimedJob) -> Result<Completion, QueueError> {
-    if !shared.config.claim_on_complete || shared.stop.is_cancelled() {
-        return shared.queue.complete(job).await;
+/// Completes `job` through the group acknowledgement ([`super::ack`]),
+/// which also leases the next job for the slot this one frees; should that
+/// round trip fail, the job completes itself, with retries.
+async fn complete(shared: &Shared, job: &ClaimedJob) -> Option<Completion> {
+    if let Some(completion) = shared.acks.complete(shared, job).await {
+        return Some(completion);
     }
-    let (completion, next) = shared
-        .queue
-        .complete_and_claim(job, &shared.worker_id)
-        .await?;
-    match next {
-        ClaimOutcome::Claimed(next) => shared.handoff.push(next),
-        ClaimOutcome::Unusable { member, error } => shared.count_unusable(&member, &error),
-        ClaimOutcome::Empty { .. } => {}
-    }
-    Ok(completion)
+    with_retries(shared, "complete", || shared.queue.complete(job)).await
 }
 
 async fn fail(shared: &Shared, job: &ClaimedJob, error: &JobError, domain: &str) {

@@ -2,10 +2,14 @@
 //! driving the project's Redis queue.
 //!
 //! - [`backend`]: an apalis backend that claims a job only when a slot is
-//!   free and blocks on the queue's wake-up list while idle (no polling).
+//!   free and, while the queue is empty, waits for a wake-up (no polling).
+//! - [`wake`]: the subscription that wakes an idle worker when a job is
+//!   announced.
 //! - [`job`]: the service around the handler: lease heartbeat, lock-duration
 //!   cap, cancellation on a lost lease, and the acknowledgement (complete,
 //!   retry with backoff, dead-letter, hand back).
+//! - [`ack`]: completions of many jobs, and claims for the slots they
+//!   freed, settled in one round trip.
 //! - [`retry`]: backoff and `Retry-After`.
 //! - [`sweep`]: recovery of expired leases and queue-depth gauges.
 //!
@@ -13,11 +17,13 @@
 //! stop claiming; in-flight jobs have `shutdown_grace` to finish, then they
 //! are cancelled and handed back to the queue (their attempt not counted).
 
+mod ack;
 mod backend;
 pub mod handler;
 mod job;
 pub mod retry;
 mod sweep;
+mod wake;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -26,6 +32,7 @@ use std::time::Duration;
 use apalis::prelude::{Monitor, WorkerBuilder, WorkerBuilderExt};
 use compactor_producer::metrics::names;
 use compactor_producer::queue::{Queue, QueueError};
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
@@ -35,9 +42,11 @@ pub use retry::RetryPolicy;
 use backend::{Handoff, QueueBackend};
 use job::JobService;
 
-/// Settings of the worker runtime (the queue's own are in
+/// Settings of the worker runtime: the `[worker]` section of the
+/// configuration (the queue's own are in
 /// [`compactor_producer::queue::QueueConfig`]).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct RuntimeConfig {
     /// Worker name; each process start adds a unique suffix, so a restarted
     /// worker with the same name never collides with its former self.
@@ -45,20 +54,27 @@ pub struct RuntimeConfig {
     /// Jobs run at once by this process.
     pub concurrency: usize,
     /// How often a running job's lease is renewed (well below the lease TTL).
+    #[serde(with = "humantime_serde")]
     pub renew_interval: Duration,
     /// Longest one attempt may hold its entity (the seed's lock duration);
     /// longer attempts are cancelled and count as a retryable failure.
+    #[serde(with = "humantime_serde")]
     pub lock_duration: Duration,
-    /// Longest idle wait between claims, and the period of the recovery
-    /// sweep: a crashed worker's job is back within lease TTL + this.
+    /// Longest idle wait between claims (the fallback should a wake-up be
+    /// missed), the period of the recovery sweep (a crashed worker's job is
+    /// back within lease TTL + this), and of the wake-up connection's
+    /// liveness check.
+    #[serde(with = "humantime_serde")]
     pub check_interval: Duration,
     /// How long in-flight jobs may run on after a shutdown signal before
     /// they are handed back.
+    #[serde(with = "humantime_serde")]
     pub shutdown_grace: Duration,
     /// Expired leases handled per recovery call.
     pub recovery_batch: u32,
-    /// Acknowledge a job and lease the next in one round trip.
+    /// Lease the next job in the round trip that acknowledges one.
     pub claim_on_complete: bool,
+    /// Retries of failed attempts.
     pub retry: RetryPolicy,
 }
 
@@ -136,8 +152,13 @@ pub(crate) struct Shared {
     /// Cancelled when the grace period ends: hand in-flight jobs back.
     hand_back: CancellationToken,
     handoff: Handoff,
-    /// The blocking wake-up connection (one fetch at a time uses it).
-    signal: tokio::sync::Mutex<Option<compactor_producer::queue::WakeSignal>>,
+    /// A permit here means "claim again": a job was announced on the
+    /// queue's channel ([`wake`]) or handed off ([`ack`]). One stored
+    /// permit covers any number of announcements; the fetcher is its only
+    /// waiter.
+    wake: Notify,
+    /// Finished jobs being acknowledged together.
+    acks: ack::Acks,
 }
 
 impl Shared {
@@ -221,10 +242,12 @@ impl<H: JobHandler> Runtime<H> {
             stop: CancellationToken::new(),
             hand_back: CancellationToken::new(),
             handoff: Handoff::default(),
-            signal: tokio::sync::Mutex::new(None),
+            wake: Notify::new(),
+            acks: ack::Acks::default(),
         });
         info!(worker = %id, queue = %shared.queue_label(), concurrency, "worker started");
         let sweep = tokio::spawn(sweep::run(Arc::clone(&shared)));
+        let wake = tokio::spawn(wake::run(Arc::clone(&shared)));
 
         let signal = {
             let shared = Arc::clone(&shared);
@@ -259,9 +282,13 @@ impl<H: JobHandler> Runtime<H> {
             .await;
         shared.stop.cancel();
         shared.hand_back.cancel();
-        if let Err(error) = sweep.await {
-            warn!(%error, "recovery sweep ended abnormally");
+        for (task, name) in [(sweep, "recovery sweep"), (wake, "wake-up")] {
+            if let Err(error) = task.await {
+                warn!(%error, task = name, "runtime task ended abnormally");
+            }
         }
+        // Jobs claimed for slots freed just as shutdown began.
+        backend::release_unstarted(&shared, shared.handoff.drain()).await;
         info!(worker = %id, "worker stopped");
         result.map_err(|e| RuntimeError::Monitor(e.to_string()))
     }

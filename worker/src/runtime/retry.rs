@@ -10,18 +10,22 @@ use compactor_producer::queue::FailAction;
 use super::handler::JobError;
 
 /// Retry settings. The seed's: 2 attempts in all, backoff from 3 s.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct RetryPolicy {
     /// Attempts in all, the first included (≥ 1).
     pub max_attempts: u32,
     /// Delay before the second attempt; each later one doubles it.
+    #[serde(with = "humantime_serde")]
     pub base_delay: Duration,
     /// Longest backoff delay.
+    #[serde(with = "humantime_serde")]
     pub max_delay: Duration,
     /// Add up to one more delay at random, so workers that failed together
     /// do not retry together.
     pub jitter: bool,
     /// Longest `Retry-After` honoured; a longer one is cut to this.
+    #[serde(with = "humantime_serde")]
     pub max_retry_after: Duration,
 }
 

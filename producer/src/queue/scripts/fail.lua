@@ -1,12 +1,13 @@
 -- Ends a failed attempt: either schedules a retry or dead-letters the job.
 -- A dead-lettered job still gets its recorded follow-up (the run ended).
---   KEYS: 1 job hash, 2 running zset, 3 waiting zset, 4 signal list,
---         5 dead zset, 6 seq counter
+--   KEYS: 1 job hash, 2 running zset, 3 waiting zset, 4 dead zset,
+--         5 seq counter
 --   ARGV: 1 member, 2 lease token, 3 retry delay ms (-1: dead-letter now),
---         4 reason, 5 dead max count, 6 dead max age (ms), 7 signal list cap,
+--         4 reason, 5 dead max count, 6 dead max age (ms), 7 wake channel,
 --         8 key prefix
 -- Returns {'retry'}, {'dead'}, {'dead_followup', new job_id} or {'lost'}.
-if not holds_lease(KEYS[1], ARGV[2]) then
+local f = redis.call('HMGET', KEYS[1], 'state', 'lease', 'job_id', 'followup')
+if f[1] ~= 'running' or f[2] ~= ARGV[2] then
   return {'lost'}
 end
 local now = now_ms()
@@ -15,14 +16,14 @@ local delay = tonumber(ARGV[3])
 if delay >= 0 then
   redis.call('HSET', KEYS[1], 'state', 'waiting', 'last_error', ARGV[4])
   redis.call('HDEL', KEYS[1], 'lease', 'deadline', 'worker')
-  redis.call('ZADD', KEYS[3], waiting_score(now + delay, redis.call('HGET', KEYS[1], 'job_id')), ARGV[1])
-  redis.call('LPUSH', KEYS[4], 'retry')
-  redis.call('LTRIM', KEYS[4], 0, tonumber(ARGV[7]) - 1)
+  redis.call('ZADD', KEYS[3], waiting_score(now + delay, f[3]), ARGV[1])
+  -- Idle workers re-read when the retry is due.
+  redis.call('PUBLISH', ARGV[7], f[3])
   return {'retry'}
 end
-dead_letter(KEYS[1], KEYS[5], ARGV[8], ARGV[1], ARGV[4], now, ARGV[5], ARGV[6])
+dead_letter(KEYS[1], KEYS[4], ARGV[8], ARGV[1], ARGV[4], now, ARGV[5], ARGV[6])
 redis.call('HSET', KEYS[1], 'last_error', ARGV[4])
-local id = end_run(KEYS[1], KEYS[3], KEYS[4], KEYS[6], ARGV[1], now, ARGV[7], 'dead', ARGV[6])
+local id = end_run(KEYS[1], KEYS[3], KEYS[5], ARGV[7], ARGV[1], f[4], now, 'dead', ARGV[6])
 if id then
   return {'dead_followup', tostring(id)}
 end

@@ -8,6 +8,10 @@
 --   lease, deadline, worker, started_at   while running
 --   followup, followup_manual             a request arrived while running
 --   last_error   reason of the last failed attempt
+-- Job hashes are named <prefix>job:<member>; every key of a queue shares
+-- the prefix's hash tag, so derived keys live in the slot of the declared
+-- ones. Wake-ups are PUBLISHed on the queue's channel: a hint to idle
+-- workers that a job may be there, never a claim.
 
 -- Server time in ms: every worker agrees on it, whatever its own clock.
 local function now_ms()
@@ -25,30 +29,36 @@ end
 
 -- Replaces the entity's job record with a new waiting job and wakes a
 -- worker. Returns the new job id.
-local function add_job(job, waiting, signal, seq, member, payload, now, signal_cap)
+local function add_job(job, waiting, seq, channel, member, payload, now)
   local id = redis.call('INCR', seq)
   redis.call('DEL', job)
   redis.call('HSET', job, 'state', 'waiting', 'job_id', id, 'payload', payload,
     'attempts', 0, 'enqueued_at', now)
   redis.call('ZADD', waiting, waiting_score(now, id), member)
-  redis.call('LPUSH', signal, id)
-  redis.call('LTRIM', signal, 0, tonumber(signal_cap) - 1)
+  redis.call('PUBLISH', channel, id)
   return id
+end
+
+-- Puts a job that was running back in the waiting set at its original
+-- place in line (it was added at `enqueued_at`), and wakes a worker.
+local function requeue(job, waiting, channel, member, job_id, now)
+  local enqueued_at = tonumber(redis.call('HGET', job, 'enqueued_at')) or now
+  redis.call('HSET', job, 'state', 'waiting')
+  redis.call('HDEL', job, 'lease', 'deadline', 'worker')
+  redis.call('ZADD', waiting, waiting_score(enqueued_at, job_id), member)
+  redis.call('PUBLISH', channel, job_id)
 end
 
 -- Copies the entity's current job into a dead-letter record of its own (so
 -- a new job cannot overwrite what the operator needs to see), then trims
 -- the dead-letter set by age and count, records included.
 local function dead_letter(job, dead, prefix, member, reason, now, max_count, max_age)
-  local job_id = redis.call('HGET', job, 'job_id')
-  local entry = member .. '|' .. job_id
+  local f = redis.call('HMGET', job, 'job_id', 'payload', 'attempts', 'stalls')
+  local entry = member .. '|' .. f[1]
   local record = prefix .. 'dead:' .. entry
   redis.call('DEL', record)
-  redis.call('HSET', record, 'member', member, 'job_id', job_id,
-    'payload', redis.call('HGET', job, 'payload') or '',
-    'attempts', redis.call('HGET', job, 'attempts') or '0',
-    'stalls', redis.call('HGET', job, 'stalls') or '0',
-    'reason', reason, 'failed_at', now)
+  redis.call('HSET', record, 'member', member, 'job_id', f[1], 'payload', f[2] or '',
+    'attempts', f[3] or '0', 'stalls', f[4] or '0', 'reason', reason, 'failed_at', now)
   redis.call('PEXPIRE', record, max_age)
   redis.call('ZADD', dead, now, entry)
   local old = redis.call('ZRANGEBYSCORE', dead, '-inf', now - tonumber(max_age))
@@ -62,12 +72,11 @@ local function dead_letter(job, dead, prefix, member, reason, now, max_count, ma
 end
 
 -- Ends a run that will not be retried: adds the follow-up recorded while
--- it ran, if any (returning its id), or leaves the record in `final_state`
--- to expire after `ttl` ms.
-local function end_run(job, waiting, signal, seq, member, now, signal_cap, final_state, ttl)
-  local followup = redis.call('HGET', job, 'followup')
+-- it ran (`followup`, the payload, or false), returning its id, or leaves
+-- the record in `final_state` to expire after `ttl` ms.
+local function end_run(job, waiting, seq, channel, member, followup, now, final_state, ttl)
   if followup then
-    return add_job(job, waiting, signal, seq, member, followup, now, signal_cap)
+    return add_job(job, waiting, seq, channel, member, followup, now)
   end
   redis.call('HSET', job, 'state', final_state, 'finished_at', now)
   redis.call('HDEL', job, 'lease', 'deadline', 'worker')
@@ -75,54 +84,115 @@ local function end_run(job, waiting, signal, seq, member, now, signal_cap, final
   return nil
 end
 
--- Takes the oldest job of `waiting` that may run now and leases it to
--- `worker`. Returns the reply of claim.lua (see there).
-local function claim_next(waiting, running, prefix, lease_ttl, worker, nonce, now)
+-- Finishes the running jobs of `members` whose lease `tokens` still hold:
+-- records them in the `done` set and adds the follow-ups requested while
+-- they ran. Returns one completion per job, in order: {'done'},
+-- {'followup', new job_id} or {'lost'} (nothing changed: that lease was
+-- lost). The lease fields stay on a done record as its history; only a
+-- running state makes a lease valid.
+local function complete_jobs(prefix, running, waiting, done, seq, channel, members, tokens, now, done_max_age)
+  local completions, finished, done_entries = {}, {}, {}
+  for i, member in ipairs(members) do
+    local job = prefix .. 'job:' .. member
+    local f = redis.call('HMGET', job, 'state', 'lease', 'job_id', 'followup')
+    if f[1] ~= 'running' or f[2] ~= tokens[i] then
+      completions[i] = {'lost'}
+    else
+      finished[#finished + 1] = member
+      done_entries[#done_entries + 1] = now
+      done_entries[#done_entries + 1] = member .. '|' .. f[3]
+      if f[4] then
+        completions[i] = {'followup', tostring(add_job(job, waiting, seq, channel, member, f[4], now))}
+      else
+        redis.call('HSET', job, 'state', 'done', 'finished_at', now)
+        redis.call('PEXPIRE', job, done_max_age)
+        completions[i] = {'done'}
+      end
+    end
+  end
+  -- One call each for the whole batch (at most 128 jobs: far below Lua's
+  -- unpack limit).
+  if #finished > 0 then
+    redis.call('ZREM', running, unpack(finished))
+    redis.call('ZADD', done, unpack(done_entries))
+  end
+  return completions
+end
+
+-- Keeps the `done` set within its age and count bounds. Records past the
+-- age bound expire on their own (PEXPIRE); records past the count bound
+-- are deleted here, unless their entity has a newer job by now.
+local function trim_done(prefix, done, now, max_count, max_age)
+  redis.call('ZREMRANGEBYSCORE', done, '-inf', now - tonumber(max_age))
+  local excess = redis.call('ZRANGE', done, 0, -(tonumber(max_count) + 1))
+  for _, entry in ipairs(excess) do
+    local member, job_id = string.match(entry, '^(.*)|(%d+)$')
+    if member then
+      local job = prefix .. 'job:' .. member
+      local f = redis.call('HMGET', job, 'state', 'job_id')
+      if f[1] == 'done' and f[2] == job_id then
+        redis.call('DEL', job)
+      end
+    end
+  end
+  if #excess > 0 then
+    redis.call('ZREMRANGEBYRANK', done, 0, #excess - 1)
+  end
+end
+
+-- Takes up to `wanted` of the oldest jobs of `waiting` that may run now and
+-- leases them to `worker`. Returns a list of entries, each
+--   {'claimed', member, payload, job_id, attempt, lease token, enqueued_at,
+--    ms it waited}
+-- or {'orphan', member} for a member whose job record is gone (data loss;
+-- dropped), and, when fewer than `wanted` jobs are due, the ms until the
+-- next delayed one is ('' if none waits): {entries, next_due}.
+local function claim_some(waiting, running, prefix, lease_ttl, worker, nonce, now, wanted)
+  local entries = {}
   local due = now * SCORE_SCALE + SCORE_SCALE - 1
-  local member = redis.call('ZRANGEBYSCORE', waiting, '-inf', due, 'LIMIT', 0, 1)[1]
-  if not member then
+  local deadline = now + tonumber(lease_ttl)
+  while #entries < wanted do
+    -- At most `wanted` members (a batch, capped by the caller far below
+    -- Lua's unpack limit), however long the backlog.
+    local members = redis.call('ZRANGEBYSCORE', waiting, '-inf', due, 'LIMIT', 0, wanted - #entries)
+    if #members == 0 then
+      break
+    end
+    redis.call('ZREM', waiting, unpack(members))
+    local leased = {}
+    for _, member in ipairs(members) do
+      local job = prefix .. 'job:' .. member
+      local f = redis.call('HMGET', job, 'state', 'job_id', 'attempts', 'enqueued_at', 'payload')
+      if f[1] ~= 'waiting' then
+        entries[#entries + 1] = {'orphan', member}
+      else
+        local attempt = (tonumber(f[3]) or 0) + 1
+        local token = f[2] .. ':' .. attempt .. ':' .. nonce
+        redis.call('HSET', job, 'state', 'running', 'attempts', attempt, 'lease', token,
+          'deadline', deadline, 'worker', worker, 'started_at', now)
+        leased[#leased + 1] = deadline
+        leased[#leased + 1] = member
+        local enqueued_at = tonumber(f[4]) or now
+        entries[#entries + 1] = {'claimed', member, f[5], f[2], tostring(attempt), token,
+          tostring(enqueued_at), tostring(math.max(now - enqueued_at, 0))}
+      end
+    end
+    if #leased > 0 then
+      redis.call('ZADD', running, unpack(leased))
+    end
+  end
+  local next_due = ''
+  if #entries < wanted then
     local next = redis.call('ZRANGE', waiting, 0, 0, 'WITHSCORES')
     if next[2] then
-      local due_in = math.floor(tonumber(next[2]) / SCORE_SCALE) - now
-      return {'empty', tostring(math.max(due_in, 0))}
+      next_due = tostring(math.max(math.floor(tonumber(next[2]) / SCORE_SCALE) - now, 0))
     end
-    return {'empty', ''}
   end
-  redis.call('ZREM', waiting, member)
-  local job = prefix .. 'job:' .. member
-  if redis.call('HGET', job, 'state') ~= 'waiting' then
-    return {'orphan', member}
-  end
-  local attempt = redis.call('HINCRBY', job, 'attempts', 1)
-  local deadline = now + tonumber(lease_ttl)
-  local job_id = redis.call('HGET', job, 'job_id')
-  local token = job_id .. ':' .. attempt .. ':' .. nonce
-  redis.call('HSET', job, 'state', 'running', 'lease', token, 'deadline', deadline,
-    'worker', worker, 'started_at', now)
-  redis.call('ZADD', running, deadline, member)
-  local enqueued_at = redis.call('HGET', job, 'enqueued_at')
-  local waited = math.max(now - (tonumber(enqueued_at) or now), 0)
-  return {'claimed', member, redis.call('HGET', job, 'payload'), job_id, tostring(attempt), token,
-    enqueued_at, tostring(waited)}
+  return {entries, next_due}
 end
 
 -- Whether the caller holds the lease of a running job.
 local function holds_lease(job, token)
-  return redis.call('HGET', job, 'state') == 'running' and redis.call('HGET', job, 'lease') == token
+  local f = redis.call('HMGET', job, 'state', 'lease')
+  return f[1] == 'running' and f[2] == token
 end
-
--- Finishes a running job (the caller checked the lease): records it in the
--- bounded `done` set and adds its follow-up, if one was requested. Returns
--- {'done'} or {'followup', new job_id}.
-local function complete_run(job, running, waiting, signal, done, seq, member, now, done_max_count, done_max_age, signal_cap)
-  redis.call('ZREM', running, member)
-  redis.call('ZADD', done, now, member .. '|' .. redis.call('HGET', job, 'job_id'))
-  redis.call('ZREMRANGEBYSCORE', done, '-inf', now - tonumber(done_max_age))
-  redis.call('ZREMRANGEBYRANK', done, 0, -(tonumber(done_max_count) + 1))
-  local id = end_run(job, waiting, signal, seq, member, now, signal_cap, 'done', done_max_age)
-  if id then
-    return {'followup', tostring(id)}
-  end
-  return {'done'}
-end
-

@@ -1,0 +1,79 @@
+//! `config/default.toml` is the operator's reference: its `[queue]` and
+//! `[worker]` sections must list every key of the queue and runtime
+//! settings, with exactly the defaults the code uses.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
+
+use std::collections::BTreeSet;
+
+use compactor_producer::queue::QueueConfig;
+use compactor_worker::runtime::RuntimeConfig;
+
+const DEFAULT_TOML: &str = include_str!("../../config/default.toml");
+
+fn keys(value: &toml::Value, prefix: &str, out: &mut BTreeSet<String>) {
+    if let toml::Value::Table(table) = value {
+        for (k, v) in table {
+            let path = if prefix.is_empty() {
+                k.clone()
+            } else {
+                format!("{prefix}.{k}")
+            };
+            if v.is_table() {
+                keys(v, &path, out);
+            } else {
+                out.insert(path);
+            }
+        }
+    }
+}
+
+fn section(name: &str) -> toml::Value {
+    let file: toml::Value = toml::from_str(DEFAULT_TOML).expect("default.toml parses");
+    file.get(name)
+        .cloned()
+        .unwrap_or_else(|| panic!("[{name}] section"))
+}
+
+fn key_set(value: &toml::Value) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    keys(value, "", &mut out);
+    out
+}
+
+#[test]
+fn the_queue_section_equals_the_code_defaults() {
+    let parsed: QueueConfig = section("queue").try_into().expect("[queue] deserializes");
+    assert_eq!(parsed, QueueConfig::default());
+    parsed.validate().expect("defaults are valid");
+    let code = toml::Value::try_from(QueueConfig::default()).expect("serializes");
+    assert_eq!(key_set(&section("queue")), key_set(&code));
+}
+
+#[test]
+fn the_worker_section_equals_the_code_defaults() {
+    let parsed: RuntimeConfig = section("worker").try_into().expect("[worker] deserializes");
+    assert_eq!(parsed, RuntimeConfig::default());
+    parsed
+        .validate(QueueConfig::default().lease_ttl)
+        .expect("defaults are valid");
+    let code = toml::Value::try_from(RuntimeConfig::default()).expect("serializes");
+    assert_eq!(key_set(&section("worker")), key_set(&code));
+}
+
+#[test]
+fn bad_values_are_refused_with_the_key_name() {
+    let err = toml::from_str::<QueueConfig>("lease_ttl = \"soon\"").unwrap_err();
+    assert!(err.to_string().contains("lease_ttl"), "{err}");
+    let err = toml::from_str::<QueueConfig>("name = \"Bad Name\"").unwrap_err();
+    assert!(err.to_string().contains("invalid queue name"), "{err}");
+    let err = toml::from_str::<RuntimeConfig>("concurrency = 2\nconcurency = 3").unwrap_err();
+    assert!(err.to_string().contains("concurency"), "{err}");
+    let config: RuntimeConfig = toml::from_str("renew_interval = \"20s\"").unwrap();
+    let err = config
+        .validate(QueueConfig::default().lease_ttl)
+        .unwrap_err();
+    assert_eq!(err.field, "renew_interval");
+    let config: QueueConfig = toml::from_str("lease_ttl = \"0s\"").unwrap();
+    assert_eq!(config.validate().unwrap_err().field, "lease_ttl");
+}
