@@ -860,3 +860,46 @@ async fn a_handed_back_job_keeps_its_place_in_line() {
     assert_eq!(again.key, key("first"), "ahead of the job added after it");
     assert_eq!(again.attempt, 1, "the hand-back did not use an attempt");
 }
+
+#[tokio::test]
+async fn finished_records_beyond_the_count_bound_are_deleted() {
+    let t = TestQueue::with(QueueConfig {
+        done_max_count: 2,
+        ..QueueConfig::default()
+    })
+    .await;
+    let q = &t.queue;
+    for e in ["d1", "d2", "d3"] {
+        q.request_compaction(&key(e), Trigger::Auto).await.unwrap();
+        let job = claim(q).await;
+        assert_eq!(q.complete(&job).await.unwrap(), Completion::Done);
+    }
+    assert_eq!(q.counts().await.unwrap().done, 2);
+    assert_eq!(
+        q.job_state(&key("d1")).await.unwrap(),
+        None,
+        "the oldest record is gone, not just unindexed"
+    );
+    assert!(matches!(
+        q.job_state(&key("d3")).await.unwrap(),
+        Some(JobState::Done { .. })
+    ));
+    // An entity whose record is trimmed while it has a newer job keeps it.
+    q.request_compaction(&key("d2"), Trigger::Auto)
+        .await
+        .unwrap();
+    q.request_compaction(&key("d4"), Trigger::Auto)
+        .await
+        .unwrap();
+    let d2 = claim(q).await;
+    assert_eq!(d2.key, key("d2"));
+    let d4 = claim(q).await;
+    q.complete(&d4).await.unwrap();
+    assert!(
+        matches!(
+            q.job_state(&key("d2")).await.unwrap(),
+            Some(JobState::Running { .. })
+        ),
+        "the running job of d2 survives the trim of its old record"
+    );
+}
