@@ -13,7 +13,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use compactor_producer::queue::{JobState, QueueConfig, Trigger};
-use support::{eventually, key, PrivateRedis, TestQueue};
+use support::{eventually, key, until_done, PrivateRedis, TestQueue};
 
 const PROBE: &str = env!("CARGO_BIN_EXE_compactor-queue-probe");
 
@@ -261,13 +261,7 @@ async fn a_killed_workers_job_runs_again_on_another_worker() {
         "recovery after SIGKILL (lease TTL 1 s, check every 250 ms): {} ms",
         (rerun.micros - killed_at) / 1000
     );
-    eventually("done", Duration::from_secs(5), || async {
-        matches!(
-            t.queue.job_state(&k).await.unwrap(),
-            Some(JobState::Done { .. })
-        )
-    })
-    .await;
+    until_done(&t.queue, &k, "done").await;
     let _ = std::fs::remove_dir_all(dir);
 }
 
@@ -398,13 +392,7 @@ async fn sigterm_hands_back_a_job_that_outlasts_the_grace_and_another_worker_run
         Some(JobState::Waiting { .. })
     ));
     let mut b = Probe::spawn(&t.url, t.name(), &log_b, &["--handler", "noop"]);
-    eventually("B runs it", Duration::from_secs(10), || async {
-        matches!(
-            t.queue.job_state(&k).await.unwrap(),
-            Some(JobState::Done { .. })
-        )
-    })
-    .await;
+    until_done(&t.queue, &k, "B runs it").await;
     b.terminate();
     assert!(b.wait_exit(Duration::from_secs(10)).success());
     let (ea, eb) = (events(&log_a), events(&log_b));

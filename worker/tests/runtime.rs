@@ -13,7 +13,9 @@ use std::time::{Duration, Instant};
 
 use compactor_producer::queue::{ClaimOutcome, EnqueueOutcome, JobState, Trigger};
 use compactor_worker::runtime::{JobError, Runtime, RuntimeConfig};
-use support::{eventually, fast_queue, fast_runtime, key, FnHandler, TestQueue};
+use support::{
+    eventually, fast_queue, fast_runtime, key, until_dead, until_done, FnHandler, TestQueue,
+};
 use tokio::sync::oneshot;
 
 /// A runtime running in the background; `stop` shuts it down gracefully.
@@ -218,17 +220,7 @@ async fn a_retryable_failure_is_retried_after_the_backoff_then_dead_lettered() {
         .request_compaction(&key("flaky"), Trigger::Auto)
         .await
         .unwrap();
-    eventually(
-        "the job is dead-lettered",
-        Duration::from_secs(10),
-        || async {
-            matches!(
-                t.queue.job_state(&key("flaky")).await.unwrap(),
-                Some(JobState::Dead { .. })
-            )
-        },
-    )
-    .await;
+    until_dead(&t.queue, &key("flaky"), "the job is dead-lettered").await;
     assert_eq!(log.len(), 2, "two attempts in all");
     let (first, second) = (log.get(0), log.get(1));
     assert_eq!((first.attempt, second.attempt), (1, 2));
@@ -275,17 +267,7 @@ async fn retry_after_is_honoured_when_longer_than_the_backoff() {
         .request_compaction(&key("limited"), Trigger::Auto)
         .await
         .unwrap();
-    eventually(
-        "the second attempt succeeded",
-        Duration::from_secs(10),
-        || async {
-            matches!(
-                t.queue.job_state(&key("limited")).await.unwrap(),
-                Some(JobState::Done { .. })
-            )
-        },
-    )
-    .await;
+    until_done(&t.queue, &key("limited"), "the second attempt succeeded").await;
     let gap = log.get(1).started - log.get(0).ended.unwrap();
     assert!(
         gap >= Duration::from_millis(1_200),
@@ -315,13 +297,7 @@ async fn a_permanent_failure_is_dead_lettered_at_once_and_can_be_retried_from_th
     );
     let k = key("gone");
     t.queue.request_compaction(&k, Trigger::Auto).await.unwrap();
-    eventually("dead-lettered", Duration::from_secs(5), || async {
-        matches!(
-            t.queue.job_state(&k).await.unwrap(),
-            Some(JobState::Dead { .. })
-        )
-    })
-    .await;
+    until_dead(&t.queue, &k, "dead-lettered").await;
     assert_eq!(runs.load(Ordering::SeqCst), 1, "never retried");
     let dead = t.queue.dead_letters(10).await.unwrap();
     assert_eq!(dead[0].reason, "unknown workstream");
@@ -329,13 +305,7 @@ async fn a_permanent_failure_is_dead_lettered_at_once_and_can_be_retried_from_th
     // The operator fixes the cause and retries it.
     let retried = t.queue.retry_dead(&dead[0].entry).await.unwrap();
     assert!(matches!(retried, Some(EnqueueOutcome::Added { .. })));
-    eventually("the retried job ran", Duration::from_secs(5), || async {
-        matches!(
-            t.queue.job_state(&k).await.unwrap(),
-            Some(JobState::Done { .. })
-        )
-    })
-    .await;
+    until_done(&t.queue, &k, "the retried job ran").await;
     assert_eq!(runs.load(Ordering::SeqCst), 2);
     assert!(t.queue.dead_letters(10).await.unwrap().is_empty());
     running.stop().await;
@@ -365,32 +335,12 @@ async fn a_panicking_handler_fails_the_attempt_and_the_worker_goes_on() {
         .request_compaction(&key("boom"), Trigger::Auto)
         .await
         .unwrap();
-    eventually(
-        "the second attempt succeeded",
-        Duration::from_secs(5),
-        || async {
-            matches!(
-                t.queue.job_state(&key("boom")).await.unwrap(),
-                Some(JobState::Done { .. })
-            )
-        },
-    )
-    .await;
+    until_done(&t.queue, &key("boom"), "the second attempt succeeded").await;
     t.queue
         .request_compaction(&key("after"), Trigger::Auto)
         .await
         .unwrap();
-    eventually(
-        "the worker still runs jobs",
-        Duration::from_secs(5),
-        || async {
-            matches!(
-                t.queue.job_state(&key("after")).await.unwrap(),
-                Some(JobState::Done { .. })
-            )
-        },
-    )
-    .await;
+    until_done(&t.queue, &key("after"), "the worker still runs jobs").await;
     assert_eq!(log.len(), 3);
     running.stop().await;
 }
@@ -484,17 +434,7 @@ async fn an_attempt_longer_than_the_lock_duration_is_cancelled_and_retried() {
         .request_compaction(&key("slow"), Trigger::Auto)
         .await
         .unwrap();
-    eventually(
-        "the second attempt succeeded",
-        Duration::from_secs(10),
-        || async {
-            matches!(
-                t.queue.job_state(&key("slow")).await.unwrap(),
-                Some(JobState::Done { .. })
-            )
-        },
-    )
-    .await;
+    until_done(&t.queue, &key("slow"), "the second attempt succeeded").await;
     assert_eq!(log.len(), 2);
     assert!(
         log.get(0).ended.is_none(),
@@ -653,13 +593,7 @@ async fn unusable_queue_entries_are_dead_lettered_and_the_worker_goes_on() {
         .request_compaction(&key("fine"), Trigger::Auto)
         .await
         .unwrap();
-    eventually("the valid job ran", Duration::from_secs(5), || async {
-        matches!(
-            t.queue.job_state(&key("fine")).await.unwrap(),
-            Some(JobState::Done { .. })
-        )
-    })
-    .await;
+    until_done(&t.queue, &key("fine"), "the valid job ran").await;
     assert_eq!(log.len(), 1, "only the valid job reached the handler");
     let dead = t.queue.dead_letters(10).await.unwrap();
     assert_eq!(dead.len(), 3, "{dead:?}");

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use compactor_producer::queue::{Queue, QueueConfig, QueueName};
+use compactor_producer::queue::{JobState, Queue, QueueConfig, QueueName};
 use compactor_shared::EntityKey;
 use compactor_worker::runtime::{Job, JobError, JobHandler, RuntimeConfig};
 use futures::future::BoxFuture;
@@ -147,6 +147,34 @@ where
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// Waits until `key`'s job is done (its latest run completed).
+pub async fn until_done(queue: &Queue, key: &EntityKey, what: &str) {
+    until_state(queue, key, what, |s| {
+        matches!(s, Some(JobState::Done { .. }))
+    })
+    .await;
+}
+
+/// Waits until `key`'s latest job was dead-lettered.
+pub async fn until_dead(queue: &Queue, key: &EntityKey, what: &str) {
+    until_state(queue, key, what, |s| {
+        matches!(s, Some(JobState::Dead { .. }))
+    })
+    .await;
+}
+
+async fn until_state(
+    queue: &Queue,
+    key: &EntityKey,
+    what: &str,
+    wanted: impl Fn(&Option<JobState>) -> bool,
+) {
+    eventually(what, Duration::from_secs(10), || async {
+        wanted(&queue.job_state(key).await.unwrap())
+    })
+    .await;
 }
 
 /// A private `redis-server` on a free loopback port (killed on drop).
