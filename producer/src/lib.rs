@@ -9,5 +9,6 @@
 
 pub mod metrics;
 pub mod queue;
+pub mod store;
 
 pub use compactor_shared as engine;

@@ -7,5 +7,6 @@
 //! - [`signals`]: SIGTERM / SIGINT as a shutdown future.
 
 pub mod connect;
+pub mod llm;
 pub mod runtime;
 pub mod signals;

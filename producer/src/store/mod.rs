@@ -1,0 +1,1 @@
+//! Storage: sea-orm entities and queries (being written).

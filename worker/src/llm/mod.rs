@@ -1,0 +1,1 @@
+//! LLM clients (being written).
