@@ -67,6 +67,46 @@ pub struct CompactionPlan {
     pub split_turn: Option<usize>,
 }
 
+/// A tool part, as far as planning cares.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ToolRef {
+    Call(String),
+    Result(String),
+}
+
+/// What planning needs to know of a message, without its content, so a
+/// workstream of any length can be planned with a few dozen bytes per
+/// message in memory (the content is streamed separately).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MessageShape {
+    pub id: MessageId,
+    pub tokens: u64,
+    pub pinned: bool,
+    pub starts_turn: bool,
+    /// Tool calls and results, in part order.
+    pub tools: Vec<ToolRef>,
+}
+
+impl MessageShape {
+    pub fn of(message: &Message, estimator: &dyn TokenEstimator) -> MessageShape {
+        MessageShape {
+            id: message.id,
+            tokens: estimator.message_tokens(message),
+            pinned: message.pinned,
+            starts_turn: message.starts_turn(),
+            tools: message
+                .parts
+                .iter()
+                .filter_map(|p| match p {
+                    Part::ToolCall { call_id, .. } => Some(ToolRef::Call(call_id.clone())),
+                    Part::ToolResult { call_id, .. } => Some(ToolRef::Result(call_id.clone())),
+                    _ => None,
+                })
+                .collect(),
+        }
+    }
+}
+
 /// Plans a compaction of `messages` (the un-compacted ones, in order).
 /// `None` when there is nothing that may be compacted.
 pub fn plan(
@@ -74,6 +114,15 @@ pub fn plan(
     config: &BoundaryConfig,
     estimator: &dyn TokenEstimator,
 ) -> Option<CompactionPlan> {
+    let shapes: Vec<MessageShape> = messages
+        .iter()
+        .map(|m| MessageShape::of(m, estimator))
+        .collect();
+    plan_shapes(&shapes, config)
+}
+
+/// [`plan`] over the shapes of the messages.
+pub fn plan_shapes(messages: &[MessageShape], config: &BoundaryConfig) -> Option<CompactionPlan> {
     let n = messages.len();
     if n < 2 {
         return None;
@@ -81,7 +130,7 @@ pub fn plan(
     // suffix[i] = tokens of messages[i..]
     let mut suffix = vec![0u64; n + 1];
     for i in (0..n).rev() {
-        suffix[i] = suffix[i + 1].saturating_add(estimator.message_tokens(&messages[i]));
+        suffix[i] = suffix[i + 1].saturating_add(messages[i].tokens);
     }
     let pairs = Pairs::of(messages);
 
@@ -121,10 +170,10 @@ pub fn plan(
     }
     let first_kept = messages.get(cut)?;
     let watermark = messages.get(cut.checked_sub(1)?)?.id;
-    let split_turn = if first_kept.starts_turn() {
+    let split_turn = if first_kept.starts_turn {
         None
     } else {
-        (0..cut).rev().find(|&i| messages[i].starts_turn())
+        (0..cut).rev().find(|&i| messages[i].starts_turn)
     };
     Some(CompactionPlan {
         compact,
@@ -146,27 +195,26 @@ struct Pairs {
 }
 
 impl Pairs {
-    fn of(messages: &[Message]) -> Pairs {
+    fn of(messages: &[MessageShape]) -> Pairs {
         let n = messages.len();
         let mut calls: HashMap<&str, (usize, bool)> = HashMap::new();
         let mut spans = Vec::new();
         for (i, m) in messages.iter().enumerate() {
-            for part in &m.parts {
-                match part {
-                    Part::ToolCall { call_id, .. } => {
+            for tool in &m.tools {
+                match tool {
+                    ToolRef::Call(call_id) => {
                         calls.entry(call_id.as_str()).or_insert((i, false));
                     }
-                    Part::ToolResult { call_id, .. } => {
+                    ToolRef::Result(call_id) => {
                         if let Some((c, answered)) = calls.get_mut(call_id.as_str()) {
                             spans.push((*c, i));
                             *answered = true;
                         }
                     }
-                    _ => {}
                 }
             }
         }
-        let last_turn_start = messages.iter().rposition(Message::starts_turn).unwrap_or(0);
+        let last_turn_start = messages.iter().rposition(|m| m.starts_turn).unwrap_or(0);
         // diff over cut positions 0..=n
         let mut diff = vec![0i64; n + 2];
         for &(call, result) in &spans {
@@ -198,7 +246,7 @@ impl Pairs {
 
     /// Which messages before `cut` stay uncompacted: pinned ones and,
     /// transitively, the partners of their tool pairs.
-    fn pinned_closure(&self, messages: &[Message], cut: usize) -> Vec<bool> {
+    fn pinned_closure(&self, messages: &[MessageShape], cut: usize) -> Vec<bool> {
         let mut keep: Vec<bool> = messages[..cut].iter().map(|m| m.pinned).collect();
         loop {
             let mut changed = false;

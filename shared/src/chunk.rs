@@ -63,6 +63,111 @@ pub fn chunk(transcript: &Transcript, max_chars: usize) -> Vec<Chunk<'_>> {
     packer.finish()
 }
 
+/// A chunk that owns its text (see [`ChunkStream`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OwnedChunk {
+    pub text: String,
+    pub first_message: MessageId,
+    pub last_message: MessageId,
+}
+
+impl From<&Chunk<'_>> for OwnedChunk {
+    fn from(c: &Chunk<'_>) -> OwnedChunk {
+        OwnedChunk {
+            text: c.text.to_owned(),
+            first_message: c.first_message,
+            last_message: c.last_message,
+        }
+    }
+}
+
+/// Chunks a transcript that arrives in pieces (the transcript of one page of
+/// messages at a time), so a compacted span of any length is chunked with
+/// about one chunk of text in memory. Gives exactly the chunks [`chunk`]
+/// gives for the whole transcript.
+///
+/// Why that holds: chunks are packed greedily from the front, so every
+/// chunk but the last is final once it is closed; the open last one is kept
+/// (as a transcript starting where it starts) and packing resumes from it
+/// when the next piece arrives.
+#[derive(Debug, Clone)]
+pub struct ChunkStream {
+    max_chars: usize,
+    pending: Transcript,
+    pending_chars: usize,
+}
+
+impl ChunkStream {
+    pub fn new(max_chars: usize) -> ChunkStream {
+        ChunkStream {
+            max_chars: max_chars.max(1),
+            pending: Transcript::default(),
+            pending_chars: 0,
+        }
+    }
+
+    /// Adds the transcript of the next messages; returns the chunks that
+    /// are complete.
+    pub fn push(&mut self, piece: Transcript) -> Vec<OwnedChunk> {
+        let offset = self.pending.text.len();
+        self.pending.text.push_str(&piece.text);
+        for block in piece.blocks {
+            self.pending_chars += block.chars;
+            self.pending.blocks.push(crate::transcript::Block {
+                range: block.range.start + offset..block.range.end + offset,
+                ..block
+            });
+        }
+        if self.pending_chars <= self.max_chars {
+            return Vec::new();
+        }
+        let chunks = chunk(&self.pending, self.max_chars);
+        let Some((open, done)) = chunks.split_last() else {
+            return Vec::new();
+        };
+        let complete: Vec<OwnedChunk> = done.iter().map(OwnedChunk::from).collect();
+        let keep_from = self.pending.text.len() - open.text.len();
+        self.keep_from(keep_from);
+        complete
+    }
+
+    /// The chunks still pending, at the end of the stream.
+    pub fn finish(self) -> Vec<OwnedChunk> {
+        chunk(&self.pending, self.max_chars)
+            .iter()
+            .map(OwnedChunk::from)
+            .collect()
+    }
+
+    /// Drops the pending text before byte `at` (a chunk boundary); a block
+    /// that straddles it keeps its part after `at`.
+    fn keep_from(&mut self, at: usize) {
+        let text = self.pending.text.get(at..).unwrap_or_default().to_owned();
+        let mut blocks = Vec::new();
+        let mut chars = 0;
+        for block in self.pending.blocks.drain(..) {
+            if block.range.end <= at {
+                continue;
+            }
+            let start = block.range.start.max(at);
+            let block_chars = if start == block.range.start {
+                block.chars
+            } else {
+                text.get(..block.range.end - at)
+                    .map_or(0, |s| s.chars().count())
+            };
+            chars += block_chars;
+            blocks.push(crate::transcript::Block {
+                range: start - at..block.range.end - at,
+                chars: block_chars,
+                ..block
+            });
+        }
+        self.pending = Transcript { text, blocks };
+        self.pending_chars = chars;
+    }
+}
+
 /// The chunk being filled.
 struct Open {
     start: usize,
@@ -306,6 +411,29 @@ mod tests {
                 prop_assert_eq!(Some(&c.last_message), touched.last());
                 at = end;
             }
+        }
+
+        #[test]
+        fn chunking_in_pieces_gives_the_chunks_of_the_whole(
+            messages in strategies::messages(),
+            config in strategies::config(),
+            max in 0..60usize,
+            cuts in prop::collection::vec(0..8usize, 0..6),
+        ) {
+            let whole = extract(&messages, &config);
+            let expected: Vec<OwnedChunk> = chunk(&whole, max).iter().map(OwnedChunk::from).collect();
+            // Feed the messages in pieces of the given sizes, then the rest.
+            let mut stream = ChunkStream::new(max);
+            let mut got = Vec::new();
+            let mut at = 0;
+            for size in cuts {
+                let end = (at + size).min(messages.len());
+                got.extend(stream.push(extract(&messages[at..end], &config)));
+                at = end;
+            }
+            got.extend(stream.push(extract(&messages[at..], &config)));
+            got.extend(stream.finish());
+            prop_assert_eq!(got, expected);
         }
 
         #[test]

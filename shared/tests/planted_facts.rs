@@ -122,7 +122,7 @@ fn conversation(planted: &[(String, String)]) -> Vec<Message> {
         let file = rng.pick(COMMON_FILES);
         let mut user =
             format!("Turn {turn}: can you check {file} and tell me whether the handler is right?");
-        if let Some(p) = plant.as_ref().filter(|_| turn % 2 == 0) {
+        if let Some(p) = plant.as_ref().filter(|_| turn.is_multiple_of(2)) {
             user.push(' ');
             user.push_str(p);
         }
@@ -158,7 +158,7 @@ fn conversation(planted: &[(String, String)]) -> Vec<Message> {
         ));
         let mut answer =
             format!("I ran `{cmd}` and read {file}; the handler looks fine after the change.");
-        if turn % 10 == 0 {
+        if turn.is_multiple_of(10) {
             answer.push_str(&format!(" The build took {} s.", 30 + turn));
         }
         if let Some(p) = plant.as_ref().filter(|_| turn % 2 == 1) {
