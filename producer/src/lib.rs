@@ -7,8 +7,10 @@
 //! The storage-backed producer API (`append_messages`, `finalize_turn`,
 //! `wait_until_ready`, `build_context`) is added with the storage work.
 
+pub mod events;
 pub mod metrics;
 pub mod queue;
+pub mod settings;
 pub mod store;
 
 pub use compactor_shared as engine;

@@ -40,4 +40,37 @@ pub mod names {
     pub const JOB_RUN_SECONDS: &str = "compactor_job_run_seconds";
     /// Histogram: time from being added to being claimed.
     pub const JOB_QUEUE_WAIT_SECONDS: &str = "compactor_job_queue_wait_seconds";
+
+    /// Counter: compaction jobs by `outcome` (committed, no_progress,
+    /// skipped, conflict, failed) and `degraded` (true when the offline
+    /// summarizer stood in for the LLM).
+    pub const COMPACTIONS_TOTAL: &str = "compactor_compactions_total";
+    /// Histogram: estimated context tokens of a committed compaction, by
+    /// `stage` (before, after).
+    pub const COMPACTION_TOKENS: &str = "compactor_compaction_tokens";
+    /// Histogram: messages folded into the summary per committed compaction.
+    pub const COMPACTION_MESSAGES: &str = "compactor_compaction_messages";
+    /// Histogram: summarizer chunks per committed compaction.
+    pub const COMPACTION_CHUNKS: &str = "compactor_compaction_chunks";
+    /// Histogram: rollup passes per committed compaction.
+    pub const COMPACTION_ROLLUPS: &str = "compactor_compaction_rollups";
+    /// Counter: commits refused by the fence (lease lost or another run
+    /// committed first); each one is a wasted run.
+    pub const FENCE_CONFLICTS_TOTAL: &str = "compactor_fence_conflicts_total";
+    /// Counter: entity (database) leases lost while a compaction ran.
+    pub const ENTITY_LEASES_LOST_TOTAL: &str = "compactor_entity_leases_lost_total";
+    /// Counter: automatic requests not enqueued because the entity's
+    /// circuit breaker is open (3 failed or fruitless compactions in a row).
+    pub const BREAKER_SKIPS_TOTAL: &str = "compactor_breaker_skips_total";
+    /// Counter: `finalize_turn` calls, by `outcome` (not_due, enqueued,
+    /// breaker_open).
+    pub const TURNS_TOTAL: &str = "compactor_turns_total";
+    /// Histogram: how long chat requests waited for a running compaction
+    /// (`wait_until_ready`), by `outcome` (ready, timeout).
+    pub const LEASE_WAIT_SECONDS: &str = "compactor_lease_wait_seconds";
+    /// Counter: waits that ended at their timeout with the lease still held.
+    pub const LEASE_WAIT_TIMEOUTS_TOTAL: &str = "compactor_lease_wait_timeouts_total";
+    /// Counter: release announcements that could not be published, or
+    /// subscriptions to them that broke, by `op`.
+    pub const NOTIFY_ERRORS_TOTAL: &str = "compactor_notify_errors_total";
 }

@@ -158,6 +158,13 @@ fn guard_limit(window: u64, ratio: f64) -> Option<u64> {
 
 /// State, ledger and memory rendered (everything of the preamble but the
 /// summary), empty when there is none of them.
+/// Tokens of the preamble (the first message) a context built from
+/// `input` starts with, before any overflow guard: what a compaction leaves
+/// behind besides the un-compacted messages. `input.messages` is ignored.
+pub fn preamble_tokens(input: &ContextInput<'_>, estimator: &dyn TokenEstimator) -> u64 {
+    estimator.count(&render_preamble(input.summary, &render_rest(input)))
+}
+
 fn render_rest(input: &ContextInput<'_>) -> String {
     let mut rest = String::new();
     let state = input.state.render();

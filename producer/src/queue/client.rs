@@ -334,7 +334,7 @@ impl std::fmt::Debug for Queue {
 }
 
 /// `redis://user:secret@host:6379/0` → `redis://***@host:6379/0`.
-pub(crate) fn redact(url: &str) -> String {
+pub fn redact_url(url: &str) -> String {
     match (url.find("://"), url.rfind('@')) {
         (Some(scheme), Some(at)) if at > scheme => {
             format!("{}***{}", &url[..scheme + 3], &url[at..])
@@ -348,7 +348,7 @@ impl Queue {
     pub async fn connect(redis_url: &str, config: QueueConfig) -> Result<Queue, QueueError> {
         config.validate()?;
         let connect_err = |source| QueueError::Connect {
-            target: redact(redis_url),
+            target: redact_url(redis_url),
             source,
         };
         let client = redis::Client::open(redis_url).map_err(connect_err)?;
@@ -363,7 +363,7 @@ impl Queue {
             keys: Keys::new(&config.name),
             config,
             client,
-            target: redact(redis_url),
+            target: redact_url(redis_url),
             conn,
             scripts: std::sync::Arc::new(Scripts::new()),
         };
@@ -460,14 +460,51 @@ impl Queue {
 
     /// Subscribes to the queue's wake-up channel on a connection of its
     /// own: an idle worker waits on it instead of polling.
-    pub async fn subscribe_wakeups(&self) -> Result<WakeSubscription, QueueError> {
+    pub async fn subscribe_wakeups(&self) -> Result<Subscription, QueueError> {
+        self.subscribe(Channel::Exact(self.keys.wake_channel()))
+            .await
+    }
+
+    /// Subscribes to the release announcements of every entity of the
+    /// queue (see [`Queue::publish_release`]): chat-side waiters listen on
+    /// one such subscription per process.
+    pub async fn subscribe_releases(&self) -> Result<Subscription, QueueError> {
+        self.subscribe(Channel::Pattern(self.keys.released_pattern()))
+            .await
+    }
+
+    /// Announces that `key`'s entity lease was released (its compaction
+    /// ended, one way or another), with what happened as the message.
+    /// Returns how many subscribers received it.
+    pub async fn publish_release(
+        &self,
+        key: &EntityKey,
+        event: &crate::events::CompactionEvent,
+    ) -> Result<u64, QueueError> {
+        let message = serde_json::to_string(event).map_err(|e| QueueError::Protocol {
+            op: "publish_release",
+            detail: e.to_string(),
+        })?;
+        let mut conn = self.conn.clone();
+        redis::cmd("PUBLISH")
+            .arg(self.keys.released_channel(key))
+            .arg(message)
+            .query_async(&mut conn)
+            .await
+            .map_err(redis_error("publish_release"))
+    }
+
+    async fn subscribe(&self, channel: Channel) -> Result<Subscription, QueueError> {
         let connect_err = |source| QueueError::Connect {
             target: self.target.clone(),
             source,
         };
         let subscribe = async {
             let mut pubsub = self.client.get_async_pubsub().await?;
-            pubsub.subscribe(self.keys.wake_channel()).await?;
+            match &channel {
+                Channel::Exact(name) => pubsub.subscribe(name).await?,
+                Channel::Pattern(pattern) => pubsub.psubscribe(pattern).await?,
+            }
             Ok(pubsub)
         };
         let pubsub = tokio::time::timeout(self.config.connect_timeout, subscribe)
@@ -478,7 +515,7 @@ impl Queue {
             })?
             .map_err(connect_err)?;
         let (sink, stream) = pubsub.split();
-        Ok(WakeSubscription {
+        Ok(Subscription {
             sink,
             stream,
             response_timeout: self.config.response_timeout,
@@ -979,31 +1016,47 @@ fn first_claim(settled: Settled) -> ClaimOutcome {
         })
 }
 
-/// A subscription to a queue's wake-up channel (see
-/// [`Queue::subscribe_wakeups`]).
-pub struct WakeSubscription {
+/// What a subscription listens to.
+enum Channel {
+    Exact(String),
+    Pattern(String),
+}
+
+/// One message received on a subscription.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Notice {
+    pub channel: String,
+    pub payload: Vec<u8>,
+}
+
+/// A pub/sub subscription on a connection of its own (see
+/// [`Queue::subscribe_wakeups`] and [`Queue::subscribe_releases`]).
+pub struct Subscription {
     sink: PubSubSink,
     stream: PubSubStream,
     response_timeout: Duration,
 }
 
-impl std::fmt::Debug for WakeSubscription {
+impl std::fmt::Debug for Subscription {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("WakeSubscription").finish_non_exhaustive()
+        f.debug_struct("Subscription").finish_non_exhaustive()
     }
 }
 
-impl WakeSubscription {
-    /// Waits for the next announcement. While none comes, checks every
+impl Subscription {
+    /// Waits for the next message. While none comes, checks every
     /// `check_every` that the connection still answers, because a
     /// subscription on a dead connection would otherwise wait in silence.
     /// An error means the subscription is broken: subscribe again.
-    pub async fn next(&mut self, check_every: Duration) -> Result<(), QueueError> {
+    pub async fn next(&mut self, check_every: Duration) -> Result<Notice, QueueError> {
         loop {
             tokio::select! {
                 message = self.stream.next() => {
                     return match message {
-                        Some(_) => Ok(()),
+                        Some(msg) => Ok(Notice {
+                            channel: msg.get_channel_name().to_owned(),
+                            payload: msg.get_payload_bytes().to_owned(),
+                        }),
                         None => Err(QueueError::Protocol {
                             op: "subscribe",
                             detail: "the subscription's connection closed".into(),
@@ -1091,9 +1144,12 @@ mod tests {
     #[test]
     fn urls_are_redacted() {
         assert_eq!(
-            redact("redis://user:secret@host:6379/0"),
+            redact_url("redis://user:secret@host:6379/0"),
             "redis://***@host:6379/0"
         );
-        assert_eq!(redact("redis://127.0.0.1:6379"), "redis://127.0.0.1:6379");
+        assert_eq!(
+            redact_url("redis://127.0.0.1:6379"),
+            "redis://127.0.0.1:6379"
+        );
     }
 }

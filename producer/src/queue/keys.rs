@@ -130,6 +130,26 @@ impl Keys {
         format!("{}wake", self.prefix)
     }
 
+    /// Pub/sub channel announcing that `key`'s entity lease was released
+    /// (its compaction ended); chat-side waiters listen on
+    /// [`Keys::released_pattern`].
+    pub fn released_channel(&self, key: &EntityKey) -> String {
+        format!("{}released:{}", self.prefix, key.job_key())
+    }
+
+    /// Pattern matching every entity's release channel. The prefix holds no
+    /// glob characters (`*`, `?`, `[`, `\`): queue names are validated.
+    pub fn released_pattern(&self) -> String {
+        format!("{}released:*", self.prefix)
+    }
+
+    /// The member (`compact:{domain}:{entity_id}`) a release channel names.
+    pub fn member_of_released<'c>(&self, channel: &'c str) -> Option<&'c str> {
+        channel
+            .strip_prefix(self.prefix.as_str())?
+            .strip_prefix("released:")
+    }
+
     /// Sorted set of finished jobs (retention), scored by finish time.
     pub fn done(&self) -> String {
         format!("{}done", self.prefix)

@@ -17,6 +17,9 @@ pub struct Job {
     pub job_id: u64,
     /// 1 on the first attempt.
     pub attempt: u32,
+    /// Attempts in all (the retry policy's); `attempt == max_attempts` is
+    /// the last chance, when a handler should fall back rather than fail.
+    pub max_attempts: u32,
     /// The queue lease of this attempt. Fence the final commit with it: a
     /// commit that presents a token other than the entity's current one
     /// must change nothing (the lease was lost and someone else runs now).
@@ -25,15 +28,21 @@ pub struct Job {
 }
 
 impl Job {
-    pub(crate) fn new(claimed: &ClaimedJob, cancel: CancellationToken) -> Job {
+    pub(crate) fn new(claimed: &ClaimedJob, max_attempts: u32, cancel: CancellationToken) -> Job {
         Job {
             key: claimed.key.clone(),
             trigger: claimed.payload.trigger.clone(),
             job_id: claimed.job_id,
             attempt: claimed.attempt,
+            max_attempts,
             lease_token: claimed.lease_token.clone(),
             cancel,
         }
+    }
+
+    /// Whether no retry follows a failure of this attempt.
+    pub fn is_last_attempt(&self) -> bool {
+        self.attempt >= self.max_attempts
     }
 
     /// Whether the attempt was cancelled (lease lost, lock duration over,

@@ -38,7 +38,7 @@ pub(crate) async fn run(shared: Arc<Shared>) {
                 loop {
                     tokio::select! {
                         woken = subscription.next(shared.config.check_interval) => match woken {
-                            Ok(()) => shared.wake.notify_one(),
+                            Ok(_) => shared.wake.notify_one(),
                             Err(error) => {
                                 shared.count_error("subscribe", &error);
                                 break;

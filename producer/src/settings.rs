@@ -1,0 +1,157 @@
+//! Loading configuration, the same way for every binary: the defaults of
+//! `config/default.toml` (compiled in), then an optional file
+//! (`--config FILE`), then environment variables `COMPACTOR__SECTION__KEY`
+//! (e.g. `COMPACTOR__WORKER__CONCURRENCY=4`), then the conventional
+//! `REDIS_URL` and `DATABASE_URL`. Each binary deserializes the sections it
+//! knows into its own typed settings; a key that is misspelt or of the wrong
+//! type is refused with its dotted name.
+
+use std::path::Path;
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+/// `config/default.toml`, as shipped: every key with its default.
+pub const DEFAULT_TOML: &str = include_str!("../../config/default.toml");
+
+/// Why configuration could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum SettingsError {
+    #[error("cannot read configuration file {path}: {detail}")]
+    File { path: String, detail: String },
+    #[error("invalid configuration: {0}")]
+    Invalid(String),
+}
+
+/// Loads `T` from the layers described in the module docs.
+pub fn load<T: DeserializeOwned>(file: Option<&Path>) -> Result<T, SettingsError> {
+    load_from(file, std::env::vars())
+}
+
+/// [`load`] with the environment given (so tests need not change the
+/// process environment).
+pub fn load_from<T, I>(file: Option<&Path>, env: I) -> Result<T, SettingsError>
+where
+    T: DeserializeOwned,
+    I: IntoIterator<Item = (String, String)>,
+{
+    let mut builder = config::Config::builder().add_source(config::File::from_str(
+        DEFAULT_TOML,
+        config::FileFormat::Toml,
+    ));
+    if let Some(path) = file {
+        if !path.is_file() {
+            return Err(SettingsError::File {
+                path: path.display().to_string(),
+                detail: "no such file".into(),
+            });
+        }
+        builder = builder.add_source(
+            config::File::from(path)
+                .format(config::FileFormat::Toml)
+                .required(true),
+        );
+    }
+    let mut env_map = config::Map::new();
+    let mut conventional = Vec::new();
+    for (name, value) in env {
+        if let Some(rest) = name.strip_prefix("COMPACTOR__") {
+            env_map.insert(format!("COMPACTOR__{rest}"), value);
+        } else if name == "REDIS_URL" {
+            conventional.push(("redis.url", value));
+        } else if name == "DATABASE_URL" {
+            conventional.push(("database.url", value));
+        }
+    }
+    builder = builder.add_source(
+        config::Environment::with_prefix("COMPACTOR")
+            .prefix_separator("__")
+            .separator("__")
+            .try_parsing(true)
+            .list_separator(",")
+            .with_list_parse_key("engine.prune.protected_tools")
+            .with_list_parse_key("engine.transcript.tools.names")
+            .with_list_parse_key("engine.transcript.tools.prefixes")
+            .source(Some(env_map)),
+    );
+    for (key, value) in conventional {
+        builder = builder
+            .set_override(key, value)
+            .map_err(|e| SettingsError::Invalid(e.to_string()))?;
+    }
+    let loaded = builder.build().map_err(|e| match e {
+        config::ConfigError::Foreign(inner) => SettingsError::File {
+            path: file.map(|p| p.display().to_string()).unwrap_or_default(),
+            detail: inner.to_string(),
+        },
+        other => SettingsError::Invalid(other.to_string()),
+    })?;
+    loaded
+        .try_deserialize()
+        .map_err(|e| SettingsError::Invalid(e.to_string()))
+}
+
+/// A connection URL that may carry a password: shown redacted in logs,
+/// `Debug` and errors; [`ConnectionUrl::expose`] gives the real one.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct ConnectionUrl(String);
+
+impl ConnectionUrl {
+    pub fn new(url: impl Into<String>) -> ConnectionUrl {
+        ConnectionUrl(url.into())
+    }
+
+    /// The URL itself, for connecting. Never log it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+
+    /// `scheme://***@host/…` when the URL has credentials.
+    pub fn redacted(&self) -> String {
+        crate::queue::redact_url(&self.0)
+    }
+}
+
+impl std::fmt::Debug for ConnectionUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.redacted())
+    }
+}
+
+impl std::fmt::Display for ConnectionUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.redacted())
+    }
+}
+
+/// `[database]`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DatabaseSettings {
+    /// `sqlite://file?mode=rwc` (the embedded default) or `postgres://…`.
+    pub url: ConnectionUrl,
+}
+
+impl Default for DatabaseSettings {
+    fn default() -> Self {
+        DatabaseSettings {
+            url: ConnectionUrl::new("sqlite://compactor.db?mode=rwc"),
+        }
+    }
+}
+
+/// `[redis]`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RedisSettings {
+    pub url: ConnectionUrl,
+}
+
+impl Default for RedisSettings {
+    fn default() -> Self {
+        RedisSettings {
+            url: ConnectionUrl::new("redis://127.0.0.1:6379"),
+        }
+    }
+}
