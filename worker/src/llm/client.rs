@@ -1,0 +1,403 @@
+//! The HTTP client: one completion with retries, within the caller's
+//! deadline.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use backon::{BackoffBuilder, ExponentialBuilder};
+use reqwest::header::{HeaderName, HeaderValue, AUTHORIZATION, CONTENT_TYPE};
+use secrecy::{ExposeSecret, SecretString};
+use tokio::time::Instant;
+use tracing::Instrument;
+
+use super::completion::{LlmRequest, LlmResponse};
+use super::config::{LlmConfig, LlmConfigError, Provider};
+use super::error::{classify_status, LlmError};
+use super::{anthropic, metrics, openai, retry_after};
+
+/// Largest reply body read; a longer one is malformed (a summary is a few
+/// thousand tokens).
+pub const MAX_REPLY_BYTES: usize = 8 * 1024 * 1024;
+
+/// The wire protocol of a network provider.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Api {
+    OpenAi,
+    Anthropic,
+}
+
+impl Api {
+    fn name(self) -> &'static str {
+        match self {
+            Api::OpenAi => Provider::OpenAi.as_str(),
+            Api::Anthropic => Provider::Anthropic.as_str(),
+        }
+    }
+}
+
+/// A client of one configured provider and model. Cheap to clone.
+#[derive(Clone)]
+pub struct LlmClient {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    api: Api,
+    model: String,
+    endpoint: String,
+    http: reqwest::Client,
+    config: LlmConfig,
+    key: Option<SecretString>,
+    /// The key's header, marked sensitive.
+    auth: Option<(HeaderName, HeaderValue)>,
+}
+
+impl fmt::Debug for LlmClient {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let i = &self.inner;
+        f.debug_struct("LlmClient")
+            .field("provider", &i.api.name())
+            .field("model", &i.model)
+            .field("endpoint", &without_credentials(&i.endpoint))
+            .field("api_key", &i.key.as_ref().map(|_| "[redacted]"))
+            .finish_non_exhaustive()
+    }
+}
+
+/// `url` without a user name or password (a gateway URL may carry them).
+fn without_credentials(url: &str) -> String {
+    match reqwest::Url::parse(url) {
+        Ok(mut u) if !u.username().is_empty() || u.password().is_some() => {
+            // Cannot fail for the http(s) URLs validation lets through.
+            let _ = u.set_username("");
+            let _ = u.set_password(None);
+            u.to_string()
+        }
+        _ => url.to_owned(),
+    }
+}
+
+/// A failed attempt and when the server said to come back (kept apart
+/// from the error because a 5xx may carry a `Retry-After` too).
+struct Failure {
+    error: LlmError,
+    retry_after: Option<Duration>,
+}
+
+impl From<LlmError> for Failure {
+    fn from(error: LlmError) -> Self {
+        Failure {
+            error,
+            retry_after: None,
+        }
+    }
+}
+
+impl LlmClient {
+    /// Validates `config`, reads the key from the environment variable it
+    /// names, and builds the HTTP client. Fails for `extractive` (nothing to
+    /// build) and when a required key is missing (the message names the
+    /// variable, never a value).
+    pub fn from_config(config: &LlmConfig) -> Result<LlmClient, LlmError> {
+        let key = config
+            .effective_api_key_env()
+            .and_then(|name| std::env::var(name).ok())
+            .filter(|k| !k.trim().is_empty())
+            .map(SecretString::from);
+        LlmClient::new(config, key)
+    }
+
+    /// As [`LlmClient::from_config`], with the key given (from a secrets
+    /// file, a vault, a test) instead of read from the environment.
+    pub fn new(config: &LlmConfig, api_key: Option<SecretString>) -> Result<LlmClient, LlmError> {
+        config.validate()?;
+        let api = match config.provider {
+            Provider::Extractive => return Err(LlmConfigError::Extractive.into()),
+            Provider::OpenAi => Api::OpenAi,
+            Provider::Anthropic => Api::Anthropic,
+        };
+        let env_var = config
+            .effective_api_key_env()
+            .unwrap_or_default()
+            .to_owned();
+        let key = api_key.filter(|k| !k.expose_secret().trim().is_empty());
+        if key.is_none() && config.api_key_required() {
+            return Err(LlmConfigError::MissingApiKey {
+                provider: api.name(),
+                env_var,
+            }
+            .into());
+        }
+        let auth = match &key {
+            None => None,
+            Some(key) => {
+                let (name, value) = match api {
+                    Api::OpenAi => (
+                        AUTHORIZATION,
+                        format!("Bearer {}", key.expose_secret().trim()),
+                    ),
+                    Api::Anthropic => (
+                        HeaderName::from_static("x-api-key"),
+                        key.expose_secret().trim().to_owned(),
+                    ),
+                };
+                let mut value = HeaderValue::from_str(&value)
+                    .map_err(|_| LlmConfigError::InvalidApiKey { env_var })?;
+                value.set_sensitive(true);
+                Some((name, value))
+            }
+        };
+        let base = config.effective_base_url().unwrap_or_default();
+        let endpoint = match api {
+            Api::OpenAi => openai::endpoint(base),
+            Api::Anthropic => anthropic::endpoint(base),
+        };
+        let http = reqwest::Client::builder()
+            .use_rustls_tls()
+            .user_agent(concat!("compactor/", env!("CARGO_PKG_VERSION")))
+            .connect_timeout(config.request_timeout.min(Duration::from_secs(30)))
+            .build()
+            .map_err(|e| LlmConfigError::HttpClient(e.to_string()))?;
+        Ok(LlmClient {
+            inner: Arc::new(Inner {
+                api,
+                model: config.effective_model().to_owned(),
+                endpoint,
+                http,
+                config: config.clone(),
+                key,
+                auth,
+            }),
+        })
+    }
+
+    /// The model requests ask for (`compaction_model`, else `model`).
+    pub fn model(&self) -> &str {
+        &self.inner.model
+    }
+
+    /// `openai` or `anthropic`, as in the configuration and metric labels.
+    pub fn provider(&self) -> &'static str {
+        self.inner.api.name()
+    }
+
+    /// The configuration the client was built from.
+    pub fn config(&self) -> &LlmConfig {
+        &self.inner.config
+    }
+
+    /// One completion, with retries. A retryable failure is retried at
+    /// most `max_retries` times, after an exponential backoff with jitter
+    /// (from `retry_base_delay`, doubling, capped by `retry_max_delay`) and
+    /// never sooner than the server's `Retry-After` (capped by
+    /// `max_retry_after`). Nothing runs past `deadline`: each request's
+    /// timeout is the smaller of `request_timeout` and the time left, and a
+    /// wait that would reach the deadline ends the retries with
+    /// [`LlmError::DeadlineExceeded`]. Other failures return at once; when
+    /// the retries are used up, the last failure is returned.
+    pub async fn complete(
+        &self,
+        request: &LlmRequest<'_>,
+        deadline: Instant,
+    ) -> Result<LlmResponse, LlmError> {
+        let config = &self.inner.config;
+        let mut backoff = ExponentialBuilder::new()
+            .with_min_delay(config.retry_base_delay)
+            .with_max_delay(config.retry_max_delay)
+            .with_factor(2.0)
+            .with_jitter()
+            .with_max_times(usize::try_from(config.max_retries).unwrap_or(usize::MAX))
+            .build();
+        let mut attempt: u32 = 0;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(LlmError::DeadlineExceeded {
+                    attempts: attempt,
+                    last: Box::new(LlmError::Timeout {
+                        after: Duration::ZERO,
+                    }),
+                });
+            }
+            attempt += 1;
+            let timeout = config.request_timeout.min(left);
+            let span = tracing::info_span!(
+                "llm_request",
+                provider = self.provider(),
+                model = %self.inner.model,
+                attempt
+            );
+            let failure = match self.attempt(request, timeout).instrument(span).await {
+                Ok(response) => return Ok(response),
+                Err(failure) => failure,
+            };
+            let error = failure.error;
+            if !error.is_retryable() {
+                return Err(error);
+            }
+            let Some(step) = backoff.next() else {
+                return Err(error);
+            };
+            // Jitter may double a step; the configured maximum still holds.
+            let step = step.min(config.retry_max_delay);
+            let delay = match failure.retry_after {
+                Some(after) => step.max(after.min(config.max_retry_after)),
+                None => step,
+            };
+            if Instant::now() + delay >= deadline {
+                tracing::warn!(
+                    provider = self.provider(),
+                    attempt,
+                    status = error.status(),
+                    outcome = error.outcome_label(),
+                    delay = ?delay,
+                    %error,
+                    "LLM request failed; no time left before the deadline to retry"
+                );
+                return Err(LlmError::DeadlineExceeded {
+                    attempts: attempt,
+                    last: Box::new(error),
+                });
+            }
+            metrics::retried(self.provider());
+            tracing::warn!(
+                provider = self.provider(),
+                attempt,
+                status = error.status(),
+                outcome = error.outcome_label(),
+                delay = ?delay,
+                %error,
+                "LLM request failed; retrying"
+            );
+            tokio::time::sleep(delay).await;
+        }
+    }
+
+    /// One HTTP request, bounded by `timeout` from sending to the last
+    /// byte of the reply, and recorded in the metrics.
+    async fn attempt(
+        &self,
+        request: &LlmRequest<'_>,
+        timeout: Duration,
+    ) -> Result<LlmResponse, Failure> {
+        tracing::debug!(
+            system_chars = request.system.len(),
+            user_chars = request.user.len(),
+            max_output_tokens = request.max_output_tokens,
+            "sending LLM request"
+        );
+        let started = Instant::now();
+        let result = match tokio::time::timeout(timeout, self.exchange(request, timeout)).await {
+            Ok(result) => result,
+            Err(_elapsed) => Err(LlmError::Timeout { after: timeout }.into()),
+        };
+        let outcome = match &result {
+            Ok(_) => "ok",
+            Err(failure) => failure.error.outcome_label(),
+        };
+        metrics::request_finished(self.provider(), outcome, started.elapsed());
+        match &result {
+            Ok(response) => tracing::debug!(
+                text_chars = response.text.len(),
+                input_tokens = response.usage.input_tokens,
+                output_tokens = response.usage.output_tokens,
+                truncated = response.truncated,
+                "LLM reply"
+            ),
+            Err(failure) => tracing::debug!(outcome, error = %failure.error, "LLM request failed"),
+        }
+        result
+    }
+
+    async fn exchange(
+        &self,
+        request: &LlmRequest<'_>,
+        timeout: Duration,
+    ) -> Result<LlmResponse, Failure> {
+        let inner = &self.inner;
+        let temperature = inner.config.temperature;
+        let body = match inner.api {
+            Api::OpenAi => openai::body(&inner.model, request, temperature),
+            Api::Anthropic => anthropic::body(&inner.model, request, temperature),
+        };
+        let mut builder = inner
+            .http
+            .post(&inner.endpoint)
+            .header(CONTENT_TYPE, "application/json")
+            .body(body);
+        if inner.api == Api::Anthropic {
+            builder = builder.header("anthropic-version", anthropic::API_VERSION);
+        }
+        if let Some((name, value)) = &inner.auth {
+            builder = builder.header(name.clone(), value.clone());
+        }
+        let response = builder
+            .send()
+            .await
+            .map_err(|e| LlmError::from_transport(e, timeout))?;
+        let status = response.status();
+        let retry_after = retry_after::from_headers(response.headers(), chrono::Utc::now());
+        let body = read_body(response, timeout).await?;
+        let key = inner.key.as_ref().map(|k| k.expose_secret().trim());
+        if !status.is_success() {
+            let error = classify_status(status, retry_after, &body, key);
+            return Err(Failure { error, retry_after });
+        }
+        let response = match inner.api {
+            Api::OpenAi => openai::parse(&body, &inner.model, key),
+            Api::Anthropic => anthropic::parse(&body, &inner.model, key),
+        }?;
+        metrics::tokens_used(self.provider(), response.usage);
+        if response.text.trim().is_empty() {
+            return Err(LlmError::Empty.into());
+        }
+        Ok(response)
+    }
+}
+
+/// Reads the reply body, at most [`MAX_REPLY_BYTES`].
+async fn read_body(
+    mut response: reqwest::Response,
+    timeout: Duration,
+) -> Result<Vec<u8>, LlmError> {
+    let mut body = Vec::new();
+    while let Some(chunk) = response
+        .chunk()
+        .await
+        .map_err(|e| LlmError::from_transport(e, timeout))?
+    {
+        if body.len() + chunk.len() > MAX_REPLY_BYTES {
+            return Err(LlmError::Malformed {
+                detail: format!("reply longer than {MAX_REPLY_BYTES} bytes"),
+            });
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_shows_neither_the_key_nor_url_credentials() {
+        let config = LlmConfig {
+            provider: Provider::OpenAi,
+            base_url: Some("https://user:hunter2@gateway.example/v1".into()),
+            model: "m".into(),
+            ..LlmConfig::default()
+        };
+        let client = LlmClient::new(&config, Some(SecretString::from("sk-xyz-secret"))).unwrap();
+        let debug = format!("{client:?}");
+        assert!(
+            !debug.contains("sk-xyz-secret") && !debug.contains("hunter2"),
+            "{debug}"
+        );
+        assert!(
+            debug.contains("https://gateway.example/v1/chat/completions"),
+            "{debug}"
+        );
+    }
+}

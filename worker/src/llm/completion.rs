@@ -1,0 +1,39 @@
+//! One completion request and its reply, independent of the provider.
+
+/// What to ask the model (a [`compactor_shared::prompt::Prompt`] borrowed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LlmRequest<'a> {
+    pub system: &'a str,
+    pub user: &'a str,
+    pub max_output_tokens: u64,
+}
+
+impl<'a> From<&'a compactor_shared::prompt::Prompt> for LlmRequest<'a> {
+    fn from(prompt: &'a compactor_shared::prompt::Prompt) -> Self {
+        LlmRequest {
+            system: &prompt.system,
+            user: &prompt.user,
+            max_output_tokens: prompt.max_output_tokens,
+        }
+    }
+}
+
+/// The model's answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LlmResponse {
+    /// The text content (never empty: an empty reply is [`super::LlmError::Empty`]).
+    pub text: String,
+    /// The model that answered, as the server reports it (the requested one
+    /// when it does not say).
+    pub model: String,
+    pub usage: TokenUsage,
+    /// The model stopped on the output-token limit: `text` may end mid-way.
+    pub truncated: bool,
+}
+
+/// Tokens the server counted; zero when it did not report them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TokenUsage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+}

@@ -1,0 +1,68 @@
+//! The LLM clients' metrics (ARCHITECTURE.md §6): their names, help texts,
+//! and the only place they are recorded. Labels are bounded: `provider`
+//! (openai, anthropic), `outcome` ([`OUTCOMES`]), `direction` (input,
+//! output) — never error text, never the key.
+
+use std::time::Duration;
+
+use super::completion::TokenUsage;
+
+/// Counter: HTTP requests to the LLM, by `provider` and `outcome`.
+pub const LLM_REQUESTS_TOTAL: &str = "compactor_llm_requests_total";
+/// Histogram: duration of one HTTP request (reading the reply included),
+/// by `provider` and `outcome`.
+pub const LLM_REQUEST_SECONDS: &str = "compactor_llm_request_seconds";
+/// Counter: tokens the server reported, by `provider` and `direction`.
+pub const LLM_TOKENS_TOTAL: &str = "compactor_llm_tokens_total";
+/// Counter: requests sent again after a retryable failure, by `provider`.
+pub const LLM_RETRIES_TOTAL: &str = "compactor_llm_retries_total";
+
+/// Every value of the `outcome` label.
+pub const OUTCOMES: [&str; 10] = [
+    "ok",
+    "rate_limited",
+    "server_error",
+    "timeout",
+    "connect",
+    "context_length",
+    "bad_request",
+    "auth",
+    "malformed",
+    "empty",
+];
+
+/// Registers the help texts with the installed recorder.
+pub fn describe() {
+    metrics::describe_counter!(LLM_REQUESTS_TOTAL, "HTTP requests to the LLM, by outcome");
+    metrics::describe_histogram!(
+        LLM_REQUEST_SECONDS,
+        metrics::Unit::Seconds,
+        "Duration of one HTTP request to the LLM, by outcome"
+    );
+    metrics::describe_counter!(LLM_TOKENS_TOTAL, "Tokens the LLM reported, by direction");
+    metrics::describe_counter!(
+        LLM_RETRIES_TOTAL,
+        "LLM requests sent again after a retryable failure"
+    );
+}
+
+/// One HTTP attempt ended with `outcome` after `elapsed`.
+pub(crate) fn request_finished(provider: &'static str, outcome: &'static str, elapsed: Duration) {
+    metrics::counter!(LLM_REQUESTS_TOTAL, "provider" => provider, "outcome" => outcome)
+        .increment(1);
+    metrics::histogram!(LLM_REQUEST_SECONDS, "provider" => provider, "outcome" => outcome)
+        .record(elapsed.as_secs_f64());
+}
+
+/// The server reported `usage`.
+pub(crate) fn tokens_used(provider: &'static str, usage: TokenUsage) {
+    metrics::counter!(LLM_TOKENS_TOTAL, "provider" => provider, "direction" => "input")
+        .increment(usage.input_tokens);
+    metrics::counter!(LLM_TOKENS_TOTAL, "provider" => provider, "direction" => "output")
+        .increment(usage.output_tokens);
+}
+
+/// A failed request is about to be sent again.
+pub(crate) fn retried(provider: &'static str) {
+    metrics::counter!(LLM_RETRIES_TOTAL, "provider" => provider).increment(1);
+}

@@ -1,0 +1,783 @@
+//! The LLM clients against a fake LLM at the HTTP boundary: a wiremock
+//! server on loopback speaking the OpenAI and Anthropic wire formats, real
+//! HTTP, real timeouts. Delays are short; every wait asserted is the
+//! client's own.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
+
+use std::time::Duration;
+
+use compactor_worker::llm::{
+    metrics as llm_metrics, LlmClient, LlmConfig, LlmConfigError, LlmError, LlmRequest,
+    LlmResponse, Provider, TokenUsage,
+};
+use secrecy::SecretString;
+use serde_json::json;
+use tokio::time::Instant;
+use wiremock::matchers::{body_partial_json, header, method, path};
+use wiremock::{Mock, MockServer, ResponseTemplate};
+
+const KEY: &str = "sk-test-DO-NOT-LEAK-4f9a0c";
+
+/// The two wire formats, so each behaviour is checked for both.
+#[derive(Debug, Clone, Copy)]
+enum Api {
+    OpenAi,
+    Anthropic,
+}
+
+const BOTH: [Api; 2] = [Api::OpenAi, Api::Anthropic];
+
+impl Api {
+    fn path(self) -> &'static str {
+        match self {
+            Api::OpenAi => "/v1/chat/completions",
+            Api::Anthropic => "/v1/messages",
+        }
+    }
+
+    fn config(self, server: &MockServer) -> LlmConfig {
+        let (provider, base_url) = match self {
+            Api::OpenAi => (Provider::OpenAi, format!("{}/v1", server.uri())),
+            Api::Anthropic => (Provider::Anthropic, server.uri()),
+        };
+        LlmConfig {
+            provider,
+            base_url: Some(base_url),
+            model: "test-model".into(),
+            request_timeout: Duration::from_secs(5),
+            max_retries: 2,
+            retry_base_delay: Duration::from_millis(20),
+            retry_max_delay: Duration::from_millis(50),
+            max_retry_after: Duration::from_secs(5),
+            ..LlmConfig::default()
+        }
+    }
+
+    fn client(self, server: &MockServer) -> LlmClient {
+        client(&self.config(server))
+    }
+
+    /// A successful reply with `text`, stopping for `stop` (true: on the
+    /// token limit).
+    fn reply(self, text: &str, at_limit: bool) -> serde_json::Value {
+        match self {
+            Api::OpenAi => json!({
+                "id": "chatcmpl-1",
+                "object": "chat.completion",
+                "model": "test-model-2025",
+                "choices": [{
+                    "index": 0,
+                    "message": {"role": "assistant", "content": text},
+                    "finish_reason": if at_limit { "length" } else { "stop" }
+                }],
+                "usage": {"prompt_tokens": 120, "completion_tokens": 30, "total_tokens": 150}
+            }),
+            Api::Anthropic => json!({
+                "id": "msg_1",
+                "type": "message",
+                "role": "assistant",
+                "model": "test-model-2025",
+                "content": [{"type": "text", "text": text}],
+                "stop_reason": if at_limit { "max_tokens" } else { "end_turn" },
+                "usage": {"input_tokens": 120, "output_tokens": 30}
+            }),
+        }
+    }
+
+    fn ok(self, text: &str) -> ResponseTemplate {
+        ResponseTemplate::new(200).set_body_json(self.reply(text, false))
+    }
+
+    fn empty(self) -> ResponseTemplate {
+        let body = match self {
+            Api::OpenAi => json!({
+                "model": "m",
+                "choices": [{"message": {"role": "assistant", "content": null}, "finish_reason": "stop"}]
+            }),
+            Api::Anthropic => json!({"model": "m", "content": [], "stop_reason": "end_turn"}),
+        };
+        ResponseTemplate::new(200).set_body_json(body)
+    }
+}
+
+fn client(config: &LlmConfig) -> LlmClient {
+    LlmClient::new(config, Some(SecretString::from(KEY))).unwrap()
+}
+
+fn request() -> LlmRequest<'static> {
+    LlmRequest {
+        system: "You are a context compactor.",
+        user: "<context-compaction-input>…</context-compaction-input>",
+        max_output_tokens: 1_000,
+    }
+}
+
+fn in_secs(secs: u64) -> Instant {
+    Instant::now() + Duration::from_secs(secs)
+}
+
+async fn mount(server: &MockServer, api: Api, response: ResponseTemplate, times: Option<u64>) {
+    let mock = Mock::given(method("POST"))
+        .and(path(api.path()))
+        .respond_with(response);
+    let mock = match times {
+        Some(n) => mock.up_to_n_times(n).expect(n),
+        None => mock,
+    };
+    mock.mount(server).await;
+}
+
+async fn requests(server: &MockServer) -> usize {
+    server.received_requests().await.unwrap().len()
+}
+
+async fn complete(client: &LlmClient) -> Result<LlmResponse, LlmError> {
+    client.complete(&request(), in_secs(30)).await
+}
+
+fn assert_no_key(text: &str) {
+    assert!(!text.contains(KEY), "the key leaked: {text}");
+    assert!(
+        !text.contains("DO-NOT-LEAK"),
+        "part of the key leaked: {text}"
+    );
+}
+
+#[tokio::test]
+async fn success_returns_text_model_and_usage_and_sends_the_key_in_the_right_header() {
+    for api in BOTH {
+        let server = MockServer::start().await;
+        let expected = match api {
+            Api::OpenAi => Mock::given(header("authorization", format!("Bearer {KEY}").as_str()))
+                .and(body_partial_json(json!({
+                    "model": "test-model",
+                    "max_tokens": 1000,
+                    "messages": [
+                        {"role": "system", "content": "You are a context compactor."},
+                        {"role": "user", "content": "<context-compaction-input>…</context-compaction-input>"}
+                    ]
+                }))),
+            Api::Anthropic => Mock::given(header("x-api-key", KEY))
+                .and(header("anthropic-version", "2023-06-01"))
+                .and(body_partial_json(json!({
+                    "model": "test-model",
+                    "max_tokens": 1000,
+                    "system": "You are a context compactor.",
+                    "messages": [{"role": "user", "content": "<context-compaction-input>…</context-compaction-input>"}]
+                }))),
+        };
+        expected
+            .and(method("POST"))
+            .and(path(api.path()))
+            .and(header("content-type", "application/json"))
+            .respond_with(api.ok("KEY FACTS:\n- a"))
+            .expect(1)
+            .mount(&server)
+            .await;
+        let c = api.client(&server);
+        assert_eq!(c.model(), "test-model");
+        let r = complete(&c).await.unwrap();
+        assert_eq!(r.text, "KEY FACTS:\n- a", "{api:?}");
+        assert_eq!(r.model, "test-model-2025");
+        assert_eq!(
+            r.usage,
+            TokenUsage {
+                input_tokens: 120,
+                output_tokens: 30
+            }
+        );
+        assert!(!r.truncated);
+        let sent = &server.received_requests().await.unwrap()[0];
+        let other = match api {
+            Api::OpenAi => "x-api-key",
+            Api::Anthropic => "authorization",
+        };
+        assert!(!sent.headers.contains_key(other), "{api:?} sent {other}");
+        assert!(
+            serde_json::from_slice::<serde_json::Value>(&sent.body)
+                .unwrap()
+                .get("temperature")
+                .is_none(),
+            "no temperature unless configured"
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_compaction_model_and_temperature_are_sent_when_configured() {
+    for api in BOTH {
+        let server = MockServer::start().await;
+        Mock::given(body_partial_json(
+            json!({"model": "cheap-model", "temperature": 0.2}),
+        ))
+        .respond_with(api.ok("x"))
+        .expect(1)
+        .mount(&server)
+        .await;
+        let c = client(&LlmConfig {
+            compaction_model: Some("cheap-model".into()),
+            temperature: Some(0.2),
+            ..api.config(&server)
+        });
+        assert_eq!(c.model(), "cheap-model");
+        complete(&c).await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn a_local_openai_compatible_server_needs_no_key() {
+    let server = MockServer::start().await;
+    mount(&server, Api::OpenAi, Api::OpenAi.ok("hi"), Some(1)).await;
+    let c = LlmClient::new(&Api::OpenAi.config(&server), None).unwrap();
+    assert_eq!(complete(&c).await.unwrap().text, "hi");
+    let sent = &server.received_requests().await.unwrap()[0];
+    assert!(!sent.headers.contains_key("authorization"));
+}
+
+#[tokio::test]
+async fn the_key_comes_from_the_named_environment_variable() {
+    let var = format!("COMPACTOR_TEST_LLM_KEY_{}", std::process::id());
+    let server = MockServer::start().await;
+    Mock::given(header("x-api-key", KEY))
+        .respond_with(Api::Anthropic.ok("from env"))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let config = LlmConfig {
+        api_key_env: Some(var.clone()),
+        ..Api::Anthropic.config(&server)
+    };
+    // The only variable this test binary sets, under a name of its own.
+    std::env::set_var(&var, KEY);
+    let c = LlmClient::from_config(&config).unwrap();
+    assert_eq!(complete(&c).await.unwrap().text, "from env");
+    assert_no_key(&format!("{c:?}"));
+}
+
+#[tokio::test]
+async fn a_missing_key_names_the_variable_and_extractive_builds_no_client() {
+    let unset = "COMPACTOR_TEST_LLM_KEY_THAT_IS_NEVER_SET";
+    for provider in [Provider::OpenAi, Provider::Anthropic] {
+        let config = LlmConfig {
+            provider,
+            model: "m".into(),
+            api_key_env: Some(unset.into()),
+            ..LlmConfig::default()
+        };
+        let e = LlmClient::from_config(&config).unwrap_err();
+        assert!(
+            matches!(&e, LlmError::Config(LlmConfigError::MissingApiKey { env_var, .. }) if env_var == unset),
+            "{e:?}"
+        );
+        assert!(e.to_string().contains(unset));
+        assert!(!e.is_retryable());
+    }
+    let e = LlmClient::from_config(&LlmConfig::default()).unwrap_err();
+    assert!(matches!(e, LlmError::Config(LlmConfigError::Extractive)));
+    let e = LlmClient::new(
+        &LlmConfig {
+            provider: Provider::OpenAi,
+            ..LlmConfig::default()
+        },
+        Some(SecretString::from(KEY)),
+    )
+    .unwrap_err();
+    assert!(matches!(
+        e,
+        LlmError::Config(LlmConfigError::Invalid { field: "model", .. })
+    ));
+    let e = LlmClient::new(
+        &LlmConfig {
+            provider: Provider::OpenAi,
+            model: "m".into(),
+            ..LlmConfig::default()
+        },
+        Some(SecretString::from("sk-bad\nkey")),
+    )
+    .unwrap_err();
+    assert!(matches!(
+        e,
+        LlmError::Config(LlmConfigError::InvalidApiKey { .. })
+    ));
+    assert!(!e.to_string().contains("sk-bad"));
+}
+
+#[tokio::test]
+async fn a_429_with_retry_after_waits_at_least_that_long_then_succeeds() {
+    for api in BOTH {
+        let server = MockServer::start().await;
+        mount(
+            &server,
+            api,
+            ResponseTemplate::new(429).insert_header("retry-after", "1"),
+            Some(1),
+        )
+        .await;
+        mount(&server, api, api.ok("after the wait"), Some(1)).await;
+        let started = Instant::now();
+        let r = complete(&api.client(&server)).await.unwrap();
+        assert_eq!(r.text, "after the wait");
+        assert!(
+            started.elapsed() >= Duration::from_secs(1),
+            "{api:?}: retried after {:?}",
+            started.elapsed()
+        );
+        assert_eq!(requests(&server).await, 2);
+    }
+}
+
+#[tokio::test]
+async fn anthropic_overloaded_529_is_a_rate_limit_and_retried() {
+    let server = MockServer::start().await;
+    let overloaded =
+        json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}});
+    mount(
+        &server,
+        Api::Anthropic,
+        ResponseTemplate::new(529).set_body_json(overloaded),
+        Some(1),
+    )
+    .await;
+    mount(&server, Api::Anthropic, Api::Anthropic.ok("ok"), Some(1)).await;
+    assert_eq!(
+        complete(&Api::Anthropic.client(&server))
+            .await
+            .unwrap()
+            .text,
+        "ok"
+    );
+}
+
+#[tokio::test]
+async fn a_retry_after_beyond_max_retry_after_is_capped() {
+    for api in BOTH {
+        let server = MockServer::start().await;
+        mount(
+            &server,
+            api,
+            ResponseTemplate::new(429).insert_header("retry-after", "3600"),
+            Some(1),
+        )
+        .await;
+        mount(&server, api, api.ok("soon"), Some(1)).await;
+        let c = client(&LlmConfig {
+            max_retry_after: Duration::from_millis(100),
+            ..api.config(&server)
+        });
+        let started = Instant::now();
+        assert_eq!(complete(&c).await.unwrap().text, "soon");
+        let waited = started.elapsed();
+        assert!(
+            waited >= Duration::from_millis(100) && waited < Duration::from_secs(3),
+            "{api:?}: {waited:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_server_error_is_retried_then_succeeds() {
+    for api in BOTH {
+        let server = MockServer::start().await;
+        mount(
+            &server,
+            api,
+            ResponseTemplate::new(500).set_body_string("internal error"),
+            Some(1),
+        )
+        .await;
+        mount(&server, api, api.ok("second time"), Some(1)).await;
+        assert_eq!(
+            complete(&api.client(&server)).await.unwrap().text,
+            "second time"
+        );
+    }
+}
+
+#[tokio::test]
+async fn retries_exhausted_return_the_last_error() {
+    for api in BOTH {
+        let server = MockServer::start().await;
+        mount(
+            &server,
+            api,
+            ResponseTemplate::new(503).set_body_string("upstream unavailable"),
+            Some(3),
+        )
+        .await;
+        let e = complete(&api.client(&server)).await.unwrap_err();
+        match &e {
+            LlmError::Server { status, excerpt } => {
+                assert_eq!(*status, 503);
+                assert_eq!(excerpt, "upstream unavailable");
+            }
+            other => panic!("{api:?}: {other:?}"),
+        }
+        assert!(e.is_retryable(), "the job may still retry later");
+        assert_eq!(requests(&server).await, 3, "first request + max_retries");
+    }
+}
+
+#[tokio::test]
+async fn a_hanging_server_times_out_and_is_retried() {
+    for api in BOTH {
+        let server = MockServer::start().await;
+        mount(
+            &server,
+            api,
+            api.ok("too late").set_delay(Duration::from_secs(5)),
+            None,
+        )
+        .await;
+        let c = client(&LlmConfig {
+            request_timeout: Duration::from_millis(200),
+            max_retries: 1,
+            ..api.config(&server)
+        });
+        let started = Instant::now();
+        let e = complete(&c).await.unwrap_err();
+        assert!(
+            matches!(e, LlmError::Timeout { after } if after == Duration::from_millis(200)),
+            "{api:?}: {e:?}"
+        );
+        assert!(started.elapsed() < Duration::from_secs(2));
+        assert_eq!(requests(&server).await, 2);
+    }
+}
+
+#[tokio::test]
+async fn a_closed_port_is_a_connect_error() {
+    let port = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().port()
+    };
+    let config = LlmConfig {
+        provider: Provider::OpenAi,
+        base_url: Some(format!("http://127.0.0.1:{port}/v1")),
+        model: "m".into(),
+        max_retries: 1,
+        retry_base_delay: Duration::from_millis(10),
+        retry_max_delay: Duration::from_millis(20),
+        ..LlmConfig::default()
+    };
+    let e = complete(&client(&config)).await.unwrap_err();
+    assert!(matches!(e, LlmError::Connect { .. }), "{e:?}");
+    assert!(e.is_retryable());
+    assert!(!e.to_string().contains(&port.to_string()), "no URL: {e}");
+    assert_no_key(&e.to_string());
+}
+
+#[tokio::test]
+async fn a_malformed_or_truncated_body_is_malformed_and_retried() {
+    for api in BOTH {
+        let full = serde_json::to_string(&api.reply("complete answer", false)).unwrap();
+        let half = full[..full.len() / 2].to_owned();
+        for body in ["<html>502 Bad Gateway</html>".to_owned(), half] {
+            let server = MockServer::start().await;
+            mount(
+                &server,
+                api,
+                ResponseTemplate::new(200).set_body_raw(body.clone(), "application/json"),
+                Some(2),
+            )
+            .await;
+            let c = client(&LlmConfig {
+                max_retries: 1,
+                ..api.config(&server)
+            });
+            let e = complete(&c).await.unwrap_err();
+            assert!(
+                matches!(e, LlmError::Malformed { .. }),
+                "{api:?} {body}: {e:?}"
+            );
+
+            // And a good reply after a malformed one is taken.
+            let server = MockServer::start().await;
+            mount(
+                &server,
+                api,
+                ResponseTemplate::new(200).set_body_raw(body, "application/json"),
+                Some(1),
+            )
+            .await;
+            mount(&server, api, api.ok("fine"), Some(1)).await;
+            assert_eq!(complete(&api.client(&server)).await.unwrap().text, "fine");
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_reply_without_text_is_empty_and_retried() {
+    for api in BOTH {
+        let server = MockServer::start().await;
+        mount(&server, api, api.empty(), Some(2)).await;
+        let c = client(&LlmConfig {
+            max_retries: 1,
+            ..api.config(&server)
+        });
+        let e = complete(&c).await.unwrap_err();
+        assert!(matches!(e, LlmError::Empty), "{api:?}: {e:?}");
+    }
+}
+
+#[tokio::test]
+async fn stopping_on_the_token_limit_returns_the_text_marked_truncated() {
+    for api in BOTH {
+        let server = MockServer::start().await;
+        mount(
+            &server,
+            api,
+            ResponseTemplate::new(200).set_body_json(api.reply("KEY FACTS:\n- cut he", true)),
+            Some(1),
+        )
+        .await;
+        let r = complete(&api.client(&server)).await.unwrap();
+        assert!(r.truncated, "{api:?}");
+        assert_eq!(r.text, "KEY FACTS:\n- cut he");
+    }
+}
+
+#[tokio::test]
+async fn context_length_errors_are_not_retried() {
+    let cases = [
+        (
+            Api::OpenAi,
+            400,
+            json!({"error": {"message": "This model's maximum context length is 128000 tokens. However, your messages resulted in 131000 tokens.", "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}}),
+        ),
+        // vLLM
+        (
+            Api::OpenAi,
+            400,
+            json!({"object": "error", "message": "This model's maximum context length is 8192 tokens. However, you requested 9000 tokens (8000 in the messages, 1000 in the completion).", "type": "BadRequestError", "param": null, "code": 400}),
+        ),
+        // llama.cpp server
+        (
+            Api::OpenAi,
+            400,
+            json!({"error": {"code": 400, "message": "the request exceeds the available context size, try increasing it", "type": "exceed_context_size_error"}}),
+        ),
+        (
+            Api::OpenAi,
+            413,
+            json!({"error": {"message": "Request too large"}}),
+        ),
+        (
+            Api::Anthropic,
+            400,
+            json!({"type": "error", "error": {"type": "invalid_request_error", "message": "prompt is too long: 210000 tokens > 200000 maximum"}}),
+        ),
+    ];
+    for (api, status, body) in cases {
+        let server = MockServer::start().await;
+        mount(
+            &server,
+            api,
+            ResponseTemplate::new(status).set_body_json(&body),
+            Some(1),
+        )
+        .await;
+        let e = complete(&api.client(&server)).await.unwrap_err();
+        assert!(e.is_context_length(), "{api:?} {body}: {e:?}");
+        assert!(matches!(e, LlmError::ContextLength { .. }));
+        assert!(!e.is_retryable());
+        assert_eq!(requests(&server).await, 1, "{body}");
+    }
+}
+
+#[tokio::test]
+async fn other_client_errors_and_auth_failures_are_not_retried() {
+    for api in BOTH {
+        for (status, body) in [
+            (401, r#"{"error":{"message":"Invalid API key"}}"#),
+            (403, r#"{"error":{"message":"forbidden"}}"#),
+            (
+                404,
+                r#"{"error":{"message":"The model `test-model` does not exist"}}"#,
+            ),
+        ] {
+            let server = MockServer::start().await;
+            mount(
+                &server,
+                api,
+                ResponseTemplate::new(status).set_body_raw(body, "application/json"),
+                Some(1),
+            )
+            .await;
+            let e = complete(&api.client(&server)).await.unwrap_err();
+            match (status, &e) {
+                (401 | 403, LlmError::Auth { status: s }) => assert_eq!(*s, status),
+                (
+                    404,
+                    LlmError::BadRequest {
+                        status: 404,
+                        excerpt,
+                    },
+                ) => {
+                    assert!(excerpt.contains("does not exist"));
+                }
+                _ => panic!("{api:?} {status}: {e:?}"),
+            }
+            assert!(!e.is_retryable());
+            assert_eq!(requests(&server).await, 1);
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_deadline_shorter_than_the_backoff_stops_at_once() {
+    for api in BOTH {
+        let server = MockServer::start().await;
+        mount(&server, api, ResponseTemplate::new(503), Some(1)).await;
+        let c = client(&LlmConfig {
+            retry_base_delay: Duration::from_secs(10),
+            retry_max_delay: Duration::from_secs(10),
+            ..api.config(&server)
+        });
+        let started = Instant::now();
+        let e = c.complete(&request(), in_secs(3)).await.unwrap_err();
+        assert!(
+            started.elapsed() < Duration::from_secs(1),
+            "gave up at once, not at the deadline"
+        );
+        match e {
+            LlmError::DeadlineExceeded { attempts, last } => {
+                assert_eq!(attempts, 1);
+                assert!(matches!(*last, LlmError::Server { status: 503, .. }));
+            }
+            other => panic!("{api:?}: {other:?}"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_retry_after_past_the_deadline_stops_at_once() {
+    let server = MockServer::start().await;
+    mount(
+        &server,
+        Api::OpenAi,
+        ResponseTemplate::new(429).insert_header("retry-after", "5"),
+        Some(1),
+    )
+    .await;
+    let started = Instant::now();
+    let e = Api::OpenAi
+        .client(&server)
+        .complete(&request(), in_secs(3))
+        .await
+        .unwrap_err();
+    assert!(started.elapsed() < Duration::from_secs(1));
+    assert!(
+        matches!(&e, LlmError::DeadlineExceeded { attempts: 1, .. }),
+        "{e:?}"
+    );
+    assert_eq!(e.retry_after(), Some(Duration::from_secs(5)));
+}
+
+#[tokio::test]
+async fn the_deadline_shortens_the_request_timeout() {
+    for api in BOTH {
+        let server = MockServer::start().await;
+        mount(
+            &server,
+            api,
+            api.ok("never").set_delay(Duration::from_secs(5)),
+            None,
+        )
+        .await;
+        let c = client(&LlmConfig {
+            request_timeout: Duration::from_secs(60),
+            ..api.config(&server)
+        });
+        let started = Instant::now();
+        let deadline = started + Duration::from_millis(300);
+        let e = c.complete(&request(), deadline).await.unwrap_err();
+        let took = started.elapsed();
+        assert!(
+            took >= Duration::from_millis(300) && took < Duration::from_millis(1_500),
+            "{api:?}: {took:?}"
+        );
+        match e {
+            LlmError::DeadlineExceeded { attempts: 1, last } => {
+                assert!(
+                    matches!(*last, LlmError::Timeout { after } if after <= Duration::from_millis(300))
+                );
+            }
+            other => panic!("{api:?}: {other:?}"),
+        }
+        assert_eq!(requests(&server).await, 1);
+    }
+}
+
+#[tokio::test]
+async fn the_key_never_shows_in_debug_or_errors() {
+    for api in BOTH {
+        let server = MockServer::start().await;
+        let echo = format!(r#"{{"error":{{"message":"Incorrect API key provided: {KEY}"}}}}"#);
+        for status in [400, 401, 500] {
+            Mock::given(method("POST"))
+                .respond_with(
+                    ResponseTemplate::new(status).set_body_raw(echo.clone(), "application/json"),
+                )
+                .up_to_n_times(1)
+                .mount(&server)
+                .await;
+            let c = client(&LlmConfig {
+                max_retries: 0,
+                ..api.config(&server)
+            });
+            assert_no_key(&format!("{c:?}"));
+            let e = complete(&c).await.unwrap_err();
+            assert_no_key(&e.to_string());
+            assert_no_key(&format!("{e:?}"));
+            if status != 401 {
+                assert!(e.to_string().contains("[redacted]"), "{e}");
+            }
+        }
+    }
+}
+
+/// The metrics of one retried completion, through a Prometheus recorder
+/// installed for this thread only (the test runs on a current-thread
+/// runtime), so other tests' requests are not counted.
+#[test]
+fn every_attempt_is_counted_with_bounded_labels() {
+    let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+    let handle = recorder.handle();
+    metrics::with_local_recorder(&recorder, || {
+        llm_metrics::describe();
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(async {
+                let server = MockServer::start().await;
+                let api = Api::OpenAi;
+                mount(&server, api, ResponseTemplate::new(500), Some(1)).await;
+                mount(&server, api, api.ok("done"), Some(1)).await;
+                complete(&api.client(&server)).await.unwrap();
+            });
+    });
+    let rendered = handle.render();
+    for line in [
+        r#"compactor_llm_requests_total{provider="openai",outcome="server_error"} 1"#,
+        r#"compactor_llm_requests_total{provider="openai",outcome="ok"} 1"#,
+        r#"compactor_llm_retries_total{provider="openai"} 1"#,
+        r#"compactor_llm_tokens_total{provider="openai",direction="input"} 120"#,
+        r#"compactor_llm_tokens_total{provider="openai",direction="output"} 30"#,
+        r#"compactor_llm_request_seconds_count{provider="openai",outcome="ok"} 1"#,
+    ] {
+        assert!(rendered.contains(line), "missing {line} in\n{rendered}");
+    }
+    assert_no_key(&rendered);
+    for label in rendered
+        .lines()
+        .filter_map(|l| l.split("outcome=\"").nth(1))
+        .filter_map(|rest| rest.split('"').next())
+    {
+        assert!(
+            llm_metrics::OUTCOMES.contains(&label),
+            "unbounded outcome {label}"
+        );
+    }
+}
