@@ -1,3 +1,111 @@
-//! The database schema of compactor. The sea-orm migrations (workstreams,
-//! messages, memory_block_entries, compaction_runs) are added with the
-//! storage work; this crate exists now so the workspace has its final shape.
+//! The database schema of compactor, as sea-orm migrations.
+//!
+//! One migration per table, applied in file-name order:
+//!
+//! | migration | table |
+//! |---|---|
+//! | `m20261122_000001_create_workstreams` | `workstreams`: one row per `(domain, entity_id)`: summary, state, watermark, lease, counters |
+//! | `m20261122_000002_create_messages` | `messages`: every stored message, never deleted, marked `is_compacted` |
+//! | `m20261122_000003_create_memory_block_entries` | `memory_block_entries`: entries until they are folded |
+//! | `m20261122_000004_create_compaction_runs` | `compaction_runs`: one audit row per attempt |
+//!
+//! Every migration is written with the sea-query schema builder only, so the
+//! same code creates the schema on PostgreSQL (production) and SQLite (the
+//! embedded default). Applied migrations are recorded by name in
+//! `seaql_migrations`; [`migration_names`] lists the names this build knows,
+//! so a service can tell a database that is behind (pending migrations) from
+//! one that is ahead of it (written by a newer build).
+
+use sea_orm_migration::prelude::*;
+
+mod m20261122_000001_create_workstreams;
+mod m20261122_000002_create_messages;
+mod m20261122_000003_create_memory_block_entries;
+mod m20261122_000004_create_compaction_runs;
+
+pub use sea_orm_migration::{MigrationTrait, MigratorTrait};
+
+use sea_orm_migration::sea_orm::{DatabaseConnection, EntityTrait, QueryOrder};
+use sea_orm_migration::seaql_migrations;
+
+/// Every migration of this build, oldest first.
+pub struct Migrator;
+
+#[async_trait::async_trait]
+impl MigratorTrait for Migrator {
+    fn migrations() -> Vec<Box<dyn MigrationTrait>> {
+        vec![
+            Box::new(m20261122_000001_create_workstreams::Migration),
+            Box::new(m20261122_000002_create_messages::Migration),
+            Box::new(m20261122_000003_create_memory_block_entries::Migration),
+            Box::new(m20261122_000004_create_compaction_runs::Migration),
+        ]
+    }
+}
+
+/// Names of the migrations this build knows, oldest first (the values the
+/// `version` column of `seaql_migrations` holds once they are applied).
+pub fn migration_names() -> Vec<String> {
+    Migrator::migrations()
+        .iter()
+        .map(|m| m.name().to_owned())
+        .collect()
+}
+
+/// Names of the migrations recorded as applied in the database, oldest
+/// first; empty when the database has never been migrated. Unlike
+/// `MigratorTrait::get_applied_migrations` this neither creates the
+/// bookkeeping table nor fails on names this build does not know, so it can
+/// tell a database that is ahead of this build.
+pub async fn applied_migration_names(db: &DatabaseConnection) -> Result<Vec<String>, DbErr> {
+    let manager = SchemaManager::new(db);
+    if !manager.has_table("seaql_migrations").await? {
+        return Ok(Vec::new());
+    }
+    Ok(seaql_migrations::Entity::find()
+        .order_by_asc(seaql_migrations::Column::Version)
+        .all(db)
+        .await?
+        .into_iter()
+        .map(|m| m.version)
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use sea_orm_migration::sea_orm::Database;
+
+    #[test]
+    fn names_are_the_file_names_in_order() {
+        assert_eq!(
+            migration_names(),
+            [
+                "m20261122_000001_create_workstreams",
+                "m20261122_000002_create_messages",
+                "m20261122_000003_create_memory_block_entries",
+                "m20261122_000004_create_compaction_runs",
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn migrates_an_in_memory_sqlite_database_and_records_every_name() {
+        let db = Database::connect("sqlite::memory:").await.unwrap();
+        assert!(applied_migration_names(&db).await.unwrap().is_empty());
+        Migrator::up(&db, None).await.unwrap();
+        assert_eq!(
+            applied_migration_names(&db).await.unwrap(),
+            migration_names()
+        );
+        Migrator::up(&db, None).await.unwrap();
+        assert_eq!(
+            applied_migration_names(&db).await.unwrap(),
+            migration_names()
+        );
+        Migrator::down(&db, None).await.unwrap();
+        assert!(applied_migration_names(&db).await.unwrap().is_empty());
+    }
+}

@@ -1,1 +1,182 @@
-//! Storage: sea-orm entities and queries (being written).
+//! Storage: the workstreams, their messages, memory-block entries and the
+//! audit trail of compaction runs, in PostgreSQL or SQLite (sea-orm).
+//!
+//! [`Store`] is the repository: every read and write of the service goes
+//! through one of its methods, each of which is one statement or one
+//! transaction, so callers never hold a transaction across an LLM call.
+//!
+//! # Concurrency
+//!
+//! The workstream row is the unit of concurrency control. Appends lock it
+//! (by updating it) *before* they allocate message ids, so ids of one
+//! workstream are committed in the order they were allocated: a reader that
+//! has seen message 12 will never later see a message 11 appear. A
+//! compaction job takes the row's lease ([`Store::take_lease`]) and commits
+//! with a conditional update of the row, fenced on the lease owner and on
+//! the watermark it loaded ([`Store::commit`]): a job whose lease was taken
+//! over, or that raced another job, gets a
+//! [`CommitOutcome::Conflict`] and has written nothing.
+//!
+//! On SQLite every writing transaction starts with `BEGIN IMMEDIATE`, so two
+//! writers queue on the database lock (with a busy timeout) instead of one
+//! of them failing when it upgrades a read lock; on PostgreSQL the row lock
+//! of the conditional update does the same.
+//!
+//! # Layout
+//! - `error`: [`StoreError`].
+//! - `entities`: the sea-orm entities (private).
+//! - `schema`: migrating and [`SchemaStatus`].
+//! - `workstreams`: [`WorkstreamRow`], ensure/get, the breaker.
+//! - `messages`: appending and paging messages.
+//! - `memory`: memory-block entries.
+//! - `lease`: the entity lease.
+//! - `commit`: the fenced commit and the failure path.
+//! - `runs`: the `compaction_runs` audit rows.
+
+use std::time::Duration;
+
+use sea_orm::sqlx::sqlite::SqliteJournalMode;
+use sea_orm::{
+    ConnectOptions, Database, DatabaseConnection, DatabaseTransaction, DbBackend,
+    SqliteTransactionMode, TransactionOptions, TransactionTrait,
+};
+
+mod commit;
+mod convert;
+mod entities;
+mod error;
+mod lease;
+mod memory;
+mod messages;
+mod runs;
+mod schema;
+mod workstreams;
+
+pub use commit::{Commit, CommitOutcome, ConflictReason, MemoryFold, PrunedMessage};
+pub use error::{redact_url, StoreError};
+pub use lease::{Lease, LeaseTaken};
+pub use memory::MemoryEntry;
+pub use messages::{Appended, NewMessage};
+pub use runs::{NewRun, RunOutcome, RunRow};
+pub use schema::SchemaStatus;
+pub use workstreams::{WorkstreamRow, BREAKER_THRESHOLD};
+
+/// How long connecting may take before it is a [`StoreError::ConnectTimeout`]
+/// (and how long an operation waits for a pooled connection).
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a SQLite writer waits for another writer's lock before failing.
+pub const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+/// Connections of a SQLite file pool: WAL lets readers run beside the one
+/// writer; more connections would only queue on the write lock.
+const SQLITE_POOL_SIZE: u32 = 4;
+
+/// The repository. Cheap to clone (it shares one connection pool).
+#[derive(Clone, Debug)]
+pub struct Store {
+    db: DatabaseConnection,
+}
+
+impl Store {
+    /// Connects to `sqlite://path/to/file.db?mode=rwc` (the file is created
+    /// when missing; WAL, foreign keys and a busy timeout are switched on so
+    /// concurrent writers wait instead of failing) or `postgres://…`.
+    ///
+    /// Bounded by [`CONNECT_TIMEOUT`]: an unreachable database is a typed
+    /// error, not a hang. Errors show the URL with its password redacted.
+    pub async fn connect(url: &str) -> Result<Store, StoreError> {
+        let mut options = ConnectOptions::new(url.to_owned());
+        options
+            .connect_timeout(CONNECT_TIMEOUT)
+            .acquire_timeout(CONNECT_TIMEOUT)
+            .sqlx_logging(false);
+        if url.starts_with("sqlite:") {
+            // An in-memory database exists once per connection: it must
+            // have exactly one.
+            let in_memory = url.contains(":memory:") || url.contains("mode=memory");
+            options
+                .max_connections(if in_memory { 1 } else { SQLITE_POOL_SIZE })
+                .map_sqlx_sqlite_opts(|o| {
+                    o.create_if_missing(true)
+                        .journal_mode(SqliteJournalMode::Wal)
+                        .foreign_keys(true)
+                        .busy_timeout(SQLITE_BUSY_TIMEOUT)
+                });
+        }
+        if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            probe_postgres(url).await?;
+        }
+        // The pool's acquire timeout bounds the attempt already; the outer
+        // timeout also covers whatever happens before the pool is built.
+        let attempt = Database::connect(options);
+        match tokio::time::timeout(CONNECT_TIMEOUT + Duration::from_secs(2), attempt).await {
+            Ok(Ok(db)) => Ok(Store { db }),
+            Ok(Err(err)) => Err(StoreError::Connect {
+                url: redact_url(url),
+                detail: error::scrub(&err.to_string(), url),
+            }),
+            Err(_) => Err(StoreError::ConnectTimeout {
+                url: redact_url(url),
+                after: CONNECT_TIMEOUT,
+            }),
+        }
+    }
+
+    /// The underlying connection, for what the repository does not cover
+    /// (tests, ad-hoc admin queries). Writing through it bypasses the
+    /// fences of this module.
+    pub fn connection(&self) -> &DatabaseConnection {
+        &self.db
+    }
+
+    /// Which database this store talks to.
+    pub fn backend(&self) -> DbBackend {
+        self.db.get_database_backend()
+    }
+
+    /// Closes the pool (waits for connections in use to be returned).
+    pub async fn close(self) -> Result<(), StoreError> {
+        self.db.close().await.map_err(StoreError::db("close"))
+    }
+
+    /// Starts a transaction that will write: `BEGIN IMMEDIATE` on SQLite,
+    /// so it takes the write lock up front (waiting up to the busy timeout)
+    /// rather than failing with `SQLITE_BUSY` when a read turns into a write.
+    async fn begin_write(&self, op: &'static str) -> Result<DatabaseTransaction, StoreError> {
+        self.db
+            .begin_with_options(TransactionOptions {
+                sqlite_transaction_mode: Some(SqliteTransactionMode::Immediate),
+                ..TransactionOptions::default()
+            })
+            .await
+            .map_err(StoreError::db(op))
+    }
+}
+
+/// One direct connection before the pool is built. The pool retries a
+/// refused connection until its acquire timeout and then reports only
+/// "pool timed out"; this attempt fails at once with the real reason
+/// (connection refused, authentication failed, unknown database).
+async fn probe_postgres(url: &str) -> Result<(), StoreError> {
+    use sea_orm::sqlx::postgres::PgConnectOptions;
+    use sea_orm::sqlx::{ConnectOptions as _, Connection as _};
+
+    let connect_error = |err: sea_orm::sqlx::Error| StoreError::Connect {
+        url: redact_url(url),
+        detail: error::scrub(&err.to_string(), url),
+    };
+    let attempt = async {
+        let options: PgConnectOptions = url.parse().map_err(connect_error)?;
+        let conn = options.connect().await.map_err(connect_error)?;
+        // The probe's own connection is not needed any more; failing to
+        // close it politely is not a reason to refuse the database.
+        let _ = conn.close().await;
+        Ok(())
+    };
+    match tokio::time::timeout(CONNECT_TIMEOUT, attempt).await {
+        Ok(result) => result,
+        Err(_) => Err(StoreError::ConnectTimeout {
+            url: redact_url(url),
+            after: CONNECT_TIMEOUT,
+        }),
+    }
+}

@@ -1,0 +1,444 @@
+//! The fenced commit of a compaction, and the failure path of a job.
+//!
+//! A compaction job reads the workstream, talks to an LLM for seconds or
+//! minutes, then writes. Meanwhile its lease may have expired and been
+//! taken over, or (after a bug, or a manual intervention) another job may
+//! have committed. The commit therefore writes only if, at the moment of
+//! writing, the job still holds the lease *and* the watermark is the one it
+//! loaded: one conditional `UPDATE` of the workstream row decides, and
+//! everything else of the commit happens in the same transaction, after
+//! it. A refused commit has written nothing (its audit row aside).
+
+use compactor_shared::{MessageId, Part, Summary, WorkstreamState};
+use sea_orm::sea_query::{Expr, ExprTrait};
+use sea_orm::{
+    ColumnTrait, ConnectionTrait, DatabaseTransaction, EntityTrait, QueryFilter, QuerySelect,
+};
+
+use super::convert::{encode, encode_parts, now, to_i64};
+use super::entities::{memory_block_entry, message, workstream};
+use super::lease::{eq_or_null, held_by};
+use super::messages::estimate_of;
+use super::runs::insert_run;
+use super::workstreams::BREAKER_THRESHOLD;
+use super::{NewRun, RunOutcome, Store, StoreError};
+
+/// Ids per `IN (…)` / `NOT IN (…)` list, well under every backend's
+/// bound-parameter limit.
+const ID_LIST_BATCH: usize = 500;
+
+/// Everything a successful compaction writes. See [`Store::commit`].
+#[derive(Debug, Clone)]
+pub struct Commit<'a> {
+    pub workstream_id: i64,
+    /// Fence: the lease owner that took the lease for this job.
+    pub lease_owner: &'a str,
+    /// Fence: the `last_compacted_message_id` the job loaded.
+    pub expected_watermark: Option<MessageId>,
+    /// The newest message the new summary covers.
+    pub new_watermark: MessageId,
+    /// Messages in `(expected_watermark, new_watermark]` that stay
+    /// un-compacted (pinned messages before the cut).
+    pub keep: &'a [MessageId],
+    /// Subtracted from `uncompacted_tokens` (never below 0).
+    pub compacted_tokens: u64,
+    pub summary: &'a Summary,
+    /// Estimated tokens of the preamble (summary + state) now written.
+    pub summary_tokens: u64,
+    pub state: &'a WorkstreamState,
+    /// Some: set `memory_block_summary` and mark these entries folded.
+    pub memory_fold: Option<MemoryFold<'a>>,
+    /// Tail messages whose tool output was pruned: their parts and estimate
+    /// are replaced, and `uncompacted_tokens` moves by the difference.
+    pub pruned: &'a [PrunedMessage],
+    pub just_auto_compacted: bool,
+    /// `true`: the workstream is below its trigger now, the failure count
+    /// and breaker are cleared. `false`: no progress, which counts as a
+    /// failure towards the breaker.
+    pub progress: bool,
+    /// The audit row, inserted in the same transaction.
+    pub run: &'a NewRun,
+}
+
+/// A memory-block fold: the new summary of the block and the entries it
+/// absorbed.
+#[derive(Debug, Clone, Copy)]
+pub struct MemoryFold<'a> {
+    pub summary: &'a str,
+    pub folded: &'a [i64],
+}
+
+/// A message whose tool output was pruned (soft compaction).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PrunedMessage {
+    pub id: MessageId,
+    pub parts: Vec<Part>,
+    pub token_estimate: u64,
+}
+
+/// The result of [`Store::commit`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CommitOutcome {
+    /// Written; the workstream's new `version`.
+    Committed { version: i64 },
+    /// Refused; nothing of the commit was written (a `conflict` run row was).
+    Conflict(ConflictReason),
+}
+
+/// Why a commit was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConflictReason {
+    /// The caller no longer holds the lease (it expired and was taken over,
+    /// or was released).
+    LeaseLost,
+    /// The caller holds the lease but the watermark is not the one it
+    /// loaded: another commit happened in between.
+    WatermarkMoved,
+}
+
+impl Store {
+    /// The fenced commit, in one transaction:
+    ///
+    /// 1. the workstream row is updated only `WHERE is_compacting AND
+    ///    lease_owner = owner AND last_compacted_message_id IS NOT DISTINCT
+    ///    FROM expected`: summary, summary tokens, state, watermark,
+    ///    `uncompacted_tokens -= compacted_tokens`, `version += 1`,
+    ///    `compactions += 1`, `last_compacted_at`, `just_auto_compacted`,
+    ///    the breaker (per `progress`), the memory-block summary, and the
+    ///    lease released;
+    /// 2. messages in `(expected, new]` not in `keep` are marked compacted;
+    /// 3. pruned messages get their new parts and estimate;
+    /// 4. folded memory entries are marked;
+    /// 5. the run row is inserted.
+    ///
+    /// If the fence does not match, the transaction is rolled back, a run
+    /// row with outcome `conflict` is recorded, and the reason is returned.
+    /// Any error (e.g. a pruned message that is not in the workstream) rolls
+    /// everything back: there is never a half-written commit.
+    pub async fn commit(&self, commit: &Commit<'_>) -> Result<CommitOutcome, StoreError> {
+        const OP: &str = "commit";
+        let encoded = Encoded {
+            summary: encode(OP, "summary", commit.summary)?,
+            state: encode(OP, "state", commit.state)?,
+            pruned: commit
+                .pruned
+                .iter()
+                .map(|p| encode_parts(OP, &p.parts))
+                .collect::<Result<_, _>>()?,
+        };
+        let txn = self.begin_write(OP).await?;
+        // On error `txn` is dropped, which rolls it back.
+        match write_commit(&txn, commit, &encoded).await? {
+            Some(version) => {
+                txn.commit().await.map_err(StoreError::db(OP))?;
+                Ok(CommitOutcome::Committed { version })
+            }
+            None => {
+                txn.rollback().await.map_err(StoreError::db(OP))?;
+                let reason = self
+                    .conflict_reason(commit.workstream_id, commit.lease_owner, OP)
+                    .await?;
+                let run = NewRun {
+                    outcome: RunOutcome::Conflict,
+                    ..commit.run.clone()
+                };
+                insert_run(&self.db, commit.workstream_id, &run, OP).await?;
+                Ok(CommitOutcome::Conflict(reason))
+            }
+        }
+    }
+
+    /// The failure path of a job, in one transaction fenced on the lease
+    /// owner: record the run; if `count_failure`, `consecutive_failures +=
+    /// 1` (and at [`BREAKER_THRESHOLD`] the breaker opens at the current
+    /// `last_message_id`); release the lease. Returns `false` when `owner`
+    /// no longer holds the lease: then only the run row is recorded.
+    pub async fn record_failure(
+        &self,
+        workstream_id: i64,
+        owner: &str,
+        run: &NewRun,
+        count_failure: bool,
+    ) -> Result<bool, StoreError> {
+        const OP: &str = "record_failure";
+        let txn = self.begin_write(OP).await?;
+        let mut update = workstream::Entity::update_many();
+        if count_failure {
+            update = update
+                .col_expr(
+                    workstream::Column::ConsecutiveFailures,
+                    Expr::col(workstream::Column::ConsecutiveFailures).add(1),
+                )
+                .col_expr(
+                    workstream::Column::BreakerMessageId,
+                    breaker_after_failure(),
+                );
+        }
+        let res = release(update)
+            .filter(held_by(workstream_id, owner))
+            .exec(&txn)
+            .await
+            .map_err(StoreError::db(OP))?;
+        let held = res.rows_affected == 1;
+        if !held && !exists(&txn, workstream_id, OP).await? {
+            return Err(StoreError::UnknownWorkstream {
+                op: OP,
+                workstream_id,
+            });
+        }
+        insert_run(&txn, workstream_id, run, OP).await?;
+        txn.commit().await.map_err(StoreError::db(OP))?;
+        Ok(held)
+    }
+
+    /// Why the fence did not match, read after the rollback.
+    async fn conflict_reason(
+        &self,
+        workstream_id: i64,
+        owner: &str,
+        op: &'static str,
+    ) -> Result<ConflictReason, StoreError> {
+        let row = workstream::Entity::find_by_id(workstream_id)
+            .one(&self.db)
+            .await
+            .map_err(StoreError::db(op))?
+            .ok_or(StoreError::UnknownWorkstream { op, workstream_id })?;
+        Ok(
+            if row.is_compacting && row.lease_owner.as_deref() == Some(owner) {
+                ConflictReason::WatermarkMoved
+            } else {
+                ConflictReason::LeaseLost
+            },
+        )
+    }
+}
+
+/// JSON encoded before the transaction opens (an encoding failure then
+/// costs no lock).
+struct Encoded {
+    summary: String,
+    state: String,
+    pruned: Vec<String>,
+}
+
+/// Steps 1–5 of [`Store::commit`]. `None`: the fence did not match and
+/// nothing was written.
+async fn write_commit(
+    txn: &DatabaseTransaction,
+    c: &Commit<'_>,
+    encoded: &Encoded,
+) -> Result<Option<i64>, StoreError> {
+    const OP: &str = "commit";
+    use workstream::Column as W;
+    let at = now();
+    let compacted = to_i64(c.compacted_tokens);
+    let mut update = workstream::Entity::update_many()
+        .col_expr(W::CompactionSummary, Expr::value(encoded.summary.as_str()))
+        .col_expr(W::SummaryTokens, Expr::value(to_i64(c.summary_tokens)))
+        .col_expr(W::State, Expr::value(encoded.state.as_str()))
+        .col_expr(W::LastCompactedMessageId, Expr::value(c.new_watermark.0))
+        .col_expr(
+            W::UncompactedTokens,
+            Expr::case(
+                Expr::col(W::UncompactedTokens).gt(compacted),
+                Expr::col(W::UncompactedTokens).sub(compacted),
+            )
+            .finally(0i64)
+            .into(),
+        )
+        .col_expr(W::Version, Expr::col(W::Version).add(1))
+        .col_expr(W::Compactions, Expr::col(W::Compactions).add(1))
+        .col_expr(W::LastCompactedAt, Expr::value(at))
+        .col_expr(W::JustAutoCompacted, Expr::value(c.just_auto_compacted));
+    update = if c.progress {
+        update
+            .col_expr(W::ConsecutiveFailures, Expr::value(0))
+            .col_expr(W::BreakerMessageId, Expr::value(Option::<i64>::None))
+    } else {
+        update
+            .col_expr(
+                W::ConsecutiveFailures,
+                Expr::col(W::ConsecutiveFailures).add(1),
+            )
+            .col_expr(W::BreakerMessageId, breaker_after_failure())
+    };
+    if let Some(fold) = &c.memory_fold {
+        update = update.col_expr(W::MemoryBlockSummary, Expr::value(fold.summary));
+    }
+    let fenced = release(update)
+        .filter(held_by(c.workstream_id, c.lease_owner))
+        .filter(eq_or_null(
+            W::LastCompactedMessageId,
+            c.expected_watermark.map(|m| m.0),
+        ))
+        .exec(txn)
+        .await
+        .map_err(StoreError::db(OP))?;
+    if fenced.rows_affected != 1 {
+        return Ok(None);
+    }
+
+    mark_compacted(txn, c).await?;
+    apply_pruned(txn, c, &encoded.pruned).await?;
+    if let Some(fold) = &c.memory_fold {
+        for ids in fold.folded.chunks(ID_LIST_BATCH) {
+            memory_block_entry::Entity::update_many()
+                .col_expr(memory_block_entry::Column::Folded, Expr::value(true))
+                .filter(memory_block_entry::Column::WorkstreamId.eq(c.workstream_id))
+                .filter(memory_block_entry::Column::Id.is_in(ids.iter().copied()))
+                .exec(txn)
+                .await
+                .map_err(StoreError::db(OP))?;
+        }
+    }
+    insert_run(txn, c.workstream_id, c.run, OP).await?;
+    let version = workstream::Entity::find_by_id(c.workstream_id)
+        .select_only()
+        .column(W::Version)
+        .into_tuple::<i64>()
+        .one(txn)
+        .await
+        .map_err(StoreError::db(OP))?
+        .ok_or(StoreError::UnknownWorkstream {
+            op: OP,
+            workstream_id: c.workstream_id,
+        })?;
+    Ok(Some(version))
+}
+
+/// Marks `(expected, new] \ keep` compacted. `keep` is split into bounded
+/// `NOT IN` lists, each applied to its own id range, so any number of kept
+/// messages works: range `(from, k_last]` excludes that batch of `keep`,
+/// the last range `(k_last, new]` excludes nothing.
+async fn mark_compacted(txn: &DatabaseTransaction, c: &Commit<'_>) -> Result<(), StoreError> {
+    let lower = c.expected_watermark.map(|m| m.0);
+    let upper = c.new_watermark.0;
+    let mut keep: Vec<i64> = c
+        .keep
+        .iter()
+        .map(|m| m.0)
+        .filter(|&k| lower.is_none_or(|l| k > l) && k <= upper)
+        .collect();
+    keep.sort_unstable();
+    keep.dedup();
+    let mut from = lower;
+    for batch in keep.chunks(ID_LIST_BATCH) {
+        let Some(&to) = batch.last() else { continue };
+        mark_range(txn, c.workstream_id, from, to, batch).await?;
+        from = Some(to);
+    }
+    mark_range(txn, c.workstream_id, from, upper, &[]).await
+}
+
+/// `is_compacted = true` for ids in `(from, to]` not in `except`.
+async fn mark_range(
+    txn: &DatabaseTransaction,
+    workstream_id: i64,
+    from: Option<i64>,
+    to: i64,
+    except: &[i64],
+) -> Result<(), StoreError> {
+    let mut update = message::Entity::update_many()
+        .col_expr(message::Column::IsCompacted, Expr::value(true))
+        .filter(message::Column::WorkstreamId.eq(workstream_id))
+        .filter(message::Column::IsCompacted.eq(false))
+        .filter(message::Column::Id.lte(to));
+    if let Some(from) = from {
+        update = update.filter(message::Column::Id.gt(from));
+    }
+    if !except.is_empty() {
+        update = update.filter(message::Column::Id.is_not_in(except.iter().copied()));
+    }
+    update.exec(txn).await.map_err(StoreError::db("commit"))?;
+    Ok(())
+}
+
+/// Replaces the parts and estimates of pruned messages and moves
+/// `uncompacted_tokens` by the difference (of the messages still
+/// un-compacted: the tokens of a compacted one are no longer counted).
+async fn apply_pruned(
+    txn: &DatabaseTransaction,
+    c: &Commit<'_>,
+    parts: &[String],
+) -> Result<(), StoreError> {
+    const OP: &str = "commit";
+    let mut delta: i64 = 0;
+    for (pruned, parts) in c.pruned.iter().zip(parts) {
+        let (old, is_compacted) = estimate_of(txn, c.workstream_id, pruned.id, OP)
+            .await?
+            .ok_or(StoreError::UnknownMessage {
+                op: OP,
+                workstream_id: c.workstream_id,
+                message_id: pruned.id,
+            })?;
+        let new = to_i64(pruned.token_estimate);
+        message::Entity::update_many()
+            .col_expr(message::Column::Parts, Expr::value(parts.as_str()))
+            .col_expr(message::Column::TokenEstimate, Expr::value(new))
+            .filter(message::Column::Id.eq(pruned.id.0))
+            .exec(txn)
+            .await
+            .map_err(StoreError::db(OP))?;
+        if !is_compacted {
+            delta = delta.saturating_add(new.saturating_sub(old));
+        }
+    }
+    if delta != 0 {
+        use workstream::Column as W;
+        let moved = Expr::col(W::UncompactedTokens).add(delta);
+        workstream::Entity::update_many()
+            .col_expr(
+                W::UncompactedTokens,
+                Expr::case(moved.clone().gt(0i64), moved)
+                    .finally(0i64)
+                    .into(),
+            )
+            .filter(W::Id.eq(c.workstream_id))
+            .exec(txn)
+            .await
+            .map_err(StoreError::db(OP))?;
+    }
+    Ok(())
+}
+
+/// `breaker_message_id` after one more failure: the current newest message
+/// once the count reaches the threshold, unchanged before. (In an `UPDATE`,
+/// the right-hand side sees the row's old values, hence `+ 1`.)
+fn breaker_after_failure() -> Expr {
+    use workstream::Column as W;
+    Expr::case(
+        Expr::col(W::ConsecutiveFailures)
+            .add(1)
+            .gte(i64::from(BREAKER_THRESHOLD)),
+        Expr::col(W::LastMessageId),
+    )
+    .finally(Expr::col(W::BreakerMessageId))
+    .into()
+}
+
+/// Adds "release the lease" to an update of the workstream row.
+fn release(
+    update: sea_orm::UpdateMany<workstream::Entity>,
+) -> sea_orm::UpdateMany<workstream::Entity> {
+    use workstream::Column as W;
+    update
+        .col_expr(W::IsCompacting, Expr::value(false))
+        .col_expr(W::LeaseOwner, Expr::value(Option::<String>::None))
+        .col_expr(W::LeaseDeadlineMs, Expr::value(Option::<i64>::None))
+        .col_expr(W::UpdatedAt, Expr::value(now()))
+}
+
+async fn exists<C: ConnectionTrait>(
+    db: &C,
+    workstream_id: i64,
+    op: &'static str,
+) -> Result<bool, StoreError> {
+    Ok(workstream::Entity::find_by_id(workstream_id)
+        .select_only()
+        .column(workstream::Column::Id)
+        .into_tuple::<i64>()
+        .one(db)
+        .await
+        .map_err(StoreError::db(op))?
+        .is_some())
+}

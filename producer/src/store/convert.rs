@@ -1,0 +1,96 @@
+//! Conversions between domain values and column values.
+//!
+//! Counters are `u64`/`u32` in the API and signed in SQL (neither backend
+//! has unsigned 64-bit integers). Values beyond `i64::MAX` cannot occur for
+//! token counts, so the conversions saturate instead of failing; a negative
+//! value read back (only possible through a manual edit) is read as 0.
+
+use chrono::{DateTime, Utc};
+use compactor_shared::{Part, Role};
+
+use super::StoreError;
+
+pub(crate) fn to_i64(value: u64) -> i64 {
+    i64::try_from(value).unwrap_or(i64::MAX)
+}
+
+pub(crate) fn to_i32(value: u32) -> i32 {
+    i32::try_from(value).unwrap_or(i32::MAX)
+}
+
+pub(crate) fn to_u64(value: i64) -> u64 {
+    u64::try_from(value).unwrap_or(0)
+}
+
+pub(crate) fn to_u32(value: i32) -> u32 {
+    u32::try_from(value).unwrap_or(0)
+}
+
+/// Milliseconds of a duration as a signed column value (saturating).
+pub(crate) fn millis(duration: std::time::Duration) -> i64 {
+    i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// The application clock. Leases are compared on it (`lease_deadline_ms`),
+/// so every process that takes leases on one database must keep its clock
+/// in sync (NTP); a skew shortens or lengthens leases by the same amount.
+pub(crate) fn now() -> DateTime<Utc> {
+    Utc::now()
+}
+
+pub(crate) fn now_ms() -> i64 {
+    now().timestamp_millis()
+}
+
+pub(crate) fn role_from_str(role: &str) -> Option<Role> {
+    [Role::System, Role::User, Role::Assistant, Role::Tool]
+        .into_iter()
+        .find(|r| r.as_str() == role)
+}
+
+pub(crate) fn encode_parts(op: &'static str, parts: &[Part]) -> Result<String, StoreError> {
+    encode(op, "message parts", parts)
+}
+
+pub(crate) fn encode<T: serde::Serialize + ?Sized>(
+    op: &'static str,
+    what: &'static str,
+    value: &T,
+) -> Result<String, StoreError> {
+    serde_json::to_string(value).map_err(|source| StoreError::Encode { op, what, source })
+}
+
+/// Decodes a JSON column, a failure being a [`StoreError::CorruptRow`].
+pub(crate) fn decode<T: serde::de::DeserializeOwned>(
+    table: &'static str,
+    id: i64,
+    column: &'static str,
+    json: &str,
+) -> Result<T, StoreError> {
+    serde_json::from_str(json).map_err(|err| StoreError::CorruptRow {
+        table,
+        id,
+        detail: format!("{column}: {err}"),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counters_saturate_instead_of_wrapping() {
+        assert_eq!(to_i64(u64::MAX), i64::MAX);
+        assert_eq!(to_u64(-5), 0);
+        assert_eq!(to_i32(u32::MAX), i32::MAX);
+        assert_eq!(to_u32(-1), 0);
+    }
+
+    #[test]
+    fn every_role_round_trips() {
+        for role in [Role::System, Role::User, Role::Assistant, Role::Tool] {
+            assert_eq!(role_from_str(role.as_str()), Some(role));
+        }
+        assert_eq!(role_from_str("robot"), None);
+    }
+}

@@ -1,0 +1,35 @@
+//! `compaction_runs`.
+
+use sea_orm::entity::prelude::*;
+
+#[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+#[sea_orm(table_name = "compaction_runs")]
+pub(crate) struct Model {
+    #[sea_orm(primary_key)]
+    pub id: i64,
+    pub workstream_id: i64,
+    pub job_id: i64,
+    pub attempt: i32,
+    pub trigger: String,
+    pub started_at: DateTimeUtc,
+    pub finished_at: DateTimeUtc,
+    pub outcome: String,
+    pub degraded: bool,
+    pub tokens_before: i64,
+    pub tokens_after: i64,
+    pub messages_compacted: i64,
+    pub chunks: i32,
+    pub rollups: i32,
+    pub llm_model: Option<String>,
+    pub llm_tokens_in: i64,
+    pub llm_tokens_out: i64,
+    #[sea_orm(column_type = "Text", nullable)]
+    pub error: Option<String>,
+    #[sea_orm(column_type = "Text", nullable)]
+    pub summary: Option<String>,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub(crate) enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}

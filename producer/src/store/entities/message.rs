@@ -1,0 +1,23 @@
+//! `messages`.
+
+use sea_orm::entity::prelude::*;
+
+#[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+#[sea_orm(table_name = "messages")]
+pub(crate) struct Model {
+    #[sea_orm(primary_key)]
+    pub id: i64,
+    pub workstream_id: i64,
+    pub role: String,
+    #[sea_orm(column_type = "Text")]
+    pub parts: String,
+    pub token_estimate: i64,
+    pub pinned: bool,
+    pub is_compacted: bool,
+    pub created_at: DateTimeUtc,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub(crate) enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}

@@ -1,0 +1,213 @@
+//! The one error type of the storage layer.
+//!
+//! Every variant names the operation that failed, so a log line says *what*
+//! the service was doing, not only what the driver said. Connection strings
+//! are only ever shown redacted ([`redact_url`]): a `StoreError` can be
+//! logged, returned over the admin API or printed by the CLI without leaking
+//! the database password. For the same reason a connection failure keeps the
+//! driver's message as scrubbed text instead of the driver error itself
+//! (sea-orm repeats the full URL in some of its messages).
+
+use std::time::Duration;
+
+use compactor_shared::MessageId;
+use sea_orm::DbErr;
+
+/// Why a storage operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The database could not be reached or refused the connection.
+    #[error("cannot connect to the database at {url}: {detail}")]
+    Connect {
+        /// The connection string, password replaced by `***`.
+        url: String,
+        /// The driver's message, with the password scrubbed.
+        detail: String,
+    },
+    /// The connection attempt did not finish in time (unreachable host,
+    /// firewall dropping packets, a database that accepts but never answers).
+    #[error("connecting to the database at {url} did not finish within {after:?}")]
+    ConnectTimeout { url: String, after: Duration },
+    /// A statement failed (connection lost, constraint violated, …).
+    #[error("{op}: {source}")]
+    Db {
+        op: &'static str,
+        #[source]
+        source: DbErr,
+    },
+    /// A stored row does not decode (its JSON, role or outcome is not one
+    /// this build understands). Never skipped silently: a row that is left
+    /// out of a compaction would be lost from the summary.
+    #[error("corrupt row {table}#{id}: {detail}")]
+    CorruptRow {
+        table: &'static str,
+        id: i64,
+        detail: String,
+    },
+    /// A value could not be encoded as JSON for storage.
+    #[error("{op}: cannot encode {what} as JSON: {source}")]
+    Encode {
+        op: &'static str,
+        what: &'static str,
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The workstream id does not exist (deleted, or never created).
+    #[error("{op}: workstream {workstream_id} does not exist")]
+    UnknownWorkstream {
+        op: &'static str,
+        workstream_id: i64,
+    },
+    /// A message the operation names is not a message of the workstream.
+    #[error("{op}: message {message_id} does not belong to workstream {workstream_id}")]
+    UnknownMessage {
+        op: &'static str,
+        workstream_id: i64,
+        message_id: MessageId,
+    },
+}
+
+impl StoreError {
+    pub(crate) fn db(op: &'static str) -> impl FnOnce(DbErr) -> StoreError {
+        move |source| StoreError::Db { op, source }
+    }
+
+    /// Whether retrying later may succeed: the database was unreachable or
+    /// the connection pool was exhausted, as opposed to a corrupt row or a
+    /// statement the database refused.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            StoreError::Connect { .. } | StoreError::ConnectTimeout { .. } => true,
+            StoreError::Db { source, .. } => {
+                matches!(source, DbErr::Conn(_) | DbErr::ConnectionAcquire(_))
+            }
+            _ => false,
+        }
+    }
+}
+
+/// The password of a connection string, if it has one: the one in the user
+/// info (`scheme://user:password@host`) and any `password=` / `sslpassword=`
+/// query parameter.
+fn passwords(url: &str) -> Vec<&str> {
+    let mut found = Vec::new();
+    if let Some((_, rest)) = url.split_once("://") {
+        let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+        if let Some((userinfo, _)) = authority.rsplit_once('@') {
+            if let Some((_, password)) = userinfo.split_once(':') {
+                if !password.is_empty() {
+                    found.push(password);
+                }
+            }
+        }
+    }
+    if let Some((_, query)) = url.split_once('?') {
+        for pair in query.split(['&', '#']) {
+            if let Some((key, value)) = pair.split_once('=') {
+                if is_password_param(key) && !value.is_empty() {
+                    found.push(value);
+                }
+            }
+        }
+    }
+    found
+}
+
+fn is_password_param(key: &str) -> bool {
+    key.eq_ignore_ascii_case("password") || key.eq_ignore_ascii_case("sslpassword")
+}
+
+/// `postgres://user:secret@host/db?password=x` → `postgres://user:***@host/db?password=***`.
+pub fn redact_url(url: &str) -> String {
+    let mut out = String::with_capacity(url.len());
+    let (head, query) = match url.split_once('?') {
+        Some((head, query)) => (head, Some(query)),
+        None => (url, None),
+    };
+    match head.split_once("://") {
+        Some((scheme, rest)) => {
+            out.push_str(scheme);
+            out.push_str("://");
+            let (authority, path) = match rest.find('/') {
+                Some(at) => rest.split_at(at),
+                None => (rest, ""),
+            };
+            match authority.rsplit_once('@') {
+                Some((userinfo, host)) => {
+                    match userinfo.split_once(':') {
+                        Some((user, _)) => {
+                            out.push_str(user);
+                            out.push_str(":***");
+                        }
+                        None => out.push_str(userinfo),
+                    }
+                    out.push('@');
+                    out.push_str(host);
+                }
+                None => out.push_str(authority),
+            }
+            out.push_str(path);
+        }
+        None => out.push_str(head),
+    }
+    if let Some(query) = query {
+        out.push('?');
+        let mut first = true;
+        for pair in query.split('&') {
+            if !first {
+                out.push('&');
+            }
+            first = false;
+            match pair.split_once('=') {
+                Some((key, _)) if is_password_param(key) => {
+                    out.push_str(key);
+                    out.push_str("=***");
+                }
+                _ => out.push_str(pair),
+            }
+        }
+    }
+    out
+}
+
+/// `text` with every password of `url` replaced by `***` (for driver
+/// messages that may quote the connection string).
+pub(crate) fn scrub(text: &str, url: &str) -> String {
+    let mut out = text.replace(url, &redact_url(url));
+    for password in passwords(url) {
+        out = out.replace(password, "***");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redacts_the_password_of_the_user_info_and_of_query_parameters() {
+        assert_eq!(
+            redact_url("postgres://app:s3cr%40t@db.internal:5432/compactor?sslmode=require"),
+            "postgres://app:***@db.internal:5432/compactor?sslmode=require"
+        );
+        assert_eq!(
+            redact_url("postgres://app@db/x?password=hunter2&application_name=c"),
+            "postgres://app@db/x?password=***&application_name=c"
+        );
+        assert_eq!(
+            redact_url("sqlite://data/compactor.db?mode=rwc"),
+            "sqlite://data/compactor.db?mode=rwc"
+        );
+        assert_eq!(redact_url("postgres://u:p@h"), "postgres://u:***@h");
+        assert_eq!(redact_url("not a url"), "not a url");
+    }
+
+    #[test]
+    fn scrubs_passwords_from_driver_messages() {
+        let url = "postgres://app:hunter2@db/x";
+        let text = format!("The connection string '{url}' has no supporting driver. (hunter2)");
+        let scrubbed = scrub(&text, url);
+        assert!(!scrubbed.contains("hunter2"), "{scrubbed}");
+        assert!(scrubbed.contains("postgres://app:***@db/x"), "{scrubbed}");
+    }
+}

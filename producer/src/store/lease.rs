@@ -1,0 +1,164 @@
+//! The entity lease: at most one compaction job works on a workstream.
+//!
+//! The queue already runs one job per entity at a time; the lease in the
+//! database is the second line that makes that true for *writes*: the
+//! fenced commit only succeeds for the lease's owner, so a job whose lease
+//! expired (it stalled, its worker was partitioned away) and was taken over
+//! cannot overwrite its successor's work.
+//!
+//! Every change is a compare-and-set on the lease columns as they were read,
+//! so two takers racing for an expired lease cannot both believe they won,
+//! without row locks (which SQLite does not have).
+
+use std::time::Duration;
+
+use sea_orm::sea_query::Expr;
+use sea_orm::{ColumnTrait, Condition, EntityTrait, QueryFilter};
+
+use super::convert::{millis, now, now_ms};
+use super::entities::workstream::{Column, Entity};
+use super::{Store, StoreError};
+
+/// Who holds the lease of a workstream, and until when.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lease {
+    pub owner: String,
+    /// Unix milliseconds, application clock.
+    pub deadline_ms: i64,
+}
+
+/// The result of [`Store::take_lease`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LeaseTaken {
+    /// The caller holds the lease now. `reclaimed` is the expired lease of
+    /// another owner that was taken over (worth a log line: that owner
+    /// stalled or died).
+    Taken { reclaimed: Option<Lease> },
+    /// Someone else holds a live lease.
+    Held(Lease),
+}
+
+/// How often a compare-and-set that lost a race is retried before giving
+/// up. Each retry re-reads the row, so losing means another taker changed
+/// the lease every time in between, which a live lease stops quickly.
+const CAS_ATTEMPTS: usize = 8;
+
+impl Store {
+    /// Takes the lease when it is free or expired (deadline < now), for
+    /// `ttl`. Re-taking by the same owner extends it.
+    pub async fn take_lease(
+        &self,
+        workstream_id: i64,
+        owner: &str,
+        ttl: Duration,
+    ) -> Result<LeaseTaken, StoreError> {
+        const OP: &str = "take_lease";
+        for _ in 0..CAS_ATTEMPTS {
+            let row = Entity::find_by_id(workstream_id)
+                .one(&self.db)
+                .await
+                .map_err(StoreError::db(OP))?
+                .ok_or(StoreError::UnknownWorkstream {
+                    op: OP,
+                    workstream_id,
+                })?;
+            let at_ms = now_ms();
+            let current = match (&row.lease_owner, row.lease_deadline_ms) {
+                (Some(holder), Some(deadline)) if row.is_compacting => Some(Lease {
+                    owner: holder.clone(),
+                    deadline_ms: deadline,
+                }),
+                // `is_compacting` without an owner or deadline cannot be
+                // written by this module; treat it as free.
+                _ => None,
+            };
+            let reclaimed = match current {
+                Some(lease) if lease.owner == owner => None,
+                Some(lease) if lease.deadline_ms >= at_ms => return Ok(LeaseTaken::Held(lease)),
+                other => other,
+            };
+            // Compare-and-set against the columns just read.
+            let unchanged = Condition::all()
+                .add(Column::Id.eq(workstream_id))
+                .add(Column::IsCompacting.eq(row.is_compacting))
+                .add(eq_or_null(Column::LeaseOwner, row.lease_owner.clone()))
+                .add(eq_or_null(Column::LeaseDeadlineMs, row.lease_deadline_ms));
+            let res = Entity::update_many()
+                .col_expr(Column::IsCompacting, Expr::value(true))
+                .col_expr(Column::LeaseOwner, Expr::value(owner))
+                .col_expr(
+                    Column::LeaseDeadlineMs,
+                    Expr::value(at_ms.saturating_add(millis(ttl))),
+                )
+                .col_expr(Column::UpdatedAt, Expr::value(now()))
+                .filter(unchanged)
+                .exec(&self.db)
+                .await
+                .map_err(StoreError::db(OP))?;
+            if res.rows_affected == 1 {
+                return Ok(LeaseTaken::Taken { reclaimed });
+            }
+        }
+        Err(StoreError::Db {
+            op: OP,
+            source: sea_orm::DbErr::Custom(format!(
+                "the lease of workstream {workstream_id} kept changing; gave up after {CAS_ATTEMPTS} attempts"
+            )),
+        })
+    }
+
+    /// Extends the lease by `ttl` from now. `false` when `owner` no longer
+    /// holds it (another owner took it over, or it was released).
+    pub async fn renew_lease(
+        &self,
+        workstream_id: i64,
+        owner: &str,
+        ttl: Duration,
+    ) -> Result<bool, StoreError> {
+        let res = Entity::update_many()
+            .col_expr(
+                Column::LeaseDeadlineMs,
+                Expr::value(now_ms().saturating_add(millis(ttl))),
+            )
+            .col_expr(Column::UpdatedAt, Expr::value(now()))
+            .filter(held_by(workstream_id, owner))
+            .exec(&self.db)
+            .await
+            .map_err(StoreError::db("renew_lease"))?;
+        Ok(res.rows_affected == 1)
+    }
+
+    /// Releases the lease. `false` when it is not held by `owner`.
+    pub async fn release_lease(&self, workstream_id: i64, owner: &str) -> Result<bool, StoreError> {
+        let res = Entity::update_many()
+            .col_expr(Column::IsCompacting, Expr::value(false))
+            .col_expr(Column::LeaseOwner, Expr::value(Option::<String>::None))
+            .col_expr(Column::LeaseDeadlineMs, Expr::value(Option::<i64>::None))
+            .col_expr(Column::UpdatedAt, Expr::value(now()))
+            .filter(held_by(workstream_id, owner))
+            .exec(&self.db)
+            .await
+            .map_err(StoreError::db("release_lease"))?;
+        Ok(res.rows_affected == 1)
+    }
+}
+
+/// `id = ? AND is_compacting AND lease_owner = ?`: the fence of every write
+/// a lease holder makes.
+pub(crate) fn held_by(workstream_id: i64, owner: &str) -> Condition {
+    Condition::all()
+        .add(Column::Id.eq(workstream_id))
+        .add(Column::IsCompacting.eq(true))
+        .add(Column::LeaseOwner.eq(owner))
+}
+
+/// `col IS NOT DISTINCT FROM value`, written so both backends understand it.
+pub(crate) fn eq_or_null<V>(col: Column, value: Option<V>) -> Condition
+where
+    V: Into<sea_orm::Value>,
+{
+    match value {
+        Some(v) => Condition::all().add(col.eq(v)),
+        None => Condition::all().add(col.is_null()),
+    }
+}

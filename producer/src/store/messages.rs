@@ -1,0 +1,211 @@
+//! Appending messages and reading the un-compacted ones in pages.
+
+use compactor_shared::{EntityKey, Message, MessageId, Part, Role};
+use sea_orm::sea_query::{Expr, ExprTrait};
+use sea_orm::{
+    ActiveValue::Set, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder,
+    QuerySelect, QueryTrait,
+};
+
+use super::convert::{decode, encode_parts, now, role_from_str, to_i64, to_u64};
+use super::entities::{message, workstream};
+use super::workstreams::ensure;
+use super::{Store, StoreError};
+
+/// A message to append.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewMessage {
+    pub role: Role,
+    pub parts: Vec<Part>,
+    pub pinned: bool,
+    /// Estimated tokens (the caller's estimator); summed into the
+    /// workstream's `uncompacted_tokens`.
+    pub token_estimate: u64,
+}
+
+/// What [`Store::append_messages`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Appended {
+    pub workstream_id: i64,
+    /// The ids assigned, in the order the messages were given.
+    pub ids: Vec<MessageId>,
+    /// The workstream's `uncompacted_tokens` after the append.
+    pub uncompacted_tokens: u64,
+}
+
+/// Rows per `INSERT` statement. A message binds 7 values; SQLite builds
+/// before 3.32 allow 999 bound parameters per statement (later ones 32,766,
+/// PostgreSQL 65,535), so 128 rows stay under every limit.
+pub(crate) const INSERT_BATCH_ROWS: usize = 128;
+
+impl Store {
+    /// Appends messages to the workstream of `key` (created when missing),
+    /// in one transaction: the messages, `uncompacted_tokens += Σ
+    /// estimates`, `last_message_id` = the newest id, and
+    /// `just_auto_compacted = false` (the chat moved on). Any number of
+    /// messages: they are inserted in batches under the databases'
+    /// bound-parameter limits.
+    pub async fn append_messages(
+        &self,
+        key: &EntityKey,
+        messages: &[NewMessage],
+    ) -> Result<Appended, StoreError> {
+        const OP: &str = "append_messages";
+        // Encode before opening the transaction: a value that cannot be
+        // stored fails without having locked anything.
+        let encoded: Vec<String> = messages
+            .iter()
+            .map(|m| encode_parts(OP, &m.parts))
+            .collect::<Result<_, _>>()?;
+        let added: u64 = messages
+            .iter()
+            .fold(0u64, |sum, m| sum.saturating_add(m.token_estimate));
+
+        let txn = self.begin_write(OP).await?;
+        let ws = ensure(&txn, key, OP).await?;
+        if messages.is_empty() {
+            txn.commit().await.map_err(StoreError::db(OP))?;
+            return Ok(Appended {
+                workstream_id: ws.id,
+                ids: Vec::new(),
+                uncompacted_tokens: ws.uncompacted_tokens,
+            });
+        }
+        // Lock the workstream row before allocating ids (see the module
+        // docs of `store`): concurrent appends to one workstream commit in
+        // id order.
+        workstream::Entity::update_many()
+            .col_expr(
+                workstream::Column::UncompactedTokens,
+                Expr::col(workstream::Column::UncompactedTokens).add(to_i64(added)),
+            )
+            .col_expr(workstream::Column::JustAutoCompacted, Expr::value(false))
+            .col_expr(workstream::Column::UpdatedAt, Expr::value(now()))
+            .filter(workstream::Column::Id.eq(ws.id))
+            .exec(&txn)
+            .await
+            .map_err(StoreError::db(OP))?;
+
+        let created_at = now();
+        let mut ids = Vec::with_capacity(messages.len());
+        for (batch, parts) in messages
+            .chunks(INSERT_BATCH_ROWS)
+            .zip(encoded.chunks(INSERT_BATCH_ROWS))
+        {
+            let rows = batch
+                .iter()
+                .zip(parts)
+                .map(|(m, parts)| message::ActiveModel {
+                    workstream_id: Set(ws.id),
+                    role: Set(m.role.as_str().to_owned()),
+                    parts: Set(parts.clone()),
+                    token_estimate: Set(to_i64(m.token_estimate)),
+                    pinned: Set(m.pinned),
+                    is_compacted: Set(false),
+                    created_at: Set(created_at),
+                    ..Default::default()
+                });
+            let mut insert = message::Entity::insert_many(rows).into_query();
+            insert.returning_col(message::Column::Id);
+            let returned = txn.query_all(&insert).await.map_err(StoreError::db(OP))?;
+            let mut batch_ids = returned
+                .iter()
+                .map(|row| row.try_get::<i64>("", "id"))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(StoreError::db(OP))?;
+            // `RETURNING` does not promise an order, but ids are allocated
+            // in the order of the VALUES list, so sorted ids are the
+            // messages' ids in the order given.
+            batch_ids.sort_unstable();
+            ids.extend(batch_ids.into_iter().map(MessageId));
+        }
+        let newest = ids.last().map(|id| id.0);
+        workstream::Entity::update_many()
+            .col_expr(workstream::Column::LastMessageId, Expr::value(newest))
+            .filter(workstream::Column::Id.eq(ws.id))
+            .exec(&txn)
+            .await
+            .map_err(StoreError::db(OP))?;
+        let uncompacted = workstream::Entity::find_by_id(ws.id)
+            .select_only()
+            .column(workstream::Column::UncompactedTokens)
+            .into_tuple::<i64>()
+            .one(&txn)
+            .await
+            .map_err(StoreError::db(OP))?
+            .unwrap_or_default();
+        txn.commit().await.map_err(StoreError::db(OP))?;
+        Ok(Appended {
+            workstream_id: ws.id,
+            ids,
+            uncompacted_tokens: to_u64(uncompacted),
+        })
+    }
+
+    /// One keyset page of the workstream's un-compacted messages: ids
+    /// greater than `after` (`None`: from the start), ascending, at most
+    /// `limit`. Pass the last id of a page as `after` of the next; an empty
+    /// page is the end. Keyset (not offset) paging stays fast however long
+    /// the history is and never skips or repeats a message when others are
+    /// appended meanwhile.
+    ///
+    /// A row whose role or parts do not decode is a
+    /// [`StoreError::CorruptRow`], never skipped.
+    pub async fn uncompacted_page(
+        &self,
+        workstream_id: i64,
+        after: Option<MessageId>,
+        limit: u64,
+    ) -> Result<Vec<Message>, StoreError> {
+        let mut query = message::Entity::find()
+            .filter(message::Column::WorkstreamId.eq(workstream_id))
+            .filter(message::Column::IsCompacted.eq(false));
+        if let Some(after) = after {
+            query = query.filter(message::Column::Id.gt(after.0));
+        }
+        query
+            .order_by_asc(message::Column::Id)
+            .limit(limit)
+            .all(&self.db)
+            .await
+            .map_err(StoreError::db("uncompacted_page"))?
+            .into_iter()
+            .map(to_message)
+            .collect()
+    }
+}
+
+fn to_message(m: message::Model) -> Result<Message, StoreError> {
+    const TABLE: &str = "messages";
+    let role = role_from_str(&m.role).ok_or_else(|| StoreError::CorruptRow {
+        table: TABLE,
+        id: m.id,
+        detail: format!("role: unknown role {:?}", m.role),
+    })?;
+    let parts = decode(TABLE, m.id, "parts", &m.parts)?;
+    Ok(Message {
+        id: MessageId(m.id),
+        role,
+        parts,
+        pinned: m.pinned,
+    })
+}
+
+/// Whether `id` is a message of the workstream; the previous estimate and
+/// compaction flag if so. Used inside transactions.
+pub(crate) async fn estimate_of<C: ConnectionTrait>(
+    db: &C,
+    workstream_id: i64,
+    id: MessageId,
+    op: &'static str,
+) -> Result<Option<(i64, bool)>, StoreError> {
+    message::Entity::find_by_id(id.0)
+        .filter(message::Column::WorkstreamId.eq(workstream_id))
+        .select_only()
+        .column(message::Column::TokenEstimate)
+        .column(message::Column::IsCompacted)
+        .into_tuple::<(i64, bool)>()
+        .one(db)
+        .await
+        .map_err(StoreError::db(op))
+}

@@ -1,0 +1,189 @@
+//! `compaction_runs`: the audit row every attempt leaves behind.
+
+use chrono::{DateTime, Utc};
+use compactor_shared::EntityKey;
+use sea_orm::{
+    ActiveValue::Set, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder,
+    QuerySelect,
+};
+
+use super::convert::{to_i32, to_i64, to_u32, to_u64};
+use super::entities::compaction_run::{self, Column, Entity};
+use super::workstreams::id_of;
+use super::{Store, StoreError};
+
+/// How an attempt ended. Stored as its snake_case name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RunOutcome {
+    /// Committed, and the workstream is below its trigger again.
+    Committed,
+    /// Committed, but the workstream is still over its trigger (counts
+    /// towards the breaker).
+    NoProgress,
+    /// The attempt failed before it could commit.
+    Failed,
+    /// The fenced commit was refused (lease lost or watermark moved).
+    Conflict,
+}
+
+impl RunOutcome {
+    pub const ALL: [RunOutcome; 4] = [
+        RunOutcome::Committed,
+        RunOutcome::NoProgress,
+        RunOutcome::Failed,
+        RunOutcome::Conflict,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunOutcome::Committed => "committed",
+            RunOutcome::NoProgress => "no_progress",
+            RunOutcome::Failed => "failed",
+            RunOutcome::Conflict => "conflict",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<RunOutcome> {
+        RunOutcome::ALL.into_iter().find(|o| o.as_str() == s)
+    }
+}
+
+/// A run to record.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewRun {
+    pub job_id: i64,
+    pub attempt: u32,
+    /// `auto`, `manual` or `follow_up`.
+    pub trigger: String,
+    pub started_at: DateTime<Utc>,
+    pub finished_at: DateTime<Utc>,
+    pub outcome: RunOutcome,
+    /// The extractive fallback wrote the summary (the LLM was unavailable).
+    pub degraded: bool,
+    pub tokens_before: u64,
+    pub tokens_after: u64,
+    pub messages_compacted: u64,
+    pub chunks: u32,
+    pub rollups: u32,
+    pub llm_model: Option<String>,
+    pub llm_tokens_in: u64,
+    pub llm_tokens_out: u64,
+    pub error: Option<String>,
+    /// The rendered summary the run produced.
+    pub summary: Option<String>,
+}
+
+/// A recorded run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunRow {
+    pub id: i64,
+    pub workstream_id: i64,
+    pub job_id: i64,
+    pub attempt: u32,
+    pub trigger: String,
+    pub started_at: DateTime<Utc>,
+    pub finished_at: DateTime<Utc>,
+    pub outcome: RunOutcome,
+    pub degraded: bool,
+    pub tokens_before: u64,
+    pub tokens_after: u64,
+    pub messages_compacted: u64,
+    pub chunks: u32,
+    pub rollups: u32,
+    pub llm_model: Option<String>,
+    pub llm_tokens_in: u64,
+    pub llm_tokens_out: u64,
+    pub error: Option<String>,
+    pub summary: Option<String>,
+}
+
+impl Store {
+    /// The workstream's runs, newest first, at most `limit` (none when the
+    /// workstream does not exist).
+    pub async fn runs(&self, key: &EntityKey, limit: u64) -> Result<Vec<RunRow>, StoreError> {
+        const OP: &str = "runs";
+        let Some(workstream_id) = id_of(&self.db, key, OP).await? else {
+            return Ok(Vec::new());
+        };
+        Entity::find()
+            .filter(Column::WorkstreamId.eq(workstream_id))
+            .order_by_desc(Column::Id)
+            .limit(limit)
+            .all(&self.db)
+            .await
+            .map_err(StoreError::db(OP))?
+            .into_iter()
+            .map(to_row)
+            .collect()
+    }
+
+    /// Records a run outside of any commit (e.g. a job that found nothing
+    /// to do). The fenced commit and the failure path record theirs
+    /// themselves.
+    pub async fn record_run(&self, workstream_id: i64, run: &NewRun) -> Result<i64, StoreError> {
+        insert_run(&self.db, workstream_id, run, "record_run").await
+    }
+}
+
+pub(crate) async fn insert_run<C: ConnectionTrait>(
+    db: &C,
+    workstream_id: i64,
+    run: &NewRun,
+    op: &'static str,
+) -> Result<i64, StoreError> {
+    let row = compaction_run::ActiveModel {
+        workstream_id: Set(workstream_id),
+        job_id: Set(run.job_id),
+        attempt: Set(to_i32(run.attempt)),
+        trigger: Set(run.trigger.clone()),
+        started_at: Set(run.started_at),
+        finished_at: Set(run.finished_at),
+        outcome: Set(run.outcome.as_str().to_owned()),
+        degraded: Set(run.degraded),
+        tokens_before: Set(to_i64(run.tokens_before)),
+        tokens_after: Set(to_i64(run.tokens_after)),
+        messages_compacted: Set(to_i64(run.messages_compacted)),
+        chunks: Set(to_i32(run.chunks)),
+        rollups: Set(to_i32(run.rollups)),
+        llm_model: Set(run.llm_model.clone()),
+        llm_tokens_in: Set(to_i64(run.llm_tokens_in)),
+        llm_tokens_out: Set(to_i64(run.llm_tokens_out)),
+        error: Set(run.error.clone()),
+        summary: Set(run.summary.clone()),
+        ..Default::default()
+    };
+    let res = Entity::insert(row)
+        .exec(db)
+        .await
+        .map_err(StoreError::db(op))?;
+    Ok(res.last_insert_id)
+}
+
+fn to_row(m: compaction_run::Model) -> Result<RunRow, StoreError> {
+    let outcome = RunOutcome::parse(&m.outcome).ok_or_else(|| StoreError::CorruptRow {
+        table: "compaction_runs",
+        id: m.id,
+        detail: format!("outcome: unknown outcome {:?}", m.outcome),
+    })?;
+    Ok(RunRow {
+        id: m.id,
+        workstream_id: m.workstream_id,
+        job_id: m.job_id,
+        attempt: to_u32(m.attempt),
+        trigger: m.trigger,
+        started_at: m.started_at,
+        finished_at: m.finished_at,
+        outcome,
+        degraded: m.degraded,
+        tokens_before: to_u64(m.tokens_before),
+        tokens_after: to_u64(m.tokens_after),
+        messages_compacted: to_u64(m.messages_compacted),
+        chunks: to_u32(m.chunks),
+        rollups: to_u32(m.rollups),
+        llm_model: m.llm_model,
+        llm_tokens_in: to_u64(m.llm_tokens_in),
+        llm_tokens_out: to_u64(m.llm_tokens_out),
+        error: m.error,
+        summary: m.summary,
+    })
+}

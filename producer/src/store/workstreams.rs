@@ -1,0 +1,219 @@
+//! Workstream rows: reading, creating (race-safe) and the circuit breaker.
+
+use chrono::{DateTime, Utc};
+use compactor_shared::{EntityKey, MessageId, Summary, WorkstreamState};
+use sea_orm::sea_query::Expr;
+use sea_orm::{ActiveValue::Set, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter};
+
+use super::convert::{decode, now, to_u32, to_u64};
+use super::entities::workstream::{self, Column, Entity};
+use super::{Lease, Store, StoreError};
+
+/// Failures in a row after which auto-compaction of a workstream stops
+/// (ARCHITECTURE §3, no-progress guard) until a newer message arrives or a
+/// manual request resets it.
+pub const BREAKER_THRESHOLD: u32 = 3;
+
+/// A workstream as stored, JSON columns decoded.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkstreamRow {
+    pub id: i64,
+    pub key: EntityKey,
+    /// The summary of everything up to `last_compacted_message_id`.
+    pub summary: Option<Summary>,
+    /// Estimated tokens of the preamble written at the last commit.
+    pub summary_tokens: u64,
+    pub state: WorkstreamState,
+    pub memory_block_summary: Option<String>,
+    /// The watermark: the newest message the summary covers.
+    pub last_compacted_message_id: Option<MessageId>,
+    /// The newest message of the workstream.
+    pub last_message_id: Option<MessageId>,
+    /// Sum of the estimates of the messages not yet compacted.
+    pub uncompacted_tokens: u64,
+    /// Some while `is_compacting`, even when the deadline has passed:
+    /// callers compare the deadline ([`WorkstreamRow::lease_live`]).
+    pub lease: Option<Lease>,
+    /// Bumped by every commit.
+    pub version: i64,
+    pub compactions: i64,
+    pub consecutive_failures: u32,
+    /// `last_message_id` when the breaker opened.
+    pub breaker_message_id: Option<MessageId>,
+    pub just_auto_compacted: bool,
+    pub last_compacted_at: Option<DateTime<Utc>>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+impl WorkstreamRow {
+    /// Whether auto-compaction is suspended: [`BREAKER_THRESHOLD`] failures
+    /// in a row and no message newer than the one that was newest when the
+    /// breaker opened (new messages are a reason to try again).
+    pub fn breaker_open(&self) -> bool {
+        // `None < Some(_)`: a first message after a breaker opened on an
+        // empty workstream closes it too.
+        self.consecutive_failures >= BREAKER_THRESHOLD
+            && self.last_message_id <= self.breaker_message_id
+    }
+
+    /// The lease, if one is held and its deadline has not passed at `now_ms`
+    /// (unix milliseconds, application clock).
+    pub fn lease_live(&self, now_ms: i64) -> Option<&Lease> {
+        self.lease.as_ref().filter(|l| l.deadline_ms >= now_ms)
+    }
+
+    pub(crate) fn from_model(m: workstream::Model) -> Result<WorkstreamRow, StoreError> {
+        const TABLE: &str = "workstreams";
+        let key =
+            EntityKey::parse(&m.domain, &m.entity_id).map_err(|err| StoreError::CorruptRow {
+                table: TABLE,
+                id: m.id,
+                detail: format!("key: {err}"),
+            })?;
+        let summary = m
+            .compaction_summary
+            .as_deref()
+            .map(|json| decode(TABLE, m.id, "compaction_summary", json))
+            .transpose()?;
+        let state = decode(TABLE, m.id, "state", &m.state)?;
+        let lease = if m.is_compacting {
+            Some(Lease {
+                owner: m.lease_owner.unwrap_or_default(),
+                deadline_ms: m.lease_deadline_ms.unwrap_or(i64::MIN),
+            })
+        } else {
+            None
+        };
+        Ok(WorkstreamRow {
+            id: m.id,
+            key,
+            summary,
+            summary_tokens: to_u64(m.summary_tokens),
+            state,
+            memory_block_summary: m.memory_block_summary,
+            last_compacted_message_id: m.last_compacted_message_id.map(MessageId),
+            last_message_id: m.last_message_id.map(MessageId),
+            uncompacted_tokens: to_u64(m.uncompacted_tokens),
+            lease,
+            version: m.version,
+            compactions: m.compactions,
+            consecutive_failures: to_u32(m.consecutive_failures),
+            breaker_message_id: m.breaker_message_id.map(MessageId),
+            just_auto_compacted: m.just_auto_compacted,
+            last_compacted_at: m.last_compacted_at,
+            created_at: m.created_at,
+            updated_at: m.updated_at,
+        })
+    }
+}
+
+impl Store {
+    /// The workstream of `key`, if it exists.
+    pub async fn workstream(&self, key: &EntityKey) -> Result<Option<WorkstreamRow>, StoreError> {
+        find_by_key(&self.db, key, "workstream").await
+    }
+
+    /// The workstream with this id, if it exists.
+    pub async fn workstream_by_id(&self, id: i64) -> Result<Option<WorkstreamRow>, StoreError> {
+        Entity::find_by_id(id)
+            .one(&self.db)
+            .await
+            .map_err(StoreError::db("workstream_by_id"))?
+            .map(WorkstreamRow::from_model)
+            .transpose()
+    }
+
+    /// The workstream of `key`, created when missing. Safe when callers
+    /// race: the insert does nothing on a key conflict and the row is read
+    /// afterwards, so both get the one row.
+    pub async fn ensure_workstream(&self, key: &EntityKey) -> Result<WorkstreamRow, StoreError> {
+        ensure(&self.db, key, "ensure_workstream").await
+    }
+
+    /// A manual request clears the breaker: `consecutive_failures = 0`,
+    /// `breaker_message_id = NULL`.
+    pub async fn reset_breaker(&self, workstream_id: i64) -> Result<(), StoreError> {
+        const OP: &str = "reset_breaker";
+        let res = Entity::update_many()
+            .col_expr(Column::ConsecutiveFailures, Expr::value(0))
+            .col_expr(Column::BreakerMessageId, Expr::value(Option::<i64>::None))
+            .col_expr(Column::UpdatedAt, Expr::value(now()))
+            .filter(Column::Id.eq(workstream_id))
+            .exec(&self.db)
+            .await
+            .map_err(StoreError::db(OP))?;
+        if res.rows_affected == 0 {
+            return Err(StoreError::UnknownWorkstream {
+                op: OP,
+                workstream_id,
+            });
+        }
+        Ok(())
+    }
+}
+
+pub(crate) async fn find_by_key<C: ConnectionTrait>(
+    db: &C,
+    key: &EntityKey,
+    op: &'static str,
+) -> Result<Option<WorkstreamRow>, StoreError> {
+    Entity::find()
+        .filter(Column::Domain.eq(key.domain()))
+        .filter(Column::EntityId.eq(key.entity_id()))
+        .one(db)
+        .await
+        .map_err(StoreError::db(op))?
+        .map(WorkstreamRow::from_model)
+        .transpose()
+}
+
+/// Insert-if-missing then select, on a connection or inside a transaction.
+pub(crate) async fn ensure<C: ConnectionTrait>(
+    db: &C,
+    key: &EntityKey,
+    op: &'static str,
+) -> Result<WorkstreamRow, StoreError> {
+    if let Some(row) = find_by_key(db, key, op).await? {
+        return Ok(row);
+    }
+    let at = now();
+    let row = workstream::ActiveModel {
+        domain: Set(key.domain().to_owned()),
+        entity_id: Set(key.entity_id().to_owned()),
+        state: Set("{}".to_owned()),
+        created_at: Set(at),
+        updated_at: Set(at),
+        ..Default::default()
+    };
+    // A concurrent caller may insert the same key between our select and
+    // this insert: the unique index makes ours a no-op, and the select
+    // below finds theirs.
+    Entity::insert(row)
+        .on_conflict_do_nothing_on([Column::Domain, Column::EntityId])
+        .exec_without_returning(db)
+        .await
+        .map_err(StoreError::db(op))?;
+    find_by_key(db, key, op).await?.ok_or(StoreError::Db {
+        op,
+        source: sea_orm::DbErr::RecordNotFound(format!("workstream {key} after insert")),
+    })
+}
+
+/// The workstream id behind `key`, or `None` when it does not exist.
+pub(crate) async fn id_of<C: ConnectionTrait>(
+    db: &C,
+    key: &EntityKey,
+    op: &'static str,
+) -> Result<Option<i64>, StoreError> {
+    use sea_orm::QuerySelect;
+    Entity::find()
+        .select_only()
+        .column(Column::Id)
+        .filter(Column::Domain.eq(key.domain()))
+        .filter(Column::EntityId.eq(key.entity_id()))
+        .into_tuple::<i64>()
+        .one(db)
+        .await
+        .map_err(StoreError::db(op))
+}
