@@ -1,15 +1,23 @@
-//! Library for app code: request compactions and inspect the queue.
+//! Library for app code: store conversations, request compactions, wait
+//! for them, and build the next turn's context.
 //!
+//! - [`client`]: [`client::Compactor`], the API a chat backend calls
+//!   (`append_messages`, `finalize_turn`, `wait_until_ready`,
+//!   `build_context`, `compact_now`, `status`).
+//! - [`store`]: the database (sea-orm, PostgreSQL or SQLite): workstreams,
+//!   messages, memory entries, compaction runs, the entity lease and the
+//!   fenced commit.
 //! - [`queue`]: the Redis queue protocol (keys, scripts, payload) and its
 //!   client, used by producers and by `compactor-worker`.
+//! - [`events`]: what a finished compaction announces.
+//! - [`settings`]: loading configuration (file, environment).
 //! - [`metrics`]: the names of every metric recorded.
-//!
-//! The storage-backed producer API (`append_messages`, `finalize_turn`,
-//! `wait_until_ready`, `build_context`) is added with the storage work.
 
+pub mod client;
 pub mod events;
 pub mod metrics;
 pub mod queue;
+mod ready;
 pub mod settings;
 pub mod store;
 

@@ -1,22 +1,60 @@
-//! `compactor-worker`. The queue runtime (apalis over Redis), storage and
-//! LLM clients are not built yet; until they are, the binary says so and
-//! exits non-zero rather than pretending to process jobs.
+//! `compactor-worker`: runs compaction jobs from the Redis queue until
+//! SIGTERM or SIGINT. Configuration: `config/default.toml` (compiled in),
+//! then `--config FILE`, then `COMPACTOR__SECTION__KEY`, `REDIS_URL` and
+//! `DATABASE_URL`.
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 
+use clap::Parser;
+use compactor_worker::settings::Settings;
+use compactor_worker::{signals, startup, telemetry};
+use tokio_util::sync::CancellationToken;
+
+/// Runs compaction jobs from the Redis queue.
+#[derive(Debug, Parser)]
+#[command(name = "compactor-worker", version, about, long_about = None)]
+struct Args {
+    /// A TOML file overriding config/default.toml (any subset of its keys).
+    #[arg(long, env = "COMPACTOR_CONFIG", value_name = "FILE")]
+    config: Option<PathBuf>,
+}
+
 fn main() -> ExitCode {
-    match std::env::args().nth(1).as_deref() {
-        Some("--version" | "-V") => {
-            println!("compactor-worker {}", env!("CARGO_PKG_VERSION"));
-            ExitCode::SUCCESS
+    let args = Args::parse();
+    let settings = match Settings::load(args.config.as_deref()) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("compactor-worker: {e}");
+            return ExitCode::from(2);
         }
-        _ => {
-            eprintln!(
-                "compactor-worker {}: the queue runtime is not part of this build yet; \
-                 only the compaction engine (crate compactor-shared) is",
-                env!("CARGO_PKG_VERSION")
-            );
-            ExitCode::from(2)
+    };
+    telemetry::init(&settings.log);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("compactor-worker: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async move {
+        let shutdown = CancellationToken::new();
+        let trigger = shutdown.clone();
+        tokio::spawn(async move {
+            signals::terminate().await;
+            trigger.cancel();
+        });
+        startup::run(settings, shutdown).await
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!(error = %e, "compactor-worker stopped");
+            eprintln!("compactor-worker: {e}");
+            ExitCode::FAILURE
         }
     }
 }

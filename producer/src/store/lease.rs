@@ -20,7 +20,7 @@ use super::entities::workstream::{Column, Entity};
 use super::{Store, StoreError};
 
 /// Who holds the lease of a workstream, and until when.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Lease {
     pub owner: String,
     /// Unix milliseconds, application clock.

@@ -1,0 +1,860 @@
+//! The compaction job: one attempt at compacting one workstream.
+//!
+//! ```text
+//! stale auto request? → nothing to do
+//! take the entity lease (waiters see isCompacting), renewed while we work
+//! pass 1: stream the un-compacted messages, keep only their shapes → plan the cut
+//! pass 2: stream them again: transcript + artifact ledger of the compacted span,
+//!         chunk by chunk through the summarizer (each chunk on top of the summary
+//!         so far), the tail kept aside for tool-output pruning
+//! rollup while over the limit → memory-block fold when due
+//! fenced commit (lease owner + expected watermark), which releases the lease
+//! announce the outcome to waiters
+//! ```
+//!
+//! Memory stays bounded whatever the history length: a page of messages,
+//! one chunk of transcript and the shapes (ids, token counts, tool ids) are
+//! all that is held at once.
+//!
+//! Failures release the lease at once (chat requests stop waiting) and are
+//! retried by the runtime. On the last attempt an LLM failure falls back to
+//! the extractive summarizer (the run is marked degraded) when that is
+//! enabled, so a workstream still shrinks while the LLM is down.
+
+use std::collections::{HashSet, VecDeque};
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::Utc;
+use compactor_producer::events::{CompactionEvent, EventOutcome};
+use compactor_producer::metrics::names;
+use compactor_producer::queue::{Queue, Trigger};
+use compactor_producer::store::{
+    Commit, CommitOutcome, ConflictReason, LeaseTaken, MemoryFold, NewRun, PrunedMessage,
+    RunOutcome, Store, StoreError, WorkstreamRow,
+};
+use compactor_shared::boundary::{self, MessageShape};
+use compactor_shared::chunk::{self, ChunkStream};
+use compactor_shared::config::EngineConfig;
+use compactor_shared::context::{self, ContextInput};
+use compactor_shared::prompt::CompactionInput;
+use compactor_shared::transcript::{self, Block, Transcript};
+use compactor_shared::trigger::Measure;
+use compactor_shared::{ledger, prune, EntityKey, Message, MessageId, Summary, TokenEstimator};
+use compactor_shared::{CharEstimator, WorkstreamState};
+use futures::future::BoxFuture;
+use tokio::time::Instant;
+use tracing::{debug, info, warn};
+
+use super::summarizer::{LlmUsage, SummarizeError, Summarizer};
+use crate::runtime::{Job, JobError, JobHandler};
+
+/// At most this many rollup passes; a summary still too big after them is
+/// cut deterministically.
+const MAX_ROLLUPS: u32 = 3;
+
+/// Settings of the compaction job.
+#[derive(Debug, Clone)]
+pub struct CompactSettings {
+    pub engine: EngineConfig,
+    /// How long the entity lease lasts without renewal (the queue's lease
+    /// TTL: a crashed worker's entity is free again as soon as its job is).
+    pub lease_ttl: Duration,
+    /// How often the entity lease is renewed.
+    pub renew_interval: Duration,
+    /// How long one attempt may spend (the lock duration): LLM retries stop
+    /// in time for the commit.
+    pub attempt_budget: Duration,
+    /// Messages read per database round trip.
+    pub page_size: u64,
+    /// On the last attempt, summarize offline when the LLM fails.
+    pub fallback_to_extractive: bool,
+    /// A chunk the model finds too long is halved down to this size; below
+    /// it, the context-length error is permanent.
+    pub min_chunk_chars: usize,
+}
+
+impl CompactSettings {
+    pub fn new(engine: EngineConfig) -> CompactSettings {
+        CompactSettings {
+            engine,
+            lease_ttl: Duration::from_secs(30),
+            renew_interval: Duration::from_secs(10),
+            attempt_budget: Duration::from_secs(300),
+            page_size: 1_000,
+            fallback_to_extractive: true,
+            min_chunk_chars: 4_000,
+        }
+    }
+}
+
+/// A test hook: runs right before the commit, with the entity key.
+pub type BeforeCommit = Arc<dyn Fn(EntityKey) -> BoxFuture<'static, ()> + Send + Sync>;
+
+/// Points where tests can step in (to force races).
+#[derive(Clone, Default)]
+pub struct Hooks {
+    pub before_commit: Option<BeforeCommit>,
+}
+
+impl std::fmt::Debug for Hooks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Hooks")
+            .field("before_commit", &self.before_commit.is_some())
+            .finish()
+    }
+}
+
+/// The compaction job handler.
+#[derive(Clone)]
+pub struct CompactHandler {
+    store: Store,
+    queue: Queue,
+    summarizer: Summarizer,
+    settings: Arc<CompactSettings>,
+    estimator: Arc<dyn TokenEstimator>,
+    hooks: Hooks,
+}
+
+impl std::fmt::Debug for CompactHandler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CompactHandler")
+            .field("summarizer", &self.summarizer)
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why an attempt failed.
+#[derive(Debug, thiserror::Error)]
+enum CompactError {
+    #[error("database: {0}")]
+    Store(#[from] StoreError),
+    #[error("summarizer: {0}")]
+    Summarizer(#[from] SummarizeError),
+    #[error("a chunk is too long for the model even at {chars} chars: {source}")]
+    ChunkTooLong {
+        chars: usize,
+        source: SummarizeError,
+    },
+    #[error("the entity lease was lost")]
+    LeaseLost,
+    #[error("another run holds the entity lease for {left:?} more")]
+    LeaseHeld { left: Duration },
+    #[error("unknown workstream")]
+    UnknownWorkstream,
+}
+
+impl CompactError {
+    fn is_summarizer(&self) -> bool {
+        matches!(
+            self,
+            CompactError::Summarizer(_) | CompactError::ChunkTooLong { .. }
+        )
+    }
+
+    /// Will fail the same way on every attempt.
+    fn is_permanent(&self) -> bool {
+        matches!(
+            self,
+            CompactError::Store(StoreError::CorruptRow { .. })
+                | CompactError::ChunkTooLong { .. }
+                | CompactError::UnknownWorkstream
+        )
+    }
+
+    fn into_job_error(self) -> JobError {
+        if self.is_permanent() {
+            return JobError::permanent(self.to_string());
+        }
+        let retry_after = match &self {
+            CompactError::Summarizer(e) => e.retry_after(),
+            CompactError::LeaseHeld { left } => Some(*left),
+            _ => None,
+        };
+        match retry_after {
+            Some(after) => JobError::retry_after(self.to_string(), after),
+            None => JobError::retryable(self.to_string()),
+        }
+    }
+}
+
+/// What a successful attempt did.
+enum Done {
+    /// Under the trigger, or too few messages: nothing changed.
+    Skipped,
+    Committed(Report),
+    Conflict(ConflictReason),
+}
+
+/// Figures of a committed compaction.
+#[derive(Debug, Clone, Default)]
+struct Report {
+    tokens_before: u64,
+    tokens_after: u64,
+    messages_compacted: u64,
+    chunks: u32,
+    rollups: u32,
+    degraded: bool,
+    /// The workstream ended below its trigger.
+    progress: bool,
+}
+
+/// Everything a commit writes, prepared while holding the lease.
+struct Prepared {
+    watermark: MessageId,
+    keep: Vec<MessageId>,
+    compacted_tokens: u64,
+    summary: Summary,
+    summary_tokens: u64,
+    state: WorkstreamState,
+    memory_fold: Option<(String, Vec<i64>)>,
+    pruned: Vec<PrunedMessage>,
+    usage: LlmUsage,
+    report: Report,
+}
+
+impl CompactHandler {
+    pub fn new(
+        store: Store,
+        queue: Queue,
+        summarizer: Summarizer,
+        settings: CompactSettings,
+    ) -> CompactHandler {
+        let estimator = Arc::new(CharEstimator::new(settings.engine.chars_per_token));
+        CompactHandler {
+            store,
+            queue,
+            summarizer,
+            settings: Arc::new(settings),
+            estimator,
+            hooks: Hooks::default(),
+        }
+    }
+
+    /// Installs test hooks.
+    pub fn with_hooks(mut self, hooks: Hooks) -> CompactHandler {
+        self.hooks = hooks;
+        self
+    }
+
+    /// Whether the workstream is over its trigger now.
+    fn due(&self, ws: &WorkstreamRow) -> bool {
+        let tokens = ws.summary_tokens.saturating_add(ws.uncompacted_tokens);
+        self.settings
+            .engine
+            .trigger
+            .evaluate(&Measure::estimated(tokens))
+            .due
+    }
+
+    async fn attempt(&self, job: &Job) -> Result<Done, (CompactError, Option<i64>)> {
+        let ws = match self.store.workstream(&job.key).await {
+            Ok(Some(ws)) => ws,
+            Ok(None) => return Err((CompactError::UnknownWorkstream, None)),
+            Err(e) => return Err((e.into(), None)),
+        };
+        // An automatic request (or its follow-up) that is stale by now, or
+        // a retry after a commit that already happened: nothing to do.
+        if !job.trigger.is_manual() && !self.due(&ws) {
+            debug!("under the trigger: nothing to do");
+            return Ok(Done::Skipped);
+        }
+        let owner = job.lease_token.as_str();
+        match self
+            .store
+            .take_lease(ws.id, owner, self.settings.lease_ttl)
+            .await
+        {
+            Ok(LeaseTaken::Taken { reclaimed }) => {
+                if let Some(old) = reclaimed {
+                    info!(
+                        previous_owner_deadline_ms = old.deadline_ms,
+                        "took over an expired entity lease"
+                    );
+                }
+            }
+            Ok(LeaseTaken::Held(lease)) => {
+                let left_ms = lease
+                    .deadline_ms
+                    .saturating_sub(Utc::now().timestamp_millis())
+                    .max(0);
+                let left = Duration::from_millis(u64::try_from(left_ms).unwrap_or(0));
+                debug!(left_ms, "entity lease held by another run");
+                return Err((CompactError::LeaseHeld { left }, None));
+            }
+            Err(e) => return Err((e.into(), None)),
+        }
+        let started = Utc::now();
+        let prepared = tokio::select! {
+            p = self.prepare_with_fallback(job, &ws) => p,
+            () = self.keep_lease(ws.id, owner) => Err(CompactError::LeaseLost),
+        };
+        let prepared = match prepared {
+            Ok(Some(p)) => p,
+            Ok(None) => {
+                if let Err(e) = self.store.release_lease(ws.id, owner).await {
+                    warn!(error = %e, "could not release the entity lease; it expires on its own");
+                }
+                return Ok(Done::Skipped);
+            }
+            Err(e) => return Err((e, Some(ws.id))),
+        };
+        if let Some(hook) = &self.hooks.before_commit {
+            hook(job.key.clone()).await;
+        }
+        self.commit(job, &ws, owner, prepared, started)
+            .await
+            .map_err(|e| (e, Some(ws.id)))
+    }
+
+    /// Renews the entity lease until it is lost (resolves then) or the
+    /// surrounding work ends (this future is dropped).
+    async fn keep_lease(&self, workstream_id: i64, owner: &str) {
+        let ttl = self.settings.lease_ttl;
+        let mut confirmed = Instant::now();
+        loop {
+            tokio::time::sleep(self.settings.renew_interval).await;
+            match self.store.renew_lease(workstream_id, owner, ttl).await {
+                Ok(true) => confirmed = Instant::now(),
+                Ok(false) => {
+                    warn!("entity lease lost: renewal refused");
+                    return;
+                }
+                Err(e) => {
+                    warn!(error = %e, "entity lease renewal failed");
+                    if confirmed.elapsed() + self.settings.renew_interval >= ttl {
+                        warn!("entity lease lost: not renewed within its TTL");
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Prepares with the configured summarizer; on the last attempt an LLM
+    /// failure is retried offline (degraded) when allowed.
+    async fn prepare_with_fallback(
+        &self,
+        job: &Job,
+        ws: &WorkstreamRow,
+    ) -> Result<Option<Prepared>, CompactError> {
+        let deadline = Instant::now() + self.settings.attempt_budget;
+        match self.prepare(job, ws, &self.summarizer, deadline).await {
+            Err(e)
+                if e.is_summarizer()
+                    && job.is_last_attempt()
+                    && self.settings.fallback_to_extractive
+                    && !matches!(self.summarizer, Summarizer::Extractive) =>
+            {
+                warn!(error = %e, "the LLM failed on the last attempt: summarizing offline (degraded)");
+                let mut prepared = self
+                    .prepare(job, ws, &Summarizer::Extractive, deadline)
+                    .await?;
+                if let Some(p) = prepared.as_mut() {
+                    p.report.degraded = true;
+                }
+                Ok(prepared)
+            }
+            other => other,
+        }
+    }
+
+    async fn prepare(
+        &self,
+        job: &Job,
+        ws: &WorkstreamRow,
+        summarizer: &Summarizer,
+        deadline: Instant,
+    ) -> Result<Option<Prepared>, CompactError> {
+        let engine = &self.settings.engine;
+        let estimator = self.estimator.as_ref();
+
+        // Pass 1: shapes only.
+        let mut shapes: Vec<MessageShape> = Vec::new();
+        let mut after = None;
+        loop {
+            let page = self
+                .store
+                .uncompacted_page(ws.id, after, self.settings.page_size)
+                .await?;
+            shapes.extend(page.iter().map(|m| MessageShape::of(m, estimator)));
+            after = page.last().map(|m| m.id);
+            if (page.len() as u64) < self.settings.page_size {
+                break;
+            }
+        }
+        let Some(plan) = boundary::plan_shapes(&shapes, &engine.boundary) else {
+            debug!(messages = shapes.len(), "nothing may be compacted");
+            return Ok(None);
+        };
+        let Some(last_seen) = shapes.last().map(|s| s.id) else {
+            return Ok(None);
+        };
+        let tail_from = shapes[plan.tail_start].id;
+        let keep: Vec<MessageId> = plan.kept_pinned.iter().map(|&i| shapes[i].id).collect();
+        let compacted_tokens: u64 = plan.compact.iter().map(|&i| shapes[i].tokens).sum();
+        let messages_compacted = plan.compact.len() as u64;
+        drop(shapes);
+        let kept: HashSet<MessageId> = keep.iter().copied().collect();
+
+        // Pass 2: the compacted span through the summarizer, chunk by chunk.
+        let instructions = match &job.trigger {
+            Trigger::Manual { instructions } => instructions.clone(),
+            _ => None,
+        };
+        let mut run = SummaryRun {
+            summarizer,
+            engine,
+            estimator,
+            deadline,
+            summary: ws.summary.clone(),
+            state: ws.state.clone(),
+            instructions,
+            usage: LlmUsage::default(),
+            chunks: 0,
+            min_chunk_chars: self.settings.min_chunk_chars,
+        };
+        let mut chunker = ChunkStream::new(engine.chunk.max_chars);
+        let mut tail: Vec<Message> = Vec::new();
+        let mut after = None;
+        'pages: loop {
+            let page = self
+                .store
+                .uncompacted_page(ws.id, after, self.settings.page_size)
+                .await?;
+            let full = page.len() as u64 == self.settings.page_size;
+            after = page.last().map(|m| m.id);
+            let mut span = Vec::with_capacity(page.len());
+            let mut reached_end = !full;
+            for message in page {
+                if message.id > last_seen {
+                    // Appended while we work: after the tail, not ours.
+                    reached_end = true;
+                    break;
+                }
+                if message.id >= tail_from {
+                    tail.push(message);
+                } else if !kept.contains(&message.id) {
+                    span.push(message);
+                }
+            }
+            if !span.is_empty() {
+                run.state
+                    .ledger
+                    .record(ledger::extract(&span), &engine.ledger_caps);
+                let piece = transcript::extract(&span, &engine.transcript);
+                drop(span);
+                for chunk in chunker.push(piece) {
+                    run.fold(chunk.text, false).await?;
+                }
+            }
+            if reached_end {
+                break 'pages;
+            }
+        }
+        let rest = chunker.finish();
+        let last = rest.len().saturating_sub(1);
+        for (i, chunk) in rest.into_iter().enumerate() {
+            run.fold(chunk.text, i == last && plan.split_turn.is_some())
+                .await?;
+        }
+
+        // Rollup while too big.
+        let mut summary = run.summary.take().unwrap_or_default();
+        let mut rollups = 0;
+        let budget = super::summarizer::output_budget(engine);
+        while summary.needs_rollup(engine.summary.rollup_max_tokens, estimator) {
+            if rollups == MAX_ROLLUPS {
+                summary.fit_to(engine.summary.rollup_max_tokens, estimator);
+                break;
+            }
+            summary = summarizer
+                .rollup(&summary, budget, estimator, deadline, &mut run.usage)
+                .await?;
+            rollups += 1;
+        }
+
+        // Memory-block fold when due.
+        let entries = self.store.unfolded_memory_entries(ws.id).await?;
+        let mut memory_fold = None;
+        let mut memory_summary = ws.memory_block_summary.clone();
+        if let Some(range) = engine.memory_block.fold_due(entries.len()) {
+            let folded = &entries[range.clone()];
+            let texts: Vec<String> = folded.iter().map(|e| e.content.clone()).collect();
+            let new = summarizer
+                .fold_memory(
+                    ws.memory_block_summary.as_deref(),
+                    &texts,
+                    engine.memory_block.max_summary_chars,
+                    deadline,
+                    &mut run.usage,
+                )
+                .await?;
+            memory_summary = Some(new.clone());
+            memory_fold = Some((new, folded.iter().map(|e| e.id).collect::<Vec<i64>>()));
+        }
+        let unfolded_left: Vec<String> = match &memory_fold {
+            Some((_, ids)) => entries
+                .iter()
+                .filter(|e| !ids.contains(&e.id))
+                .map(|e| e.content.clone())
+                .collect(),
+            None => entries.iter().map(|e| e.content.clone()).collect(),
+        };
+
+        // Tool output of the kept tail that is old enough is hidden.
+        let mut pruned = Vec::new();
+        let mut pruned_freed = 0;
+        if let Some(prune_plan) = prune::plan(&tail, &engine.prune, estimator) {
+            let before: Vec<u64> = tail.iter().map(|m| estimator.message_tokens(m)).collect();
+            prune::apply(&mut tail, &prune_plan);
+            let mut touched: Vec<usize> = prune_plan.parts.iter().map(|&(m, _)| m).collect();
+            touched.sort_unstable();
+            touched.dedup();
+            for i in touched {
+                let message = &tail[i];
+                let token_estimate = estimator.message_tokens(message);
+                pruned_freed += before[i].saturating_sub(token_estimate);
+                pruned.push(PrunedMessage {
+                    id: message.id,
+                    parts: message.parts.clone(),
+                    token_estimate,
+                });
+            }
+        }
+
+        let state = run.state;
+        let summary_tokens = context::preamble_tokens(
+            &ContextInput {
+                summary: Some(&summary),
+                state: &state,
+                memory_block_summary: memory_summary.as_deref(),
+                memory_entries: &unfolded_left,
+                messages: &[],
+                just_auto_compacted: false,
+                context_window: engine.trigger.context_window(),
+            },
+            estimator,
+        );
+        let tokens_before = ws.summary_tokens.saturating_add(ws.uncompacted_tokens);
+        let tokens_after = summary_tokens.saturating_add(
+            ws.uncompacted_tokens
+                .saturating_sub(compacted_tokens)
+                .saturating_sub(pruned_freed),
+        );
+        let progress = !engine
+            .trigger
+            .evaluate(&Measure::estimated(tokens_after))
+            .due;
+        Ok(Some(Prepared {
+            watermark: plan.watermark,
+            keep,
+            compacted_tokens,
+            summary,
+            summary_tokens,
+            state,
+            memory_fold,
+            pruned,
+            usage: run.usage,
+            report: Report {
+                tokens_before,
+                tokens_after,
+                messages_compacted,
+                chunks: run.chunks,
+                rollups,
+                degraded: false,
+                progress,
+            },
+        }))
+    }
+
+    async fn commit(
+        &self,
+        job: &Job,
+        ws: &WorkstreamRow,
+        owner: &str,
+        prepared: Prepared,
+        started: chrono::DateTime<Utc>,
+    ) -> Result<Done, CompactError> {
+        let Prepared {
+            watermark,
+            keep,
+            compacted_tokens,
+            summary,
+            summary_tokens,
+            state,
+            memory_fold,
+            pruned,
+            usage,
+            report,
+        } = prepared;
+        let progress = report.progress;
+        let run = NewRun {
+            job_id: i64::try_from(job.job_id).unwrap_or(i64::MAX),
+            attempt: job.attempt,
+            trigger: job.trigger.label().to_owned(),
+            started_at: started,
+            finished_at: Utc::now(),
+            outcome: if progress {
+                RunOutcome::Committed
+            } else {
+                RunOutcome::NoProgress
+            },
+            degraded: report.degraded,
+            tokens_before: report.tokens_before,
+            tokens_after: report.tokens_after,
+            messages_compacted: report.messages_compacted,
+            chunks: report.chunks,
+            rollups: report.rollups,
+            llm_model: usage.model.clone(),
+            llm_tokens_in: usage.input_tokens,
+            llm_tokens_out: usage.output_tokens,
+            error: None,
+            summary: Some(summary.render()),
+        };
+        let commit = Commit {
+            workstream_id: ws.id,
+            lease_owner: owner,
+            expected_watermark: ws.last_compacted_message_id,
+            new_watermark: watermark,
+            keep: &keep,
+            compacted_tokens,
+            summary: &summary,
+            summary_tokens,
+            state: &state,
+            memory_fold: memory_fold.as_ref().map(|(s, ids)| MemoryFold {
+                summary: s,
+                folded: ids,
+            }),
+            pruned: &pruned,
+            just_auto_compacted: !job.trigger.is_manual(),
+            progress,
+            run: &run,
+        };
+        match self.store.commit(&commit).await? {
+            CommitOutcome::Committed { version } => {
+                info!(
+                    version,
+                    tokens_before = report.tokens_before,
+                    tokens_after = report.tokens_after,
+                    messages = report.messages_compacted,
+                    chunks = report.chunks,
+                    degraded = report.degraded,
+                    progress,
+                    "compacted"
+                );
+                Ok(Done::Committed(report))
+            }
+            CommitOutcome::Conflict(reason) => Ok(Done::Conflict(reason)),
+        }
+    }
+
+    fn event(
+        &self,
+        job: &Job,
+        outcome: EventOutcome,
+        report: &Report,
+        error: Option<String>,
+    ) -> CompactionEvent {
+        CompactionEvent {
+            domain: job.key.domain().to_owned(),
+            entity_id: job.key.entity_id().to_owned(),
+            outcome,
+            trigger: job.trigger.label().to_owned(),
+            job_id: job.job_id,
+            attempt: job.attempt,
+            tokens_before: report.tokens_before,
+            tokens_after: report.tokens_after,
+            messages_compacted: report.messages_compacted,
+            chunks: report.chunks,
+            rollups: report.rollups,
+            degraded: report.degraded,
+            error,
+        }
+    }
+
+    async fn announce(&self, key: &EntityKey, event: &CompactionEvent) {
+        if let Err(e) = self.queue.publish_release(key, event).await {
+            // Waiters still wake at the lease deadline or their timeout.
+            warn!(error = %e, "could not announce the release");
+            metrics::counter!(names::NOTIFY_ERRORS_TOTAL, "op" => "publish").increment(1);
+        }
+    }
+}
+
+/// The summary being built, chunk by chunk.
+struct SummaryRun<'a> {
+    summarizer: &'a Summarizer,
+    engine: &'a EngineConfig,
+    estimator: &'a dyn TokenEstimator,
+    deadline: Instant,
+    summary: Option<Summary>,
+    state: WorkstreamState,
+    instructions: Option<String>,
+    usage: LlmUsage,
+    chunks: u32,
+    min_chunk_chars: usize,
+}
+
+impl SummaryRun<'_> {
+    /// Folds one chunk of transcript into the summary and state. A chunk
+    /// the model finds too long is halved (and the halves folded in order)
+    /// until it fits or reaches the minimum size.
+    async fn fold(&mut self, text: String, split_turn: bool) -> Result<(), CompactError> {
+        let mut queue: VecDeque<(String, bool)> = VecDeque::from([(text, split_turn)]);
+        while let Some((text, split)) = queue.pop_front() {
+            let input = CompactionInput {
+                previous_summary: self.summary.as_ref(),
+                state: &self.state,
+                new_messages: &text,
+                instructions: self.instructions.as_deref(),
+                split_turn: split,
+            };
+            match self
+                .summarizer
+                .summarize(
+                    &input,
+                    self.engine,
+                    self.estimator,
+                    self.deadline,
+                    &mut self.usage,
+                )
+                .await
+            {
+                Ok(output) => {
+                    self.chunks += 1;
+                    self.summary = Some(output.summary);
+                    self.state.merge(&output.delta, &self.engine.state_caps);
+                }
+                Err(e) if e.is_context_length() => {
+                    let chars = text.chars().count();
+                    let half = chars / 2;
+                    if half < self.min_chunk_chars {
+                        return Err(CompactError::ChunkTooLong { chars, source: e });
+                    }
+                    debug!(chars, "chunk too long for the model: halving it");
+                    let pieces = halves(&text, half);
+                    let last = pieces.len().saturating_sub(1);
+                    for (i, piece) in pieces.into_iter().enumerate().rev() {
+                        queue.push_front((piece, split && i == last));
+                    }
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Cuts `text` into pieces of at most `max_chars`, at line breaks where
+/// possible (the chunker's rules, one block).
+fn halves(text: &str, max_chars: usize) -> Vec<String> {
+    let single = Transcript {
+        text: text.to_owned(),
+        blocks: vec![Block {
+            message_id: MessageId(0),
+            range: 0..text.len(),
+            chars: text.chars().count(),
+        }],
+    };
+    chunk::chunk(&single, max_chars)
+        .iter()
+        .map(|c| c.text.to_owned())
+        .collect()
+}
+
+impl JobHandler for CompactHandler {
+    async fn run(&self, job: Job) -> Result<(), JobError> {
+        let domain = job.key.domain().to_owned();
+        let count = |outcome: &'static str, degraded: bool| {
+            metrics::counter!(names::COMPACTIONS_TOTAL, "domain" => domain.clone(), "outcome" => outcome, "degraded" => if degraded { "true" } else { "false" })
+                .increment(1);
+        };
+        match self.attempt(&job).await {
+            Ok(Done::Skipped) => {
+                count("skipped", false);
+                Ok(())
+            }
+            Ok(Done::Committed(report)) => {
+                count(
+                    if report.progress {
+                        "committed"
+                    } else {
+                        "no_progress"
+                    },
+                    report.degraded,
+                );
+                metrics::histogram!(names::COMPACTION_TOKENS, "domain" => domain.clone(), "stage" => "before")
+                    .record(report.tokens_before as f64);
+                metrics::histogram!(names::COMPACTION_TOKENS, "domain" => domain.clone(), "stage" => "after")
+                    .record(report.tokens_after as f64);
+                metrics::histogram!(names::COMPACTION_MESSAGES, "domain" => domain.clone())
+                    .record(report.messages_compacted as f64);
+                metrics::histogram!(names::COMPACTION_CHUNKS, "domain" => domain.clone())
+                    .record(f64::from(report.chunks));
+                metrics::histogram!(names::COMPACTION_ROLLUPS, "domain" => domain.clone())
+                    .record(f64::from(report.rollups));
+                let event = self.event(&job, EventOutcome::Compacted, &report, None);
+                self.announce(&job.key, &event).await;
+                Ok(())
+            }
+            Ok(Done::Conflict(reason)) => {
+                count("conflict", false);
+                metrics::counter!(names::FENCE_CONFLICTS_TOTAL, "domain" => domain.clone())
+                    .increment(1);
+                warn!(?reason, "commit refused by the fence; nothing written");
+                let event = self.event(&job, EventOutcome::Conflict, &Report::default(), None);
+                self.announce(&job.key, &event).await;
+                Ok(())
+            }
+            Err((error, workstream)) => {
+                count("failed", false);
+                if matches!(error, CompactError::LeaseLost) && workstream.is_some() {
+                    metrics::counter!(names::ENTITY_LEASES_LOST_TOTAL, "domain" => domain.clone())
+                        .increment(1);
+                }
+                if let Some(workstream_id) = workstream {
+                    let job_error = error.to_string();
+                    let now = Utc::now();
+                    let run = NewRun {
+                        job_id: i64::try_from(job.job_id).unwrap_or(i64::MAX),
+                        attempt: job.attempt,
+                        trigger: job.trigger.label().to_owned(),
+                        started_at: now,
+                        finished_at: now,
+                        outcome: RunOutcome::Failed,
+                        degraded: false,
+                        tokens_before: 0,
+                        tokens_after: 0,
+                        messages_compacted: 0,
+                        chunks: 0,
+                        rollups: 0,
+                        llm_model: self.summarizer.model(),
+                        llm_tokens_in: 0,
+                        llm_tokens_out: 0,
+                        error: Some(job_error.chars().take(1_000).collect()),
+                        summary: None,
+                    };
+                    let final_failure = job.is_last_attempt() || error.is_permanent();
+                    if let Err(e) = self
+                        .store
+                        .record_failure(workstream_id, &job.lease_token, &run, final_failure)
+                        .await
+                    {
+                        // The lease expires on its own; waiters wake then.
+                        warn!(error = %e, "could not record the failure or release the entity lease");
+                    }
+                    let event = self.event(
+                        &job,
+                        EventOutcome::Failed,
+                        &Report::default(),
+                        Some(job_error.chars().take(300).collect()),
+                    );
+                    self.announce(&job.key, &event).await;
+                }
+                Err(error.into_job_error())
+            }
+        }
+    }
+}
