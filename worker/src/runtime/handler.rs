@@ -28,7 +28,11 @@ pub struct Job {
 }
 
 impl Job {
-    pub(crate) fn new(claimed: &ClaimedJob, max_attempts: u32, cancel: CancellationToken) -> Job {
+    pub(crate) fn from_claim(
+        claimed: &ClaimedJob,
+        max_attempts: u32,
+        cancel: CancellationToken,
+    ) -> Job {
         Job {
             key: claimed.key.clone(),
             trigger: claimed.payload.trigger.clone(),
@@ -37,6 +41,27 @@ impl Job {
             max_attempts,
             lease_token: claimed.lease_token.clone(),
             cancel,
+        }
+    }
+
+    /// An attempt outside the queue (running a handler inline, in tools or
+    /// tests): `lease_token` is the owner the handler's commit is fenced on.
+    pub fn new(
+        key: EntityKey,
+        trigger: Trigger,
+        job_id: u64,
+        attempt: u32,
+        max_attempts: u32,
+        lease_token: impl Into<String>,
+    ) -> Job {
+        Job {
+            key,
+            trigger,
+            job_id,
+            attempt,
+            max_attempts,
+            lease_token: lease_token.into(),
+            cancel: CancellationToken::new(),
         }
     }
 

@@ -114,7 +114,7 @@ async fn run_attempt<H: JobHandler>(shared: &Shared, handler: &H, job: ClaimedJo
 
     let cancel = CancellationToken::new();
     let started = Instant::now();
-    let attempt = Job::new(&job, shared.config.retry.max_attempts, cancel.clone());
+    let attempt = Job::from_claim(&job, shared.config.retry.max_attempts, cancel.clone());
     let work = AssertUnwindSafe(handler.run(attempt)).catch_unwind();
     let outcome = tokio::select! {
         result = work => match result {

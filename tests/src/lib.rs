@@ -1,0 +1,208 @@
+//! Helpers of the end-to-end tests (`tests/tests/*.rs`): a database of its
+//! own per test ([`db::TestDb`], PostgreSQL schema or SQLite file), a queue
+//! of its own on the machine's Redis ([`TestRedis`]), an LLM faked at the
+//! HTTP boundary ([`FakeLlm`]), a worker started through the same
+//! `startup::run` as the binary ([`spawn_worker`]), and generated
+//! conversations.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, unreachable_pub)] // test support: a panic is a failed test
+
+#[path = "../../producer/tests/support/db.rs"]
+pub mod db;
+pub mod llm;
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use compactor_producer::client::IncomingMessage;
+use compactor_producer::queue::{Queue, QueueConfig, QueueName};
+use compactor_shared::{EntityKey, Part, Role};
+use compactor_worker::settings::Settings;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+pub use llm::{FakeLlm, Fault};
+
+/// The machine's Redis (or `REDIS_URL`).
+pub fn redis_url() -> String {
+    std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned())
+}
+
+/// A name no other test (or run) uses.
+pub fn unique_name(prefix: &str) -> String {
+    static N: AtomicU32 = AtomicU32::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or_default();
+    format!(
+        "{prefix}-{}-{}-{nanos}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// A queue of its own on the machine's Redis; its keys are deleted on drop.
+pub struct TestRedis {
+    pub url: String,
+    pub config: QueueConfig,
+}
+
+impl TestRedis {
+    pub fn new() -> TestRedis {
+        TestRedis {
+            url: redis_url(),
+            config: QueueConfig {
+                name: QueueName::parse(&unique_name("e2e")).unwrap(),
+                ..QueueConfig::default()
+            },
+        }
+    }
+
+    pub async fn queue(&self) -> Queue {
+        Queue::connect(&self.url, self.config.clone())
+            .await
+            .unwrap()
+    }
+}
+
+impl Default for TestRedis {
+    fn default() -> Self {
+        TestRedis::new()
+    }
+}
+
+impl Drop for TestRedis {
+    fn drop(&mut self) {
+        let Ok(client) = redis::Client::open(self.url.as_str()) else {
+            return;
+        };
+        let Ok(mut conn) = client.get_connection_with_timeout(Duration::from_secs(1)) else {
+            return;
+        };
+        let prefix = compactor_producer::queue::Keys::new(&self.config.name)
+            .prefix()
+            .to_owned();
+        // The prefix is `{cq:<validated name>}:`: no glob characters.
+        let keys: Vec<String> = redis::cmd("KEYS")
+            .arg(format!("{prefix}*"))
+            .query(&mut conn)
+            .unwrap_or_default();
+        if !keys.is_empty() {
+            let _: Result<(), _> = redis::cmd("DEL").arg(keys).query(&mut conn);
+        }
+    }
+}
+
+/// Settings for a worker on `db_url`, `redis`'s queue and the fake LLM at
+/// `llm_url` (extractive when `None`), with timings short enough for tests.
+pub fn settings(db_url: &str, redis: &TestRedis, llm_url: Option<&str>) -> Settings {
+    let mut s = Settings::default();
+    s.database.url = compactor_producer::settings::ConnectionUrl::new(db_url);
+    s.redis.url = compactor_producer::settings::ConnectionUrl::new(redis.url.clone());
+    s.queue = redis.config.clone();
+    s.queue.lease_ttl = Duration::from_secs(5);
+    s.worker.renew_interval = Duration::from_millis(500);
+    s.worker.check_interval = Duration::from_millis(500);
+    s.worker.shutdown_grace = Duration::from_secs(5);
+    s.worker.retry.base_delay = Duration::from_millis(100);
+    if let Some(url) = llm_url {
+        s.llm.provider = compactor_worker::llm::Provider::OpenAi;
+        s.llm.base_url = Some(url.to_owned());
+        s.llm.model = "fake-model".to_owned();
+        s.llm.request_timeout = Duration::from_secs(5);
+        s.llm.max_retries = 2;
+        s.llm.retry_base_delay = Duration::from_millis(20);
+        s.llm.retry_max_delay = Duration::from_millis(200);
+    }
+    s
+}
+
+/// A worker running in this process; stopped (gracefully) by [`Worker::stop`].
+pub struct Worker {
+    shutdown: CancellationToken,
+    task: JoinHandle<Result<(), compactor_worker::startup::StartupError>>,
+}
+
+/// Starts a worker through `startup::run`, as `compactor-worker` does.
+pub fn spawn_worker(settings: Settings) -> Worker {
+    let shutdown = CancellationToken::new();
+    let task = tokio::spawn(compactor_worker::startup::run(settings, shutdown.clone()));
+    Worker { shutdown, task }
+}
+
+impl Worker {
+    pub async fn stop(self) {
+        self.shutdown.cancel();
+        tokio::time::timeout(Duration::from_secs(30), self.task)
+            .await
+            .expect("the worker stops")
+            .expect("the worker task does not panic")
+            .expect("the worker stops cleanly");
+    }
+}
+
+/// Polls `check` every 20 ms until it is true; panics after `limit`.
+pub async fn eventually<F, Fut>(what: &str, limit: Duration, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + limit;
+    while !check().await {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "not within {limit:?}: {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+pub fn key(entity: &str) -> EntityKey {
+    EntityKey::parse("chat", entity).unwrap()
+}
+
+/// A coding conversation of `turns` turns, 4 messages each: the user asks,
+/// the assistant answers, runs a tool, and the tool's result comes back.
+/// Every turn ends on a complete tool pair, so the default cut (keep the
+/// last 6 messages) is a valid one.
+pub fn conversation(turns: usize) -> Vec<IncomingMessage> {
+    let mut out = Vec::with_capacity(turns * 4);
+    for t in 0..turns {
+        out.push(IncomingMessage::text(
+            Role::User,
+            format!(
+                "Turn {t}: please look at src/module_{t}.rs and explain why the test \
+                 `test_case_{t}` fails with error E{:04}; we need it fixed before the release.",
+                t % 10_000
+            ),
+        ));
+        out.push(IncomingMessage::text(
+            Role::Assistant,
+            format!(
+                "Looking at src/module_{t}.rs: the failure comes from an off-by-one in the \
+                 loop bound; I will run the test to confirm before changing anything (turn {t})."
+            ),
+        ));
+        let call_id = format!("call-{t}");
+        out.push(IncomingMessage {
+            role: Role::Assistant,
+            parts: vec![Part::tool_call(
+                call_id.clone(),
+                "bash",
+                serde_json::json!({"cmd": format!("cargo test test_case_{t}")}),
+            )],
+            pinned: false,
+        });
+        out.push(IncomingMessage {
+            role: Role::Tool,
+            parts: vec![Part::tool_result(
+                call_id,
+                "bash",
+                format!("running 1 test\ntest test_case_{t} ... FAILED\nassertion failed: left == right (turn {t})"),
+            )],
+            pinned: false,
+        });
+    }
+    out
+}
