@@ -1,0 +1,205 @@
+//! A workstream's life around its compactions: the schema check at worker
+//! start, the circuit breaker after repeated failures, memory-block folding.
+//! Real databases and Redis; the LLM faked at the HTTP boundary.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
+
+use std::time::Duration;
+
+use compactor_e2e::db::{Backend, TestDb};
+use compactor_e2e::{conversation, key, settings, FakeLlm, Fault, TestRedis};
+use compactor_producer::client::{Compactor, IncomingMessage, TurnOutcome};
+use compactor_producer::queue::{EnqueueOutcome, Trigger};
+use compactor_producer::store::SchemaStatus;
+use compactor_shared::config::EngineConfig;
+use compactor_shared::trigger::TriggerPolicy;
+use compactor_shared::{Part, Role};
+use compactor_worker::jobs::{CompactHandler, CompactSettings, Summarizer};
+use compactor_worker::llm::{LlmClient, LlmConfig, Provider};
+use compactor_worker::runtime::{Job, JobHandler};
+use compactor_worker::startup::{self, StartupError};
+use tokio_util::sync::CancellationToken;
+
+fn small_window() -> EngineConfig {
+    EngineConfig {
+        trigger: TriggerPolicy::Threshold {
+            context_window: 20_000,
+            ratio: 0.7,
+            output_reserve: 4_000,
+            safety_margin: 1_000,
+        },
+        ..EngineConfig::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_database_gets_its_schema_and_one_behind_is_refused() {
+    // A brand-new SQLite file (the first run on a fresh machine).
+    let fresh = TestDb::unmigrated(Backend::Sqlite).await;
+    let redis = TestRedis::new();
+    let shutdown = CancellationToken::new();
+    let worker = tokio::spawn(startup::run(
+        settings(&fresh.url, &redis, None),
+        shutdown.clone(),
+    ));
+    compactor_e2e::eventually("the schema is created", Duration::from_secs(20), || async {
+        matches!(fresh.store.schema_status().await, Ok(SchemaStatus::Current))
+    })
+    .await;
+    shutdown.cancel();
+    worker.await.unwrap().unwrap();
+
+    // A database one migration behind (an upgrade not applied yet).
+    let behind = TestDb::new(Backend::Postgres).await;
+    let last = compactor_migrations::migration_names().pop().unwrap();
+    behind
+        .exec(&format!(
+            "DELETE FROM seaql_migrations WHERE version = '{last}'"
+        ))
+        .await;
+    let err = startup::run(
+        settings(&behind.url, &redis, None),
+        CancellationToken::new(),
+    )
+    .await
+    .unwrap_err();
+    assert!(matches!(err, StartupError::SchemaBehind(_)), "{err:?}");
+    let message = err.to_string();
+    assert!(
+        message.contains(&last) && message.contains("compactor migrate"),
+        "{message}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_compactions_open_the_breaker_until_new_messages_or_a_manual_request() {
+    let db = TestDb::postgres().await;
+    let redis = TestRedis::new();
+    let queue = redis.queue().await;
+    let llm = FakeLlm::start().await;
+    llm.fail_always(Some(Fault::Unauthorized));
+    let client = Compactor::from_parts(db.store.clone(), queue.clone(), small_window()).await;
+    let k = key("broken");
+    client.append_messages(&k, conversation(200)).await.unwrap();
+    let llm_config = LlmConfig {
+        provider: Provider::OpenAi,
+        base_url: Some(llm.url()),
+        model: "fake-model".into(),
+        fallback_to_extractive: false,
+        ..LlmConfig::default()
+    };
+    let handler = CompactHandler::new(
+        db.store.clone(),
+        queue.clone(),
+        Summarizer::Llm(LlmClient::from_config(&llm_config).unwrap()),
+        CompactSettings {
+            fallback_to_extractive: false,
+            ..CompactSettings::new(small_window())
+        },
+    );
+    for job_id in 1..=3 {
+        // Each job's last attempt fails.
+        let job = Job::new(
+            k.clone(),
+            Trigger::Auto,
+            job_id,
+            2,
+            2,
+            format!("lease-{job_id}"),
+        );
+        assert!(handler.run(job).await.is_err());
+    }
+    let status = client.status(&k).await.unwrap();
+    assert_eq!(status.consecutive_failures, 3);
+    assert!(status.breaker_open, "visible in status");
+    let turn = client.finalize_turn(&k, None).await.unwrap();
+    assert!(
+        matches!(
+            turn,
+            TurnOutcome::BreakerOpen {
+                consecutive_failures: 3,
+                ..
+            }
+        ),
+        "{turn:?}"
+    );
+    assert_eq!(queue.job_state(&k).await.unwrap(), None, "nothing enqueued");
+
+    // A new message closes it for automatic requests.
+    client
+        .append_messages(
+            &k,
+            vec![IncomingMessage::text(Role::User, "one more thing")],
+        )
+        .await
+        .unwrap();
+    assert!(!client.status(&k).await.unwrap().breaker_open);
+    let turn = client.finalize_turn(&k, None).await.unwrap();
+    assert!(
+        matches!(
+            turn,
+            TurnOutcome::Requested {
+                enqueue: EnqueueOutcome::Added { .. },
+                ..
+            }
+        ),
+        "{turn:?}"
+    );
+
+    // Failing again reopens it; a manual request resets it.
+    let job = Job::new(k.clone(), Trigger::Auto, 4, 2, 2, "lease-4");
+    assert!(handler.run(job).await.is_err());
+    assert!(client.status(&k).await.unwrap().breaker_open);
+    client
+        .compact_now(&k, Some("keep the API decisions".into()))
+        .await
+        .unwrap();
+    let status = client.status(&k).await.unwrap();
+    assert!(!status.breaker_open);
+    assert_eq!(status.consecutive_failures, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_entries_are_folded_when_fifteen_accumulate() {
+    let db = TestDb::sqlite().await;
+    let redis = TestRedis::new();
+    let queue = redis.queue().await;
+    let client = Compactor::from_parts(db.store.clone(), queue.clone(), small_window()).await;
+    let k = key("memory");
+    client.append_messages(&k, conversation(50)).await.unwrap();
+    let entries: Vec<String> = (0..15)
+        .map(|i| format!("The user prefers answer style number {i}."))
+        .collect();
+    assert_eq!(client.append_memory_entries(&k, entries).await.unwrap(), 15);
+    let handler = CompactHandler::new(
+        db.store.clone(),
+        queue,
+        Summarizer::Extractive,
+        CompactSettings::new(small_window()),
+    );
+    let job = Job::new(
+        k.clone(),
+        Trigger::Manual { instructions: None },
+        1,
+        1,
+        2,
+        "lease-m",
+    );
+    handler.run(job).await.unwrap();
+    let ws = db.store.workstream(&k).await.unwrap().unwrap();
+    let folded = ws.memory_block_summary.expect("the oldest 10 folded");
+    assert!(folded.contains("style number 0") && folded.contains("style number 9"));
+    assert!(!folded.contains("style number 10"));
+    let left = db.store.unfolded_memory_entries(ws.id).await.unwrap();
+    assert_eq!(left.len(), 5);
+    let context = client.build_context(&k).await.unwrap();
+    let preamble: String = context.messages[0]
+        .parts
+        .iter()
+        .filter_map(|p| match p {
+            Part::Text { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert!(preamble.contains("style number 3") && preamble.contains("style number 14"));
+}
