@@ -70,13 +70,6 @@ impl StateItem {
             )
         })
     }
-
-    fn same_as(&self, other: &StateItem) -> bool {
-        match (&self.id, &other.id) {
-            (Some(a), Some(b)) => normalize(a) == normalize(b),
-            _ => normalize(&self.text) == normalize(&other.text),
-        }
-    }
 }
 
 /// Lower-cases, collapses white space and trims trailing punctuation, so
@@ -313,10 +306,39 @@ impl WorkstreamState {
     }
 }
 
+/// An item during a merge, with its normalized id and text computed once
+/// (a delta of hundreds of items is compared against every item, and
+/// normalizing on each comparison made merging quadratic in allocations).
+struct Entry {
+    item: StateItem,
+    /// The order in which this delta touched it (None: not touched).
+    /// Eviction uses it, see `evict_merged`.
+    touched: Option<usize>,
+    id_key: Option<String>,
+    text_key: String,
+}
+
+impl Entry {
+    fn new(item: StateItem, touched: Option<usize>) -> Entry {
+        Entry {
+            id_key: item.id.as_deref().map(normalize),
+            text_key: normalize(&item.text),
+            item,
+            touched,
+        }
+    }
+
+    /// The same item: the same id when both have one, else the same text.
+    fn same_as(&self, other: &Entry) -> bool {
+        match (&self.id_key, &other.id_key) {
+            (Some(a), Some(b)) => a == b,
+            _ => self.text_key == other.text_key,
+        }
+    }
+}
+
 fn merge_field(items: &mut Vec<StateItem>, delta: &[StateItem], cap: usize) {
-    // Each item with the order in which this delta touched it (None: not
-    // touched). Eviction uses it, see `evict_merged`.
-    let mut list: Vec<(StateItem, Option<usize>)> = items.drain(..).map(|i| (i, None)).collect();
+    let mut list: Vec<Entry> = items.drain(..).map(|i| Entry::new(i, None)).collect();
     // Items that name their id are applied before items known only by their
     // text. A delta may rename an item by id and also mention it by its old
     // text; resolving ids first means the text-only mention is matched
@@ -337,17 +359,17 @@ fn merge_field(items: &mut Vec<StateItem>, delta: &[StateItem], cap: usize) {
             .and_then(|id| {
                 let id = normalize(id);
                 list.iter()
-                    .position(|(i, _)| i.id.as_deref().is_some_and(|x| normalize(x) == id))
+                    .position(|e| e.id_key.as_deref() == Some(id.as_str()))
             })
             .or_else(|| {
                 let text = normalize(&incoming.text);
-                list.iter().rposition(|(i, _)| {
-                    (incoming.id.is_none() || i.id.is_none()) && normalize(&i.text) == text
+                list.iter().rposition(|e| {
+                    (incoming.id.is_none() || e.item.id.is_none()) && e.text_key == text
                 })
             });
         let merged = match target {
             Some(at) => {
-                let (mut existing, _) = list.remove(at);
+                let mut existing = list.remove(at).item;
                 if !incoming.text.trim().is_empty() {
                     existing.text = incoming.text.trim().to_owned();
                 }
@@ -367,11 +389,12 @@ fn merge_field(items: &mut Vec<StateItem>, delta: &[StateItem], cap: usize) {
         };
         // An update can make the item equal to another one (new text, or a
         // newly learnt id): it absorbs that one, so no item is listed twice.
-        list.retain(|(i, _)| !i.same_as(&merged));
-        list.push((merged, Some(seq)));
+        let merged = Entry::new(merged, Some(seq));
+        list.retain(|e| !e.same_as(&merged));
+        list.push(merged);
     }
     evict_merged(&mut list, cap);
-    items.extend(list.into_iter().map(|(i, _)| i));
+    items.extend(list.into_iter().map(|e| e.item));
 }
 
 /// Eviction after a merge: items the delta did not touch go first (closed
@@ -379,11 +402,11 @@ fn merge_field(items: &mut Vec<StateItem>, delta: &[StateItem], cap: usize) {
 /// touched items dropped, in the order the delta applied them. Eviction
 /// therefore depends on the delta, not on what the state happened to hold,
 /// which keeps the merge idempotent.
-fn evict_merged(list: &mut Vec<(StateItem, Option<usize>)>, cap: usize) {
+fn evict_merged(list: &mut Vec<Entry>, cap: usize) {
     let mut excess = list.len().saturating_sub(cap);
     for closed_pass in [true, false] {
-        list.retain(|(item, touched)| {
-            if excess > 0 && touched.is_none() && item.is_closed() == closed_pass {
+        list.retain(|e| {
+            if excess > 0 && e.touched.is_none() && e.item.is_closed() == closed_pass {
                 excess -= 1;
                 false
             } else {
@@ -392,10 +415,10 @@ fn evict_merged(list: &mut Vec<(StateItem, Option<usize>)>, cap: usize) {
         });
     }
     if excess > 0 {
-        let mut order: Vec<usize> = list.iter().filter_map(|(_, t)| *t).collect();
+        let mut order: Vec<usize> = list.iter().filter_map(|e| e.touched).collect();
         order.sort_unstable();
         let cutoff = order.get(excess - 1).copied().unwrap_or(usize::MAX);
-        list.retain(|(_, touched)| touched.is_none_or(|t| t > cutoff));
+        list.retain(|e| e.touched.is_none_or(|t| t > cutoff));
     }
 }
 

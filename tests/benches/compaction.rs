@@ -1,0 +1,104 @@
+//! End-to-end compactions per second: N workstreams of 200 messages each,
+//! all over their trigger, compacted by one worker (started as the binary
+//! starts it, concurrency 2 by default) with an LLM that answers at once (a
+//! wiremock server on loopback). Measured from the worker's start to the
+//! last commit. PostgreSQL (127.0.0.1:5432) and Redis (127.0.0.1:6379).
+//!
+//! Run: `cargo bench -p compactor-e2e --bench compaction`
+//! (`E2E_BENCH_WORKSTREAMS` = N, default 200; `E2E_BENCH_CONCURRENCY`, default 2;
+//! `E2E_BENCH_DB` = postgres | sqlite, default postgres.)
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a benchmark: fail loudly
+
+use std::time::{Duration, Instant};
+
+use compactor_e2e::db::{Backend, TestDb};
+use compactor_e2e::{conversation, settings, spawn_worker, FakeLlm, TestRedis};
+use compactor_producer::client::Compactor;
+use compactor_shared::trigger::TriggerPolicy;
+use compactor_shared::EntityKey;
+
+const RUNS: usize = 3;
+
+fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+async fn run_once(backend: Backend, workstreams: usize, concurrency: usize) -> (f64, u32) {
+    let db = TestDb::new(backend).await;
+    let redis = TestRedis::new();
+    let llm = FakeLlm::start().await;
+    let mut s = settings(&db.url, &redis, Some(&llm.url()));
+    s.worker.concurrency = concurrency;
+    // A small model (8k window, trigger at 5.5k tokens): 200 messages
+    // (≈ 7k tokens) are over it.
+    s.engine.trigger = TriggerPolicy::Threshold {
+        context_window: 8_000,
+        ratio: 0.7,
+        output_reserve: 2_000,
+        safety_margin: 500,
+    };
+    let client =
+        Compactor::from_parts(db.store.clone(), redis.queue().await, s.engine.clone()).await;
+    let keys: Vec<EntityKey> = (0..workstreams)
+        .map(|i| EntityKey::parse("bench", &format!("w{i}")).unwrap())
+        .collect();
+    let messages = conversation(50); // 200 messages
+    for k in &keys {
+        client.append_messages(k, messages.clone()).await.unwrap();
+        let turn = client.finalize_turn(k, None).await.unwrap();
+        assert!(
+            matches!(
+                turn,
+                compactor_producer::client::TurnOutcome::Requested { .. }
+            ),
+            "{turn:?}"
+        );
+    }
+    let started = Instant::now();
+    let worker = spawn_worker(s);
+    loop {
+        let done = db
+            .scalar("SELECT COUNT(*) AS n FROM workstreams WHERE compactions > 0")
+            .await;
+        if done as usize == workstreams {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let elapsed = started.elapsed();
+    worker.stop().await;
+    (workstreams as f64 / elapsed.as_secs_f64(), llm.summaries())
+}
+
+fn main() {
+    let backend = match std::env::var("E2E_BENCH_DB").as_deref() {
+        Ok("sqlite") => Backend::Sqlite,
+        _ => Backend::Postgres,
+    };
+    let workstreams = env_or("E2E_BENCH_WORKSTREAMS", 200usize);
+    let concurrency = env_or("E2E_BENCH_CONCURRENCY", 2usize);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let mut rates = Vec::new();
+        for _ in 0..RUNS {
+            let (rate, calls) = run_once(backend, workstreams, concurrency).await;
+            assert_eq!(calls as usize, workstreams, "one LLM call per compaction");
+            rates.push(rate);
+        }
+        rates.sort_by(f64::total_cmp);
+        let shown: Vec<String> = rates.iter().map(|r| format!("{r:.1}")).collect();
+        println!(
+            "end-to-end compactions, {backend:?}, {workstreams} workstreams x 200 messages, \
+             concurrency {concurrency}: compactions/s min/median/max {}",
+            shown.join(" / ")
+        );
+    });
+}
