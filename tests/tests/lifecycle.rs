@@ -203,3 +203,42 @@ async fn memory_entries_are_folded_when_fifteen_accumulate() {
         .collect();
     assert!(preamble.contains("style number 3") && preamble.contains("style number 14"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_left_by_a_crashed_attempt_is_waited_out_not_failed() {
+    let db = TestDb::postgres().await;
+    let redis = TestRedis::new();
+    let queue = redis.queue().await;
+    let client = Compactor::from_parts(db.store.clone(), queue.clone(), small_window()).await;
+    let k = key("after-crash");
+    client.append_messages(&k, conversation(200)).await.unwrap();
+    let ws = db.store.workstream(&k).await.unwrap().unwrap();
+    // The previous attempt's worker died holding the entity lease.
+    db.store
+        .take_lease(ws.id, "crashed-attempt", Duration::from_millis(1_000))
+        .await
+        .unwrap();
+    let handler = CompactHandler::new(
+        db.store.clone(),
+        queue,
+        Summarizer::Extractive,
+        CompactSettings::new(small_window()),
+    );
+    let started = std::time::Instant::now();
+    // The re-run is the last attempt: failing it would dead-letter the job.
+    handler
+        .run(Job::new(k.clone(), Trigger::Auto, 1, 2, 2, "rerun"))
+        .await
+        .unwrap();
+    assert!(
+        started.elapsed() >= Duration::from_millis(800),
+        "{:?}",
+        started.elapsed()
+    );
+    let runs = db.store.runs(&k, 10).await.unwrap();
+    assert_eq!(runs.len(), 1);
+    assert_eq!(
+        runs[0].outcome,
+        compactor_producer::store::RunOutcome::Committed
+    );
+}

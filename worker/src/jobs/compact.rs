@@ -261,29 +261,8 @@ impl CompactHandler {
             return Ok(Done::Skipped);
         }
         let owner = job.lease_token.as_str();
-        match self
-            .store
-            .take_lease(ws.id, owner, self.settings.lease_ttl)
-            .await
-        {
-            Ok(LeaseTaken::Taken { reclaimed }) => {
-                if let Some(old) = reclaimed {
-                    info!(
-                        previous_owner_deadline_ms = old.deadline_ms,
-                        "took over an expired entity lease"
-                    );
-                }
-            }
-            Ok(LeaseTaken::Held(lease)) => {
-                let left_ms = lease
-                    .deadline_ms
-                    .saturating_sub(Utc::now().timestamp_millis())
-                    .max(0);
-                let left = Duration::from_millis(u64::try_from(left_ms).unwrap_or(0));
-                debug!(left_ms, "entity lease held by another run");
-                return Err((CompactError::LeaseHeld { left }, None));
-            }
-            Err(e) => return Err((e.into(), None)),
+        if let Err(e) = self.take_lease(ws.id, owner).await {
+            return Err((e, None));
         }
         let started = Utc::now();
         let prepared = tokio::select! {
@@ -306,6 +285,44 @@ impl CompactHandler {
         self.commit(job, &ws, owner, prepared, started)
             .await
             .map_err(|e| (e, Some(ws.id)))
+    }
+
+    /// Takes the entity lease. A lease still held by someone else is most
+    /// likely the previous attempt's, left by a worker that crashed: the
+    /// queue returns its job when the queue lease expires, about when the
+    /// entity lease does. Waiting for that deadline (at most two lease TTLs)
+    /// instead of failing keeps a crash from using up a second attempt.
+    async fn take_lease(&self, workstream_id: i64, owner: &str) -> Result<(), CompactError> {
+        let ttl = self.settings.lease_ttl;
+        let give_up = Instant::now() + ttl * 2;
+        loop {
+            match self.store.take_lease(workstream_id, owner, ttl).await? {
+                LeaseTaken::Taken { reclaimed } => {
+                    if let Some(old) = reclaimed {
+                        info!(
+                            previous_owner_deadline_ms = old.deadline_ms,
+                            "took over an expired entity lease"
+                        );
+                    }
+                    return Ok(());
+                }
+                LeaseTaken::Held(lease) => {
+                    let left_ms = lease
+                        .deadline_ms
+                        .saturating_sub(Utc::now().timestamp_millis())
+                        .max(0);
+                    let left = Duration::from_millis(u64::try_from(left_ms).unwrap_or(0));
+                    if Instant::now() + left > give_up {
+                        return Err(CompactError::LeaseHeld { left });
+                    }
+                    debug!(
+                        left_ms,
+                        "entity lease held by another run: waiting for its deadline"
+                    );
+                    tokio::time::sleep(left + Duration::from_millis(20)).await;
+                }
+            }
+        }
     }
 
     /// Renews the entity lease until it is lost (resolves then) or the
