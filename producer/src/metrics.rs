@@ -74,3 +74,191 @@ pub mod names {
     /// subscriptions to them that broke, by `op`.
     pub const NOTIFY_ERRORS_TOTAL: &str = "compactor_notify_errors_total";
 }
+
+/// What kind of metric a family is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Counter,
+    Gauge,
+    Histogram,
+}
+
+/// One metric family: its name, kind and help text (shown by `/metrics`,
+/// checked against the dashboard and the README by tests).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Family {
+    pub name: &'static str,
+    pub kind: Kind,
+    pub help: &'static str,
+}
+
+const fn family(name: &'static str, kind: Kind, help: &'static str) -> Family {
+    Family { name, kind, help }
+}
+
+/// Every family recorded by the queue, the worker runtime, the compaction
+/// job and the client (the LLM clients list theirs in
+/// `compactor_worker::llm::metrics`).
+pub const FAMILIES: &[Family] = &[
+    family(
+        names::ENQUEUE_TOTAL,
+        Kind::Counter,
+        "Compaction requests, by outcome (added, coalesced, followup, error)",
+    ),
+    family(
+        names::JOBS_STARTED_TOTAL,
+        Kind::Counter,
+        "Job attempts started",
+    ),
+    family(
+        names::JOBS_COMPLETED_TOTAL,
+        Kind::Counter,
+        "Job attempts that succeeded",
+    ),
+    family(
+        names::JOBS_FAILED_TOTAL,
+        Kind::Counter,
+        "Job attempts that failed, by reason",
+    ),
+    family(
+        names::JOBS_RETRIED_TOTAL,
+        Kind::Counter,
+        "Failed attempts scheduled to run again",
+    ),
+    family(
+        names::JOBS_DEAD_LETTERED_TOTAL,
+        Kind::Counter,
+        "Jobs moved to the dead-letter set, by reason",
+    ),
+    family(
+        names::JOBS_RECOVERED_TOTAL,
+        Kind::Counter,
+        "Jobs whose lease expired, returned to the queue",
+    ),
+    family(
+        names::JOBS_RELEASED_TOTAL,
+        Kind::Counter,
+        "Jobs handed back unfinished at shutdown",
+    ),
+    family(
+        names::LEASES_LOST_TOTAL,
+        Kind::Counter,
+        "Queue leases lost while running",
+    ),
+    family(
+        names::QUEUE_ERRORS_TOTAL,
+        Kind::Counter,
+        "Redis operations of the worker that failed, by op",
+    ),
+    family(
+        names::QUEUE_DEPTH,
+        Kind::Gauge,
+        "Jobs by state (waiting, running, done, dead)",
+    ),
+    family(
+        names::DEAD_LETTER_SIZE,
+        Kind::Gauge,
+        "Dead-lettered jobs kept",
+    ),
+    family(
+        names::JOB_RUN_SECONDS,
+        Kind::Histogram,
+        "Run time of one attempt, by outcome",
+    ),
+    family(
+        names::JOB_QUEUE_WAIT_SECONDS,
+        Kind::Histogram,
+        "Time from a job being added to being claimed",
+    ),
+    family(
+        names::COMPACTIONS_TOTAL,
+        Kind::Counter,
+        "Compaction jobs, by outcome and whether degraded",
+    ),
+    family(
+        names::COMPACTION_TOKENS,
+        Kind::Histogram,
+        "Estimated context tokens of a committed compaction, by stage (before, after)",
+    ),
+    family(
+        names::COMPACTION_MESSAGES,
+        Kind::Histogram,
+        "Messages folded into the summary per committed compaction",
+    ),
+    family(
+        names::COMPACTION_CHUNKS,
+        Kind::Histogram,
+        "Summarizer chunks per committed compaction",
+    ),
+    family(
+        names::COMPACTION_ROLLUPS,
+        Kind::Histogram,
+        "Rollup passes per committed compaction",
+    ),
+    family(
+        names::FENCE_CONFLICTS_TOTAL,
+        Kind::Counter,
+        "Commits refused by the fence (lease lost or another run committed first)",
+    ),
+    family(
+        names::ENTITY_LEASES_LOST_TOTAL,
+        Kind::Counter,
+        "Entity leases lost while a compaction ran",
+    ),
+    family(
+        names::BREAKER_SKIPS_TOTAL,
+        Kind::Counter,
+        "Automatic requests held back by an open circuit breaker",
+    ),
+    family(
+        names::TURNS_TOTAL,
+        Kind::Counter,
+        "finalize_turn calls, by outcome",
+    ),
+    family(
+        names::LEASE_WAIT_SECONDS,
+        Kind::Histogram,
+        "Time chat requests waited for a running compaction, by outcome",
+    ),
+    family(
+        names::LEASE_WAIT_TIMEOUTS_TOTAL,
+        Kind::Counter,
+        "Waits that ended at their timeout with the lease still held",
+    ),
+    family(
+        names::NOTIFY_ERRORS_TOTAL,
+        Kind::Counter,
+        "Release announcements not published, or subscriptions to them broken, by op",
+    ),
+];
+
+/// Registers the help texts of [`FAMILIES`] with the installed recorder.
+pub fn describe() {
+    for f in FAMILIES {
+        match f.kind {
+            Kind::Counter => metrics::describe_counter!(f.name, f.help),
+            Kind::Gauge => metrics::describe_gauge!(f.name, f.help),
+            Kind::Histogram => metrics::describe_histogram!(f.name, f.help),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_name_is_a_family_once_and_follows_the_conventions() {
+        let mut seen = std::collections::HashSet::new();
+        for f in FAMILIES {
+            assert!(seen.insert(f.name), "{} listed twice", f.name);
+            assert!(f.name.starts_with("compactor_"), "{}", f.name);
+            match f.kind {
+                Kind::Counter => assert!(f.name.ends_with("_total"), "{}", f.name),
+                Kind::Gauge | Kind::Histogram => assert!(!f.name.ends_with("_total"), "{}", f.name),
+            }
+        }
+        // Every constant in `names` is a family (26 of them).
+        assert_eq!(FAMILIES.len(), 26);
+    }
+}

@@ -5,6 +5,8 @@
 
 use std::time::Duration;
 
+use compactor_producer::metrics::{Family, Kind};
+
 use super::completion::TokenUsage;
 
 /// Counter: HTTP requests to the LLM, by `provider` and `outcome`.
@@ -31,19 +33,40 @@ pub const OUTCOMES: [&str; 10] = [
     "empty",
 ];
 
+/// The LLM clients' families (see `compactor_producer::metrics::FAMILIES`
+/// for the others).
+pub const FAMILIES: &[Family] = &[
+    Family {
+        name: LLM_REQUESTS_TOTAL,
+        kind: Kind::Counter,
+        help: "HTTP requests to the LLM, by outcome",
+    },
+    Family {
+        name: LLM_REQUEST_SECONDS,
+        kind: Kind::Histogram,
+        help: "Duration of one HTTP request to the LLM, by outcome",
+    },
+    Family {
+        name: LLM_TOKENS_TOTAL,
+        kind: Kind::Counter,
+        help: "Tokens the LLM reported, by direction",
+    },
+    Family {
+        name: LLM_RETRIES_TOTAL,
+        kind: Kind::Counter,
+        help: "LLM requests sent again after a retryable failure",
+    },
+];
+
 /// Registers the help texts with the installed recorder.
 pub fn describe() {
-    metrics::describe_counter!(LLM_REQUESTS_TOTAL, "HTTP requests to the LLM, by outcome");
-    metrics::describe_histogram!(
-        LLM_REQUEST_SECONDS,
-        metrics::Unit::Seconds,
-        "Duration of one HTTP request to the LLM, by outcome"
-    );
-    metrics::describe_counter!(LLM_TOKENS_TOTAL, "Tokens the LLM reported, by direction");
-    metrics::describe_counter!(
-        LLM_RETRIES_TOTAL,
-        "LLM requests sent again after a retryable failure"
-    );
+    for f in FAMILIES {
+        match f.kind {
+            Kind::Counter => metrics::describe_counter!(f.name, f.help),
+            Kind::Gauge => metrics::describe_gauge!(f.name, f.help),
+            Kind::Histogram => metrics::describe_histogram!(f.name, f.help),
+        }
+    }
 }
 
 /// One HTTP attempt ended with `outcome` after `elapsed`.
