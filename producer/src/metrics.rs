@@ -234,7 +234,12 @@ pub const FAMILIES: &[Family] = &[
 
 /// Registers the help texts of [`FAMILIES`] with the installed recorder.
 pub fn describe() {
-    for f in FAMILIES {
+    describe_families(FAMILIES);
+}
+
+/// Registers the help texts of `families` with the installed recorder.
+pub fn describe_families(families: &[Family]) {
+    for f in families {
         match f.kind {
             Kind::Counter => metrics::describe_counter!(f.name, f.help),
             Kind::Gauge => metrics::describe_gauge!(f.name, f.help),

@@ -60,12 +60,8 @@ pub const FAMILIES: &[Family] = &[
 
 /// Registers the help texts with the installed recorder.
 pub fn describe() {
-    for f in FAMILIES {
-        match f.kind {
-            Kind::Counter => metrics::describe_counter!(f.name, f.help),
-            Kind::Gauge => metrics::describe_gauge!(f.name, f.help),
-            Kind::Histogram => metrics::describe_histogram!(f.name, f.help),
-        }
+    compactor_producer::metrics::describe_families(FAMILIES);
+}
     }
 }
 
