@@ -62,8 +62,6 @@ pub const FAMILIES: &[Family] = &[
 pub fn describe() {
     compactor_producer::metrics::describe_families(FAMILIES);
 }
-    }
-}
 
 /// One HTTP attempt ended with `outcome` after `elapsed`.
 pub(crate) fn request_finished(provider: &'static str, outcome: &'static str, elapsed: Duration) {
