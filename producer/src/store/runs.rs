@@ -13,7 +13,8 @@ use super::workstreams::id_of;
 use super::{Store, StoreError};
 
 /// How an attempt ended. Stored as its snake_case name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum RunOutcome {
     /// Committed, and the workstream is below its trigger again.
     Committed,
@@ -74,7 +75,7 @@ pub struct NewRun {
 }
 
 /// A recorded run.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct RunRow {
     pub id: i64,
     pub workstream_id: i64,

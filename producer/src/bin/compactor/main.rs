@@ -1,0 +1,173 @@
+//! `compactor`: the operator CLI. Configuration as for the worker:
+//! `config/default.toml` (compiled in), `--config FILE`,
+//! `COMPACTOR__SECTION__KEY`, `DATABASE_URL`, `REDIS_URL`.
+//!
+//! Every command prints for people by default and one JSON document with
+//! `--json` (for scripts). Exit codes: 0 done, 1 the command's answer is
+//! "no" (pending migrations, a wait that timed out, nothing to retry), 2 bad
+//! usage or configuration, 3 the database or Redis failed.
+
+mod commands;
+mod demo;
+mod output;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+use compactor_producer::client::ClientSettings;
+use compactor_producer::settings;
+
+/// Operate compactor: database schema, workstreams, the queue.
+#[derive(Debug, Parser)]
+#[command(name = "compactor", version, about, long_about = None)]
+struct Cli {
+    /// A TOML file overriding config/default.toml (any subset of its keys).
+    #[arg(long, global = true, env = "COMPACTOR_CONFIG", value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Print one JSON document instead of text.
+    #[arg(long, global = true)]
+    json: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// A workstream, as `<domain> <entity>`.
+#[derive(Debug, Clone, Args)]
+struct Target {
+    /// Domain of the workstream (e.g. `chat`).
+    domain: String,
+    /// Entity id within the domain.
+    entity: String,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Apply pending database migrations (or, with --check, only report).
+    Migrate {
+        /// Exit 1 when migrations are pending instead of applying them.
+        #[arg(long)]
+        check: bool,
+    },
+    /// Append messages, read as JSON Lines (`{"role": …, "parts": […]}` per
+    /// line) from a file or stdin.
+    Append {
+        #[command(flatten)]
+        target: Target,
+        /// The JSON Lines file; `-` or absent reads stdin.
+        #[arg(long, short)]
+        file: Option<PathBuf>,
+        /// Then end the turn: request compaction if over the trigger.
+        #[arg(long)]
+        finalize: bool,
+    },
+    /// Request a compaction (as an automatic one would), whatever the size.
+    Enqueue {
+        #[command(flatten)]
+        target: Target,
+    },
+    /// Request a manual compaction, with focus instructions for the
+    /// summarizer; closes the workstream's circuit breaker.
+    CompactNow {
+        #[command(flatten)]
+        target: Target,
+        /// What the summary should focus on.
+        #[arg(long)]
+        instructions: Option<String>,
+    },
+    /// Show a workstream's compaction status: lease, last compaction,
+    /// breaker, the queue's view of its job.
+    Status {
+        #[command(flatten)]
+        target: Target,
+    },
+    /// Wait until no compaction holds the workstream (exit 1 on timeout).
+    Wait {
+        #[command(flatten)]
+        target: Target,
+        /// Longest wait, in milliseconds.
+        #[arg(long, default_value_t = 30_000)]
+        timeout_ms: u64,
+    },
+    /// Print what the next model call would be sent.
+    Context {
+        #[command(flatten)]
+        target: Target,
+    },
+    /// The queue.
+    Queue {
+        #[command(subcommand)]
+        command: QueueCommand,
+    },
+    /// The dead-letter set.
+    Dlq {
+        #[command(subcommand)]
+        command: DlqCommand,
+    },
+    /// Recent compaction runs of a workstream (the audit trail), newest first.
+    Runs {
+        #[command(flatten)]
+        target: Target,
+        #[arg(long, default_value_t = 20)]
+        limit: u64,
+    },
+    /// Seed a long conversation, have a running worker compact it, and show
+    /// tokens before and after, the summary and the next turn's context.
+    Demo {
+        /// Turns of conversation to seed (4 messages each).
+        #[arg(long, default_value_t = 150)]
+        turns: usize,
+        /// How long to wait for a worker to compact it, in seconds.
+        #[arg(long, default_value_t = 120)]
+        timeout_secs: u64,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum QueueCommand {
+    /// Jobs by state.
+    Stats,
+}
+
+#[derive(Debug, Subcommand)]
+enum DlqCommand {
+    /// The newest dead letters.
+    List {
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+    },
+    /// Request a dead-lettered job's compaction again and remove the letter.
+    Retry {
+        /// The entry, as `list` shows it (`compact:<domain>:<entity>|<job id>`).
+        entry: String,
+    },
+    /// Delete one dead letter, or all with --all.
+    Purge {
+        entry: Option<String>,
+        #[arg(long, conflicts_with = "entry")]
+        all: bool,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let settings: ClientSettings = match settings::load(cli.config.as_deref()) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("compactor: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("compactor: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let out = output::Output { json: cli.json };
+    runtime.block_on(commands::run(cli.command, &settings, out))
+}
