@@ -122,7 +122,6 @@ pub enum TurnOutcome {
     Requested {
         current_tokens: u64,
         threshold_tokens: Option<u64>,
-        #[serde(skip)]
         enqueue: EnqueueOutcome,
     },
     /// Over the trigger, but the last compactions failed or did not help:
@@ -164,7 +163,6 @@ pub struct WorkstreamStatus {
     pub uncompacted_tokens: u64,
     /// The queue's view: waiting, running (with a follow-up pending), done,
     /// dead.
-    #[serde(skip)]
     pub job: Option<JobState>,
 }
 
@@ -389,24 +387,24 @@ impl Compactor {
                 u64::try_from(lease.deadline_ms.saturating_sub(now_ms)).unwrap_or(0);
             // A dead worker's lease just expires: look again right after.
             let wake_at = give_up.min(Instant::now() + Duration::from_millis(lease_left_ms + 5));
-            let recheck = loop {
+            loop {
                 tokio::select! {
                     received = releases.recv() => match received {
                         Ok(Released::Entity { member: m, event: e }) if m == member => {
                             event = e;
-                            break true;
+                            break;
                         }
                         Ok(Released::Entity { .. }) => continue,
-                        Ok(Released::Resync) | Err(RecvError::Lagged(_)) => break true,
+                        Ok(Released::Resync) | Err(RecvError::Lagged(_)) => break,
                         Err(RecvError::Closed) => {
                             tokio::time::sleep_until(wake_at).await;
-                            break true;
+                            break;
                         }
                     },
-                    () = tokio::time::sleep_until(wake_at) => break true,
+                    () = tokio::time::sleep_until(wake_at) => break,
                 }
-            };
-            if recheck && Instant::now() >= give_up {
+            }
+            if Instant::now() >= give_up {
                 // One last look: it may have been released at the very end.
                 let ws = self.workstream(key).await?;
                 if ws.lease_live(Utc::now().timestamp_millis()).is_none() {

@@ -13,6 +13,7 @@
 //! - [`settings`]: loading configuration (file, environment).
 //! - [`metrics`]: the names of every metric recorded.
 
+pub mod backoff;
 pub mod client;
 pub mod events;
 pub mod metrics;

@@ -9,7 +9,6 @@
 
 use std::time::Duration;
 
-use backon::{BackoffBuilder, ExponentialBuilder};
 use tokio::sync::{broadcast, watch};
 use tokio::task::JoinHandle;
 use tracing::{debug, warn};
@@ -124,10 +123,5 @@ async fn listen(queue: Queue, sender: broadcast::Sender<Released>, up: watch::Se
 
 /// 100 ms doubling to 5 s, with jitter.
 fn backoff() -> impl Iterator<Item = Duration> {
-    ExponentialBuilder::new()
-        .with_min_delay(Duration::from_millis(100))
-        .with_max_delay(Duration::from_secs(5))
-        .with_jitter()
-        .without_max_times()
-        .build()
+    crate::backoff::reconnect(Duration::from_millis(100), Duration::from_secs(5))
 }

@@ -109,7 +109,7 @@ impl ConnectionUrl {
 
     /// `scheme://***@host/…` when the URL has credentials.
     pub fn redacted(&self) -> String {
-        crate::queue::redact_url(&self.0)
+        crate::store::redact_url(&self.0)
     }
 }
 
@@ -152,6 +152,28 @@ impl Default for RedisSettings {
     fn default() -> Self {
         RedisSettings {
             url: ConnectionUrl::new("redis://127.0.0.1:6379"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn connection_urls_never_show_passwords() {
+        for (url, secret) in [
+            ("postgres://app:hunter2@db:5432/x", "hunter2"),
+            (
+                "postgres://app@db/x?password=hunter2&sslmode=require",
+                "hunter2",
+            ),
+            ("redis://:hunter2@cache:6379/0", "hunter2"),
+        ] {
+            let url = ConnectionUrl::new(url);
+            for shown in [format!("{url}"), format!("{url:?}"), url.redacted()] {
+                assert!(!shown.contains(secret), "{shown}");
+            }
         }
     }
 }

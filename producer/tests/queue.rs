@@ -492,7 +492,12 @@ async fn an_expired_lease_returns_the_job_and_stalls_end_in_the_dead_letter_set(
         "the crashed worker's lease is gone"
     );
     let second = claim(q).await;
-    assert_eq!((second.job_id, second.attempt), (first.job_id, 2));
+    assert_eq!(
+        (second.job_id, second.attempt),
+        (first.job_id, 1),
+        "a stall does not use up an attempt (stalls have their own bound)"
+    );
+    assert_ne!(second.lease_token, first.lease_token);
     assert_eq!(
         q.complete(&first).await.unwrap(),
         Completion::LeaseLost,
@@ -902,4 +907,31 @@ async fn finished_records_beyond_the_count_bound_are_deleted() {
         ),
         "the running job of d2 survives the trim of its old record"
     );
+}
+
+#[tokio::test]
+async fn dead_letters_past_their_age_leave_the_set_even_in_a_quiet_queue() {
+    let t = TestQueue::with(QueueConfig {
+        dead_max_age: Duration::from_millis(200),
+        ..QueueConfig::default()
+    })
+    .await;
+    let q = &t.queue;
+    q.request_compaction(&key("old"), Trigger::Auto)
+        .await
+        .unwrap();
+    let job = claim(q).await;
+    q.fail(&job, FailAction::DeadLetter, "bad").await.unwrap();
+    assert_eq!(q.counts().await.unwrap().dead, 1);
+    // No new dead letter arrives; the recovery sweep trims by age.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        q.recover(10).await.unwrap();
+        if q.counts().await.unwrap().dead == 0 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "never trimmed");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(q.dead_letters(10).await.unwrap().is_empty());
 }

@@ -49,6 +49,7 @@ on_both_backends!(
     racing_ensure_workstream_creates_one_row,
     ten_thousand_messages_append_in_one_call,
     pages_stream_in_order_and_respect_after,
+    pages_are_bounded_by_the_tokens_they_hold,
     a_corrupt_row_is_an_error_not_a_panic_or_a_gap,
     lease_take_hold_expire_renew_release,
     the_fenced_commit_writes_exactly_what_it_says,
@@ -358,6 +359,41 @@ async fn pages_stream_in_order_and_respect_after(backend: Backend) {
         .await
         .unwrap()
         .is_empty());
+}
+
+async fn pages_are_bounded_by_the_tokens_they_hold(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    let sizes = [10u64, 10, 500, 10, 10, 10];
+    let messages: Vec<NewMessage> = sizes
+        .iter()
+        .enumerate()
+        .map(|(i, &t)| msg(&format!("m{i}"), t))
+        .collect();
+    let appended = db
+        .store
+        .append_messages(&key("b"), &messages)
+        .await
+        .unwrap();
+    let ws = db.store.workstream(&key("b")).await.unwrap().unwrap();
+    let page = |after: Option<MessageId>| {
+        let store = db.store.clone();
+        async move {
+            store
+                .uncompacted_page_within(ws.id, after, 100, 100)
+                .await
+                .unwrap()
+                .iter()
+                .map(|m| m.id)
+                .collect::<Vec<_>>()
+        }
+    };
+    let ids = &appended.ids;
+    // 10 + 10 fit; the 500-token message would not: the page stops.
+    assert_eq!(page(None).await, ids[..2].to_vec());
+    // A message bigger than the budget alone still makes a page.
+    assert_eq!(page(Some(ids[1])).await, ids[2..3].to_vec());
+    assert_eq!(page(Some(ids[2])).await, ids[3..].to_vec());
+    assert!(page(Some(ids[5])).await.is_empty());
 }
 
 async fn a_corrupt_row_is_an_error_not_a_panic_or_a_gap(backend: Backend) {

@@ -242,3 +242,107 @@ async fn a_lease_left_by_a_crashed_attempt_is_waited_out_not_failed() {
         compactor_producer::store::RunOutcome::Committed
     );
 }
+
+/// The next release announcement for `key`, as its event's outcome.
+async fn next_release(
+    sub: &mut compactor_producer::queue::Subscription,
+) -> compactor_producer::events::CompactionEvent {
+    let notice = tokio::time::timeout(Duration::from_secs(10), sub.next(Duration::from_secs(5)))
+        .await
+        .expect("an announcement")
+        .unwrap();
+    serde_json::from_slice(&notice.payload).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_compaction_with_nothing_to_cut_still_wakes_waiters() {
+    let db = TestDb::postgres().await;
+    let redis = TestRedis::new();
+    let queue = redis.queue().await;
+    let client = Compactor::from_parts(db.store.clone(), queue.clone(), small_window()).await;
+    let k = key("short");
+    client
+        .append_messages(&k, vec![IncomingMessage::text(Role::User, "hello")])
+        .await
+        .unwrap();
+    let mut releases = queue.subscribe_releases().await.unwrap();
+    let handler = CompactHandler::new(
+        db.store.clone(),
+        queue,
+        Summarizer::Extractive,
+        CompactSettings::new(small_window()),
+    );
+    let job = Job::new(
+        k.clone(),
+        Trigger::Manual { instructions: None },
+        1,
+        1,
+        2,
+        "lease-s",
+    );
+    handler.run(job).await.unwrap();
+    let event = next_release(&mut releases).await;
+    assert_eq!(
+        event.outcome,
+        compactor_producer::events::EventOutcome::Skipped
+    );
+    assert!(client.status(&k).await.unwrap().lease.is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_attempt_releases_the_lease_and_says_so() {
+    let db = TestDb::postgres().await;
+    let redis = TestRedis::new();
+    let queue = redis.queue().await;
+    let client = Compactor::from_parts(db.store.clone(), queue.clone(), small_window()).await;
+    let k = key("cancelled");
+    client.append_messages(&k, conversation(200)).await.unwrap();
+    let mut releases = queue.subscribe_releases().await.unwrap();
+    // The attempt stops at its commit until it is cancelled.
+    let at_commit = std::sync::Arc::new(tokio::sync::Notify::new());
+    let hook: compactor_worker::jobs::compact::BeforeCommit = {
+        let at_commit = at_commit.clone();
+        std::sync::Arc::new(move |_key| {
+            let at_commit = at_commit.clone();
+            Box::pin(async move {
+                at_commit.notify_one();
+                std::future::pending::<()>().await;
+            })
+        })
+    };
+    let handler = CompactHandler::new(
+        db.store.clone(),
+        queue,
+        Summarizer::Extractive,
+        CompactSettings::new(small_window()),
+    )
+    .with_hooks(compactor_worker::jobs::Hooks {
+        before_commit: Some(hook),
+    });
+    let task = {
+        let k = k.clone();
+        tokio::spawn(async move {
+            handler
+                .run(Job::new(k, Trigger::Auto, 1, 1, 2, "lease-c"))
+                .await
+        })
+    };
+    at_commit.notified().await;
+    assert!(
+        client.status(&k).await.unwrap().lease.is_some(),
+        "held while it runs"
+    );
+    // What the runtime does at the lock duration or the end of the grace.
+    task.abort();
+    let event = next_release(&mut releases).await;
+    assert_eq!(
+        event.outcome,
+        compactor_producer::events::EventOutcome::Failed
+    );
+    compactor_e2e::eventually("the lease is released", Duration::from_secs(5), || async {
+        client.status(&k).await.unwrap().lease.is_none()
+    })
+    .await;
+    let ws = db.store.workstream(&k).await.unwrap().unwrap();
+    assert_eq!(ws.compactions, 0, "nothing committed");
+}

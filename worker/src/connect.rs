@@ -4,7 +4,6 @@
 
 use std::time::Duration;
 
-use backon::{BackoffBuilder, ExponentialBuilder};
 use compactor_producer::queue::{Queue, QueueConfig, QueueError};
 use tracing::warn;
 
@@ -18,12 +17,8 @@ pub async fn connect_with_retry<G>(
 where
     G: std::future::Future<Output = ()>,
 {
-    let mut delays = ExponentialBuilder::new()
-        .with_min_delay(Duration::from_millis(250))
-        .with_max_delay(Duration::from_secs(10))
-        .with_jitter()
-        .without_max_times()
-        .build();
+    let mut delays =
+        compactor_producer::backoff::reconnect(Duration::from_millis(250), Duration::from_secs(10));
     tokio::pin!(give_up);
     loop {
         match Queue::connect(redis_url, config.clone()).await {

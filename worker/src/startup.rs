@@ -11,7 +11,6 @@
 
 use std::time::Duration;
 
-use backon::{BackoffBuilder, ExponentialBuilder};
 use compactor_producer::store::{SchemaStatus, Store, StoreError};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
@@ -74,11 +73,7 @@ pub async fn run(settings: Settings, shutdown: CancellationToken) -> Result<(), 
         CompactSettings {
             lease_ttl: settings.queue.lease_ttl,
             renew_interval: settings.worker.renew_interval,
-            attempt_budget: settings
-                .worker
-                .lock_duration
-                .saturating_sub(COMMIT_MARGIN)
-                .max(settings.worker.lock_duration / 2),
+            commit_margin: COMMIT_MARGIN.min(settings.worker.lock_duration / 4),
             fallback_to_extractive: settings.llm.fallback_to_extractive,
             ..CompactSettings::new(settings.engine.clone())
         },
@@ -96,12 +91,8 @@ async fn connect_store(
     settings: &Settings,
     shutdown: &CancellationToken,
 ) -> Result<Store, StartupError> {
-    let mut delays = ExponentialBuilder::new()
-        .with_min_delay(Duration::from_millis(250))
-        .with_max_delay(Duration::from_secs(10))
-        .with_jitter()
-        .without_max_times()
-        .build();
+    let mut delays =
+        compactor_producer::backoff::reconnect(Duration::from_millis(250), Duration::from_secs(10));
     loop {
         match Store::connect(settings.database.url.expose()).await {
             Ok(store) => return Ok(store),

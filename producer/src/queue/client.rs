@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use super::keys::{Keys, QueueName};
 use super::payload::{Payload, PayloadError, Trigger};
 use crate::metrics::names;
+use crate::store::redact_url;
 
 /// Queue settings shared by producers and workers: the `[queue]` section
 /// of the configuration (durations as `"30s"`, `"500ms"`, `"7days"`).
@@ -91,7 +92,8 @@ impl Default for QueueConfig {
 }
 
 /// What a compaction request did.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
 pub enum EnqueueOutcome {
     /// A new job was added.
     Added { job_id: u64 },
@@ -208,7 +210,7 @@ pub struct Recovery {
 }
 
 /// A dead-lettered job.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct DeadLetter {
     /// Its id in the dead-letter set, `<member>|<job_id>`.
     pub entry: String,
@@ -224,7 +226,8 @@ pub struct DeadLetter {
 }
 
 /// State of an entity's job, as seen by inspection.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
 pub enum JobState {
     Waiting {
         job_id: u64,
@@ -244,7 +247,7 @@ pub enum JobState {
 }
 
 /// How many jobs are in each state.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct QueueCounts {
     pub waiting: u64,
     pub running: u64,
@@ -330,16 +333,6 @@ impl std::fmt::Debug for Queue {
         f.debug_struct("Queue")
             .field("queue", &self.config.name)
             .finish_non_exhaustive()
-    }
-}
-
-/// `redis://user:secret@host:6379/0` → `redis://***@host:6379/0`.
-pub fn redact_url(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(scheme), Some(at)) if at > scheme => {
-            format!("{}***{}", &url[..scheme + 3], &url[at..])
-        }
-        _ => url.to_owned(),
     }
 }
 
@@ -528,6 +521,26 @@ impl Queue {
         &self,
         requests: &[(EntityKey, Trigger)],
     ) -> Result<Vec<EnqueueOutcome>, QueueError> {
+        let result = self.enqueue_many_unrecorded(requests).await;
+        match &result {
+            Ok(outcomes) => {
+                for outcome in outcomes {
+                    self.count_enqueue(&Ok(outcome.clone()));
+                }
+            }
+            Err(_) => {
+                let label = self.config.name.as_str().to_owned();
+                metrics::counter!(names::ENQUEUE_TOTAL, "queue" => label, "outcome" => "error")
+                    .increment(requests.len() as u64);
+            }
+        }
+        result
+    }
+
+    async fn enqueue_many_unrecorded(
+        &self,
+        requests: &[(EntityKey, Trigger)],
+    ) -> Result<Vec<EnqueueOutcome>, QueueError> {
         if requests.is_empty() {
             return Ok(Vec::new());
         }
@@ -555,13 +568,7 @@ impl Queue {
                 })
             }
         };
-        let outcomes: Result<Vec<_>, _> = replies.iter().map(|r| enqueue_outcome(r)).collect();
-        if let Ok(outcomes) = &outcomes {
-            for outcome in outcomes {
-                self.count_enqueue(&Ok(outcome.clone()));
-            }
-        }
-        outcomes
+        replies.iter().map(|r| enqueue_outcome(r)).collect()
     }
 
     /// Acknowledges `finished` jobs as completed and leases up to `wanted`
@@ -620,7 +627,7 @@ impl Queue {
             .collect::<Result<Vec<_>, _>>()?;
         let mut claimed = Vec::with_capacity(entries.len());
         for entry in entries {
-            claimed.push(self.claim_entry(entry).await?);
+            claimed.push(self.claim_entry(entry).await);
         }
         Ok(Settled {
             completions,
@@ -648,8 +655,12 @@ impl Queue {
     }
 
     /// Interprets one claim entry of `settle.lua` (see `claim_some` in the
-    /// prelude). A payload that does not decode is dead-lettered at once.
-    async fn claim_entry(&self, entry: Vec<Value>) -> Result<ClaimOutcome, QueueError> {
+    /// prelude). Never fails: the script has run by now (jobs are leased,
+    /// completions applied), so a problem with one entry must not turn the
+    /// whole reply into an error. An entry that cannot be read is reported
+    /// as unusable and left leased: its lease expires and recovery returns
+    /// it. A payload that does not decode is dead-lettered at once.
+    async fn claim_entry(&self, entry: Vec<Value>) -> ClaimOutcome {
         let text = |i: usize| -> Option<String> {
             match entry.get(i)? {
                 Value::BulkString(b) => String::from_utf8(b.clone()).ok(),
@@ -658,18 +669,18 @@ impl Queue {
                 _ => None,
             }
         };
-        let protocol = |detail: &str| QueueError::Protocol {
-            op: "claim",
-            detail: detail.to_owned(),
+        let number = |i: usize| text(i).and_then(|s| s.parse::<u64>().ok());
+        let member = text(1).unwrap_or_default();
+        let unusable = |error: String| ClaimOutcome::Unusable {
+            member: member.clone(),
+            error,
         };
         match text(0).as_deref() {
-            Some("orphan") => Ok(ClaimOutcome::Unusable {
-                member: text(1).unwrap_or_default(),
-                error: "queue entry without a job record".into(),
-            }),
+            Some("orphan") => unusable("queue entry without a job record".into()),
             Some("claimed") => {
-                let member = text(1).ok_or_else(|| protocol("member missing"))?;
-                let token = text(5).ok_or_else(|| protocol("lease token missing"))?;
+                let Some(token) = text(5) else {
+                    return unusable("claim reply without a lease token".into());
+                };
                 let raw = match entry.get(2) {
                     Some(Value::BulkString(b)) => b.as_slice(),
                     _ => &[],
@@ -679,27 +690,33 @@ impl Queue {
                     Err(e) => {
                         // Never retried: the payload will not get better.
                         let error = e.to_string();
-                        self.fail_raw(&member, &token, FailAction::DeadLetter, &error)
-                            .await?;
-                        return Ok(ClaimOutcome::Unusable { member, error });
+                        if let Err(failed) = self
+                            .fail_raw(&member, &token, FailAction::DeadLetter, &error)
+                            .await
+                        {
+                            // Left leased: recovery returns it, and the next
+                            // claim dead-letters it again.
+                            return unusable(format!("{error} (not dead-lettered yet: {failed})"));
+                        }
+                        return unusable(error);
                     }
                 };
-                let number = |i: usize, what: &str| -> Result<u64, QueueError> {
-                    text(i)
-                        .and_then(|s| s.parse::<u64>().ok())
-                        .ok_or_else(|| protocol(what))
+                let (Some(job_id), Some(attempt), Some(enqueued_at_ms), Some(waited)) =
+                    (number(3), number(4), number(6), number(7))
+                else {
+                    return unusable(format!("unreadable claim reply {entry:?}"));
                 };
-                Ok(ClaimOutcome::Claimed(ClaimedJob {
+                ClaimOutcome::Claimed(ClaimedJob {
                     key: payload.key.clone(),
-                    job_id: number(3, "job id")?,
-                    attempt: u32::try_from(number(4, "attempt")?).unwrap_or(u32::MAX),
+                    job_id,
+                    attempt: u32::try_from(attempt).unwrap_or(u32::MAX),
                     lease_token: token,
-                    enqueued_at_ms: number(6, "enqueued_at")?,
-                    queue_wait: Duration::from_millis(number(7, "queue wait")?),
+                    enqueued_at_ms,
+                    queue_wait: Duration::from_millis(waited),
                     payload,
-                }))
+                })
             }
-            other => Err(protocol(&format!("unknown outcome {other:?}"))),
+            other => unusable(format!("unknown claim outcome {other:?}")),
         }
     }
 
@@ -857,9 +874,12 @@ impl Queue {
         }
         let records: Vec<std::collections::HashMap<String, String>> =
             pipe.query_async(&mut conn).await.map_err(redis_err)?;
+        // An entry whose record expired (its age bound passed before a
+        // sweep trimmed the set) is not shown.
         Ok(entries
             .into_iter()
             .zip(records)
+            .filter(|(_, r)| !r.is_empty())
             .map(|(entry, r)| {
                 let num = |f: &str| r.get(f).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
                 DeadLetter {
@@ -889,19 +909,12 @@ impl Queue {
             .query_async(&mut conn)
             .await
             .map_err(redis_error("retry_dead"))?;
-        let member = record
-            .get("member")
-            .cloned()
-            .unwrap_or_else(|| entry.split('|').next().unwrap_or_default().to_owned());
-        let in_set: Option<f64> = redis::cmd("ZSCORE")
-            .arg(self.keys.dead())
-            .arg(entry)
-            .query_async(&mut conn)
-            .await
-            .map_err(redis_error("retry_dead"))?;
-        if in_set.is_none() {
+        let Some(member) = record.get("member").cloned() else {
+            // No record (never was, or it expired): nothing to retry, and
+            // an index entry left without its record goes.
+            self.purge_dead(Some(entry)).await?;
             return Ok(None);
-        }
+        };
         let key: EntityKey = member.parse().map_err(|e| QueueError::Protocol {
             op: "retry_dead",
             detail: format!("dead letter {entry:?} names no valid entity: {e}"),
@@ -1145,7 +1158,7 @@ mod tests {
     fn urls_are_redacted() {
         assert_eq!(
             redact_url("redis://user:secret@host:6379/0"),
-            "redis://***@host:6379/0"
+            "redis://user:***@host:6379/0"
         );
         assert_eq!(
             redact_url("redis://127.0.0.1:6379"),

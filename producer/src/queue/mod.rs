@@ -29,9 +29,9 @@ pub mod keys;
 pub mod payload;
 
 pub use client::{
-    redact_url, ClaimOutcome, ClaimedJob, Completion, DeadLetter, EnqueueOutcome, FailAction,
-    Failure, JobState, Notice, Queue, QueueConfig, QueueConfigError, QueueCounts, QueueError,
-    Recovery, Settled, Subscription, MAX_SETTLE_BATCH,
+    ClaimOutcome, ClaimedJob, Completion, DeadLetter, EnqueueOutcome, FailAction, Failure,
+    JobState, Notice, Queue, QueueConfig, QueueConfigError, QueueCounts, QueueError, Recovery,
+    Settled, Subscription, MAX_SETTLE_BATCH,
 };
 pub use keys::{Keys, QueueName};
 pub use payload::{Payload, PayloadError, Trigger};

@@ -175,6 +175,52 @@ impl Store {
     }
 }
 
+impl Store {
+    /// [`Store::uncompacted_page`], also bounded in size: it stops before
+    /// the message that would take the page's token estimates past
+    /// `max_tokens` (a page always has at least one message). A job reads
+    /// pages of a thousand short messages, or of a few huge ones, with the
+    /// same memory.
+    pub async fn uncompacted_page_within(
+        &self,
+        workstream_id: i64,
+        after: Option<MessageId>,
+        limit: u64,
+        max_tokens: u64,
+    ) -> Result<Vec<Message>, StoreError> {
+        let mut sizes = message::Entity::find()
+            .select_only()
+            .column(message::Column::Id)
+            .column(message::Column::TokenEstimate)
+            .filter(message::Column::WorkstreamId.eq(workstream_id))
+            .filter(message::Column::IsCompacted.eq(false));
+        if let Some(after) = after {
+            sizes = sizes.filter(message::Column::Id.gt(after.0));
+        }
+        let sizes: Vec<(i64, i64)> = sizes
+            .order_by_asc(message::Column::Id)
+            .limit(limit)
+            .into_tuple()
+            .all(&self.db)
+            .await
+            .map_err(StoreError::db("uncompacted_page_within"))?;
+        let mut total: u64 = 0;
+        let mut take: u64 = 0;
+        for (_, tokens) in &sizes {
+            let tokens = u64::try_from(*tokens).unwrap_or(0);
+            if take > 0 && total.saturating_add(tokens) > max_tokens {
+                break;
+            }
+            total = total.saturating_add(tokens);
+            take += 1;
+        }
+        if take == 0 {
+            return Ok(Vec::new());
+        }
+        self.uncompacted_page(workstream_id, after, take).await
+    }
+}
+
 fn to_message(m: message::Model) -> Result<Message, StoreError> {
     const TABLE: &str = "messages";
     let role = role_from_str(&m.role).ok_or_else(|| StoreError::CorruptRow {

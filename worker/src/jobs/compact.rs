@@ -12,14 +12,18 @@
 //! announce the outcome to waiters
 //! ```
 //!
-//! Memory stays bounded whatever the history length: a page of messages,
-//! one chunk of transcript and the shapes (ids, token counts, tool ids) are
-//! all that is held at once.
+//! Memory stays bounded whatever the history length: a page of messages
+//! (bounded in count and in tokens), one chunk of transcript and the shapes
+//! (ids, token counts, tool ids) are all that is held at once.
 //!
-//! Failures release the lease at once (chat requests stop waiting) and are
-//! retried by the runtime. On the last attempt an LLM failure falls back to
-//! the extractive summarizer (the run is marked degraded) when that is
-//! enabled, so a workstream still shrinks while the LLM is down.
+//! Once the lease is taken, every way out releases it and announces the
+//! outcome — commit, nothing to do, conflict, failure, and cancellation by
+//! the runtime (a drop guard) — so chat requests never wait for a lease
+//! deadline while a worker is alive. Failures are retried by the runtime.
+//! On the last attempt an LLM failure falls back to the extractive
+//! summarizer (the run is marked degraded) when that is enabled, with a
+//! third of the attempt's time kept for it, so a workstream still shrinks
+//! while the LLM is down.
 
 use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
@@ -62,11 +66,14 @@ pub struct CompactSettings {
     pub lease_ttl: Duration,
     /// How often the entity lease is renewed.
     pub renew_interval: Duration,
-    /// How long one attempt may spend (the lock duration): LLM retries stop
-    /// in time for the commit.
-    pub attempt_budget: Duration,
-    /// Messages read per database round trip.
+    /// Time kept free at the end of an attempt (before the runtime cancels
+    /// it at the lock duration) for the commit: LLM retries stop before.
+    pub commit_margin: Duration,
+    /// Messages read per database round trip, at most…
     pub page_size: u64,
+    /// …and at most this many tokens of them (by their stored estimates):
+    /// pages of huge messages are shorter, so memory stays bounded.
+    pub page_tokens: u64,
     /// On the last attempt, summarize offline when the LLM fails.
     pub fallback_to_extractive: bool,
     /// A chunk the model finds too long is halved down to this size; below
@@ -80,8 +87,9 @@ impl CompactSettings {
             engine,
             lease_ttl: Duration::from_secs(30),
             renew_interval: Duration::from_secs(10),
-            attempt_budget: Duration::from_secs(300),
+            commit_margin: Duration::from_secs(15),
             page_size: 1_000,
+            page_tokens: 4_000_000,
             fallback_to_extractive: true,
             min_chunk_chars: 4_000,
         }
@@ -248,12 +256,15 @@ impl CompactHandler {
             .due
     }
 
-    async fn attempt(&self, job: &Job) -> Result<Done, (CompactError, Option<i64>)> {
-        let ws = match self.store.workstream(&job.key).await {
-            Ok(Some(ws)) => ws,
-            Ok(None) => return Err((CompactError::UnknownWorkstream, None)),
-            Err(e) => return Err((e.into(), None)),
-        };
+    /// One attempt. Once the entity lease is taken, every way out releases
+    /// it and announces the outcome to waiters (see [`LeaseGuard`]).
+    async fn attempt(&self, job: &Job) -> Result<Done, CompactError> {
+        let started = Utc::now();
+        let ws = self
+            .store
+            .workstream(&job.key)
+            .await?
+            .ok_or(CompactError::UnknownWorkstream)?;
         // An automatic request (or its follow-up) that is stale by now, or
         // a retry after a commit that already happened: nothing to do.
         if !job.trigger.is_manual() && !self.due(&ws) {
@@ -261,40 +272,164 @@ impl CompactHandler {
             return Ok(Done::Skipped);
         }
         let owner = job.lease_token.as_str();
-        if let Err(e) = self.take_lease(ws.id, owner).await {
-            return Err((e, None));
-        }
-        let started = Utc::now();
-        let prepared = tokio::select! {
-            p = self.prepare_with_fallback(job, &ws) => p,
-            () = self.keep_lease(ws.id, owner) => Err(CompactError::LeaseLost),
-        };
-        let prepared = match prepared {
-            Ok(Some(p)) => p,
-            Ok(None) => {
-                if let Err(e) = self.store.release_lease(ws.id, owner).await {
-                    warn!(error = %e, "could not release the entity lease; it expires on its own");
+        self.take_lease(ws.id, owner, job.deadline).await?;
+        let mut guard = LeaseGuard::new(self, job, ws.id);
+        let outcome = self.under_lease(job, ws.id, owner, started).await;
+        let (done, event) = match outcome {
+            Ok(Held::Skipped { no_progress }) => {
+                if no_progress {
+                    // Due, yet nothing may be cut (a few huge messages): a
+                    // fruitless compaction, counted towards the breaker.
+                    let run = self.run_row(job, started, RunOutcome::NoProgress, None);
+                    if let Err(e) = self.store.record_failure(ws.id, owner, &run, true).await {
+                        warn!(error = %e, "could not record the fruitless run");
+                        self.release(ws.id, owner).await;
+                    }
+                } else {
+                    self.release(ws.id, owner).await;
                 }
-                return Ok(Done::Skipped);
+                (
+                    Ok(Done::Skipped),
+                    self.event(job, EventOutcome::Skipped, &Report::default(), None),
+                )
             }
-            Err(e) => return Err((e, Some(ws.id))),
+            Ok(Held::Committed(report)) => {
+                // The commit released the lease.
+                let event = self.event(job, EventOutcome::Compacted, &report, None);
+                (Ok(Done::Committed(report)), event)
+            }
+            Ok(Held::Conflict(reason)) => {
+                // Fenced by owner: a no-op when the lease is someone else's.
+                self.release(ws.id, owner).await;
+                let event = self.event(job, EventOutcome::Conflict, &Report::default(), None);
+                (Ok(Done::Conflict(reason)), event)
+            }
+            Err(error) => {
+                let message: String = error.to_string().chars().take(1_000).collect();
+                let run = self.run_row(job, started, RunOutcome::Failed, Some(message.clone()));
+                let final_failure = job.is_last_attempt() || error.is_permanent();
+                if let Err(e) = self
+                    .store
+                    .record_failure(ws.id, owner, &run, final_failure)
+                    .await
+                {
+                    warn!(error = %e, "could not record the failure; releasing the lease");
+                    self.release(ws.id, owner).await;
+                }
+                let short = message.chars().take(300).collect();
+                let event = self.event(job, EventOutcome::Failed, &Report::default(), Some(short));
+                (Err(error), event)
+            }
+        };
+        guard.disarm();
+        self.announce(&job.key, &event).await;
+        done
+    }
+
+    /// The part of an attempt that holds the entity lease.
+    async fn under_lease(
+        &self,
+        job: &Job,
+        workstream_id: i64,
+        owner: &str,
+        started: chrono::DateTime<Utc>,
+    ) -> Result<Held, CompactError> {
+        // Read again under the lease: while we waited for it, the previous
+        // holder may have committed.
+        let ws = self
+            .store
+            .workstream_by_id(workstream_id)
+            .await?
+            .ok_or(CompactError::UnknownWorkstream)?;
+        if !job.trigger.is_manual() && !self.due(&ws) {
+            return Ok(Held::Skipped { no_progress: false });
+        }
+        let prepared = tokio::select! {
+            p = self.prepare_with_fallback(job, &ws) => p?,
+            () = self.keep_lease(ws.id, owner) => return Err(CompactError::LeaseLost),
+        };
+        let Some(prepared) = prepared else {
+            return Ok(Held::Skipped {
+                no_progress: !job.trigger.is_manual(),
+            });
         };
         if let Some(hook) = &self.hooks.before_commit {
             hook(job.key.clone()).await;
         }
-        self.commit(job, &ws, owner, prepared, started)
+        self.commit(job, &ws, owner, prepared, started).await
+    }
+
+    /// The next page of un-compacted messages after `after`.
+    async fn page(
+        &self,
+        workstream_id: i64,
+        after: Option<MessageId>,
+    ) -> Result<Vec<Message>, StoreError> {
+        self.store
+            .uncompacted_page_within(
+                workstream_id,
+                after,
+                self.settings.page_size,
+                self.settings.page_tokens,
+            )
             .await
-            .map_err(|e| (e, Some(ws.id)))
+    }
+
+    /// Releases the entity lease (fenced by `owner`); a failure is logged:
+    /// the lease then expires on its own.
+    async fn release(&self, workstream_id: i64, owner: &str) {
+        if let Err(e) = self.store.release_lease(workstream_id, owner).await {
+            warn!(error = %e, "could not release the entity lease; it expires on its own");
+        }
+    }
+
+    /// The audit row of an attempt that did not commit.
+    fn run_row(
+        &self,
+        job: &Job,
+        started: chrono::DateTime<Utc>,
+        outcome: RunOutcome,
+        error: Option<String>,
+    ) -> NewRun {
+        NewRun {
+            job_id: i64::try_from(job.job_id).unwrap_or(i64::MAX),
+            attempt: job.attempt,
+            trigger: job.trigger.label().to_owned(),
+            started_at: started,
+            finished_at: Utc::now(),
+            outcome,
+            degraded: false,
+            tokens_before: 0,
+            tokens_after: 0,
+            messages_compacted: 0,
+            chunks: 0,
+            rollups: 0,
+            llm_model: self.summarizer.model(),
+            llm_tokens_in: 0,
+            llm_tokens_out: 0,
+            error,
+            summary: None,
+        }
     }
 
     /// Takes the entity lease. A lease still held by someone else is most
     /// likely the previous attempt's, left by a worker that crashed: the
     /// queue returns its job when the queue lease expires, about when the
-    /// entity lease does. Waiting for that deadline (at most two lease TTLs)
-    /// instead of failing keeps a crash from using up a second attempt.
-    async fn take_lease(&self, workstream_id: i64, owner: &str) -> Result<(), CompactError> {
+    /// entity lease does. Waiting for that deadline (at most two lease TTLs,
+    /// and never past the attempt's deadline) instead of failing keeps a
+    /// crash from using up an attempt.
+    async fn take_lease(
+        &self,
+        workstream_id: i64,
+        owner: &str,
+        deadline: Instant,
+    ) -> Result<(), CompactError> {
         let ttl = self.settings.lease_ttl;
-        let give_up = Instant::now() + ttl * 2;
+        let give_up = (Instant::now() + ttl * 2).min(
+            deadline
+                .checked_sub(self.settings.commit_margin)
+                .unwrap_or(deadline),
+        );
         loop {
             match self.store.take_lease(workstream_id, owner, ttl).await? {
                 LeaseTaken::Taken { reclaimed } => {
@@ -329,18 +464,22 @@ impl CompactHandler {
     /// surrounding work ends (this future is dropped).
     async fn keep_lease(&self, workstream_id: i64, owner: &str) {
         let ttl = self.settings.lease_ttl;
-        let mut confirmed = Instant::now();
+        // The lease runs from when a renewal was *sent* (the database set
+        // the deadline no earlier); give up a renewal interval before it
+        // ends, so this run stops before anyone may take over.
+        let mut held_until = Instant::now() + ttl;
         loop {
             tokio::time::sleep(self.settings.renew_interval).await;
+            let sent = Instant::now();
             match self.store.renew_lease(workstream_id, owner, ttl).await {
-                Ok(true) => confirmed = Instant::now(),
+                Ok(true) => held_until = sent + ttl,
                 Ok(false) => {
                     warn!("entity lease lost: renewal refused");
                     return;
                 }
                 Err(e) => {
                     warn!(error = %e, "entity lease renewal failed");
-                    if confirmed.elapsed() + self.settings.renew_interval >= ttl {
+                    if Instant::now() + self.settings.renew_interval >= held_until {
                         warn!("entity lease lost: not renewed within its TTL");
                         return;
                     }
@@ -356,18 +495,25 @@ impl CompactHandler {
         job: &Job,
         ws: &WorkstreamRow,
     ) -> Result<Option<Prepared>, CompactError> {
-        let deadline = Instant::now() + self.settings.attempt_budget;
-        match self.prepare(job, ws, &self.summarizer, deadline).await {
-            Err(e)
-                if e.is_summarizer()
-                    && job.is_last_attempt()
-                    && self.settings.fallback_to_extractive
-                    && !matches!(self.summarizer, Summarizer::Extractive) =>
-            {
+        let end = job
+            .deadline
+            .checked_sub(self.settings.commit_margin)
+            .unwrap_or(job.deadline);
+        let may_fall_back = job.is_last_attempt()
+            && self.settings.fallback_to_extractive
+            && !matches!(self.summarizer, Summarizer::Extractive);
+        // On the last attempt a third of the time is kept for the offline
+        // summarizer, which re-reads the whole span.
+        let llm_deadline = if may_fall_back {
+            let now = Instant::now();
+            now + end.saturating_duration_since(now) * 2 / 3
+        } else {
+            end
+        };
+        match self.prepare(job, ws, &self.summarizer, llm_deadline).await {
+            Err(e) if e.is_summarizer() && may_fall_back => {
                 warn!(error = %e, "the LLM failed on the last attempt: summarizing offline (degraded)");
-                let mut prepared = self
-                    .prepare(job, ws, &Summarizer::Extractive, deadline)
-                    .await?;
+                let mut prepared = self.prepare(job, ws, &Summarizer::Extractive, end).await?;
                 if let Some(p) = prepared.as_mut() {
                     p.report.degraded = true;
                 }
@@ -391,15 +537,10 @@ impl CompactHandler {
         let mut shapes: Vec<MessageShape> = Vec::new();
         let mut after = None;
         loop {
-            let page = self
-                .store
-                .uncompacted_page(ws.id, after, self.settings.page_size)
-                .await?;
+            let page = self.page(ws.id, after).await?;
+            let Some(last) = page.last() else { break };
+            after = Some(last.id);
             shapes.extend(page.iter().map(|m| MessageShape::of(m, estimator)));
-            after = page.last().map(|m| m.id);
-            if (page.len() as u64) < self.settings.page_size {
-                break;
-            }
         }
         let Some(plan) = boundary::plan_shapes(&shapes, &engine.boundary) else {
             debug!(messages = shapes.len(), "nothing may be compacted");
@@ -436,14 +577,10 @@ impl CompactHandler {
         let mut tail: Vec<Message> = Vec::new();
         let mut after = None;
         'pages: loop {
-            let page = self
-                .store
-                .uncompacted_page(ws.id, after, self.settings.page_size)
-                .await?;
-            let full = page.len() as u64 == self.settings.page_size;
+            let page = self.page(ws.id, after).await?;
             after = page.last().map(|m| m.id);
             let mut span = Vec::with_capacity(page.len());
-            let mut reached_end = !full;
+            let mut reached_end = page.is_empty();
             for message in page {
                 if message.id > last_seen {
                     // Appended while we work: after the tail, not ours.
@@ -593,7 +730,7 @@ impl CompactHandler {
         owner: &str,
         prepared: Prepared,
         started: chrono::DateTime<Utc>,
-    ) -> Result<Done, CompactError> {
+    ) -> Result<Held, CompactError> {
         let Prepared {
             watermark,
             keep,
@@ -661,9 +798,9 @@ impl CompactHandler {
                     progress,
                     "compacted"
                 );
-                Ok(Done::Committed(report))
+                Ok(Held::Committed(report))
             }
-            CommitOutcome::Conflict(reason) => Ok(Done::Conflict(reason)),
+            CommitOutcome::Conflict(reason) => Ok(Held::Conflict(reason)),
         }
     }
 
@@ -794,14 +931,12 @@ impl JobHandler for CompactHandler {
                 Ok(())
             }
             Ok(Done::Committed(report)) => {
-                count(
-                    if report.progress {
-                        "committed"
-                    } else {
-                        "no_progress"
-                    },
-                    report.degraded,
-                );
+                let outcome = if report.progress {
+                    "committed"
+                } else {
+                    "no_progress"
+                };
+                count(outcome, report.degraded);
                 metrics::histogram!(names::COMPACTION_TOKENS, "domain" => domain.clone(), "stage" => "before")
                     .record(report.tokens_before as f64);
                 metrics::histogram!(names::COMPACTION_TOKENS, "domain" => domain.clone(), "stage" => "after")
@@ -812,8 +947,6 @@ impl JobHandler for CompactHandler {
                     .record(f64::from(report.chunks));
                 metrics::histogram!(names::COMPACTION_ROLLUPS, "domain" => domain.clone())
                     .record(f64::from(report.rollups));
-                let event = self.event(&job, EventOutcome::Compacted, &report, None);
-                self.announce(&job.key, &event).await;
                 Ok(())
             }
             Ok(Done::Conflict(reason)) => {
@@ -821,57 +954,71 @@ impl JobHandler for CompactHandler {
                 metrics::counter!(names::FENCE_CONFLICTS_TOTAL, "domain" => domain.clone())
                     .increment(1);
                 warn!(?reason, "commit refused by the fence; nothing written");
-                let event = self.event(&job, EventOutcome::Conflict, &Report::default(), None);
-                self.announce(&job.key, &event).await;
                 Ok(())
             }
-            Err((error, workstream)) => {
+            Err(error) => {
                 count("failed", false);
-                if matches!(error, CompactError::LeaseLost) && workstream.is_some() {
+                if matches!(error, CompactError::LeaseLost) {
                     metrics::counter!(names::ENTITY_LEASES_LOST_TOTAL, "domain" => domain.clone())
                         .increment(1);
-                }
-                if let Some(workstream_id) = workstream {
-                    let job_error = error.to_string();
-                    let now = Utc::now();
-                    let run = NewRun {
-                        job_id: i64::try_from(job.job_id).unwrap_or(i64::MAX),
-                        attempt: job.attempt,
-                        trigger: job.trigger.label().to_owned(),
-                        started_at: now,
-                        finished_at: now,
-                        outcome: RunOutcome::Failed,
-                        degraded: false,
-                        tokens_before: 0,
-                        tokens_after: 0,
-                        messages_compacted: 0,
-                        chunks: 0,
-                        rollups: 0,
-                        llm_model: self.summarizer.model(),
-                        llm_tokens_in: 0,
-                        llm_tokens_out: 0,
-                        error: Some(job_error.chars().take(1_000).collect()),
-                        summary: None,
-                    };
-                    let final_failure = job.is_last_attempt() || error.is_permanent();
-                    if let Err(e) = self
-                        .store
-                        .record_failure(workstream_id, &job.lease_token, &run, final_failure)
-                        .await
-                    {
-                        // The lease expires on its own; waiters wake then.
-                        warn!(error = %e, "could not record the failure or release the entity lease");
-                    }
-                    let event = self.event(
-                        &job,
-                        EventOutcome::Failed,
-                        &Report::default(),
-                        Some(job_error.chars().take(300).collect()),
-                    );
-                    self.announce(&job.key, &event).await;
                 }
                 Err(error.into_job_error())
             }
         }
+    }
+}
+
+/// How the part of an attempt under the lease ended.
+enum Held {
+    /// Nothing done; `no_progress` when the workstream is due but nothing
+    /// may be cut (it counts towards the circuit breaker).
+    Skipped {
+        no_progress: bool,
+    },
+    Committed(Report),
+    Conflict(ConflictReason),
+}
+
+/// Releases the entity lease and announces a failure should the attempt's
+/// future be dropped while it holds the lease (the runtime cancels an
+/// attempt that outlives its lock duration, loses its queue lease, or is
+/// still running when the shutdown grace ends). Without it, waiters would
+/// stall until the lease deadline and the re-run would wait for it.
+struct LeaseGuard {
+    armed: Option<(CompactHandler, Job, i64)>,
+}
+
+impl LeaseGuard {
+    fn new(handler: &CompactHandler, job: &Job, workstream_id: i64) -> LeaseGuard {
+        LeaseGuard {
+            armed: Some((handler.clone(), job.clone(), workstream_id)),
+        }
+    }
+
+    /// The attempt ended normally and took care of the lease itself.
+    fn disarm(&mut self) {
+        self.armed = None;
+    }
+}
+
+impl Drop for LeaseGuard {
+    fn drop(&mut self) {
+        let Some((handler, job, workstream_id)) = self.armed.take() else {
+            return;
+        };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        warn!("attempt cancelled while holding the entity lease: releasing it");
+        runtime.spawn(async move {
+            handler.release(workstream_id, &job.lease_token).await;
+            let event = handler.event(
+                &job,
+                EventOutcome::Failed,
+                &Report::default(),
+                Some("the attempt was cancelled".into()),
+            );
+            handler.announce(&job.key, &event).await;
+        });
     }
 }

@@ -1,8 +1,14 @@
 //! The apalis backend over the project's queue scripts: it hands apalis one
 //! claimed job at a time, only when the worker has a free slot (apalis asks
-//! for a task only after the concurrency layer is ready, so no job waits
-//! leased in a local buffer), and while the queue is empty waits for a
-//! wake-up (see [`super::wake`]) instead of polling.
+//! for a task only after the concurrency layer is ready), and while the
+//! queue is empty waits for a wake-up (see [`super::wake`]) instead of
+//! polling.
+//!
+//! The one local buffer is the [`Handoff`]: jobs claimed in the round trip
+//! that acknowledged others, one per slot that acknowledgement freed. Each
+//! is picked up as soon as its slot asks for work, so it waits leased for
+//! about a scheduling step, well inside its lease; at shutdown whatever is
+//! left there is handed back to the queue.
 
 use std::collections::VecDeque;
 use std::future::Future;
@@ -14,7 +20,6 @@ use std::time::Duration;
 use apalis_core::backend::{Backend, BackendConfig};
 use apalis_core::task::Task;
 use apalis_core::worker::context::WorkerContext;
-use backon::{BackoffBuilder, ExponentialBuilder};
 use compactor_producer::metrics::names;
 use compactor_producer::queue::{ClaimOutcome, ClaimedJob};
 use futures::future::BoxFuture;
@@ -123,12 +128,7 @@ async fn next_job(shared: Arc<Shared>) -> Option<ClaimedJob> {
 
 /// Pause between claims while Redis fails: 100 ms doubling to 5 s.
 pub(crate) fn error_backoff() -> impl Iterator<Item = Duration> {
-    ExponentialBuilder::new()
-        .with_min_delay(Duration::from_millis(100))
-        .with_max_delay(Duration::from_secs(5))
-        .with_jitter()
-        .without_max_times()
-        .build()
+    compactor_producer::backoff::reconnect(Duration::from_millis(100), Duration::from_secs(5))
 }
 
 /// Hands back jobs this worker leased but never started: the fetch that was

@@ -24,6 +24,10 @@ pub struct Job {
     /// commit that presents a token other than the entity's current one
     /// must change nothing (the lease was lost and someone else runs now).
     pub lease_token: String,
+    /// When the runtime cancels the attempt (the lock duration after it
+    /// started): work that can be cut short (LLM retries) should end before,
+    /// leaving time to commit.
+    pub deadline: tokio::time::Instant,
     cancel: CancellationToken,
 }
 
@@ -31,6 +35,7 @@ impl Job {
     pub(crate) fn from_claim(
         claimed: &ClaimedJob,
         max_attempts: u32,
+        deadline: tokio::time::Instant,
         cancel: CancellationToken,
     ) -> Job {
         Job {
@@ -40,12 +45,15 @@ impl Job {
             attempt: claimed.attempt,
             max_attempts,
             lease_token: claimed.lease_token.clone(),
+            deadline,
             cancel,
         }
     }
 
     /// An attempt outside the queue (running a handler inline, in tools or
     /// tests): `lease_token` is the owner the handler's commit is fenced on.
+    /// Its deadline is the default lock duration (5 minutes) from now; see
+    /// [`Job::with_deadline`].
     pub fn new(
         key: EntityKey,
         trigger: Trigger,
@@ -61,8 +69,15 @@ impl Job {
             attempt,
             max_attempts,
             lease_token: lease_token.into(),
+            deadline: tokio::time::Instant::now() + Duration::from_secs(300),
             cancel: CancellationToken::new(),
         }
+    }
+
+    /// The same attempt with another deadline.
+    pub fn with_deadline(mut self, deadline: tokio::time::Instant) -> Job {
+        self.deadline = deadline;
+        self
     }
 
     /// Whether no retry follows a failure of this attempt.

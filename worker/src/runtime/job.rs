@@ -114,7 +114,13 @@ async fn run_attempt<H: JobHandler>(shared: &Shared, handler: &H, job: ClaimedJo
 
     let cancel = CancellationToken::new();
     let started = Instant::now();
-    let attempt = Job::from_claim(&job, shared.config.retry.max_attempts, cancel.clone());
+    let deadline = tokio::time::Instant::now() + shared.config.lock_duration;
+    let attempt = Job::from_claim(
+        &job,
+        shared.config.retry.max_attempts,
+        deadline,
+        cancel.clone(),
+    );
     let work = AssertUnwindSafe(handler.run(attempt)).catch_unwind();
     let outcome = tokio::select! {
         result = work => match result {
@@ -123,7 +129,7 @@ async fn run_attempt<H: JobHandler>(shared: &Shared, handler: &H, job: ClaimedJo
             Err(panic) => Outcome::Panicked(panic_message(panic.as_ref())),
         },
         () = heartbeat(shared, &job) => Outcome::LeaseLost,
-        () = tokio::time::sleep(shared.config.lock_duration) => Outcome::TimedOut,
+        () = tokio::time::sleep_until(deadline) => Outcome::TimedOut,
         () = shared.hand_back.cancelled() => Outcome::HandBack,
     };
     // The handler's future is dropped by now; this reaches work it spawned.
@@ -140,11 +146,15 @@ async fn run_attempt<H: JobHandler>(shared: &Shared, handler: &H, job: ClaimedJo
 async fn heartbeat(shared: &Shared, job: &ClaimedJob) {
     let ttl = shared.queue.config().lease_ttl;
     let every = shared.config.renew_interval;
+    // The lease runs from when a renewal was *sent* (Redis set the deadline
+    // no earlier), so count from then, and give up a renewal interval
+    // before it would end: this attempt stops before anyone may reclaim it.
     let mut held_until = Instant::now() + ttl;
     loop {
         tokio::time::sleep(every).await;
+        let sent = Instant::now();
         match shared.queue.renew(job).await {
-            Ok(true) => held_until = Instant::now() + ttl,
+            Ok(true) => held_until = sent + ttl,
             Ok(false) => {
                 warn!("lease lost: renewal refused");
                 return;
@@ -172,9 +182,14 @@ async fn acknowledge(shared: &Shared, job: &ClaimedJob, outcome: Outcome, domain
     };
     match outcome {
         Outcome::Succeeded => {
-            metrics::counter!(names::JOBS_COMPLETED_TOTAL, "queue" => queue.clone(), "domain" => domain.to_owned())
-                .increment(1);
             let completion = complete(shared, job).await;
+            if matches!(
+                completion,
+                Some(Completion::Done | Completion::FollowUpAdded { .. })
+            ) {
+                metrics::counter!(names::JOBS_COMPLETED_TOTAL, "queue" => queue.clone(), "domain" => domain.to_owned())
+                    .increment(1);
+            }
             match completion {
                 Some(Completion::Done) => debug!("completed"),
                 Some(Completion::FollowUpAdded { job_id }) => {

@@ -49,6 +49,20 @@ local function requeue(job, waiting, channel, member, job_id, now)
   redis.call('PUBLISH', channel, job_id)
 end
 
+-- Keeps the dead-letter set within its age and count bounds, records
+-- included. Called when a job is dead-lettered and by every recovery sweep,
+-- so entries whose record expired do not linger in a quiet queue.
+local function trim_dead(dead, prefix, now, max_count, max_age)
+  local old = redis.call('ZRANGEBYSCORE', dead, '-inf', now - tonumber(max_age))
+  local excess = redis.call('ZRANGE', dead, 0, -(tonumber(max_count) + 1))
+  for _, list in ipairs({old, excess}) do
+    for _, e in ipairs(list) do
+      redis.call('ZREM', dead, e)
+      redis.call('DEL', prefix .. 'dead:' .. e)
+    end
+  end
+end
+
 -- Copies the entity's current job into a dead-letter record of its own (so
 -- a new job cannot overwrite what the operator needs to see), then trims
 -- the dead-letter set by age and count, records included.
@@ -61,14 +75,7 @@ local function dead_letter(job, dead, prefix, member, reason, now, max_count, ma
     'attempts', f[3] or '0', 'stalls', f[4] or '0', 'reason', reason, 'failed_at', now)
   redis.call('PEXPIRE', record, max_age)
   redis.call('ZADD', dead, now, entry)
-  local old = redis.call('ZRANGEBYSCORE', dead, '-inf', now - tonumber(max_age))
-  local excess = redis.call('ZRANGE', dead, 0, -(tonumber(max_count) + 1))
-  for _, list in ipairs({old, excess}) do
-    for _, e in ipairs(list) do
-      redis.call('ZREM', dead, e)
-      redis.call('DEL', prefix .. 'dead:' .. e)
-    end
-  end
+  trim_dead(dead, prefix, now, max_count, max_age)
 end
 
 -- Ends a run that will not be retried: adds the follow-up recorded while

@@ -1,7 +1,11 @@
 -- Returns jobs whose lease expired (their worker crashed, hung or lost its
 -- connection) to the queue, at their original place in line; a job whose
 -- lease expired more than the stall bound is dead-lettered instead, so a
--- job that kills every worker that runs it cannot loop forever.
+-- job that kills every worker that runs it cannot loop forever. A stall is
+-- not a failed attempt: stalls and attempts have budgets of their own (a
+-- deploy that kills a worker must not use up a job's retries), so the
+-- attempt the crashed claim counted is given back. Also trims the
+-- dead-letter set by age, so it shrinks in a quiet queue too.
 --   KEYS: 1 running zset, 2 waiting zset, 3 dead zset, 4 seq counter
 --   ARGV: 1 key prefix, 2 max stalls, 3 batch limit, 4 dead max count,
 --         5 dead max age (ms), 6 wake channel
@@ -23,8 +27,10 @@ for _, member in ipairs(expired) do
       end_run(job, KEYS[2], KEYS[4], ARGV[6], member, f[3], now, 'dead', ARGV[5])
     else
       recovered = recovered + 1
+      redis.call('HINCRBY', job, 'attempts', -1)
       requeue(job, KEYS[2], ARGV[6], member, f[2], now)
     end
   end
 end
+trim_dead(KEYS[3], ARGV[1], now, ARGV[4], ARGV[5])
 return {recovered, dead}
