@@ -1,0 +1,330 @@
+//! The `compactor` CLI, run as a process against the real Redis and a real
+//! database (a SQLite file or a PostgreSQL schema of the test's own), every
+//! command with `--json` so its answer can be checked, and the exit codes
+//! scripts rely on (0 done, 1 "no", 2 bad usage, 3 unavailable).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
+
+#[path = "support/db.rs"]
+mod db;
+
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use compactor_producer::queue::{
+    ClaimOutcome, FailAction, Keys, Queue, QueueConfig, QueueName, Trigger,
+};
+use compactor_shared::EntityKey;
+use db::{Backend, TestDb};
+use serde_json::Value;
+
+const BIN: &str = env!("CARGO_BIN_EXE_compactor");
+
+fn redis_url() -> String {
+    std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned())
+}
+
+/// A database and a queue of the test's own, and the CLI pointed at both.
+struct World {
+    db: TestDb,
+    queue: String,
+}
+
+impl World {
+    async fn new(backend: Backend) -> World {
+        World::on(TestDb::new(backend).await)
+    }
+
+    fn on(db: TestDb) -> World {
+        static N: AtomicU32 = AtomicU32::new(0);
+        let queue = format!(
+            "cli-{}-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .subsec_nanos()
+        );
+        World { db, queue }
+    }
+
+    fn queue_config(&self) -> QueueConfig {
+        QueueConfig {
+            name: QueueName::parse(&self.queue).unwrap(),
+            ..QueueConfig::default()
+        }
+    }
+
+    async fn queue(&self) -> Queue {
+        Queue::connect(&redis_url(), self.queue_config())
+            .await
+            .unwrap()
+    }
+
+    /// Runs `compactor --json <args>`, feeding `stdin`.
+    fn run(&self, args: &[&str], stdin: Option<&str>) -> Output {
+        let mut child = Command::new(BIN)
+            .arg("--json")
+            .args(args)
+            .env("DATABASE_URL", &self.db.url)
+            .env("REDIS_URL", redis_url())
+            .env("COMPACTOR__QUEUE__NAME", &self.queue)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        if let Some(input) = stdin {
+            child
+                .stdin
+                .take()
+                .unwrap()
+                .write_all(input.as_bytes())
+                .unwrap();
+        }
+        drop(child.stdin.take());
+        child.wait_with_output().unwrap()
+    }
+
+    /// Runs a command that must succeed; its JSON answer.
+    fn ok(&self, args: &[&str], stdin: Option<&str>) -> Value {
+        let out = self.run(args, stdin);
+        assert!(
+            out.status.success(),
+            "{args:?}: {:?}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!(
+                "{args:?}: not JSON ({e}): {}",
+                String::from_utf8_lossy(&out.stdout)
+            )
+        })
+    }
+}
+
+impl Drop for World {
+    fn drop(&mut self) {
+        let Ok(client) = redis::Client::open(redis_url()) else {
+            return;
+        };
+        let Ok(mut conn) = client.get_connection() else {
+            return;
+        };
+        let prefix = Keys::new(&QueueName::parse(&self.queue).unwrap())
+            .prefix()
+            .to_owned();
+        let keys: Vec<String> = redis::cmd("KEYS")
+            .arg(format!("{prefix}*"))
+            .query(&mut conn)
+            .unwrap_or_default();
+        if !keys.is_empty() {
+            let _: Result<(), _> = redis::cmd("DEL").arg(keys).query(&mut conn);
+        }
+    }
+}
+
+const LINES: &str = r#"{"role": "user", "parts": [{"type": "text", "text": "Why does src/main.rs panic?"}]}
+
+{"role": "assistant", "parts": [{"type": "tool_call", "call_id": "c1", "tool_name": "bash", "input": {"cmd": "cargo run"}}]}
+{"role": "tool", "parts": [{"type": "tool_result", "call_id": "c1", "tool_name": "bash", "output": "thread main panicked"}]}
+"#;
+
+fn code(out: &Output) -> i32 {
+    out.status.code().unwrap_or(-1)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn migrate_reports_then_applies_then_is_current() {
+    let w = World::on(TestDb::unmigrated(Backend::Sqlite).await);
+    let out = w.run(&["migrate", "--check"], None);
+    assert_eq!(code(&out), 1, "pending migrations: exit 1");
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["status"], "behind");
+    assert_eq!(
+        report["pending"].as_array().unwrap().len(),
+        compactor_migrations::migration_names().len()
+    );
+    let applied = w.ok(&["migrate"], None);
+    assert_eq!(
+        applied["applied"].as_array().unwrap().len(),
+        compactor_migrations::migration_names().len()
+    );
+    assert_eq!(w.ok(&["migrate", "--check"], None)["status"], "current");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn append_reads_json_lines_and_refuses_bad_ones_by_line() {
+    let w = World::new(Backend::Postgres).await;
+    let appended = w.ok(&["append", "chat", "c1"], Some(LINES));
+    assert_eq!(appended["appended"], 3);
+    assert!(appended["uncompacted_tokens"].as_u64().unwrap() > 0);
+
+    let dir = std::env::temp_dir().join(format!("{}.jsonl", w.queue));
+    std::fs::write(&dir, LINES).unwrap();
+    let appended = w.ok(
+        &[
+            "append",
+            "chat",
+            "c1",
+            "--file",
+            dir.to_str().unwrap(),
+            "--finalize",
+        ],
+        None,
+    );
+    std::fs::remove_file(&dir).unwrap();
+    assert_eq!(appended["appended"], 3);
+    assert_eq!(appended["turn"]["outcome"], "not_due");
+
+    let bad = "{\"role\": \"user\", \"parts\": [{\"type\": \"text\", \"text\": \"ok\"}]}\n{\"role\": \"user\", \"parts\": [{\"type\": \"image\", \"url\": \"x\"}]}\n";
+    let out = w.run(&["append", "chat", "c1"], Some(bad));
+    assert_eq!(code(&out), 2);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("line 2") && err.contains("image"), "{err}");
+    let out = w.run(&["append", "chat", "BAD KEY"], Some(LINES));
+    assert_eq!(code(&out), 2, "an invalid entity id is a usage error");
+    // Nothing of the refused batches was stored.
+    let status = w.ok(&["status", "chat", "c1"], None);
+    assert_eq!(status["uncompacted_tokens"], appended["uncompacted_tokens"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_status_wait_context_and_queue_stats() {
+    let w = World::new(Backend::Sqlite).await;
+    w.ok(&["append", "chat", "s1"], Some(LINES));
+    assert_eq!(w.ok(&["enqueue", "chat", "s1"], None)["outcome"], "added");
+    assert_eq!(
+        w.ok(&["enqueue", "chat", "s1"], None)["outcome"],
+        "coalesced"
+    );
+    w.ok(&["append", "chat", "s2"], Some(LINES));
+    let manual = w.ok(
+        &[
+            "compact-now",
+            "chat",
+            "s2",
+            "--instructions",
+            "keep the panic",
+        ],
+        None,
+    );
+    assert_eq!(manual["outcome"], "added");
+
+    let status = w.ok(&["status", "chat", "s1"], None);
+    assert_eq!(status["job"]["state"], "waiting");
+    assert_eq!(status["breaker_open"], false);
+    assert!(status["lease"].is_null());
+    let out = w.run(&["status", "chat", "nobody"], None);
+    assert_eq!(code(&out), 1, "unknown workstream");
+
+    assert_eq!(w.ok(&["queue", "stats"], None)["waiting"], 2);
+
+    let ready = w.ok(&["wait", "chat", "s1", "--timeout-ms", "2000"], None);
+    assert_eq!(ready["ready"], true);
+    let ws =
+        w.db.store
+            .workstream(&EntityKey::parse("chat", "s1").unwrap())
+            .await
+            .unwrap()
+            .unwrap();
+    w.db.store
+        .take_lease(ws.id, "someone", Duration::from_secs(60))
+        .await
+        .unwrap();
+    let out = w.run(&["wait", "chat", "s1", "--timeout-ms", "300"], None);
+    assert_eq!(code(&out), 1, "timed out");
+    let waited: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(waited["ready"], false);
+
+    let context = w.ok(&["context", "chat", "s1"], None);
+    let messages = context["messages"].as_array().unwrap();
+    assert_eq!(messages.len(), 3, "no summary yet: the 3 messages alone");
+    assert_eq!(context["orphans_neutralized"], 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dead_letters_are_listed_retried_and_purged() {
+    let w = World::new(Backend::Sqlite).await;
+    let q = w.queue().await;
+    for entity in ["d1", "d2"] {
+        let k = EntityKey::parse("chat", entity).unwrap();
+        q.request_compaction(&k, Trigger::Auto).await.unwrap();
+        let ClaimOutcome::Claimed(job) = q.claim("w").await.unwrap() else {
+            panic!("a job")
+        };
+        q.fail(&job, FailAction::DeadLetter, "the LLM said no")
+            .await
+            .unwrap();
+    }
+    let list = w.ok(&["dlq", "list"], None);
+    let letters = list.as_array().unwrap();
+    assert_eq!(letters.len(), 2);
+    assert_eq!(letters[0]["reason"], "the LLM said no");
+    let entry = letters[0]["entry"].as_str().unwrap().to_owned();
+
+    assert_eq!(w.ok(&["dlq", "retry", &entry], None)["outcome"], "added");
+    assert_eq!(code(&w.run(&["dlq", "retry", &entry], None)), 1, "gone now");
+    assert_eq!(code(&w.run(&["dlq", "purge"], None)), 2, "which one?");
+    assert_eq!(w.ok(&["dlq", "purge", "--all"], None)["purged"], 1);
+    assert!(w.ok(&["dlq", "list"], None).as_array().unwrap().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_demo_is_compacted_by_a_running_worker_and_shows_it() {
+    let w = World::new(Backend::Sqlite).await;
+    // Without a worker the demo says what to do, and exits 1.
+    let out = w.run(&["demo", "--turns", "10", "--timeout-secs", "1"], None);
+    assert_eq!(code(&out), 1);
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("compactor-worker"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let mut settings = compactor_worker::settings::Settings::default();
+    settings.database.url = compactor_producer::settings::ConnectionUrl::new(&w.db.url);
+    settings.redis.url = compactor_producer::settings::ConnectionUrl::new(redis_url());
+    settings.queue = w.queue_config();
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let worker = tokio::spawn(compactor_worker::startup::run(settings, shutdown.clone()));
+
+    let out = tokio::task::spawn_blocking({
+        let (db_url, queue) = (w.db.url.clone(), w.queue.clone());
+        move || {
+            Command::new(BIN)
+                .args(["--json", "demo", "--turns", "40", "--timeout-secs", "60"])
+                .env("DATABASE_URL", db_url)
+                .env("REDIS_URL", redis_url())
+                .env("COMPACTOR__QUEUE__NAME", queue)
+                .output()
+                .unwrap()
+        }
+    })
+    .await
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["messages"], 160);
+    assert_eq!(report["messages_compacted"], 154);
+    assert!(report["tokens_after"].as_u64() < report["tokens_before"].as_u64());
+    assert!(report["summary"].as_str().unwrap().contains("KEY FACTS"));
+    let entity = report["entity_id"].as_str().unwrap().to_owned();
+
+    let runs = w.ok(&["runs", "demo", &entity], None);
+    let runs = runs.as_array().unwrap();
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0]["outcome"], "committed");
+    assert_eq!(runs[0]["trigger"], "manual");
+
+    shutdown.cancel();
+    worker.await.unwrap().unwrap();
+}
