@@ -1,0 +1,114 @@
+//! Loading the worker's configuration: the defaults, a `--config` file, the
+//! environment (`COMPACTOR__SECTION__KEY`, `REDIS_URL`, `DATABASE_URL`),
+//! and refusals that name the key.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use compactor_worker::llm::Provider;
+use compactor_worker::settings::{LogFormat, Settings};
+
+fn env(vars: &[(&str, &str)]) -> Vec<(String, String)> {
+    vars.iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect()
+}
+
+fn file(name: &str, body: &str) -> PathBuf {
+    let path = std::env::temp_dir().join(format!("{name}-{}.toml", std::process::id()));
+    std::fs::write(&path, body).unwrap();
+    path
+}
+
+#[test]
+fn with_nothing_set_the_defaults_apply() {
+    let s = Settings::load_from(None, env(&[])).unwrap();
+    assert_eq!(s, Settings::default());
+    assert_eq!(s.database.url.expose(), "sqlite://compactor.db?mode=rwc");
+    assert_eq!(s.redis.url.expose(), "redis://127.0.0.1:6379");
+    assert_eq!(s.llm.provider, Provider::Extractive);
+}
+
+#[test]
+fn a_file_overrides_the_defaults_and_the_environment_overrides_the_file() {
+    let path = file(
+        "layers",
+        "[worker]\nconcurrency = 3\nshutdown_grace = \"10s\"\n\n[engine.boundary]\ntail_messages = 8\n",
+    );
+    let s = Settings::load_from(
+        Some(&path),
+        env(&[
+            ("COMPACTOR__WORKER__CONCURRENCY", "5"),
+            ("COMPACTOR__LOG__FORMAT", "json"),
+            ("COMPACTOR__ENGINE__PRUNE__PROTECTED_TOOLS", "skill,memory"),
+            ("REDIS_URL", "redis://cache:6380/2"),
+            ("DATABASE_URL", "postgres://app:secret@db/compactor"),
+            ("UNRELATED", "ignored"),
+        ]),
+    )
+    .unwrap();
+    std::fs::remove_file(&path).unwrap();
+    assert_eq!(s.worker.concurrency, 5, "environment over file");
+    assert_eq!(
+        s.worker.shutdown_grace,
+        Duration::from_secs(10),
+        "file over defaults"
+    );
+    assert_eq!(s.engine.boundary.tail_messages, 8);
+    assert_eq!(s.log.format, LogFormat::Json);
+    assert_eq!(s.engine.prune.protected_tools, vec!["skill", "memory"]);
+    assert_eq!(s.redis.url.expose(), "redis://cache:6380/2");
+    assert_eq!(
+        s.database.url.expose(),
+        "postgres://app:secret@db/compactor"
+    );
+    assert!(!format!("{s:?}").contains("secret"), "no password in Debug");
+}
+
+#[test]
+fn bad_values_are_refused_with_the_key_name() {
+    for (vars, key) in [
+        (
+            vec![("COMPACTOR__WORKER__CONCURRENCY", "many")],
+            "concurrency",
+        ),
+        (vec![("COMPACTOR__QUEUE__LEASE_TTL", "soon")], "lease_ttl"),
+        (vec![("COMPACTOR__WORKER__CONCURRENCY", "0")], "concurrency"),
+        (vec![("COMPACTOR__LLM__PROVIDER", "openai")], "model"),
+        (vec![("COMPACTOR__ENGINE__TRIGGER__RATIO", "3.5")], "ratio"),
+        (vec![("COMPACTOR__QUEUE__NAME", "Not A Name")], "queue name"),
+    ] {
+        let err = Settings::load_from(None, env(&vars))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(key), "{vars:?}: {err}");
+    }
+    let path = file("typo", "[workers]\nconcurrency = 2\n");
+    let err = Settings::load_from(Some(&path), env(&[]))
+        .unwrap_err()
+        .to_string();
+    std::fs::remove_file(&path).unwrap();
+    assert!(
+        err.contains("workers"),
+        "an unknown section is named: {err}"
+    );
+    let err = Settings::load_from(
+        Some(std::path::Path::new("/nonexistent/compactor.toml")),
+        env(&[]),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("/nonexistent/compactor.toml"), "{err}");
+}
+
+#[test]
+fn the_production_example_is_valid() {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../config/production.example.toml");
+    let s =
+        Settings::load_from(Some(&path), env(&[("DATABASE_URL", "postgres://app@db/c")])).unwrap();
+    assert_eq!(s.llm.provider, Provider::OpenAi);
+    assert_eq!(s.log.format, LogFormat::Json);
+    assert_eq!(s.worker.concurrency, 4);
+}
