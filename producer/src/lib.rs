@@ -10,6 +10,7 @@
 //! - [`queue`]: the Redis queue protocol (keys, scripts, payload) and its
 //!   client, used by producers and by `compactor-worker`.
 //! - [`events`]: what a finished compaction announces.
+//! - [`reconcile`]: re-requesting compactions the queue lost.
 //! - [`settings`]: loading configuration (file, environment).
 //! - [`metrics`]: the names of every metric recorded.
 
@@ -19,6 +20,7 @@ pub mod events;
 pub mod metrics;
 pub mod queue;
 mod ready;
+pub mod reconcile;
 pub mod settings;
 pub mod store;
 

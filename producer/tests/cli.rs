@@ -66,9 +66,15 @@ impl World {
 
     /// Runs `compactor --json <args>`, feeding `stdin`.
     fn run(&self, args: &[&str], stdin: Option<&str>) -> Output {
+        self.run_env(args, stdin, &[])
+    }
+
+    /// [`World::run`] with more environment variables.
+    fn run_env(&self, args: &[&str], stdin: Option<&str>, env: &[(&str, &str)]) -> Output {
         let mut child = Command::new(BIN)
             .arg("--json")
             .args(args)
+            .envs(env.iter().copied())
             .env("DATABASE_URL", &self.db.url)
             .env("REDIS_URL", redis_url())
             .env("COMPACTOR__QUEUE__NAME", &self.queue)
@@ -327,4 +333,75 @@ async fn the_demo_is_compacted_by_a_running_worker_and_shows_it() {
 
     shutdown.cancel();
     worker.await.unwrap().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reconcile_requests_what_the_queue_lost_and_nothing_twice() {
+    let w = World::new(Backend::Postgres).await;
+    // A small model: a few messages are over its trigger.
+    let small = [
+        ("COMPACTOR__ENGINE__TRIGGER__CONTEXT_WINDOW", "1000"),
+        ("COMPACTOR__ENGINE__TRIGGER__OUTPUT_RESERVE", "200"),
+        ("COMPACTOR__ENGINE__TRIGGER__SAFETY_MARGIN", "100"),
+    ];
+    let long: String = LINES.repeat(40);
+    for entity in ["r1", "r2"] {
+        let out = w.run_env(
+            &["append", "chat", entity, "--finalize"],
+            Some(&long),
+            &small,
+        );
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let appended: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(appended["turn"]["outcome"], "requested", "{appended}");
+    }
+    w.run_env(&["append", "chat", "small"], Some(LINES), &small);
+    // Redis loses its data (here: this queue's keys).
+    drop(World::on_queue_only(&w.queue));
+    let reconcile = |w: &World| -> Value {
+        let out = w.run_env(&["reconcile"], None, &small);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let first = reconcile(&w);
+    assert_eq!(first["over_trigger"], 2);
+    assert_eq!(first["requested"], 2, "{first}");
+    let second = reconcile(&w);
+    assert_eq!(second["requested"], 0, "nothing requested twice: {second}");
+    assert_eq!(second["in_hand"], 2);
+    assert_eq!(w.ok(&["queue", "stats"], None)["waiting"], 2);
+}
+
+impl World {
+    /// Deletes the queue's keys (as a Redis that lost its data would).
+    fn on_queue_only(queue: &str) -> QueueWipe {
+        QueueWipe(queue.to_owned())
+    }
+}
+
+/// Deletes a queue's keys when dropped.
+struct QueueWipe(String);
+
+impl Drop for QueueWipe {
+    fn drop(&mut self) {
+        let client = redis::Client::open(redis_url()).unwrap();
+        let mut conn = client.get_connection().unwrap();
+        let prefix = Keys::new(&QueueName::parse(&self.0).unwrap())
+            .prefix()
+            .to_owned();
+        let keys: Vec<String> = redis::cmd("KEYS")
+            .arg(format!("{prefix}*"))
+            .query(&mut conn)
+            .unwrap();
+        assert!(!keys.is_empty(), "the jobs were there");
+        let _: () = redis::cmd("DEL").arg(keys).query(&mut conn).unwrap();
+    }
 }

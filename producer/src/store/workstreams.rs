@@ -131,6 +131,35 @@ impl Store {
         ensure(&self.db, key, "ensure_workstream").await
     }
 
+    /// Workstreams whose estimated context (summary + un-compacted
+    /// messages) is at least `min_tokens`, with an id above `after`, in id
+    /// order, at most `limit`: the candidates of a reconciliation sweep,
+    /// read page by page however many workstreams there are.
+    pub async fn workstreams_over(
+        &self,
+        min_tokens: u64,
+        after: Option<i64>,
+        limit: u64,
+    ) -> Result<Vec<WorkstreamRow>, StoreError> {
+        use sea_orm::sea_query::ExprTrait;
+        use sea_orm::{QueryOrder, QuerySelect};
+        let total = Expr::col(Column::SummaryTokens).add(Expr::col(Column::UncompactedTokens));
+        let mut query =
+            Entity::find().filter(total.gte(i64::try_from(min_tokens).unwrap_or(i64::MAX)));
+        if let Some(after) = after {
+            query = query.filter(Column::Id.gt(after));
+        }
+        query
+            .order_by_asc(Column::Id)
+            .limit(limit)
+            .all(&self.db)
+            .await
+            .map_err(StoreError::db("workstreams_over"))?
+            .into_iter()
+            .map(WorkstreamRow::from_model)
+            .collect()
+    }
+
     /// A manual request clears the breaker: `consecutive_failures = 0`,
     /// `breaker_message_id = NULL`.
     pub async fn reset_breaker(&self, workstream_id: i64) -> Result<(), StoreError> {

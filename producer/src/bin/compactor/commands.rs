@@ -38,6 +38,7 @@ pub(crate) async fn run(command: Command, settings: &ClientSettings, out: Output
         } => queue_stats(settings, out).await,
         Command::Dlq { command } => dlq(settings, command, out).await,
         Command::Runs { target, limit } => runs(settings, &target, limit, out).await,
+        Command::Reconcile => reconcile(settings, out).await,
         Command::Demo {
             turns,
             timeout_secs,
@@ -547,6 +548,27 @@ async fn runs(settings: &ClientSettings, target: &Target, limit: u64, out: Outpu
                     )
                 })
                 .collect()
+        });
+        Ok(ExitCode::SUCCESS)
+    })
+    .await
+}
+
+async fn reconcile(settings: &ClientSettings, out: Output) -> ExitCode {
+    report(out, async {
+        let compactor = client(settings).await?;
+        let r = compactor_producer::reconcile::reconcile(
+            compactor.store(),
+            compactor.queue(),
+            compactor.engine(),
+        )
+        .await
+        .map_err(|e| Failure::with_code(UNAVAILABLE, e))?;
+        out.print(&r, || {
+            format!(
+                "{} over their trigger: {} requested again, {} in hand, {} held by their breaker, {} dead-lettered",
+                r.over_trigger, r.requested, r.in_hand, r.breaker_open, r.dead_lettered
+            )
         });
         Ok(ExitCode::SUCCESS)
     })

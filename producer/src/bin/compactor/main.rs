@@ -104,6 +104,9 @@ enum Command {
         #[command(subcommand)]
         command: DlqCommand,
     },
+    /// Request compaction of every workstream over its trigger that has no
+    /// job and no running compaction (after Redis lost its data, say).
+    Reconcile,
     /// Recent compaction runs of a workstream (the audit trail), newest first.
     Runs {
         #[command(flatten)]

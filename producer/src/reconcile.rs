@@ -1,0 +1,105 @@
+//! Reconciliation: the database is the source of truth, the queue only a
+//! work list. Should Redis lose its data (a restart without persistence, a
+//! failover, an eviction), workstreams over their trigger would never be
+//! compacted again until their next turn. A sweep finds them — over the
+//! trigger, no live lease, no job waiting or running, breaker closed — and
+//! requests their compaction again. Running it when nothing was lost only
+//! reads: every candidate already has its job.
+
+use chrono::Utc;
+use compactor_shared::config::EngineConfig;
+use compactor_shared::trigger::Measure;
+use compactor_shared::EntityKey;
+use serde::Serialize;
+
+use crate::queue::{EnqueueOutcome, JobState, Queue, QueueError, Trigger};
+use crate::store::{Store, StoreError};
+
+/// Workstreams read per database round trip.
+const PAGE: u64 = 500;
+
+/// What a sweep found and did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Reconciliation {
+    /// Workstreams over their trigger.
+    pub over_trigger: u64,
+    /// Of those, compaction requested again (no job existed).
+    pub requested: u64,
+    /// Being compacted now (a live lease) or with a job waiting or running.
+    pub in_hand: u64,
+    /// Held back by their circuit breaker.
+    pub breaker_open: u64,
+    /// Their last job is in the dead-letter set: an operator decides.
+    pub dead_lettered: u64,
+}
+
+/// Why a sweep stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum ReconcileError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Queue(#[from] QueueError),
+}
+
+/// One sweep over every workstream (see the module docs).
+pub async fn reconcile(
+    store: &Store,
+    queue: &Queue,
+    engine: &EngineConfig,
+) -> Result<Reconciliation, ReconcileError> {
+    let mut report = Reconciliation::default();
+    // An unlimited model (no threshold) is never over its trigger.
+    let Some(threshold) = engine.trigger.threshold() else {
+        return Ok(report);
+    };
+    let mut after = None;
+    loop {
+        let page = store.workstreams_over(threshold, after, PAGE).await?;
+        let Some(last) = page.last() else { break };
+        after = Some(last.id);
+        let now_ms = Utc::now().timestamp_millis();
+        let mut lost: Vec<(EntityKey, Trigger)> = Vec::new();
+        for ws in &page {
+            let tokens = ws.summary_tokens.saturating_add(ws.uncompacted_tokens);
+            if !engine.trigger.evaluate(&Measure::estimated(tokens)).due {
+                continue;
+            }
+            report.over_trigger += 1;
+            if ws.breaker_open() {
+                report.breaker_open += 1;
+                continue;
+            }
+            if ws.lease_live(now_ms).is_some() {
+                report.in_hand += 1;
+                continue;
+            }
+            match queue.job_state(&ws.key).await? {
+                Some(JobState::Waiting { .. } | JobState::Running { .. }) => report.in_hand += 1,
+                Some(JobState::Dead { .. }) => report.dead_lettered += 1,
+                Some(JobState::Done { .. }) | None => lost.push((ws.key.clone(), Trigger::Auto)),
+            }
+        }
+        if !lost.is_empty() {
+            for outcome in queue.enqueue_many(&lost).await? {
+                match outcome {
+                    EnqueueOutcome::Added { .. } => report.requested += 1,
+                    // A request raced us: it is in hand all the same.
+                    EnqueueOutcome::Coalesced { .. } | EnqueueOutcome::FollowUpRecorded { .. } => {
+                        report.in_hand += 1
+                    }
+                }
+            }
+        }
+        if (page.len() as u64) < PAGE {
+            break;
+        }
+    }
+    if report.requested > 0 {
+        tracing::warn!(
+            requested = report.requested,
+            "reconciliation requested compactions the queue had lost"
+        );
+    }
+    Ok(report)
+}
