@@ -184,12 +184,19 @@ pub struct PrivateRedis {
 }
 
 impl PrivateRedis {
+    /// On a free port.
     pub fn start() -> PrivateRedis {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
             .unwrap()
             .port();
+        PrivateRedis::start_on(port)
+    }
+
+    /// On `port` (e.g. the port of one that was killed: Redis "coming
+    /// back").
+    pub fn start_on(port: u16) -> PrivateRedis {
         let child = std::process::Command::new("redis-server")
             .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
             .args(["--save", "", "--appendonly", "no"])

@@ -3,8 +3,8 @@
 //!
 //! - `/v1/workstreams/{domain}/{entity}/…` ([`workstreams`]): messages
 //!   (and ending a turn), compact, status, context, wait. Behind the bearer
-//!   token when one is configured ([`auth`]).
-//! - `/metrics`, `/healthz`, `/readyz` ([`probes`]): open.
+//!   token when one is configured (`auth`).
+//! - `/metrics`, `/healthz`, `/readyz` (`probes`): open.
 //!
 //! Every error is JSON, `{"error": {"code", "message"}}` ([`error`]);
 //! malformed requests are refused by the extractors of [`extract`]. The
