@@ -89,6 +89,7 @@ fn main() {
             .env("DATABASE_URL", &db.url)
             .env("REDIS_URL", &redis.url)
             .env("COMPACTOR__QUEUE__NAME", redis.config.name.as_str())
+            .env("COMPACTOR__ADMIN__LISTEN", "127.0.0.1:0")
             .env("COMPACTOR__WORKER__LOCK_DURATION", "1h")
             .env("COMPACTOR__LOG__LEVEL", "warn")
             .stdout(Stdio::null())

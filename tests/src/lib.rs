@@ -2,8 +2,9 @@
 //! own per test ([`db::TestDb`], PostgreSQL schema or SQLite file), a queue
 //! of its own on the machine's Redis ([`TestRedis`]), an LLM faked at the
 //! HTTP boundary ([`FakeLlm`]), a worker started through the same
-//! `startup::run` as the binary ([`spawn_worker`]), and generated
-//! conversations.
+//! `startup::Application::build` as the binary ([`spawn_worker`],
+//! [`start_worker`] when the test talks to its admin API), a `redis-server`
+//! of its own to stop ([`PrivateRedis`]), and generated conversations.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, unreachable_pub)] // test support: a panic is a failed test
 
@@ -11,6 +12,7 @@
 pub mod db;
 pub mod llm;
 
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
@@ -106,6 +108,8 @@ pub fn settings(db_url: &str, redis: &TestRedis, llm_url: Option<&str>) -> Setti
     s.worker.check_interval = Duration::from_millis(500);
     s.worker.shutdown_grace = Duration::from_secs(5);
     s.worker.retry.base_delay = Duration::from_millis(100);
+    // Tests run in parallel: each admin API on a port of its own.
+    s.admin.listen = SocketAddr::from(([127, 0, 0, 1], 0));
     if let Some(url) = llm_url {
         s.llm.provider = compactor_worker::llm::Provider::OpenAi;
         s.llm.base_url = Some(url.to_owned());
@@ -122,16 +126,46 @@ pub fn settings(db_url: &str, redis: &TestRedis, llm_url: Option<&str>) -> Setti
 pub struct Worker {
     shutdown: CancellationToken,
     task: JoinHandle<Result<(), compactor_worker::startup::StartupError>>,
+    admin: Option<SocketAddr>,
 }
 
-/// Starts a worker through `startup::run`, as `compactor-worker` does.
+/// Starts a worker through `startup::run`, as `compactor-worker` does
+/// (connecting happens in the background).
 pub fn spawn_worker(settings: Settings) -> Worker {
     let shutdown = CancellationToken::new();
     let task = tokio::spawn(compactor_worker::startup::run(settings, shutdown.clone()));
-    Worker { shutdown, task }
+    Worker {
+        shutdown,
+        task,
+        admin: None,
+    }
+}
+
+/// Builds a worker (connected, schema ready, admin API bound) and runs it
+/// in the background: its admin API answers as soon as this returns.
+pub async fn start_worker(settings: Settings) -> Worker {
+    let shutdown = CancellationToken::new();
+    let app = compactor_worker::startup::Application::build(settings, shutdown.clone())
+        .await
+        .expect("the worker starts");
+    let admin = app.admin_addr();
+    let task = tokio::spawn(app.run());
+    Worker {
+        shutdown,
+        task,
+        admin,
+    }
 }
 
 impl Worker {
+    /// `http://127.0.0.1:<port>` of the admin API (of a [`start_worker`]).
+    pub fn admin_url(&self) -> String {
+        let addr = self
+            .admin
+            .expect("a worker from start_worker, admin enabled");
+        format!("http://{addr}")
+    }
+
     pub async fn stop(self) {
         self.shutdown.cancel();
         tokio::time::timeout(Duration::from_secs(30), self.task)
@@ -139,6 +173,66 @@ impl Worker {
             .expect("the worker stops")
             .expect("the worker task does not panic")
             .expect("the worker stops cleanly");
+    }
+}
+
+/// A private `redis-server` on a free loopback port, for tests that stop
+/// Redis under a running worker (killed on drop).
+pub struct PrivateRedis {
+    pub port: u16,
+    child: Option<std::process::Child>,
+}
+
+impl PrivateRedis {
+    /// On a free port.
+    pub fn start() -> PrivateRedis {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        PrivateRedis::start_on(port)
+    }
+
+    /// On `port` (e.g. the port of one that was killed: Redis "coming
+    /// back").
+    pub fn start_on(port: u16) -> PrivateRedis {
+        let child = std::process::Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("redis-server must be installed for this test");
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "redis-server did not start"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        PrivateRedis {
+            port,
+            child: Some(child),
+        }
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Drop for PrivateRedis {
+    fn drop(&mut self) {
+        self.kill();
     }
 }
 

@@ -1,6 +1,10 @@
 //! `compactor-worker`: runs compaction jobs from the Redis queue.
 //!
-//! - [`startup`]: `run(settings, shutdown)`, used by `main` and the tests.
+//! - [`startup`]: `Application::build(settings, shutdown)` then `run()`,
+//!   used by `main` and the tests.
+//! - [`http`]: the admin HTTP API (workstream routes, `/metrics`,
+//!   `/healthz`, `/readyz`).
+//! - [`observability`]: the Prometheus recorder and its buckets.
 //! - [`settings`]: every section of the configuration, validated.
 //! - [`jobs`]: the compaction job and its summarizer.
 //! - [`llm`]: OpenAI-compatible and Anthropic clients with retries.
@@ -12,8 +16,10 @@
 //! - [`telemetry`]: the log subscriber.
 
 pub mod connect;
+pub mod http;
 pub mod jobs;
 pub mod llm;
+pub mod observability;
 pub mod runtime;
 pub mod settings;
 pub mod signals;

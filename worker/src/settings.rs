@@ -3,12 +3,16 @@
 //! `COMPACTOR__SECTION__KEY`, `REDIS_URL`, `DATABASE_URL`) and checked as a
 //! whole before anything starts.
 
+use std::net::{Ipv4Addr, SocketAddr};
 use std::path::Path;
+use std::time::Duration;
 
 use compactor_producer::queue::QueueConfig;
 use compactor_producer::settings::{self, DatabaseSettings, RedisSettings, SettingsError};
 use compactor_shared::config::EngineConfig;
+use secrecy::{ExposeSecret, SecretString};
 use serde::{Deserialize, Serialize};
+use subtle::ConstantTimeEq;
 
 use crate::llm::LlmConfig;
 use crate::runtime::RuntimeConfig;
@@ -40,6 +44,120 @@ pub enum LogFormat {
     Json,
 }
 
+/// `[admin]`: the admin HTTP API (workstream routes under `/v1`,
+/// `/metrics`, `/healthz`, `/readyz`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AdminSettings {
+    /// Serve the API (and `/metrics`) at all.
+    pub enabled: bool,
+    /// Address to listen on; loopback by default, because `/v1` can read
+    /// and write every conversation (set a token before exposing it).
+    pub listen: SocketAddr,
+    /// Name of the environment variable holding the bearer token that
+    /// `/v1` requires. Unset: no token required. Set but the variable is
+    /// missing or empty: the worker refuses to start (an operator who
+    /// asked for auth must not silently get none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_env: Option<String>,
+    /// Largest request body accepted (413 above): room for a batch of
+    /// messages of up to 16 MiB each.
+    pub max_body_bytes: usize,
+    /// How long `/readyz` waits for each of Redis and the database before
+    /// calling it not ready (a dead host must not hang the probe).
+    #[serde(with = "humantime_serde")]
+    pub ready_timeout: Duration,
+    /// The token itself, given in code (tests, programs embedding the
+    /// worker); wins over `token_env`. Never read from a file.
+    #[serde(skip)]
+    pub token: Option<AdminToken>,
+}
+
+impl Default for AdminSettings {
+    fn default() -> Self {
+        AdminSettings {
+            enabled: true,
+            listen: SocketAddr::from((Ipv4Addr::LOCALHOST, 9464)),
+            token_env: None,
+            max_body_bytes: 32 * 1024 * 1024,
+            ready_timeout: Duration::from_secs(1),
+            token: None,
+        }
+    }
+}
+
+/// Why the admin token could not be had.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("admin.token_env names {0}, which is not set (or empty) in the environment")]
+pub struct MissingAdminToken(pub String);
+
+impl AdminSettings {
+    /// Checks each setting is usable.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.max_body_bytes < 1024 {
+            return Err("admin.max_body_bytes: must be at least 1024".into());
+        }
+        if self.ready_timeout.is_zero() {
+            return Err("admin.ready_timeout: must be positive".into());
+        }
+        if self.token_env.as_deref().is_some_and(str::is_empty) {
+            return Err("admin.token_env: must name a variable, or be left out".into());
+        }
+        Ok(())
+    }
+
+    /// The token `/v1` requires: [`AdminSettings::token`] if set, else the
+    /// value of the variable `token_env` names (looked up with `env`), else
+    /// none.
+    pub fn resolve_token(
+        &self,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<Option<AdminToken>, MissingAdminToken> {
+        if let Some(token) = &self.token {
+            return Ok(Some(token.clone()));
+        }
+        let Some(name) = &self.token_env else {
+            return Ok(None);
+        };
+        match env(name) {
+            Some(value) if !value.is_empty() => Ok(Some(AdminToken::new(value))),
+            _ => Err(MissingAdminToken(name.clone())),
+        }
+    }
+}
+
+/// The bearer token of the admin API: never printed, compared in constant
+/// time.
+#[derive(Clone)]
+pub struct AdminToken(SecretString);
+
+impl AdminToken {
+    pub fn new(token: impl Into<String>) -> AdminToken {
+        AdminToken(SecretString::from(token.into()))
+    }
+
+    /// Whether `presented` is the token. The time taken does not depend on
+    /// where the first differing byte is (only on the lengths), so the
+    /// token cannot be guessed byte by byte from response times.
+    pub fn matches(&self, presented: &[u8]) -> bool {
+        self.0.expose_secret().as_bytes().ct_eq(presented).into()
+    }
+}
+
+impl PartialEq for AdminToken {
+    fn eq(&self, other: &AdminToken) -> bool {
+        self.matches(other.0.expose_secret().as_bytes())
+    }
+}
+
+impl Eq for AdminToken {}
+
+impl std::fmt::Debug for AdminToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AdminToken(***)")
+    }
+}
+
 /// Everything `compactor-worker` is configured with.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -51,6 +169,7 @@ pub struct Settings {
     pub database: DatabaseSettings,
     pub redis: RedisSettings,
     pub log: LogSettings,
+    pub admin: AdminSettings,
 }
 
 impl Settings {
@@ -78,6 +197,77 @@ impl Settings {
             .validate(self.queue.lease_ttl)
             .map_err(|e| invalid(e.to_string()))?;
         self.llm.validate().map_err(|e| invalid(e.to_string()))?;
+        self.admin.validate().map_err(invalid)?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_admin_token_comes_from_code_then_the_named_variable() {
+        let none = AdminSettings::default();
+        assert_eq!(none.resolve_token(|_| None), Ok(None));
+
+        let named = AdminSettings {
+            token_env: Some("ADMIN_TOKEN".into()),
+            ..AdminSettings::default()
+        };
+        let env = |name: &str| (name == "ADMIN_TOKEN").then(|| "s3cret".to_owned());
+        let token = named.resolve_token(env).unwrap().unwrap();
+        assert!(token.matches(b"s3cret"));
+        assert!(!token.matches(b"s3cre"));
+        assert!(!token.matches(b"s3cret!"));
+        assert_eq!(format!("{token:?}"), "AdminToken(***)");
+
+        let err = named.resolve_token(|_| None).unwrap_err();
+        assert!(err.to_string().contains("ADMIN_TOKEN"), "{err}");
+        assert!(named.resolve_token(|_| Some(String::new())).is_err());
+
+        let given = AdminSettings {
+            token: Some(AdminToken::new("in-code")),
+            ..named
+        };
+        assert!(given
+            .resolve_token(|_| None)
+            .unwrap()
+            .unwrap()
+            .matches(b"in-code"));
+    }
+
+    #[test]
+    fn admin_keys_are_overridden_by_the_environment_and_checked() {
+        let env = [
+            (
+                "COMPACTOR__ADMIN__LISTEN".to_owned(),
+                "0.0.0.0:9000".to_owned(),
+            ),
+            (
+                "COMPACTOR__ADMIN__MAX_BODY_BYTES".to_owned(),
+                "4096".to_owned(),
+            ),
+            (
+                "COMPACTOR__ADMIN__TOKEN_ENV".to_owned(),
+                "MY_TOKEN".to_owned(),
+            ),
+        ];
+        let settings = Settings::load_from(None, env).unwrap();
+        assert_eq!(settings.admin.listen, "0.0.0.0:9000".parse().unwrap());
+        assert_eq!(settings.admin.max_body_bytes, 4096);
+        assert_eq!(settings.admin.token_env.as_deref(), Some("MY_TOKEN"));
+
+        let tiny = [(
+            "COMPACTOR__ADMIN__MAX_BODY_BYTES".to_owned(),
+            "10".to_owned(),
+        )];
+        let err = Settings::load_from(None, tiny).unwrap_err();
+        assert!(err.to_string().contains("admin.max_body_bytes"), "{err}");
+        let bad = [(
+            "COMPACTOR__ADMIN__LISTEN".to_owned(),
+            "localhost".to_owned(),
+        )];
+        assert!(Settings::load_from(None, bad).is_err());
     }
 }

@@ -1,25 +1,35 @@
-//! Starting the worker: one `run` that `main` and the end-to-end tests both
-//! use. It connects to the database (waiting for it, as for Redis), checks
-//! the schema, connects to Redis, builds the summarizer and the compaction
-//! job, and runs the queue runtime until `shutdown` is cancelled.
+//! Starting the worker: one [`Application::build`] that `main` and the
+//! end-to-end tests both use. It connects to the database (waiting for it,
+//! as for Redis), checks the schema, connects to Redis, builds the
+//! summarizer and the compaction job, installs the metrics recorder and
+//! binds the admin HTTP API; [`Application::run`] then runs the queue
+//! runtime and serves the API until `shutdown` is cancelled.
 //!
 //! The schema: a brand-new database (no migration applied yet, e.g. the
 //! SQLite file of a first run) is created on the spot, so the first command
 //! on a fresh machine just works; a database that is behind (an upgrade) is
 //! refused with a clear message, because migrating a production schema is a
 //! deliberate step (`compactor migrate`), not a side effect of a restart.
+//!
+//! Shutdown: the runtime stops claiming and drains its jobs; meanwhile the
+//! admin API keeps answering (`/readyz` says 503, long polls end, `/metrics`
+//! covers the drain), and stops once the runtime has returned.
 
+use std::net::SocketAddr;
 use std::time::Duration;
 
+use compactor_producer::client::Compactor;
 use compactor_producer::store::{SchemaStatus, Store, StoreError};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use crate::connect::connect_with_retry;
+use crate::http::{AdminServer, AppState};
 use crate::jobs::{CompactHandler, CompactSettings, Summarizer};
 use crate::llm::{LlmClient, LlmError, Provider};
+use crate::observability::{self, ObservabilityError};
 use crate::runtime::{Runtime, RuntimeError};
-use crate::settings::Settings;
+use crate::settings::{MissingAdminToken, Settings};
 
 /// Why the worker could not start (or stopped abnormally).
 #[derive(Debug, thiserror::Error)]
@@ -38,6 +48,18 @@ pub enum StartupError {
     Llm(#[from] LlmError),
     #[error(transparent)]
     Runtime(#[from] RuntimeError),
+    #[error(transparent)]
+    AdminToken(#[from] MissingAdminToken),
+    #[error("admin API: cannot listen on {addr}: {source}")]
+    AdminBind {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("admin API stopped: {0}")]
+    AdminServe(#[source] std::io::Error),
+    #[error(transparent)]
+    Metrics(#[from] ObservabilityError),
     #[error("stopped before the worker could start")]
     Cancelled,
 }
@@ -46,42 +68,140 @@ pub enum StartupError {
 /// last call.
 const COMMIT_MARGIN: Duration = Duration::from_secs(15);
 
-/// Runs the worker until `shutdown` is cancelled.
+/// Builds the worker and runs it until `shutdown` is cancelled.
 pub async fn run(settings: Settings, shutdown: CancellationToken) -> Result<(), StartupError> {
-    let store = connect_store(&settings, &shutdown).await?;
-    prepare_schema(&store).await?;
-    let queue = connect_with_retry(
-        settings.redis.url.expose(),
-        settings.queue.clone(),
-        shutdown.clone().cancelled_owned(),
-    )
-    .await?;
-    let summarizer = match settings.llm.provider {
-        Provider::Extractive => Summarizer::Extractive,
-        _ => Summarizer::Llm(LlmClient::from_config(&settings.llm)?),
-    };
-    info!(
-        summarizer = summarizer.model().as_deref().unwrap_or("extractive"),
-        database = %settings.database.url,
-        redis = %settings.redis.url,
-        "compactor-worker ready"
-    );
-    let handler = CompactHandler::new(
-        store,
-        queue.clone(),
-        summarizer,
-        CompactSettings {
-            lease_ttl: settings.queue.lease_ttl,
-            renew_interval: settings.worker.renew_interval,
-            commit_margin: COMMIT_MARGIN.min(settings.worker.lock_duration / 4),
-            fallback_to_extractive: settings.llm.fallback_to_extractive,
-            ..CompactSettings::new(settings.engine.clone())
-        },
-    );
-    Runtime::new(queue, settings.worker, handler)?
-        .run(shutdown.cancelled_owned())
+    Application::build(settings, shutdown).await?.run().await
+}
+
+/// A worker connected and bound, ready to run.
+pub struct Application {
+    runtime: Runtime<CompactHandler>,
+    admin: Option<AdminServer>,
+    admin_addr: Option<SocketAddr>,
+    shutdown: CancellationToken,
+}
+
+impl Application {
+    /// Connects, prepares the schema, builds the job and binds the admin
+    /// API (when `[admin] enabled`). Waits for the database and Redis until
+    /// they answer or `shutdown` is cancelled; an admin token that is
+    /// configured but missing fails at once, before any waiting.
+    pub async fn build(
+        settings: Settings,
+        shutdown: CancellationToken,
+    ) -> Result<Application, StartupError> {
+        let admin_token = if settings.admin.enabled {
+            settings
+                .admin
+                .resolve_token(|name| std::env::var(name).ok())?
+        } else {
+            None
+        };
+        let store = connect_store(&settings, &shutdown).await?;
+        prepare_schema(&store).await?;
+        let queue = connect_with_retry(
+            settings.redis.url.expose(),
+            settings.queue.clone(),
+            shutdown.clone().cancelled_owned(),
+        )
         .await?;
-    Ok(())
+        let summarizer = match settings.llm.provider {
+            Provider::Extractive => Summarizer::Extractive,
+            _ => Summarizer::Llm(LlmClient::from_config(&settings.llm)?),
+        };
+        let (admin, admin_addr) = if settings.admin.enabled {
+            let metrics = observability::install()?;
+            observability::register_known_series(
+                settings.queue.name.as_str(),
+                settings.llm.provider,
+            );
+            let compactor =
+                Compactor::from_parts(store.clone(), queue.clone(), settings.engine.clone()).await;
+            let listen = settings.admin.listen;
+            if admin_token.is_none() && !listen.ip().is_loopback() {
+                warn!(%listen, "the admin API listens beyond loopback without a token: anyone who reaches it can read and write every workstream");
+            }
+            let state = AppState::new(
+                compactor,
+                metrics,
+                admin_token,
+                shutdown.clone(),
+                settings.admin.ready_timeout,
+            );
+            let server = AdminServer::bind(listen, state, settings.admin.max_body_bytes)
+                .await
+                .map_err(|source| StartupError::AdminBind {
+                    addr: listen,
+                    source,
+                })?;
+            let addr = server
+                .local_addr()
+                .map_err(|source| StartupError::AdminBind {
+                    addr: listen,
+                    source,
+                })?;
+            (Some(server), Some(addr))
+        } else {
+            (None, None)
+        };
+        info!(
+            summarizer = summarizer.model().as_deref().unwrap_or("extractive"),
+            database = %settings.database.url,
+            redis = %settings.redis.url,
+            admin = %admin_addr.map_or_else(|| "disabled".to_owned(), |a| a.to_string()),
+            "compactor-worker ready"
+        );
+        let handler = CompactHandler::new(
+            store,
+            queue.clone(),
+            summarizer,
+            CompactSettings {
+                lease_ttl: settings.queue.lease_ttl,
+                renew_interval: settings.worker.renew_interval,
+                commit_margin: COMMIT_MARGIN.min(settings.worker.lock_duration / 4),
+                fallback_to_extractive: settings.llm.fallback_to_extractive,
+                ..CompactSettings::new(settings.engine.clone())
+            },
+        );
+        let runtime = Runtime::new(queue, settings.worker, handler)?;
+        Ok(Application {
+            runtime,
+            admin,
+            admin_addr,
+            shutdown,
+        })
+    }
+
+    /// Where the admin API listens (the port actually bound when the
+    /// settings said 0); `None` when it is disabled.
+    pub fn admin_addr(&self) -> Option<SocketAddr> {
+        self.admin_addr
+    }
+
+    /// Runs the queue runtime and serves the admin API until the shutdown
+    /// token given to [`Application::build`] is cancelled and the runtime
+    /// has drained; then the API stops too.
+    pub async fn run(self) -> Result<(), StartupError> {
+        let stop_admin = CancellationToken::new();
+        let server = self.admin.map(|server| {
+            let stop = stop_admin.clone();
+            tokio::spawn(async move { server.serve(stop).await })
+        });
+        let result = self.runtime.run(self.shutdown.cancelled_owned()).await;
+        stop_admin.cancel();
+        if let Some(server) = server {
+            match server.await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    result?;
+                    return Err(StartupError::AdminServe(e));
+                }
+                Err(e) => warn!(error = %e, "the admin API task ended abnormally"),
+            }
+        }
+        result?;
+        Ok(())
+    }
 }
 
 /// Connects to the database, retrying with backoff until it answers or

@@ -77,3 +77,36 @@ fn bad_values_are_refused_with_the_key_name() {
     let config: QueueConfig = toml::from_str("lease_ttl = \"0s\"").unwrap();
     assert_eq!(config.validate().unwrap_err().field, "lease_ttl");
 }
+
+#[test]
+fn the_whole_file_equals_the_code_defaults() {
+    use compactor_worker::settings::Settings;
+    let parsed: Settings = toml::from_str(DEFAULT_TOML).expect("default.toml deserializes");
+    assert_eq!(parsed, Settings::default());
+    parsed.validate().expect("defaults are valid");
+    // Every key the code has is in the file (optional keys left unset by
+    // default are commented out there and absent from the serialization).
+    let file: toml::Value = toml::from_str(DEFAULT_TOML).unwrap();
+    let code = toml::Value::try_from(Settings::default()).expect("serializes");
+    assert_eq!(key_set(&file), key_set(&code));
+}
+
+#[test]
+fn the_admin_section_is_the_last_and_equals_the_code_defaults() {
+    use compactor_worker::settings::AdminSettings;
+    let parsed: AdminSettings = section("admin").try_into().expect("[admin] deserializes");
+    assert_eq!(parsed, AdminSettings::default());
+    let last_header = DEFAULT_TOML.lines().rfind(|l| l.starts_with('[')).unwrap();
+    assert_eq!(last_header, "[admin]");
+    assert!(
+        DEFAULT_TOML.contains("# token_env = \"COMPACTOR_ADMIN_TOKEN\""),
+        "the optional token_env is documented"
+    );
+    let err = toml::from_str::<AdminSettings>("listen = \"nowhere\"").unwrap_err();
+    assert!(err.to_string().contains("listen"), "{err}");
+    let err = toml::from_str::<AdminSettings>("token = \"inline\"").unwrap_err();
+    assert!(
+        err.to_string().contains("token"),
+        "a token is never read from a file: {err}"
+    );
+}

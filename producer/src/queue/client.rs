@@ -364,6 +364,17 @@ impl Queue {
         Ok(queue)
     }
 
+    /// `PING`: whether Redis answers on the queue's connection (readiness
+    /// probes). Bounded by `response_timeout` like every command.
+    pub async fn ping(&self) -> Result<(), QueueError> {
+        let mut conn = self.conn.clone();
+        let _: String = redis::cmd("PING")
+            .query_async(&mut conn)
+            .await
+            .map_err(redis_error("ping"))?;
+        Ok(())
+    }
+
     pub fn keys(&self) -> &Keys {
         &self.keys
     }

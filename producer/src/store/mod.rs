@@ -128,6 +128,12 @@ impl Store {
         &self.db
     }
 
+    /// A trivial round trip to the database (readiness probes): fails when
+    /// no pooled connection can be had or the server does not answer.
+    pub async fn ping(&self) -> Result<(), StoreError> {
+        self.db.ping().await.map_err(StoreError::db("ping"))
+    }
+
     /// Which database this store talks to.
     pub fn backend(&self) -> DbBackend {
         self.db.get_database_backend()

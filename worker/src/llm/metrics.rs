@@ -63,6 +63,20 @@ pub fn describe() {
     compactor_producer::metrics::describe_families(FAMILIES);
 }
 
+/// Creates this provider's series at zero (every outcome, both
+/// directions), so they are scraped before the first request.
+pub(crate) fn register_known_series(provider: &'static str) {
+    for outcome in OUTCOMES {
+        metrics::counter!(LLM_REQUESTS_TOTAL, "provider" => provider, "outcome" => outcome)
+            .increment(0);
+    }
+    for direction in ["input", "output"] {
+        metrics::counter!(LLM_TOKENS_TOTAL, "provider" => provider, "direction" => direction)
+            .increment(0);
+    }
+    metrics::counter!(LLM_RETRIES_TOTAL, "provider" => provider).increment(0);
+}
+
 /// One HTTP attempt ended with `outcome` after `elapsed`.
 pub(crate) fn request_finished(provider: &'static str, outcome: &'static str, elapsed: Duration) {
     metrics::counter!(LLM_REQUESTS_TOTAL, "provider" => provider, "outcome" => outcome)

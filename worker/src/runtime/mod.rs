@@ -167,6 +167,10 @@ impl Shared {
     }
 
     fn count_error(&self, op: &'static str, error: &QueueError) {
+        debug_assert!(
+            QUEUE_ERROR_OPS.contains(&op),
+            "{op} missing from QUEUE_ERROR_OPS"
+        );
         warn!(op, %error, "queue operation failed");
         metrics::counter!(names::QUEUE_ERRORS_TOTAL, "queue" => self.queue_label(), "op" => op)
             .increment(1);
@@ -178,6 +182,22 @@ impl Shared {
             .increment(1);
     }
 }
+
+/// Every `op` label Redis failures of the runtime are counted under
+/// (`compactor_queue_errors_total`); the series are created at zero at
+/// start-up, so this list and the calls of `count_error` must agree (checked
+/// in debug builds).
+pub const QUEUE_ERROR_OPS: [&str; 9] = [
+    "claim",
+    "settle",
+    "renew",
+    "complete",
+    "fail",
+    "release",
+    "recover",
+    "counts",
+    "subscribe",
+];
 
 /// A unique worker identity for this process start.
 fn worker_id(name: &str) -> String {

@@ -1,0 +1,95 @@
+//! Extractors that turn every way a request can be malformed into an
+//! [`ApiError`] (JSON, a precise 4xx) instead of axum's plain-text
+//! rejections.
+
+use axum::body::Bytes;
+use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request};
+use axum::http::request::Parts;
+use axum::http::StatusCode;
+use compactor_shared::EntityKey;
+use serde::de::DeserializeOwned;
+
+use super::error::ApiError;
+
+/// The workstream named by the `{domain}/{entity}` path segments,
+/// validated by [`EntityKey::parse`] (the same rules as every other entry
+/// point, so a key the API accepts is one the queue and the store accept).
+#[derive(Debug, Clone)]
+pub struct Workstream(pub EntityKey);
+
+impl<S: Send + Sync> FromRequestParts<S> for Workstream {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let Path((domain, entity)) = Path::<(String, String)>::from_request_parts(parts, state)
+            .await
+            .map_err(|rejection| ApiError::InvalidKey(rejection.body_text()))?;
+        EntityKey::parse(&domain, &entity)
+            .map(Workstream)
+            .map_err(|e| ApiError::InvalidKey(e.to_string()))
+    }
+}
+
+/// A JSON body of type `T`, whatever the `Content-Type` (clients in other
+/// languages, and `curl -d`, often send none or a form type). An empty
+/// body is malformed JSON here; see [`OptionalJson`].
+#[derive(Debug)]
+pub struct JsonBody<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let bytes = body_bytes(req, state).await?;
+        parse(&bytes).map(JsonBody)
+    }
+}
+
+/// Like [`JsonBody`], but an empty body stands for `T::default()` (for
+/// routes whose every field is optional).
+#[derive(Debug)]
+pub struct OptionalJson<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned + Default> FromRequest<S> for OptionalJson<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let bytes = body_bytes(req, state).await?;
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return Ok(OptionalJson(T::default()));
+        }
+        parse(&bytes).map(OptionalJson)
+    }
+}
+
+/// The body, at most the route's body limit (`admin.max_body_bytes`).
+async fn body_bytes<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes, ApiError> {
+    Bytes::from_request(req, state).await.map_err(|rejection| {
+        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::PayloadTooLarge(
+                "the request body is larger than admin.max_body_bytes".to_owned(),
+            )
+        } else {
+            ApiError::InvalidBody(rejection.body_text())
+        }
+    })
+}
+
+fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    serde_json::from_slice(bytes).map_err(|e| ApiError::InvalidBody(e.to_string()))
+}
+
+/// Query parameters of type `T`; unknown or malformed ones are a 400.
+#[derive(Debug)]
+pub struct QueryParams<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for QueryParams<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        Query::<T>::from_request_parts(parts, state)
+            .await
+            .map(|Query(t)| QueryParams(t))
+            .map_err(|rejection| ApiError::InvalidQuery(rejection.body_text()))
+    }
+}
