@@ -73,6 +73,9 @@ pub mod names {
     /// Counter: release announcements that could not be published, or
     /// subscriptions to them that broke, by `op`.
     pub const NOTIFY_ERRORS_TOTAL: &str = "compactor_notify_errors_total";
+    /// Counter: compactions a reconciliation sweep requested again because
+    /// the queue had lost them (Redis lost its data).
+    pub const RECONCILE_REQUESTED_TOTAL: &str = "compactor_reconcile_requested_total";
 }
 
 /// What kind of metric a family is.
@@ -230,6 +233,11 @@ pub const FAMILIES: &[Family] = &[
         Kind::Counter,
         "Release announcements not published, or subscriptions to them broken, by op",
     ),
+    family(
+        names::RECONCILE_REQUESTED_TOTAL,
+        Kind::Counter,
+        "Compactions a reconciliation sweep requested again because the queue had lost them",
+    ),
 ];
 
 /// Registers the help texts of [`FAMILIES`] with the installed recorder.
@@ -263,7 +271,7 @@ mod tests {
                 Kind::Gauge | Kind::Histogram => assert!(!f.name.ends_with("_total"), "{}", f.name),
             }
         }
-        // Every constant in `names` is a family (26 of them).
-        assert_eq!(FAMILIES.len(), 26);
+        // Every constant in `names` is a family (27 of them).
+        assert_eq!(FAMILIES.len(), 27);
     }
 }

@@ -96,6 +96,8 @@ pub async fn reconcile(
         }
     }
     if report.requested > 0 {
+        metrics::counter!(crate::metrics::names::RECONCILE_REQUESTED_TOTAL, "queue" => queue.config().name.as_str().to_owned())
+            .increment(report.requested);
         tracing::warn!(
             requested = report.requested,
             "reconciliation requested compactions the queue had lost"

@@ -150,6 +150,7 @@ pub fn register_known_series(queue: &str, provider: Provider) {
     metrics::counter!(names::JOBS_RECOVERED_TOTAL, "queue" => q()).increment(0);
     metrics::counter!(names::JOBS_RELEASED_TOTAL, "queue" => q()).increment(0);
     metrics::counter!(names::LEASES_LOST_TOTAL, "queue" => q()).increment(0);
+    metrics::counter!(names::RECONCILE_REQUESTED_TOTAL, "queue" => q()).increment(0);
     for op in QUEUE_ERROR_OPS {
         metrics::counter!(names::QUEUE_ERRORS_TOTAL, "queue" => q(), "op" => op).increment(0);
     }

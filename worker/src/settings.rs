@@ -170,6 +170,27 @@ pub struct Settings {
     pub redis: RedisSettings,
     pub log: LogSettings,
     pub admin: AdminSettings,
+    pub reconcile: ReconcileSettings,
+}
+
+/// `[reconcile]`: the sweep that re-requests compactions the queue lost
+/// (see `compactor_producer::reconcile`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ReconcileSettings {
+    /// How often each worker sweeps; `0s` turns the sweep off (run
+    /// `compactor reconcile` instead). The first sweep runs one interval
+    /// after start, so a fleet restarting together does not sweep at once.
+    #[serde(with = "humantime_serde")]
+    pub interval: std::time::Duration,
+}
+
+impl Default for ReconcileSettings {
+    fn default() -> Self {
+        ReconcileSettings {
+            interval: std::time::Duration::from_secs(300),
+        }
+    }
 }
 
 impl Settings {

@@ -78,6 +78,7 @@ pub struct Application {
     runtime: Runtime<CompactHandler>,
     admin: Option<AdminServer>,
     admin_addr: Option<SocketAddr>,
+    reconcile: Option<Reconciler>,
     shutdown: CancellationToken,
 }
 
@@ -151,6 +152,7 @@ impl Application {
             admin = %admin_addr.map_or_else(|| "disabled".to_owned(), |a| a.to_string()),
             "compactor-worker ready"
         );
+        let store_for_sweep = store.clone();
         let handler = CompactHandler::new(
             store,
             queue.clone(),
@@ -163,11 +165,18 @@ impl Application {
                 ..CompactSettings::new(settings.engine.clone())
             },
         );
+        let reconcile = (!settings.reconcile.interval.is_zero()).then(|| Reconciler {
+            store: store_for_sweep,
+            queue: queue.clone(),
+            engine: settings.engine.clone(),
+            every: settings.reconcile.interval,
+        });
         let runtime = Runtime::new(queue, settings.worker, handler)?;
         Ok(Application {
             runtime,
             admin,
             admin_addr,
+            reconcile,
             shutdown,
         })
     }
@@ -187,8 +196,14 @@ impl Application {
             let stop = stop_admin.clone();
             tokio::spawn(async move { server.serve(stop).await })
         });
+        let sweep = self
+            .reconcile
+            .map(|r| tokio::spawn(r.run(self.shutdown.clone())));
         let result = self.runtime.run(self.shutdown.cancelled_owned()).await;
         stop_admin.cancel();
+        if let Some(sweep) = sweep {
+            sweep.abort();
+        }
         if let Some(server) = server {
             match server.await {
                 Ok(Ok(())) => {}
@@ -201,6 +216,31 @@ impl Application {
         }
         result?;
         Ok(())
+    }
+}
+
+/// The periodic reconciliation sweep of one worker.
+struct Reconciler {
+    store: Store,
+    queue: compactor_producer::queue::Queue,
+    engine: compactor_shared::config::EngineConfig,
+    every: Duration,
+}
+
+impl Reconciler {
+    async fn run(self, shutdown: CancellationToken) {
+        loop {
+            tokio::select! {
+                () = tokio::time::sleep(self.every) => {}
+                () = shutdown.cancelled() => return,
+            }
+            match compactor_producer::reconcile::reconcile(&self.store, &self.queue, &self.engine)
+                .await
+            {
+                Ok(report) => tracing::debug!(?report, "reconciliation sweep"),
+                Err(error) => warn!(%error, "reconciliation sweep failed; next one in an interval"),
+            }
+        }
     }
 }
 
