@@ -62,7 +62,7 @@ pub mod names {
     /// Counter: automatic requests not enqueued because the entity's
     /// circuit breaker is open (3 failed or fruitless compactions in a row).
     pub const BREAKER_SKIPS_TOTAL: &str = "compactor_breaker_skips_total";
-    /// Counter: `finalize_turn` calls, by `outcome` (not_due, enqueued,
+    /// Counter: `finalize_turn` calls, by `outcome` (not_due, requested,
     /// breaker_open).
     pub const TURNS_TOTAL: &str = "compactor_turns_total";
     /// Histogram: how long chat requests waited for a running compaction
