@@ -607,3 +607,37 @@ async fn unusable_queue_entries_are_dead_lettered_and_the_worker_goes_on() {
     );
     running.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unavailable_dependency_postpones_without_using_up_attempts() {
+    let t = TestQueue::new(fast_queue()).await;
+    let log = Log::default();
+    let l = log.clone();
+    let running = Running::start(
+        &t,
+        fast_runtime(),
+        FnHandler::new(move |job| {
+            let l = l.clone();
+            async move {
+                let i = l.start(&job);
+                l.end(i);
+                // Down for the first four attempts: more than max_attempts.
+                if l.len() <= 4 {
+                    Err(JobError::unavailable("database unreachable"))
+                } else {
+                    Ok(())
+                }
+            }
+        }),
+    );
+    let k = key("outage");
+    t.queue.request_compaction(&k, Trigger::Auto).await.unwrap();
+    until_done(&t.queue, &k, "done once the database is back").await;
+    assert_eq!(log.len(), 5);
+    assert!(
+        (0..5).all(|i| log.get(i).attempt == 1),
+        "no attempt was counted"
+    );
+    assert!(t.queue.dead_letters(10).await.unwrap().is_empty());
+    running.stop().await;
+}

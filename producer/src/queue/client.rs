@@ -184,6 +184,9 @@ pub enum Completion {
 pub enum FailAction {
     /// Run it again after this delay.
     Retry { delay: Duration },
+    /// Run it again after this delay without counting the attempt: the job
+    /// did not fail, a service it needs (the database) was unavailable.
+    Postpone { delay: Duration },
     /// Give up: move it to the dead-letter set.
     DeadLetter,
 }
@@ -773,9 +776,14 @@ impl Queue {
         action: FailAction,
         reason: &str,
     ) -> Result<Failure, QueueError> {
-        let delay: i64 = match action {
-            FailAction::Retry { delay } => i64::try_from(delay.as_millis()).unwrap_or(i64::MAX),
-            FailAction::DeadLetter => -1,
+        let (delay, counted): (i64, &str) = match action {
+            FailAction::Retry { delay } => {
+                (i64::try_from(delay.as_millis()).unwrap_or(i64::MAX), "1")
+            }
+            FailAction::Postpone { delay } => {
+                (i64::try_from(delay.as_millis()).unwrap_or(i64::MAX), "0")
+            }
+            FailAction::DeadLetter => (-1, "1"),
         };
         let reason: String = reason.chars().take(1_000).collect();
         let mut conn = self.conn.clone();
@@ -795,6 +803,7 @@ impl Queue {
             .arg(millis(self.config.dead_max_age))
             .arg(self.keys.wake_channel())
             .arg(self.keys.prefix())
+            .arg(counted)
             .invoke_async(&mut conn)
             .await
             .map_err(redis_error("fail"))?;

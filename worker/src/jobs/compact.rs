@@ -175,6 +175,12 @@ impl CompactError {
         if self.is_permanent() {
             return JobError::permanent(self.to_string());
         }
+        if let CompactError::Store(e) = &self {
+            if e.is_transient() {
+                // The database is down: not this job's failure.
+                return JobError::unavailable(self.to_string());
+            }
+        }
         let retry_after = match &self {
             CompactError::Summarizer(e) => e.retry_after(),
             CompactError::LeaseHeld { left } => Some(*left),
@@ -307,7 +313,10 @@ impl CompactHandler {
             Err(error) => {
                 let message: String = error.to_string().chars().take(1_000).collect();
                 let run = self.run_row(job, started, RunOutcome::Failed, Some(message.clone()));
-                let final_failure = job.is_last_attempt() || error.is_permanent();
+                // A database outage is nobody's failure: it neither ends the
+                // job nor counts towards the breaker.
+                let outage = matches!(&error, CompactError::Store(e) if e.is_transient());
+                let final_failure = (job.is_last_attempt() && !outage) || error.is_permanent();
                 if let Err(e) = self
                     .store
                     .record_failure(ws.id, owner, &run, final_failure)
@@ -346,7 +355,7 @@ impl CompactHandler {
         }
         let prepared = tokio::select! {
             p = self.prepare_with_fallback(job, &ws) => p?,
-            () = self.keep_lease(ws.id, owner) => return Err(CompactError::LeaseLost),
+            lost = self.keep_lease(ws.id, owner) => return Err(lost),
         };
         let Some(prepared) = prepared else {
             return Ok(Held::Skipped {
@@ -460,9 +469,11 @@ impl CompactHandler {
         }
     }
 
-    /// Renews the entity lease until it is lost (resolves then) or the
-    /// surrounding work ends (this future is dropped).
-    async fn keep_lease(&self, workstream_id: i64, owner: &str) {
+    /// Renews the entity lease until it is lost — refused (someone took it
+    /// over: [`CompactError::LeaseLost`]) or not renewable within its TTL
+    /// (the database is unreachable: that store error) — or the surrounding
+    /// work ends (this future is dropped).
+    async fn keep_lease(&self, workstream_id: i64, owner: &str) -> CompactError {
         let ttl = self.settings.lease_ttl;
         // The lease runs from when a renewal was *sent* (the database set
         // the deadline no earlier); give up a renewal interval before it
@@ -475,13 +486,14 @@ impl CompactHandler {
                 Ok(true) => held_until = sent + ttl,
                 Ok(false) => {
                     warn!("entity lease lost: renewal refused");
-                    return;
+                    return CompactError::LeaseLost;
                 }
                 Err(e) => {
                     warn!(error = %e, "entity lease renewal failed");
                     if Instant::now() + self.settings.renew_interval >= held_until {
                         warn!("entity lease lost: not renewed within its TTL");
-                        return;
+                        // Unreachable, not refused: the database's fault.
+                        return CompactError::Store(e);
                     }
                 }
             }

@@ -113,6 +113,15 @@ pub enum JobError {
     /// a context-length error chunking cannot fix): dead-lettered at once.
     #[error("{reason}")]
     Permanent { reason: String },
+    /// The job did not fail: a service it needs (the database) is down.
+    /// Run again after a pause without counting the attempt, however long
+    /// the outage — retries never exhaust on someone else's outage, and the
+    /// pause keeps the queue from spinning.
+    #[error("{reason}")]
+    Unavailable {
+        reason: String,
+        retry_after: Option<Duration>,
+    },
 }
 
 impl JobError {
@@ -129,6 +138,15 @@ impl JobError {
     pub fn permanent(reason: impl Into<String>) -> JobError {
         JobError::Permanent {
             reason: reason.into(),
+        }
+    }
+
+    /// A service the job needs is unavailable: try again later, the
+    /// attempt not counted.
+    pub fn unavailable(reason: impl Into<String>) -> JobError {
+        JobError::Unavailable {
+            reason: reason.into(),
+            retry_after: None,
         }
     }
 

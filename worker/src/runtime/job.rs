@@ -95,6 +95,7 @@ impl Outcome {
             Outcome::Succeeded => "completed",
             Outcome::Failed(JobError::Retryable { .. }) => "error",
             Outcome::Failed(JobError::Permanent { .. }) => "permanent",
+            Outcome::Failed(JobError::Unavailable { .. }) => "unavailable",
             Outcome::Panicked(_) => "panic",
             Outcome::TimedOut => "timeout",
             Outcome::LeaseLost => "lease_lost",
@@ -217,10 +218,10 @@ async fn acknowledge(shared: &Shared, job: &ClaimedJob, outcome: Outcome, domain
             }
         }
         Outcome::Failed(error) => {
-            failed(if matches!(error, JobError::Permanent { .. }) {
-                "permanent"
-            } else {
-                "error"
+            failed(match error {
+                JobError::Permanent { .. } => "permanent",
+                JobError::Unavailable { .. } => "unavailable",
+                JobError::Retryable { .. } => "error",
             });
             fail(shared, job, &error, domain).await;
         }
@@ -266,8 +267,14 @@ async fn fail(shared: &Shared, job: &ClaimedJob, error: &JobError, domain: &str)
     };
     match with_retries(shared, "fail", || shared.queue.fail(job, action, &reason)).await {
         Some(Failure::RetryScheduled) => {
-            if let FailAction::Retry { delay } = action {
-                warn!(delay_ms = delay.as_millis(), %reason, "attempt failed; retry scheduled");
+            match action {
+                FailAction::Retry { delay } => {
+                    warn!(delay_ms = delay.as_millis(), %reason, "attempt failed; retry scheduled");
+                }
+                FailAction::Postpone { delay } => {
+                    warn!(delay_ms = delay.as_millis(), %reason, "a service the job needs is unavailable; postponed, attempt not counted");
+                }
+                FailAction::DeadLetter => {}
             }
             metrics::counter!(names::JOBS_RETRIED_TOTAL, "queue" => queue, "domain" => domain.to_owned())
                 .increment(1);

@@ -46,6 +46,10 @@ impl RetryPolicy {
     pub fn decide(&self, attempt: u32, error: &JobError) -> FailAction {
         match error {
             JobError::Permanent { .. } => FailAction::DeadLetter,
+            // Not the job's failure: the first backoff step every time.
+            JobError::Unavailable { retry_after, .. } => FailAction::Postpone {
+                delay: self.delay(1, *retry_after),
+            },
             JobError::Retryable { .. } if attempt >= self.max_attempts => FailAction::DeadLetter,
             JobError::Retryable { retry_after, .. } => FailAction::Retry {
                 delay: self.delay(attempt, *retry_after),

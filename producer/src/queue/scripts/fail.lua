@@ -4,7 +4,8 @@
 --         5 seq counter
 --   ARGV: 1 member, 2 lease token, 3 retry delay ms (-1: dead-letter now),
 --         4 reason, 5 dead max count, 6 dead max age (ms), 7 wake channel,
---         8 key prefix
+--         8 key prefix, 9 "0" when the attempt is not counted (postponed:
+--         a service the job needs was unavailable, the job did not fail)
 -- Returns {'retry'}, {'dead'}, {'dead_followup', new job_id} or {'lost'}.
 local f = redis.call('HMGET', KEYS[1], 'state', 'lease', 'job_id', 'followup')
 if f[1] ~= 'running' or f[2] ~= ARGV[2] then
@@ -16,6 +17,9 @@ local delay = tonumber(ARGV[3])
 if delay >= 0 then
   redis.call('HSET', KEYS[1], 'state', 'waiting', 'last_error', ARGV[4])
   redis.call('HDEL', KEYS[1], 'lease', 'deadline', 'worker')
+  if ARGV[9] == '0' then
+    redis.call('HINCRBY', KEYS[1], 'attempts', -1)
+  end
   redis.call('ZADD', KEYS[3], waiting_score(now + delay, f[3]), ARGV[1])
   -- Idle workers re-read when the retry is due.
   redis.call('PUBLISH', ARGV[7], f[3])
