@@ -11,6 +11,7 @@
 #[path = "../../producer/tests/support/db.rs"]
 pub mod db;
 pub mod llm;
+pub mod proxy;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU32, Ordering};

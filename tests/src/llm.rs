@@ -40,6 +40,14 @@ pub enum Fault {
 pub struct Call {
     pub system: String,
     pub user: String,
+    /// When it arrived.
+    pub at: std::time::Instant,
+    /// How long the answer was held back (the configured delay, or a
+    /// fault's hang).
+    pub delay: Duration,
+    /// The id of the first message in its transcript (`[#id ROLE]`), which
+    /// tells whose workstream it summarizes.
+    pub first_message: Option<i64>,
 }
 
 #[derive(Default)]
@@ -51,6 +59,8 @@ struct State {
     /// Context-length error for any user prompt longer than this (chars).
     max_prompt_chars: Option<usize>,
     summaries: u32,
+    /// Every successful answer is held back this long.
+    delay: Duration,
 }
 
 /// The fake LLM server.
@@ -89,6 +99,11 @@ impl FakeLlm {
         self.state.lock().unwrap().always = fault;
     }
 
+    /// Successful answers are held back this long (a slow model).
+    pub fn answer_after(&self, delay: Duration) {
+        self.state.lock().unwrap().delay = delay;
+    }
+
     /// Prompts longer than `chars` get a context-length error.
     pub fn limit_prompt(&self, chars: usize) {
         self.state.lock().unwrap().max_prompt_chars = Some(chars);
@@ -118,13 +133,27 @@ impl Respond for Responder {
                 .unwrap_or_default()
                 .to_owned()
         };
+        let user = content("user");
+        let first_message = user
+            .split("[#")
+            .nth(1)
+            .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
+            .and_then(|digits| digits.parse().ok());
+        let mut state = self.0.lock().unwrap();
+        let fault = state.faults.pop_front().or_else(|| state.always.clone());
+        let delay = match &fault {
+            Some(Fault::Hang(d)) => *d,
+            Some(_) => Duration::ZERO,
+            None => state.delay,
+        };
         let call = Call {
             system: content("system"),
-            user: content("user"),
+            user,
+            at: std::time::Instant::now(),
+            delay,
+            first_message,
         };
-        let mut state = self.0.lock().unwrap();
         state.calls.push(call.clone());
-        let fault = state.faults.pop_front().or_else(|| state.always.clone());
         let too_long = state
             .max_prompt_chars
             .is_some_and(|max| call.user.chars().count() > max);
@@ -143,7 +172,9 @@ impl Respond for Responder {
         } else {
             "- folded memory".to_owned()
         };
-        ResponseTemplate::new(200).set_body_json(completion(&text, call.user.len()))
+        ResponseTemplate::new(200)
+            .set_delay(delay)
+            .set_body_json(completion(&text, call.user.len()))
     }
 }
 
