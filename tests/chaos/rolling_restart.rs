@@ -34,14 +34,14 @@ async fn a_rolling_restart_reruns_nothing() {
     let mut fleet: Vec<WorkerProcess> = (0..3).map(|_| WorkerProcess::spawn(&env)).collect();
     let started = Instant::now();
     until_compacted(&db, 10, Duration::from_secs(30)).await;
-    for i in 0..fleet.len() {
-        fleet[i].terminate();
-        let status = fleet[i].wait_exit(Duration::from_secs(15)).await;
+    for (i, worker) in fleet.iter_mut().enumerate() {
+        worker.terminate();
+        let status = worker.wait_exit(Duration::from_secs(15)).await;
         assert!(
             status.success(),
             "worker {i} exits 0 on SIGTERM: {status:?}"
         );
-        fleet[i] = WorkerProcess::spawn(&env);
+        *worker = WorkerProcess::spawn(&env);
     }
     let restarted_at = Instant::now();
     until_all_compacted(&db, n, Duration::from_secs(120)).await;
