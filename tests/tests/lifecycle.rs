@@ -346,3 +346,41 @@ async fn a_cancelled_attempt_releases_the_lease_and_says_so() {
     let ws = db.store.workstream(&k).await.unwrap().unwrap();
     assert_eq!(ws.compactions, 0, "nothing committed");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_handed_back_at_shutdown_releases_its_lease_before_the_worker_exits() {
+    let db = TestDb::postgres().await;
+    let redis = TestRedis::new();
+    let llm = FakeLlm::start().await;
+    // The summary takes longer than the shutdown grace.
+    llm.answer_after(Duration::from_secs(30));
+    let mut s = settings(&db.url, &redis, Some(&llm.url()));
+    s.engine = small_window();
+    s.llm.request_timeout = Duration::from_secs(60);
+    s.worker.shutdown_grace = Duration::from_millis(300);
+    let client = Compactor::from_parts(db.store.clone(), redis.queue().await, small_window()).await;
+    let k = key("handed-back");
+    client.append_messages(&k, conversation(200)).await.unwrap();
+    client.finalize_turn(&k, None).await.unwrap();
+    let worker = compactor_e2e::spawn_worker(s);
+    compactor_e2e::eventually(
+        "the compaction holds the lease",
+        Duration::from_secs(20),
+        || async { client.status(&k).await.unwrap().lease.is_some() },
+    )
+    .await;
+    worker.stop().await;
+    let status = client.status(&k).await.unwrap();
+    assert!(
+        status.lease.is_none(),
+        "released before the worker exited, not at its deadline"
+    );
+    assert!(
+        matches!(
+            status.job,
+            Some(compactor_producer::queue::JobState::Waiting { .. })
+        ),
+        "handed back to the queue: {:?}",
+        status.job
+    );
+}

@@ -79,6 +79,8 @@ pub struct Application {
     admin: Option<AdminServer>,
     admin_addr: Option<SocketAddr>,
     reconcile: Option<Reconciler>,
+    /// Lease releases of attempts cancelled at shutdown.
+    cleanups: tokio_util::task::TaskTracker,
     shutdown: CancellationToken,
 }
 
@@ -171,12 +173,14 @@ impl Application {
             engine: settings.engine.clone(),
             every: settings.reconcile.interval,
         });
+        let cleanups = handler.cleanups();
         let runtime = Runtime::new(queue, settings.worker, handler)?;
         Ok(Application {
             runtime,
             admin,
             admin_addr,
             reconcile,
+            cleanups,
             shutdown,
         })
     }
@@ -200,6 +204,15 @@ impl Application {
             .reconcile
             .map(|r| tokio::spawn(r.run(self.shutdown.clone())));
         let result = self.runtime.run(self.shutdown.cancelled_owned()).await;
+        // Attempts handed back after the grace period release their entity
+        // leases in the background; let them finish (briefly).
+        self.cleanups.close();
+        if tokio::time::timeout(Duration::from_secs(5), self.cleanups.wait())
+            .await
+            .is_err()
+        {
+            warn!("entity leases of cancelled attempts not all released; they expire on their own");
+        }
         stop_admin.cancel();
         if let Some(sweep) = sweep {
             sweep.abort();

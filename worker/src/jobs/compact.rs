@@ -48,6 +48,7 @@ use compactor_shared::{ledger, prune, EntityKey, Message, MessageId, Summary, To
 use compactor_shared::{CharEstimator, WorkstreamState};
 use futures::future::BoxFuture;
 use tokio::time::Instant;
+use tokio_util::task::TaskTracker;
 use tracing::{debug, info, warn};
 
 use super::summarizer::{LlmUsage, SummarizeError, Summarizer};
@@ -122,6 +123,9 @@ pub struct CompactHandler {
     settings: Arc<CompactSettings>,
     estimator: Arc<dyn TokenEstimator>,
     hooks: Hooks,
+    /// Lease releases of cancelled attempts, still running: the process
+    /// waits for them before it exits (see [`CompactHandler::cleanups`]).
+    cleanups: TaskTracker,
 }
 
 impl std::fmt::Debug for CompactHandler {
@@ -243,7 +247,15 @@ impl CompactHandler {
             settings: Arc::new(settings),
             estimator,
             hooks: Hooks::default(),
+            cleanups: TaskTracker::new(),
         }
+    }
+
+    /// The releases of attempts cancelled while holding their lease (at
+    /// shutdown, the ones handed back after the grace period). Wait for
+    /// them before exiting, or waiters would sleep until the lease deadline.
+    pub fn cleanups(&self) -> TaskTracker {
+        self.cleanups.clone()
     }
 
     /// Installs test hooks.
@@ -1018,11 +1030,12 @@ impl Drop for LeaseGuard {
         let Some((handler, job, workstream_id)) = self.armed.take() else {
             return;
         };
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        if tokio::runtime::Handle::try_current().is_err() {
             return;
-        };
+        }
         warn!("attempt cancelled while holding the entity lease: releasing it");
-        runtime.spawn(async move {
+        let cleanups = handler.cleanups.clone();
+        cleanups.spawn(async move {
             handler.release(workstream_id, &job.lease_token).await;
             let event = handler.event(
                 &job,
