@@ -203,7 +203,7 @@ impl Compactor {
                 })
             }
         }
-        let queue = Queue::connect(settings.redis.url.expose(), settings.queue.clone()).await?;
+        let queue = Queue::connect_with(&settings.redis, settings.queue.clone()).await?;
         Ok(Compactor::from_parts(store, queue, settings.engine.clone()).await)
     }
 

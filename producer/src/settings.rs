@@ -145,14 +145,52 @@ impl Default for DatabaseSettings {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct RedisSettings {
+    /// One server, `redis://host:6379[/db]`; with `cluster`, the seed nodes
+    /// of a Redis Cluster separated by commas
+    /// (`redis://10.0.0.1:6379,redis://10.0.0.2:6379`).
     pub url: ConnectionUrl,
+    /// `url` names nodes of a Redis Cluster: commands follow the cluster's
+    /// slot map (and its redirections) instead of going to one server.
+    pub cluster: bool,
+}
+
+impl RedisSettings {
+    /// Checks the URL fits the mode: no URL is an error, and several only
+    /// name a cluster (`redis://a,redis://b` without `cluster = true` is a
+    /// mistake, refused rather than guessed at). Returns the problem.
+    pub fn validate(&self) -> Result<(), &'static str> {
+        let urls = crate::store::split_url_list(self.url.expose());
+        if urls.is_empty() {
+            return Err("no Redis URL given");
+        }
+        if !self.cluster && urls.len() > 1 {
+            return Err("several URLs given but redis.cluster is false; \
+                        set it to true for a Redis Cluster, or give one URL");
+        }
+        Ok(())
+    }
+
+    /// One Redis server at `url` (not a cluster).
+    pub fn single(url: impl Into<String>) -> RedisSettings {
+        RedisSettings {
+            url: ConnectionUrl::new(url),
+            cluster: false,
+        }
+    }
+
+    /// A Redis Cluster reached through `seeds` (any of its nodes).
+    pub fn cluster<S: AsRef<str>>(seeds: impl IntoIterator<Item = S>) -> RedisSettings {
+        let list: Vec<String> = seeds.into_iter().map(|s| s.as_ref().to_owned()).collect();
+        RedisSettings {
+            url: ConnectionUrl::new(list.join(",")),
+            cluster: true,
+        }
+    }
 }
 
 impl Default for RedisSettings {
     fn default() -> Self {
-        RedisSettings {
-            url: ConnectionUrl::new("redis://127.0.0.1:6379"),
-        }
+        RedisSettings::single("redis://127.0.0.1:6379")
     }
 }
 
@@ -169,6 +207,7 @@ mod tests {
                 "hunter2",
             ),
             ("redis://:hunter2@cache:6379/0", "hunter2"),
+            ("redis://:hunter2@a:6379,redis://:hunter2@b:6379", "hunter2"),
         ] {
             let url = ConnectionUrl::new(url);
             for shown in [format!("{url}"), format!("{url:?}"), url.redacted()] {

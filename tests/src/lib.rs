@@ -4,10 +4,12 @@
 //! HTTP boundary ([`FakeLlm`]), a worker started through the same
 //! `startup::Application::build` as the binary ([`spawn_worker`],
 //! [`start_worker`] when the test talks to its admin API), a `redis-server`
-//! of its own to stop ([`PrivateRedis`]), and generated conversations.
+//! of its own to stop ([`PrivateRedis`]), a Redis Cluster of three
+//! primaries ([`cluster::RedisCluster`]), and generated conversations.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, unreachable_pub)] // test support: a panic is a failed test
 
+pub mod cluster;
 #[path = "../../producer/tests/support/db.rs"]
 pub mod db;
 pub mod llm;
@@ -45,9 +47,13 @@ pub fn unique_name(prefix: &str) -> String {
     )
 }
 
-/// A queue of its own on the machine's Redis; its keys are deleted on drop.
+/// A queue of its own on the machine's Redis (or on a Redis Cluster); its
+/// keys are deleted on drop.
 pub struct TestRedis {
+    /// One server's URL, or a cluster's comma-separated seed nodes.
     pub url: String,
+    /// Whether `url` is a Redis Cluster (`[redis] cluster`).
+    pub cluster: bool,
     pub config: QueueConfig,
 }
 
@@ -55,6 +61,7 @@ impl TestRedis {
     pub fn new() -> TestRedis {
         TestRedis {
             url: redis_url(),
+            cluster: false,
             config: QueueConfig {
                 name: QueueName::parse(&unique_name("e2e")).unwrap(),
                 ..QueueConfig::default()
@@ -62,8 +69,28 @@ impl TestRedis {
         }
     }
 
+    /// A queue of its own on `cluster`, in a slot that node `node` serves.
+    pub fn on_cluster(cluster: &cluster::RedisCluster, node: usize) -> TestRedis {
+        TestRedis {
+            url: cluster.url(),
+            cluster: true,
+            config: QueueConfig {
+                name: cluster.queue_name_on(node, "e2e"),
+                ..QueueConfig::default()
+            },
+        }
+    }
+
+    /// `[redis]` for this queue's Redis.
+    pub fn settings(&self) -> compactor_producer::settings::RedisSettings {
+        compactor_producer::settings::RedisSettings {
+            url: compactor_producer::settings::ConnectionUrl::new(self.url.clone()),
+            cluster: self.cluster,
+        }
+    }
+
     pub async fn queue(&self) -> Queue {
-        Queue::connect(&self.url, self.config.clone())
+        Queue::connect_with(&self.settings(), self.config.clone())
             .await
             .unwrap()
     }
@@ -77,15 +104,24 @@ impl Default for TestRedis {
 
 impl Drop for TestRedis {
     fn drop(&mut self) {
-        let Ok(client) = redis::Client::open(self.url.as_str()) else {
-            return;
+        delete_queue_keys(&self.url, &self.config.name);
+    }
+}
+
+/// Deletes every key of queue `name` from the Redis at `urls` (one URL, or
+/// a cluster's nodes: the keys share one slot, so they are all on one of
+/// them, which each is asked).
+pub fn delete_queue_keys(urls: &str, name: &QueueName) {
+    let prefix = compactor_producer::queue::Keys::new(name)
+        .prefix()
+        .to_owned();
+    for url in compactor_producer::store::split_url_list(urls) {
+        let Ok(client) = redis::Client::open(url) else {
+            continue;
         };
         let Ok(mut conn) = client.get_connection_with_timeout(Duration::from_secs(1)) else {
-            return;
+            continue;
         };
-        let prefix = compactor_producer::queue::Keys::new(&self.config.name)
-            .prefix()
-            .to_owned();
         // The prefix is `{cq:<validated name>}:`: no glob characters.
         let keys: Vec<String> = redis::cmd("KEYS")
             .arg(format!("{prefix}*"))
@@ -102,7 +138,7 @@ impl Drop for TestRedis {
 pub fn settings(db_url: &str, redis: &TestRedis, llm_url: Option<&str>) -> Settings {
     let mut s = Settings::default();
     s.database.url = compactor_producer::settings::ConnectionUrl::new(db_url);
-    s.redis.url = compactor_producer::settings::ConnectionUrl::new(redis.url.clone());
+    s.redis = redis.settings();
     s.queue = redis.config.clone();
     s.queue.lease_ttl = Duration::from_secs(5);
     s.worker.renew_interval = Duration::from_millis(500);

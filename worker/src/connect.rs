@@ -5,12 +5,16 @@
 use std::time::Duration;
 
 use compactor_producer::queue::{Queue, QueueConfig, QueueError};
+use compactor_producer::settings::RedisSettings;
 use tracing::warn;
 
-/// Connects, retrying with backoff (250 ms doubling to 10 s) until it
-/// succeeds or `give_up` resolves; then the last error is returned.
+/// Connects as `redis` says (one server, or a Redis Cluster through its
+/// seed nodes), retrying with backoff (250 ms doubling to 10 s) until it
+/// succeeds or `give_up` resolves; then the last error is returned. A URL
+/// that can never work (several URLs without `cluster = true`) fails at
+/// once.
 pub async fn connect_with_retry<G>(
-    redis_url: &str,
+    redis: &RedisSettings,
     config: QueueConfig,
     give_up: G,
 ) -> Result<Queue, QueueError>
@@ -21,8 +25,9 @@ where
         compactor_producer::backoff::reconnect(Duration::from_millis(250), Duration::from_secs(10));
     tokio::pin!(give_up);
     loop {
-        match Queue::connect(redis_url, config.clone()).await {
+        match Queue::connect_with(redis, config.clone()).await {
             Ok(queue) => return Ok(queue),
+            Err(error @ (QueueError::Url { .. } | QueueError::Config(_))) => return Err(error),
             Err(error) => {
                 let delay = delays.next().unwrap_or(Duration::from_secs(10));
                 warn!(%error, retry_in_ms = delay.as_millis(), "Redis not reachable yet");

@@ -219,6 +219,9 @@ impl Settings {
             .map_err(|e| invalid(e.to_string()))?;
         self.llm.validate().map_err(|e| invalid(e.to_string()))?;
         self.admin.validate().map_err(invalid)?;
+        self.redis
+            .validate()
+            .map_err(|problem| invalid(format!("redis.url: {problem}")))?;
         Ok(())
     }
 }

@@ -103,7 +103,7 @@ impl Application {
         let store = connect_store(&settings, &shutdown).await?;
         prepare_schema(&store).await?;
         let queue = connect_with_retry(
-            settings.redis.url.expose(),
+            &settings.redis,
             settings.queue.clone(),
             shutdown.clone().cancelled_owned(),
         )
@@ -151,6 +151,7 @@ impl Application {
             summarizer = summarizer.model().as_deref().unwrap_or("extractive"),
             database = %settings.database.url,
             redis = %settings.redis.url,
+            redis_cluster = settings.redis.cluster,
             admin = %admin_addr.map_or_else(|| "disabled".to_owned(), |a| a.to_string()),
             "compactor-worker ready"
         );

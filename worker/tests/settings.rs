@@ -112,3 +112,36 @@ fn the_production_example_is_valid() {
     assert_eq!(s.log.format, LogFormat::Json);
     assert_eq!(s.worker.concurrency, 4);
 }
+
+#[test]
+fn a_redis_cluster_is_a_flag_and_a_comma_separated_list_of_seed_nodes() {
+    assert!(!Settings::default().redis.cluster, "one server by default");
+    let list = "redis://:hunter2@10.0.0.1:6379,redis://:hunter2@10.0.0.2:6379";
+    for url_var in ["REDIS_URL", "COMPACTOR__REDIS__URL"] {
+        let s = Settings::load_from(
+            None,
+            env(&[(url_var, list), ("COMPACTOR__REDIS__CLUSTER", "true")]),
+        )
+        .unwrap();
+        assert!(s.redis.cluster, "{url_var}");
+        assert_eq!(s.redis.url.expose(), list, "{url_var}: the list as given");
+        let shown = format!("{s:?} {}", s.redis.url);
+        assert!(!shown.contains("hunter2"), "no password shown: {shown}");
+    }
+    let path = file(
+        "cluster",
+        "[redis]\nurl = \"redis://a:6379,redis://b:6379\"\ncluster = true\n",
+    );
+    let s = Settings::load_from(Some(&path), env(&[])).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    assert!(s.redis.cluster);
+    let mut one = Settings::default();
+    one.redis.url = compactor_producer::settings::ConnectionUrl::new(list);
+    let err = one.validate().unwrap_err().to_string();
+    assert!(err.contains("redis.cluster"), "{err}");
+    assert!(!err.contains("hunter2"), "{err}");
+    let err = Settings::load_from(None, env(&[("COMPACTOR__REDIS__CLUSTER", "maybe")]))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("cluster"), "{err}");
+}

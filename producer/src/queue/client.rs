@@ -5,14 +5,15 @@ use std::time::Duration;
 
 use compactor_shared::EntityKey;
 use futures::StreamExt;
-use redis::aio::{ConnectionManager, ConnectionManagerConfig, PubSubSink, PubSubStream};
+use redis::aio::{PubSubSink, PubSubStream};
 use redis::{Script, Value};
 use serde::{Deserialize, Serialize};
 
+use super::conn::{Conn, Endpoints, PubSubNode};
 use super::keys::{Keys, QueueName};
 use super::payload::{Payload, PayloadError, Trigger};
 use crate::metrics::names;
-use crate::store::redact_url;
+use crate::settings::RedisSettings;
 
 /// Queue settings shared by producers and workers: the `[queue]` section
 /// of the configuration (durations as `"30s"`, `"500ms"`, `"7days"`).
@@ -268,6 +269,12 @@ pub enum QueueError {
         #[source]
         source: redis::RedisError,
     },
+    /// `[redis] url` cannot be used as given (the URLs shown redacted).
+    #[error("unusable Redis URL {target}: {problem}")]
+    Url {
+        target: String,
+        problem: &'static str,
+    },
     #[error("Redis {op} failed: {source}")]
     Redis {
         op: &'static str,
@@ -319,15 +326,16 @@ impl Scripts {
 }
 
 /// A handle on one queue. Cheap to clone; clones share one multiplexed
-/// connection, which reconnects by itself after Redis restarts or the
-/// network drops (the commands in flight at that moment fail).
+/// connection (one per node on a Redis Cluster), which reconnects by itself
+/// after Redis restarts or the network drops (the commands in flight at
+/// that moment fail).
 #[derive(Clone)]
 pub struct Queue {
     keys: Keys,
     config: QueueConfig,
-    client: redis::Client,
-    target: String,
-    conn: ConnectionManager,
+    /// Nodes a subscription may use, tried in order.
+    pubsub: std::sync::Arc<[PubSubNode]>,
+    conn: Conn,
     scripts: std::sync::Arc<Scripts>,
 }
 
@@ -340,26 +348,30 @@ impl std::fmt::Debug for Queue {
 }
 
 impl Queue {
-    /// Connects and loads the scripts.
+    /// Connects to one Redis server at `redis_url` and loads the scripts.
+    /// For a Redis Cluster, see [`Queue::connect_with`].
     pub async fn connect(redis_url: &str, config: QueueConfig) -> Result<Queue, QueueError> {
+        Queue::open(Endpoints::single(redis_url)?, config).await
+    }
+
+    /// Connects as `[redis]` says: to one server, or with `cluster = true`
+    /// to a Redis Cluster through its seed nodes (`url` is then a
+    /// comma-separated list; any reachable node will do). Loads the
+    /// scripts.
+    pub async fn connect_with(
+        redis: &RedisSettings,
+        config: QueueConfig,
+    ) -> Result<Queue, QueueError> {
+        Queue::open(Endpoints::from_settings(redis)?, config).await
+    }
+
+    async fn open(endpoints: Endpoints, config: QueueConfig) -> Result<Queue, QueueError> {
         config.validate()?;
-        let connect_err = |source| QueueError::Connect {
-            target: redact_url(redis_url),
-            source,
-        };
-        let client = redis::Client::open(redis_url).map_err(connect_err)?;
-        let conn = client
-            .get_connection_manager_with_config(manager_config(
-                &config,
-                Some(config.response_timeout),
-            ))
-            .await
-            .map_err(connect_err)?;
+        let conn = endpoints.connect(&config).await?;
         let queue = Queue {
             keys: Keys::new(&config.name),
             config,
-            client,
-            target: redact_url(redis_url),
+            pubsub: endpoints.pubsub.into(),
             conn,
             scripts: std::sync::Arc::new(Scripts::new()),
         };
@@ -368,7 +380,10 @@ impl Queue {
     }
 
     /// `PING`: whether Redis answers on the queue's connection (readiness
-    /// probes). Bounded by `response_timeout` like every command.
+    /// probes). On a cluster the client sends it to every primary, and all
+    /// must answer: a cluster missing a primary refuses commands anyway
+    /// (full slot coverage). Bounded by `response_timeout` like every
+    /// command.
     pub async fn ping(&self) -> Result<(), QueueError> {
         let mut conn = self.conn.clone();
         let _: String = redis::cmd("PING")
@@ -386,7 +401,9 @@ impl Queue {
         &self.config
     }
 
-    /// `SCRIPT LOAD`s every script, so pipelines can call them by SHA.
+    /// `SCRIPT LOAD`s every script, so pipelines can call them by SHA. On a
+    /// cluster the client sends `SCRIPT LOAD` to every node, so whichever
+    /// node owns the queue's slot (now, or after a failover) has them.
     async fn load_scripts(&self) -> Result<(), QueueError> {
         let mut conn = self.conn.clone();
         for script in [
@@ -501,14 +518,32 @@ impl Queue {
             .map_err(redis_error("publish_release"))
     }
 
+    /// Subscribes on a connection of its own to the first node that
+    /// answers: the server, or the first reachable seed of a cluster (a
+    /// classic `PUBLISH` reaches every node of a cluster, so any one sees
+    /// every announcement).
     async fn subscribe(&self, channel: Channel) -> Result<Subscription, QueueError> {
-        let connect_err = |source| QueueError::Connect {
-            target: self.target.clone(),
-            source,
-        };
+        let mut last_error = None;
+        for node in self.pubsub.iter() {
+            match self.subscribe_at(node, &channel).await {
+                Ok(subscription) => return Ok(subscription),
+                Err(error) => last_error = Some(error),
+            }
+        }
+        Err(last_error.unwrap_or(QueueError::Protocol {
+            op: "subscribe",
+            detail: "no Redis node to subscribe on".into(),
+        }))
+    }
+
+    async fn subscribe_at(
+        &self,
+        node: &PubSubNode,
+        channel: &Channel,
+    ) -> Result<Subscription, QueueError> {
         let subscribe = async {
-            let mut pubsub = self.client.get_async_pubsub().await?;
-            match &channel {
+            let mut pubsub = node.client.get_async_pubsub().await?;
+            match channel {
                 Channel::Exact(name) => pubsub.subscribe(name).await?,
                 Channel::Pattern(pattern) => pubsub.psubscribe(pattern).await?,
             }
@@ -518,9 +553,15 @@ impl Queue {
             .await
             .map_err(|_| QueueError::Protocol {
                 op: "subscribe",
-                detail: format!("no answer within {:?}", self.config.connect_timeout),
+                detail: format!(
+                    "no answer from {} within {:?}",
+                    node.target, self.config.connect_timeout
+                ),
             })?
-            .map_err(connect_err)?;
+            .map_err(|source| QueueError::Connect {
+                target: node.target.clone(),
+                source,
+            })?;
         let (sink, stream) = pubsub.split();
         Ok(Subscription {
             sink,
@@ -1023,21 +1064,6 @@ impl Queue {
     }
 }
 
-/// Connection settings of a queue connection: bounded connect time, the
-/// given response timeout, and a few quick reconnect attempts per failure
-/// (callers retry on their own schedule beyond that).
-fn manager_config(
-    config: &QueueConfig,
-    response_timeout: Option<Duration>,
-) -> ConnectionManagerConfig {
-    ConnectionManagerConfig::new()
-        .set_connection_timeout(Some(config.connect_timeout))
-        .set_response_timeout(response_timeout)
-        .set_number_of_retries(2)
-        .set_min_delay(Duration::from_millis(50))
-        .set_max_delay(Duration::from_secs(1))
-}
-
 /// The first claim entry of a settle reply, or why there was none.
 fn first_claim(settled: Settled) -> ClaimOutcome {
     settled
@@ -1172,7 +1198,7 @@ fn nonce() -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use crate::store::redact_url;
 
     #[test]
     fn urls_are_redacted() {

@@ -13,7 +13,9 @@
 //! fail, release, recover),
 //! loaded once and called by SHA (`redis::Script` reloads on `NOSCRIPT`).
 //! Times come from the Redis server clock, so workers with skewed clocks
-//! agree on lease deadlines. All keys of a queue share one hash tag.
+//! agree on lease deadlines. All keys of a queue share one hash tag, so the
+//! queue runs unchanged on a Redis Cluster (`[redis] cluster = true`; see
+//! the `conn` module): a queue lives in one slot, on one shard.
 //!
 //! A failed attempt is retried after a delay the worker chooses, or
 //! dead-lettered; a job whose lease expires (its worker crashed) returns to
@@ -25,6 +27,7 @@
 //! heartbeats, backoff and graceful shutdown.
 
 mod client;
+mod conn;
 pub mod keys;
 pub mod payload;
 

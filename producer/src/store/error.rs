@@ -117,8 +117,56 @@ fn is_password_param(key: &str) -> bool {
     key.eq_ignore_ascii_case("password") || key.eq_ignore_ascii_case("sslpassword")
 }
 
+/// Splits a comma-separated list of URLs (the seed nodes of a Redis
+/// Cluster, `redis://a:6379,redis://b:6379`) into its URLs, trimmed.
+///
+/// A comma starts a new URL only when what follows it begins with a
+/// scheme (`redis://`, `rediss://`, …): a comma inside a password, or in
+/// PostgreSQL's multi-host form (`postgres://u:p@h1,h2/db`), stays part of
+/// its URL. So a password can never be cut in two and shown half unredacted.
+/// A trailing comma is ignored.
+pub fn split_url_list(list: &str) -> Vec<&str> {
+    let mut urls = Vec::new();
+    let mut start = 0;
+    let mut search_from = 0;
+    while let Some(at) = list[search_from..].find(',').map(|i| search_from + i) {
+        let rest = list[at + 1..].trim_start();
+        if rest.is_empty() || starts_with_scheme(rest) {
+            urls.push(list[start..at].trim());
+            start = at + 1;
+        }
+        search_from = at + 1;
+    }
+    urls.push(list[start..].trim());
+    urls.retain(|u| !u.is_empty());
+    urls
+}
+
+/// Whether `s` begins with `<scheme>://` (RFC 3986 scheme characters).
+fn starts_with_scheme(s: &str) -> bool {
+    let Some((scheme, _)) = s.split_once("://") else {
+        return false;
+    };
+    let mut chars = scheme.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphabetic())
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
+}
+
 /// `postgres://user:secret@host/db?password=x` → `postgres://user:***@host/db?password=***`.
+/// A list of URLs ([`split_url_list`]) has each of its URLs redacted.
 pub fn redact_url(url: &str) -> String {
+    let urls = split_url_list(url);
+    if urls.len() > 1 {
+        return urls
+            .into_iter()
+            .map(redact_one_url)
+            .collect::<Vec<_>>()
+            .join(",");
+    }
+    redact_one_url(url)
+}
+
+fn redact_one_url(url: &str) -> String {
     let mut out = String::with_capacity(url.len());
     let (head, query) = match url.split_once('?') {
         Some((head, query)) => (head, Some(query)),
@@ -200,6 +248,30 @@ mod tests {
         );
         assert_eq!(redact_url("postgres://u:p@h"), "postgres://u:***@h");
         assert_eq!(redact_url("not a url"), "not a url");
+    }
+
+    #[test]
+    fn lists_of_urls_are_split_and_each_one_redacted() {
+        assert_eq!(
+            split_url_list("redis://10.0.0.1:6379, redis://10.0.0.2:6379,"),
+            vec!["redis://10.0.0.1:6379", "redis://10.0.0.2:6379"]
+        );
+        assert_eq!(split_url_list("redis://h:1"), vec!["redis://h:1"]);
+        // A comma not followed by a scheme belongs to the URL.
+        assert_eq!(
+            split_url_list("redis://:pa,ss@h:1,rediss://:pa,ss@g:2"),
+            vec!["redis://:pa,ss@h:1", "rediss://:pa,ss@g:2"]
+        );
+        assert_eq!(
+            split_url_list("postgres://u:p@h1,h2:5432/db"),
+            vec!["postgres://u:p@h1,h2:5432/db"]
+        );
+        let shown = redact_url("redis://:hunter2@a:1,redis://u:hunter,3@b:2/0");
+        assert_eq!(shown, "redis://:***@a:1,redis://u:***@b:2/0");
+        assert_eq!(
+            redact_url("postgres://u:secret@h1,h2/db"),
+            "postgres://u:***@h1,h2/db"
+        );
     }
 
     #[test]

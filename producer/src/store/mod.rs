@@ -53,7 +53,7 @@ mod schema;
 mod workstreams;
 
 pub use commit::{Commit, CommitOutcome, ConflictReason, MemoryFold, PrunedMessage};
-pub use error::{redact_url, StoreError};
+pub use error::{redact_url, split_url_list, StoreError};
 pub use lease::{Lease, LeaseTaken};
 pub use memory::MemoryEntry;
 pub use messages::{Appended, NewMessage};

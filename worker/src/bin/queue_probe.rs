@@ -6,11 +6,14 @@
 //! database or an LLM.
 //!
 //! ```text
-//! compactor-queue-probe [--redis URL] [--queue NAME] [--handler noop|sleep|crash]
+//! compactor-queue-probe [--redis URL] [--cluster true|false] [--queue NAME] [--handler noop|sleep|crash]
 //!     [--sleep-ms N] [--record FILE] [--concurrency N] [--lease-ttl-ms N]
 //!     [--renew-ms N] [--check-ms N] [--grace-ms N] [--max-stalls N]
 //!     [--retry-base-ms N] [--name NAME]
 //! ```
+//!
+//! `--cluster true` treats `--redis` as the comma-separated seed nodes of a
+//! Redis Cluster.
 //!
 //! `--record FILE` appends `start <member> <job_id> <attempt> <µs>` when an
 //! attempt starts and `end <member> <job_id> <attempt> <µs>` when it ends
@@ -22,6 +25,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use compactor_producer::queue::{QueueConfig, QueueName};
+use compactor_producer::settings::RedisSettings;
 use compactor_worker::connect::connect_with_retry;
 use compactor_worker::runtime::{Job, JobError, JobHandler, Runtime, RuntimeConfig};
 
@@ -83,15 +87,16 @@ fn number<T: std::str::FromStr>(v: &str, flag: &str) -> Result<T, String> {
 }
 
 struct Args {
-    redis: String,
+    redis: RedisSettings,
     queue: QueueConfig,
     runtime: RuntimeConfig,
     probe: Probe,
 }
 
 fn parse_args() -> Result<Args, String> {
-    let mut redis =
-        std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned());
+    let mut redis = RedisSettings::single(
+        std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned()),
+    );
     let mut queue = QueueConfig::default();
     let mut runtime = RuntimeConfig {
         name: "queue-probe".to_owned(),
@@ -107,7 +112,12 @@ fn parse_args() -> Result<Args, String> {
         let value = args.next().ok_or_else(|| format!("{flag} needs a value"))?;
         let v = value.as_str();
         match flag.as_str() {
-            "--redis" => redis = value,
+            "--redis" => redis.url = compactor_producer::settings::ConnectionUrl::new(value),
+            "--cluster" => {
+                redis.cluster = v
+                    .parse()
+                    .map_err(|_| format!("{flag} takes true or false, not {v:?}"))?;
+            }
             "--queue" => queue.name = QueueName::parse(v).map_err(|e| e.to_string())?,
             "--handler" => {
                 probe.mode = match v {

@@ -122,7 +122,7 @@ pub(crate) async fn client(settings: &ClientSettings) -> Result<Compactor, Failu
 }
 
 async fn queue(settings: &ClientSettings) -> Result<Queue, Failure> {
-    Ok(Queue::connect(settings.redis.url.expose(), settings.queue.clone()).await?)
+    Ok(Queue::connect_with(&settings.redis, settings.queue.clone()).await?)
 }
 
 async fn migrate(settings: &ClientSettings, check: bool, out: Output) -> ExitCode {
