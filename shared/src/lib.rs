@@ -8,6 +8,7 @@
 //!
 //! # Layout
 //! - [`key`]: `EntityKey`, the validated `(domain, entity_id)`.
+//! - [`payload`]: the versioned job payload a queue carries.
 //! - [`message`]: messages and their typed parts.
 //! - [`tokens`]: token estimation (`chars / 3`, or a real tokenizer).
 //! - [`trigger`]: when a workstream is due for compaction.
@@ -38,6 +39,7 @@ mod ledger_extract;
 pub mod memory;
 pub mod message;
 pub mod parse;
+pub mod payload;
 pub mod prompt;
 pub mod prune;
 pub mod state;

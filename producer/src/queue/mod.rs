@@ -23,13 +23,15 @@
 //! Dead letters and finished records are bounded by count and age. A
 //! dead-lettered job still gets the follow-up requested while it ran.
 //!
-//! Not built yet: the worker runtime (apalis) that drives these steps, with
-//! heartbeats, backoff and graceful shutdown.
+//! The worker runtime that drives these steps (heartbeats, backoff, graceful
+//! shutdown) is `compactor-worker`'s `runtime` module. The payload format is
+//! pure data and lives in `compactor_shared::payload`, so it can be fuzzed
+//! without a Redis client.
 
 mod client;
 mod conn;
 pub mod keys;
-pub mod payload;
+pub use compactor_shared::payload;
 
 pub use client::{
     ClaimOutcome, ClaimedJob, Completion, DeadLetter, EnqueueOutcome, FailAction, Failure,

@@ -2,7 +2,7 @@
 //! and what triggered the compaction. It carries ids, never conversation
 //! content: the job reads the current workstream when it starts.
 
-use compactor_shared::EntityKey;
+use crate::key::EntityKey;
 use serde::{Deserialize, Serialize};
 
 /// Version written by this build. Readers refuse other versions with
