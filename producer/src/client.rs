@@ -26,6 +26,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use compactor_shared::config::EngineConfig;
 use compactor_shared::context::{self, BuiltContext, ContextInput};
+use compactor_shared::message::MAX_INPUT_DEPTH;
 use compactor_shared::trigger::{Measure, Usage};
 use compactor_shared::{CharEstimator, EntityKey, Message, MessageId, Part, Role, TokenEstimator};
 use serde::{Deserialize, Serialize};
@@ -250,6 +251,15 @@ impl Compactor {
                 return Err(ClientError::InvalidMessage {
                     index,
                     reason: "a message needs at least one part".into(),
+                });
+            }
+            let depth = m.parts.iter().map(Part::input_depth).max().unwrap_or(0);
+            if depth > MAX_INPUT_DEPTH {
+                return Err(ClientError::InvalidMessage {
+                    index,
+                    reason: format!(
+                        "a tool call input nests {depth} levels deep, at most {MAX_INPUT_DEPTH} allowed"
+                    ),
                 });
             }
             let size = serde_json::to_vec(&m.parts).map_or(usize::MAX, |b| b.len());

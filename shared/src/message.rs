@@ -132,6 +132,15 @@ impl Part {
         }
     }
 
+    /// How deeply a tool call's input nests (0 for other parts and for a
+    /// scalar input).
+    pub fn input_depth(&self) -> usize {
+        match self {
+            Part::ToolCall { input, .. } => json_depth(input),
+            _ => 0,
+        }
+    }
+
     /// Name of the part kind, as in its serialized `type`.
     pub fn kind(&self) -> &'static str {
         match self {
@@ -142,6 +151,32 @@ impl Part {
             Part::File { .. } => "file",
         }
     }
+}
+
+/// Deepest tool call input accepted, in nested arrays and objects.
+///
+/// Stored parts are read back with `serde_json`, whose parser refuses more
+/// than 128 levels; a message nested deeper than that could be written (the
+/// writer has no limit) but never read again, and its workstream could not
+/// be compacted. The bound leaves room for the levels around the input.
+pub const MAX_INPUT_DEPTH: usize = 100;
+
+/// Nesting depth of a JSON value: 0 for a scalar, 1 for a flat array or
+/// object. Iterative, so a value built in memory with any depth is measured
+/// without recursion.
+pub fn json_depth(value: &serde_json::Value) -> usize {
+    let mut deepest = 0;
+    let mut stack = vec![(value, 0usize)];
+    while let Some((v, depth)) = stack.pop() {
+        let children: Box<dyn Iterator<Item = &serde_json::Value>> = match v {
+            serde_json::Value::Array(items) => Box::new(items.iter()),
+            serde_json::Value::Object(map) => Box::new(map.values()),
+            _ => continue,
+        };
+        deepest = deepest.max(depth + 1);
+        stack.extend(children.map(|c| (c, depth + 1)));
+    }
+    deepest
 }
 
 /// A stored message.
@@ -280,6 +315,43 @@ mod tests {
         );
         let err = Message::from_json(&json).unwrap_err().to_string();
         assert!(err.contains("recursion limit"), "{err}");
+    }
+
+    #[test]
+    fn json_depth_counts_nested_arrays_and_objects() {
+        assert_eq!(json_depth(&serde_json::json!("x")), 0);
+        assert_eq!(json_depth(&serde_json::json!([])), 1);
+        assert_eq!(json_depth(&serde_json::json!({"a": [1, {"b": []}]})), 4);
+        let mut deep = serde_json::json!(1);
+        for _ in 0..100_000 {
+            deep = serde_json::Value::Array(vec![deep]);
+        }
+        assert_eq!(json_depth(&deep), 100_000);
+        let part = Part::tool_call("c", "t", deep);
+        assert_eq!(part.input_depth(), 100_000);
+        assert_eq!(Part::text("x").input_depth(), 0);
+        // Dropping (or cloning) a value this deep recurses in serde_json:
+        // take it apart level by level instead.
+        let Part::ToolCall { input: mut v, .. } = part else {
+            unreachable!()
+        };
+        while let serde_json::Value::Array(mut items) = v {
+            v = items.pop().unwrap_or(serde_json::Value::Null);
+        }
+    }
+
+    #[test]
+    fn input_at_the_depth_bound_reads_back() {
+        let mut input = serde_json::json!("bottom");
+        for _ in 0..MAX_INPUT_DEPTH {
+            input = serde_json::json!([input]);
+        }
+        let m = Message::new(1, Role::Assistant, vec![Part::tool_call("c", "t", input)]);
+        let json = serde_json::to_string(&m).unwrap();
+        assert_eq!(Message::from_json(&json).unwrap(), m);
+        let parts = serde_json::to_string(&m.parts).unwrap();
+        let back: Vec<Part> = serde_json::from_str(&parts).unwrap();
+        assert_eq!(back, m.parts);
     }
 
     #[test]

@@ -163,7 +163,10 @@ pub fn router(state: AppState, max_body_bytes: usize) -> Router {
             state.clone(),
             auth::require_token,
         ))
-        .layer(DefaultBodyLimit::max(max_body_bytes));
+        .layer(DefaultBodyLimit::max(max_body_bytes))
+        .layer(middleware::from_fn(move |request, next| {
+            extract::refuse_oversized(max_body_bytes, request, next)
+        }));
     v1.merge(open)
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
