@@ -101,7 +101,7 @@ pub fn check_chunks(
             .filter(|b| b.range.start < end && b.range.end > at)
             .map(|b| b.message_id);
         assert_eq!(Some(c.first_message), touched.next(), "wrong first message");
-        let last = touched.last().unwrap_or(c.first_message);
+        let last = touched.next_back().unwrap_or(c.first_message);
         assert_eq!(c.last_message, last, "wrong last message");
         at = end;
         boundaries.push(at);
