@@ -66,14 +66,7 @@ pub enum PayloadError {
 
 impl Payload {
     pub fn new(key: EntityKey, trigger: Trigger) -> Result<Payload, PayloadError> {
-        if let Trigger::Manual {
-            instructions: Some(i),
-        } = &trigger
-        {
-            if i.len() > MAX_INSTRUCTIONS_LEN {
-                return Err(PayloadError::InstructionsTooLong { len: i.len() });
-            }
-        }
+        check_instructions(&trigger)?;
         Ok(Payload {
             v: PAYLOAD_VERSION,
             key,
@@ -96,7 +89,23 @@ impl Payload {
             Some(found) => return Err(PayloadError::UnknownVersion { found }),
             None => {}
         }
-        serde_json::from_value(value).map_err(PayloadError::Malformed)
+        let payload: Payload = serde_json::from_value(value).map_err(PayloadError::Malformed)?;
+        // Whoever wrote the entry, a decoded payload is one `new` accepts:
+        // the instructions end up in a summarizer prompt.
+        check_instructions(&payload.trigger)?;
+        Ok(payload)
+    }
+}
+
+/// Refuses operator instructions longer than [`MAX_INSTRUCTIONS_LEN`].
+fn check_instructions(trigger: &Trigger) -> Result<(), PayloadError> {
+    match trigger {
+        Trigger::Manual {
+            instructions: Some(i),
+        } if i.len() > MAX_INSTRUCTIONS_LEN => {
+            Err(PayloadError::InstructionsTooLong { len: i.len() })
+        }
+        _ => Ok(()),
     }
 }
 
@@ -163,6 +172,27 @@ mod tests {
                 }
             ),
             Err(PayloadError::InstructionsTooLong { len: 5_000 })
+        ));
+    }
+
+    /// Found by the `payload_decode` fuzz target: decoding accepted
+    /// instructions that `Payload::new` refuses.
+    #[test]
+    fn decoding_enforces_the_instructions_limit() {
+        let encode = |len: usize| {
+            format!(
+                r#"{{"v":1,"key":{{"domain":"chat","entity_id":"1"}},"trigger":{{"kind":"manual","instructions":"{}"}}}}"#,
+                "x".repeat(len)
+            )
+        };
+        let at_limit = Payload::decode(encode(MAX_INSTRUCTIONS_LEN).as_bytes()).unwrap();
+        assert_eq!(
+            Payload::new(at_limit.key.clone(), at_limit.trigger.clone()).unwrap(),
+            at_limit
+        );
+        assert!(matches!(
+            Payload::decode(encode(MAX_INSTRUCTIONS_LEN + 1).as_bytes()),
+            Err(PayloadError::InstructionsTooLong { len }) if len == MAX_INSTRUCTIONS_LEN + 1
         ));
     }
 }
