@@ -58,7 +58,8 @@ class Results:
         steps = results / "steps.tsv"
         if steps.exists():
             for line in steps.read_text().splitlines():
-                name, _, cmd = line.partition("\t")
+                # name, the equivalent cargo/node command, what was run.
+                name, cmd = line.split("\t")[:2]
                 self.steps.setdefault(name, cmd)
 
     def get(self, suite, metric, impl="compactor"):
@@ -164,7 +165,10 @@ def main() -> None:
       f"{r.machine.get('runs', '?')} time(s) (`BENCH_RUNS`), interleaving compactor's "
       "and BullMQ's queue benchmarks run by run on the same Redis, and writes this file. "
       "Every figure is **min / median / max over the runs** (median in bold). "
-      "Workload descriptions, explanations of the numbers and earlier hand-made "
+      "The commands shown are the equivalent `cargo bench` invocations: `bench/run` builds "
+      "once (`cargo bench --no-run`) and runs the bench executables directly, in their crate's "
+      "directory, with `BENCH_RUNS=1` per run (the exact command lines are in the results "
+      "directory's `steps.tsv`). Workload descriptions, explanations of the numbers and earlier hand-made "
       "measurements are in [docs/BENCHMARK_NOTES.md](docs/BENCHMARK_NOTES.md).")
     w("")
     w("## Machine")

@@ -228,7 +228,11 @@ async fn main() {
     for _ in 0..bench_runs() {
         s.push(sequential("seq", 20_000, false).await);
     }
-    report("enqueue, sequential, new jobs (20k)", "enqueue_seq_new", &mut s);
+    report(
+        "enqueue, sequential, new jobs (20k)",
+        "enqueue_seq_new",
+        &mut s,
+    );
     s.clear();
     for _ in 0..bench_runs() {
         s.push(sequential("dedup", 20_000, true).await);
@@ -242,7 +246,11 @@ async fn main() {
     for _ in 0..bench_runs() {
         s.push(in_flight(50_000, 100).await);
     }
-    report("enqueue, 100 in flight (50k)", "enqueue_inflight100", &mut s);
+    report(
+        "enqueue, 100 in flight (50k)",
+        "enqueue_inflight100",
+        &mut s,
+    );
     s.clear();
     for _ in 0..bench_runs() {
         s.push(bulk(100_000, 500).await);

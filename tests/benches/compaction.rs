@@ -20,7 +20,6 @@ use compactor_producer::client::Compactor;
 use compactor_shared::trigger::TriggerPolicy;
 use compactor_shared::EntityKey;
 
-
 async fn run_once(backend: Backend, workstreams: usize, concurrency: usize) -> (f64, u32) {
     let db = TestDb::new(backend).await;
     let redis = TestRedis::new();

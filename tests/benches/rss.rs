@@ -130,9 +130,29 @@ async fn run_once(messages: usize, backend: Backend) {
         n if n % 1_000 == 0 => format!("{}k", n / 1_000),
         n => n.to_string(),
     };
-    result("rss", &format!("peak_rss_{size}"), peak_kb as f64 / 1024.0, "MB");
-    result("rss", &format!("idle_rss_{size}"), idle_kb as f64 / 1024.0, "MB");
-    result("rss", &format!("compaction_s_{size}"), elapsed.as_secs_f64(), "s");
+    result(
+        "rss",
+        &format!("peak_rss_{size}"),
+        peak_kb as f64 / 1024.0,
+        "MB",
+    );
+    result(
+        "rss",
+        &format!("idle_rss_{size}"),
+        idle_kb as f64 / 1024.0,
+        "MB",
+    );
+    result(
+        "rss",
+        &format!("compaction_s_{size}"),
+        elapsed.as_secs_f64(),
+        "s",
+    );
     result("rss", &format!("compaction_mb_s_{size}"), mb_per_s, "MB/s");
-    result("rss", &format!("content_mb_{size}"), bytes as f64 / 1e6, "MB");
+    result(
+        "rss",
+        &format!("content_mb_{size}"),
+        bytes as f64 / 1e6,
+        "MB",
+    );
 }

@@ -137,7 +137,12 @@ fn main() {
         for _ in 0..bench_runs(3) {
             for workers in 1..=max_workers {
                 let rate = run_once(&http, workers, workstreams).await;
-                result("scale", &format!("processes_{workers}"), rate, "compactions/s");
+                result(
+                    "scale",
+                    &format!("processes_{workers}"),
+                    rate,
+                    "compactions/s",
+                );
                 println!(
                     "end-to-end, {workers} worker process(es) x concurrency 2, PostgreSQL, \
                      {workstreams} workstreams x 200 messages: {rate:.1} compactions/s"

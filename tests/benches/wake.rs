@@ -110,11 +110,7 @@ async fn run_once(iterations: usize) -> Run {
             "the waiter waits while the lease is held"
         );
         let release_start = Instant::now();
-        assert!(db
-            .store
-            .release_lease(ws.id, "bench-worker")
-            .await
-            .unwrap());
+        assert!(db.store.release_lease(ws.id, "bench-worker").await.unwrap());
         let released = Instant::now();
         worker_queue.publish_release(&k, &event).await.unwrap();
         let (readiness, woke) = task.await.unwrap();
@@ -143,9 +139,24 @@ fn main() {
             let run = run_once(iterations).await;
             let (a, r) = (&run.from_announcement, &run.from_release_start);
             for (metric, lat) in [("from_announcement", a), ("from_release_start", r)] {
-                result("wake", &format!("{metric}_p50"), ms(percentile(lat, 0.50)), "ms");
-                result("wake", &format!("{metric}_p99"), ms(percentile(lat, 0.99)), "ms");
-                result("wake", &format!("{metric}_max"), ms(lat[lat.len() - 1]), "ms");
+                result(
+                    "wake",
+                    &format!("{metric}_p50"),
+                    ms(percentile(lat, 0.50)),
+                    "ms",
+                );
+                result(
+                    "wake",
+                    &format!("{metric}_p99"),
+                    ms(percentile(lat, 0.99)),
+                    "ms",
+                );
+                result(
+                    "wake",
+                    &format!("{metric}_max"),
+                    ms(lat[lat.len() - 1]),
+                    "ms",
+                );
             }
             result("wake", "without_event", run.without_event as f64, "waits");
             println!(

@@ -276,8 +276,16 @@ fn main() {
             runs.push(pickup(1_000).await);
         }
         for lat in &runs {
-            result("pickup_p50", percentile(lat, 0.50).as_secs_f64() * 1e3, "ms");
-            result("pickup_p99", percentile(lat, 0.99).as_secs_f64() * 1e3, "ms");
+            result(
+                "pickup_p50",
+                percentile(lat, 0.50).as_secs_f64() * 1e3,
+                "ms",
+            );
+            result(
+                "pickup_p99",
+                percentile(lat, 0.99).as_secs_f64() * 1e3,
+                "ms",
+            );
         }
         runs.sort_by_key(|lat| percentile(lat, 0.99));
         let ms = |d: Duration| format!("{:.3}", d.as_secs_f64() * 1e3);
