@@ -69,12 +69,14 @@ async fn run_once(http: &reqwest::Client, workers: usize, workstreams: usize) ->
     let db = TestDb::postgres().await;
     let redis = TestRedis::new();
     let llm = FakeLlm::start().await;
-    let mut engine = compactor_shared::config::EngineConfig::default();
-    engine.trigger = TriggerPolicy::Threshold {
-        context_window: 8_000,
-        ratio: 0.7,
-        output_reserve: 2_000,
-        safety_margin: 500,
+    let engine = compactor_shared::config::EngineConfig {
+        trigger: TriggerPolicy::Threshold {
+            context_window: 8_000,
+            ratio: 0.7,
+            output_reserve: 2_000,
+            safety_margin: 500,
+        },
+        ..compactor_shared::config::EngineConfig::default()
     };
     let client = Compactor::from_parts(db.store.clone(), redis.queue().await, engine).await;
     let keys: Vec<EntityKey> = (0..workstreams)
