@@ -5,7 +5,9 @@
 //! alone; the worker runtime (apalis) adds its own overhead on top.
 //!
 //! Run: `cargo bench -p compactor-producer --bench enqueue`
-//! Each scenario runs 3 times on a fresh queue; min / median / max printed.
+//! Each scenario runs `BENCH_RUNS` times (default 3) on a fresh queue;
+//! min / median / max printed, and one machine-readable `BENCH_RESULT`
+//! JSON line per run and measurement (collected by `bench/run`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a benchmark: fail loudly
 
@@ -16,7 +18,19 @@ use std::time::{Duration, Instant};
 use compactor_producer::queue::{ClaimOutcome, Queue, QueueConfig, QueueName, Trigger};
 use compactor_shared::EntityKey;
 
-const RUNS: usize = 3;
+fn bench_runs() -> usize {
+    std::env::var("BENCH_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3)
+}
+
+/// One measurement, for `bench/report.py`.
+fn result(metric: &str, value: f64, unit: &str) {
+    println!(
+        "BENCH_RESULT {{\"suite\":\"queue\",\"impl\":\"compactor\",\"metric\":\"{metric}\",\"value\":{value},\"unit\":\"{unit}\"}}"
+    );
+}
 
 fn redis_url() -> String {
     std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned())
@@ -62,7 +76,14 @@ struct Sample {
     p99: Option<Duration>,
 }
 
-fn report(name: &str, samples: &mut [Sample]) {
+fn report(name: &str, metric: &str, samples: &mut [Sample]) {
+    for s in samples.iter() {
+        result(metric, s.per_sec, "ops/s");
+        if let (Some(p50), Some(p99)) = (s.p50, s.p99) {
+            result(&format!("{metric}_p50"), p50.as_secs_f64() * 1e3, "ms");
+            result(&format!("{metric}_p99"), p99.as_secs_f64() * 1e3, "ms");
+        }
+    }
     samples.sort_by(|a, b| a.per_sec.total_cmp(&b.per_sec));
     let rate: Vec<String> = samples
         .iter()
@@ -204,29 +225,45 @@ async fn main() {
     // `cargo bench` passes `--bench`; nothing else is accepted.
     println!("queue protocol benchmark, Redis at {}", redis_url());
     let mut s: Vec<Sample> = Vec::new();
-    for _ in 0..RUNS {
+    for _ in 0..bench_runs() {
         s.push(sequential("seq", 20_000, false).await);
     }
-    report("enqueue, sequential, new jobs (20k)", &mut s);
+    report(
+        "enqueue, sequential, new jobs (20k)",
+        "enqueue_seq_new",
+        &mut s,
+    );
     s.clear();
-    for _ in 0..RUNS {
+    for _ in 0..bench_runs() {
         s.push(sequential("dedup", 20_000, true).await);
     }
-    report("enqueue, sequential, one key (coalesced, 20k)", &mut s);
+    report(
+        "enqueue, sequential, one key (coalesced, 20k)",
+        "enqueue_seq_coalesced",
+        &mut s,
+    );
     s.clear();
-    for _ in 0..RUNS {
+    for _ in 0..bench_runs() {
         s.push(in_flight(50_000, 100).await);
     }
-    report("enqueue, 100 in flight (50k)", &mut s);
+    report(
+        "enqueue, 100 in flight (50k)",
+        "enqueue_inflight100",
+        &mut s,
+    );
     s.clear();
-    for _ in 0..RUNS {
+    for _ in 0..bench_runs() {
         s.push(bulk(100_000, 500).await);
     }
-    report("enqueue_many, batches of 500 (100k)", &mut s);
+    report(
+        "enqueue_many, batches of 500 (100k)",
+        "enqueue_bulk500",
+        &mut s,
+    );
     for concurrency in [2, 50] {
         for combined in [false, true] {
             s.clear();
-            for _ in 0..RUNS {
+            for _ in 0..bench_runs() {
                 s.push(process(20_000, concurrency, combined).await);
             }
             let how = if combined {
@@ -234,7 +271,16 @@ async fn main() {
             } else {
                 "complete, claim"
             };
-            report(&format!("{how}, concurrency {concurrency} (20k)"), &mut s);
+            let metric = if combined {
+                format!("protocol_complete_and_claim_c{concurrency}")
+            } else {
+                format!("protocol_complete_claim_c{concurrency}")
+            };
+            report(
+                &format!("{how}, concurrency {concurrency} (20k)"),
+                &metric,
+                &mut s,
+            );
         }
     }
 }

@@ -6,26 +6,19 @@
 //!
 //! Run: `cargo bench -p compactor-e2e --bench compaction`
 //! (`E2E_BENCH_WORKSTREAMS` = N, default 200; `E2E_BENCH_CONCURRENCY`, default 2;
-//! `E2E_BENCH_DB` = postgres | sqlite, default postgres.)
+//! `E2E_BENCH_DB` = postgres | sqlite, default postgres; `BENCH_RUNS`, default 3.)
+//! Besides the human line, one `BENCH_RESULT` JSON line per run.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a benchmark: fail loudly
 
 use std::time::{Duration, Instant};
 
+use compactor_e2e::bench::{bench_runs, env_or, result};
 use compactor_e2e::db::{Backend, TestDb};
 use compactor_e2e::{conversation, settings, spawn_worker, FakeLlm, TestRedis};
 use compactor_producer::client::Compactor;
 use compactor_shared::trigger::TriggerPolicy;
 use compactor_shared::EntityKey;
-
-const RUNS: usize = 3;
-
-fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 async fn run_once(backend: Backend, workstreams: usize, concurrency: usize) -> (f64, u32) {
     let db = TestDb::new(backend).await;
@@ -88,9 +81,14 @@ fn main() {
         .unwrap();
     rt.block_on(async {
         let mut rates = Vec::new();
-        for _ in 0..RUNS {
+        let metric = match backend {
+            Backend::Postgres => "in_process_postgres",
+            Backend::Sqlite => "in_process_sqlite",
+        };
+        for _ in 0..bench_runs(3) {
             let (rate, calls) = run_once(backend, workstreams, concurrency).await;
             assert_eq!(calls as usize, workstreams, "one LLM call per compaction");
+            result("e2e", metric, rate, "compactions/s");
             rates.push(rate);
         }
         rates.sort_by(f64::total_cmp);

@@ -9,6 +9,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, unreachable_pub)] // test support: a panic is a failed test
 
+pub mod bench;
 pub mod cluster;
 #[path = "../../producer/tests/support/db.rs"]
 pub mod db;

@@ -10,7 +10,9 @@
 //!   handler starting.
 //!
 //! Run: `cargo bench -p compactor-worker --bench runtime`
-//! Each scenario runs 3 times on a fresh queue; min / median / max printed.
+//! Each scenario runs `BENCH_RUNS` times (default 3) on a fresh queue;
+//! min / median / max printed, and one machine-readable `BENCH_RESULT`
+//! JSON line per run and measurement (collected by `bench/run`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a benchmark: fail loudly
 
@@ -23,7 +25,19 @@ use compactor_shared::EntityKey;
 use compactor_worker::runtime::{Job, JobError, JobHandler, Runtime, RuntimeConfig};
 use tokio::sync::{mpsc, oneshot};
 
-const RUNS: usize = 3;
+fn bench_runs() -> usize {
+    std::env::var("BENCH_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3)
+}
+
+/// One measurement, for `bench/report.py`.
+fn result(metric: &str, value: f64, unit: &str) {
+    println!(
+        "BENCH_RESULT {{\"suite\":\"runtime\",\"impl\":\"compactor\",\"metric\":\"{metric}\",\"value\":{value},\"unit\":\"{unit}\"}}"
+    );
+}
 
 fn redis_url() -> String {
     std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned())
@@ -227,8 +241,21 @@ fn main() {
                 continue;
             }
             let mut runs = Vec::new();
-            for _ in 0..RUNS {
+            for _ in 0..bench_runs() {
                 runs.push(noop(n, concurrency).await);
+            }
+            for r in &runs {
+                result(&format!("noop_c{concurrency}"), r.per_sec, "jobs/s");
+                result(
+                    &format!("noop_c{concurrency}_redis_cpu_per_job"),
+                    r.redis_us,
+                    "µs",
+                );
+                result(
+                    &format!("noop_c{concurrency}_worker_cpu_per_job"),
+                    r.worker_us,
+                    "µs",
+                );
             }
             runs.sort_by(|a, b| a.per_sec.total_cmp(&b.per_sec));
             let shown: Vec<String> = runs.iter().map(|r| format!("{:.0}", r.per_sec)).collect();
@@ -245,8 +272,20 @@ fn main() {
             return;
         }
         let mut runs = Vec::new();
-        for _ in 0..RUNS {
+        for _ in 0..bench_runs() {
             runs.push(pickup(1_000).await);
+        }
+        for lat in &runs {
+            result(
+                "pickup_p50",
+                percentile(lat, 0.50).as_secs_f64() * 1e3,
+                "ms",
+            );
+            result(
+                "pickup_p99",
+                percentile(lat, 0.99).as_secs_f64() * 1e3,
+                "ms",
+            );
         }
         runs.sort_by_key(|lat| percentile(lat, 0.99));
         let ms = |d: Duration| format!("{:.3}", d.as_secs_f64() * 1e3);

@@ -1,0 +1,155 @@
+//! End-to-end compactions per second with 1 to 4 `compactor-worker`
+//! PROCESSES (the release binary, default concurrency 2 each) sharing one
+//! PostgreSQL database (a schema of its own per measurement) and one Redis
+//! queue, with an LLM that answers at once (the wiremock fake of the e2e
+//! tests, served from this benchmark process on loopback).
+//!
+//! For each N: W workstreams of 200 messages each (≈ 7k tokens, over an 8k
+//! window's trigger) are appended, N workers are started and waited for
+//! (`/readyz` 200), then every workstream's compaction is requested at once
+//! (`enqueue_many`, as `finalize_turn` would one by one) and the clock runs
+//! until the last one is committed (polled every 10 ms).
+//!
+//! Run:
+//! ```text
+//! cargo build --release -p compactor-worker
+//! cargo bench -p compactor-e2e --bench scale
+//! ```
+//! `SCALE_BENCH_WORKSTREAMS` (W, default 400), `SCALE_BENCH_MAX_WORKERS`
+//! (default 4), `BENCH_RUNS` (default 3); the binary as for the `rss` bench.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a benchmark: fail loudly
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use compactor_e2e::bench::{bench_runs, env_or, free_port, result, stop_process, worker_binary};
+use compactor_e2e::db::TestDb;
+use compactor_e2e::{conversation, FakeLlm, TestRedis};
+use compactor_producer::client::Compactor;
+use compactor_producer::queue::Trigger;
+use compactor_shared::trigger::TriggerPolicy;
+use compactor_shared::EntityKey;
+
+fn spawn(db: &TestDb, redis: &TestRedis, llm: &FakeLlm, port: u16) -> Child {
+    Command::new(worker_binary())
+        .env_remove("OPENAI_API_KEY")
+        .env("DATABASE_URL", &db.url)
+        .env("REDIS_URL", &redis.url)
+        .env("COMPACTOR__QUEUE__NAME", redis.config.name.as_str())
+        .env("COMPACTOR__ADMIN__LISTEN", format!("127.0.0.1:{port}"))
+        .env("COMPACTOR__LOG__LEVEL", "warn")
+        .env("COMPACTOR__LLM__PROVIDER", "openai")
+        .env("COMPACTOR__LLM__BASE_URL", llm.url())
+        .env("COMPACTOR__LLM__MODEL", "fake-model")
+        .env("COMPACTOR__ENGINE__TRIGGER__CONTEXT_WINDOW", "8000")
+        .env("COMPACTOR__ENGINE__TRIGGER__OUTPUT_RESERVE", "2000")
+        .env("COMPACTOR__ENGINE__TRIGGER__SAFETY_MARGIN", "500")
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap()
+}
+
+async fn wait_ready(http: &reqwest::Client, port: u16) {
+    let url = format!("http://127.0.0.1:{port}/readyz");
+    let since = Instant::now();
+    loop {
+        if let Ok(r) = http.get(&url).send().await {
+            if r.status().is_success() {
+                return;
+            }
+        }
+        assert!(since.elapsed() < Duration::from_secs(60), "{url} never 200");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+async fn run_once(http: &reqwest::Client, workers: usize, workstreams: usize) -> f64 {
+    let db = TestDb::postgres().await;
+    let redis = TestRedis::new();
+    let llm = FakeLlm::start().await;
+    let engine = compactor_shared::config::EngineConfig {
+        trigger: TriggerPolicy::Threshold {
+            context_window: 8_000,
+            ratio: 0.7,
+            output_reserve: 2_000,
+            safety_margin: 500,
+        },
+        ..compactor_shared::config::EngineConfig::default()
+    };
+    let client = Compactor::from_parts(db.store.clone(), redis.queue().await, engine).await;
+    let keys: Vec<EntityKey> = (0..workstreams)
+        .map(|i| EntityKey::parse("bench", &format!("w{i}")).unwrap())
+        .collect();
+    let messages = conversation(50); // 200 messages
+    for k in &keys {
+        client.append_messages(k, messages.clone()).await.unwrap();
+    }
+    let mut children = Vec::new();
+    for _ in 0..workers {
+        let port = free_port();
+        children.push(spawn(&db, &redis, &llm, port));
+        wait_ready(http, port).await;
+    }
+    let requests: Vec<(EntityKey, Trigger)> =
+        keys.iter().map(|k| (k.clone(), Trigger::Auto)).collect();
+    let started = Instant::now();
+    for batch in requests.chunks(1_000) {
+        client.queue().enqueue_many(batch).await.unwrap();
+    }
+    loop {
+        let done = db
+            .scalar("SELECT COUNT(*) AS n FROM workstreams WHERE compactions > 0")
+            .await;
+        if done as usize == workstreams {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(600),
+            "not done in 10 minutes ({done}/{workstreams})"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let elapsed = started.elapsed();
+    for child in children {
+        stop_process(child);
+    }
+    assert_eq!(
+        llm.summaries() as usize,
+        workstreams,
+        "one LLM call per compaction"
+    );
+    workstreams as f64 / elapsed.as_secs_f64()
+}
+
+fn main() {
+    let workstreams = env_or("SCALE_BENCH_WORKSTREAMS", 400usize);
+    let max_workers = env_or("SCALE_BENCH_MAX_WORKERS", 4usize);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_millis(500))
+            .build()
+            .unwrap();
+        for _ in 0..bench_runs(3) {
+            for workers in 1..=max_workers {
+                let rate = run_once(&http, workers, workstreams).await;
+                result(
+                    "scale",
+                    &format!("processes_{workers}"),
+                    rate,
+                    "compactions/s",
+                );
+                println!(
+                    "end-to-end, {workers} worker process(es) x concurrency 2, PostgreSQL, \
+                     {workstreams} workstreams x 200 messages: {rate:.1} compactions/s"
+                );
+            }
+        }
+    });
+}

@@ -1,0 +1,175 @@
+//! Waiter wake-up latency: a chat request blocked in `wait_until_ready`
+//! while a compaction holds the workstream's lease, and the time from the
+//! release to the wait returning. Each iteration does what a worker does
+//! at the end of a compaction — `release_lease` in the database, then
+//! `publish_release` on Redis — while a waiter (the `Compactor` client, its
+//! one pattern subscription per process) is blocked; the waiter then
+//! re-reads the workstream and returns. PostgreSQL (127.0.0.1:5432) and
+//! Redis (127.0.0.1:6379); waiter and "worker" are tasks of this process,
+//! on separate connections.
+//!
+//! Two latencies per iteration:
+//! - `from_announcement`: from the lease released (the database write
+//!   returned, the announcement about to be sent) to the wait returning;
+//! - `from_release_start`: from the start of the `release_lease` write.
+//!
+//! Run: `cargo bench -p compactor-e2e --bench wake`
+//! (`WAKE_BENCH_ITERATIONS`, default 1,000; `BENCH_RUNS`, default 3.)
+//! Besides the human line, `BENCH_RESULT` JSON lines per run (p50 / p99).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a benchmark: fail loudly
+
+use std::time::{Duration, Instant};
+
+use compactor_e2e::bench::{bench_runs, env_or, result};
+use compactor_e2e::db::TestDb;
+use compactor_e2e::TestRedis;
+use compactor_producer::client::{Compactor, IncomingMessage, Readiness};
+use compactor_producer::events::{CompactionEvent, EventOutcome};
+use compactor_producer::store::LeaseTaken;
+use compactor_shared::{EntityKey, Role};
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+struct Run {
+    from_announcement: Vec<Duration>,
+    from_release_start: Vec<Duration>,
+    /// Waits that returned without the announcement's event (woken by
+    /// something else: a resync, or the lease seen free at once).
+    without_event: usize,
+}
+
+async fn run_once(iterations: usize) -> Run {
+    let db = TestDb::postgres().await;
+    let redis = TestRedis::new();
+    let engine = compactor_shared::config::EngineConfig::default();
+    // The waiting side: a client with its own queue connection and release
+    // subscription.
+    let waiter = Compactor::from_parts(db.store.clone(), redis.queue().await, engine).await;
+    // The releasing side: a worker's own queue connection.
+    let worker_queue = redis.queue().await;
+    let k = EntityKey::parse("bench", "wake").unwrap();
+    waiter
+        .append_messages(&k, vec![IncomingMessage::text(Role::User, "hi")])
+        .await
+        .unwrap();
+    let ws = db.store.workstream(&k).await.unwrap().unwrap();
+    let event = CompactionEvent {
+        domain: "bench".into(),
+        entity_id: "wake".into(),
+        outcome: EventOutcome::Compacted,
+        trigger: "auto".into(),
+        job_id: 1,
+        attempt: 1,
+        tokens_before: 1_000,
+        tokens_after: 100,
+        messages_compacted: 10,
+        chunks: 1,
+        rollups: 0,
+        degraded: false,
+        error: None,
+    };
+    // Warm up: subscription established, connections and statements ready.
+    let warm = waiter
+        .wait_until_ready(&k, Duration::from_secs(5))
+        .await
+        .unwrap();
+    assert!(matches!(warm, Readiness::Ready { .. }), "{warm:?}");
+
+    let mut run = Run {
+        from_announcement: Vec::with_capacity(iterations),
+        from_release_start: Vec::with_capacity(iterations),
+        without_event: 0,
+    };
+    for _ in 0..iterations {
+        let taken = db
+            .store
+            .take_lease(ws.id, "bench-worker", Duration::from_secs(60))
+            .await
+            .unwrap();
+        assert!(matches!(taken, LeaseTaken::Taken { .. }), "{taken:?}");
+        let mut task = {
+            let (c, k) = (waiter.clone(), k.clone());
+            tokio::spawn(async move {
+                let r = c.wait_until_ready(&k, Duration::from_secs(30)).await;
+                (r, Instant::now())
+            })
+        };
+        // Let the waiter read the lease and block on the announcement.
+        assert!(
+            tokio::time::timeout(Duration::from_millis(10), &mut task)
+                .await
+                .is_err(),
+            "the waiter waits while the lease is held"
+        );
+        let release_start = Instant::now();
+        assert!(db.store.release_lease(ws.id, "bench-worker").await.unwrap());
+        let released = Instant::now();
+        worker_queue.publish_release(&k, &event).await.unwrap();
+        let (readiness, woke) = task.await.unwrap();
+        match readiness.unwrap() {
+            Readiness::Ready { event: Some(_), .. } => {}
+            Readiness::Ready { event: None, .. } => run.without_event += 1,
+            other => panic!("{other:?}"),
+        }
+        run.from_announcement.push(woke - released);
+        run.from_release_start.push(woke - release_start);
+    }
+    run.from_announcement.sort();
+    run.from_release_start.sort();
+    run
+}
+
+fn main() {
+    let iterations = env_or("WAKE_BENCH_ITERATIONS", 1_000usize);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        for _ in 0..bench_runs(3) {
+            let run = run_once(iterations).await;
+            let (a, r) = (&run.from_announcement, &run.from_release_start);
+            for (metric, lat) in [("from_announcement", a), ("from_release_start", r)] {
+                result(
+                    "wake",
+                    &format!("{metric}_p50"),
+                    ms(percentile(lat, 0.50)),
+                    "ms",
+                );
+                result(
+                    "wake",
+                    &format!("{metric}_p99"),
+                    ms(percentile(lat, 0.99)),
+                    "ms",
+                );
+                result(
+                    "wake",
+                    &format!("{metric}_max"),
+                    ms(lat[lat.len() - 1]),
+                    "ms",
+                );
+            }
+            result("wake", "without_event", run.without_event as f64, "waits");
+            println!(
+                "waiter wake-up after release ({iterations} waits): from the announcement \
+                 p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms; from the start of the release write \
+                 p50 {:.3} ms, p99 {:.3} ms; {} returned without the event",
+                ms(percentile(a, 0.50)),
+                ms(percentile(a, 0.99)),
+                ms(a[a.len() - 1]),
+                ms(percentile(r, 0.50)),
+                ms(percentile(r, 0.99)),
+                run.without_event
+            );
+        }
+    });
+}
