@@ -54,35 +54,17 @@ impl World {
 
     /// `POST` of raw bytes as JSON; the status and the `error` object.
     async fn post_raw(&self, path: &str, body: Vec<u8>) -> (StatusCode, Value) {
-        let response = self
+        let request = self
             .http
             .post(format!("{}{path}", self.base))
             .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .body(body)
-            .timeout(Duration::from_secs(60))
-            .send()
-            .await
-            .unwrap();
-        let status = response.status();
-        let text = response.text().await.unwrap();
-        let body: Value = serde_json::from_str(&text)
-            .unwrap_or_else(|_| panic!("every reply is JSON, even errors: {status} {text}"));
+            .body(body);
+        let (status, body) = send(request).await;
         (status, body["error"].clone())
     }
 
     async fn get(&self, path: &str) -> (StatusCode, Value) {
-        let response = self
-            .http
-            .get(format!("{}{path}", self.base))
-            .timeout(Duration::from_secs(30))
-            .send()
-            .await
-            .unwrap();
-        let status = response.status();
-        let text = response.text().await.unwrap();
-        let body: Value = serde_json::from_str(&text)
-            .unwrap_or_else(|_| panic!("every reply is JSON, even errors: {status} {text}"));
-        (status, body)
+        send(self.http.get(format!("{}{path}", self.base))).await
     }
 
     /// Compacts `entity` through the worker and returns its next context.
@@ -120,6 +102,21 @@ impl World {
         assert_no_orphans(&context);
         self.worker.stop().await;
     }
+}
+
+/// Sends `request`; the status and the JSON body (every reply is JSON,
+/// errors included).
+async fn send(request: reqwest::RequestBuilder) -> (StatusCode, Value) {
+    let response = request
+        .timeout(Duration::from_secs(60))
+        .send()
+        .await
+        .unwrap();
+    let status = response.status();
+    let text = response.text().await.unwrap();
+    let body = serde_json::from_str(&text)
+        .unwrap_or_else(|_| panic!("every reply is JSON, even errors: {status} {text}"));
+    (status, body)
 }
 
 /// Every tool result sent to the model follows a call with its id, and
