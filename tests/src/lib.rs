@@ -274,6 +274,40 @@ impl Drop for PrivateRedis {
     }
 }
 
+/// Writes a waiting job with `payload` for `member` straight into the
+/// queue's keys — as a buggy producer in another language might — and
+/// announces it, bypassing every check of [`Queue::request_compaction`].
+pub async fn write_raw_job(
+    conn: &mut redis::aio::MultiplexedConnection,
+    keys: &compactor_producer::queue::Keys,
+    member: &str,
+    payload: &str,
+) {
+    let _: () = redis::pipe()
+        .cmd("HSET")
+        .arg(keys.job_of_member(member))
+        .arg("state")
+        .arg("waiting")
+        .arg("job_id")
+        .arg(1)
+        .arg("payload")
+        .arg(payload)
+        .arg("attempts")
+        .arg(0)
+        .arg("enqueued_at")
+        .arg(0)
+        .cmd("ZADD")
+        .arg(keys.waiting())
+        .arg(0)
+        .arg(member)
+        .cmd("PUBLISH")
+        .arg(keys.wake_channel())
+        .arg("1")
+        .query_async(conn)
+        .await
+        .expect("the raw job is written");
+}
+
 /// Polls `check` every 20 ms until it is true; panics after `limit`.
 pub async fn eventually<F, Fut>(what: &str, limit: Duration, mut check: F)
 where

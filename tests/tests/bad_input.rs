@@ -251,29 +251,7 @@ async fn payloads_that_are_not_json_or_of_another_version_are_dead_lettered_with
         ),
     ];
     for (member, payload) in &entries {
-        let _: () = redis::pipe()
-            .cmd("HSET")
-            .arg(keys.job_of_member(member))
-            .arg("state")
-            .arg("waiting")
-            .arg("job_id")
-            .arg(1)
-            .arg("payload")
-            .arg(payload)
-            .arg("attempts")
-            .arg(0)
-            .arg("enqueued_at")
-            .arg(0)
-            .cmd("ZADD")
-            .arg(keys.waiting())
-            .arg(0)
-            .arg(*member)
-            .cmd("PUBLISH")
-            .arg(keys.wake_channel())
-            .arg("1")
-            .query_async(&mut raw)
-            .await
-            .unwrap();
+        compactor_e2e::write_raw_job(&mut raw, &keys, member, payload).await;
     }
     // The same inputs, decoded directly: typed errors.
     assert!(matches!(

@@ -557,26 +557,7 @@ async fn unusable_queue_entries_are_dead_lettered_and_the_worker_goes_on() {
                 .to_owned(),
         ),
     ] {
-        let _: () = redis::pipe()
-            .cmd("HSET")
-            .arg(keys.job_of_member(member))
-            .arg("state")
-            .arg("waiting")
-            .arg("job_id")
-            .arg(1)
-            .arg("payload")
-            .arg(payload)
-            .arg("attempts")
-            .arg(0)
-            .arg("enqueued_at")
-            .arg(0)
-            .cmd("ZADD")
-            .arg(keys.waiting())
-            .arg(0)
-            .arg(member)
-            .query_async(&mut raw)
-            .await
-            .unwrap();
+        compactor_e2e::write_raw_job(&mut raw, &keys, member, &payload).await;
     }
     let running = Running::start(
         &t,
