@@ -144,6 +144,14 @@ fn assert_no_orphans(context: &BuiltContext) {
     assert_eq!(calls, results, "every call sent is answered");
 }
 
+/// A 400 with error `code` whose message contains `fragment`.
+fn assert_refused(status: StatusCode, error: &Value, code: &str, fragment: &str) {
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{error}");
+    assert_eq!(error["code"], code, "{error}");
+    let message = error["message"].as_str().unwrap_or_default();
+    assert!(message.contains(fragment), "{error}");
+}
+
 fn text_message(text: &str) -> Value {
     json!({"role": "user", "parts": [{"type": "text", "text": text}]})
 }
@@ -268,14 +276,13 @@ async fn payloads_that_are_not_json_or_of_another_version_are_dead_lettered_with
         "{deep_error}"
     );
 
-    let mut dead = Vec::new();
-    for _ in 0..500 {
-        dead = w.client.queue().dead_letters(10).await.unwrap();
-        if dead.len() == entries.len() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    eventually(
+        "every bad entry is dead-lettered",
+        Duration::from_secs(10),
+        || async { w.client.queue().dead_letters(10).await.unwrap().len() == entries.len() },
+    )
+    .await;
+    let dead = w.client.queue().dead_letters(10).await.unwrap();
     assert_eq!(dead.len(), entries.len(), "{dead:?}");
     let reason = |member: &str| {
         dead.iter()
@@ -368,29 +375,18 @@ async fn deep_nesting_and_invalid_utf8_in_bodies_are_refused_or_handled() {
     deep.extend(std::iter::repeat_n(b']', 100_000));
     deep.extend(b"}]}]}");
     let (status, error) = w.post_raw(path, deep).await;
-    assert_eq!(status, StatusCode::BAD_REQUEST, "{error}");
-    assert_eq!(error["code"], "invalid_body");
-    assert!(
-        error["message"]
-            .as_str()
-            .unwrap()
-            .contains("recursion limit"),
-        "{error}"
-    );
+    assert_refused(status, &error, "invalid_body", "recursion limit");
 
     let mut non_utf8 =
         br#"{"messages": [{"role": "user", "parts": [{"type": "text", "text": "caf"#.to_vec();
     non_utf8.extend([0xff, 0xfe]);
     non_utf8.extend(br#""}]}]}"#);
     let (status, error) = w.post_raw(path, non_utf8).await;
-    assert_eq!(status, StatusCode::BAD_REQUEST, "{error}");
-    assert_eq!(error["code"], "invalid_body");
-    assert!(
-        error["message"]
-            .as_str()
-            .unwrap()
-            .contains("invalid unicode code point at line 1"),
-        "{error}"
+    assert_refused(
+        status,
+        &error,
+        "invalid_body",
+        "invalid unicode code point at line 1",
     );
 
     // Too deep to be read back from the database (serde_json reads at most
@@ -505,15 +501,7 @@ async fn message_ids_cannot_be_chosen_and_reused_call_ids_are_handled() {
     let (status, error) = w
         .post_raw("/v1/workstreams/chat/dupes/messages", body)
         .await;
-    assert_eq!(status, StatusCode::BAD_REQUEST, "{error}");
-    assert_eq!(error["code"], "invalid_body");
-    assert!(
-        error["message"]
-            .as_str()
-            .unwrap()
-            .contains("unknown field `id`"),
-        "{error}"
-    );
+    assert_refused(status, &error, "invalid_body", "unknown field `id`");
     let as_client = serde_json::from_value::<IncomingMessage>(
         json!({"id": 7, "role": "user", "parts": [{"type": "text", "text": "a"}]}),
     )
