@@ -224,12 +224,22 @@ pub struct PrivateRedis {
 impl PrivateRedis {
     /// On a free port.
     pub fn start() -> PrivateRedis {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
+        PrivateRedis::start_on(PrivateRedis::free_port())
+    }
+
+    /// A loopback port free now (for a test that points a worker at Redis
+    /// before starting it there).
+    pub fn free_port() -> u16 {
+        std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
             .unwrap()
-            .port();
-        PrivateRedis::start_on(port)
+            .port()
+    }
+
+    /// `redis://127.0.0.1:<port>`.
+    pub fn url_for(port: u16) -> String {
+        format!("redis://127.0.0.1:{port}")
     }
 
     /// On `port` (e.g. the port of one that was killed: Redis "coming
@@ -257,7 +267,7 @@ impl PrivateRedis {
     }
 
     pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
+        PrivateRedis::url_for(self.port)
     }
 
     pub fn kill(&mut self) {

@@ -364,7 +364,7 @@ async fn an_idle_worker_is_woken_without_waiting_for_the_check_interval() {
     // The queue on node 2; the worker subscribes on the first seed that
     // answers: not the dead one listed first, but node 0, which sees node
     // 2's announcements only through the cluster bus.
-    let dead_seed = format!("redis://127.0.0.1:{}", support::PrivateRedis::free_port());
+    let dead_seed = compactor_e2e::PrivateRedis::url_for(compactor_e2e::PrivateRedis::free_port());
     let name = cluster().queue_name_on(2, "wake");
     let settings = RedisSettings::cluster(
         std::iter::once(dead_seed).chain((0..NODES).map(|i| cluster().node_url(i))),

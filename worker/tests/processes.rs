@@ -12,8 +12,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
+use compactor_e2e::PrivateRedis;
 use compactor_producer::queue::{JobState, QueueConfig, Trigger};
-use support::{eventually, key, until_done, PrivateRedis, TestQueue};
+use support::{eventually, key, until_done, TestQueue};
 
 const PROBE: &str = env!("CARGO_BIN_EXE_compactor-queue-probe");
 
@@ -428,7 +429,7 @@ async fn a_worker_waits_for_redis_at_start_and_survives_a_redis_restart() {
         "the worker waits, it does not exit"
     );
 
-    let mut redis = PrivateRedis::start(port);
+    let mut redis = PrivateRedis::start_on(port);
     let config = QueueConfig {
         name: compactor_producer::queue::QueueName::parse(&queue_name).unwrap(),
         ..QueueConfig::default()
@@ -455,7 +456,7 @@ async fn a_worker_waits_for_redis_at_start_and_survives_a_redis_restart() {
     redis.kill();
     let refused = queue.request_compaction(&key("lost"), Trigger::Auto).await;
     assert!(refused.is_err(), "no false success while Redis is down");
-    let _redis = PrivateRedis::start(port);
+    let _redis = PrivateRedis::start_on(port);
     eventually(
         "the producer reconnects",
         Duration::from_secs(10),
