@@ -141,7 +141,7 @@ pub const FAMILIES: &[Family] = &[
     family(
         names::JOBS_RELEASED_TOTAL,
         Kind::Counter,
-        "Jobs handed back unfinished at shutdown",
+        "Jobs handed back unfinished or unstarted: at shutdown, or claimed ahead with no slot free in time",
     ),
     family(
         names::LEASES_LOST_TOTAL,

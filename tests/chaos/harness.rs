@@ -189,6 +189,33 @@ pub async fn until_all_compacted(db: &TestDb, n: usize, limit: Duration) -> Dura
     }
 }
 
+/// Waits until each of the `n` workstreams is compacted or its job is
+/// dead-lettered, with nothing left waiting or running; the time it took.
+/// The panic message shows the queue's state.
+pub async fn until_all_compacted_or_stalled(
+    db: &TestDb,
+    queue: &Queue,
+    n: usize,
+    limit: Duration,
+) -> Duration {
+    let started = Instant::now();
+    loop {
+        let done = compacted(db).await;
+        let counts = queue.counts().await.expect("queue counts");
+        let dead = usize::try_from(counts.dead).unwrap_or(usize::MAX);
+        if done + dead == n && counts.waiting == 0 && counts.running == 0 {
+            return started.elapsed();
+        }
+        assert!(
+            started.elapsed() < limit,
+            "only {done} of {n} workstreams compacted within {limit:?}; queue: {counts:?}; \
+             dead letters: {:?}",
+            queue.dead_letters(5).await
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// Waits until at least `n` workstreams are compacted.
 pub async fn until_compacted(db: &TestDb, n: usize, limit: Duration) {
     let started = Instant::now();
@@ -213,19 +240,22 @@ pub struct Report {
     pub llm_calls: usize,
     pub disruptions: usize,
     pub recovery: Duration,
+    /// Jobs dead-lettered by the stall bound and retried as an operator would.
+    pub retried_dead_letters: usize,
     pub total: Duration,
 }
 
 impl Report {
     pub fn print(&self) {
         println!(
-            "CHAOS | {} | {} workstreams | {} compactions committed ({} degraded) | {} failed attempts retried | {} stalls recovered | {} LLM calls | {} disruptions | recovered in {:.1} s | {:.1} s in all",
+            "CHAOS | {} | {} workstreams | {} compactions committed ({} degraded) | {} failed attempts retried | {} stalls recovered | {} stalled dead letters retried | {} LLM calls | {} disruptions | recovered in {:.1} s | {:.1} s in all",
             self.scenario,
             self.workstreams,
             self.committed,
             self.degraded,
             self.failed_attempts,
             self.stalls,
+            self.retried_dead_letters,
             self.llm_calls,
             self.disruptions,
             self.recovery.as_secs_f64(),

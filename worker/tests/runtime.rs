@@ -622,3 +622,112 @@ async fn an_unavailable_dependency_postpones_without_using_up_attempts() {
     assert!(t.queue.dead_letters(10).await.unwrap().is_empty());
     running.stop().await;
 }
+
+/// One run: which worker ran which entity, and when.
+#[derive(Debug, Clone)]
+struct Run {
+    worker: &'static str,
+    entity: String,
+    started: Instant,
+    ended: Option<Instant>,
+}
+
+/// Every run, in start order.
+#[derive(Default, Clone)]
+struct Runs(Arc<Mutex<Vec<Run>>>);
+
+impl Runs {
+    /// A handler for worker `who`: entity `long` takes 2 s, others return
+    /// at once.
+    fn handler(&self, who: &'static str) -> FnHandler {
+        let runs = self.clone();
+        FnHandler::new(move |job| {
+            let runs = runs.clone();
+            async move {
+                let entity = job.key.entity_id().to_owned();
+                let i = {
+                    let mut v = runs.0.lock().unwrap();
+                    v.push(Run {
+                        worker: who,
+                        entity: entity.clone(),
+                        started: Instant::now(),
+                        ended: None,
+                    });
+                    v.len() - 1
+                };
+                if entity == "long" {
+                    tokio::time::sleep(Duration::from_secs(2)).await;
+                }
+                runs.0.lock().unwrap()[i].ended = Some(Instant::now());
+                Ok(())
+            }
+        })
+    }
+
+    fn of(&self, entity: &str) -> Vec<Run> {
+        let v = self.0.lock().unwrap();
+        v.iter().filter(|r| r.entity == entity).cloned().collect()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_claimed_ahead_that_finds_no_slot_goes_back_to_the_queue_for_another_worker() {
+    let t = TestQueue::new(fast_queue()).await;
+    let runs = Runs::default();
+    let mut wakeups = t.queue.subscribe_wakeups().await.unwrap();
+    // Worker A: one slot, two jobs ahead; its short jobs make it claim ahead.
+    let a = Running::start(
+        &t,
+        RuntimeConfig {
+            concurrency: 1,
+            claim_ahead: 2,
+            ..fast_runtime()
+        },
+        runs.handler("A"),
+    );
+    let mut requests: Vec<_> = (0..20)
+        .map(|i| (key(&format!("short{i}")), Trigger::Auto))
+        .collect();
+    requests.push((key("long"), Trigger::Auto));
+    requests.push((key("x"), Trigger::Auto));
+    let outcomes = t.queue.enqueue_many(&requests).await.unwrap();
+    let EnqueueOutcome::Added { job_id: x_id } = outcomes[21] else {
+        panic!("{:?}", outcomes[21])
+    };
+    // `x` is announced when added, and again only if it is handed back:
+    // A claimed it ahead while `long` held A's only slot.
+    let x_id = x_id.to_string().into_bytes();
+    let mut announced = 0;
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while announced < 2 {
+            let notice = wakeups.next(Duration::from_secs(1)).await.unwrap();
+            if notice.payload == x_id {
+                announced += 1;
+            }
+        }
+    })
+    .await
+    .expect("x is handed back by A");
+    assert!(runs.of("x").is_empty(), "A never started x");
+    // Worker B, idle, takes it while `long` still runs on A.
+    let b = Running::start(&t, fast_runtime(), runs.handler("B"));
+    until_done(&t.queue, &key("x"), "x is done").await;
+    let x = runs.of("x");
+    let long = runs.of("long");
+    assert_eq!(x.len(), 1, "x ran once: {x:?}");
+    assert_eq!(x[0].worker, "B");
+    assert_eq!(long.len(), 1, "long ran once");
+    assert_eq!(long[0].worker, "A");
+    assert!(
+        long[0].ended.is_none_or(|ended| x[0].started < ended),
+        "x did not wait for A's slot"
+    );
+    for i in 0..20 {
+        assert_eq!(runs.of(&format!("short{i}")).len(), 1, "short{i} ran once");
+    }
+    until_done(&t.queue, &key("long"), "long is done").await;
+    a.stop().await;
+    b.stop().await;
+    let counts = t.queue.counts().await.unwrap();
+    assert_eq!((counts.waiting, counts.running), (0, 0));
+}

@@ -1,45 +1,87 @@
-//! Group acknowledgement. A job that finishes while another job's
-//! acknowledgement is on its way to Redis joins the next one: a single
-//! `settle` call completes every job that finished meanwhile and claims as
-//! many new jobs as the slots they free. Under load one round trip settles
-//! dozens of jobs; an idle worker pays one round trip per job, as it would
-//! alone.
+//! Pipelined group acknowledgement. A job that succeeds hands its
+//! completion to [`Acks`] and frees its slot at once; the completion is
+//! settled in the background, together with every other job that finished
+//! meanwhile, in one `settle` round trip that also claims jobs for the
+//! slots that are free by then (and, for short jobs, `claim_ahead` more:
+//! see [`Handoff`](super::backend::Handoff)). Under load one round trip
+//! settles dozens of jobs; an idle worker pays one round trip per job, as
+//! it would alone.
 //!
-//! There is no acknowledgement task: the first finished jobs (up to
-//! [`MAX_IN_FLIGHT`]) settle inline, taking along whatever else is pending,
-//! and keep settling until nothing is; the others wait for their answer.
-//! Claimed jobs go to the [`Handoff`](super::backend::Handoff) before any
-//! finished job is answered, so the slot each one frees finds its next job
-//! waiting there.
+//! Why the slot does not wait for the round trip: a slot that waits idles
+//! for a whole round trip per job, which caps a worker at `concurrency`
+//! jobs per round trip however short the jobs are. The job's entity stays
+//! leased until the completion lands (Redis still says "running"), so the
+//! one-run-per-entity rule and the fenced commit are unaffected; a
+//! completion whose round trip fails is retried on its own for as long as
+//! its lease lasts, after which recovery re-runs the job (at-least-once).
+//!
+//! At most [`MAX_IN_FLIGHT`] settle calls are on their way at once; each
+//! keeps settling until nothing is pending. Each claims what brings the
+//! jobs this worker holds unstarted or running up to `concurrency` (plus
+//! `claim_ahead` for short jobs), counting what other calls are claiming,
+//! so a worker never leases more than that. Claimed jobs go to the
+//! [`Handoff`](super::backend::Handoff) and the fetcher is woken; while a
+//! settle call is under way the fetcher does not claim on its own (that
+//! call claims for the slot).
 
-use std::sync::{Mutex, MutexGuard};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
+use compactor_producer::metrics::names;
 use compactor_producer::queue::{ClaimOutcome, ClaimedJob, Completion, MAX_SETTLE_BATCH};
-use tokio::sync::oneshot;
+use tokio_util::task::TaskTracker;
+use tracing::{debug, info, Span};
 
 use super::Shared;
 
-/// Most settle calls on their way at once. Two, so the two slots of the
-/// default worker never wait on each other's round trip.
+/// Most settle calls on their way at once. Two, so that while one round
+/// trip is under way the next batch is already being sent.
 const MAX_IN_FLIGHT: usize = 2;
 
-/// Acknowledgements not yet settled, and how many jobs are settling them.
-#[derive(Debug, Default)]
+/// Claim ahead only while attempts run this briefly on average (EWMA):
+/// then a job claimed ahead starts within a fraction of
+/// [`super::backend::CLAIM_AHEAD_HOLD`]. Compactions (LLM calls, seconds)
+/// never qualify, so they are never leased before a slot is free.
+const SHORT_JOB: Duration = Duration::from_millis(5);
+
+/// Completions not yet settled, and the settle calls under way.
+#[derive(Debug)]
 pub(crate) struct Acks {
     state: Mutex<AckState>,
+    /// The settle tasks, so shutdown can wait for every completion.
+    tasks: TaskTracker,
+    /// Exponentially weighted mean of attempts' run time, in µs.
+    mean_run_us: AtomicU64,
+}
+
+impl Default for Acks {
+    fn default() -> Self {
+        Acks {
+            state: Mutex::default(),
+            tasks: TaskTracker::new(),
+            // Unknown until jobs have run: assume long jobs.
+            mean_run_us: AtomicU64::new(u64::MAX),
+        }
+    }
 }
 
 #[derive(Debug, Default)]
 struct AckState {
     pending: Vec<AckRequest>,
+    /// Settle tasks running.
     settling: usize,
+    /// Jobs the settle calls under way are claiming.
+    claiming: usize,
 }
 
+/// A finished job waiting for its completion to be settled.
 #[derive(Debug)]
-struct AckRequest {
-    job: ClaimedJob,
-    /// `None` when the round trip failed: the job acknowledges itself.
-    reply: oneshot::Sender<Option<Completion>>,
+pub(crate) struct AckRequest {
+    pub(crate) job: ClaimedJob,
+    pub(crate) domain: String,
+    /// The attempt's span: the outcome is logged inside it.
+    pub(crate) span: Span,
 }
 
 impl Acks {
@@ -49,102 +91,160 @@ impl Acks {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Completes `job` together with every other job finishing now (and
-    /// claims a job for each freed slot). `None` when that failed; the
-    /// caller then completes the job on its own.
-    pub(crate) async fn complete(&self, shared: &Shared, job: &ClaimedJob) -> Option<Completion> {
-        let (reply, answer) = oneshot::channel();
-        let settle_here = {
+    /// Queues the completion of a succeeded job and returns at once; a
+    /// settle task (started here if fewer than [`MAX_IN_FLIGHT`] run)
+    /// settles it and claims a job for the slot it frees.
+    pub(crate) fn complete(&self, shared: &Arc<Shared>, request: AckRequest) {
+        let start = {
             let mut state = self.state();
-            state.pending.push(AckRequest {
-                job: job.clone(),
-                reply,
-            });
-            let free = state.settling < MAX_IN_FLIGHT;
-            if free {
+            state.pending.push(request);
+            let start = state.settling < MAX_IN_FLIGHT;
+            if start {
                 state.settling += 1;
             }
-            free
+            start
         };
-        if settle_here {
-            let mut turn = Settling {
-                acks: self,
-                done: false,
-            };
-            loop {
-                let batch: Vec<AckRequest> = {
-                    let mut state = self.state();
-                    if state.pending.is_empty() {
-                        state.settling -= 1;
-                        turn.done = true;
-                        break;
-                    }
-                    let n = state.pending.len().min(MAX_SETTLE_BATCH);
-                    state.pending.drain(..n).collect()
-                };
-                settle(shared, batch).await;
+        if start {
+            let shared = Arc::clone(shared);
+            self.tasks.spawn(async move { settle_all(&shared).await });
+        }
+    }
+
+    /// Whether settle calls are under way; the last one claims for every
+    /// slot free by then, so the fetcher waits for it instead of claiming.
+    pub(crate) fn settling(&self) -> bool {
+        self.state().settling > 0
+    }
+
+    /// Records how long an attempt ran (for the claim-ahead decision).
+    pub(crate) fn record_run(&self, took: Duration) {
+        let us = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
+        let mean = self.mean_run_us.load(Ordering::Relaxed);
+        let next = if mean == u64::MAX {
+            us
+        } else {
+            // mean += (sample - mean) / 8, in integers.
+            (mean.saturating_mul(7).saturating_add(us)) / 8
+        };
+        self.mean_run_us.store(next, Ordering::Relaxed);
+    }
+
+    /// Whether attempts are short enough to claim jobs ahead of free slots.
+    fn short_jobs(&self) -> bool {
+        self.mean_run_us.load(Ordering::Relaxed) < SHORT_JOB.as_micros() as u64
+    }
+
+    /// Waits until every queued completion is settled (shutdown: after the
+    /// last job finished, so nothing is queued any more).
+    pub(crate) async fn drain(&self) {
+        self.tasks.close();
+        self.tasks.wait().await;
+    }
+}
+
+/// One settle task: settles batches until nothing is pending.
+async fn settle_all(shared: &Arc<Shared>) {
+    loop {
+        let (batch, wanted) = {
+            let mut state = shared.acks.state();
+            if state.pending.is_empty() {
+                state.settling -= 1;
+                drop(state);
+                // The fetcher may be waiting for this task to end.
+                shared.wake.notify_one();
+                return;
             }
-        }
-        answer.await.ok().flatten()
+            let n = state.pending.len().min(MAX_SETTLE_BATCH);
+            let batch: Vec<AckRequest> = state.pending.drain(..n).collect();
+            let wanted = wanted(shared, state.claiming);
+            state.claiming += wanted;
+            (batch, wanted)
+        };
+        settle(shared, batch, wanted).await;
     }
 }
 
-/// A job's turn at settling; gives the turn up should the job's future be
-/// dropped mid-way.
-struct Settling<'a> {
-    acks: &'a Acks,
-    done: bool,
-}
-
-impl Drop for Settling<'_> {
-    fn drop(&mut self) {
-        if self.done {
-            return;
-        }
-        let mut state = self.acks.state();
-        state.settling -= 1;
-        if state.settling == 0 {
-            // Nobody would settle these: answer them "failed" (by dropping
-            // their senders) so each job completes itself.
-            state.pending.clear();
-        }
+/// Jobs to claim: enough to bring the jobs this worker holds (running,
+/// waiting in the handoff, being claimed) up to its concurrency, plus
+/// `claim_ahead` while jobs are short; none once shutdown began.
+fn wanted(shared: &Shared, claiming: usize) -> usize {
+    if !shared.config.claim_on_complete || shared.stop.is_cancelled() {
+        return 0;
     }
-}
-
-async fn settle(shared: &Shared, batch: Vec<AckRequest>) {
-    let wanted = if shared.config.claim_on_complete && !shared.stop.is_cancelled() {
-        batch.len()
+    let ahead = if shared.acks.short_jobs() {
+        shared.config.claim_ahead
     } else {
         0
     };
+    let held = shared.running.load(Ordering::Relaxed) + shared.handoff.len() + claiming;
+    (shared.config.concurrency + ahead)
+        .saturating_sub(held)
+        .min(MAX_SETTLE_BATCH)
+}
+
+/// Settles one batch and claims `wanted` jobs.
+async fn settle(shared: &Arc<Shared>, batch: Vec<AckRequest>, wanted: usize) {
     let jobs: Vec<&ClaimedJob> = batch.iter().map(|r| &r.job).collect();
-    match shared.queue.settle(&jobs, wanted, &shared.worker_id).await {
+    let result = shared.queue.settle(&jobs, wanted, &shared.worker_id).await;
+    // Claimed jobs are in the handoff before the claim is counted done, so
+    // the fetcher, once woken, finds them there.
+    let completions: Vec<Option<Completion>> = match result {
         Ok(settled) => {
-            let mut handed = false;
             for claimed in settled.claimed {
                 match claimed {
-                    ClaimOutcome::Claimed(job) => {
-                        shared.handoff.push(job);
-                        handed = true;
-                    }
+                    ClaimOutcome::Claimed(job) => shared.handoff.push(job),
                     ClaimOutcome::Unusable { member, error } => {
                         shared.count_unusable(&member, &error);
                     }
                     ClaimOutcome::Empty { .. } => {}
                 }
             }
-            if handed {
-                shared.wake.notify_one();
-            }
-            for (request, completion) in batch.into_iter().zip(settled.completions) {
-                let _ = request.reply.send(Some(completion));
-            }
+            settled.completions.into_iter().map(Some).collect()
         }
         Err(error) => {
             shared.count_error("settle", &error);
-            for request in batch {
-                let _ = request.reply.send(None);
-            }
+            vec![None; batch.len()]
         }
+    };
+    {
+        let mut state = shared.acks.state();
+        state.claiming -= wanted;
+    }
+    // Whatever happened, the fetcher looks again: at a claimed job, or, if
+    // none came, at the queue itself.
+    shared.wake.notify_one();
+    for (request, completion) in batch.into_iter().zip(completions) {
+        let completion = match completion {
+            Some(completion) => Some(completion),
+            // The group call failed: this job completes itself, retrying
+            // for as long as its lease lasts.
+            None => {
+                super::job::with_retries(shared, "complete", || shared.queue.complete(&request.job))
+                    .await
+            }
+        };
+        record(shared, &request, completion);
+    }
+}
+
+/// Counts and logs how a completion ended, inside the attempt's span.
+fn record(shared: &Shared, request: &AckRequest, completion: Option<Completion>) {
+    let _entered = request.span.enter();
+    match completion {
+        Some(Completion::Done) => debug!("completed"),
+        Some(Completion::FollowUpAdded { job_id }) => {
+            info!(followup_job_id = job_id, "completed; follow-up added");
+        }
+        Some(Completion::LeaseLost) => {
+            super::job::lease_lost(shared, "completed after the lease was lost");
+        }
+        None => {}
+    }
+    if matches!(
+        completion,
+        Some(Completion::Done | Completion::FollowUpAdded { .. })
+    ) {
+        metrics::counter!(names::JOBS_COMPLETED_TOTAL, "queue" => shared.queue_label(), "domain" => request.domain.clone())
+            .increment(1);
     }
 }

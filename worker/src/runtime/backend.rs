@@ -5,17 +5,20 @@
 //! polling.
 //!
 //! The one local buffer is the [`Handoff`]: jobs claimed in the round trip
-//! that acknowledged others, one per slot that acknowledgement freed. Each
-//! is picked up as soon as its slot asks for work, so it waits leased for
-//! about a scheduling step, well inside its lease; at shutdown whatever is
-//! left there is handed back to the queue.
+//! that acknowledged others ([`super::ack`]), one per slot those
+//! acknowledgements freed, plus — while jobs are short — up to
+//! `claim_ahead` more. Each is picked up as soon as a slot asks for work; a
+//! job that waits there longer than [`CLAIM_AHEAD_HOLD`] is handed back to
+//! the queue (at its place in line, attempt not counted), so a worker never
+//! sits on a job another worker could run. At shutdown whatever is left
+//! there is handed back too.
 
 use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use apalis_core::backend::{Backend, BackendConfig};
 use apalis_core::task::Task;
@@ -23,34 +26,88 @@ use apalis_core::worker::context::WorkerContext;
 use compactor_producer::metrics::names;
 use compactor_producer::queue::{ClaimOutcome, ClaimedJob};
 use futures::future::BoxFuture;
-use tracing::warn;
+use tokio::sync::Notify;
+use tracing::{debug, warn};
 
 use super::Shared;
 
-/// Jobs claimed for slots that acknowledgements freed (see
-/// [`super::ack`]); the fetcher hands them out before claiming. Whoever
-/// pushes wakes the fetcher through [`Shared::wake`].
+/// Longest a claimed job may wait in the [`Handoff`] for a slot before it
+/// is handed back to the queue. A job claimed for a freed slot is taken
+/// within microseconds; one claimed ahead waits for the next slot to free,
+/// which for short jobs (see `ack::SHORT_JOB`) is well inside this.
+pub(crate) const CLAIM_AHEAD_HOLD: Duration = Duration::from_millis(25);
+
+/// Jobs claimed for slots that acknowledgements freed, or ahead of them
+/// (see [`super::ack`]); the fetcher hands them out, oldest first, before
+/// claiming. Whoever pushes wakes the fetcher through [`Shared::wake`].
 #[derive(Debug, Default)]
 pub(crate) struct Handoff {
-    jobs: Mutex<VecDeque<ClaimedJob>>,
+    jobs: Mutex<VecDeque<(Instant, ClaimedJob)>>,
+    /// Wakes [`expire`] when a job arrives.
+    arrived: Notify,
 }
 
 impl Handoff {
+    fn jobs(&self) -> MutexGuard<'_, VecDeque<(Instant, ClaimedJob)>> {
+        // Nothing panics while holding the lock.
+        self.jobs.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     pub(crate) fn push(&self, job: ClaimedJob) {
-        if let Ok(mut jobs) = self.jobs.lock() {
-            jobs.push_back(job);
-        }
+        self.jobs().push_back((Instant::now(), job));
+        self.arrived.notify_one();
     }
 
     fn pop(&self) -> Option<ClaimedJob> {
-        self.jobs.lock().ok().and_then(|mut jobs| jobs.pop_front())
+        self.jobs().pop_front().map(|(_, job)| job)
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.jobs().len()
     }
 
     pub(crate) fn drain(&self) -> Vec<ClaimedJob> {
-        self.jobs
-            .lock()
-            .map(|mut jobs| jobs.drain(..).collect())
-            .unwrap_or_default()
+        self.jobs().drain(..).map(|(_, job)| job).collect()
+    }
+
+    /// Takes the jobs that arrived before `cutoff`; the arrival time of the
+    /// oldest one left, if any.
+    fn take_older_than(&self, cutoff: Instant) -> (Vec<ClaimedJob>, Option<Instant>) {
+        let mut jobs = self.jobs();
+        let mut old = Vec::new();
+        while jobs.front().is_some_and(|(at, _)| *at < cutoff) {
+            if let Some((_, job)) = jobs.pop_front() {
+                old.push(job);
+            }
+        }
+        (old, jobs.front().map(|(at, _)| *at))
+    }
+}
+
+/// Hands back jobs that waited in the [`Handoff`] longer than
+/// [`CLAIM_AHEAD_HOLD`]; runs until the runtime stops.
+pub(crate) async fn expire(shared: Arc<Shared>) {
+    loop {
+        tokio::select! {
+            () = shared.handoff.arrived.notified() => {}
+            () = shared.stop.cancelled() => return,
+        }
+        // (`checked_sub` fails only within 25 ms of boot.)
+        while let Some(cutoff) = Instant::now().checked_sub(CLAIM_AHEAD_HOLD) {
+            let (old, oldest) = shared.handoff.take_older_than(cutoff);
+            if !old.is_empty() {
+                debug!(
+                    jobs = old.len(),
+                    "claimed-ahead jobs found no slot; handed back"
+                );
+                release_unstarted(&shared, old).await;
+            }
+            let Some(oldest) = oldest else { break };
+            tokio::select! {
+                () = tokio::time::sleep_until((oldest + CLAIM_AHEAD_HOLD).into()) => {}
+                () = shared.stop.cancelled() => return,
+            }
+        }
     }
 }
 
@@ -93,6 +150,15 @@ async fn next_job(shared: Arc<Shared>) -> Option<ClaimedJob> {
         }
         if shared.stop.is_cancelled() {
             return None;
+        }
+        if shared.acks.settling() {
+            // A settle call claims for this slot: wait for its answer rather
+            // than lease a second job for the same slot.
+            tokio::select! {
+                () = shared.wake.notified() => {}
+                () = shared.stop.cancelled() => return None,
+            }
+            continue;
         }
         let wait = match shared.queue.claim(&shared.worker_id).await {
             Ok(ClaimOutcome::Claimed(job)) => return Some(job),

@@ -7,17 +7,19 @@
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use apalis_core::task::Task;
 use compactor_producer::metrics::names;
-use compactor_producer::queue::{ClaimedJob, Completion, FailAction, Failure, QueueError};
+use compactor_producer::queue::{ClaimedJob, FailAction, Failure, QueueError};
 use futures::FutureExt;
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, error, info, info_span, warn, Instrument};
+use tracing::{debug, error, info, info_span, warn, Instrument, Span};
 
+use super::ack::AckRequest;
 use super::handler::{Job, JobError, JobHandler};
 use super::Shared;
 
@@ -104,7 +106,7 @@ impl Outcome {
     }
 }
 
-async fn run_attempt<H: JobHandler>(shared: &Shared, handler: &H, job: ClaimedJob) {
+async fn run_attempt<H: JobHandler>(shared: &Arc<Shared>, handler: &H, job: ClaimedJob) {
     let queue = shared.queue_label();
     let domain = job.key.domain().to_owned();
     metrics::counter!(names::JOBS_STARTED_TOTAL, "queue" => queue.clone(), "domain" => domain.clone())
@@ -123,6 +125,7 @@ async fn run_attempt<H: JobHandler>(shared: &Shared, handler: &H, job: ClaimedJo
         cancel.clone(),
     );
     let work = AssertUnwindSafe(handler.run(attempt)).catch_unwind();
+    shared.running.fetch_add(1, Ordering::Relaxed);
     let outcome = tokio::select! {
         result = work => match result {
             Ok(Ok(())) => Outcome::Succeeded,
@@ -133,12 +136,14 @@ async fn run_attempt<H: JobHandler>(shared: &Shared, handler: &H, job: ClaimedJo
         () = tokio::time::sleep_until(deadline) => Outcome::TimedOut,
         () = shared.hand_back.cancelled() => Outcome::HandBack,
     };
+    shared.running.fetch_sub(1, Ordering::Relaxed);
     // The handler's future is dropped by now; this reaches work it spawned.
     cancel.cancel();
     let elapsed = started.elapsed();
+    shared.acks.record_run(elapsed);
     metrics::histogram!(names::JOB_RUN_SECONDS, "queue" => queue.clone(), "domain" => domain.clone(), "outcome" => outcome.label())
         .record(elapsed.as_secs_f64());
-    acknowledge(shared, &job, outcome, &domain).await;
+    acknowledge(shared, job, outcome, domain).await;
 }
 
 /// Renews the lease every `renew_interval` and resolves only when it is
@@ -171,43 +176,33 @@ async fn heartbeat(shared: &Shared, job: &ClaimedJob) {
     }
 }
 
-/// Tells the queue how the attempt ended. Redis errors are retried for as
-/// long as the lease would last; if they persist, the lease expires and
-/// recovery returns the job to the queue (no outcome is lost, at worst the
-/// job runs once more).
-async fn acknowledge(shared: &Shared, job: &ClaimedJob, outcome: Outcome, domain: &str) {
+/// Tells the queue how the attempt ended. A success is queued for the
+/// group acknowledgement ([`super::ack`]) and frees the slot at once; the
+/// other outcomes are told here. Redis errors are retried for as long as
+/// the lease would last; if they persist, the lease expires and recovery
+/// returns the job to the queue (no outcome is lost, at worst the job runs
+/// once more).
+async fn acknowledge(shared: &Arc<Shared>, job: ClaimedJob, outcome: Outcome, domain: String) {
     let queue = shared.queue_label();
     let failed = |reason: &'static str| {
-        metrics::counter!(names::JOBS_FAILED_TOTAL, "queue" => queue.clone(), "domain" => domain.to_owned(), "reason" => reason)
+        metrics::counter!(names::JOBS_FAILED_TOTAL, "queue" => queue.clone(), "domain" => domain.clone(), "reason" => reason)
             .increment(1);
     };
     match outcome {
-        Outcome::Succeeded => {
-            let completion = complete(shared, job).await;
-            if matches!(
-                completion,
-                Some(Completion::Done | Completion::FollowUpAdded { .. })
-            ) {
-                metrics::counter!(names::JOBS_COMPLETED_TOTAL, "queue" => queue.clone(), "domain" => domain.to_owned())
-                    .increment(1);
-            }
-            match completion {
-                Some(Completion::Done) => debug!("completed"),
-                Some(Completion::FollowUpAdded { job_id }) => {
-                    info!(followup_job_id = job_id, "completed; follow-up added")
-                }
-                Some(Completion::LeaseLost) => {
-                    lease_lost(shared, "completed after the lease was lost")
-                }
-                None => {}
-            }
-        }
+        Outcome::Succeeded => shared.acks.complete(
+            shared,
+            AckRequest {
+                job,
+                domain,
+                span: Span::current(),
+            },
+        ),
         Outcome::LeaseLost => {
             failed("lease_lost");
             lease_lost(shared, "attempt cancelled");
         }
         Outcome::HandBack => {
-            match with_retries(shared, "release", || shared.queue.release(job)).await {
+            match with_retries(shared, "release", || shared.queue.release(&job)).await {
                 Some(true) => {
                     info!("handed back at shutdown");
                     metrics::counter!(names::JOBS_RELEASED_TOTAL, "queue" => queue.clone())
@@ -223,12 +218,12 @@ async fn acknowledge(shared: &Shared, job: &ClaimedJob, outcome: Outcome, domain
                 JobError::Unavailable { .. } => "unavailable",
                 JobError::Retryable { .. } => "error",
             });
-            fail(shared, job, &error, domain).await;
+            fail(shared, &job, &error, &domain).await;
         }
         Outcome::Panicked(message) => {
             failed("panic");
             let error = JobError::retryable(format!("handler panicked: {message}"));
-            fail(shared, job, &error, domain).await;
+            fail(shared, &job, &error, &domain).await;
         }
         Outcome::TimedOut => {
             failed("timeout");
@@ -236,19 +231,9 @@ async fn acknowledge(shared: &Shared, job: &ClaimedJob, outcome: Outcome, domain
                 "attempt ran longer than the lock duration ({:?})",
                 shared.config.lock_duration
             ));
-            fail(shared, job, &error, domain).await;
+            fail(shared, &job, &error, &domain).await;
         }
     }
-}
-
-/// Completes `job` through the group acknowledgement ([`super::ack`]),
-/// which also leases the next job for the slot this one frees; should that
-/// round trip fail, the job completes itself, with retries.
-async fn complete(shared: &Shared, job: &ClaimedJob) -> Option<Completion> {
-    if let Some(completion) = shared.acks.complete(shared, job).await {
-        return Some(completion);
-    }
-    with_retries(shared, "complete", || shared.queue.complete(job)).await
 }
 
 async fn fail(shared: &Shared, job: &ClaimedJob, error: &JobError, domain: &str) {
@@ -289,14 +274,14 @@ async fn fail(shared: &Shared, job: &ClaimedJob, error: &JobError, domain: &str)
     }
 }
 
-fn lease_lost(shared: &Shared, what: &'static str) {
+pub(crate) fn lease_lost(shared: &Shared, what: &'static str) {
     warn!(what, "lease lost");
     metrics::counter!(names::LEASES_LOST_TOTAL, "queue" => shared.queue_label()).increment(1);
 }
 
 /// Runs a queue step, retrying Redis errors with a short backoff for at
 /// most one lease TTL. `None` when it never succeeded.
-async fn with_retries<T, F, Fut>(shared: &Shared, op: &'static str, step: F) -> Option<T>
+pub(crate) async fn with_retries<T, F, Fut>(shared: &Shared, op: &'static str, step: F) -> Option<T>
 where
     F: Fn() -> Fut,
     Fut: Future<Output = Result<T, QueueError>>,
