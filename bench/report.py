@@ -258,8 +258,14 @@ def main() -> None:
     w("")
     w("Differences between the two sides: BullMQ's `add` returns the job and stores its data, "
       "options and timestamps as a hash; compactor's `request_compaction` stores a job of one "
-      "entity and coalesces by entity key. compactor's no-op runtime also renews a lease per job "
-      "(heartbeat task) and BullMQ's renews its lock on a timer; both acknowledge completions. "
+      "entity and coalesces by entity key. Both hold a lock per running job (compactor: a lease "
+      "renewed by a heartbeat every 10 s; BullMQ: a lock renewed on a timer) and fetch the next "
+      "job in the call that completes one. compactor's runtime sends completions in the "
+      "background (the slot starts its next job at once; the entity stays leased until the "
+      "completion lands) and, while jobs are short (mean under 5 ms), leases up to "
+      "`claim_ahead` (2) jobs beyond its free slots, each handed back if no slot takes it within "
+      "25 ms; handlers still run at most `concurrency` at once. BullMQ's worker waits for each "
+      "completion before that slot fetches again. "
       "The node process is single-threaded; compactor's benches use a 2-thread tokio runtime.")
     w("")
     w("compactor only — the queue protocol without the runtime (claim/complete loop, "
