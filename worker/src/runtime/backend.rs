@@ -85,12 +85,15 @@ impl Handoff {
 }
 
 /// Hands back jobs that waited in the [`Handoff`] longer than
-/// [`CLAIM_AHEAD_HOLD`]; runs until the runtime stops.
+/// [`CLAIM_AHEAD_HOLD`]. Runs through the shutdown grace period too (a
+/// settle call under way when shutdown began may still bring jobs), until
+/// in-flight jobs are done or handed back; the runtime then hands back
+/// whatever is left.
 pub(crate) async fn expire(shared: Arc<Shared>) {
     loop {
         tokio::select! {
             () = shared.handoff.arrived.notified() => {}
-            () = shared.stop.cancelled() => return,
+            () = shared.hand_back.cancelled() => return,
         }
         // (`checked_sub` fails only within 25 ms of boot.)
         while let Some(cutoff) = Instant::now().checked_sub(CLAIM_AHEAD_HOLD) {
@@ -105,7 +108,7 @@ pub(crate) async fn expire(shared: Arc<Shared>) {
             let Some(oldest) = oldest else { break };
             tokio::select! {
                 () = tokio::time::sleep_until((oldest + CLAIM_AHEAD_HOLD).into()) => {}
-                () = shared.stop.cancelled() => return,
+                () = shared.hand_back.cancelled() => return,
             }
         }
     }
