@@ -222,6 +222,13 @@ async fn process(n: usize, concurrency: usize, combined: bool) -> Sample {
 
 #[tokio::main(flavor = "multi_thread")]
 async fn main() {
+    // On a runtime worker thread, as an application's request handler would
+    // be: the future `tokio::main` blocks on runs on the main thread, and
+    // every reply would then cross threads to reach it.
+    tokio::spawn(run()).await.unwrap();
+}
+
+async fn run() {
     // `cargo bench` passes `--bench`; nothing else is accepted.
     println!("queue protocol benchmark, Redis at {}", redis_url());
     let mut s: Vec<Sample> = Vec::new();
