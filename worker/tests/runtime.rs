@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use compactor_producer::queue::{ClaimOutcome, EnqueueOutcome, JobState, Trigger};
+use compactor_producer::queue::{ClaimOutcome, EnqueueOutcome, JobState, QueueConfig, Trigger};
 use compactor_worker::runtime::{JobError, Runtime, RuntimeConfig};
 use support::{
     eventually, fast_queue, fast_runtime, key, until_dead, until_done, FnHandler, TestQueue,
@@ -313,7 +313,15 @@ async fn a_permanent_failure_is_dead_lettered_at_once_and_can_be_retried_from_th
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_panicking_handler_fails_the_attempt_and_the_worker_goes_on() {
-    let t = TestQueue::new(fast_queue()).await;
+    // A lease long enough to outlast the panic hook: with RUST_BACKTRACE set
+    // it symbolizes a backtrace on the panicking thread, which on a loaded
+    // machine took over a second (the 1 s lease of `fast_queue` then expired
+    // and recovery rightly ran the attempt again).
+    let t = TestQueue::new(QueueConfig {
+        lease_ttl: Duration::from_secs(10),
+        ..fast_queue()
+    })
+    .await;
     let log = Log::default();
     let l = log.clone();
     let running = Running::start(
@@ -637,8 +645,8 @@ struct Run {
 struct Runs(Arc<Mutex<Vec<Run>>>);
 
 impl Runs {
-    /// A handler for worker `who`: entity `long` takes 2 s, others return
-    /// at once.
+    /// A handler for worker `who`: entities named `slow…` take 2 s, others
+    /// return at once.
     fn handler(&self, who: &'static str) -> FnHandler {
         let runs = self.clone();
         FnHandler::new(move |job| {
@@ -655,7 +663,7 @@ impl Runs {
                     });
                     v.len() - 1
                 };
-                if entity == "long" {
+                if entity.starts_with("slow") {
                     tokio::time::sleep(Duration::from_secs(2)).await;
                 }
                 runs.0.lock().unwrap()[i].ended = Some(Instant::now());
@@ -664,9 +672,8 @@ impl Runs {
         })
     }
 
-    fn of(&self, entity: &str) -> Vec<Run> {
-        let v = self.0.lock().unwrap();
-        v.iter().filter(|r| r.entity == entity).cloned().collect()
+    fn all(&self) -> Vec<Run> {
+        self.0.lock().unwrap().clone()
     }
 }
 
@@ -675,7 +682,9 @@ async fn a_job_claimed_ahead_that_finds_no_slot_goes_back_to_the_queue_for_anoth
     let t = TestQueue::new(fast_queue()).await;
     let runs = Runs::default();
     let mut wakeups = t.queue.subscribe_wakeups().await.unwrap();
-    // Worker A: one slot, two jobs ahead; its short jobs make it claim ahead.
+    // Worker A: one slot and two jobs ahead. Its short jobs make it claim
+    // ahead, so when a slow job takes its slot, A holds slow jobs it
+    // cannot start.
     let a = Running::start(
         &t,
         RuntimeConfig {
@@ -688,44 +697,84 @@ async fn a_job_claimed_ahead_that_finds_no_slot_goes_back_to_the_queue_for_anoth
     let mut requests: Vec<_> = (0..20)
         .map(|i| (key(&format!("short{i}")), Trigger::Auto))
         .collect();
-    requests.push((key("long"), Trigger::Auto));
-    requests.push((key("x"), Trigger::Auto));
+    for i in 0..3 {
+        requests.push((key(&format!("slow{i}")), Trigger::Auto));
+    }
     let outcomes = t.queue.enqueue_many(&requests).await.unwrap();
-    let EnqueueOutcome::Added { job_id: x_id } = outcomes[21] else {
-        panic!("{:?}", outcomes[21])
-    };
-    // `x` is announced when added, and again only if it is handed back:
-    // A claimed it ahead while `long` held A's only slot.
-    let x_id = x_id.to_string().into_bytes();
-    let mut announced = 0;
-    tokio::time::timeout(Duration::from_secs(10), async {
-        while announced < 2 {
+    let slow_ids: Vec<Vec<u8>> = outcomes[20..]
+        .iter()
+        .map(|o| match o {
+            EnqueueOutcome::Added { job_id } => job_id.to_string().into_bytes(),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    // A job is announced when added and again when it goes back to the
+    // queue: wait for a slow job's second announcement.
+    let mut announced = [0; 3];
+    let handed_back = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
             let notice = wakeups.next(Duration::from_secs(1)).await.unwrap();
-            if notice.payload == x_id {
-                announced += 1;
+            if let Some(i) = slow_ids.iter().position(|id| *id == notice.payload) {
+                announced[i] += 1;
+                if announced[i] == 2 {
+                    return i;
+                }
             }
         }
     })
     .await
-    .expect("x is handed back by A");
-    assert!(runs.of("x").is_empty(), "A never started x");
-    // Worker B, idle, takes it while `long` still runs on A.
-    let b = Running::start(&t, fast_runtime(), runs.handler("B"));
-    until_done(&t.queue, &key("x"), "x is done").await;
-    let x = runs.of("x");
-    let long = runs.of("long");
-    assert_eq!(x.len(), 1, "x ran once: {x:?}");
-    assert_eq!(x[0].worker, "B");
-    assert_eq!(long.len(), 1, "long ran once");
-    assert_eq!(long[0].worker, "A");
-    assert!(
-        long[0].ended.is_none_or(|ended| x[0].started < ended),
-        "x did not wait for A's slot"
+    .expect("a slow job claimed ahead by A goes back to the queue");
+    // Handed back, not recovered after its lease expired: recovery would
+    // have counted a stall.
+    let mut conn = redis::Client::open(t.url.as_str())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let stalls: Option<u32> = redis::cmd("HGET")
+        .arg(t.queue.keys().job(&key(&format!("slow{handed_back}"))))
+        .arg("stalls")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(
+        stalls, None,
+        "slow{handed_back} was handed back, not recovered"
     );
-    for i in 0..20 {
-        assert_eq!(runs.of(&format!("short{i}")).len(), 1, "short{i} ran once");
+    // Worker B, idle, takes what A handed back while A's slot is busy.
+    eventually("A runs a slow job", Duration::from_secs(5), || async {
+        runs.all()
+            .iter()
+            .any(|r| r.worker == "A" && r.entity.starts_with("slow"))
+    })
+    .await;
+    let b = Running::start(&t, fast_runtime(), runs.handler("B"));
+    for i in 0..3 {
+        until_done(
+            &t.queue,
+            &key(&format!("slow{i}")),
+            "the slow jobs are done",
+        )
+        .await;
     }
-    until_done(&t.queue, &key("long"), "long is done").await;
+    let all = runs.all();
+    for (entity, _) in &requests {
+        let n = all
+            .iter()
+            .filter(|r| r.entity == entity.entity_id())
+            .count();
+        assert_eq!(n, 1, "{entity} ran once: {all:?}");
+    }
+    let on_a = all
+        .iter()
+        .find(|r| r.worker == "A" && r.entity.starts_with("slow"))
+        .unwrap();
+    let a_slot_free = on_a.ended.unwrap();
+    assert!(
+        all.iter()
+            .any(|r| r.worker == "B" && r.entity.starts_with("slow") && r.started < a_slot_free),
+        "a slow job A had claimed ahead ran on B without waiting for A's slot: {all:?}"
+    );
     a.stop().await;
     b.stop().await;
     let counts = t.queue.counts().await.unwrap();

@@ -24,7 +24,7 @@
 //! settle call is under way the fetcher does not claim on its own (that
 //! call claims for the slot).
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -39,11 +39,16 @@ use super::Shared;
 /// trip is under way the next batch is already being sent.
 const MAX_IN_FLIGHT: usize = 2;
 
-/// Claim ahead only while attempts run this briefly on average (EWMA):
-/// then a job claimed ahead starts within a fraction of
+/// Claim ahead only while the median of the last [`RECENT_RUNS`] attempts
+/// ran this briefly: then a job claimed ahead starts within a fraction of
 /// [`super::backend::CLAIM_AHEAD_HOLD`]. Compactions (LLM calls, seconds)
-/// never qualify, so they are never leased before a slot is free.
+/// never qualify, so they are never leased before a slot is free. A median,
+/// not a mean: one attempt stretched by the OS descheduling its thread
+/// must not switch claiming ahead off.
 const SHORT_JOB: Duration = Duration::from_millis(5);
+
+/// Attempts the claim-ahead decision looks back on.
+const RECENT_RUNS: usize = 15;
 
 /// Completions not yet settled, and the settle calls under way.
 #[derive(Debug)]
@@ -51,8 +56,28 @@ pub(crate) struct Acks {
     state: Mutex<AckState>,
     /// The settle tasks, so shutdown can wait for every completion.
     tasks: TaskTracker,
-    /// Exponentially weighted mean of attempts' run time, in µs.
-    mean_run_us: AtomicU64,
+    /// Run times of the last attempts (µs), oldest overwritten first.
+    recent_runs: Mutex<RecentRuns>,
+}
+
+#[derive(Debug, Default)]
+struct RecentRuns {
+    us: [u64; RECENT_RUNS],
+    /// Attempts recorded so far (the next slot is `count % RECENT_RUNS`).
+    count: usize,
+}
+
+impl RecentRuns {
+    fn median(&self) -> Option<u64> {
+        let n = self.count.min(RECENT_RUNS);
+        if n == 0 {
+            return None;
+        }
+        let mut us = self.us;
+        let recent = &mut us[..n];
+        recent.sort_unstable();
+        Some(recent[n / 2])
+    }
 }
 
 impl Default for Acks {
@@ -60,8 +85,7 @@ impl Default for Acks {
         Acks {
             state: Mutex::default(),
             tasks: TaskTracker::new(),
-            // Unknown until jobs have run: assume long jobs.
-            mean_run_us: AtomicU64::new(u64::MAX),
+            recent_runs: Mutex::default(),
         }
     }
 }
@@ -119,19 +143,19 @@ impl Acks {
     /// Records how long an attempt ran (for the claim-ahead decision).
     pub(crate) fn record_run(&self, took: Duration) {
         let us = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
-        let mean = self.mean_run_us.load(Ordering::Relaxed);
-        let next = if mean == u64::MAX {
-            us
-        } else {
-            // mean += (sample - mean) / 8, in integers.
-            (mean.saturating_mul(7).saturating_add(us)) / 8
-        };
-        self.mean_run_us.store(next, Ordering::Relaxed);
+        let mut recent = self.recent_runs.lock().unwrap_or_else(|e| e.into_inner());
+        let slot = recent.count % RECENT_RUNS;
+        recent.us[slot] = us;
+        recent.count = recent.count.wrapping_add(1);
     }
 
-    /// Whether attempts are short enough to claim jobs ahead of free slots.
+    /// Whether attempts are short enough to claim jobs ahead of free slots
+    /// (until any have run: no).
     fn short_jobs(&self) -> bool {
-        self.mean_run_us.load(Ordering::Relaxed) < SHORT_JOB.as_micros() as u64
+        let recent = self.recent_runs.lock().unwrap_or_else(|e| e.into_inner());
+        recent
+            .median()
+            .is_some_and(|us| us < SHORT_JOB.as_micros() as u64)
     }
 
     /// Waits until every queued completion is settled (shutdown: after the
