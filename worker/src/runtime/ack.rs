@@ -51,7 +51,7 @@ const SHORT_JOB: Duration = Duration::from_millis(5);
 const RECENT_RUNS: usize = 15;
 
 /// Completions not yet settled, and the settle calls under way.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub(crate) struct Acks {
     state: Mutex<AckState>,
     /// The settle tasks, so shutdown can wait for every completion.
@@ -77,16 +77,6 @@ impl RecentRuns {
         let recent = &mut us[..n];
         recent.sort_unstable();
         Some(recent[n / 2])
-    }
-}
-
-impl Default for Acks {
-    fn default() -> Self {
-        Acks {
-            state: Mutex::default(),
-            tasks: TaskTracker::new(),
-            recent_runs: Mutex::default(),
-        }
     }
 }
 

@@ -77,9 +77,10 @@ pub struct RuntimeConfig {
     pub claim_on_complete: bool,
     /// Jobs leased ahead of free slots, in the same round trips, while
     /// attempts are short (the median of the last 15 under 5 ms): then a
-    /// slot that frees starts its next job without waiting for Redis. A job claimed
-    /// ahead that finds no free slot within 25 ms is handed back to the
-    /// queue. Long jobs (compactions) are never claimed ahead. 0 disables.
+    /// slot that frees starts its next job without waiting for Redis. A
+    /// job claimed ahead that finds no free slot within 25 ms is handed
+    /// back to the queue. Long jobs (compactions) are never claimed ahead.
+    /// 0 disables.
     pub claim_ahead: usize,
     /// Retries of failed attempts.
     pub retry: RetryPolicy,
