@@ -13,7 +13,7 @@
 //!   oldest conversation-flow bullets first — keeping its sections and the
 //!   hand-off framing, never the exact-value ledger.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 
@@ -219,34 +219,44 @@ fn render_preamble(summary: Option<&Summary>, rest: &str) -> String {
 /// Copies the messages for a model: pruned output becomes the placeholder,
 /// and orphaned tool halves become text. Returns the count neutralized.
 ///
-/// A result is paired when its call came earlier (or in the same message);
-/// a call is paired when such a result exists. Both are decided before
-/// anything is rewritten, so neutralizing one half can never orphan the
-/// other.
+/// Pairing is by position, as the boundary pairs: a result pairs with the
+/// nearest earlier unanswered call of its id (in an earlier message or the
+/// same one), so clients that reuse call ids per request are paired right.
+/// Pairs are decided before anything is rewritten, so neutralizing one half
+/// can never orphan the other.
 fn sanitize(messages: &[Message]) -> (Vec<ContextMessage>, usize) {
-    let mut calls_seen: HashSet<&str> = HashSet::new();
-    let mut answered: HashSet<&str> = HashSet::new();
-    for m in messages {
-        calls_seen.extend(m.tool_calls());
-        answered.extend(m.tool_results().filter(|id| calls_seen.contains(id)));
+    // (message, part) of every call and result that has its partner.
+    let mut paired: HashSet<(usize, usize)> = HashSet::new();
+    let mut open: HashMap<&str, Vec<(usize, usize)>> = HashMap::new();
+    for (mi, m) in messages.iter().enumerate() {
+        for (pi, part) in m.parts.iter().enumerate() {
+            match part {
+                Part::ToolCall { call_id, .. } => {
+                    open.entry(call_id.as_str()).or_default().push((mi, pi));
+                }
+                Part::ToolResult { call_id, .. } => {
+                    if let Some(call) = open.get_mut(call_id.as_str()).and_then(Vec::pop) {
+                        paired.insert(call);
+                        paired.insert((mi, pi));
+                    }
+                }
+                _ => {}
+            }
+        }
     }
     let last = messages.len().saturating_sub(1);
-    let mut calls_seen: HashSet<&str> = HashSet::new();
     let mut orphans = 0;
     let mut out = Vec::with_capacity(messages.len());
-    for (i, m) in messages.iter().enumerate() {
-        // Calls of this message are visible to results in the same message.
-        calls_seen.extend(m.tool_calls());
+    for (mi, m) in messages.iter().enumerate() {
         let parts = m
             .parts
             .iter()
-            .map(|part| match part {
+            .enumerate()
+            .map(|(pi, part)| match part {
                 // A call of the last message may still be running.
                 Part::ToolCall {
-                    call_id,
-                    tool_name,
-                    input,
-                } if !answered.contains(call_id.as_str()) && i != last => {
+                    tool_name, input, ..
+                } if !paired.contains(&(mi, pi)) && mi != last => {
                     orphans += 1;
                     Part::text(format!(
                         "[call of tool {tool_name} with input {input}; its result was not recorded]"
@@ -264,7 +274,7 @@ fn sanitize(messages: &[Message]) -> (Vec<ContextMessage>, usize) {
                     } else {
                         output.as_str()
                     };
-                    if calls_seen.contains(call_id.as_str()) {
+                    if paired.contains(&(mi, pi)) {
                         Part::ToolResult {
                             call_id: call_id.clone(),
                             tool_name: tool_name.clone(),
@@ -408,6 +418,40 @@ mod tests {
             .iter()
             .flat_map(|m| &m.parts)
             .all(|p| matches!(p, Part::Text { .. })));
+    }
+
+    #[test]
+    fn reused_call_ids_pair_by_position() {
+        // The second "c0" call was never answered; its id's earlier result
+        // belongs to the first call and must not make it look answered.
+        let state = WorkstreamState::default();
+        let msgs = vec![
+            call(1, "c0"),
+            result(2, "c0", false),
+            call(3, "c0"),
+            Message::text(4, Role::User, "and now?"),
+            call(5, "c0"),
+            result(6, "c0", false),
+        ];
+        let built = build(
+            &input(None, &state, &msgs),
+            &ContextConfig::default(),
+            &CharEstimator::default(),
+        );
+        assert_eq!(built.orphans_neutralized, 1);
+        assert!(matches!(&built.messages[0].parts[0], Part::ToolCall { .. }));
+        assert!(matches!(
+            &built.messages[1].parts[0],
+            Part::ToolResult { .. }
+        ));
+        assert!(
+            matches!(&built.messages[2].parts[0], Part::Text { text } if text.contains("not recorded"))
+        );
+        assert!(matches!(&built.messages[4].parts[0], Part::ToolCall { .. }));
+        assert!(matches!(
+            &built.messages[5].parts[0],
+            Part::ToolResult { .. }
+        ));
     }
 
     #[test]

@@ -24,6 +24,8 @@
 //! - [`extractive`]: the offline summarizer.
 //! - [`context`]: what the next turn is sent, and the guards around it.
 //! - [`memory`]: when memory-block entries are folded.
+//! - [`pipeline`]: one compaction, start to end, driven by a page source
+//!   and a summarizer (the worker, the tests and the benchmarks run it).
 //! - [`config`]: every engine setting with its default.
 
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
@@ -40,6 +42,7 @@ pub mod memory;
 pub mod message;
 pub mod parse;
 pub mod payload;
+pub mod pipeline;
 pub mod prompt;
 pub mod prune;
 pub mod state;
