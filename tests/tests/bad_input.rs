@@ -537,6 +537,14 @@ async fn message_ids_cannot_be_chosen_and_reused_call_ids_are_handled() {
     );
     let context = w.compact("dupes").await;
     assert_no_orphans(&context);
+    // Results pair with the nearest earlier unanswered call of their id, so
+    // the reused id blocks no cut: everything but the tail is compacted
+    // (pairing with the first "call-1" made one pair span all 90 messages).
+    assert!(
+        context.messages.len() <= 8,
+        "summary + a tail of about 6 messages, got {}",
+        context.messages.len()
+    );
     let rendered = serde_json::to_string(&context.messages).unwrap();
     assert!(rendered.contains("listing 29"), "the latest turn is kept");
     w.still_serving("after-dupes").await;
