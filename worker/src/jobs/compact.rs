@@ -50,6 +50,9 @@ use tracing::{debug, info, warn};
 use super::summarizer::{LlmUsage, SummarizeError, Summarizer};
 use crate::runtime::{Job, JobError, JobHandler};
 
+/// How often a held entity lease is looked at again while waiting for it.
+const LEASE_POLL: Duration = Duration::from_millis(100);
+
 /// Settings of the compaction job.
 #[derive(Debug, Clone)]
 pub struct CompactSettings {
@@ -409,11 +412,12 @@ impl CompactHandler {
     }
 
     /// Takes the entity lease. A lease still held by someone else is most
-    /// likely the previous attempt's, left by a worker that crashed: the
-    /// queue returns its job when the queue lease expires, about when the
-    /// entity lease does. Waiting for that deadline (at most two lease TTLs,
-    /// and never past the attempt's deadline) instead of failing keeps a
-    /// crash from using up an attempt.
+    /// likely the previous attempt's: handed back at a shutdown (released
+    /// any moment now) or left by a worker that crashed (the queue returns
+    /// its job when the queue lease expires, about when the entity lease
+    /// does). Waiting for its release or deadline (at most two lease TTLs,
+    /// and never past the attempt's deadline) instead of failing keeps
+    /// either from using up an attempt.
     async fn take_lease(
         &self,
         workstream_id: i64,
@@ -448,9 +452,13 @@ impl CompactHandler {
                     }
                     debug!(
                         left_ms,
-                        "entity lease held by another run: waiting for its deadline"
+                        "entity lease held by another run: waiting for its release or deadline"
                     );
-                    tokio::time::sleep(left + Duration::from_millis(20)).await;
+                    // Looked at again every LEASE_POLL, not only at the
+                    // deadline: a run handed back at shutdown releases its
+                    // lease at once, and the next taker should not sleep
+                    // out the rest of a TTL.
+                    tokio::time::sleep((left + Duration::from_millis(20)).min(LEASE_POLL)).await;
                 }
             }
         }
