@@ -280,7 +280,10 @@ impl CompactHandler {
         // An automatic request (or its follow-up) that is stale by now, or
         // a retry after a commit that already happened: nothing to do.
         if !job.trigger.is_manual() && !self.due(&ws) {
-            debug!("under the trigger: nothing to do");
+            info!(
+                reason = "under_trigger",
+                "skipped: the workstream is under its trigger"
+            );
             return Ok(Done::Skipped);
         }
         let owner = job.lease_token.as_str();
@@ -289,6 +292,17 @@ impl CompactHandler {
         let outcome = self.under_lease(job, ws.id, owner, started).await;
         let (done, event) = match outcome {
             Ok(Held::Skipped { no_progress }) => {
+                if no_progress {
+                    info!(
+                        reason = "nothing_to_cut",
+                        "skipped: due, but nothing may be cut (counts towards the breaker)"
+                    );
+                } else {
+                    info!(
+                        reason = "under_trigger",
+                        "skipped: the workstream is under its trigger"
+                    );
+                }
                 if no_progress {
                     // Due, yet nothing may be cut (a few huge messages): a
                     // fruitless compaction, counted towards the breaker.
