@@ -222,7 +222,7 @@ impl Workstream {
         }
         self.state
             .ledger
-            .record(ledger::extract(&span), &LedgerCaps::default());
+            .record(ledger::extract(&span), &LedgerCaps::default(), &e);
         self.summary = summary;
         let compacted: std::collections::HashSet<_> = span.iter().map(|m| m.id).collect();
         for (m, c) in &mut self.messages {

@@ -620,7 +620,7 @@ impl CompactHandler {
             if !span.is_empty() {
                 run.state
                     .ledger
-                    .record(ledger::extract(&span), &engine.ledger_caps);
+                    .record(ledger::extract(&span), &engine.ledger_caps, estimator);
                 let piece = transcript::extract(&span, &engine.transcript);
                 drop(span);
                 for chunk in chunker.push(piece) {
