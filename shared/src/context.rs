@@ -364,12 +364,13 @@ mod tests {
             .tasks
             .push(crate::state::StateItem::new("ship it").with_status("open"));
         state.ledger.record(
-            [Artifact {
-                kind: ArtifactKind::Path,
-                value: "src/db/pool.rs".into(),
-                last_seen: MessageId(3),
-            }],
+            [Artifact::new(
+                ArtifactKind::Path,
+                "src/db/pool.rs",
+                MessageId(3),
+            )],
             &LedgerCaps::default(),
+            &CharEstimator::default(),
         );
         let msgs = vec![Message::text(9, Role::User, "next")];
         let entries = vec!["likes tabs".to_string()];

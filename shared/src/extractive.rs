@@ -16,7 +16,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::ledger_extract::has_artifact;
+use crate::ledger::has_artifact;
 use crate::prompt::CompactionInput;
 use crate::state::{normalize, StateDelta, StateItem};
 use std::collections::HashSet;
@@ -430,7 +430,7 @@ pub fn summarize(
 fn paths_in(text: &str) -> Vec<String> {
     use crate::ledger::ArtifactKind;
     use crate::message::{Message, Role};
-    crate::ledger_extract::extract(&[Message::text(0, Role::User, text)])
+    crate::ledger::extract(&[Message::text(0, Role::User, text)])
         .into_iter()
         .filter(|a| a.kind == ArtifactKind::Path)
         .map(|a| a.value)

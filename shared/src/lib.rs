@@ -37,7 +37,6 @@ pub mod context;
 pub mod extractive;
 pub mod key;
 pub mod ledger;
-mod ledger_extract;
 pub mod memory;
 pub mod message;
 pub mod parse;

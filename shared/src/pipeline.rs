@@ -276,7 +276,7 @@ where
             // any summarizer sees them: whatever it writes, they survive.
             run.state
                 .ledger
-                .record(ledger::extract(&span), &engine.ledger_caps);
+                .record(ledger::extract(&span), &engine.ledger_caps, estimator);
             let piece = transcript::extract(&span, &engine.transcript);
             drop(span);
             for chunk in chunker.push(piece) {
