@@ -42,6 +42,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::message::{Message, MessageId, Part, Role};
 use crate::state::normalize;
+use crate::summary::{Section, Summary};
 use subject::Subject;
 
 /// What a statement does.
@@ -487,6 +488,23 @@ impl Outdated {
     pub fn mark(&self, line: &str) -> Option<String> {
         self.superseded_by(line)
             .map(|by| format!("{}{}", line.trim_end(), superseded_marker(by)))
+    }
+
+    /// Marks every outdated bullet of `summary`; returns how many.
+    pub fn mark_summary(&self, summary: &mut Summary) -> usize {
+        let mut marked = 0;
+        if self.entries.is_empty() {
+            return marked;
+        }
+        for section in Section::ALL {
+            for bullet in summary.section_mut(section) {
+                if let Some(m) = self.mark(bullet) {
+                    *bullet = m;
+                    marked += 1;
+                }
+            }
+        }
+        marked
     }
 }
 
