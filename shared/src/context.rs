@@ -12,6 +12,10 @@
 //!   `overflow_guard_ratio` (95 %) of the window, the summary is shrunk —
 //!   oldest conversation-flow bullets first — keeping its sections and the
 //!   hand-off framing, never the exact-value ledger.
+//! - **Nothing superseded shown as current.** The user's current decisions
+//!   and constraints come first, each with its source message; superseded
+//!   ones are listed as such, and a summary bullet that still states a
+//!   superseded value is marked "superseded" (see [`crate::stated`]).
 
 use std::collections::{HashMap, HashSet};
 
@@ -121,6 +125,9 @@ pub fn build(
         .sum();
 
     let mut summary = input.summary.cloned();
+    if let Some(s) = summary.as_mut() {
+        input.state.stated.outdated().mark_summary(s);
+    }
     let rest = render_rest(input);
     let mut dropped = 0;
     let limit = guard_limit(input.context_window, config.overflow_guard_ratio);
@@ -162,13 +169,20 @@ fn guard_limit(window: u64, ratio: f64) -> Option<u64> {
 /// `input` starts with, before any overflow guard: what a compaction leaves
 /// behind besides the un-compacted messages. `input.messages` is ignored.
 pub fn preamble_tokens(input: &ContextInput<'_>, estimator: &dyn TokenEstimator) -> u64 {
-    estimator.count(&render_preamble(input.summary, &render_rest(input)))
+    let mut summary = input.summary.cloned();
+    if let Some(s) = summary.as_mut() {
+        input.state.stated.outdated().mark_summary(s);
+    }
+    estimator.count(&render_preamble(summary.as_ref(), &render_rest(input)))
 }
 
 fn render_rest(input: &ContextInput<'_>) -> String {
-    let mut rest = String::new();
+    let mut rest = input.state.stated.render();
     let state = input.state.render();
     if !state.is_empty() {
+        if !rest.is_empty() {
+            rest.push('\n');
+        }
         rest.push_str("Workstream state:\n");
         rest.push_str(&state);
     }
@@ -398,6 +412,59 @@ mod tests {
         ] {
             assert!(text.contains(needle), "missing {needle:?} in\n{text}");
         }
+    }
+
+    #[test]
+    fn user_statements_come_first_and_nothing_superseded_reads_as_current() {
+        let mut state = WorkstreamState::default();
+        for (id, text) in [
+            (1, "Set the request timeout to 37s."),
+            (2, "Never push to main."),
+            (9, "make the timeout 45s"),
+        ] {
+            state.stated.record(
+                crate::stated::extract(&[Message::text(id, Role::User, text)]),
+                &crate::stated::StatedCaps::default(),
+            );
+        }
+        state
+            .key_decisions
+            .push(crate::state::StateItem::new("Timeout: 37s"));
+        let summary = Summary {
+            key_facts: vec!["The request timeout is 37s.".into(), "Use SQLite.".into()],
+            conversation_flow: vec![
+                "#1 user: Set the request timeout to 37s. → assistant: Done.".into(),
+            ],
+            open_threads: vec![],
+        };
+        let msgs = vec![Message::text(10, Role::User, "next")];
+        let ci = input(Some(&summary), &state, &msgs);
+        let built = build(&ci, &ContextConfig::default(), &CharEstimator::default());
+        let Part::Text { text } = &built.messages[0].parts[0] else {
+            panic!()
+        };
+        let current = text
+            .find(crate::stated::CURRENT_HEADING)
+            .expect("the user's block");
+        assert!(current < text.find("Workstream state:").unwrap());
+        assert!(
+            text.contains("- #2 constraint: Never push to main.\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("- #9 decision: make the timeout 45s\n"),
+            "{text}"
+        );
+        let stale: Vec<&str> = text.lines().filter(|l| l.contains("37s")).collect();
+        assert_eq!(stale.len(), 4, "{text}");
+        for line in stale {
+            assert!(line.contains("superseded"), "shown as current: {line}");
+        }
+        assert!(text.contains("- Use SQLite.\n"));
+        assert_eq!(
+            preamble_tokens(&ci, &CharEstimator::default()),
+            CharEstimator::default().count(text)
+        );
     }
 
     #[test]

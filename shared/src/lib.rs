@@ -21,6 +21,7 @@
 //! - [`summary`]: the structured summary.
 //! - [`state`]: workstream state, its delta and the capped merge.
 //! - [`ledger`]: the artifact ledger of exact values.
+//! - [`stated`]: the user's decisions and constraints, and what superseded them.
 //! - [`extractive`]: the offline summarizer.
 //! - [`context`]: what the next turn is sent, and the guards around it.
 //! - [`memory`]: when memory-block entries are folded.
@@ -45,6 +46,7 @@ pub mod pipeline;
 pub mod prompt;
 pub mod prune;
 pub mod state;
+pub mod stated;
 pub mod summary;
 pub mod tokens;
 pub mod transcript;
