@@ -4,6 +4,7 @@
 //! pass 1: page through the un-compacted messages, keep only their shapes → plan the cut
 //! pass 2: page through them again; for each page's compacted span:
 //!           record the artifact ledger (every part, tool output included)
+//!           and the user's decisions and constraints (with supersession)
 //!           render the transcript, cut it into chunks, fold each chunk into
 //!           the summary through the summarizer (a chunk the model finds too
 //!           long is halved); the kept tail is set aside
@@ -41,7 +42,7 @@ use crate::summary::{SummarizerOutput, Summary};
 use crate::tokens::TokenEstimator;
 use crate::transcript::{self, Block, Transcript};
 use crate::trigger::Measure;
-use crate::{extractive, ledger, prune};
+use crate::{extractive, ledger, prune, stated};
 
 /// At most this many rollup passes; a summary still too big after them is
 /// cut deterministically.
@@ -272,11 +273,15 @@ where
             }
         }
         if !span.is_empty() {
-            // Exact values are recorded from the messages themselves, before
-            // any summarizer sees them: whatever it writes, they survive.
+            // Exact values and the user's statements are recorded from the
+            // messages themselves, before any summarizer sees them: whatever
+            // it writes, they survive.
             run.state
                 .ledger
                 .record(ledger::extract(&span), &engine.ledger_caps, estimator);
+            run.state
+                .stated
+                .record(stated::extract(&span), &engine.stated_caps);
             let piece = transcript::extract(&span, &engine.transcript);
             drop(span);
             for chunk in chunker.push(piece) {

@@ -327,6 +327,7 @@ fn exact_values_are_recorded_before_the_summarizer_sees_the_span() {
         Role::User,
         "The config lives in services/api/config.toml",
     );
+    messages[4] = Message::text(5, Role::User, "We'll go with SQLite for the job store.");
     let mut s = Forgetful {
         ledger_seen: Vec::new(),
     };
@@ -336,6 +337,11 @@ fn exact_values_are_recorded_before_the_summarizer_sees_the_span() {
         crate::ledger::ArtifactKind::Path,
         "services/api/config.toml"
     ));
+    assert!(
+        c.state.stated.render().contains("SQLite"),
+        "the user's decision is recorded: {:?}",
+        c.state.stated
+    );
 }
 
 #[test]
