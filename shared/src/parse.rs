@@ -628,6 +628,65 @@ mod tests {
     }
 
     #[test]
+    fn delta_items_that_say_nothing_are_dropped() {
+        let text = "KEY FACTS:\n- a\nSTATE DELTA:\n{\"key_decisions\": [\"(none)\", \"n/a\", \"...\", \"use v2\"], \"risks\": [{\"text\": \"none\", \"id\": \"R1\", \"status\": \"resolved\"}]}";
+        let p = parse_output(text).unwrap();
+        assert_eq!(p.output.delta.key_decisions, [StateItem::new("use v2")]);
+        // An update by id keeps its id, without the placeholder text.
+        assert_eq!(
+            p.output.delta.risks,
+            [StateItem {
+                id: Some("R1".into()),
+                text: String::new(),
+                status: Some("resolved".into()),
+            }]
+        );
+        assert_eq!(
+            p.problems
+                .iter()
+                .filter(|p| matches!(p, ParseProblem::ItemWithoutText { .. }))
+                .count(),
+            3
+        );
+    }
+
+    #[test]
+    fn every_problem_has_a_bounded_label_without_content() {
+        let problems = [
+            ParseProblem::MissingSection("KEY FACTS"),
+            ParseProblem::MissingDelta,
+            ParseProblem::InvalidDeltaJson {
+                error: "secret".into(),
+            },
+            ParseProblem::DeltaNotAnObject { found: "array" },
+            ParseProblem::FieldWrongType {
+                field: "tasks",
+                found: "number",
+            },
+            ParseProblem::ItemWrongType {
+                field: "tasks",
+                index: 0,
+                found: "number",
+            },
+            ParseProblem::ItemWithoutText {
+                field: "tasks",
+                index: 0,
+            },
+            ParseProblem::UnknownDeltaKey {
+                key: "secret".into(),
+            },
+            ParseProblem::TextOutsideSections {
+                excerpt: "secret".into(),
+            },
+        ];
+        let labels: std::collections::HashSet<&str> =
+            problems.iter().map(ParseProblem::label).collect();
+        assert_eq!(labels.len(), ParseProblem::LABELS.len());
+        assert!(labels.iter().all(|l| ParseProblem::LABELS.contains(l)));
+        assert!(labels.iter().all(|l| !l.contains("secret")));
+    }
+
+    #[test]
     fn invalid_json_and_missing_delta_are_problems() {
         let p = parse_output("KEY FACTS:\n- a\nCONVERSATION FLOW:\n- b\nOPEN THREADS:\n- c\nSTATE DELTA:\n{\"tasks\": [oops]}").unwrap();
         assert!(matches!(

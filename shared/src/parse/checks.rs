@@ -115,7 +115,7 @@ pub fn check(parsed: &Parsed, previous: Option<&Summary>) -> Result<(), Rejectio
 pub fn check_summary(summary: &Summary, previous: Option<&Summary>) -> Result<(), Rejection> {
     let content: Vec<String> = bullets(summary)
         .filter(|b| has_content(b))
-        .map(|b| normalize(b))
+        .map(normalize)
         .collect();
     if content.is_empty() {
         let previous_bullets =

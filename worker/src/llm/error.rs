@@ -384,6 +384,46 @@ mod tests {
     }
 
     #[test]
+    fn only_failures_of_the_provider_count_against_its_health() {
+        for (e, counts) in [
+            (classify(500, ""), true),
+            (classify(429, ""), true),
+            (classify(401, ""), true),
+            (LlmError::Connect { detail: "x".into() }, true),
+            (
+                LlmError::Timeout {
+                    after: Duration::from_secs(1),
+                },
+                true,
+            ),
+            (LlmError::Malformed { detail: "x".into() }, true),
+            (classify(400, "prompt is too long"), false),
+            (classify(404, ""), false),
+            (LlmError::Empty, false),
+            (
+                LlmError::Unhealthy {
+                    consecutive_failures: 3,
+                },
+                false,
+            ),
+            (
+                LlmError::DeadlineExceeded {
+                    attempts: 2,
+                    last: Box::new(classify(503, "")),
+                },
+                true,
+            ),
+        ] {
+            assert_eq!(e.counts_against_health(), counts, "{e:?}");
+        }
+        let unhealthy = LlmError::Unhealthy {
+            consecutive_failures: 3,
+        };
+        assert!(unhealthy.is_retryable(), "the job may try again later");
+        assert_eq!(unhealthy.outcome_label(), "unhealthy");
+    }
+
+    #[test]
     fn deadline_exceeded_reports_its_last_error() {
         let e = LlmError::DeadlineExceeded {
             attempts: 2,
