@@ -10,10 +10,10 @@ mod db;
 use std::time::{Duration, Instant};
 
 use chrono::Utc;
-use compactor_migrations::migration_names;
+use compactor_migrations::{migration_names, Migrator, MigratorTrait};
 use compactor_producer::store::{
-    Commit, CommitOutcome, ConflictReason, LeaseTaken, MemoryFold, NewMessage, NewRun,
-    PrunedMessage, RunOutcome, SchemaStatus, Store, StoreError, WorkstreamRow,
+    Commit, CommitOutcome, ConflictReason, DegradedReason, LeaseTaken, MemoryFold, NewMessage,
+    NewRun, PrunedMessage, RunOutcome, SchemaStatus, Store, StoreError, WorkstreamRow,
 };
 use compactor_shared::state::StateItem;
 use compactor_shared::{EntityKey, MessageId, Part, Role, Summary, WorkstreamState};
@@ -61,6 +61,8 @@ on_both_backends!(
     a_commit_without_progress_counts_towards_the_breaker,
     memory_entries_append_and_fold,
     runs_are_listed_newest_first,
+    a_run_row_says_why_it_was_degraded_and_what_the_llm_cost,
+    runs_recorded_before_the_llm_audit_columns_still_read,
 );
 
 // ---------------------------------------------------------------- helpers
@@ -87,12 +89,15 @@ fn make_run(outcome: RunOutcome) -> NewRun {
         finished_at: Utc::now(),
         outcome,
         degraded: false,
+        degraded_reason: None,
         tokens_before: 1000,
         tokens_after: 200,
         messages_compacted: 5,
         chunks: 1,
         rollups: 0,
         llm_model: Some("extractive".to_owned()),
+        llm_calls: 1,
+        llm_failed_calls: 0,
         llm_tokens_in: 900,
         llm_tokens_out: 100,
         error: None,
@@ -1039,6 +1044,101 @@ async fn runs_are_listed_newest_first(backend: Backend) {
     assert_eq!(runs[0].trigger, "auto");
     assert_eq!(runs[0].summary.as_deref(), Some("KEY FACTS\n- x"));
     assert!(db.store.runs(&key("none"), 10).await.unwrap().is_empty());
+}
+
+async fn a_run_row_says_why_it_was_degraded_and_what_the_llm_cost(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    let ws = db.store.ensure_workstream(&key("audit")).await.unwrap();
+    for reason in DegradedReason::ALL {
+        let run = NewRun {
+            degraded: true,
+            degraded_reason: Some(reason),
+            llm_model: Some("gpt-test".to_owned()),
+            llm_calls: 4,
+            llm_failed_calls: 3,
+            llm_tokens_in: 1_234,
+            llm_tokens_out: 56,
+            error: Some("summarizer: the answer was rejected".to_owned()),
+            ..make_run(RunOutcome::Committed)
+        };
+        db.store.record_run(ws.id, &run).await.unwrap();
+        let row = db.store.runs(&key("audit"), 1).await.unwrap().remove(0);
+        assert_eq!(row.degraded_reason, Some(reason));
+        assert_eq!(DegradedReason::parse(reason.as_str()), Some(reason));
+        assert!(row.degraded);
+        assert_eq!(row.llm_model.as_deref(), Some("gpt-test"));
+        assert_eq!((row.llm_calls, row.llm_failed_calls), (4, 3));
+        assert_eq!((row.llm_tokens_in, row.llm_tokens_out), (1_234, 56));
+        assert_eq!(row.error, run.error);
+        let json = serde_json::to_value(&row).unwrap();
+        assert_eq!(json["degraded_reason"], reason.as_str());
+        assert_eq!(json["llm_failed_calls"], 3);
+    }
+
+    // An unknown reason (a manual edit, a newer build) is a typed error.
+    db.exec("UPDATE compaction_runs SET degraded_reason = 'gremlins'")
+        .await;
+    match db.store.runs(&key("audit"), 1).await {
+        Err(StoreError::CorruptRow { table, detail, .. }) => {
+            assert_eq!(table, "compaction_runs");
+            assert!(detail.contains("gremlins"), "{detail}");
+        }
+        other => panic!("expected CorruptRow, got {other:?}"),
+    }
+}
+
+/// A database migrated by the previous build holds runs without the audit
+/// columns; after `migrate` they read as not degraded for a known reason,
+/// with no calls counted.
+async fn runs_recorded_before_the_llm_audit_columns_still_read(backend: Backend) {
+    let db = TestDb::unmigrated(backend).await;
+    let before = migration_names().len() - 1;
+    Migrator::up(db.store.connection(), Some(u32::try_from(before).unwrap()))
+        .await
+        .unwrap();
+    let ws = db.store.ensure_workstream(&key("old")).await.unwrap();
+    db.exec(&format!(
+        "INSERT INTO compaction_runs (workstream_id, job_id, attempt, \"trigger\", started_at, \
+         finished_at, outcome, degraded, tokens_before, tokens_after, messages_compacted, chunks, \
+         rollups, llm_model, llm_tokens_in, llm_tokens_out, error, summary) VALUES ({}, 3, 2, \
+         'auto', '2026-01-01T00:00:00+00:00', '2026-01-01T00:00:05+00:00', 'committed', true, \
+         900, 300, 12, 1, 0, 'old-model', 800, 90, NULL, 'KEY FACTS:')",
+        ws.id
+    ))
+    .await;
+    assert_eq!(
+        db.store.migrate().await.unwrap(),
+        [migration_names().pop().unwrap()]
+    );
+    let row = db.store.runs(&key("old"), 1).await.unwrap().remove(0);
+    assert!(row.degraded);
+    assert_eq!(row.degraded_reason, None);
+    assert_eq!((row.llm_calls, row.llm_failed_calls), (0, 0));
+    assert_eq!(row.llm_model.as_deref(), Some("old-model"));
+    assert_eq!((row.llm_tokens_in, row.llm_tokens_out), (800, 90));
+    assert_eq!(row.outcome, RunOutcome::Committed);
+
+    // And new rows are written beside it.
+    let run = NewRun {
+        degraded_reason: Some(DegradedReason::LlmUnhealthy),
+        degraded: true,
+        ..make_run(RunOutcome::Committed)
+    };
+    db.store.record_run(ws.id, &run).await.unwrap();
+    let rows = db.store.runs(&key("old"), 10).await.unwrap();
+    assert_eq!(rows.len(), 2);
+    assert_eq!(rows[0].degraded_reason, Some(DegradedReason::LlmUnhealthy));
+
+    // The migration is reversible: down removes the columns again.
+    Migrator::down(db.store.connection(), Some(1))
+        .await
+        .unwrap();
+    assert_eq!(
+        db.store.schema_status().await.unwrap(),
+        SchemaStatus::Behind {
+            pending: vec![migration_names().pop().unwrap()]
+        }
+    );
 }
 
 // ---------------------------------------------------------------- connecting

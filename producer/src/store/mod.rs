@@ -57,7 +57,7 @@ pub use error::{redact_url, split_url_list, StoreError};
 pub use lease::{Lease, LeaseTaken};
 pub use memory::MemoryEntry;
 pub use messages::{Appended, NewMessage};
-pub use runs::{NewRun, RunOutcome, RunRow};
+pub use runs::{DegradedReason, NewRun, RunOutcome, RunRow};
 pub use schema::SchemaStatus;
 pub use workstreams::{WorkstreamRow, BREAKER_THRESHOLD};
 

@@ -33,8 +33,8 @@ use compactor_producer::events::{CompactionEvent, EventOutcome};
 use compactor_producer::metrics::names;
 use compactor_producer::queue::{Queue, Trigger};
 use compactor_producer::store::{
-    Commit, CommitOutcome, ConflictReason, LeaseTaken, MemoryFold, NewRun, PrunedMessage,
-    RunOutcome, Store, StoreError, WorkstreamRow,
+    Commit, CommitOutcome, ConflictReason, DegradedReason, LeaseTaken, MemoryFold, NewRun,
+    PrunedMessage, RunOutcome, Store, StoreError, WorkstreamRow,
 };
 use compactor_shared::config::EngineConfig;
 use compactor_shared::pipeline::{self, PipelineError};
@@ -47,7 +47,8 @@ use tokio::time::Instant;
 use tokio_util::task::TaskTracker;
 use tracing::{debug, info, warn};
 
-use super::summarizer::{LlmUsage, SummarizeError, Summarizer};
+use super::summarizer::{Fallback, LlmUsage, SummarizeError, Summarizer};
+use crate::llm::{metrics as llm_metrics, Calls};
 use crate::runtime::{Job, JobError, JobHandler};
 
 /// How often a held entity lease is looked at again while waiting for it.
@@ -192,6 +193,27 @@ impl CompactError {
     }
 }
 
+impl CompactError {
+    /// The summarizer's failure, when that is what this is.
+    fn summarize_error(&self) -> Option<&SummarizeError> {
+        match self {
+            CompactError::Summarizer(e) | CompactError::ChunkTooLong { source: e, .. } => Some(e),
+            _ => None,
+        }
+    }
+
+    /// Why a run that falls back after this failure is degraded.
+    fn degraded_reason(&self) -> DegradedReason {
+        match self {
+            CompactError::ChunkTooLong { .. } => DegradedReason::ContextLength,
+            other => other.summarize_error().map_or(
+                DegradedReason::LlmUnavailable,
+                SummarizeError::degraded_reason,
+            ),
+        }
+    }
+}
+
 /// What a successful attempt did.
 enum Done {
     /// Under the trigger, or too few messages: nothing changed.
@@ -306,7 +328,13 @@ impl CompactHandler {
                 if no_progress {
                     // Due, yet nothing may be cut (a few huge messages): a
                     // fruitless compaction, counted towards the breaker.
-                    let run = self.run_row(job, started, RunOutcome::NoProgress, None);
+                    let run = self.run_row(
+                        job,
+                        started,
+                        RunOutcome::NoProgress,
+                        None,
+                        &Calls::default(),
+                    );
                     if let Err(e) = self.store.record_failure(ws.id, owner, &run, true).await {
                         warn!(error = %e, "could not record the fruitless run");
                         self.release(ws.id, owner).await;
@@ -332,7 +360,17 @@ impl CompactHandler {
             }
             Err(error) => {
                 let message: String = error.to_string().chars().take(1_000).collect();
-                let run = self.run_row(job, started, RunOutcome::Failed, Some(message.clone()));
+                let no_calls = Calls::default();
+                let calls = error
+                    .summarize_error()
+                    .map_or(&no_calls, SummarizeError::calls);
+                let run = self.run_row(
+                    job,
+                    started,
+                    RunOutcome::Failed,
+                    Some(message.clone()),
+                    calls,
+                );
                 // A database outage is nobody's failure: it neither ends the
                 // job nor counts towards the breaker.
                 let outage = matches!(&error, CompactError::Store(e) if e.is_transient());
@@ -396,13 +434,15 @@ impl CompactHandler {
         }
     }
 
-    /// The audit row of an attempt that did not commit.
+    /// The audit row of an attempt that did not commit, with the LLM
+    /// requests it made (`calls`; failed ones included).
     fn run_row(
         &self,
         job: &Job,
         started: chrono::DateTime<Utc>,
         outcome: RunOutcome,
         error: Option<String>,
+        calls: &Calls,
     ) -> NewRun {
         NewRun {
             job_id: i64::try_from(job.job_id).unwrap_or(i64::MAX),
@@ -412,14 +452,17 @@ impl CompactHandler {
             finished_at: Utc::now(),
             outcome,
             degraded: false,
+            degraded_reason: None,
             tokens_before: 0,
             tokens_after: 0,
             messages_compacted: 0,
             chunks: 0,
             rollups: 0,
-            llm_model: self.summarizer.model(),
-            llm_tokens_in: 0,
-            llm_tokens_out: 0,
+            llm_model: calls.model.clone().or_else(|| self.summarizer.model()),
+            llm_calls: calls.sent,
+            llm_failed_calls: calls.failed,
+            llm_tokens_in: calls.input_tokens,
+            llm_tokens_out: calls.output_tokens,
             error,
             summary: None,
         }
@@ -509,8 +552,14 @@ impl CompactHandler {
         }
     }
 
-    /// Prepares with the configured summarizer; on the last attempt an LLM
-    /// failure is retried offline (degraded) when allowed.
+    /// Prepares with the configured summarizer. When the fallback is
+    /// allowed, the extractive summarizer stands in (the run is degraded,
+    /// with its reason):
+    /// - at once, without asking the LLM, while the provider is unhealthy;
+    /// - after an LLM failure on the last attempt, after one that made the
+    ///   provider unhealthy (a dead LLM costs a few seconds, not every
+    ///   attempt's retries), and after a permanent one (a chunk too long
+    ///   even at the minimum size: no retry can help).
     async fn prepare_with_fallback(
         &self,
         job: &Job,
@@ -520,9 +569,21 @@ impl CompactHandler {
             .deadline
             .checked_sub(self.settings.commit_margin)
             .unwrap_or(job.deadline);
-        let may_fall_back = job.is_last_attempt()
-            && self.settings.fallback_to_extractive
+        let fallback_allowed = self.settings.fallback_to_extractive
             && !matches!(self.summarizer, Summarizer::Extractive);
+        if fallback_allowed && self.summarizer.is_unhealthy() {
+            info!("the LLM is marked unhealthy: summarizing offline (degraded)");
+            let calls = Calls {
+                model: self.summarizer.model(),
+                ..Calls::default()
+            };
+            let fallback = Fallback {
+                reason: DegradedReason::LlmUnhealthy,
+                error: None,
+            };
+            return self.fall_back(job, ws, end, calls, fallback).await;
+        }
+        let may_fall_back = job.is_last_attempt() && fallback_allowed;
         // On the last attempt a third of the time is kept for the offline
         // summarizer, which re-reads the whole span.
         let llm_deadline = if may_fall_back {
@@ -532,16 +593,49 @@ impl CompactHandler {
             end
         };
         match self.prepare(job, ws, &self.summarizer, llm_deadline).await {
-            Err(e) if e.is_summarizer() && may_fall_back => {
-                warn!(error = %e, "the LLM failed on the last attempt: summarizing offline (degraded)");
-                let mut prepared = self.prepare(job, ws, &Summarizer::Extractive, end).await?;
-                if let Some(p) = prepared.as_mut() {
-                    p.report.degraded = true;
-                }
-                Ok(prepared)
+            Err(e)
+                if fallback_allowed
+                    && e.is_summarizer()
+                    && (may_fall_back || e.is_permanent() || self.summarizer.is_unhealthy()) =>
+            {
+                let reason = e.degraded_reason();
+                warn!(error = %e, reason = reason.as_str(), "the LLM failed: summarizing offline (degraded)");
+                let calls = e
+                    .summarize_error()
+                    .map(|s| s.calls().clone())
+                    .unwrap_or_default();
+                let fallback = Fallback {
+                    reason,
+                    error: Some(e.to_string().chars().take(1_000).collect()),
+                };
+                self.fall_back(job, ws, end, calls, fallback).await
             }
             other => other,
         }
+    }
+
+    /// Prepares with the extractive summarizer, recording the LLM's
+    /// `calls` so far and why it stood in.
+    async fn fall_back(
+        &self,
+        job: &Job,
+        ws: &WorkstreamRow,
+        deadline: Instant,
+        calls: Calls,
+        fallback: Fallback,
+    ) -> Result<Option<Prepared>, CompactError> {
+        llm_metrics::fell_back(self.summarizer.provider(), fallback.reason);
+        let mut prepared = self
+            .prepare(job, ws, &Summarizer::Extractive, deadline)
+            .await?;
+        if let Some(p) = prepared.as_mut() {
+            p.report.degraded = true;
+            p.usage = LlmUsage {
+                calls,
+                fallback: Some(fallback),
+            };
+        }
+        Ok(prepared)
     }
 
     /// One run of the compaction pipeline (`compactor_shared::pipeline`)
@@ -671,15 +765,22 @@ impl CompactHandler {
                 RunOutcome::NoProgress
             },
             degraded: report.degraded,
+            degraded_reason: usage.fallback.as_ref().map(|f| f.reason),
             tokens_before: report.tokens_before,
             tokens_after: report.tokens_after,
             messages_compacted: report.messages_compacted,
             chunks: report.chunks,
             rollups: report.rollups,
-            llm_model: usage.model.clone(),
-            llm_tokens_in: usage.input_tokens,
-            llm_tokens_out: usage.output_tokens,
-            error: None,
+            llm_model: usage
+                .calls
+                .model
+                .clone()
+                .or_else(|| self.summarizer.model()),
+            llm_calls: usage.calls.sent,
+            llm_failed_calls: usage.calls.failed,
+            llm_tokens_in: usage.calls.input_tokens,
+            llm_tokens_out: usage.calls.output_tokens,
+            error: usage.fallback.and_then(|f| f.error),
             summary: Some(summary.render()),
         };
         let commit = Commit {

@@ -531,17 +531,30 @@ async fn runs(settings: &ClientSettings, target: &Target, limit: u64, out: Outpu
             }
             runs.iter()
                 .map(|r| {
+                    let degraded = match (r.degraded, r.degraded_reason) {
+                        (false, _) => String::new(),
+                        (true, None) => " (degraded)".to_owned(),
+                        (true, Some(reason)) => format!(" (degraded: {reason})"),
+                    };
+                    let llm = match &r.llm_model {
+                        None => String::new(),
+                        Some(model) => format!(
+                            "  llm {model}: {} calls ({} failed), {} in / {} out tokens",
+                            r.llm_calls, r.llm_failed_calls, r.llm_tokens_in, r.llm_tokens_out
+                        ),
+                    };
                     format!(
-                        "{}  job {} attempt {}  {:?}{}  {} → {} tokens  {} messages  {} chunks{}\n",
+                        "{}  job {} attempt {}  {:?}{}  {} → {} tokens  {} messages  {} chunks{}{}\n",
                         r.started_at.to_rfc3339(),
                         r.job_id,
                         r.attempt,
                         r.outcome,
-                        if r.degraded { " (degraded)" } else { "" },
+                        degraded,
                         r.tokens_before,
                         r.tokens_after,
                         r.messages_compacted,
                         r.chunks,
+                        llm,
                         r.error
                             .as_deref()
                             .map_or(String::new(), |e| format!("  error: {e}"))
