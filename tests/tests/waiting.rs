@@ -498,3 +498,40 @@ async fn a_claimed_job_is_waited_for_before_it_holds_the_workstream() {
     assert!(matches!(r, Readiness::Ready { event: None, .. }), "{r:?}");
     println!("woken {:?} after the completion", woke_at - completed_at);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_worker_is_in_the_registry_and_leaves_it_when_it_stops() {
+    let db = TestDb::postgres().await;
+    let redis = TestRedis::new();
+    let mut s = settings(&db.url, &redis, None);
+    s.worker.concurrency = 3;
+    s.worker.name = "registry-test".to_owned();
+    let queue = redis.queue().await;
+    assert!(queue.live_workers().await.unwrap().is_empty());
+    let worker = spawn_worker(s);
+    eventually("the worker registers", Duration::from_secs(20), || async {
+        !queue.live_workers().await.unwrap().is_empty()
+    })
+    .await;
+    let live = queue.live_workers().await.unwrap();
+    assert_eq!(live.len(), 1, "{live:?}");
+    let me = &live[0];
+    assert_eq!(me.registration.name, "registry-test");
+    assert!(me.registration.id.starts_with("registry-test-"), "{me:?}");
+    assert_eq!(me.registration.pid, std::process::id());
+    assert_eq!(me.registration.concurrency, 3);
+    assert_eq!(me.registration.version, env!("CARGO_PKG_VERSION"));
+    assert!(me.registration.started_at_ms > 0);
+    assert!(me.expires_at_ms > me.heartbeat_at_ms);
+    // It beats on.
+    let first_beat = me.heartbeat_at_ms;
+    eventually("a later heartbeat", Duration::from_secs(10), || async {
+        queue.live_workers().await.unwrap()[0].heartbeat_at_ms > first_beat
+    })
+    .await;
+    worker.stop().await;
+    assert!(
+        queue.live_workers().await.unwrap().is_empty(),
+        "a stopped worker is not live"
+    );
+}

@@ -67,8 +67,9 @@ pub struct RuntimeConfig {
     /// Longest idle wait between claims (the fallback should a wake-up be
     /// missed), the period of the recovery sweep (a crashed worker's job is
     /// back within lease TTL + this), of the wake-up connection's liveness
-    /// check, and of the worker registry's heartbeat (a worker that stops
-    /// beating drops out of the registry after three periods).
+    /// check, and of the worker registry's heartbeat (at least every
+    /// second; a worker that stops beating drops out of the registry after
+    /// three intervals, or a lease TTL if that is longer).
     #[serde(with = "humantime_serde")]
     pub check_interval: Duration,
     /// How long in-flight jobs may run on after a shutdown signal before

@@ -1,23 +1,30 @@
 //! This process's entry in the queue's worker registry
 //! (`compactor_producer::queue::WorkerRegistration`): registered before the
-//! first claim, renewed every `check_interval`, removed when shutdown
-//! begins (a draining worker takes no more jobs, so a chat request waiting
-//! on a queued job must not count on it).
+//! first claim, renewed by a heartbeat, removed when shutdown begins (a
+//! draining worker takes no more jobs, so a chat request waiting on a
+//! queued job must not count on it).
 //!
-//! An entry lives for [`MISSED_BEATS`] heartbeat periods: a worker that
-//! stops beating (killed, hung, cut off from Redis) drops out of the
-//! registry within that time, and a beat delayed by a loaded machine does
-//! not make a live worker look dead.
+//! Timing: an entry lives for [`MISSED_BEATS`] `check_interval`s, and at
+//! least a lease TTL (a worker alive enough to hold leases counts as live;
+//! a beat delayed by a loaded machine does not make it look dead); a worker
+//! that stops beating (killed, hung, cut off from Redis) drops out within
+//! that time. It beats every `check_interval`, and at least every
+//! [`MAX_BEAT_PERIOD`]: a Redis that restarted without its data learns of
+//! the worker again within that period.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use compactor_producer::queue::WorkerRegistration;
 use tracing::debug;
 
 use super::Shared;
 
-/// Heartbeat periods an entry outlives its last beat by.
+/// `check_interval`s an entry outlives its last beat by (at least).
 pub(crate) const MISSED_BEATS: u32 = 3;
+
+/// Longest time between two beats.
+pub(crate) const MAX_BEAT_PERIOD: Duration = Duration::from_secs(1);
 
 /// How this process describes itself.
 pub(crate) fn registration(shared: &Shared) -> WorkerRegistration {
@@ -41,10 +48,9 @@ pub(crate) async fn register(shared: &Shared, me: &WorkerRegistration) {
     beat(shared, me).await;
 }
 
-/// Renews the entry every `check_interval` until shutdown begins, then
-/// removes it.
+/// Renews the entry until shutdown begins, then removes it.
 pub(crate) async fn run(shared: Arc<Shared>, me: WorkerRegistration) {
-    let every = shared.config.check_interval;
+    let every = shared.config.check_interval.min(MAX_BEAT_PERIOD);
     loop {
         tokio::select! {
             () = tokio::time::sleep(every) => {}
@@ -59,7 +65,7 @@ pub(crate) async fn run(shared: Arc<Shared>, me: WorkerRegistration) {
 }
 
 async fn beat(shared: &Shared, me: &WorkerRegistration) {
-    let ttl = shared.config.check_interval * MISSED_BEATS;
+    let ttl = (shared.config.check_interval * MISSED_BEATS).max(shared.queue.config().lease_ttl);
     if let Err(error) = shared.queue.heartbeat(me, ttl).await {
         shared.count_error("heartbeat", &error);
     }
