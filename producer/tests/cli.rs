@@ -200,6 +200,32 @@ async fn append_reads_json_lines_and_refuses_bad_ones_by_line() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_append_run_again_with_its_idempotency_key_stores_nothing_twice() {
+    let w = World::new(Backend::Sqlite).await;
+    let args = ["append", "chat", "i1", "--idempotency-key", "batch-7"];
+    let first = w.ok(&args, Some(LINES));
+    assert_eq!(first["appended"], 3);
+    assert_eq!(first["already_stored"], 0);
+    let again = w.ok(&args, Some(LINES));
+    assert_eq!(again["appended"], 3);
+    assert_eq!(again["already_stored"], 3, "{again}");
+    assert_eq!(again["first_id"], first["first_id"]);
+    assert_eq!(again["last_id"], first["last_id"]);
+    assert_eq!(again["uncompacted_tokens"], first["uncompacted_tokens"]);
+    // The same key over other messages is refused: exit 2, nothing stored.
+    let out = w.run(&args, Some(&LINES.replace("panic?", "crash?")));
+    assert_eq!(code(&out), 2, "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("batch-7#"));
+    let status = w.ok(&["status", "chat", "i1"], None);
+    assert_eq!(status["uncompacted_tokens"], first["uncompacted_tokens"]);
+    let out = w.run(
+        &["append", "chat", "i1", "--idempotency-key", "caf\u{e9}"],
+        Some(LINES),
+    );
+    assert_eq!(code(&out), 2, "not printable ASCII");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requests_status_wait_context_and_queue_stats() {
     let w = World::new(Backend::Sqlite).await;
     w.ok(&["append", "chat", "s1"], Some(LINES));
@@ -230,8 +256,27 @@ async fn requests_status_wait_context_and_queue_stats() {
 
     assert_eq!(w.ok(&["queue", "stats"], None)["waiting"], 2);
 
-    let ready = w.ok(&["wait", "chat", "s1", "--timeout-ms", "2000"], None);
-    assert_eq!(ready["ready"], true);
+    // s1's compaction is queued and no worker runs: said at once, exit 1.
+    let out = w.run(&["wait", "chat", "s1", "--timeout-ms", "20000"], None);
+    assert_eq!(code(&out), 1, "nobody will run it");
+    let nobody: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(nobody["outcome"], "no_live_worker", "{nobody}");
+    assert_eq!(nobody["phase"], "queued");
+    assert!(nobody["waited_ms"].as_u64().unwrap() < 10_000, "{nobody}");
+    // Running only: nothing holds the workstream.
+    let ready = w.ok(
+        &[
+            "wait",
+            "chat",
+            "s1",
+            "--timeout-ms",
+            "2000",
+            "--mode",
+            "running",
+        ],
+        None,
+    );
+    assert_eq!(ready["outcome"], "ready", "{ready}");
     let ws =
         w.db.store
             .workstream(&EntityKey::parse("chat", "s1").unwrap())
@@ -242,10 +287,22 @@ async fn requests_status_wait_context_and_queue_stats() {
         .take_lease(ws.id, "someone", Duration::from_secs(60))
         .await
         .unwrap();
-    let out = w.run(&["wait", "chat", "s1", "--timeout-ms", "300"], None);
+    let out = w.run(
+        &[
+            "wait",
+            "chat",
+            "s1",
+            "--timeout-ms",
+            "300",
+            "--mode",
+            "running",
+        ],
+        None,
+    );
     assert_eq!(code(&out), 1, "timed out");
     let waited: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(waited["ready"], false);
+    assert_eq!(waited["outcome"], "timed_out", "{waited}");
+    assert_eq!(waited["phase"], "running");
 
     let context = w.ok(&["context", "chat", "s1"], None);
     let messages = context["messages"].as_array().unwrap();

@@ -63,6 +63,9 @@ on_both_backends!(
     runs_are_listed_newest_first,
     a_run_row_says_why_it_was_degraded_and_what_the_llm_cost,
     runs_recorded_before_the_llm_audit_columns_still_read,
+    a_retried_append_with_client_ids_stores_nothing_twice,
+    a_client_id_with_other_content_is_refused_and_nothing_is_stored,
+    racing_tries_of_one_append_store_it_once,
 );
 
 // ---------------------------------------------------------------- helpers
@@ -77,6 +80,14 @@ fn msg(text: &str, tokens: u64) -> NewMessage {
         parts: vec![Part::text(text)],
         pinned: false,
         token_estimate: tokens,
+        client_id: None,
+    }
+}
+
+fn msg_with_id(text: &str, tokens: u64, client_id: &str) -> NewMessage {
+    NewMessage {
+        client_id: Some(client_id.to_owned()),
+        ..msg(text, tokens)
     }
 }
 
@@ -314,12 +325,14 @@ async fn pages_stream_in_order_and_respect_after(backend: Backend) {
                     ],
                     pinned: true,
                     token_estimate: 5,
+                    client_id: None,
                 },
                 NewMessage {
                     role: Role::Tool,
                     parts: vec![Part::tool_result("c1", "bash", "Cargo.toml")],
                     pinned: false,
                     token_estimate: 4,
+                    client_id: None,
                 },
             ],
         )
@@ -1228,4 +1241,176 @@ async fn a_sqlite_file_is_created_and_shared_by_two_stores() {
     let ws = db.store.workstream(&key("shared")).await.unwrap().unwrap();
     assert_eq!(ws.uncompacted_tokens, 40);
     assert_eq!(all_uncompacted(&db.store, ws.id).await.len(), 40);
+}
+
+// ------------------------------------------------------- idempotent appends
+
+async fn count_messages(db: &TestDb, entity: &str) -> i64 {
+    let ws = db.store.workstream(&key(entity)).await.unwrap().unwrap();
+    db.scalar(&format!(
+        "SELECT COUNT(*) AS n FROM messages WHERE workstream_id = {}",
+        ws.id
+    ))
+    .await
+}
+
+async fn a_retried_append_with_client_ids_stores_nothing_twice(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    let k = key("idem");
+    let batch = [
+        msg_with_id("one", 10, "req-1#0"),
+        msg("no id: stored every time", 1),
+        msg_with_id("two", 20, "req-1#2"),
+    ];
+    let first = db.store.append_messages(&k, &batch).await.unwrap();
+    assert_eq!(first.ids.len(), 3);
+    assert_eq!(first.already_stored, 0);
+    assert_eq!(first.uncompacted_tokens, 31);
+
+    let again = db.store.append_messages(&k, &batch).await.unwrap();
+    assert_eq!(again.ids[0], first.ids[0], "the stored message's id");
+    assert_eq!(again.ids[2], first.ids[2]);
+    assert!(
+        again.ids[1] > first.ids[2],
+        "a message without an id is new"
+    );
+    assert_eq!(again.already_stored, 2);
+    assert_eq!(again.uncompacted_tokens, 32, "only the new message counts");
+    assert_eq!(count_messages(&db, "idem").await, 4);
+
+    // A retry that also carries a message the first try did not: the
+    // stored ones keep their ids, the new one is stored after them.
+    let mut longer = vec![batch[0].clone(), batch[2].clone()];
+    longer.push(msg_with_id("three", 5, "req-1#3"));
+    let third = db.store.append_messages(&k, &longer).await.unwrap();
+    assert_eq!(third.ids[..2], [first.ids[0], first.ids[2]]);
+    assert!(third.ids[2] > again.ids[1]);
+    assert_eq!(third.already_stored, 2);
+    assert_eq!(count_messages(&db, "idem").await, 5);
+    let ws = db.store.workstream(&k).await.unwrap().unwrap();
+    assert_eq!(ws.last_message_id, Some(third.ids[2]));
+    assert_eq!(ws.uncompacted_tokens, 37);
+
+    // Everything stored already: nothing changes, the ids come back.
+    let replay = db.store.append_messages(&k, &longer).await.unwrap();
+    assert_eq!(replay.ids, third.ids);
+    assert_eq!(replay.already_stored, 3);
+    assert_eq!(replay.uncompacted_tokens, 37);
+    let after = db.store.workstream(&k).await.unwrap().unwrap();
+    assert_eq!(after.last_message_id, ws.last_message_id);
+
+    // The same id twice in one append names one message.
+    let twice = db
+        .store
+        .append_messages(
+            &k,
+            &[
+                msg_with_id("four", 3, "req-2#0"),
+                msg_with_id("four", 3, "req-2#0"),
+            ],
+        )
+        .await
+        .unwrap();
+    assert_eq!(twice.ids[0], twice.ids[1]);
+    assert_eq!(twice.already_stored, 1);
+    assert_eq!(count_messages(&db, "idem").await, 6);
+
+    // Client ids are per workstream: another one may use the same.
+    let other = db
+        .store
+        .append_messages(&key("idem-other"), &[msg_with_id("one", 10, "req-1#0")])
+        .await
+        .unwrap();
+    assert_eq!(other.already_stored, 0);
+    assert_ne!(other.ids[0], first.ids[0]);
+}
+
+async fn a_client_id_with_other_content_is_refused_and_nothing_is_stored(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    let k = key("clash");
+    db.store
+        .append_messages(&k, &[msg_with_id("original", 4, "m-1")])
+        .await
+        .unwrap();
+    for (index, clash) in [
+        msg_with_id("edited", 4, "m-1"),
+        NewMessage {
+            role: Role::Assistant,
+            ..msg_with_id("original", 4, "m-1")
+        },
+        NewMessage {
+            pinned: true,
+            ..msg_with_id("original", 4, "m-1")
+        },
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let err = db
+            .store
+            .append_messages(&k, &[msg("new", 1), clash])
+            .await
+            .unwrap_err();
+        match err {
+            StoreError::ClientIdConflict {
+                client_id,
+                index: at,
+                ..
+            } => {
+                assert_eq!(client_id, "m-1", "case {index}");
+                assert_eq!(at, 1, "case {index}");
+            }
+            other => panic!("case {index}: {other:?}"),
+        }
+    }
+    // Within one append too.
+    let err = db
+        .store
+        .append_messages(
+            &k,
+            &[msg_with_id("a", 1, "m-2"), msg_with_id("b", 1, "m-2")],
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, StoreError::ClientIdConflict { index: 1, .. }),
+        "{err:?}"
+    );
+    assert_eq!(count_messages(&db, "clash").await, 1, "nothing else stored");
+    let ws = db.store.workstream(&k).await.unwrap().unwrap();
+    assert_eq!(ws.uncompacted_tokens, 4);
+}
+
+async fn racing_tries_of_one_append_store_it_once(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    let k = key("race");
+    // The workstream exists, as it does when a client retries.
+    db.store
+        .append_messages(&k, &[msg("hello", 1)])
+        .await
+        .unwrap();
+    let batch: Vec<NewMessage> = (0..50)
+        .map(|i| msg_with_id(&format!("m{i}"), 2, &format!("req#{i}")))
+        .collect();
+    let tries = (0..8).map(|_| {
+        let store = db.store.clone();
+        let (k, batch) = (k.clone(), batch.clone());
+        tokio::spawn(async move { store.append_messages(&k, &batch).await.unwrap() })
+    });
+    let results: Vec<_> = futures::future::join_all(tries)
+        .await
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    for r in &results {
+        assert_eq!(r.ids, results[0].ids, "every try answers the same ids");
+    }
+    assert_eq!(
+        results.iter().filter(|r| r.already_stored == 0).count(),
+        1,
+        "one try stored them"
+    );
+    assert_eq!(count_messages(&db, "race").await, 51);
+    let ws = db.store.workstream(&k).await.unwrap().unwrap();
+    assert_eq!(ws.uncompacted_tokens, 101);
 }

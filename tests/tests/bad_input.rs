@@ -408,6 +408,7 @@ async fn deep_nesting_and_invalid_utf8_in_bodies_are_refused_or_handled() {
                 role: Role::Assistant,
                 parts: vec![Part::tool_call("deep-0", "bash", nested(200))],
                 pinned: false,
+                client_id: None,
             }],
         )
         .await
@@ -439,11 +440,13 @@ async fn deep_nesting_and_invalid_utf8_in_bodies_are_refused_or_handled() {
             role: Role::Assistant,
             parts: vec![Part::tool_call("deep-1", "bash", input)],
             pinned: false,
+            client_id: None,
         },
         IncomingMessage {
             role: Role::Tool,
             parts: vec![Part::tool_result("deep-1", "bash", "ok")],
             pinned: false,
+            client_id: None,
         },
     ];
     messages.extend(conversation(20));
@@ -465,6 +468,7 @@ async fn tool_results_without_calls_are_never_sent_as_orphans() {
         role: Role::Tool,
         parts: vec![Part::tool_result(id, "bash", format!("output of {id}"))],
         pinned: false,
+        client_id: None,
     };
     let mut messages = vec![orphan("early-orphan")];
     messages.extend(conversation(20));
@@ -522,11 +526,13 @@ async fn message_ids_cannot_be_chosen_and_reused_call_ids_are_handled() {
                 json!({"cmd": format!("ls {t}")}),
             )],
             pinned: false,
+            client_id: None,
         });
         messages.push(IncomingMessage {
             role: Role::Tool,
             parts: vec![Part::tool_result("call-1", "bash", format!("listing {t}"))],
             pinned: false,
+            client_id: None,
         });
     }
     let ids = w.client.append_messages(&k, messages).await.unwrap().ids;

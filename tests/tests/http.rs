@@ -175,6 +175,7 @@ async fn the_workstream_routes_store_compact_wait_and_serve_the_context() {
     );
     let status = api.get(&ws("http-1", "status")).await;
     assert_eq!(status.status, StatusCode::OK, "{}", status.text);
+    assert_one_job_key(&status.text);
     assert_eq!(status.body["domain"], "chat");
     assert_eq!(status.body["entity_id"], "http-1");
     assert_eq!(status.body["compactions"], 0);
@@ -203,12 +204,13 @@ async fn the_workstream_routes_store_compact_wait_and_serve_the_context() {
     })
     .await;
     let running = api.get(&ws("http-1", "status")).await;
+    assert_one_job_key(&running.text);
     assert_eq!(running.body["job"]["job_id"], job_id);
+    assert_eq!(running.body["job"]["state"], "running");
 
     let waited = api.get(&ws("http-1", "wait?timeout_ms=30000")).await;
     assert_eq!(waited.status, StatusCode::OK, "{}", waited.text);
-    assert_eq!(waited.body["ready"], true, "{}", waited.text);
-    assert_eq!(waited.body["timed_out"], false);
+    assert_eq!(waited.body["outcome"], "compacted", "{}", waited.text);
     assert!(waited.body["waited_ms"].is_u64());
     let event = &waited.body["event"];
     assert_eq!(event["outcome"], "compacted", "{}", waited.text);
@@ -217,6 +219,7 @@ async fn the_workstream_routes_store_compact_wait_and_serve_the_context() {
     assert!(event["tokens_after"].as_u64().unwrap() < event["tokens_before"].as_u64().unwrap());
 
     let done = api.get(&ws("http-1", "status")).await;
+    assert_one_job_key(&done.text);
     assert_eq!(done.body["compactions"], 1, "{}", done.text);
     assert_eq!(done.body["lease"], Value::Null);
     assert_eq!(done.body["breaker_open"], false);
@@ -238,10 +241,17 @@ async fn the_workstream_routes_store_compact_wait_and_serve_the_context() {
     assert!(context.body["tokens"].as_u64().unwrap() > 0);
     assert_eq!(context.body["over_budget"], false);
 
-    // Nothing runs now: a wait returns at once, without an event.
-    let idle = api.get(&ws("http-1", "wait?timeout_ms=5000")).await;
-    assert_eq!(idle.body["ready"], true);
-    assert_eq!(idle.body["event"], Value::Null);
+    // Nothing runs now: a wait returns at once, without an event, in
+    // either mode.
+    for query in ["timeout_ms=5000", "timeout_ms=5000&mode=running"] {
+        let idle = api.get(&ws("http-1", &format!("wait?{query}"))).await;
+        assert_eq!(idle.status, StatusCode::OK, "{}", idle.text);
+        assert_eq!(
+            idle.body,
+            json!({"outcome": "ready", "waited_ms": idle.body["waited_ms"], "event": null}),
+            "{query}"
+        );
+    }
 
     // A manual compaction, with instructions; a second request joins it
     // (or follows it, if it started already).
@@ -505,6 +515,7 @@ async fn malformed_requests_get_clear_json_errors() {
         ("timeout_ms=60001", "above the maximum of 60000"),
         ("timeout_ms=soon", "timeout_ms"),
         ("timeout=5", "unknown field `timeout`"),
+        ("mode=soon", "unknown variant `soon`"),
     ] {
         let reply = api.get(&ws("known", &format!("wait?{query}"))).await;
         assert_eq!(
@@ -705,7 +716,7 @@ async fn metrics_after_end_to_end_compactions_have_every_family() {
     )
     .await;
     let waited = api.get(&ws("m-retried", "wait?timeout_ms=1000")).await;
-    assert_eq!(waited.body["ready"], true);
+    assert_eq!(waited.body["outcome"], "ready", "{}", waited.text);
 
     // 2. An open circuit breaker holds the automatic request back.
     let stored = api
@@ -746,9 +757,13 @@ async fn metrics_after_end_to_end_compactions_have_every_family() {
     .await;
     let timed_out = api.get(&ws("m-held", "wait?timeout_ms=50")).await;
     assert_eq!(timed_out.status, StatusCode::OK);
-    assert_eq!(timed_out.body["ready"], false, "{}", timed_out.text);
-    assert_eq!(timed_out.body["timed_out"], true);
-    assert_eq!(timed_out.body["event"], Value::Null);
+    assert_eq!(timed_out.body["outcome"], "timed_out", "{}", timed_out.text);
+    assert_eq!(timed_out.body["phase"], "running");
+    assert_eq!(
+        timed_out.body["job_id"],
+        Value::Null,
+        "a lease without a job"
+    );
     assert!(api.get(&ws("m-held", "status")).await.body["lease"].is_object());
 
     // 4. The watermark moves while the LLM answers: the commit is fenced off.
@@ -854,6 +869,270 @@ async fn metrics_after_end_to_end_compactions_have_every_family() {
     for entity in ["m-retried", "m-breaker", "m-held", "m-fenced", "m-stolen"] {
         assert!(!text.contains(entity), "{entity} in /metrics");
     }
+    worker.stop().await;
+}
+
+/// `/status` names its `job` once: strict JSON parsers refuse a key twice
+/// (and lenient ones keep either).
+fn assert_one_job_key(text: &str) {
+    assert_eq!(text.matches("\"job\":").count(), 1, "{text}");
+}
+
+fn one_message(text: &str) -> Value {
+    json!({"role": "user", "parts": [{"type": "text", "text": text}]})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retried_append_stores_nothing_twice() {
+    let db = TestDb::new(Backend::Sqlite).await;
+    let redis = TestRedis::new();
+    let worker = start_worker(settings(&db.url, &redis, None)).await;
+    let api = Api::new(&worker);
+    let path = ws("idem", "messages");
+    let with_key = |key: &'static str, body: &Value| {
+        let (api, path, body) = (&api, &path, serde_json::to_vec(body).unwrap());
+        async move {
+            let response = api
+                .client
+                .post(format!("{}{path}", api.base))
+                .header("Idempotency-Key", key)
+                .body(body)
+                .send()
+                .await
+                .unwrap();
+            let status = response.status();
+            let text = response.text().await.unwrap();
+            (
+                status,
+                serde_json::from_str::<Value>(&text).unwrap_or(Value::Null),
+                text,
+            )
+        }
+    };
+    let body = json!({"messages": [one_message("a"), one_message("b"), one_message("c")]});
+
+    // The same request sent three times (the client never saw an answer):
+    // stored once, the same ids each time.
+    let (status, first, text) = with_key("req-1", &body).await;
+    assert_eq!(status, StatusCode::OK, "{text}");
+    assert_eq!(first["already_stored"], 0);
+    for _ in 0..2 {
+        let (status, again, text) = with_key("req-1", &body).await;
+        assert_eq!(status, StatusCode::OK, "{text}");
+        assert_eq!(again["ids"], first["ids"]);
+        assert_eq!(again["already_stored"], 3);
+        assert_eq!(again["uncompacted_tokens"], first["uncompacted_tokens"]);
+    }
+    // Another key is another request.
+    let (_, other, _) = with_key("req-2", &body).await;
+    assert_eq!(other["already_stored"], 0);
+    assert_ne!(other["ids"], first["ids"]);
+
+    // Client ids per message, without the header: the same.
+    let mine = json!({"messages": [
+        {"role": "user", "parts": [{"type": "text", "text": "x"}], "client_id": "msg-1"},
+        {"role": "assistant", "parts": [{"type": "text", "text": "y"}], "client_id": "msg-2"}
+    ]});
+    let stored = api.post(&path, &mine).await;
+    assert_eq!(stored.status, StatusCode::OK, "{}", stored.text);
+    let again = api.post(&path, &mine).await;
+    assert_eq!(again.body["ids"], stored.body["ids"]);
+    assert_eq!(again.body["already_stored"], 2);
+
+    // A client id (or key) reused for other content is a conflict, and
+    // nothing of that request is stored.
+    let before = api.get(&ws("idem", "status")).await.body["uncompacted_tokens"].clone();
+    let clash = api
+        .post(
+            &path,
+            &json!({"messages": [
+                one_message("new"),
+                {"role": "user", "parts": [{"type": "text", "text": "changed"}], "client_id": "msg-1"}
+            ]}),
+        )
+        .await;
+    assert_eq!(clash.status, StatusCode::CONFLICT, "{}", clash.text);
+    assert_eq!(clash.code(), "client_id_conflict");
+    assert!(clash.message().contains("msg-1"), "{}", clash.text);
+    let (status, _, text) = with_key("req-1", &json!({"messages": [one_message("not a")]})).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{text}");
+    assert_eq!(
+        api.get(&ws("idem", "status")).await.body["uncompacted_tokens"],
+        before
+    );
+    let context = api.get(&ws("idem", "context")).await;
+    assert_eq!(context.body["messages"].as_array().unwrap().len(), 8);
+
+    // Malformed keys and ids.
+    let (status, bad, text) = with_key("", &body).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{text}");
+    assert_eq!(bad["error"]["code"], "invalid_header");
+    let long_id = api
+        .post(
+            &path,
+            &json!({"messages": [{"role": "user", "parts": [{"type": "text", "text": "x"}], "client_id": "i".repeat(256)}]}),
+        )
+        .await;
+    assert_eq!(long_id.status, StatusCode::BAD_REQUEST, "{}", long_id.text);
+    assert_eq!(long_id.code(), "invalid_message");
+    worker.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_append_during_a_redis_outage_is_stored_and_says_compaction_is_unavailable() {
+    let db = TestDb::new(Backend::Postgres).await;
+    let redis = TestRedis::new();
+    let mut private = PrivateRedis::start();
+    let mut s = settings(&db.url, &redis, None);
+    small_window(&mut s);
+    s.redis.url = compactor_producer::settings::ConnectionUrl::new(private.url());
+    s.queue.response_timeout = Duration::from_secs(1);
+    let worker = start_worker(s).await;
+    let api = Api::new(&worker);
+    let path = ws("outage", "messages");
+    let turn = json!({"messages": messages(200), "finalize": true});
+    let send = || {
+        let (api, path, body) = (&api, &path, serde_json::to_vec(&turn).unwrap());
+        async move {
+            let response = api
+                .client
+                .post(format!("{}{path}", api.base))
+                .header("Idempotency-Key", "turn-17")
+                .body(body)
+                .timeout(Duration::from_secs(30))
+                .send()
+                .await
+                .unwrap();
+            let status = response.status();
+            let text = response.text().await.unwrap();
+            (status, serde_json::from_str::<Value>(&text).unwrap(), text)
+        }
+    };
+
+    private.kill();
+    let (status, stored, text) = send().await;
+    assert_eq!(status, StatusCode::OK, "stored, so not a 503: {text}");
+    assert_eq!(stored["ids"].as_array().unwrap().len(), 800);
+    assert_eq!(stored["turn"]["outcome"], "unavailable", "{text}");
+    assert!(stored["turn"]["current_tokens"].as_u64().unwrap() > 14_000);
+    assert!(
+        stored["turn"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("enqueue"),
+        "{text}"
+    );
+    // Waiting needs Redis for the requested compaction; the lease alone
+    // does not.
+    let wait = api.get(&ws("outage", "wait?timeout_ms=1000")).await;
+    assert_eq!(
+        wait.status,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "{}",
+        wait.text
+    );
+    assert_eq!(wait.code(), "redis_unavailable");
+    let running_only = api
+        .get(&ws("outage", "wait?timeout_ms=1000&mode=running"))
+        .await;
+    assert_eq!(running_only.status, StatusCode::OK, "{}", running_only.text);
+    assert_eq!(running_only.body["outcome"], "ready");
+
+    // Redis is back, without its data; the worker registers again at its
+    // next heartbeat. The client retries the same request: nothing is
+    // stored twice, and the compaction is requested this time.
+    let _back = PrivateRedis::start_on(private.port);
+    let queue = compactor_producer::queue::Queue::connect(&private.url(), redis.config.clone())
+        .await
+        .unwrap();
+    eventually(
+        "the worker registers again",
+        Duration::from_secs(20),
+        || async { !queue.live_workers().await.unwrap().is_empty() },
+    )
+    .await;
+    let mut retried = None;
+    for _ in 0..100 {
+        let (status, body, text) = send().await;
+        assert_eq!(status, StatusCode::OK, "{text}");
+        if body["turn"]["outcome"] != "unavailable" {
+            retried = Some(body);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let retried = retried.expect("Redis takes requests again");
+    assert_eq!(retried["ids"], stored["ids"], "the same messages");
+    assert_eq!(retried["already_stored"], 800);
+    assert_eq!(retried["uncompacted_tokens"], stored["uncompacted_tokens"]);
+    assert_eq!(retried["turn"]["outcome"], "requested", "{retried}");
+    let compacted = api.get(&ws("outage", "wait?timeout_ms=30000")).await;
+    assert_eq!(compacted.body["outcome"], "compacted", "{}", compacted.text);
+    let context = api.get(&ws("outage", "context")).await;
+    assert!(
+        context.body["messages"].as_array().unwrap().len() < 20,
+        "summary + tail: nothing was stored twice"
+    );
+    worker.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wait_behind_a_busy_worker_says_queued_then_compacted() {
+    let db = TestDb::new(Backend::Postgres).await;
+    let redis = TestRedis::new();
+    let llm = FakeLlm::start().await;
+    let mut s = settings(&db.url, &redis, Some(&llm.url()));
+    small_window(&mut s);
+    s.worker.concurrency = 1;
+    llm.answer_after(Duration::from_millis(1_500));
+    let worker = start_worker(s).await;
+    let api = Api::new(&worker);
+    let finalize = |entity: &'static str| {
+        let api = &api;
+        async move {
+            let reply = api
+                .post(
+                    &ws(entity, "messages"),
+                    &json!({"messages": messages(200), "finalize": true}),
+                )
+                .await;
+            assert_eq!(reply.body["turn"]["outcome"], "requested", "{}", reply.text);
+            reply.body["turn"]["enqueue"]["job_id"].as_u64().unwrap()
+        }
+    };
+    finalize("busy-a").await;
+    eventually(
+        "the worker is busy with a",
+        Duration::from_secs(20),
+        || async { api.get(&ws("busy-a", "status")).await.body["lease"].is_object() },
+    )
+    .await;
+    let job_b = finalize("busy-b").await;
+
+    let queued = api.get(&ws("busy-b", "wait?timeout_ms=300")).await;
+    assert_eq!(queued.status, StatusCode::OK, "{}", queued.text);
+    assert_eq!(
+        queued.body,
+        json!({"outcome": "timed_out", "waited_ms": queued.body["waited_ms"], "phase": "queued", "job_id": job_b})
+    );
+    assert!(queued.body["waited_ms"].as_u64().unwrap() >= 300);
+    let running_only = api
+        .get(&ws("busy-b", "wait?timeout_ms=300&mode=running"))
+        .await;
+    assert_eq!(
+        running_only.body["outcome"], "ready",
+        "{}",
+        running_only.text
+    );
+
+    let compacted = api.get(&ws("busy-b", "wait?timeout_ms=30000")).await;
+    assert_eq!(compacted.body["outcome"], "compacted", "{}", compacted.text);
+    assert_eq!(compacted.body["event"]["job_id"], job_b);
+    assert_eq!(compacted.body["event"]["entity_id"], "busy-b");
+    assert_eq!(
+        api.get(&ws("busy-b", "status")).await.body["compactions"],
+        1
+    );
     worker.stop().await;
 }
 

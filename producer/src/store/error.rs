@@ -58,6 +58,16 @@ pub enum StoreError {
         op: &'static str,
         workstream_id: i64,
     },
+    /// A message of an append carries a client id that names a stored
+    /// message (or an earlier message of the same append) with other
+    /// content: a client id names one message, for good.
+    #[error("{op}: client id {client_id:?} already names a message with other content (message {index} of the request)")]
+    ClientIdConflict {
+        op: &'static str,
+        client_id: String,
+        /// Position of the conflicting message in the request (0-based).
+        index: usize,
+    },
     /// A message the operation names is not a message of the workstream.
     #[error("{op}: message {message_id} does not belong to workstream {workstream_id}")]
     UnknownMessage {

@@ -56,7 +56,7 @@ pub use commit::{Commit, CommitOutcome, ConflictReason, MemoryFold, PrunedMessag
 pub use error::{redact_url, split_url_list, StoreError};
 pub use lease::{Lease, LeaseTaken};
 pub use memory::MemoryEntry;
-pub use messages::{Appended, NewMessage};
+pub use messages::{Appended, NewMessage, CLIENT_ID_MAX_BYTES};
 pub use runs::{DegradedReason, NewRun, RunOutcome, RunRow};
 pub use schema::SchemaStatus;
 pub use workstreams::{WorkstreamRow, BREAKER_THRESHOLD};

@@ -33,6 +33,13 @@ pub enum ApiError {
     /// The query string is malformed or out of range.
     #[error("{0}")]
     InvalidQuery(String),
+    /// A header the route reads (`Idempotency-Key`) is malformed.
+    #[error("{0}")]
+    InvalidHeader(String),
+    /// A client id (or an idempotency key) names a stored message with
+    /// other content.
+    #[error("{0}")]
+    ClientIdConflict(String),
     #[error("{0}")]
     Unauthorized(&'static str),
     #[error("no workstream {0}")]
@@ -65,6 +72,8 @@ impl ApiError {
             ApiError::InvalidBody(_) => "invalid_body",
             ApiError::InvalidMessage(_) => "invalid_message",
             ApiError::InvalidQuery(_) => "invalid_query",
+            ApiError::InvalidHeader(_) => "invalid_header",
+            ApiError::ClientIdConflict(_) => "client_id_conflict",
             ApiError::Unauthorized(_) => "unauthorized",
             ApiError::UnknownWorkstream(_) => "unknown_workstream",
             ApiError::NotFound(_) => "not_found",
@@ -83,7 +92,9 @@ impl ApiError {
             ApiError::InvalidKey(_)
             | ApiError::InvalidBody(_)
             | ApiError::InvalidMessage(_)
-            | ApiError::InvalidQuery(_) => StatusCode::BAD_REQUEST,
+            | ApiError::InvalidQuery(_)
+            | ApiError::InvalidHeader(_) => StatusCode::BAD_REQUEST,
+            ApiError::ClientIdConflict(_) => StatusCode::CONFLICT,
             ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             ApiError::UnknownWorkstream(_) | ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
@@ -104,6 +115,7 @@ impl From<ClientError> for ApiError {
                 ApiError::UnknownWorkstream(format!("{}/{}", key.domain(), key.entity_id()))
             }
             ClientError::InvalidMessage { .. } => ApiError::InvalidMessage(error.to_string()),
+            ClientError::ClientIdConflict { .. } => ApiError::ClientIdConflict(error.to_string()),
             ClientError::Store(e) => e.into(),
             ClientError::Queue(e) => e.into(),
             ClientError::SchemaBehind { .. } | ClientError::SchemaAhead { .. } => {

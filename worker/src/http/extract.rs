@@ -10,6 +10,7 @@ use axum::http::request::Parts;
 use axum::http::{header, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use compactor_producer::client::{IdempotencyKey, IDEMPOTENCY_KEY_MAX_BYTES};
 use compactor_shared::EntityKey;
 use futures::StreamExt;
 use serde::de::DeserializeOwned;
@@ -32,6 +33,41 @@ impl<S: Send + Sync> FromRequestParts<S> for Workstream {
         EntityKey::parse(&domain, &entity)
             .map(Workstream)
             .map_err(|e| ApiError::InvalidKey(e.to_string()))
+    }
+}
+
+/// The `Idempotency-Key` header, when the request has one: makes an append
+/// safe to retry (see `IdempotencyKey`). Malformed (not 1-200 bytes of
+/// printable ASCII, or given twice) is a 400 `invalid_header`.
+#[derive(Debug, Clone)]
+pub struct IdempotencyKeyHeader(pub Option<IdempotencyKey>);
+
+/// The header's name.
+pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
+
+impl<S: Send + Sync> FromRequestParts<S> for IdempotencyKeyHeader {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        let mut values = parts.headers.get_all(IDEMPOTENCY_KEY).iter();
+        let Some(value) = values.next() else {
+            return Ok(IdempotencyKeyHeader(None));
+        };
+        if values.next().is_some() {
+            return Err(ApiError::InvalidHeader(
+                "Idempotency-Key: give it once".to_owned(),
+            ));
+        }
+        let key = value
+            .to_str()
+            .ok()
+            .and_then(|v| IdempotencyKey::parse(v).ok())
+            .ok_or_else(|| {
+                ApiError::InvalidHeader(format!(
+                    "Idempotency-Key: use 1-{IDEMPOTENCY_KEY_MAX_BYTES} bytes of printable ASCII"
+                ))
+            })?;
+        Ok(IdempotencyKeyHeader(Some(key)))
     }
 }
 

@@ -77,6 +77,7 @@ fn conversation(turns: usize) -> Vec<IncomingMessage> {
                 serde_json::json!({ "cmd": command }),
             )],
             pinned: false,
+            client_id: None,
         });
         out.push(IncomingMessage {
             role: Role::Tool,
@@ -86,6 +87,7 @@ fn conversation(turns: usize) -> Vec<IncomingMessage> {
                 format!("$ {command}\n... {} lines of output ...\nresult: {code} reproduced at step {t}", 40 + t % 17),
             )],
             pinned: false,
+            client_id: None,
         });
     }
     out
