@@ -369,6 +369,10 @@ async fn a_wait_covers_the_back_off_between_attempts() {
     // The first attempt fails at the LLM (the call and the client's two
     // retries); the second runs after a back-off of 2-4 s.
     s.worker.retry.base_delay = Duration::from_secs(2);
+    // Three failed requests in a row would mark the provider unhealthy and
+    // commit at once, degraded (the fast path): keep it off here, this test
+    // is about the back-off.
+    s.llm.unhealthy_after = 0;
     llm.fail_next([Fault::ServerError, Fault::ServerError, Fault::ServerError]);
     let c = Compactor::from_parts(db.store.clone(), redis.queue().await, s.engine.clone()).await;
     let k = key("backoff");
