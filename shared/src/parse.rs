@@ -733,17 +733,23 @@ mod tests {
         assert!(parse_output(&garbage).is_err() || parse_output(&garbage).is_ok());
     }
 
+    /// Text that says something: placeholders (`none`, `na`, …) are
+    /// dropped by design, so they cannot round-trip.
+    fn content(pattern: &'static str) -> impl Strategy<Value = String> {
+        pattern.prop_filter("not a placeholder", |t| !is_placeholder(t))
+    }
+
     fn item() -> impl Strategy<Value = StateItem> {
         (
             proptest::option::of("[A-Za-z0-9]{1,6}"),
-            "[a-z][a-z0-9 ,'.-]{0,40}[a-z0-9]",
+            content("[a-z][a-z0-9 ,'.-]{0,40}[a-z0-9]"),
             proptest::option::of("(open|done|resolved|in_progress)"),
         )
             .prop_map(|(id, text, status)| StateItem { id, text, status })
     }
 
     fn bullet_text() -> impl Strategy<Value = String> {
-        "[a-z][a-z0-9 ,'.()/`-]{0,60}[a-z0-9]"
+        content("[a-z][a-z0-9 ,'.()/`-]{0,60}[a-z0-9]")
     }
 
     proptest! {

@@ -1249,3 +1249,26 @@ fn rejections_and_format_problems_are_counted() {
     }
     assert!(!rendered.contains("unrelated"), "no content in labels");
 }
+
+/// The compaction pipeline drives the summarizer from `Send` futures (the
+/// runtime moves jobs between threads): its steps must be `Send`.
+#[test]
+fn the_summarizer_steps_are_send() {
+    fn send<T: Send>(_: &T) {}
+    let summarizer = Summarizer::Extractive;
+    let engine = EngineConfig::default();
+    let estimator = CharEstimator::default();
+    let state = WorkstreamState::default();
+    let summary = Summary::default();
+    let input = CompactionInput {
+        previous_summary: None,
+        state: &state,
+        new_messages: "",
+        instructions: None,
+        split_turn: false,
+    };
+    let mut usage = LlmUsage::default();
+    send(&summarizer.summarize(&input, &engine, &estimator, in_secs(1), &mut usage));
+    send(&summarizer.rollup(&summary, 100, &estimator, in_secs(1), &mut usage));
+    send(&summarizer.fold_memory(None, &[], 100, in_secs(1), &mut usage));
+}

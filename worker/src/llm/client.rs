@@ -340,14 +340,11 @@ impl LlmClient {
             .instrument(span)
             .await
         {
-            Ok(_) => Ok(()),
-            Err(Failure {
+            Ok(_)
+            | Err(Failure {
                 error: LlmError::Empty,
                 ..
-            }) => {
-                self.health_changed(self.inner.health.succeeded());
-                Ok(())
-            }
+            }) => Ok(()),
             Err(failure) => Err(failure.error),
         }
     }
@@ -427,6 +424,9 @@ impl LlmClient {
                 calls.record(true, failure.usage, None);
                 if failure.error.counts_against_health() {
                     health.failed()
+                } else if matches!(failure.error, LlmError::Empty) {
+                    // A reply without text is still a reply: the server is up.
+                    health.succeeded()
                 } else {
                     Transition::None
                 }

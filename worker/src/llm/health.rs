@@ -26,8 +26,9 @@
 //! replies ([`super::LlmError::counts_against_health`]). A context-length
 //! error or another 4xx is about the request, not the provider: it neither
 //! counts nor resets. Any answered request resets the count, whatever the
-//! answer says: bad answers are the checks' business (the job retries and
-//! falls back), not a sign that the provider is down.
+//! answer says (an empty one included): bad answers are the checks'
+//! business (the job retries and falls back), not a sign that the provider
+//! is down.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
