@@ -19,10 +19,12 @@
 //! outcome — commit, nothing to do, conflict, failure, and cancellation by
 //! the runtime (a drop guard) — so chat requests never wait for a lease
 //! deadline while a worker is alive. Failures are retried by the runtime.
-//! On the last attempt an LLM failure falls back to the extractive
-//! summarizer (the run is marked degraded) when that is enabled, with a
-//! third of the attempt's time kept for it, so a workstream still shrinks
-//! while the LLM is down.
+//! When enabled, the extractive summarizer stands in for the LLM (the run
+//! is marked degraded, with its reason on the run row): at once while the
+//! provider is unhealthy, after the failure that made it unhealthy, after a
+//! chunk too long even at the minimum size, and after any LLM failure on
+//! the last attempt (a third of that attempt's time is kept for it) — so a
+//! workstream still shrinks while the LLM is down or answers junk.
 
 use std::future::Future;
 use std::sync::Arc;
