@@ -715,8 +715,14 @@ impl Compactor {
         let progress = self.inner.queue.job_progress(key).await?;
         let nobody = progress.live_workers == 0;
         Ok(match progress.stage {
-            // Someone holds the workstream, whatever the queue says.
-            Some(stage) if lease_end.is_some() => Some(held(Some(stage_job_id(stage)))),
+            // Someone holds the workstream: the pending job's run, or one
+            // the queue no longer knows (a finished job's record is not the
+            // one waited for).
+            Some(JobStage::Waiting { job_id, .. } | JobStage::Running { job_id, .. })
+                if lease_end.is_some() =>
+            {
+                Some(held(Some(job_id)))
+            }
             None | Some(JobStage::Done { .. } | JobStage::Dead { .. }) => {
                 lease_end.map(|_| held(None))
             }
@@ -924,15 +930,6 @@ async fn wait_for_news(
             },
             () = tokio::time::sleep_until(wake_at) => return,
         }
-    }
-}
-
-fn stage_job_id(stage: JobStage) -> u64 {
-    match stage {
-        JobStage::Waiting { job_id, .. }
-        | JobStage::Running { job_id, .. }
-        | JobStage::Done { job_id }
-        | JobStage::Dead { job_id } => job_id,
     }
 }
 
