@@ -69,7 +69,7 @@ pub(super) fn render(entries: &[&Artifact]) -> String {
         }
     }
     for values in replaced.values_mut() {
-        values.sort_by(|a, b| b.last_seen.cmp(&a.last_seen));
+        values.sort_by_key(|a| std::cmp::Reverse(a.last_seen));
     }
     // A plain value equal to a replaced setting value is most likely an
     // echo of that setting ("done, timeout 37s"): on a line of its own it

@@ -5,7 +5,7 @@
 //! `UTF-8` is not a ticket, a hex word without a digit is not a hash,
 //! `main.rs:42` is a file and line, not a host and port.
 
-use super::scan::{captures, matches, pattern, Scan};
+use super::scan::{captures, gated, matches, pattern, Scan};
 use crate::ledger::ArtifactKind;
 
 pattern!(URL, r#"https?://[^\s<>"'`\])}]+"#);
@@ -13,10 +13,17 @@ pattern!(
     UUID,
     r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"
 );
-pattern!(HEX, r"\b[0-9a-f]{7,40}\b");
-pattern!(TICKET, r"\b[A-Z][A-Z0-9]{1,9}-[0-9]{1,7}\b");
+pattern!(
+    /// A hex hash (group 1) or a ticket key (group 2), in one pass.
+    HEX_OR_TICKET,
+    r"\b(?:([0-9a-f]{7,40})|([A-Z][A-Z0-9]{1,9}-[0-9]{1,7}))\b"
+);
 pattern!(CVE, r"\bCVE-[0-9]{4}-[0-9]{4,7}\b");
-pattern!(ISSUE_REF, r"(?:^|[\s(\[])(#[0-9]{1,7})\b");
+pattern!(
+    SYMBOL_PATH,
+    r"\b[A-Za-z_][A-Za-z0-9_]*(?:::[A-Za-z_][A-Za-z0-9_]*){2,8}\b"
+);
+pattern!(ISSUE_REF, r"(?:^|[ \t\r\n(\[])(#[0-9]{1,7})\b");
 pattern!(
     ERROR_CODE,
     r"\b(?:E0[0-9]{3}|TS[0-9]{4,5}|CS[0-9]{4}|ORA-[0-9]{5}|ENOENT|EACCES|EPERM|ECONNREFUSED|ECONNRESET|ECONNABORTED|ETIMEDOUT|EADDRINUSE|EADDRNOTAVAIL|EEXIST|ENOTDIR|EISDIR|EMFILE|ENFILE|ENOSPC|EPIPE|EAGAIN|EHOSTUNREACH|ENETUNREACH|ENOMEM|EINVAL|EBUSY|EROFS|ENOTEMPTY|OOMKilled|CrashLoopBackOff|ImagePullBackOff|ErrImagePull|ErrImageNeverPull|CreateContainerConfigError|CreateContainerError|RunContainerError|InvalidImageName|ContainerCannotRun|DeadlineExceeded|FailedScheduling|FailedMount|NodeNotReady|Evicted|SIG(?:KILL|TERM|SEGV|ABRT|BUS|PIPE|INT|HUP|QUIT|ILL|FPE|USR1|USR2)|ERR_[A-Z0-9_]{3,40}|DEADLINE_EXCEEDED|RESOURCE_EXHAUSTED|PERMISSION_DENIED|FAILED_PRECONDITION|UNAUTHENTICATED)\b"
@@ -27,16 +34,23 @@ pattern!(
 );
 pattern!(
     EXIT_CODE,
-    r"(?i)\b(?:exit(?:ed)?(?: with)?|returned non-zero exit)[ \t]+(?:code|status)[ \t]*:?[ \t]*([0-9]{1,3})\b"
+    r"(?i-u)\b(?:exit(?:ed)?(?: with)?|returned non-zero exit)[ \t]+(?:code|status)[ \t]*:?[ \t]*([0-9]{1,3})\b"
 );
 pattern!(
     PREFIXED_CODE,
     r"\b(?:error|ERROR|Error|fatal|FATAL|Fatal)[ \t]*[\[(:]?[ \t]*([A-Z]{1,6}[0-9]{2,6}|[0-9]{3,5})\b"
 );
-pattern!(SQLSTATE, r"\bSQLSTATE\s*\[?([0-9A-Z]{5})\]?");
+pattern!(GATE_EXIT, r"(?i-u:exit)");
+pattern!(GATE_ERROR, r"error|ERROR|Error|fatal|FATAL|Fatal");
+pattern!(GATE_HTTP, r"(?i-u:http|status)");
+pattern!(
+    GATE_HTTP_REASON,
+    r"Service Unavailable|Internal Server Error|Bad Gateway|Gateway Timeout|Too Many Requests|Not Found|Unauthorized|Forbidden|Bad Request|Conflict|Payload Too Large"
+);
+pattern!(SQLSTATE, r"\bSQLSTATE[ \t]*\[?([0-9A-Z]{5})\]?");
 pattern!(
     HTTP_STATUS,
-    r"(?i)\b(?:HTTP(?:/[0-9.]+)?|status(?: code)?)\s*:?\s*([1-5][0-9]{2})\b"
+    r"(?i-u)\b(?:HTTP(?:/[0-9.]+)?|status(?: code)?)[ \t]*:?[ \t]*([1-5][0-9]{2})\b"
 );
 pattern!(
     HTTP_REASON,
@@ -64,16 +78,11 @@ pattern!(
     r"\b([0-9]+(?:[.,][0-9]+)*[kKM]?)( ?)(?:(%)|(B|KB|MB|GB|TB|PB|KiB|MiB|GiB|TiB|kB|Gi|Mi|Ki|tokens?|chars?|characters?|req/s|rps|qps|ops/s|cores?|vCPUs?|CPUs?|px|dpi|fps|Hz|kHz|MHz|GHz|kWh|kW|mAh|kg|mg|lbs?|km|cm|mm|mi|ft|ml|°C|°F|Mbps|Gbps|MB/s|GB/s)\b)"
 );
 pattern!(
-    COUNT_OF,
-    r"\b([0-9][0-9,]*) (?:of|out of) ([0-9][0-9,]*) ([a-z][a-z-]{1,30})\b"
-);
-pattern!(
-    COUNT_OUTCOME,
-    r"\b([0-9][0-9,]*) (?:([a-z][a-z-]{1,30}) )?(passed|failed|skipped|ignored|succeeded|errored|deleted|updated|inserted|created|affected|returned|remaining|pending|processed|migrated|imported|exported|dropped|matched|changed|removed|added|queued|retried|rejected|refunded|cancelled|canceled|shipped|delivered)\b"
-);
-pattern!(
-    COUNT_NOUN,
-    r"\b([0-9]{1,3}(?:,[0-9]{3})+|[0-9]+) ([a-z]{2,30})\b"
+    /// A number, then (in one pass, tried in this order): "of N noun"
+    /// (groups 2, 3), an optional noun and an outcome (groups 4, 5), or a
+    /// noun (group 6).
+    COUNT,
+    r"\b([0-9][0-9,]*) (?:(?:of|out of) ([0-9][0-9,]*) ([a-z][a-z-]{1,30})|(?:([a-z][a-z-]{1,30}) )?(passed|failed|skipped|ignored|succeeded|errored|deleted|updated|inserted|created|affected|returned|remaining|pending|processed|migrated|imported|exported|dropped|matched|changed|removed|added|queued|retried|rejected|refunded|cancelled|canceled|shipped|delivered)|([a-z]{2,30}))\b"
 );
 pattern!(
     CONFIG_NAME,
@@ -436,7 +445,7 @@ pub(super) fn urls(s: &mut Scan<'_>) {
 }
 
 pub(super) fn uuids(s: &mut Scan<'_>) {
-    if !s.has_digit {
+    if !s.has_digit || !s.text.contains('-') {
         return;
     }
     for m in matches(&UUID, s.text) {
@@ -445,10 +454,12 @@ pub(super) fn uuids(s: &mut Scan<'_>) {
 }
 
 pub(super) fn hosts(s: &mut Scan<'_>) {
-    if !s.has_digit {
+    let text = s.text;
+    if !s.has_digit || !(text.contains('.') || text.contains(':')) {
         return;
     }
-    for caps in captures(&HOST_PORT, s.text) {
+    let with_port = text.contains(':').then_some(&HOST_PORT);
+    for caps in with_port.into_iter().flat_map(|p| captures(p, text)) {
         let (Some(all), Some(host), Some(port)) = (caps.get(0), caps.get(1), caps.get(2)) else {
             continue;
         };
@@ -472,8 +483,9 @@ pub(super) fn hosts(s: &mut Scan<'_>) {
         }
         s.take(all.range(), ArtifactKind::Host, all.as_str());
     }
-    for m in matches(&IPV4, s.text) {
-        let glued = matches!(s.byte_before(m.start()), Some(b'.' | b'-' | b'/'))
+    let ip = text.contains('.').then_some(&IPV4);
+    for m in ip.into_iter().flat_map(|p| matches(p, text)) {
+        let glued = matches!(s.byte_before(m.start()), Some(b'.' | b'-'))
             || (s.byte_at(m.end()) == Some(b'.')
                 && s.byte_at(m.end() + 1).is_some_and(|b| b.is_ascii_digit()));
         if !glued && octets_ok(m.as_str()) {
@@ -487,22 +499,56 @@ fn octets_ok(ip: &str) -> bool {
         .all(|o| o.parse::<u16>().is_ok_and(|n| n <= 255))
 }
 
+/// Bytes that end a token that may be a path.
+fn breaks_token(b: u8) -> bool {
+    b.is_ascii_whitespace()
+        || matches!(
+            b,
+            b'`' | b'"'
+                | b'\''
+                | b'('
+                | b')'
+                | b'['
+                | b']'
+                | b'<'
+                | b'>'
+                | b'{'
+                | b'}'
+                | b','
+                | b';'
+                | b'='
+        )
+}
+
+/// Paths: every token around a `/`, `.` or `\` (found with `memchr`, so
+/// text without them costs next to nothing), checked by [`path_of`].
 pub(super) fn paths(s: &mut Scan<'_>) {
     let text = s.text;
-    let base = text.as_ptr() as usize;
-    for token in text.split(|c: char| {
-        c.is_whitespace()
-            || matches!(
-                c,
-                '`' | '"' | '\'' | '(' | ')' | '[' | ']' | '<' | '>' | '{' | '}' | ',' | ';' | '='
-            )
-    }) {
+    let bytes = text.as_bytes();
+    // End of the last token looked at: each byte is visited at most twice.
+    let mut done = 0;
+    for at in memchr::memchr3_iter(b'/', b'.', b'\\', bytes) {
+        if at < done {
+            continue;
+        }
+        let start = bytes[done..at]
+            .iter()
+            .rposition(|&b| breaks_token(b))
+            .map_or(done, |i| done + i + 1);
+        let end = bytes[at..]
+            .iter()
+            .position(|&b| breaks_token(b))
+            .map_or(bytes.len(), |i| at + i);
+        done = end.max(at + 1);
+        // Token breaks are ASCII, so both ends are char boundaries.
+        let Some(token) = text.get(start..end) else {
+            continue;
+        };
         if token.len() < 3 || token.contains("://") {
             continue;
         }
-        let at = token.as_ptr() as usize - base;
         if let Some(path) = path_of(token) {
-            s.take(at..at + path.len(), ArtifactKind::Path, path);
+            s.take(start..start + path.len(), ArtifactKind::Path, path);
         }
     }
 }
@@ -581,7 +627,7 @@ pub(super) fn trim_url(url: &str) -> &str {
 }
 
 pub(super) fn versions(s: &mut Scan<'_>) {
-    if !s.has_digit {
+    if !s.has_digit || !s.text.contains('.') {
         return;
     }
     for m in matches(&VERSION, s.text) {
@@ -599,28 +645,41 @@ pub(super) fn identifiers(s: &mut Scan<'_>) {
         return;
     }
     let text = s.text;
-    for m in matches(&HEX, text) {
+    for caps in captures(&HEX_OR_TICKET, text) {
+        let Some(m) = caps.get(0) else { continue };
         let v = m.as_str();
-        let glued = s.byte_before(m.start()) == Some(b'-') || s.byte_at(m.end()) == Some(b'-');
-        if v.bytes().any(|b| b.is_ascii_digit())
-            && v.bytes().any(|b| b.is_ascii_alphabetic())
-            && !glued
-        {
+        let keep = if caps.get(1).is_some() {
+            let glued = s.byte_before(m.start()) == Some(b'-') || s.byte_at(m.end()) == Some(b'-');
+            v.bytes().any(|b| b.is_ascii_digit())
+                && v.bytes().any(|b| b.is_ascii_alphabetic())
+                && !glued
+        } else {
+            let prefix = v.split('-').next().unwrap_or("");
+            let continues = s.byte_at(m.end()) == Some(b'-')
+                && s.byte_at(m.end() + 1)
+                    .is_some_and(|b| b.is_ascii_alphanumeric());
+            !is_standard(prefix) && !continues
+        };
+        if keep {
             s.take(m.range(), ArtifactKind::Identifier, v);
         }
     }
     for m in matches(&CVE, text) {
         s.take(m.range(), ArtifactKind::Identifier, m.as_str());
     }
-    for m in matches(&TICKET, text) {
-        let v = m.as_str();
-        let prefix = v.split('-').next().unwrap_or("");
-        let continues = s.byte_at(m.end()) == Some(b'-')
-            && s.byte_at(m.end() + 1)
-                .is_some_and(|b| b.is_ascii_alphanumeric());
-        if !is_standard(prefix) && !continues {
-            s.take(m.range(), ArtifactKind::Identifier, v);
+    let symbols = if text.contains("::") {
+        Some(&SYMBOL_PATH)
+    } else {
+        None
+    };
+    for m in symbols.into_iter().flat_map(|p| matches(p, text)) {
+        let root = m.as_str().split("::").next().unwrap_or("");
+        if !matches!(root, "std" | "core" | "alloc") && s.byte_before(m.start()) != Some(b':') {
+            s.take(m.range(), ArtifactKind::Identifier, m.as_str());
         }
+    }
+    if !text.contains('#') {
+        return;
     }
     for caps in captures(&ISSUE_REF, text) {
         if let Some(m) = caps.get(1) {
@@ -640,13 +699,15 @@ pub(super) fn error_codes(s: &mut Scan<'_>) {
     if !s.has_digit {
         return;
     }
-    for caps in captures(&EXIT_CODE, text) {
+    let exit = gated(&GATE_EXIT, text).then_some(&EXIT_CODE);
+    for caps in exit.into_iter().flat_map(|p| captures(p, text)) {
         if let (Some(all), Some(code)) = (caps.get(0), caps.get(1)) {
             let value = format!("exit code {}", code.as_str());
-            s.take(all.range(), ArtifactKind::ErrorCode, value);
+            s.take(all.range(), ArtifactKind::ErrorCode, &value);
         }
     }
-    for caps in captures(&PREFIXED_CODE, text) {
+    let prefixed = gated(&GATE_ERROR, text).then_some(&PREFIXED_CODE);
+    for caps in prefixed.into_iter().flat_map(|p| captures(p, text)) {
         if let (Some(all), Some(code)) = (caps.get(0), caps.get(1)) {
             let code = code.as_str();
             let value = if code.bytes().all(|b| b.is_ascii_digit()) {
@@ -654,20 +715,24 @@ pub(super) fn error_codes(s: &mut Scan<'_>) {
             } else {
                 code.to_owned()
             };
-            s.take(all.range(), ArtifactKind::ErrorCode, value);
+            s.take(all.range(), ArtifactKind::ErrorCode, &value);
         }
     }
     for caps in captures(&SQLSTATE, text) {
         if let (Some(all), Some(code)) = (caps.get(0), caps.get(1)) {
             let value = format!("SQLSTATE {}", code.as_str());
-            s.take(all.range(), ArtifactKind::ErrorCode, value);
+            s.take(all.range(), ArtifactKind::ErrorCode, &value);
         }
     }
-    for re in [&HTTP_STATUS, &HTTP_REASON] {
+    let http = [
+        gated(&GATE_HTTP, text).then_some(&HTTP_STATUS),
+        gated(&GATE_HTTP_REASON, text).then_some(&HTTP_REASON),
+    ];
+    for re in http.into_iter().flatten() {
         for caps in captures(re, text) {
             if let (Some(all), Some(code)) = (caps.get(0), caps.get(1)) {
                 let value = format!("HTTP {}", code.as_str());
-                s.take(all.range(), ArtifactKind::ErrorCode, value);
+                s.take(all.range(), ArtifactKind::ErrorCode, &value);
             }
         }
     }
@@ -712,7 +777,7 @@ pub(super) fn quantities(s: &mut Scan<'_>) {
             .map_or("", |m| m.as_str());
         let space = caps.get(2).map_or("", |m| m.as_str());
         let value = format!("{}{space}{unit}", number.as_str());
-        s.take(all.range(), ArtifactKind::Quantity, value);
+        s.take(all.range(), ArtifactKind::Quantity, &value);
     }
 }
 
@@ -720,39 +785,28 @@ pub(super) fn counts(s: &mut Scan<'_>) {
     if !s.has_digit {
         return;
     }
-    let text = s.text;
-    for m in matches(&COUNT_OF, text) {
-        if !glued_number(s, m.start()) {
-            s.take(m.range(), ArtifactKind::Count, m.as_str());
-        }
-    }
-    for caps in captures(&COUNT_OUTCOME, text) {
+    for caps in captures(&COUNT, s.text) {
         let (Some(all), Some(n)) = (caps.get(0), caps.get(1)) else {
             continue;
         };
-        let noun_ok = caps
-            .get(2)
-            .is_none_or(|w| !NOT_COUNTED.contains(&w.as_str()));
-        if noun_ok && !is_zero(n.as_str()) && !glued_number(s, all.start()) {
-            s.take(all.range(), ArtifactKind::Count, all.as_str());
-        }
-    }
-    for caps in captures(&COUNT_NOUN, text) {
-        let (Some(all), Some(n), Some(noun)) = (caps.get(0), caps.get(1), caps.get(2)) else {
-            continue;
+        let counted = if caps.get(2).is_some() {
+            true
+        } else if caps.get(5).is_some() {
+            caps.get(4)
+                .is_none_or(|w| !NOT_COUNTED.contains(&w.as_str()))
+        } else if let Some(noun) = caps.get(6) {
+            let noun = noun.as_str();
+            let digits = n.as_str().bytes().filter(u8::is_ascii_digit).count();
+            !NOT_COUNTED.contains(&noun)
+                && (COUNTED.contains(&noun)
+                    || noun
+                        .strip_suffix('s')
+                        .is_some_and(|stem| COUNTED.contains(&stem))
+                    || (digits >= 3 && noun.len() >= 4 && noun.ends_with('s')))
+        } else {
+            false
         };
-        let noun = noun.as_str();
-        let digits = n.as_str().bytes().filter(u8::is_ascii_digit).count();
-        let counted = COUNTED.contains(&noun)
-            || noun
-                .strip_suffix('s')
-                .is_some_and(|stem| COUNTED.contains(&stem))
-            || (digits >= 3 && noun.len() >= 4 && noun.ends_with('s'));
-        if counted
-            && !NOT_COUNTED.contains(&noun)
-            && !is_zero(n.as_str())
-            && !glued_number(s, all.start())
-        {
+        if counted && !is_zero(n.as_str()) && !glued_number(s, all.start()) {
             s.take(all.range(), ArtifactKind::Count, all.as_str());
         }
     }

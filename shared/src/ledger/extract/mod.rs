@@ -6,8 +6,10 @@
 //! there and may hold the one error code that matters). Each value records
 //! who said it and how salient that makes it (see [`Salience`]).
 //!
-//! Work per message is bounded. Regexes are linear (the `regex` crate has no
-//! backtracking), and what one message may add is capped: at most
+//! Work per message is bounded. Matching is linear in the text (the `regex`
+//! crate guarantees it; patterns are compiled once, and skipped when a
+//! cheap check shows they cannot match, see `scan::gated`), and what one
+//! message may add is capped: at most
 //! [`MAX_PER_MESSAGE`] values from what people wrote, and separately at most
 //! [`MAX_BULK_PER_MESSAGE`] from bulk text (tool output, and any part longer
 //! than [`LONG_TEXT`]: a pasted log), with at most [`MAX_BULK_PER_KIND`] of one
@@ -75,12 +77,17 @@ pub fn extract(messages: &[Message]) -> Vec<Artifact> {
 
 /// Whether `text` contains anything the ledger would record.
 pub(crate) fn has_artifact(text: &str) -> bool {
-    !scan(text, STATED).is_empty()
+    !scan(text, STATED, false).is_empty()
 }
 
-/// Every value in `text`, most specific kinds first (see `scan`).
-fn scan(text: &str, reading: Reading) -> Vec<Candidate> {
-    let mut s = Scan::new(text);
+/// Every value in `text`, most specific kinds first (see `scan`); for
+/// bulk text at most [`MAX_BULK_PER_KIND`] distinct values of a kind.
+fn scan(text: &str, reading: Reading, bulk: bool) -> Vec<Candidate> {
+    let mut s = if bulk {
+        Scan::bounded(text, MAX_BULK_PER_KIND)
+    } else {
+        Scan::new(text)
+    };
     if reading.commands {
         code::commands(&mut s);
     }
@@ -152,8 +159,8 @@ fn speaker(role: Role) -> (Source, Salience, Reading) {
 type Identity = (ArtifactKind, Option<String>, String);
 
 struct Item {
-    /// Where it was said last: (part, byte offset).
-    order: (usize, usize),
+    /// When it was said last, counted in values found in this message.
+    order: usize,
     artifact: Artifact,
     bulk: bool,
 }
@@ -161,7 +168,8 @@ struct Item {
 /// The values of one message, deduplicated and capped.
 struct Found {
     id: MessageId,
-    part: usize,
+    /// Values found so far (the order of the next one).
+    seen: usize,
     items: Vec<Item>,
     index: HashMap<Identity, usize>,
     written: usize,
@@ -172,7 +180,7 @@ impl Found {
     fn new(id: MessageId) -> Found {
         Found {
             id,
-            part: 0,
+            seen: 0,
             items: Vec::new(),
             index: HashMap::new(),
             written: 0,
@@ -181,15 +189,15 @@ impl Found {
     }
 
     fn next_part(&mut self) {
-        self.part += 1;
         self.bulk_of_kind.clear();
     }
 
     fn add(&mut self, c: Candidate, said: Said) {
+        self.seen += 1;
         let identity = (c.kind, c.key, c.value);
         if let Some(&i) = self.index.get(&identity) {
             let item = &mut self.items[i];
-            item.order = (self.part, c.at);
+            item.order = self.seen;
             item.bulk &= said.bulk;
             if said.salience > item.artifact.salience {
                 item.artifact.salience = said.salience;
@@ -216,7 +224,7 @@ impl Found {
         };
         self.index.insert(identity, self.items.len());
         self.items.push(Item {
-            order: (self.part, c.at),
+            order: self.seen,
             artifact,
             bulk: said.bulk,
         });
@@ -237,7 +245,7 @@ impl Found {
             bulk: long || role == Role::Tool,
         };
         if salience < Salience::Stated {
-            self.add_all(scan(text, reading), said);
+            self.add_all(scan(text, reading, said.bulk), said);
             return;
         }
         // What a person pastes (fenced code, a long text) is not what they
@@ -247,7 +255,7 @@ impl Found {
             ..said
         };
         let fences = fenced(text);
-        for c in scan(text, reading) {
+        for c in scan(text, reading, said.bulk) {
             let in_fence = fences.iter().any(|r| r.contains(&c.at));
             self.add(c, if long || in_fence { pasted } else { said });
         }
@@ -335,7 +343,7 @@ impl Found {
                     bulk: s.len() > LONG_TEXT,
                     ..said
                 };
-                self.add_all(scan(s, reading), said);
+                self.add_all(scan(s, reading, said.bulk), said);
             }
             serde_json::Value::Array(items) => {
                 for v in items {
@@ -362,7 +370,7 @@ impl Found {
             },
             bulk: true,
         };
-        self.add_all(scan(output, TOOL_OUTPUT), said);
+        self.add_all(scan(output, TOOL_OUTPUT, true), said);
     }
 
     fn finish(mut self) -> Vec<Artifact> {

@@ -15,7 +15,7 @@
 //! "José" must not stop at "Jos".
 
 use super::code::is_standard;
-use super::scan::{captures, matches, pattern, Scan};
+use super::scan::{captures, gated, matches, pattern, Scan};
 use crate::ledger::ArtifactKind;
 
 /// Month names and their abbreviations (English).
@@ -67,16 +67,45 @@ macro_rules! name {
 }
 
 pattern!(
+    GATE_MONTH,
+    r"Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec"
+);
+pattern!(GATE_AMPM, r"(?i-u:am|pm|a\.m|p\.m)");
+pattern!(
+    GATE_CURRENCY,
+    r"[$€£¥₹₩₽₺₪]|USD|EUR|GBP|JPY|CHF|CAD|AUD|NZD|SEK|NOK|DKK|PLN|CZK|HUF|INR|CNY|RMB|HKD|SGD|BRL|MXN|ZAR|TRY|ILS|AED|KRW|RUB|THB|(?i-u:euro|dollar|pound|franc|yen|rupee)"
+);
+pattern!(
+    GATE_PHONE_CUE,
+    r"(?i-u:phone|tel|mobile|cell|whatsapp|fax|call me|reach me|text me)"
+);
+pattern!(
+    GATE_REFERENCE_CUE,
+    r"(?i-u:booking|confirmation|ref|order|ticket|case|pnr|invoice|account|customer|member|tracking|locator|reservation|voucher|policy|claim|receipt|transaction|shipment|parcel|contract|application|loyalty|number)"
+);
+pattern!(
+    GATE_STREET,
+    r"Street|St|Av|Road|Rd|Lane|Ln|Boulevard|Blvd|Drive|Dr|Way|Place|Pl|Court|Ct|Square|Sq|Terrace|Close|Crescent|Parkway|Pkwy|Highway|Hwy|Row|Mews|Gardens|Rue|Bd|Quai|Chemin|Allée|Impasse|Via|Piazza|Calle|Rua|Carrer|Plaza|Paseo|Ring|Damm|Weg|Gasse|Platz|Straße|straße|(?i-u:strasse|straat|str\.|weg|allee|gasse|platz|damm|ufer|steig|chaussee|pfad|graben|gracht|laan|plein|kade|vej|gade|gata|veien)|vägen"
+);
+pattern!(
+    GATE_NAME,
+    r"Mr|Mrs|Ms|Mx|Dr|Prof|Herr|Frau|Mme|Mlle|Sr|Sra|(?i-u:contact|ask for|speak|talk to|name|passenger|guest|recipient|attn|attention|i am|i'm|call me)|’m"
+);
+pattern!(
     EMAIL,
     r"\b[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,24}\b"
 );
 pattern!(
-    ISO_DATE,
-    r"\b[0-9]{4}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12][0-9]|3[01])(?:[T ](?:[01][0-9]|2[0-3]):[0-5][0-9](?::[0-5][0-9](?:\.[0-9]{1,9})?)?(?:Z|[+-][0-9]{2}:?[0-9]{2})?)?\b"
-);
-pattern!(
-    NUMERIC_DATE,
-    r"\b(?:[0-9]{1,2}[./][0-9]{1,2}[./][0-9]{4}|[0-9]{4}/[0-9]{2}/[0-9]{2})\b"
+    /// An ISO date (with its time), a numeric date, or a clock time: one
+    /// pass, so a log's timestamps are matched once, whole.
+    NUMERIC_DATE_TIME,
+    concat!(
+        r"\b(?:[0-9]{4}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12][0-9]|3[01])(?:[T ](?:[01][0-9]|2[0-3]):[0-5][0-9](?::[0-5][0-9](?:\.[0-9]{1,9})?)?(?:Z|[+-][0-9]{2}:?[0-9]{2})?)?\b",
+        r"|[0-9]{1,2}[./][0-9]{1,2}[./][0-9]{4}\b|[0-9]{4}/[0-9]{2}/[0-9]{2}\b",
+        r"|(?:[01]?[0-9]|2[0-3]):[0-5][0-9](?::[0-5][0-9])?(?:[ ]?(?:[aApP][mM]\b|[aApP]\.[mM]\.))?(?:[ ]?",
+        zone!(),
+        r"\b)?)"
+    )
 );
 pattern!(
     TEXT_DATE,
@@ -92,14 +121,6 @@ pattern!(
         r"(?:,?[ ]+[0-9]{4})?|",
         month!(),
         r"[ ]+[0-9]{4})\b"
-    )
-);
-pattern!(
-    CLOCK_TIME,
-    concat!(
-        r"\b(?:[01]?[0-9]|2[0-3]):[0-5][0-9](?::[0-5][0-9])?(?:[ ]?(?:[aApP][mM]\b|[aApP]\.[mM]\.))?(?:[ ]?",
-        zone!(),
-        r"\b)?"
     )
 );
 pattern!(
@@ -127,20 +148,20 @@ pattern!(
         money_number!(),
         r")[ ]?(?:[€£¥₹]|\b",
         currency_code!(),
-        r"\b|(?i:euros?|dollars?|pounds?|francs?|yen|rupees?)\b)"
+        r"\b|(?i-u:euros?|dollars?|pounds?|francs?|yen|rupees?)\b)"
     )
 );
 pattern!(
     PHONE_INTL,
-    r"(?:^|[\s(:,;])(\+[0-9]{1,3}(?:[ .-]?\(?[0-9]{1,5}\)?){1,5})"
+    r"(?:^|[ \t\r\n(:,;])(\+[0-9]{1,3}(?:[ .-]?\(?[0-9]{1,5}\)?){1,5})"
 );
 pattern!(
     PHONE_US,
-    r"(?:^|[\s:,;])(\([0-9]{3}\)[ ]?[0-9]{3}[ .-][0-9]{4}|[0-9]{3}[.-][0-9]{3}[.-][0-9]{4})\b"
+    r"(?:^|[ \t\r\n:,;])(\([0-9]{3}\)[ ]?[0-9]{3}[ .-][0-9]{4}|[0-9]{3}[.-][0-9]{3}[.-][0-9]{4})\b"
 );
 pattern!(
     PHONE_CUE,
-    r"\b(?i:phone|tel|telephone|mobile|cell|whatsapp|fax|call me (?:on|at)|reach me (?:on|at)|text me (?:on|at))\.?(?:[ ](?i:number|no\.?|nr\.?))?[ ]?(?:(?i:is)[ ]|:[ ]?|(?i:at|on)[ ])?(\(?[0-9][0-9 ./()-]{5,20}[0-9])"
+    r"\b(?i-u:phone|tel|telephone|mobile|cell|whatsapp|fax|call me (?:on|at)|reach me (?:on|at)|text me (?:on|at))\.?(?:[ ](?i-u:number|no\.?|nr\.?))?[ ]?(?:(?i-u:is)[ ]|:[ ]?|(?i-u:at|on)[ ])?(\(?[0-9][0-9 ./()-]{5,20}[0-9])"
 );
 pattern!(
     REFERENCE_SEGMENTS,
@@ -148,11 +169,11 @@ pattern!(
 );
 pattern!(
     REFERENCE_HASH,
-    r"(?:^|[\s(\[:])(#[A-Z0-9]{1,10}(?:-[A-Z0-9]{1,12}){1,4})\b"
+    r"(?:^|[ \t\r\n(\[:])(#[A-Z0-9]{1,10}(?:-[A-Z0-9]{1,12}){1,4})\b"
 );
 pattern!(
     REFERENCE_CUE,
-    r"\b(?i:booking|confirmation|reference|ref|order|ticket|case|pnr|invoice|account|customer|membership|member|tracking|locator|reservation|voucher|policy|claim|receipt|transaction|shipment|parcel|contract|application|loyalty|number)(?:[ ](?i:number|no\.?|nr\.?|id|code|ref|reference|#))?\.?[ ]?(?:(?i:is|was)[ ]|[:#=][ ]?)?([A-Z0-9][A-Z0-9-]{3,23})\b"
+    r"\b(?i-u:booking|confirmation|reference|ref|order|ticket|case|pnr|invoice|account|customer|membership|member|tracking|locator|reservation|voucher|policy|claim|receipt|transaction|shipment|parcel|contract|application|loyalty|number)(?:[ ](?i-u:number|no\.?|nr\.?|id|code|ref|reference))?\.?[ ]?(?:(?i-u:is|was)[ ]|[:=][ ]?)?(#?[A-Z0-9][A-Z0-9-]{3,23})\b"
 );
 pattern!(
     STREET_NUMBER_FIRST,
@@ -227,7 +248,7 @@ pattern!(
 pattern!(
     NAME_CUE,
     concat!(
-        r"\b(?i:contact(?: person)?|ask for|speak (?:to|with)|talk to|in the name of|under the name(?: of)?|(?:full|first|last|guest|passenger|customer|contact|my) name(?: is)?|passenger|guest|recipient|attn\.?|attention)[ ]?:?[ ](",
+        r"\b(?i-u:contact(?: person)?|ask for|speak (?:to|with)|talk to|in the name of|under the name(?: of)?|(?:full|first|last|guest|passenger|customer|contact|my) name(?: is)?|passenger|guest|recipient|attn\.?|attention)[ ]?:?[ ](",
         name!(),
         ")"
     )
@@ -235,7 +256,7 @@ pattern!(
 pattern!(
     SELF_INTRO,
     concat!(
-        r"\b(?i:my name is|my name's|name's|i am|i'm|i’m|call me)[ ](",
+        r"\b(?:(?i-u:my name is|my name's|name's|i am|i'm|call me)|[Ii]’m)[ ](",
         name!(),
         ")"
     )
@@ -367,13 +388,13 @@ pub(super) fn dates_and_times(s: &mut Scan<'_>) {
     if !s.has_digit {
         return;
     }
-    for re in [
-        &ISO_DATE,
-        &NUMERIC_DATE,
-        &TEXT_DATE,
-        &CLOCK_TIME,
-        &AMPM_TIME,
-    ] {
+    let text = s.text;
+    let patterns = [
+        Some(&NUMERIC_DATE_TIME),
+        gated(&GATE_MONTH, text).then_some(&TEXT_DATE),
+        gated(&GATE_AMPM, text).then_some(&AMPM_TIME),
+    ];
+    for re in patterns.into_iter().flatten() {
         for m in matches(re, s.text) {
             let glued = matches!(s.byte_before(m.start()), Some(b'.' | b'/' | b'-' | b':'))
                 || matches!(s.byte_at(m.end()), Some(b':'))
@@ -386,7 +407,7 @@ pub(super) fn dates_and_times(s: &mut Scan<'_>) {
 }
 
 pub(super) fn amounts(s: &mut Scan<'_>) {
-    if !s.has_digit {
+    if !s.has_digit || !gated(&GATE_CURRENCY, s.text) {
         return;
     }
     for re in [&AMOUNT_BEFORE, &AMOUNT_AFTER] {
@@ -406,7 +427,13 @@ pub(super) fn phones(s: &mut Scan<'_>) {
     if !s.has_digit {
         return;
     }
-    for re in [&PHONE_INTL, &PHONE_US, &PHONE_CUE] {
+    let text = s.text;
+    let patterns = [
+        text.contains('+').then_some(&PHONE_INTL),
+        Some(&PHONE_US),
+        gated(&GATE_PHONE_CUE, text).then_some(&PHONE_CUE),
+    ];
+    for re in patterns.into_iter().flatten() {
         for caps in captures(re, s.text) {
             let Some(m) = caps.get(1) else { continue };
             let v = m.as_str().trim_end_matches([' ', '.', '-', '(']);
@@ -431,7 +458,8 @@ pub(super) fn references(s: &mut Scan<'_>) {
             s.take(m.range(), ArtifactKind::Reference, v);
         }
     }
-    for caps in captures(&REFERENCE_HASH, text) {
+    let hashed = text.contains('#').then_some(&REFERENCE_HASH);
+    for caps in hashed.into_iter().flat_map(|p| captures(p, text)) {
         if let Some(m) = caps.get(1) {
             let v = m.as_str();
             if v.bytes().any(|b| b.is_ascii_digit()) && v.bytes().any(|b| b.is_ascii_uppercase()) {
@@ -439,11 +467,24 @@ pub(super) fn references(s: &mut Scan<'_>) {
             }
         }
     }
-    for caps in captures(&REFERENCE_CUE, text) {
+    let cued = gated(&GATE_REFERENCE_CUE, text).then_some(&REFERENCE_CUE);
+    for caps in cued.into_iter().flat_map(|p| captures(p, text)) {
         let (Some(all), Some(m)) = (caps.get(0), caps.get(1)) else {
             continue;
         };
         let v = m.as_str().trim_end_matches('-');
+        // `ENG-1234` and `#4821` are code identifiers whatever precedes them.
+        let ticket = v.split_once('-').is_some_and(|(p, n)| {
+            p.len() >= 2
+                && p.bytes()
+                    .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit())
+                && !n.is_empty()
+                && n.len() <= 7
+                && n.bytes().all(|b| b.is_ascii_digit())
+        });
+        if ticket {
+            continue;
+        }
         let cue = all.as_str()[..m.start() - all.start()].to_ascii_lowercase();
         let digits = v.bytes().filter(u8::is_ascii_digit).count();
         let letters_only_code = digits == 0
@@ -467,7 +508,12 @@ pub(super) fn addresses(s: &mut Scan<'_>) {
         return;
     }
     let text = s.text;
-    for re in [&STREET_NUMBER_FIRST, &STREET_ROMANCE, &STREET_NAME_FIRST] {
+    let streets = if gated(&GATE_STREET, text) {
+        [&STREET_NUMBER_FIRST, &STREET_ROMANCE, &STREET_NAME_FIRST].to_vec()
+    } else {
+        Vec::new()
+    };
+    for re in streets {
         for m in matches(re, text) {
             let mut end = m.end();
             // "Kastanienallee 12, 10435 Berlin" is one address.
@@ -494,7 +540,8 @@ pub(super) fn addresses(s: &mut Scan<'_>) {
             s.take(m.range(), ArtifactKind::Address, m.as_str());
         }
     }
-    for re in [&US_CITY_ZIP, &UK_POSTCODE] {
+    let zip = text.contains(", ").then_some(&US_CITY_ZIP);
+    for re in zip.into_iter().chain([&UK_POSTCODE]) {
         for m in matches(re, text) {
             s.take(m.range(), ArtifactKind::Address, m.as_str());
         }
@@ -505,6 +552,9 @@ pub(super) fn addresses(s: &mut Scan<'_>) {
 /// `self_names` (the user speaking about themselves).
 pub(super) fn names(s: &mut Scan<'_>, self_names: bool) {
     let text = s.text;
+    if !gated(&GATE_NAME, text) {
+        return;
+    }
     for m in matches(&HONORIFIC, text) {
         s.take(m.range(), ArtifactKind::Person, m.as_str());
     }

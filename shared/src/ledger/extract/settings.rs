@@ -10,7 +10,7 @@
 //! context, and a secret must not travel that far.
 
 use super::code::CODE_OWNERS;
-use super::scan::{captures, pattern, Scan};
+use super::scan::{captures, gated, pattern, Scan};
 use crate::ledger::ArtifactKind;
 
 /// A literal value: a quoted string, a number with whatever unit is glued
@@ -25,7 +25,7 @@ macro_rules! literal {
 /// switch word.
 macro_rules! prose_value {
     () => {
-        r"[-+]?[$€£]?[0-9][0-9A-Za-z.,:%/_-]*(?:[ \t](?:ms|s|secs?|seconds?|mins?|minutes?|h|hrs?|hours?|days?|weeks?|months?|B|KB|MB|GB|TB|KiB|MiB|GiB|TiB|%|percent|EUR|USD|GBP|CHF|euros?|dollars?|pounds?|CET|CEST|UTC|GMT|am|pm)\b)?|(?i:on|off|true|false|enabled|disabled)\b"
+        r"[-+]?[$€£]?[0-9][0-9A-Za-z.,:%/_-]*(?:[ \t](?:ms|s|secs?|seconds?|mins?|minutes?|h|hrs?|hours?|days?|weeks?|months?|B|KB|MB|GB|TB|KiB|MiB|GiB|TiB|%|percent|EUR|USD|GBP|CHF|euros?|dollars?|pounds?|CET|CEST|UTC|GMT|am|pm)\b)?|(?i-u:on|off|true|false|enabled|disabled)\b"
     };
 }
 
@@ -38,7 +38,7 @@ macro_rules! prose_key {
 
 pattern!(
     ENV_ASSIGN,
-    r#"\b((?:[A-Z][A-Z0-9]*_)+[A-Z0-9]+|[A-Z][A-Z0-9]+)=("[^"\n]{0,120}"|'[^'\n]{0,120}'|[^\s"'`=,;)\]}][^\s"'`,;)\]}]{0,119})"#
+    r#"\b((?:[A-Z][A-Z0-9]*_)+[A-Z0-9]+|[A-Z][A-Z0-9]+)=("[^"\n]{0,120}"|'[^'\n]{0,120}'|[^ \t\r\n"'`=,;)\]}][^ \t\r\n"'`,;)\]}]{0,119})"#
 );
 pattern!(
     UPPER_ASSIGN,
@@ -63,11 +63,11 @@ pattern!(
 pattern!(
     PROSE_SET,
     concat!(
-        r"\b(?i:set|make|change|bump|raise|lower|increase|decrease|reduce|update|switch|turn|move|cap|limit|reset|adjust|extend|shorten)[ \t]+(?:(?i:the|our|my|your|its|their|this|that|a|an)[ \t]+)?(",
+        r"\b(?i-u:set|make|change|bump|raise|lower|increase|decrease|reduce|update|switch|turn|move|cap|limit|reset|adjust|extend|shorten)[ \t]+(?:(?i-u:the|our|my|your|its|their|this|that|a|an)[ \t]+)?(",
         prose_key!(),
-        r")[ \t]+(?:(?i:from)[ \t]+(",
+        r")[ \t]+(?:(?i-u:from)[ \t]+(",
         prose_value!(),
-        r")[ \t]+)?(?:(?i:to|at)[ \t]+|=[ \t]*)?(",
+        r")[ \t]+)?(?:(?i-u:to|at)[ \t]+|=[ \t]*)?(",
         prose_value!(),
         ")"
     )
@@ -75,12 +75,21 @@ pattern!(
 pattern!(
     PROSE_IS_NOW,
     concat!(
-        r"\b(?i:the|our|my|your)[ \t]+(",
+        r"\b(?i-u:the|our|my|your)[ \t]+(",
         prose_key!(),
-        r")[ \t]+(?i:is now|are now|should be|must be|will be|is set to|has been set to|was changed to|changed to|is changed to|needs to be)[ \t]+(",
+        r")[ \t]+(?i-u:is now|are now|should be|must be|will be|is set to|has been set to|was changed to|changed to|is changed to|needs to be)[ \t]+(",
         prose_value!(),
         ")"
     )
+);
+
+pattern!(
+    GATE_SET_VERB,
+    r"(?i-u:set|make|change|bump|raise|lower|increase|decrease|reduce|update|switch|turn|move|cap|limit|adjust|extend|shorten)"
+);
+pattern!(
+    GATE_IS_NOW,
+    r"(?i-u:is now|are now|should be|must be|will be|set to|changed to|needs to be)"
 );
 
 /// Words that are no setting's name ("set it to 5", "make sure 3 …").
@@ -188,7 +197,15 @@ pub(super) fn settings(s: &mut Scan<'_>) {
     let text = s.text;
     let has_assign = text.contains('=') || text.contains(':');
     if has_assign {
-        for re in [&ENV_ASSIGN, &UPPER_ASSIGN, &LOWER_ASSIGN, &LINE_ASSIGN] {
+        // Every name but a one-word `UPPER=` has a `_` or a `.` in it.
+        let compound = text.contains('_') || text.contains('.');
+        let patterns = [
+            text.contains('=').then_some(&ENV_ASSIGN),
+            text.contains('_').then_some(&UPPER_ASSIGN),
+            compound.then_some(&LOWER_ASSIGN),
+            compound.then_some(&LINE_ASSIGN),
+        ];
+        for re in patterns.into_iter().flatten() {
             for caps in captures(re, text) {
                 let (Some(all), Some(key), Some(value)) = (caps.get(0), caps.get(1), caps.get(2))
                 else {
@@ -210,7 +227,8 @@ pub(super) fn settings(s: &mut Scan<'_>) {
     if !s.has_digit && !has_switch_word(text) {
         return;
     }
-    for caps in captures(&PROSE_SET, text) {
+    let set = gated(&GATE_SET_VERB, text).then_some(&PROSE_SET);
+    for caps in set.into_iter().flat_map(|p| captures(p, text)) {
         let (Some(all), Some(key), Some(to)) = (caps.get(0), caps.get(1), caps.get(3)) else {
             continue;
         };
@@ -225,7 +243,8 @@ pub(super) fn settings(s: &mut Scan<'_>) {
         values.push((to.start(), to.as_str()));
         record(s, all.start()..to.end(), key.as_str(), &values);
     }
-    for caps in captures(&PROSE_IS_NOW, text) {
+    let is_now = gated(&GATE_IS_NOW, text).then_some(&PROSE_IS_NOW);
+    for caps in is_now.into_iter().flat_map(|p| captures(p, text)) {
         let (Some(all), Some(key), Some(value)) = (caps.get(0), caps.get(1), caps.get(2)) else {
             continue;
         };

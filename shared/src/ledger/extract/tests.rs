@@ -46,9 +46,9 @@ fn every_pattern_compiles() {
     let all: Vec<&scan::Pattern> = vec![
         &code::URL,
         &code::UUID,
-        &code::HEX,
-        &code::TICKET,
+        &code::HEX_OR_TICKET,
         &code::CVE,
+        &code::SYMBOL_PATH,
         &code::ISSUE_REF,
         &code::ERROR_CODE,
         &code::EXCEPTION,
@@ -63,18 +63,14 @@ fn every_pattern_compiles() {
         &code::DURATION_COMPOUND,
         &code::DURATION,
         &code::QUANTITY,
-        &code::COUNT_OF,
-        &code::COUNT_OUTCOME,
-        &code::COUNT_NOUN,
+        &code::COUNT,
         &code::CONFIG_NAME,
         &code::FENCE,
         &code::DOLLAR_LINE,
         &code::BACKTICK,
         &people::EMAIL,
-        &people::ISO_DATE,
-        &people::NUMERIC_DATE,
+        &people::NUMERIC_DATE_TIME,
         &people::TEXT_DATE,
-        &people::CLOCK_TIME,
         &people::AMPM_TIME,
         &people::AMOUNT_BEFORE,
         &people::AMOUNT_AFTER,
@@ -100,6 +96,19 @@ fn every_pattern_compiles() {
         &settings::LINE_ASSIGN,
         &settings::PROSE_SET,
         &settings::PROSE_IS_NOW,
+        &code::GATE_EXIT,
+        &code::GATE_ERROR,
+        &code::GATE_HTTP,
+        &code::GATE_HTTP_REASON,
+        &people::GATE_MONTH,
+        &people::GATE_AMPM,
+        &people::GATE_CURRENCY,
+        &people::GATE_PHONE_CUE,
+        &people::GATE_REFERENCE_CUE,
+        &people::GATE_STREET,
+        &people::GATE_NAME,
+        &settings::GATE_SET_VERB,
+        &settings::GATE_IS_NOW,
     ];
     for (i, re) in all.into_iter().enumerate() {
         assert!(re.is_some(), "pattern {i} does not compile");
@@ -201,7 +210,8 @@ fn commands_from_shell_tool_inputs_of_any_tool() {
 
 #[test]
 fn identifiers() {
-    let text = "Commit 9f3c2ab71e fixed ENG-1234 (see #4821) for 123e4567-e89b-12d3-a456-426614174000, CVE-2024-3094. Not UTF-8, not deadbeef, not 1234567.";
+    let text = "Commit 9f3c2ab71e fixed ENG-1234 (see #4821) for 123e4567-e89b-12d3-a456-426614174000, CVE-2024-3094, \
+                in invoice::fx::rounding. Not UTF-8, not deadbeef, not 1234567, not std::sync::Arc.";
     assert_eq!(
         values_of(text, ArtifactKind::Identifier),
         [
@@ -209,7 +219,8 @@ fn identifiers() {
             "ENG-1234",
             "#4821",
             "123e4567-e89b-12d3-a456-426614174000",
-            "CVE-2024-3094"
+            "CVE-2024-3094",
+            "invoice::fx::rounding"
         ]
     );
 }
@@ -485,7 +496,7 @@ fn versions_and_hosts() {
 #[test]
 fn references_are_kept_whole() {
     let text = "My customer number is KD-5512-0937, order #A-99812 and ORD-2024-118833; \
-                booking reference X7K2QB, PNR QWERTZ, case 48213.";
+                booking reference X7K2QB, PNR QWERTZ, case 48213, invoice #77120.";
     assert_eq!(
         values_of(text, ArtifactKind::Reference),
         [
@@ -494,8 +505,14 @@ fn references_are_kept_whole() {
             "ORD-2024-118833",
             "X7K2QB",
             "QWERTZ",
-            "48213"
+            "48213",
+            "#77120"
         ]
+    );
+    assert_eq!(
+        values_of("The ticket is ENG-1234.", ArtifactKind::Identifier),
+        ["ENG-1234"],
+        "a ticket key stays an identifier after a cue word"
     );
     for prose in [
         "ISO-8859-1 and UTF-8 text",
