@@ -19,6 +19,7 @@ use compactor_shared::extractive::{self, ExtractiveConfig};
 use compactor_shared::ledger::{self, LedgerCaps};
 use compactor_shared::prompt::{summary_output_budget, CompactionInput};
 use compactor_shared::prune::{self, PruneConfig};
+use compactor_shared::stated::{self, StatedCaps};
 use compactor_shared::transcript::{self, ToolAllowList, TranscriptConfig};
 use compactor_shared::{CharEstimator, Message, Part, Role, StateCaps, Summary, WorkstreamState};
 
@@ -207,6 +208,11 @@ impl Workstream {
             ..Default::default()
         };
         let t = transcript::extract(&span, &config);
+        // The user's decisions and constraints are recorded before the
+        // summarizer runs, so it sees what is superseded.
+        self.state
+            .stated
+            .record(stated::extract(&span), &StatedCaps::default());
         let mut summary = self.summary.clone();
         for c in chunk::chunk(&t, DEFAULT_CHUNK_MAX_CHARS) {
             let input = CompactionInput {

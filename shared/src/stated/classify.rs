@@ -368,8 +368,12 @@ pub(crate) fn classify(sentence: &str) -> Option<StatementKind> {
         if c.is_empty() || interrogative(c) {
             continue;
         }
-        let kind = if question || *request {
-            // A polite request is read as the imperative it stands for.
+        let kind = if question {
+            // "Could you deliver it to my office instead?" changes what
+            // holds; "can you refund 4.50 EUR?" asks for one action.
+            imperative(c).filter(|_| changes_something(c))
+        } else if *request {
+            // A request is read as the imperative it stands for.
             imperative(c)
         } else {
             clause_kind(c)
@@ -425,6 +429,37 @@ fn strip_request(c: &[Tok]) -> (&[Tok], bool) {
         }
     }
     (c, false)
+}
+
+/// Whether an imperative changes a standing choice (rather than asking
+/// for one action): "instead", a verb of change or choice, a toggle, a
+/// cancellation or a rule.
+fn changes_something(c: &[Tok]) -> bool {
+    let v = after_lead_in(c);
+    has_word(c, &["instead", "always", "never", "only", "anymore"])
+        || matches!(
+            w(c, v),
+            "change"
+                | "switch"
+                | "move"
+                | "set"
+                | "make"
+                | "update"
+                | "reschedule"
+                | "rebook"
+                | "keep"
+                | "turn"
+                | "disable"
+                | "enable"
+                | "cancel"
+                | "scrap"
+                | "drop"
+                | "stop"
+                | "don't"
+                | "do"
+                | "never"
+        )
+        || CHOICE_VERBS.contains(&w(c, v))
 }
 
 /// A hypothetical, a hedge or reported speech anywhere in the sentence.
@@ -1672,6 +1707,8 @@ mod tests {
             "Stop, that's wrong.",
             "Don't hesitate to contact me.",
             "Cancel that.",
+            "Can you refund 4.50 EUR to my Visa card?",
+            "Could you send me the invoice for order 88213?",
         ] {
             assert_eq!(kind(s), None, "{s}");
         }
