@@ -331,6 +331,9 @@ const BOILERPLATE: &[&str] = &[
     "thanks for reaching",
     "thanks for contacting",
     "thanks for your",
+    "thanks for the",
+    "thanks for letting",
+    "thank you so much",
     "i understand",
     "i apologize",
     "i apologise",
@@ -374,9 +377,32 @@ const BOILERPLATE: &[&str] = &[
     "absolutely!",
 ];
 
+/// Short acknowledgements that open an answer ("Sure!", "Got it.").
+const ACKNOWLEDGEMENTS: &[&str] = &[
+    "thanks",
+    "thank",
+    "great",
+    "sure",
+    "certainly",
+    "absolutely",
+    "of course",
+    "got it",
+    "understood",
+    "perfect",
+    "okay",
+    "ok",
+    "noted",
+    "alright",
+    "no problem",
+    "happy to",
+];
+
 fn is_boilerplate(sentence: &str) -> bool {
     let lower = sentence.to_lowercase();
-    BOILERPLATE.iter().any(|b| lower.contains(b))
+    let short_ack = lower.split_whitespace().count() <= 5
+        && ACKNOWLEDGEMENTS.iter().any(|a| lower.starts_with(a))
+        && !has_artifact(sentence);
+    short_ack || BOILERPLATE.iter().any(|b| lower.contains(b))
 }
 
 /// Whether a sentence carries something specific: an artifact, a number, a
@@ -945,6 +971,172 @@ mod tests {
             assert!(out.summary.key_facts.len() <= 40);
             assert!(out.summary.open_threads.len() <= 12);
         }
+    }
+
+    /// A support chat: the customer's specifics among assistant filler.
+    fn support_chat(turns: usize) -> String {
+        let mut t = String::new();
+        for i in 0..turns {
+            let user = match i {
+                0 => "Hi, I'm Anna Kowalski, customer number KD-5512-0937.".to_owned(),
+                1 => "I'm vegetarian, so no meat in the hamper please.".to_owned(),
+                2 => "never mind, found it".to_owned(),
+                _ => "Thanks, that works!".to_owned(),
+            };
+            t.push_str(&format!(
+                "[#{} USER]\n{user}\n[#{} ASSISTANT]\nThank you for reaching out! I'd be happy to help. \
+Our return policy allows returns within 30 days of delivery. Typically refunds take 5 business days. \
+Let me know if there is anything else.\n",
+                2 * i + 1,
+                2 * i + 2
+            ));
+        }
+        t
+    }
+
+    #[test]
+    fn a_casual_remark_never_becomes_a_constraint() {
+        let out = run(&support_chat(4), None, &WorkstreamState::default());
+        let constraints: Vec<&str> = out
+            .delta
+            .active_constraints
+            .iter()
+            .map(|i| i.text.as_str())
+            .collect();
+        assert_eq!(
+            constraints,
+            ["I'm vegetarian, so no meat in the hamper please."]
+        );
+        assert!(!out
+            .summary
+            .key_facts
+            .iter()
+            .any(|f| f.contains("never mind")));
+    }
+
+    #[test]
+    fn user_specifics_outrank_filler_when_cutting() {
+        let e = CharEstimator::default();
+        let state = WorkstreamState::default();
+        let t = support_chat(120);
+        let input = CompactionInput {
+            previous_summary: None,
+            state: &state,
+            new_messages: &t,
+            instructions: None,
+            split_turn: false,
+        };
+        let out = summarize(&input, &ExtractiveConfig::default(), 500, &e);
+        assert!(out.summary.tokens(&e) <= 500);
+        assert_eq!(
+            out.summary.key_facts,
+            [
+                "User: Hi, I'm Anna Kowalski, customer number KD-5512-0937.",
+                "User: I'm vegetarian, so no meat in the hamper please.",
+            ],
+            "filler facts (return policy, refund times) go first"
+        );
+        assert!(
+            out.summary
+                .conversation_flow
+                .iter()
+                .all(|b| !b.contains("Thank you for reaching out")),
+            "the flow skips filler answers"
+        );
+    }
+
+    #[test]
+    fn superseded_statements_are_marked_not_written_as_current() {
+        let mut state = WorkstreamState::default();
+        let said = [
+            (1, "Set the request timeout to 37s."),
+            (3, "Never log request bodies."),
+            (5, "make the timeout 45s"),
+        ];
+        for (id, text) in said {
+            state.stated.record(
+                stated::extract(&[crate::Message::text(id, crate::Role::User, text)]),
+                &stated::StatedCaps::default(),
+            );
+        }
+        let previous = Summary {
+            key_facts: vec!["User: Set the request timeout to 37s.".into()],
+            ..Default::default()
+        };
+        let t = "[#3 USER]\nNever log request bodies.\n[#4 ASSISTANT]\nOK, the timeout stays 37s for now.\n\
+[#5 USER]\nmake the timeout 45s\n[#6 ASSISTANT]\nDone, timeout is 45s.\n";
+        let out = run(t, Some(&previous), &state);
+        let text = out.summary.render();
+        for line in text.lines().filter(|l| l.contains("37s")) {
+            assert!(
+                line.contains("superseded"),
+                "shown as current: {line}\n{text}"
+            );
+        }
+        assert!(text.contains("- User: make the timeout 45s\n"), "{text}");
+        assert!(
+            out.delta.active_constraints.is_empty() && out.delta.key_decisions.is_empty(),
+            "the recorded statements are not proposed again: {:?}",
+            out.delta
+        );
+        let again = run(t, Some(&out.summary), &state);
+        assert_eq!(again.summary, out.summary, "marking is idempotent");
+    }
+
+    #[test]
+    fn a_larger_budget_keeps_more_and_never_exceeds_it() {
+        let mut t = String::new();
+        for i in 0..400 {
+            t.push_str(&format!(
+                "[#{} USER]\nOrder {} goes to Lindenstraße {i}, please.\n[#{} ASSISTANT]\nNoted order {} for Lindenstraße {i}.\n",
+                2 * i,
+                70_000 + i,
+                2 * i + 1,
+                70_000 + i
+            ));
+        }
+        let e = CharEstimator::default();
+        let state = WorkstreamState::default();
+        let config = ExtractiveConfig::default();
+        let sizes: Vec<(usize, usize, u64)> = [4_096u64, 16_384]
+            .iter()
+            .map(|&budget| {
+                let input = CompactionInput {
+                    previous_summary: None,
+                    state: &state,
+                    new_messages: &t,
+                    instructions: None,
+                    split_turn: false,
+                };
+                let out = summarize(&input, &config, budget, &e);
+                let tokens = out.summary.tokens(&e);
+                assert!(tokens <= budget, "{tokens} > {budget}");
+                (
+                    out.summary.key_facts.len(),
+                    out.summary.conversation_flow.len(),
+                    tokens,
+                )
+            })
+            .collect();
+        let (facts, flow, tokens) = sizes[1];
+        assert!(facts > config.max_key_facts, "{sizes:?}");
+        assert!(flow > config.max_flow, "{sizes:?}");
+        assert!(
+            tokens * 100 >= 16_384 * 70,
+            "uses most of a large budget: {sizes:?}"
+        );
+        assert!(
+            sizes[0].2 * 100 >= 4_096 * 70,
+            "and of the default one: {sizes:?}"
+        );
+    }
+
+    #[test]
+    fn caps_scale_only_above_the_reference_budget() {
+        assert_eq!(scaled_cap(40, 500), 40);
+        assert_eq!(scaled_cap(40, REFERENCE_BUDGET), 40);
+        assert_eq!(scaled_cap(40, 4 * REFERENCE_BUDGET), 160);
+        assert_eq!(scaled_cap(usize::MAX, u64::MAX), usize::MAX);
     }
 
     #[test]

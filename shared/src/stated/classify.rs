@@ -1244,11 +1244,10 @@ fn personal(c: &[Tok]) -> Option<StatementKind> {
     if matches!(first, "i'm" | "i") {
         let rest = if first == "i" && second == "am" { 2 } else { 1 };
         if first == "i'm" || rest == 2 {
-            let avail = match (w(c, rest), w(c, rest + 1)) {
-                ("not", "available") => true,
-                ("unavailable" | "away" | "out", _) => true,
-                _ => false,
-            };
+            let avail = matches!(
+                (w(c, rest), w(c, rest + 1)),
+                ("not", "available") | ("unavailable" | "away" | "out", _)
+            );
             if avail && c.iter().any(|t| t.value) {
                 return Some(Constraint);
             }
@@ -1518,8 +1517,7 @@ fn short_only(c: &[Tok]) -> Option<StatementKind> {
     while end > 0 && matches!(w(c, end - 1), "please" | "thanks" | "thank" | "you") {
         end -= 1;
     }
-    let ok = end >= 2
-        && end <= 5
+    let ok = (2..=5).contains(&end)
         && w(c, end - 1) == "only"
         && !PRONOUNS.contains(&w(c, 0))
         && !THIRD_PARTY.contains(&w(c, 0))

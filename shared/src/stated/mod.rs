@@ -243,25 +243,32 @@ impl UserStatements {
             self.items.remove(at);
         }
         let subject = Subject::of(&new.text);
-        // Said before something that already replaced it (a retried batch,
-        // or statements recorded out of order).
-        new.superseded_by = self
-            .items
-            .iter()
-            .filter(|later| later.position() > new.position())
-            .find(|later| supersedes(later, &Subject::of(&later.text), &new, &subject))
-            .map(|later| later.source);
-        for earlier in &mut self.items {
-            if earlier.is_current()
-                && earlier.position() < new.position()
-                && supersedes(&new, &subject, earlier, &Subject::of(&earlier.text))
-            {
-                earlier.superseded_by = Some(new.source);
-            }
-        }
         let at = self.items.partition_point(|s| {
             (s.position(), normalize(&s.text)) < (new.position(), identity.2.clone())
         });
+        let subjects: Vec<Subject> = self.items.iter().map(|s| Subject::of(&s.text)).collect();
+        // Said before something that already replaced it (a retried batch,
+        // or statements recorded out of order).
+        new.superseded_by = (at..self.items.len())
+            .find(|&k| {
+                supersedes(&self.items[k], &subjects[k], &new, &subject)
+                    || (subjects[k].can_refer_to(&subject)
+                        && !(at..k).any(|j| subjects[k].can_refer_to(&subjects[j])))
+            })
+            .map(|k| self.items[k].source);
+        for (earlier, earlier_subject) in self.items[..at].iter_mut().zip(&subjects) {
+            if earlier.is_current() && supersedes(&new, &subject, earlier, earlier_subject) {
+                earlier.superseded_by = Some(new.source);
+            }
+        }
+        // "Actually, make it 45s": the latest earlier statement it can
+        // refer to, if that one is still current.
+        if let Some(k) = (0..at).rev().find(|&k| subject.can_refer_to(&subjects[k])) {
+            let target = &mut self.items[k];
+            if target.is_current() {
+                target.superseded_by = Some(new.source);
+            }
+        }
         self.items.insert(at, new);
     }
 
@@ -393,34 +400,13 @@ fn supersedes(
     let chose_it = match old.kind {
         StatementKind::Decision => true,
         StatementKind::Constraint => {
-            !prohibits(&old.text) && !dropped.is_disjoint(&old_subject.values)
+            !old_subject.prohibits && !dropped.is_disjoint(&old_subject.values)
         }
     };
     !dropped.is_empty()
         && dropped.is_subset(&old_subject.words)
         && dropped.is_disjoint(&new_subject.values)
         && chose_it
-}
-
-/// Whether a statement forbids something rather than choosing it.
-fn prohibits(text: &str) -> bool {
-    words::tokens(text).iter().any(|t| {
-        matches!(
-            t.cue(),
-            "never"
-                | "don't"
-                | "not"
-                | "no"
-                | "avoid"
-                | "mustn't"
-                | "can't"
-                | "cannot"
-                | "won't"
-                | "shouldn't"
-                | "forbidden"
-                | "prohibited"
-        )
-    })
 }
 
 struct OutdatedEntry {

@@ -173,6 +173,12 @@ fn supersession_across_domains() {
             "Move the standup to 10:30.",
             "Move the standup to 11:00 instead.",
         ),
+        ("Set the request timeout to 37s.", "Actually, make it 45s."),
+        ("Ship the release on Friday.", "Monday instead."),
+        (
+            "Use Postgres for the ledger.",
+            "Hmm, let's go with SQLite instead.",
+        ),
     ] {
         let stated = recorded(&[user(1, earlier), user(2, later)]);
         let current = current_texts(&stated);
@@ -213,6 +219,31 @@ fn unrelated_statements_never_supersede_each_other() {
         let stated = recorded(&[user(1, a), user(2, b)]);
         assert_eq!(current_texts(&stated), [a, b], "{a:?} / {b:?}");
     }
+}
+
+#[test]
+fn a_keyless_change_refers_to_the_latest_statement_of_its_shape_only() {
+    let stated = recorded(&[
+        user(1, "Set the request timeout to 37s."),
+        user(2, "Set the retry delay to 5s."),
+        user(3, "Ship on Friday."),
+        user(4, "Deliver to Kastanienallee 12."),
+        user(5, "Actually, make it 10s."),
+    ]);
+    let old: Vec<(&str, Option<MessageId>)> = stated
+        .superseded()
+        .map(|s| (s.text.as_str(), s.superseded_by))
+        .collect();
+    assert_eq!(old, [("Set the retry delay to 5s.", Some(MessageId(5)))]);
+    let unrelated = recorded(&[
+        user(1, "Deliver to Kastanienallee 12."),
+        user(2, "Use SQLite instead."),
+    ]);
+    assert_eq!(
+        unrelated.superseded().count(),
+        0,
+        "a name replaces only a choice"
+    );
 }
 
 #[test]
@@ -258,8 +289,10 @@ fn recording_the_same_batch_twice_changes_nothing() {
         user(3, "make the timeout 45s"),
         user(4, "scrap Postgres, we'll go with SQLite instead"),
         user(5, "never push to main"),
+        user(6, "Ship on Friday. Set the retry delay to 5s."),
+        user(7, "Actually, make it 60s. Monday instead."),
     ]);
-    assert_eq!(batch.len(), 6);
+    assert_eq!(batch.len(), 10);
     for caps in [
         StatedCaps::default(),
         StatedCaps {
