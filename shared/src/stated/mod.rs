@@ -211,8 +211,9 @@ impl UserStatements {
     /// Records newly extracted statements, then enforces `caps`.
     ///
     /// A statement already recorded (same message, sentence and text) is
-    /// skipped, and so is a repetition of a current statement said earlier
-    /// (a repetition said later replaces the earlier record). Each new
+    /// skipped, and so is one whose words are recorded at a later position;
+    /// a current statement repeated later keeps one record, at the later
+    /// position. Each new
     /// statement is checked against the statements said after it (it may
     /// be superseded already: a retried batch) and supersedes the current
     /// ones said before it. Deterministic and idempotent.
@@ -232,11 +233,11 @@ impl UserStatements {
         if identity.2.is_empty() || self.items.iter().any(|s| s.identity() == identity) {
             return;
         }
-        if let Some(at) = self
-            .items
-            .iter()
-            .position(|s| s.is_current() && normalize(&s.text) == identity.2)
-        {
+        // The same words again: one record, at the latest position where
+        // they are current (a restated superseded statement is new).
+        if let Some(at) = self.items.iter().position(|s| {
+            normalize(&s.text) == identity.2 && (s.is_current() || s.position() > new.position())
+        }) {
             if self.items[at].position() >= new.position() {
                 return;
             }

@@ -456,3 +456,15 @@ proptest::proptest! {
         }
     }
 }
+
+proptest::proptest! {
+    #[test]
+    fn arbitrary_unicode_never_panics(text in "\\PC{0,400}", cue in 0usize..4) {
+        let text = format!("{}{text}", ["", "never ", "set the ", "scrap "][cue]);
+        let found = extract(&[user(1, &text), user(2, &text)]);
+        let mut stated = UserStatements::default();
+        stated.record(found, &StatedCaps::default());
+        let _ = classify(&text);
+        let _ = stated.outdated().superseded_by(&text);
+    }
+}
