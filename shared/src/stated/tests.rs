@@ -344,6 +344,23 @@ fn caps_drop_superseded_first_then_old_decisions_then_old_constraints() {
 }
 
 #[test]
+fn an_oversized_batch_keeps_its_newest_statements_within_the_caps() {
+    let messages: Vec<Message> = (0..1_000)
+        .map(|i| user(i, &format!("Never use library_{i}.")))
+        .collect();
+    let batch = extract(&messages);
+    assert_eq!(batch.len(), 1_000);
+    let mut stated = UserStatements::default();
+    stated.record(batch.clone(), &StatedCaps::default());
+    assert_eq!(stated.len(), 48);
+    assert_eq!(stated.items()[47].text, "Never use library_999.");
+    assert_eq!(stated.items()[0].text, "Never use library_952.");
+    let once = stated.clone();
+    stated.record(batch, &StatedCaps::default());
+    assert_eq!(stated, once);
+}
+
+#[test]
 fn serde_omits_defaults_and_old_records_read_back() {
     let stated = recorded(&[
         user(1, "Ship on Friday."),
