@@ -21,9 +21,9 @@
 //!   are compared conservatively (see `subject`): two statements about
 //!   different things never supersede each other.
 //! - **Bounded, idempotent.** Current statements and superseded ones have
-//!   separate caps; the oldest superseded go first, then the oldest current
-//!   decisions, then the oldest current constraints. The stored list is a
-//!   function of the statements recorded, not of the order of the calls:
+//!   separate caps: beyond its cap the oldest superseded statements go;
+//!   beyond theirs the oldest current decisions go, then the oldest current
+//!   constraints. Statements are kept ordered by where they were said, and
 //!   recording the same batch twice (a retried job) changes nothing.
 //! - **Never shown as current once superseded.** [`UserStatements::render`]
 //!   lists current statements under one heading and superseded ones each on
