@@ -124,10 +124,7 @@ pub fn build(
         .map(|p| estimator.part_tokens(p))
         .sum();
 
-    let mut summary = input.summary.cloned();
-    if let Some(s) = summary.as_mut() {
-        input.state.stated.outdated().mark_summary(s);
-    }
+    let mut summary = shown_summary(input);
     let rest = render_rest(input);
     let mut dropped = 0;
     let limit = guard_limit(input.context_window, config.overflow_guard_ratio);
@@ -169,11 +166,20 @@ fn guard_limit(window: u64, ratio: f64) -> Option<u64> {
 /// `input` starts with, before any overflow guard: what a compaction leaves
 /// behind besides the un-compacted messages. `input.messages` is ignored.
 pub fn preamble_tokens(input: &ContextInput<'_>, estimator: &dyn TokenEstimator) -> u64 {
+    estimator.count(&render_preamble(
+        shown_summary(input).as_ref(),
+        &render_rest(input),
+    ))
+}
+
+/// The summary as it is shown: bullets that still state what the user
+/// superseded (whichever summarizer wrote them) are marked so.
+fn shown_summary(input: &ContextInput<'_>) -> Option<Summary> {
     let mut summary = input.summary.cloned();
     if let Some(s) = summary.as_mut() {
         input.state.stated.outdated().mark_summary(s);
     }
-    estimator.count(&render_preamble(summary.as_ref(), &render_rest(input)))
+    summary
 }
 
 fn render_rest(input: &ContextInput<'_>) -> String {

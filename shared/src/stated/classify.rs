@@ -368,8 +368,12 @@ pub(crate) fn classify(sentence: &str) -> Option<StatementKind> {
         if c.is_empty() || interrogative(c) {
             continue;
         }
-        let kind = if question || *request {
-            // A polite request is read as the imperative it stands for.
+        let kind = if question {
+            // "Could you deliver it to my office instead?" changes what
+            // holds; "can you refund 4.50 EUR?" asks for one action.
+            imperative(c).filter(|_| changes_something(c))
+        } else if *request {
+            // A request is read as the imperative it stands for.
             imperative(c)
         } else {
             clause_kind(c)
@@ -427,6 +431,37 @@ fn strip_request(c: &[Tok]) -> (&[Tok], bool) {
     (c, false)
 }
 
+/// Whether an imperative changes a standing choice (rather than asking
+/// for one action): "instead", a verb of change or choice, a toggle, a
+/// cancellation or a rule.
+fn changes_something(c: &[Tok]) -> bool {
+    let v = after_lead_in(c);
+    has_word(c, &["instead", "always", "never", "only", "anymore"])
+        || matches!(
+            w(c, v),
+            "change"
+                | "switch"
+                | "move"
+                | "set"
+                | "make"
+                | "update"
+                | "reschedule"
+                | "rebook"
+                | "keep"
+                | "turn"
+                | "disable"
+                | "enable"
+                | "cancel"
+                | "scrap"
+                | "drop"
+                | "stop"
+                | "don't"
+                | "do"
+                | "never"
+        )
+        || CHOICE_VERBS.contains(&w(c, v))
+}
+
 /// A hypothetical, a hedge or reported speech anywhere in the sentence.
 fn hedged(parts: &[(&[Tok], bool)]) -> bool {
     let all: Vec<&Tok> = parts.iter().flat_map(|(c, _)| c.iter()).collect();
@@ -435,7 +470,7 @@ fn hedged(parts: &[(&[Tok], bool)]) -> bool {
         let here = word(i);
         let next = word(i + 1);
         let hedge = match here {
-            "would" | "i'd" | "we'd" | "you'd" => !matches!(next, "prefer" | "rather"),
+            "would" | "i'd" | "we'd" | "you'd" => !matches!(next, "prefer" | "rather" | "like"),
             "could" => true,
             "if" => (i + 1..all.len()).any(|k| {
                 matches!(
@@ -552,8 +587,8 @@ fn clause_kind(c: &[Tok]) -> Option<StatementKind> {
         .or_else(|| personal(c))
         .or_else(|| we_policy(c))
         .or_else(|| subject_modal(c))
-        .or_else(|| copula_value(c))
         .or_else(|| limits(c))
+        .or_else(|| copula_value(c))
         .or_else(|| short_only(c))
         .or_else(|| instead(c))
 }
@@ -666,7 +701,25 @@ fn change_verb(c: &[Tok]) -> Option<StatementKind> {
         }
         "forget" => {
             let next = w(c, v + 1);
-            obj(v + 1) && !DETERMINERS.contains(&next) && !matches!(next, "me" | "you" | "i" | "to")
+            let plain = obj(v + 1)
+                && !DETERMINERS.contains(&next)
+                && !matches!(next, "me" | "you" | "i" | "to");
+            // "forget the shoes", but not "forget the last message".
+            let the_thing = next == "the"
+                && c.len() <= v + 4
+                && obj(v + 2)
+                && !matches!(
+                    w(c, v + 2),
+                    "last"
+                        | "previous"
+                        | "above"
+                        | "message"
+                        | "question"
+                        | "rest"
+                        | "whole"
+                        | "other"
+                );
+            plain || the_thing
         }
         "get" => w(c, v + 1) == "rid" && w(c, v + 2) == "of" && obj(v + 3),
         "no" => {
@@ -683,11 +736,14 @@ fn change_verb(c: &[Tok]) -> Option<StatementKind> {
 }
 
 /// "make sure the migration is idempotent", "ensure every invoice has a
-/// VAT id".
+/// VAT id", "it's important that the migration is reversible".
 fn make_sure(c: &[Tok]) -> Option<StatementKind> {
     let v = after_lead_in(c);
     let hit = match (w(c, v), w(c, v + 1)) {
         ("make", "sure" | "certain") | ("ensure", _) => c.len() > v + 2,
+        ("it's", "important" | "essential" | "critical" | "crucial" | "mandatory" | "vital") => {
+            matches!(w(c, v + 2), "that" | "to" | "we" | "you") && c.len() > v + 3
+        }
         _ => false,
     };
     hit.then_some(Constraint)
@@ -1138,8 +1194,16 @@ fn future_choice(c: &[Tok]) -> Option<StatementKind> {
                         | "that"
                 )
         }
-        "keep" | "stick" | "stay" => next == "with" || sets_a_value(c, v + 1),
-        "do" => sets_a_value(c, v + 1),
+        "keep" | "stick" | "stay" => {
+            next == "with"
+                || sets_a_value(c, v + 1)
+                // "I'll keep the shoes", not "keep it in mind" / "keep trying".
+                || (verb == "keep"
+                    && DETERMINERS.contains(&next)
+                    && !matches!(next, "an" | "a" | "it" | "that" | "this")
+                    && !has_word(c, &["mind", "eye", "touch", "posted"]))
+        }
+        "do" => sets_a_value(c, v + 1) || c.iter().skip(v + 1).any(|t| t.value),
         v_ if CHOICE_VERBS.contains(&v_) => !next.is_empty() && next != "it",
         v_ if SETTING_VERBS.contains(&v_) => sets_a_value(c, v + 1),
         _ => false,
@@ -1178,6 +1242,23 @@ fn setting_imperative(c: &[Tok]) -> Option<StatementKind> {
         "go" => matches!(next, "with" | "for"),
         "stick" => matches!(next, "with" | "to"),
         "switch" | "migrate" | "move" => next == "to" || sets_a_value(c, 1),
+        // "leave it at the back door", "put it in the mailbox".
+        "leave" | "put" => {
+            sets_a_value(c, 1)
+                || c.iter().skip(1).any(|t| {
+                    matches!(
+                        t.cue(),
+                        "at" | "with"
+                            | "in"
+                            | "by"
+                            | "outside"
+                            | "behind"
+                            | "under"
+                            | "next"
+                            | "inside"
+                    )
+                })
+        }
         // "make it Wednesday", "make the timeout 45s".
         "make" => {
             sets_a_value(c, 1)
@@ -1206,14 +1287,46 @@ fn personal(c: &[Tok]) -> Option<StatementKind> {
     if has_word(c, &["preferably"]) && c.len() >= 2 {
         return Some(Constraint);
     }
+    match (first, second, third) {
+        // "I'd like store credit", not "I'd like to know …".
+        ("i'd" | "we'd", "like", _) | ("i" | "we", "would", "like") => {
+            let at = if first == "i'd" || first == "we'd" {
+                2
+            } else {
+                3
+            };
+            let obj = w(c, at);
+            if !obj.is_empty() && obj != "to" && !PRONOUNS.contains(&obj) {
+                return Some(Constraint);
+            }
+        }
+        ("i" | "we", "hate" | "dislike" | "detest", obj)
+            if !obj.is_empty() && !PRONOUNS.contains(&obj) && obj != "to" =>
+        {
+            return Some(Constraint)
+        }
+        _ => {}
+    }
+    // "I must be back by Sunday", "I need to be home before 6pm".
+    let deadline = matches!(
+        (first, second, third),
+        ("i" | "we", "must", "be") | ("i" | "we", "need" | "have", "to")
+    ) && has_word(
+        c,
+        &["back", "home", "there", "out", "done", "finished", "ready"],
+    ) && has_word(c, &["by", "before", "until"])
+        && c.iter().any(|t| t.value);
+    if deadline {
+        return Some(Constraint);
+    }
     if matches!(first, "i'm" | "i") {
         let rest = if first == "i" && second == "am" { 2 } else { 1 };
         if first == "i'm" || rest == 2 {
-            let avail = match (w(c, rest), w(c, rest + 1)) {
-                ("not", "available") => true,
-                ("unavailable" | "away" | "out", _) => true,
-                _ => false,
-            };
+            let avail = matches!(
+                (w(c, rest), w(c, rest + 1)),
+                ("not", "available" | "home" | "around" | "in" | "free")
+                    | ("unavailable" | "away" | "out", _)
+            );
             if avail && c.iter().any(|t| t.value) {
                 return Some(Constraint);
             }
@@ -1418,8 +1531,47 @@ fn modal_at(c: &[Tok], m: usize) -> Option<(bool, usize, bool)> {
     })
 }
 
+/// Nouns that name a setting: "the max batch size is 500" sets it.
+const SETTING_NOUNS: &[&str] = &[
+    "timeout",
+    "limit",
+    "port",
+    "deadline",
+    "budget",
+    "region",
+    "address",
+    "threshold",
+    "interval",
+    "delay",
+    "ttl",
+    "quota",
+    "cap",
+    "maximum",
+    "max",
+    "minimum",
+    "min",
+    "default",
+    "retries",
+    "concurrency",
+    "workers",
+    "replicas",
+    "currency",
+    "language",
+    "locale",
+    "timezone",
+    "plan",
+    "tier",
+    "branch",
+    "retention",
+    "frequency",
+    "schedule",
+    "cadence",
+    "recipient",
+];
+
 /// "my address is now Friedrichstraße 5", "the timeout should be 45s", "the
-/// release will be on Monday".
+/// release will be on Monday", "the max batch size is 500", "my new phone
+/// number is +49 170 1234567".
 fn copula_value(c: &[Tok]) -> Option<StatementKind> {
     let first = w(c, 0);
     if PRONOUNS.contains(&first)
@@ -1430,8 +1582,26 @@ fn copula_value(c: &[Tok]) -> Option<StatementKind> {
     }
     for m in 1..c.len().min(7) {
         let value_follows = |from: usize| c.iter().skip(from).take(4).any(|t| t.value);
+        let np = &c[..m];
+        let names_a_setting = np.last().is_some_and(|t| SETTING_NOUNS.contains(&t.cue()))
+            || np.iter().any(|t| {
+                matches!(
+                    t.cue(),
+                    "new"
+                        | "updated"
+                        | "default"
+                        | "max"
+                        | "maximum"
+                        | "min"
+                        | "minimum"
+                        | "target"
+                )
+            });
         match (w(c, m), w(c, m + 1)) {
             ("is" | "are", "now") if value_follows(m + 2) => return Some(Decision),
+            ("is" | "are" | "=", _) if names_a_setting && value_follows(m + 1) => {
+                return Some(Decision)
+            }
             ("should" | "will", "be") => {
                 let after = w(c, m + 2);
                 let epistemic = DETERMINERS.contains(&after)
@@ -1474,7 +1644,32 @@ fn limits(c: &[Tok]) -> Option<StatementKind> {
         .iter()
         .any(|t| matches!(t.cue(), "budget" | "limit" | "cap" | "ceiling"))
         && has_word(c, &["is", "of", "max", "maximum", "at"]);
-    (opens || names_a_limit).then_some(Constraint)
+    // A request that bounds what it asks for: "find me a hotel under
+    // 150 EUR a night", "I need a flight for at most 300 EUR".
+    let requests = matches!(
+        w(c, 0),
+        "find"
+            | "get"
+            | "book"
+            | "look"
+            | "search"
+            | "show"
+            | "pick"
+            | "buy"
+            | "order"
+            | "reserve"
+            | "plan"
+    ) || matches!(
+        (w(c, 0), w(c, 1)),
+        ("i" | "we", "need" | "want") | ("looking", "for")
+    );
+    let bounded = c.iter().enumerate().any(|(i, t)| {
+        let bound = matches!(t.cue(), "under" | "below" | "max" | "maximum" | "within")
+            || (t.cue() == "most" && i > 0 && w(c, i - 1) == "at")
+            || (t.cue() == "than" && i > 0 && matches!(w(c, i - 1), "more" | "less"));
+        bound && c.get(i + 1).is_some_and(|v| v.value)
+    });
+    (opens || names_a_limit || (requests && bounded)).then_some(Constraint)
 }
 
 /// "aisle seats only", "EU region only, please".
@@ -1483,8 +1678,7 @@ fn short_only(c: &[Tok]) -> Option<StatementKind> {
     while end > 0 && matches!(w(c, end - 1), "please" | "thanks" | "thank" | "you") {
         end -= 1;
     }
-    let ok = end >= 2
-        && end <= 5
+    let ok = (2..=5).contains(&end)
         && w(c, end - 1) == "only"
         && !PRONOUNS.contains(&w(c, 0))
         && !THIRD_PARTY.contains(&w(c, 0))
@@ -1551,6 +1745,17 @@ mod tests {
             "we agreed on weekly releases",
             "Reply in German.",
             "Actually, make it Wednesday.",
+            "The max batch size is 500.",
+            "My new phone number is +49 170 1234567.",
+            "Let's do the Lisbon option.",
+            "Pin serde to 1.0.197.",
+            "Use rustls, not OpenSSL.",
+            "Please send all invoices to billing@example.com.",
+            "We agreed to keep the public API frozen until v2.0.0.",
+            "Leave it at the back door.",
+            "Actually, I'll keep the shoes.",
+            "Forget the shoes.",
+            "Switch the CI to Node 20.",
             "Forget about the Hilton.",
         ] {
             assert_eq!(kind(s), Some(Decision), "{s}");
@@ -1594,6 +1799,12 @@ mod tests {
             "No red-eye flights, please.",
             "I can't make it on Friday.",
             "We have to support Python 3.8.",
+            "I'm not home on Tuesdays.",
+            "I hate layovers.",
+            "Instead of the refund, I'd like store credit.",
+            "Please find me a hotel under 150 EUR a night.",
+            "I must be back by Sunday evening.",
+            "It's important that the migration is reversible.",
         ] {
             assert_eq!(kind(s), Some(Constraint), "{s}");
         }
@@ -1672,6 +1883,21 @@ mod tests {
             "Stop, that's wrong.",
             "Don't hesitate to contact me.",
             "Cancel that.",
+            "Can you refund 4.50 EUR to my Visa card?",
+            "Could you send me the invoice for order 88213?",
+            "The order number is 88213.",
+            "My flight was at 9:40.",
+            "The build time is 45s on my laptop, which is odd.",
+            "I'd like to know where my parcel is.",
+            "I'd like it if you were faster.",
+            "I hate it when this happens.",
+            "Only the first test fails.",
+            "The only problem is the timeout.",
+            "Why does it always fail on CI?",
+            "You never told me that.",
+            "I guess we must support IE11.",
+            "We should use Postgres.",
+            "It took under 5 minutes.",
         ] {
             assert_eq!(kind(s), None, "{s}");
         }

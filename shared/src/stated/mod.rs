@@ -21,9 +21,9 @@
 //!   are compared conservatively (see `subject`): two statements about
 //!   different things never supersede each other.
 //! - **Bounded, idempotent.** Current statements and superseded ones have
-//!   separate caps; the oldest superseded go first, then the oldest current
-//!   decisions, then the oldest current constraints. The stored list is a
-//!   function of the statements recorded, not of the order of the calls:
+//!   separate caps: beyond its cap the oldest superseded statements go;
+//!   beyond theirs the oldest current decisions go, then the oldest current
+//!   constraints. Statements are kept ordered by where they were said, and
 //!   recording the same batch twice (a retried job) changes nothing.
 //! - **Never shown as current once superseded.** [`UserStatements::render`]
 //!   lists current statements under one heading and superseded ones each on
@@ -108,11 +108,6 @@ impl Statement {
     /// Where it was said: message, then sentence.
     fn position(&self) -> (MessageId, u32) {
         (self.source, self.sentence)
-    }
-
-    /// Position and text: two records of one statement are equal here.
-    fn identity(&self) -> (MessageId, u32, String) {
-        (self.source, self.sentence, normalize(&self.text))
     }
 }
 
@@ -211,58 +206,85 @@ impl UserStatements {
     /// Records newly extracted statements, then enforces `caps`.
     ///
     /// A statement already recorded (same message, sentence and text) is
-    /// skipped, and so is a repetition of a current statement said earlier
-    /// (a repetition said later replaces the earlier record). Each new
-    /// statement is checked against the statements said after it (it may
-    /// be superseded already: a retried batch) and supersedes the current
-    /// ones said before it. Deterministic and idempotent.
+    /// skipped, and so is one whose words are recorded at a later position;
+    /// a current statement repeated later keeps one record, at the later
+    /// position. Each new statement is checked against the statements said
+    /// after it (it may be superseded already: a retried batch) and
+    /// supersedes the current ones said before it. Of a batch larger than
+    /// [`MAX_BATCH`] only the newest statements are looked at (a span that
+    /// states hundreds of rules is pasted text, not conversation).
+    /// Deterministic and idempotent.
     pub fn record(&mut self, seen: impl IntoIterator<Item = Statement>, caps: &StatedCaps) {
         let mut incoming: Vec<Statement> = seen.into_iter().collect();
         incoming.sort_by_key(Statement::position);
-        for statement in incoming {
-            self.insert(statement);
+        let skip = incoming.len().saturating_sub(MAX_BATCH);
+        let mut parsed: Vec<Parsed> = self.items.iter().map(Parsed::of).collect();
+        for statement in incoming.into_iter().skip(skip) {
+            self.insert(statement, &mut parsed);
         }
         self.enforce_caps(caps);
     }
 
-    fn insert(&mut self, mut new: Statement) {
+    /// Inserts one statement; `parsed` is kept aligned with `self.items`.
+    fn insert(&mut self, mut new: Statement, parsed: &mut Vec<Parsed>) {
         new.text = new.text.trim().to_owned();
         new.superseded_by = None;
-        let identity = new.identity();
-        if identity.2.is_empty() || self.items.iter().any(|s| s.identity() == identity) {
+        let mine = Parsed::of(&new);
+        if mine.norm.is_empty()
+            || self
+                .items
+                .iter()
+                .zip(parsed.iter())
+                .any(|(s, p)| s.position() == new.position() && p.norm == mine.norm)
+        {
             return;
         }
-        if let Some(at) = self
-            .items
-            .iter()
-            .position(|s| s.is_current() && normalize(&s.text) == identity.2)
-        {
+        // The same words again: one record, at the latest position where
+        // they are current (a restated superseded statement is new).
+        if let Some(at) = self.items.iter().zip(parsed.iter()).position(|(s, p)| {
+            p.norm == mine.norm && (s.is_current() || s.position() > new.position())
+        }) {
             if self.items[at].position() >= new.position() {
                 return;
             }
             self.items.remove(at);
+            parsed.remove(at);
         }
-        let subject = Subject::of(&new.text);
-        // Said before something that already replaced it (a retried batch,
-        // or statements recorded out of order).
-        new.superseded_by = self
+        let at = self
             .items
             .iter()
-            .filter(|later| later.position() > new.position())
-            .find(|later| supersedes(later, &Subject::of(&later.text), &new, &subject))
-            .map(|later| later.source);
-        for earlier in &mut self.items {
-            if earlier.is_current()
-                && earlier.position() < new.position()
-                && supersedes(&new, &subject, earlier, &Subject::of(&earlier.text))
-            {
+            .zip(parsed.iter())
+            .take_while(|(s, p)| {
+                (s.position(), p.norm.as_str()) < (new.position(), mine.norm.as_str())
+            })
+            .count();
+        // Said before something that already replaced it (a retried batch,
+        // or statements recorded out of order).
+        new.superseded_by = (at..self.items.len())
+            .find(|&k| {
+                supersedes(&parsed[k], &new, &mine)
+                    || (parsed[k].subject.can_refer_to(&mine.subject)
+                        && !(at..k).any(|j| parsed[k].subject.can_refer_to(&parsed[j].subject)))
+            })
+            .map(|k| self.items[k].source);
+        for (earlier, earlier_parsed) in self.items[..at].iter_mut().zip(parsed.iter()) {
+            if earlier.is_current() && supersedes(&mine, earlier, earlier_parsed) {
                 earlier.superseded_by = Some(new.source);
             }
         }
-        let at = self.items.partition_point(|s| {
-            (s.position(), normalize(&s.text)) < (new.position(), identity.2.clone())
-        });
+        // "Actually, make it 45s": the latest earlier statement it can
+        // refer to, if that one is still current.
+        if let Some(k) = (0..at)
+            .rev()
+            .find(|&k| mine.subject.can_refer_to(&parsed[k].subject))
+        {
+            let target = &mut self.items[k];
+            if target.is_current() {
+                target.superseded_by = Some(new.source);
+            }
+        }
         self.items.insert(at, new);
+        parsed.insert(at, mine);
     }
 
     /// Drops the oldest superseded statements beyond `caps.superseded`, then
@@ -373,16 +395,31 @@ const GENERIC_WORDS: &[&str] = &[
     "please", "want", "need", "like",
 ];
 
+/// The most statements one [`UserStatements::record`] call looks at.
+pub const MAX_BATCH: usize = 256;
+
+/// A statement's normalized text and parsed subject, computed once per
+/// [`UserStatements::record`] call.
+struct Parsed {
+    norm: String,
+    subject: Subject,
+}
+
+impl Parsed {
+    fn of(statement: &Statement) -> Parsed {
+        Parsed {
+            norm: normalize(&statement.text),
+            subject: Subject::of(&statement.text),
+        }
+    }
+}
+
 /// Whether `new` (said later) supersedes `old`.
-fn supersedes(
-    new: &Statement,
-    new_subject: &Subject,
-    old: &Statement,
-    old_subject: &Subject,
-) -> bool {
-    if normalize(&new.text) == normalize(&old.text) {
+fn supersedes(new_parsed: &Parsed, old: &Statement, old_parsed: &Parsed) -> bool {
+    if new_parsed.norm == old_parsed.norm {
         return false;
     }
+    let (new_subject, old_subject) = (&new_parsed.subject, &old_parsed.subject);
     // The same key set to another value.
     if new_subject.same_key(old_subject) && new_subject.values != old_subject.values {
         return true;
@@ -393,34 +430,13 @@ fn supersedes(
     let chose_it = match old.kind {
         StatementKind::Decision => true,
         StatementKind::Constraint => {
-            !prohibits(&old.text) && !dropped.is_disjoint(&old_subject.values)
+            !old_subject.prohibits && !dropped.is_disjoint(&old_subject.values)
         }
     };
     !dropped.is_empty()
         && dropped.is_subset(&old_subject.words)
         && dropped.is_disjoint(&new_subject.values)
         && chose_it
-}
-
-/// Whether a statement forbids something rather than choosing it.
-fn prohibits(text: &str) -> bool {
-    words::tokens(text).iter().any(|t| {
-        matches!(
-            t.cue(),
-            "never"
-                | "don't"
-                | "not"
-                | "no"
-                | "avoid"
-                | "mustn't"
-                | "can't"
-                | "cannot"
-                | "won't"
-                | "shouldn't"
-                | "forbidden"
-                | "prohibited"
-        )
-    })
 }
 
 struct OutdatedEntry {

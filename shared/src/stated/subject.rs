@@ -18,6 +18,11 @@
 //! `connect timeout` and `request timeout` differ). A statement also
 //! *drops* something when it says so ("scrap Postgres", "no longer need the
 //! Redis cache", "instead of Postgres").
+//!
+//! A statement that changes a value without naming the key ("actually, make
+//! it 45s", "Monday instead") is *anaphoric*: it refers to the latest keyed
+//! statement whose value has the same shape (a duration, a time, a date, an
+//! amount, a size…; a bare name only between two choices).
 
 use std::collections::BTreeSet;
 
@@ -36,6 +41,12 @@ pub(crate) struct Subject {
     pub(crate) dropped: BTreeSet<String>,
     /// Every content word of the statement.
     pub(crate) words: BTreeSet<String>,
+    /// Shapes of its values (`duration`, `time`, `date`, `money`, …).
+    pub(crate) shapes: BTreeSet<&'static str>,
+    /// It changes a value without naming the key ("make it 45s").
+    pub(crate) anaphoric: bool,
+    /// It forbids rather than chooses ("never …", "don't …").
+    pub(crate) prohibits: bool,
 }
 
 /// Verbs that set a key named by their object ("set X to V").
@@ -118,7 +129,60 @@ impl Subject {
         // "Use MySQL instead of Postgres": what is dropped is not chosen.
         let dropped = &subject.dropped;
         subject.values.retain(|v| !dropped.contains(v));
+        if !subject.is_keyed() {
+            let refers = toks.iter().enumerate().any(|(i, t)| {
+                t.w == "instead"
+                    || (matches!(t.w.as_str(), "it" | "that" | "this")
+                        && i > 0
+                        && SET_VERBS.contains(&toks[i - 1].w.as_str()))
+            });
+            let values: BTreeSet<String> = toks
+                .iter()
+                .filter(|t| t.value && !dropped.contains(&t.w))
+                .map(|t| t.w.clone())
+                .collect();
+            if refers && !values.is_empty() {
+                subject.anaphoric = true;
+                if subject.values.is_empty() {
+                    subject.values = values;
+                }
+            }
+        }
+        subject.shapes = shapes(&toks, &subject.values);
+        subject.prohibits = toks.iter().any(|t| {
+            matches!(
+                t.cue(),
+                "never"
+                    | "don't"
+                    | "not"
+                    | "no"
+                    | "avoid"
+                    | "mustn't"
+                    | "can't"
+                    | "cannot"
+                    | "won't"
+                    | "shouldn't"
+                    | "forbidden"
+                    | "prohibited"
+            )
+        });
         subject
+    }
+
+    /// Whether this anaphoric statement can refer to `target`: a keyed
+    /// statement whose values share a shape with its own (names only
+    /// between two choices: "go with SQLite instead" after "use Postgres
+    /// for the ledger").
+    pub(crate) fn can_refer_to(&self, target: &Subject) -> bool {
+        if !self.anaphoric || !target.is_keyed() || target.prohibits || self.values == target.values
+        {
+            return false;
+        }
+        let both_choices =
+            self.anchor.as_deref() == Some("use") && target.anchor.as_deref() == Some("use");
+        self.shapes
+            .intersection(&target.shapes)
+            .any(|shape| *shape != "name" || both_choices)
     }
 
     /// Whether the statement names a key another statement can re-set.
@@ -133,6 +197,80 @@ impl Subject {
             && self.anchor == other.anchor
             && (self.key.is_subset(&other.key) || other.key.is_subset(&self.key))
     }
+}
+
+const DURATION_UNITS: &[&str] = &[
+    "ms", "s", "sec", "secs", "second", "seconds", "min", "mins", "minute", "minutes", "h", "hr",
+    "hrs", "hour", "hours", "d", "day", "days", "week", "weeks",
+];
+const SIZE_UNITS: &[&str] = &["kb", "mb", "gb", "tb", "kib", "mib", "gib", "tib"];
+const MONEY_UNITS: &[&str] = &[
+    "eur", "usd", "gbp", "chf", "euro", "euros", "dollar", "dollars", "pounds", "€", "$", "£",
+];
+const DATE_WORDS: &[&str] = &[
+    "monday",
+    "tuesday",
+    "wednesday",
+    "thursday",
+    "friday",
+    "saturday",
+    "sunday",
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+    "tomorrow",
+    "today",
+    "tonight",
+];
+
+/// The shapes of a statement's values: a number with its unit (written in
+/// it or in the next word), a time, a date, or else a name.
+fn shapes(toks: &[Tok], values: &BTreeSet<String>) -> BTreeSet<&'static str> {
+    let mut out = BTreeSet::new();
+    for (i, t) in toks.iter().enumerate() {
+        if !values.contains(&t.w) {
+            continue;
+        }
+        let w = t.w.as_str();
+        let digits = w.trim_start_matches(['€', '$', '£']);
+        let number_end = digits
+            .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == ','))
+            .unwrap_or(digits.len());
+        let iso_date = w.matches('-').count() == 2 && w.starts_with(|c: char| c.is_ascii_digit());
+        let shape = if DATE_WORDS.contains(&w) || iso_date {
+            "date"
+        } else if number_end == 0 {
+            "name"
+        } else {
+            let suffix = &digits[number_end..];
+            let next = toks.get(i + 1).map_or("", |t| t.w.as_str());
+            let unit = if suffix.is_empty() { next } else { suffix };
+            if w.starts_with(['€', '$', '£']) || MONEY_UNITS.contains(&unit) {
+                "money"
+            } else if suffix.starts_with(':') || matches!(unit, "am" | "pm" | "o'clock") {
+                "time"
+            } else if DURATION_UNITS.contains(&unit) {
+                "duration"
+            } else if SIZE_UNITS.contains(&unit) {
+                "size"
+            } else if unit == "%" {
+                "percent"
+            } else {
+                "number"
+            }
+        };
+        out.insert(shape);
+    }
+    out
 }
 
 fn w(c: &[Tok], i: usize) -> &str {
@@ -498,6 +636,34 @@ mod tests {
         assert_eq!(b.values, set(&["on"]));
         let c = Subject::of("Disable the nightly backups.");
         assert_eq!(c.key, set(&["nightly", "backups"]));
+    }
+
+    #[test]
+    fn value_shapes() {
+        let shapes = |t: &str| Subject::of(t).shapes.into_iter().collect::<Vec<_>>();
+        assert_eq!(shapes("Set the timeout to 37s."), ["duration"]);
+        assert_eq!(shapes("Move the standup to 10:30."), ["time"]);
+        assert_eq!(shapes("Ship on Friday."), ["date"]);
+        assert_eq!(shapes("Make the budget €180."), ["money"]);
+        assert_eq!(shapes("Set the budget to 180 EUR."), ["money", "name"]);
+        assert_eq!(shapes("Set the cache size to 512 MB."), ["name", "size"]);
+    }
+
+    #[test]
+    fn keyless_changes_refer_to_a_statement_of_the_same_shape() {
+        let timeout = Subject::of("Set the request timeout to 37s.");
+        let ship = Subject::of("Ship on Friday.");
+        let ledger = Subject::of("Use Postgres for the ledger.");
+        let address = Subject::of("Deliver to Kastanienallee 12.");
+        let make_it = Subject::of("Actually, make it 45s.");
+        assert!(make_it.anaphoric);
+        assert!(make_it.can_refer_to(&timeout) && !make_it.can_refer_to(&ship));
+        let monday = Subject::of("Monday instead.");
+        assert!(monday.can_refer_to(&ship) && !monday.can_refer_to(&timeout));
+        let sqlite = Subject::of("we'll go with SQLite instead");
+        assert!(sqlite.can_refer_to(&ledger) && !sqlite.can_refer_to(&address));
+        let named = Subject::of("Set the connect timeout to 5s.");
+        assert!(!named.anaphoric);
     }
 
     #[test]

@@ -173,6 +173,12 @@ fn supersession_across_domains() {
             "Move the standup to 10:30.",
             "Move the standup to 11:00 instead.",
         ),
+        ("Set the request timeout to 37s.", "Actually, make it 45s."),
+        ("Ship the release on Friday.", "Monday instead."),
+        (
+            "Use Postgres for the ledger.",
+            "Hmm, let's go with SQLite instead.",
+        ),
     ] {
         let stated = recorded(&[user(1, earlier), user(2, later)]);
         let current = current_texts(&stated);
@@ -213,6 +219,31 @@ fn unrelated_statements_never_supersede_each_other() {
         let stated = recorded(&[user(1, a), user(2, b)]);
         assert_eq!(current_texts(&stated), [a, b], "{a:?} / {b:?}");
     }
+}
+
+#[test]
+fn a_keyless_change_refers_to_the_latest_statement_of_its_shape_only() {
+    let stated = recorded(&[
+        user(1, "Set the request timeout to 37s."),
+        user(2, "Set the retry delay to 5s."),
+        user(3, "Ship on Friday."),
+        user(4, "Deliver to Kastanienallee 12."),
+        user(5, "Actually, make it 10s."),
+    ]);
+    let old: Vec<(&str, Option<MessageId>)> = stated
+        .superseded()
+        .map(|s| (s.text.as_str(), s.superseded_by))
+        .collect();
+    assert_eq!(old, [("Set the retry delay to 5s.", Some(MessageId(5)))]);
+    let unrelated = recorded(&[
+        user(1, "Deliver to Kastanienallee 12."),
+        user(2, "Use SQLite instead."),
+    ]);
+    assert_eq!(
+        unrelated.superseded().count(),
+        0,
+        "a name replaces only a choice"
+    );
 }
 
 #[test]
@@ -258,8 +289,10 @@ fn recording_the_same_batch_twice_changes_nothing() {
         user(3, "make the timeout 45s"),
         user(4, "scrap Postgres, we'll go with SQLite instead"),
         user(5, "never push to main"),
+        user(6, "Ship on Friday. Set the retry delay to 5s."),
+        user(7, "Actually, make it 60s. Monday instead."),
     ]);
-    assert_eq!(batch.len(), 6);
+    assert_eq!(batch.len(), 10);
     for caps in [
         StatedCaps::default(),
         StatedCaps {
@@ -308,6 +341,23 @@ fn caps_drop_superseded_first_then_old_decisions_then_old_constraints() {
     );
     let history: Vec<&str> = stated.superseded().map(|s| s.text.as_str()).collect();
     assert_eq!(history, ["Ship on Monday instead."]);
+}
+
+#[test]
+fn an_oversized_batch_keeps_its_newest_statements_within_the_caps() {
+    let messages: Vec<Message> = (0..1_000)
+        .map(|i| user(i, &format!("Never use library_{i}.")))
+        .collect();
+    let batch = extract(&messages);
+    assert_eq!(batch.len(), 1_000);
+    let mut stated = UserStatements::default();
+    stated.record(batch.clone(), &StatedCaps::default());
+    assert_eq!(stated.len(), 48);
+    assert_eq!(stated.items()[47].text, "Never use library_999.");
+    assert_eq!(stated.items()[0].text, "Never use library_952.");
+    let once = stated.clone();
+    stated.record(batch, &StatedCaps::default());
+    assert_eq!(stated, once);
 }
 
 #[test]
@@ -421,5 +471,17 @@ proptest::proptest! {
         for t in &texts {
             let _ = outdated.superseded_by(t);
         }
+    }
+}
+
+proptest::proptest! {
+    #[test]
+    fn arbitrary_unicode_never_panics(text in "\\PC{0,400}", cue in 0usize..4) {
+        let text = format!("{}{text}", ["", "never ", "set the ", "scrap "][cue]);
+        let found = extract(&[user(1, &text), user(2, &text)]);
+        let mut stated = UserStatements::default();
+        stated.record(found, &StatedCaps::default());
+        let _ = classify(&text);
+        let _ = stated.outdated().superseded_by(&text);
     }
 }
