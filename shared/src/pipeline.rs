@@ -252,6 +252,7 @@ where
         chunks: 0,
         min_chunk_chars,
     };
+    let ledger_caps = ledger_caps(engine);
     let mut chunker = ChunkStream::new(engine.chunk.max_chars);
     let mut tail: Vec<Message> = Vec::new();
     let mut after = None;
@@ -278,7 +279,7 @@ where
             // it writes, they survive.
             run.state
                 .ledger
-                .record(ledger::extract(&span), &engine.ledger_caps, estimator);
+                .record(ledger::extract(&span), &ledger_caps, estimator);
             run.state
                 .stated
                 .record(stated::extract(&span), &engine.stated_caps);
@@ -396,6 +397,24 @@ where
             progress,
         },
     })))
+}
+
+/// Share of the trigger threshold the rendered ledger may take at most.
+pub const LEDGER_SHARE_OF_TRIGGER_PERCENT: u64 = 15;
+
+/// The ledger's caps for this engine: its token budget is the configured
+/// one, but never more than [`LEDGER_SHARE_OF_TRIGGER_PERCENT`] of the
+/// trigger threshold, so a small model's context stays under its trigger
+/// after a compaction (a 6,000-token ledger alone would keep an 8k-window
+/// workstream due forever).
+pub fn ledger_caps(engine: &EngineConfig) -> ledger::LedgerCaps {
+    let mut caps = engine.ledger_caps;
+    if let Some(threshold) = engine.trigger.threshold() {
+        caps.max_tokens = caps
+            .max_tokens
+            .min(threshold.saturating_mul(LEDGER_SHARE_OF_TRIGGER_PERCENT) / 100);
+    }
+    caps
 }
 
 /// Hides old tool output of the kept tail; returns the changed messages

@@ -377,3 +377,19 @@ fn deterministic_for_the_same_input() {
     assert_eq!(once.state, twice.state);
     assert_eq!(once.report, twice.report);
 }
+
+#[test]
+fn the_ledger_budget_shrinks_with_a_small_window_only() {
+    let small = engine();
+    let threshold = small.trigger.threshold().unwrap();
+    assert_eq!(
+        ledger_caps(&small).max_tokens,
+        threshold * LEDGER_SHARE_OF_TRIGGER_PERCENT / 100
+    );
+    let default = EngineConfig::default();
+    assert_eq!(
+        ledger_caps(&default).max_tokens,
+        default.ledger_caps.max_tokens,
+        "a 200k window keeps the configured budget"
+    );
+}
