@@ -35,7 +35,9 @@ use tokio::time::Instant;
 
 use crate::events::CompactionEvent;
 use crate::metrics::names;
-use crate::queue::{EnqueueOutcome, JobState, Queue, QueueConfig, QueueError, Trigger};
+use crate::queue::{
+    EnqueueOutcome, JobState, Payload, PayloadError, Queue, QueueConfig, QueueError, Trigger,
+};
 use crate::ready::{Released, Releases};
 use crate::settings::{DatabaseSettings, RedisSettings};
 use crate::store::{Lease, NewMessage, SchemaStatus, Store, StoreError, WorkstreamRow};
@@ -78,6 +80,9 @@ pub enum ClientError {
     UnknownWorkstream(EntityKey),
     #[error("message {index}: {reason}")]
     InvalidMessage { index: usize, reason: String },
+    /// Manual-compaction instructions the queue would refuse (too long).
+    #[error("instructions: {0}")]
+    InvalidInstructions(#[source] PayloadError),
 }
 
 /// A message as app code hands it over (the store assigns its id).
@@ -148,6 +153,40 @@ pub enum Readiness {
     TimedOut { waited: Duration },
 }
 
+/// What [`Compactor::build_context`] returns: the context for the next
+/// turn, and whether the un-compacted history it was built from was over
+/// the load bound (`[database] context_max_messages` / `context_max_tokens`).
+/// Serialized flat: the fields of [`BuiltContext`], then these.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TurnContext {
+    #[serde(flatten)]
+    pub context: BuiltContext,
+    /// Older un-compacted messages were left out: the context holds the
+    /// newest ones within the bound (its compactions are failing or far
+    /// behind; see `/status`).
+    pub truncated: bool,
+    /// How many un-compacted messages were left out (0 unless truncated).
+    pub omitted_messages: u64,
+    /// Their estimated tokens.
+    pub omitted_tokens: u64,
+}
+
+impl TurnContext {
+    /// The context itself.
+    pub fn into_inner(self) -> BuiltContext {
+        self.context
+    }
+}
+
+/// The context's fields read through: `turn.messages`, `turn.tokens`.
+impl std::ops::Deref for TurnContext {
+    type Target = BuiltContext;
+
+    fn deref(&self) -> &BuiltContext {
+        &self.context
+    }
+}
+
 /// A workstream's compaction status (for operators).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct WorkstreamStatus {
@@ -190,7 +229,8 @@ impl Compactor {
             .engine
             .validate()
             .map_err(|e| ClientError::Config(e.to_string()))?;
-        let store = Store::connect(settings.database.url.expose()).await?;
+        settings.database.validate().map_err(ClientError::Config)?;
+        let store = Store::connect_with(&settings.database).await?;
         match store.schema_status().await? {
             SchemaStatus::Current => {}
             SchemaStatus::Behind { pending } => {
@@ -359,14 +399,14 @@ impl Compactor {
         key: &EntityKey,
         instructions: Option<String>,
     ) -> Result<EnqueueOutcome, ClientError> {
+        let instructions = instructions.filter(|i| !i.trim().is_empty());
+        let trigger = Trigger::Manual { instructions };
+        // The payload's own check, before anything changes: a request the
+        // queue would refuse must not close the breaker first.
+        Payload::new(key.clone(), trigger.clone()).map_err(ClientError::InvalidInstructions)?;
         let ws = self.workstream(key).await?;
         self.inner.store.reset_breaker(ws.id).await?;
-        let instructions = instructions.filter(|i| !i.trim().is_empty());
-        Ok(self
-            .inner
-            .queue
-            .request_compaction(key, Trigger::Manual { instructions })
-            .await?)
+        Ok(self.inner.queue.request_compaction(key, trigger).await?)
     }
 
     /// Returns when no compaction holds the workstream: at once when none
@@ -434,10 +474,27 @@ impl Compactor {
     /// memory as the first message, then the un-compacted messages (tool
     /// halves whose partner is gone turned into text; the summary shrunk if
     /// the whole would overflow the window).
-    pub async fn build_context(&self, key: &EntityKey) -> Result<BuiltContext, ClientError> {
+    ///
+    /// The un-compacted messages loaded are bounded (`[database]
+    /// context_max_messages` / `context_max_tokens`): past the bound only
+    /// the newest are loaded, and the result says so
+    /// ([`TurnContext::truncated`], with what was left out) — never a
+    /// silent cut, and never of the newest messages.
+    pub async fn build_context(&self, key: &EntityKey) -> Result<TurnContext, ClientError> {
         let ws = self.workstream(key).await?;
-        let mut messages = Vec::new();
-        let mut after = None;
+        let window = self.inner.store.uncompacted_window(ws.id).await?;
+        if window.truncated() {
+            tracing::warn!(
+                domain = key.domain(),
+                omitted_messages = window.omitted_messages,
+                omitted_tokens = window.omitted_tokens,
+                loaded_messages = window.messages,
+                "un-compacted history over [database] context_max_*: only its newest messages are in the context"
+            );
+        }
+        let mut messages = Vec::with_capacity(usize::try_from(window.messages).unwrap_or(0));
+        // The page after the message before the window's first.
+        let mut after = window.first.map(|first| MessageId(first.0 - 1));
         loop {
             let page = self
                 .inner
@@ -460,7 +517,7 @@ impl Compactor {
             .map(|e| e.content)
             .collect();
         let engine = &self.inner.engine;
-        Ok(context::build(
+        let context = context::build(
             &ContextInput {
                 summary: ws.summary.as_ref(),
                 state: &ws.state,
@@ -472,7 +529,13 @@ impl Compactor {
             },
             &engine.context,
             &self.inner.estimator,
-        ))
+        );
+        Ok(TurnContext {
+            context,
+            truncated: window.truncated(),
+            omitted_messages: window.omitted_messages,
+            omitted_tokens: window.omitted_tokens,
+        })
     }
 
     /// The workstream's compaction status and its job's state in the queue.
