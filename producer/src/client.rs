@@ -40,7 +40,9 @@ use crate::queue::{
 };
 use crate::ready::{Released, Releases};
 use crate::settings::{DatabaseSettings, RedisSettings};
-use crate::store::{Lease, NewMessage, SchemaStatus, Store, StoreError, WorkstreamRow};
+use crate::store::{
+    HistoryWindow, Lease, NewMessage, SchemaStatus, Store, StoreError, WorkstreamRow,
+};
 
 /// Largest message accepted, as JSON (a bigger one is an error, not a
 /// truncation: the caller decides what to drop).
@@ -482,32 +484,7 @@ impl Compactor {
     /// silent cut, and never of the newest messages.
     pub async fn build_context(&self, key: &EntityKey) -> Result<TurnContext, ClientError> {
         let ws = self.workstream(key).await?;
-        let window = self.inner.store.uncompacted_window(ws.id).await?;
-        if window.truncated() {
-            tracing::warn!(
-                domain = key.domain(),
-                omitted_messages = window.omitted_messages,
-                omitted_tokens = window.omitted_tokens,
-                loaded_messages = window.messages,
-                "un-compacted history over [database] context_max_*: only its newest messages are in the context"
-            );
-        }
-        let mut messages = Vec::with_capacity(usize::try_from(window.messages).unwrap_or(0));
-        // The page after the message before the window's first.
-        let mut after = window.first.map(|first| MessageId(first.0 - 1));
-        loop {
-            let page = self
-                .inner
-                .store
-                .uncompacted_page(ws.id, after, PAGE_SIZE)
-                .await?;
-            after = page.last().map(|m| m.id);
-            let full = page.len() as u64 == PAGE_SIZE;
-            messages.extend(page);
-            if !full {
-                break;
-            }
-        }
+        let (messages, window) = self.bounded_history(key, &ws).await?;
         let entries: Vec<String> = self
             .inner
             .store
@@ -536,6 +513,79 @@ impl Compactor {
             omitted_messages: window.omitted_messages,
             omitted_tokens: window.omitted_tokens,
         })
+    }
+
+    /// The un-compacted messages of `ws` that the store's
+    /// [`HistoryBound`](crate::store::HistoryBound) lets a context load, and
+    /// what it left out.
+    ///
+    /// Fast path, one round trip for up to a thousand messages: when the
+    /// workstream's own count of un-compacted tokens (the one its trigger
+    /// reads) is within `max_tokens`, pages are read from the oldest, as
+    /// long as they stay within `max_messages`. Past either, the exact
+    /// window is computed first ([`Store::uncompacted_window`]: ids and
+    /// estimates, newest first) and only it is loaded.
+    async fn bounded_history(
+        &self,
+        key: &EntityKey,
+        ws: &WorkstreamRow,
+    ) -> Result<(Vec<Message>, HistoryWindow), ClientError> {
+        let bound = self.inner.store.history_bound();
+        if ws.uncompacted_tokens <= bound.max_tokens {
+            if let Some(messages) = self.pages(ws.id, None, Some(bound.max_messages)).await? {
+                let window = HistoryWindow {
+                    first: messages.first().map(|m| m.id),
+                    messages: messages.len() as u64,
+                    omitted_messages: 0,
+                    omitted_tokens: 0,
+                };
+                return Ok((messages, window));
+            }
+        }
+        let window = self.inner.store.uncompacted_window(ws.id).await?;
+        if window.truncated() {
+            tracing::warn!(
+                domain = key.domain(),
+                omitted_messages = window.omitted_messages,
+                omitted_tokens = window.omitted_tokens,
+                loaded_messages = window.messages,
+                "un-compacted history over [database] context_max_*: only its newest messages are in the context"
+            );
+        }
+        // From the message before the window's first.
+        let after = window.first.map(|first| MessageId(first.0 - 1));
+        let messages = self.pages(ws.id, after, None).await?.unwrap_or_default();
+        Ok((messages, window))
+    }
+
+    /// The un-compacted messages of workstream `ws_id` after `after`, read
+    /// in pages; `None` as soon as there are more than `cap`.
+    async fn pages(
+        &self,
+        ws_id: i64,
+        mut after: Option<MessageId>,
+        cap: Option<u64>,
+    ) -> Result<Option<Vec<Message>>, ClientError> {
+        let mut messages: Vec<Message> = Vec::new();
+        loop {
+            // Never more than one message past the cap.
+            let room = cap.map_or(PAGE_SIZE, |c| (c + 1).saturating_sub(messages.len() as u64));
+            let limit = PAGE_SIZE.min(room).max(1);
+            let page = self
+                .inner
+                .store
+                .uncompacted_page(ws_id, after, limit)
+                .await?;
+            after = page.last().map(|m| m.id);
+            let full = page.len() as u64 == limit;
+            messages.extend(page);
+            if cap.is_some_and(|c| messages.len() as u64 > c) {
+                return Ok(None);
+            }
+            if !full {
+                return Ok(Some(messages));
+            }
+        }
     }
 
     /// The workstream's compaction status and its job's state in the queue.
