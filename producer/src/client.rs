@@ -36,11 +36,14 @@ use tokio::time::Instant;
 
 use crate::events::{CompactionEvent, EventOutcome};
 use crate::metrics::names;
-use crate::queue::{EnqueueOutcome, JobStage, JobState, Queue, QueueConfig, QueueError, Trigger};
+use crate::queue::{
+    EnqueueOutcome, JobStage, JobState, Payload, PayloadError, Queue, QueueConfig, QueueError,
+    Trigger,
+};
 use crate::ready::{Released, Releases};
 use crate::settings::{DatabaseSettings, RedisSettings};
 use crate::store::{
-    Lease, NewMessage, RunOutcome, SchemaStatus, Store, StoreError, WorkstreamRow,
+    HistoryWindow, Lease, NewMessage, RunOutcome, SchemaStatus, Store, StoreError, WorkstreamRow,
     CLIENT_ID_MAX_BYTES,
 };
 
@@ -93,6 +96,9 @@ pub enum ClientError {
     /// stored message with other content; nothing was stored.
     #[error("message {index}: client id {client_id:?} already names a message with other content")]
     ClientIdConflict { index: usize, client_id: String },
+    /// Manual-compaction instructions the queue would refuse (too long).
+    #[error("instructions: {0}")]
+    InvalidInstructions(#[source] PayloadError),
 }
 
 /// A message as app code hands it over (the store assigns its id).
@@ -355,6 +361,40 @@ struct Heard {
     committed: Option<CompactionEvent>,
 }
 
+/// What [`Compactor::build_context`] returns: the context for the next
+/// turn, and whether the un-compacted history it was built from was over
+/// the load bound (`[database] context_max_messages` / `context_max_tokens`).
+/// Serialized flat: the fields of [`BuiltContext`], then these.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TurnContext {
+    #[serde(flatten)]
+    pub context: BuiltContext,
+    /// Older un-compacted messages were left out: the context holds the
+    /// newest ones within the bound (its compactions are failing or far
+    /// behind; see `/status`).
+    pub truncated: bool,
+    /// How many un-compacted messages were left out (0 unless truncated).
+    pub omitted_messages: u64,
+    /// Their estimated tokens.
+    pub omitted_tokens: u64,
+}
+
+impl TurnContext {
+    /// The context itself.
+    pub fn into_inner(self) -> BuiltContext {
+        self.context
+    }
+}
+
+/// The context's fields read through: `turn.messages`, `turn.tokens`.
+impl std::ops::Deref for TurnContext {
+    type Target = BuiltContext;
+
+    fn deref(&self) -> &BuiltContext {
+        &self.context
+    }
+}
+
 /// A workstream's compaction status (for operators).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct WorkstreamStatus {
@@ -397,7 +437,8 @@ impl Compactor {
             .engine
             .validate()
             .map_err(|e| ClientError::Config(e.to_string()))?;
-        let store = Store::connect(settings.database.url.expose()).await?;
+        settings.database.validate().map_err(ClientError::Config)?;
+        let store = Store::connect_with(&settings.database).await?;
         match store.schema_status().await? {
             SchemaStatus::Current => {}
             SchemaStatus::Behind { pending } => {
@@ -611,14 +652,14 @@ impl Compactor {
         key: &EntityKey,
         instructions: Option<String>,
     ) -> Result<EnqueueOutcome, ClientError> {
+        let instructions = instructions.filter(|i| !i.trim().is_empty());
+        let trigger = Trigger::Manual { instructions };
+        // The payload's own check, before anything changes: a request the
+        // queue would refuse must not close the breaker first.
+        Payload::new(key.clone(), trigger.clone()).map_err(ClientError::InvalidInstructions)?;
         let ws = self.workstream(key).await?;
         self.inner.store.reset_breaker(ws.id).await?;
-        let instructions = instructions.filter(|i| !i.trim().is_empty());
-        Ok(self
-            .inner
-            .queue
-            .request_compaction(key, Trigger::Manual { instructions })
-            .await?)
+        Ok(self.inner.queue.request_compaction(key, trigger).await?)
     }
 
     /// [`Compactor::wait`] for the whole requested compaction
@@ -830,23 +871,15 @@ impl Compactor {
     /// memory as the first message, then the un-compacted messages (tool
     /// halves whose partner is gone turned into text; the summary shrunk if
     /// the whole would overflow the window).
-    pub async fn build_context(&self, key: &EntityKey) -> Result<BuiltContext, ClientError> {
+    ///
+    /// The un-compacted messages loaded are bounded (`[database]
+    /// context_max_messages` / `context_max_tokens`): past the bound only
+    /// the newest are loaded, and the result says so
+    /// ([`TurnContext::truncated`], with what was left out) — never a
+    /// silent cut, and never of the newest messages.
+    pub async fn build_context(&self, key: &EntityKey) -> Result<TurnContext, ClientError> {
         let ws = self.workstream(key).await?;
-        let mut messages = Vec::new();
-        let mut after = None;
-        loop {
-            let page = self
-                .inner
-                .store
-                .uncompacted_page(ws.id, after, PAGE_SIZE)
-                .await?;
-            after = page.last().map(|m| m.id);
-            let full = page.len() as u64 == PAGE_SIZE;
-            messages.extend(page);
-            if !full {
-                break;
-            }
-        }
+        let (messages, window) = self.bounded_history(key, &ws).await?;
         let entries: Vec<String> = self
             .inner
             .store
@@ -856,7 +889,7 @@ impl Compactor {
             .map(|e| e.content)
             .collect();
         let engine = &self.inner.engine;
-        Ok(context::build(
+        let context = context::build(
             &ContextInput {
                 summary: ws.summary.as_ref(),
                 state: &ws.state,
@@ -868,7 +901,86 @@ impl Compactor {
             },
             &engine.context,
             &self.inner.estimator,
-        ))
+        );
+        Ok(TurnContext {
+            context,
+            truncated: window.truncated(),
+            omitted_messages: window.omitted_messages,
+            omitted_tokens: window.omitted_tokens,
+        })
+    }
+
+    /// The un-compacted messages of `ws` that the store's
+    /// [`HistoryBound`](crate::store::HistoryBound) lets a context load, and
+    /// what it left out.
+    ///
+    /// Fast path, one round trip for up to a thousand messages: when the
+    /// workstream's own count of un-compacted tokens (the one its trigger
+    /// reads) is within `max_tokens`, pages are read from the oldest, as
+    /// long as they stay within `max_messages`. Past either, the exact
+    /// window is computed first ([`Store::uncompacted_window`]: ids and
+    /// estimates, newest first) and only it is loaded.
+    async fn bounded_history(
+        &self,
+        key: &EntityKey,
+        ws: &WorkstreamRow,
+    ) -> Result<(Vec<Message>, HistoryWindow), ClientError> {
+        let bound = self.inner.store.history_bound();
+        if ws.uncompacted_tokens <= bound.max_tokens {
+            if let Some(messages) = self.pages(ws.id, None, Some(bound.max_messages)).await? {
+                let window = HistoryWindow {
+                    first: messages.first().map(|m| m.id),
+                    messages: messages.len() as u64,
+                    omitted_messages: 0,
+                    omitted_tokens: 0,
+                };
+                return Ok((messages, window));
+            }
+        }
+        let window = self.inner.store.uncompacted_window(ws.id).await?;
+        if window.truncated() {
+            tracing::warn!(
+                domain = key.domain(),
+                omitted_messages = window.omitted_messages,
+                omitted_tokens = window.omitted_tokens,
+                loaded_messages = window.messages,
+                "un-compacted history over [database] context_max_*: only its newest messages are in the context"
+            );
+        }
+        // From the message before the window's first.
+        let after = window.first.map(|first| MessageId(first.0 - 1));
+        let messages = self.pages(ws.id, after, None).await?.unwrap_or_default();
+        Ok((messages, window))
+    }
+
+    /// The un-compacted messages of workstream `ws_id` after `after`, read
+    /// in pages; `None` as soon as there are more than `cap`.
+    async fn pages(
+        &self,
+        ws_id: i64,
+        mut after: Option<MessageId>,
+        cap: Option<u64>,
+    ) -> Result<Option<Vec<Message>>, ClientError> {
+        let mut messages: Vec<Message> = Vec::new();
+        loop {
+            // Never more than one message past the cap.
+            let room = cap.map_or(PAGE_SIZE, |c| (c + 1).saturating_sub(messages.len() as u64));
+            let limit = PAGE_SIZE.min(room).max(1);
+            let page = self
+                .inner
+                .store
+                .uncompacted_page(ws_id, after, limit)
+                .await?;
+            after = page.last().map(|m| m.id);
+            let full = page.len() as u64 == limit;
+            messages.extend(page);
+            if cap.is_some_and(|c| messages.len() as u64 > c) {
+                return Ok(None);
+            }
+            if !full {
+                return Ok(Some(messages));
+            }
+        }
     }
 
     /// The workstream's compaction status and its job's state in the queue.

@@ -69,15 +69,16 @@ impl World {
         self.run_env(args, stdin, &[])
     }
 
-    /// [`World::run`] with more environment variables.
+    /// [`World::run`] with more environment variables (which win over the
+    /// world's own).
     fn run_env(&self, args: &[&str], stdin: Option<&str>, env: &[(&str, &str)]) -> Output {
         let mut child = Command::new(BIN)
             .arg("--json")
             .args(args)
-            .envs(env.iter().copied())
             .env("DATABASE_URL", &self.db.url)
             .env("REDIS_URL", redis_url())
             .env("COMPACTOR__QUEUE__NAME", &self.queue)
+            .envs(env.iter().copied())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -308,6 +309,43 @@ async fn requests_status_wait_context_and_queue_stats() {
     let messages = context["messages"].as_array().unwrap();
     assert_eq!(messages.len(), 3, "no summary yet: the 3 messages alone");
     assert_eq!(context["orphans_neutralized"], 0);
+}
+
+/// Over-long instructions are bad usage (exit 2, as HTTP's 400), not an
+/// unavailable service (3); a mistyped URL is never echoed with its
+/// password.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_instructions_exit_2_and_a_mistyped_url_hides_its_password() {
+    let w = World::new(Backend::Sqlite).await;
+    w.ok(&["append", "chat", "i1"], Some(LINES));
+    let long = "i".repeat(4_097);
+    let out = w.run(
+        &["compact-now", "chat", "i1", "--instructions", &long],
+        None,
+    );
+    assert_eq!(code(&out), 2, "{}", String::from_utf8_lossy(&out.stderr));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("at most 4096"), "{err}");
+    assert_eq!(w.ok(&["queue", "stats"], None)["waiting"], 0);
+
+    let secret = "hunter2typo";
+    let out = w.run_env(
+        &["status", "chat", "i1"],
+        None,
+        &[("REDIS_URL", &format!("redis//:{secret}@127.0.0.1:6379"))],
+    );
+    let printed = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        code(&out),
+        2,
+        "a URL that cannot work is bad usage: {printed}"
+    );
+    assert!(!printed.contains(secret), "{printed}");
+    assert!(printed.contains("not a Redis URL"), "{printed}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -256,7 +256,101 @@ impl Store {
     }
 }
 
+/// Where a bounded read of the un-compacted history starts, and what the
+/// bound leaves out ([`Store::uncompacted_window`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HistoryWindow {
+    /// The oldest un-compacted message to load; `None` when there is none.
+    pub first: Option<MessageId>,
+    /// Messages in the window (`first` and every newer un-compacted one).
+    pub messages: u64,
+    /// Older un-compacted messages the bound leaves out (0: none).
+    pub omitted_messages: u64,
+    /// Their estimated tokens.
+    pub omitted_tokens: u64,
+}
+
+impl HistoryWindow {
+    /// Whether the bound left messages out.
+    pub fn truncated(&self) -> bool {
+        self.omitted_messages > 0
+    }
+}
+
 impl Store {
+    /// The newest un-compacted messages of the workstream that fit the
+    /// store's [`HistoryBound`](super::HistoryBound): at most
+    /// `max_messages`, and at most `max_tokens` of estimates (the newest
+    /// message always fits). Reads ids and estimates only, newest first,
+    /// and at most one row past the bound; only when the bound cuts does a
+    /// second statement count what it left out. Load the window with
+    /// [`Store::uncompacted_page`] from `first`.
+    pub async fn uncompacted_window(
+        &self,
+        workstream_id: i64,
+    ) -> Result<HistoryWindow, StoreError> {
+        const OP: &str = "uncompacted_window";
+        let bound = self.history;
+        let sizes: Vec<(i64, i64)> = message::Entity::find()
+            .select_only()
+            .column(message::Column::Id)
+            .column(message::Column::TokenEstimate)
+            .filter(message::Column::WorkstreamId.eq(workstream_id))
+            .filter(message::Column::IsCompacted.eq(false))
+            .order_by_desc(message::Column::Id)
+            .limit(bound.max_messages.saturating_add(1))
+            .into_tuple()
+            .all(&self.db)
+            .await
+            .map_err(StoreError::db(OP))?;
+        let mut window = HistoryWindow {
+            first: None,
+            messages: 0,
+            omitted_messages: 0,
+            omitted_tokens: 0,
+        };
+        let mut tokens: u64 = 0;
+        for &(id, estimate) in &sizes {
+            let estimate = to_u64(estimate);
+            let full = window.messages == bound.max_messages
+                || (window.messages > 0 && tokens.saturating_add(estimate) > bound.max_tokens);
+            if full {
+                break;
+            }
+            window.messages += 1;
+            tokens = tokens.saturating_add(estimate);
+            window.first = Some(MessageId(id));
+        }
+        let Some(first) = window
+            .first
+            .filter(|_| window.messages < sizes.len() as u64)
+        else {
+            return Ok(window);
+        };
+        // The count is at least 1 here; `SUM` is cast because PostgreSQL
+        // sums BIGINT into NUMERIC.
+        let left_out: Option<(i64, Option<i64>)> = message::Entity::find()
+            .select_only()
+            .expr_as(Expr::col(message::Column::Id).count(), "messages")
+            .expr_as(
+                Expr::col(message::Column::TokenEstimate)
+                    .sum()
+                    .cast_as("BIGINT"),
+                "tokens",
+            )
+            .filter(message::Column::WorkstreamId.eq(workstream_id))
+            .filter(message::Column::IsCompacted.eq(false))
+            .filter(message::Column::Id.lt(first.0))
+            .into_tuple()
+            .one(&self.db)
+            .await
+            .map_err(StoreError::db(OP))?;
+        let (messages, tokens) = left_out.unwrap_or_default();
+        window.omitted_messages = to_u64(messages);
+        window.omitted_tokens = to_u64(tokens.unwrap_or_default());
+        Ok(window)
+    }
+
     /// [`Store::uncompacted_page`], also bounded in size: it stops before
     /// the message that would take the page's token estimates past
     /// `max_tokens` (a page always has at least one message). A job reads

@@ -60,6 +60,14 @@ pub enum ApiError {
     /// The worker is stopping; a long poll ends early.
     #[error("the worker is shutting down")]
     ShuttingDown,
+    /// The request did not finish within its bound (`admin.request_timeout`,
+    /// or a long poll's own timeout plus a margin): a dependency is stuck.
+    #[error("{0}")]
+    RequestTimeout(String),
+    /// Too many requests of this kind at once (`admin.max_long_polls`):
+    /// refused at once with `Retry-After`, not queued.
+    #[error("{0}")]
+    Overloaded(String),
     #[error("{0}")]
     Internal(String),
 }
@@ -83,6 +91,8 @@ impl ApiError {
             ApiError::DatabaseUnavailable(_) => "database_unavailable",
             ApiError::SchemaMismatch(_) => "schema_mismatch",
             ApiError::ShuttingDown => "shutting_down",
+            ApiError::RequestTimeout(_) => "request_timeout",
+            ApiError::Overloaded(_) => "overloaded",
             ApiError::Internal(_) => "internal",
         }
     }
@@ -102,7 +112,9 @@ impl ApiError {
             ApiError::RedisUnavailable(_)
             | ApiError::DatabaseUnavailable(_)
             | ApiError::SchemaMismatch(_)
-            | ApiError::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
+            | ApiError::ShuttingDown
+            | ApiError::RequestTimeout(_)
+            | ApiError::Overloaded(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -116,6 +128,7 @@ impl From<ClientError> for ApiError {
             }
             ClientError::InvalidMessage { .. } => ApiError::InvalidMessage(error.to_string()),
             ClientError::ClientIdConflict { .. } => ApiError::ClientIdConflict(error.to_string()),
+            ClientError::InvalidInstructions(_) => ApiError::InvalidBody(error.to_string()),
             ClientError::Store(e) => e.into(),
             ClientError::Queue(e) => e.into(),
             ClientError::SchemaBehind { .. } | ClientError::SchemaAhead { .. } => {
@@ -142,10 +155,16 @@ impl From<QueueError> for ApiError {
             QueueError::Connect { .. } | QueueError::Redis { .. } => {
                 ApiError::RedisUnavailable(error.to_string())
             }
+            // A payload the queue refuses was built from the request.
+            QueueError::Payload(_) => ApiError::InvalidBody(error.to_string()),
             _ => ApiError::Internal(error.to_string()),
         }
     }
 }
+
+/// `Retry-After` of an [`ApiError::Overloaded`], in seconds: a long poll
+/// slot frees as soon as any wait ends, so a short pause is enough.
+pub const RETRY_AFTER_SECS: &str = "1";
 
 /// The JSON body of an error.
 pub fn error_body(code: &str, message: &str) -> serde_json::Value {
@@ -163,6 +182,12 @@ impl IntoResponse for ApiError {
             debug!(code, "admin request refused");
         }
         let mut response = (status, Json(error_body(code, &message))).into_response();
+        if matches!(self, ApiError::Overloaded(_)) {
+            response.headers_mut().insert(
+                header::RETRY_AFTER,
+                HeaderValue::from_static(RETRY_AFTER_SECS),
+            );
+        }
         if status == StatusCode::UNAUTHORIZED {
             response.headers_mut().insert(
                 header::WWW_AUTHENTICATE,

@@ -92,7 +92,9 @@ impl From<ClientError> for Failure {
             ClientError::UnknownWorkstream(_) => NO,
             ClientError::InvalidMessage { .. }
             | ClientError::ClientIdConflict { .. }
-            | ClientError::Config(_) => USAGE,
+            | ClientError::InvalidInstructions(_)
+            | ClientError::Config(_)
+            | ClientError::Queue(QueueError::Url { .. } | QueueError::Config(_)) => USAGE,
             _ => UNAVAILABLE,
         };
         Failure {
@@ -113,8 +115,13 @@ impl From<StoreError> for Failure {
 
 impl From<QueueError> for Failure {
     fn from(e: QueueError) -> Failure {
+        let code = match e {
+            // A URL or a queue setting that can never work: bad usage.
+            QueueError::Url { .. } | QueueError::Config(_) => USAGE,
+            _ => UNAVAILABLE,
+        };
         Failure {
-            code: UNAVAILABLE,
+            code,
             message: e.to_string(),
         }
     }
@@ -151,7 +158,7 @@ async fn migrate(settings: &ClientSettings, check: bool, out: Output) -> ExitCod
         pending: Vec<String>,
     }
     report(out, async {
-        let store = Store::connect(settings.database.url.expose()).await?;
+        let store = Store::connect_with(&settings.database).await?;
         match store.schema_status().await? {
             SchemaStatus::Current => {
                 out.print(
@@ -505,7 +512,18 @@ async fn context(settings: &ClientSettings, target: &Target, out: Output) -> Exi
         let key = key_of(target)?;
         let compactor = client(settings).await?;
         let context = compactor.build_context(&key).await?;
-        out.print(&context, || render_context(&context));
+        out.print(&context, || {
+            let mut text = String::new();
+            if context.truncated {
+                text.push_str(&format!(
+                    "truncated: {} older un-compacted messages (~{} tokens) not loaded \
+                     (over [database] context_max_messages / context_max_tokens)\n",
+                    context.omitted_messages, context.omitted_tokens
+                ));
+            }
+            text.push_str(&render_context(&context));
+            text
+        });
         Ok(ExitCode::SUCCESS)
     })
     .await
@@ -582,7 +600,7 @@ async fn dlq(settings: &ClientSettings, command: DlqCommand, out: Output) -> Exi
 async fn runs(settings: &ClientSettings, target: &Target, limit: u64, out: Output) -> ExitCode {
     report(out, async {
         let key = key_of(target)?;
-        let store = Store::connect(settings.database.url.expose()).await?;
+        let store = Store::connect_with(&settings.database).await?;
         let runs = store.runs(&key, limit).await?;
         out.print(&runs, || {
             if runs.is_empty() {

@@ -109,7 +109,7 @@ pub(crate) async fn run(
         messages_compacted: u64,
         degraded: bool,
         summary: Option<String>,
-        context: compactor_shared::context::BuiltContext,
+        context: compactor_producer::client::TurnContext,
     }
     let result: Result<ExitCode, Failure> = async {
         let compactor = client(settings).await?;
