@@ -12,9 +12,10 @@ Subcommands (stdlib only, so any python3 runs it):
       with tools, a support chat of short turns), requests a compaction of
       each after every slice, waits for each, then reads every run with
       `compactor --json runs` and checks: every compaction committed
-      (degraded or not), and no committed summary is empty where the one
-      before it had content. Prints a table of the runs and what the model
-      did; exits 1 when a check fails.
+      (degraded or not), no committed summary is empty where the one
+      before it had content, and none echoes the prompt (its document tags
+      or closing instruction: junk committed as a summary). Prints a table
+      of the runs and what the model did; exits 1 when a check fails.
   redis-cleanup --url redis://HOST:PORT --queue NAME
       Deletes every key of the queue (its hash tag {cq:NAME}).
 """
@@ -262,6 +263,21 @@ WORKSTREAMS = [("agent", "ledgerly-export", agent_slices), ("support", "maria-ke
 # --- The run ------------------------------------------------------------------
 
 
+# The compaction document's own markup (shared/src/prompt.rs): a summary
+# that contains it echoes the prompt instead of summarizing.
+PROMPT_MARKUP = (
+    "<context-compaction-input>", "</context-compaction-input>",
+    "<previous-summary>", "</previous-summary>",
+    "<existing-workstream-state>", "</existing-workstream-state>",
+    "<new-messages>", "</new-messages>", "<operator-instructions>",
+    "Write the replacement summary and the STATE DELTA now",
+)
+
+
+def echoed(summary):
+    return [m for m in PROMPT_MARKUP if m in (summary or "")]
+
+
 def bullets(summary):
     if not summary:
         return 0
@@ -296,11 +312,19 @@ def cmd_run(args):
             requested.append((domain, entity, job, r + 1))
             t0 = time.time()
             state = wait_job(base, job, left)
-            print(f"  round {r + 1} {domain}/{entity}: job {job} {state} after "
+            print(f"  round {r + 1} {domain}/{entity}: job {job} {state or 'still running'} after "
                   f"{time.time() - t0:.1f} s", flush=True)
+            if state is None:
+                break
+        else:
+            continue
+        break
     print(f"  {len(requested)} compactions in {time.time() - started:.0f} s", flush=True)
 
     failures = []
+    if left() <= 0:
+        failures.append(f"out of time: the budget ended after {time.time() - started:.0f} s "
+                        f"with job {requested[-1][2]} unfinished")
     table = []
     answers = collections.Counter()
     reasons = collections.Counter()
@@ -329,6 +353,13 @@ def cmd_run(args):
             elif run.get("llm_model"):
                 answers["used"] += 1
             n = bullets(run.get("summary"))
+            echo = echoed(run.get("summary"))
+            if echo:
+                who = ("the LLM's answer" if not run["degraded"] and run.get("llm_model")
+                       else "the extractive fallback, carrying an earlier summary's bullets")
+                failures.append(f"{domain}/{entity} run {run['id']} (job {run['job_id']}) committed a "
+                                f"summary that echoes the prompt ({', '.join(echo[:3])}), written by "
+                                f"{who}")
             if previous is not None and previous > 0 and n == 0:
                 failures.append(f"{domain}/{entity} run {run['id']} (job {run['job_id']}) committed an "
                                 f"empty summary over one of {previous} bullets "
@@ -363,10 +394,11 @@ def cmd_run(args):
             print(f"  - {f}")
         sys.exit(1)
     print(f"\nOK: {len(requested)} compactions of {len(plans)} workstreams all committed; "
-          "no empty summary over a non-empty one.")
+          "no empty summary over a non-empty one, none echoing the prompt.")
 
 
 def wait_job(base, job, left):
+    """The job's final state, or None when the budget ends first."""
     while True:
         status, body = http("GET", f"{base}/status", timeout=10)
         if status == 200:
@@ -374,7 +406,7 @@ def wait_job(base, job, left):
             if j.get("job_id") == job and j.get("state") in ("done", "dead"):
                 return j["state"]
         if left() <= 0:
-            sys.exit(f"real-llm: out of time waiting for job {job} ({base})")
+            return None
         time.sleep(0.5)
 
 
