@@ -3,6 +3,25 @@
 //! The worker embeds [`EngineConfig`] as the `[engine]` section of its
 //! configuration; `config/default.toml` lists every key with its default
 //! (a test checks that the file and [`EngineConfig::default`] agree).
+//!
+//! # Settings that shrink together
+//!
+//! A smaller model needs several settings to shrink at once, and
+//! [`EngineConfig::validate`] refuses combinations that cannot work, naming
+//! both keys and what would fit:
+//! - the trigger stays below the window minus the output reserve (the
+//!   trigger's own rules, plus `input_limit + output_reserve <= window`);
+//! - the summary output budget stays below the trigger: a summary that
+//!   large would make the workstream due again at once;
+//! - `summary.rollup_max_tokens` is at least the output budget, or every
+//!   summary the model writes could be rolled up again.
+//!
+//! With an LLM summarizer, [`EngineConfig::validate_llm_calls`] adds the
+//! rule a small window breaks first: one summarization call (the prompt,
+//! the previous summary, a chunk of `chunk.max_chars` and the answer) must
+//! fit `trigger.context_window`, which is taken as the summarizer's window
+//! too (as the derived output budget already is). The offline summarizer
+//! has no window, so the CLI and an extractive worker do not check it.
 
 use serde::{Deserialize, Serialize};
 
@@ -12,13 +31,17 @@ use crate::context::ContextConfig;
 use crate::extractive::ExtractiveConfig;
 use crate::ledger::LedgerCaps;
 use crate::memory::MemoryBlockConfig;
-use crate::prompt::summary_output_budget;
+use crate::prompt::{self, summary_output_budget, CompactionInput};
 use crate::prune::PruneConfig;
-use crate::state::StateCaps;
+use crate::state::{StateCaps, WorkstreamState};
 use crate::stated::StatedCaps;
 use crate::summary::SUMMARY_ROLLUP_MAX_TOKENS;
+use crate::tokens::{CharEstimator, TokenEstimator};
 use crate::transcript::TranscriptConfig;
 use crate::trigger::{TriggerConfigError, TriggerPolicy};
+
+/// The smallest `chunk.max_chars` accepted.
+pub const MIN_CHUNK_MAX_CHARS: usize = 1_000;
 
 /// Summary size settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -120,7 +143,7 @@ impl EngineConfig {
         if self.chars_per_token == 0 {
             return invalid("chars_per_token", "must be at least 1");
         }
-        if self.chunk.max_chars < 1_000 {
+        if self.chunk.max_chars < MIN_CHUNK_MAX_CHARS {
             return invalid("chunk.max_chars", "must be at least 1000");
         }
         if self.summary.max_output_tokens.is_some_and(|t| t < 100) {
@@ -148,7 +171,102 @@ impl EngineConfig {
                 "must be greater than memory_block.fold_entries",
             );
         }
+        self.validate_sizes()
+    }
+
+    /// The rules between the window, the trigger and the summary's size.
+    fn validate_sizes(&self) -> Result<(), ConfigError> {
+        let invalid = |key: &'static str, why: String| Err(ConfigError::Invalid { key, why });
+        if let TriggerPolicy::Overflow {
+            context_window,
+            input_limit: Some(limit),
+            output_reserve,
+        } = self.trigger
+        {
+            if context_window > 0 && limit.saturating_add(output_reserve) > context_window {
+                return invalid(
+                    "trigger.input_limit",
+                    format!(
+                        "{limit} plus engine.trigger.output_reserve ({output_reserve}) is more \
+                         than engine.trigger.context_window ({context_window}): the model's answer \
+                         would not fit after a full input; at most {} fits",
+                        context_window.saturating_sub(output_reserve)
+                    ),
+                );
+            }
+        }
+        let budget = self.summary_budget();
+        if let Some(threshold) = self.trigger.threshold() {
+            if budget >= threshold {
+                return invalid(
+                    "summary.max_output_tokens",
+                    format!(
+                        "{} is not below the trigger ({threshold} tokens, from engine.trigger): \
+                         a summary that large would make the workstream due again at once; \
+                         set it to at most {} or raise the trigger",
+                        match self.summary.max_output_tokens {
+                            Some(_) => budget.to_string(),
+                            None => format!("unset, so {}", self.describe_budget(budget)),
+                        },
+                        threshold.saturating_sub(1)
+                    ),
+                );
+            }
+        }
+        if self.summary.rollup_max_tokens < budget {
+            return invalid(
+                "summary.rollup_max_tokens",
+                format!(
+                    "{} is below the summary output budget ({}): every summary the model \
+                     writes could be rolled up again; set it to at least {budget} or lower the budget",
+                    self.summary.rollup_max_tokens,
+                    self.describe_budget(budget)
+                ),
+            );
+        }
         Ok(())
+    }
+
+    /// Checks that one summarization call fits the model's window
+    /// (`trigger.context_window`; 0, unlimited, always fits). Only an LLM
+    /// summarizer has a window: the worker calls this when its provider is
+    /// one, on top of [`EngineConfig::validate`].
+    pub fn validate_llm_calls(&self) -> Result<(), ConfigError> {
+        let window = self.trigger.context_window();
+        if window == 0 {
+            return Ok(());
+        }
+        let call = self.summarization_call();
+        if call.total() <= window {
+            return Ok(());
+        }
+        let fixed = format!(
+            "the prompt takes {} tokens, the previous summary and the answer 2 x {} (the \
+             summary output budget, engine.summary.max_output_tokens)",
+            call.prompt, call.answer
+        );
+        match self.chunk_chars_within(window) {
+            Some(chars) => Err(ConfigError::Invalid {
+                key: "chunk.max_chars",
+                why: format!(
+                    "a summarization call needs about {} tokens, more than \
+                     engine.trigger.context_window ({window}): {fixed}, and a chunk of {} chars \
+                     about {} (at engine.chars_per_token = {}); at most {chars} chars fit",
+                    call.total(),
+                    self.chunk.max_chars,
+                    call.chunk,
+                    self.chars_per_token,
+                ),
+            }),
+            None => Err(ConfigError::Invalid {
+                key: "trigger.context_window",
+                why: format!(
+                    "{window} tokens cannot hold a summarization call: {fixed}, which leaves no \
+                     room for a chunk of {MIN_CHUNK_MAX_CHARS} chars (engine.chunk.max_chars); \
+                     lower engine.summary.max_output_tokens or use a model with a larger window"
+                ),
+            }),
+        }
     }
 
     /// The summary output budget in force.
@@ -156,6 +274,82 @@ impl EngineConfig {
         self.summary
             .max_output_tokens
             .unwrap_or_else(|| summary_output_budget(self.trigger.context_window()))
+    }
+
+    /// What one summarization call sends and asks back, in estimated tokens.
+    pub fn summarization_call(&self) -> CallSize {
+        let estimator = CharEstimator::new(self.chars_per_token);
+        let answer = self.summary_budget();
+        // The frame of the real prompt, measured with empty content (the
+        // split-turn note included: it is the longest fixed text).
+        let state = WorkstreamState::default();
+        let frame = prompt::compaction_prompt(
+            &CompactionInput {
+                previous_summary: None,
+                state: &state,
+                new_messages: "",
+                instructions: None,
+                split_turn: true,
+            },
+            answer,
+        );
+        CallSize {
+            prompt: estimator.count(&frame.system) + estimator.count(&frame.user),
+            previous_summary: answer,
+            chunk: (self.chunk.max_chars as u64).div_ceil(u64::from(self.chars_per_token.max(1))),
+            answer,
+        }
+    }
+
+    /// The largest `chunk.max_chars` whose call fits `window` tokens, if
+    /// at least [`MIN_CHUNK_MAX_CHARS`] does.
+    fn chunk_chars_within(&self, window: u64) -> Option<usize> {
+        let call = self.summarization_call();
+        let room = window.checked_sub(call.total() - call.chunk)?;
+        let chars = usize::try_from(room.saturating_mul(u64::from(self.chars_per_token.max(1))))
+            .unwrap_or(usize::MAX);
+        (chars >= MIN_CHUNK_MAX_CHARS).then_some(chars)
+    }
+
+    /// The output budget as the operator set it, or how it was derived.
+    fn describe_budget(&self, budget: u64) -> String {
+        match self.summary.max_output_tokens {
+            Some(_) => format!("engine.summary.max_output_tokens = {budget}"),
+            None => format!(
+                "{budget} tokens, the budget engine.summary.max_output_tokens derives from \
+                 engine.trigger.context_window = {}",
+                self.trigger.context_window()
+            ),
+        }
+    }
+}
+
+/// One summarization call, in tokens as the engine estimates them
+/// (`chars / chars_per_token`; the default 3 overestimates real
+/// tokenizers, so a call that fits here fits the model).
+///
+/// The state and the exact-value ledger also travel in the prompt; they
+/// are bounded by their caps, not counted here, so leave the window some
+/// room beyond [`CallSize::total`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CallSize {
+    /// The system prompt and the document's frame.
+    pub prompt: u64,
+    /// The previous summary: a summarizer writes it within the output
+    /// budget, so at most that.
+    pub previous_summary: u64,
+    /// One transcript chunk of `chunk.max_chars`.
+    pub chunk: u64,
+    /// The answer: the summary output budget.
+    pub answer: u64,
+}
+
+impl CallSize {
+    pub fn total(&self) -> u64 {
+        self.prompt
+            .saturating_add(self.previous_summary)
+            .saturating_add(self.chunk)
+            .saturating_add(self.answer)
     }
 }
 
@@ -175,6 +369,199 @@ mod tests {
         assert_eq!(c.summary_budget(), 4_096);
         assert_eq!(c.memory_block.trigger_entries, 15);
         assert_eq!((c.stated_caps.current, c.stated_caps.superseded), (48, 16));
+    }
+
+    /// A small model: 8k window, trigger at 5,500 tokens.
+    fn small() -> EngineConfig {
+        EngineConfig {
+            trigger: TriggerPolicy::Threshold {
+                context_window: 8_000,
+                ratio: 0.7,
+                output_reserve: 2_000,
+                safety_margin: 500,
+            },
+            ..EngineConfig::default()
+        }
+    }
+
+    fn refusal(result: Result<(), ConfigError>) -> String {
+        result.expect_err("refused").to_string()
+    }
+
+    #[test]
+    fn the_defaults_fit_an_llm_call_and_an_unlimited_window_always_does() {
+        EngineConfig::default().validate_llm_calls().unwrap();
+        let unlimited = EngineConfig {
+            trigger: TriggerPolicy::Utilization {
+                context_window: 0,
+                ratio: 0.9,
+            },
+            chunk: ChunkConfig {
+                max_chars: usize::MAX / 2,
+            },
+            ..EngineConfig::default()
+        };
+        unlimited.validate().unwrap();
+        unlimited.validate_llm_calls().unwrap();
+    }
+
+    #[test]
+    fn a_chunk_too_big_for_the_window_is_refused_with_what_fits() {
+        let mut c = small();
+        c.validate().unwrap();
+        let err = refusal(c.validate_llm_calls());
+        assert!(err.starts_with("engine.chunk.max_chars: "), "{err}");
+        assert!(
+            err.contains("engine.trigger.context_window (8000)"),
+            "{err}"
+        );
+        assert!(err.contains("a chunk of 120000 chars about 40000"), "{err}");
+        let fits: usize = err
+            .rsplit("at most ")
+            .next()
+            .and_then(|rest| rest.split(' ').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no figure in {err}"));
+        c.chunk.max_chars = fits;
+        c.validate_llm_calls().unwrap();
+        assert_eq!(
+            c.summarization_call().total(),
+            8_000,
+            "the figure is the largest that fits"
+        );
+        c.chunk.max_chars = fits + 3;
+        assert!(c.validate_llm_calls().is_err());
+    }
+
+    #[test]
+    fn a_window_without_room_for_any_chunk_names_the_window() {
+        let mut c = EngineConfig {
+            trigger: TriggerPolicy::Threshold {
+                context_window: 2_048,
+                ratio: 0.7,
+                output_reserve: 256,
+                safety_margin: 64,
+            },
+            ..EngineConfig::default()
+        };
+        c.chunk.max_chars = MIN_CHUNK_MAX_CHARS;
+        c.validate().unwrap();
+        let err = refusal(c.validate_llm_calls());
+        assert!(
+            err.starts_with("engine.trigger.context_window: 2048 tokens"),
+            "{err}"
+        );
+        assert!(err.contains("engine.summary.max_output_tokens"), "{err}");
+        // A smaller answer makes room.
+        c.summary.max_output_tokens = Some(200);
+        c.validate_llm_calls().unwrap();
+    }
+
+    #[test]
+    fn the_call_estimate_bounds_a_real_prompt() {
+        let c = EngineConfig {
+            chunk: ChunkConfig { max_chars: 9_000 },
+            ..small()
+        };
+        let call = c.summarization_call();
+        let estimator = CharEstimator::new(c.chars_per_token);
+        let mut previous = crate::Summary {
+            key_facts: (0..400).map(|i| format!("fact number {i}")).collect(),
+            ..Default::default()
+        };
+        previous.fit_to(c.summary_budget(), &estimator);
+        let state = WorkstreamState::default();
+        let chunk = "y".repeat(c.chunk.max_chars);
+        let real = prompt::compaction_prompt(
+            &CompactionInput {
+                previous_summary: Some(&previous),
+                state: &state,
+                new_messages: &chunk,
+                instructions: None,
+                split_turn: true,
+            },
+            c.summary_budget(),
+        );
+        let sent = estimator.count(&real.system) + estimator.count(&real.user);
+        assert!(
+            sent + real.max_output_tokens <= call.total(),
+            "{sent} + {} within {call:?}",
+            real.max_output_tokens
+        );
+    }
+
+    #[test]
+    fn a_summary_budget_at_the_trigger_is_refused() {
+        let mut c = small();
+        c.summary.max_output_tokens = Some(5_500);
+        let err = refusal(c.validate());
+        assert!(
+            err.starts_with("engine.summary.max_output_tokens: "),
+            "{err}"
+        );
+        assert!(err.contains("the trigger (5500 tokens"), "{err}");
+        assert!(err.contains("at most 5499"), "{err}");
+        c.summary.max_output_tokens = Some(5_499);
+        c.validate().unwrap();
+        // The derived budget is checked too (a tiny trigger).
+        let tiny = EngineConfig {
+            trigger: TriggerPolicy::Threshold {
+                context_window: 2_000,
+                ratio: 0.2,
+                output_reserve: 100,
+                safety_margin: 0,
+            },
+            ..EngineConfig::default()
+        };
+        let err = refusal(tiny.validate());
+        assert!(err.contains("unset, so 500 tokens, the budget"), "{err}");
+        assert!(
+            err.contains("engine.trigger.context_window = 2000"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_rollup_limit_below_the_summary_budget_is_refused() {
+        let mut c = EngineConfig::default();
+        c.summary.rollup_max_tokens = 2_000;
+        let err = refusal(c.validate());
+        assert!(
+            err.starts_with("engine.summary.rollup_max_tokens: 2000"),
+            "{err}"
+        );
+        assert!(err.contains("engine.summary.max_output_tokens"), "{err}");
+        assert!(err.contains("at least 4096"), "{err}");
+        c.summary.max_output_tokens = Some(2_000);
+        c.validate().unwrap();
+    }
+
+    #[test]
+    fn an_input_limit_leaving_no_room_for_the_answer_is_refused() {
+        let mut c = EngineConfig {
+            trigger: TriggerPolicy::Overflow {
+                context_window: 400_000,
+                input_limit: Some(272_000),
+                output_reserve: 128_000,
+            },
+            ..EngineConfig::default()
+        };
+        c.validate().unwrap();
+        c.trigger = TriggerPolicy::Overflow {
+            context_window: 400_000,
+            input_limit: Some(300_000),
+            output_reserve: 128_000,
+        };
+        let err = refusal(c.validate());
+        assert!(
+            err.starts_with("engine.trigger.input_limit: 300000"),
+            "{err}"
+        );
+        assert!(
+            err.contains("engine.trigger.output_reserve (128000)"),
+            "{err}"
+        );
+        assert!(err.contains("at most 272000 fits"), "{err}");
     }
 
     #[test]

@@ -45,6 +45,8 @@ fn spawn(db: &TestDb, redis: &TestRedis, llm: &FakeLlm, port: u16) -> Child {
         .env("COMPACTOR__ENGINE__TRIGGER__CONTEXT_WINDOW", "8000")
         .env("COMPACTOR__ENGINE__TRIGGER__OUTPUT_RESERVE", "2000")
         .env("COMPACTOR__ENGINE__TRIGGER__SAFETY_MARGIN", "500")
+        // One summarization call must fit the 8k window (at most 17,556).
+        .env("COMPACTOR__ENGINE__CHUNK__MAX_CHARS", "16000")
         .stdout(Stdio::null())
         .stderr(Stdio::inherit())
         .spawn()

@@ -57,6 +57,8 @@ pub fn worker_env(t: &Targets) -> Vec<(String, String)> {
         ("COMPACTOR__ENGINE__TRIGGER__CONTEXT_WINDOW", "8000"),
         ("COMPACTOR__ENGINE__TRIGGER__OUTPUT_RESERVE", "2000"),
         ("COMPACTOR__ENGINE__TRIGGER__SAFETY_MARGIN", "500"),
+        // One summarization call must fit the 8k window (at most 17,556).
+        ("COMPACTOR__ENGINE__CHUNK__MAX_CHARS", "16000"),
         ("COMPACTOR__LLM__PROVIDER", "openai"),
         ("COMPACTOR__LLM__BASE_URL", t.llm_url.as_str()),
         ("COMPACTOR__LLM__MODEL", "fake-model"),

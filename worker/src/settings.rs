@@ -14,7 +14,7 @@ use secrecy::{ExposeSecret, SecretString};
 use serde::{Deserialize, Serialize};
 use subtle::ConstantTimeEq;
 
-use crate::llm::LlmConfig;
+use crate::llm::{LlmConfig, Provider};
 use crate::runtime::RuntimeConfig;
 
 /// `[log]`.
@@ -288,6 +288,12 @@ impl Settings {
             .validate(self.queue.lease_ttl)
             .map_err(|e| invalid(e.to_string()))?;
         self.llm.validate().map_err(|e| invalid(e.to_string()))?;
+        if self.llm.provider != Provider::Extractive {
+            self.engine
+                .validate_llm_calls()
+                .map_err(|e| invalid(e.to_string()))?;
+            self.validate_request_timeout().map_err(invalid)?;
+        }
         self.admin.validate().map_err(invalid)?;
         self.database.validate().map_err(invalid)?;
         let window = self.engine.trigger.context_window();
@@ -303,11 +309,169 @@ impl Settings {
             .map_err(|problem| invalid(format!("redis.url: {problem}")))?;
         Ok(())
     }
+
+    /// Room kept at the end of an attempt for the commit after the
+    /// summarizer's last call: 15 s, or a quarter of a shorter lock
+    /// duration.
+    pub fn commit_margin(&self) -> Duration {
+        COMMIT_MARGIN.min(self.worker.lock_duration / 4)
+    }
+
+    /// The longest one LLM request can run within an attempt before the
+    /// attempt's deadline cuts it: `worker.lock_duration` less the commit
+    /// margin, of which two thirds on a job's last attempt when
+    /// `llm.fallback_to_extractive` is on (the compaction job keeps the
+    /// last third for the offline summarizer, which re-reads the span).
+    pub fn llm_request_room(&self) -> Duration {
+        llm_room(self.worker.lock_duration, self.llm.fallback_to_extractive)
+    }
+
+    /// `llm.request_timeout` must fit [`Settings::llm_request_room`]:
+    /// otherwise a slow model's call is cut by the attempt's deadline,
+    /// not by the timeout the operator chose.
+    fn validate_request_timeout(&self) -> Result<(), String> {
+        let timeout = self.llm.request_timeout;
+        let room = self.llm_request_room();
+        if timeout <= room {
+            return Ok(());
+        }
+        let fallback = self.llm.fallback_to_extractive;
+        let needed = lock_duration_for(timeout, fallback);
+        Err(format!(
+            "llm.request_timeout: {} does not fit an attempt: worker.lock_duration = {} leaves \
+             one LLM request {} ({}), so a slow call would be cut by the attempt's deadline; set \
+             worker.lock_duration to at least {} or shorten llm.request_timeout",
+            secs(timeout),
+            secs(self.worker.lock_duration),
+            secs(room),
+            if fallback {
+                "the lock duration less the commit margin, two thirds of it on a job's last \
+                 attempt, the rest kept for the extractive fallback"
+            } else {
+                "the lock duration less the commit margin"
+            },
+            secs(needed),
+        ))
+    }
+}
+
+/// The commit margin of a long attempt (see [`Settings::commit_margin`]).
+const COMMIT_MARGIN: Duration = Duration::from_secs(15);
+
+fn llm_room(lock_duration: Duration, fallback: bool) -> Duration {
+    let usable = lock_duration.saturating_sub(COMMIT_MARGIN.min(lock_duration / 4));
+    if fallback {
+        usable * 2 / 3
+    } else {
+        usable
+    }
+}
+
+/// The shortest lock duration, in whole seconds, whose LLM room holds
+/// `timeout`. The margin is 15 s from a 60 s lock up and a quarter below,
+/// so the lock needs `min(2t, 1.5t + 15 s)` with the fallback's third kept
+/// and `min(4t/3, t + 15 s)` without.
+fn lock_duration_for(timeout: Duration, fallback: bool) -> Duration {
+    let t = timeout.as_secs_f64();
+    let margin = COMMIT_MARGIN.as_secs_f64();
+    let needed = if fallback {
+        (2.0 * t).min(1.5 * t + margin)
+    } else {
+        (4.0 * t / 3.0).min(t + margin)
+    };
+    Duration::from_secs(needed.ceil() as u64)
+}
+
+/// A duration as whole or fractional seconds, the way the configuration
+/// writes them (`190s`, `1.5s`).
+fn secs(d: Duration) -> String {
+    if d.subsec_millis() == 0 {
+        format!("{}s", d.as_secs())
+    } else {
+        format!("{:.3}s", d.as_secs_f64())
+            .trim_end_matches('0')
+            .to_owned()
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn llm(timeout: Duration, lock: Duration, fallback: bool) -> Settings {
+        let mut s = Settings::default();
+        s.llm.provider = Provider::OpenAi;
+        s.llm.model = "local".into();
+        s.llm.base_url = Some("http://127.0.0.1:8080/v1".into());
+        s.llm.request_timeout = timeout;
+        s.llm.fallback_to_extractive = fallback;
+        s.worker.lock_duration = lock;
+        s.worker.renew_interval = Duration::from_secs(1);
+        s
+    }
+
+    #[test]
+    fn the_default_request_timeout_fits_the_default_attempt() {
+        let s = llm(
+            LlmConfig::default().request_timeout,
+            RuntimeConfig::default().lock_duration,
+            true,
+        );
+        s.validate().unwrap();
+        assert_eq!(s.commit_margin(), Duration::from_secs(15));
+        assert_eq!(
+            s.llm_request_room(),
+            Duration::from_secs(190),
+            "(5 min - 15 s) x 2/3"
+        );
+    }
+
+    #[test]
+    fn a_request_timeout_the_attempt_would_cut_is_refused_with_the_lock_that_fits() {
+        for (timeout, fallback, fits) in [
+            (600, true, 915),  // 1.5 x 600 + 15
+            (600, false, 615), // 600 + 15
+            (10, true, 20),    // a short lock keeps a quarter: 2 x 10
+            (10, false, 14),   // 4/3 x 10, rounded up
+        ] {
+            let timeout = Duration::from_secs(timeout);
+            let fits = Duration::from_secs(fits);
+            let err = llm(timeout, Duration::from_secs(5), fallback)
+                .validate()
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("llm.request_timeout: "), "{err}");
+            assert!(err.contains("worker.lock_duration"), "{err}");
+            assert!(
+                err.contains(&format!("at least {}s", fits.as_secs())),
+                "{err}"
+            );
+            llm(timeout, fits, fallback).validate().unwrap();
+            let shorter = fits - Duration::from_secs(1);
+            assert!(
+                llm(timeout, shorter, fallback).validate().is_err(),
+                "{fits:?} is the shortest that fits {timeout:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_extractive_summarizer_has_no_request_timeout_or_window_to_fit() {
+        let mut s = Settings::default();
+        s.llm.request_timeout = Duration::from_secs(3_600);
+        s.engine.trigger = compactor_shared::trigger::TriggerPolicy::Threshold {
+            context_window: 1_000,
+            ratio: 0.7,
+            output_reserve: 200,
+            safety_margin: 100,
+        };
+        s.validate().unwrap();
+        s.llm.provider = Provider::OpenAi;
+        s.llm.model = "m".into();
+        s.llm.request_timeout = Duration::from_secs(60);
+        let err = s.validate().unwrap_err().to_string();
+        assert!(err.contains("engine.trigger.context_window"), "{err}");
+    }
 
     #[test]
     fn the_admin_token_comes_from_code_then_the_named_variable() {

@@ -11,9 +11,15 @@
 //! refused with a clear message, because migrating a production schema is a
 //! deliberate step (`compactor migrate`), not a side effect of a restart.
 //!
+//! With an LLM summarizer, the provider, base URL (without credentials) and
+//! model are logged, and [`probe`] asks the server, in the background,
+//! whether it can serve them; start-up never waits for the answer.
+//!
 //! Shutdown: the runtime stops claiming and drains its jobs; meanwhile the
 //! admin API keeps answering (`/readyz` says 503, long polls end, `/metrics`
 //! covers the drain), and stops once the runtime has returned.
+
+pub mod probe;
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -30,6 +36,7 @@ use crate::llm::{LlmClient, LlmError, Provider};
 use crate::observability::{self, ObservabilityError};
 use crate::runtime::{Runtime, RuntimeError};
 use crate::settings::{MissingAdminToken, Settings};
+use probe::Probe;
 
 /// Why the worker could not start (or stopped abnormally).
 #[derive(Debug, thiserror::Error)]
@@ -63,10 +70,6 @@ pub enum StartupError {
     #[error("stopped before the worker could start")]
     Cancelled,
 }
-
-/// Room left in the lock duration for the commit after the summarizer's
-/// last call.
-const COMMIT_MARGIN: Duration = Duration::from_secs(15);
 
 /// Builds the worker and runs it until `shutdown` is cancelled.
 pub async fn run(settings: Settings, shutdown: CancellationToken) -> Result<(), StartupError> {
@@ -112,6 +115,9 @@ impl Application {
             Provider::Extractive => Summarizer::Extractive,
             _ => Summarizer::Llm(LlmClient::from_config(&settings.llm)?),
         };
+        if let Summarizer::Llm(client) = &summarizer {
+            start_probe(client, &settings, &shutdown);
+        }
         let (admin, admin_addr) = if settings.admin.enabled {
             let metrics = observability::install()?;
             observability::register_known_series(
@@ -163,7 +169,7 @@ impl Application {
             CompactSettings {
                 lease_ttl: settings.queue.lease_ttl,
                 renew_interval: settings.worker.renew_interval,
-                commit_margin: COMMIT_MARGIN.min(settings.worker.lock_duration / 4),
+                commit_margin: settings.commit_margin(),
                 fallback_to_extractive: settings.llm.fallback_to_extractive,
                 ..CompactSettings::new(settings.engine.clone())
             },
@@ -231,6 +237,31 @@ impl Application {
         result?;
         Ok(())
     }
+}
+
+/// Logs which LLM the worker summarizes with, and probes it in the
+/// background (see [`probe`]).
+fn start_probe(client: &LlmClient, settings: &Settings, shutdown: &CancellationToken) {
+    let llm = &settings.llm;
+    info!(
+        provider = client.provider(),
+        base_url = %llm.effective_base_url().map(probe::shown_url).unwrap_or_default(),
+        model = client.model(),
+        request_timeout = ?llm.request_timeout,
+        "LLM summarizer configured"
+    );
+    let call_tokens = settings.engine.summarization_call().total();
+    let Some(probe) = Probe::new(llm, Probe::key_from_env(llm), call_tokens) else {
+        return;
+    };
+    let fallback = llm.fallback_to_extractive;
+    let stop = shutdown.clone();
+    tokio::spawn(async move {
+        tokio::select! {
+            finding = probe.run() => probe.report(&finding, fallback),
+            () = stop.cancelled() => {}
+        }
+    });
 }
 
 /// The periodic reconciliation sweep of one worker.

@@ -114,6 +114,38 @@ fn the_production_example_is_valid() {
 }
 
 #[test]
+fn the_local_llm_example_is_valid_and_fits_a_slow_call() {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../config/local-llm.example.toml");
+    let s = Settings::load_from(Some(&path), env(&[])).unwrap();
+    assert_eq!(s.llm.provider, Provider::OpenAi);
+    assert_eq!(s.llm.request_timeout, Duration::from_secs(600));
+    assert!(s.llm_request_room() >= s.llm.request_timeout);
+    assert!(s.engine.summarization_call().total() <= s.engine.trigger.context_window());
+    // The same file with the default lock duration is refused, naming
+    // what would fit.
+    let err = Settings::load_from(
+        Some(&path),
+        env(&[("COMPACTOR__WORKER__LOCK_DURATION", "5m")]),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("llm.request_timeout"), "{err}");
+    assert!(err.contains("at least 915s"), "{err}");
+}
+
+#[test]
+fn the_real_model_run_config_is_valid() {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/real-llm/worker.toml");
+    let s = Settings::load_from(
+        Some(&path),
+        env(&[("COMPACTOR__LLM__BASE_URL", "http://127.0.0.1:1/v1")]),
+    )
+    .unwrap();
+    assert_eq!(s.engine.trigger.context_window(), 4_096);
+    assert!(s.engine.summarization_call().total() <= 4_096);
+}
+
+#[test]
 fn a_redis_cluster_is_a_flag_and_a_comma_separated_list_of_seed_nodes() {
     assert!(!Settings::default().redis.cluster, "one server by default");
     let list = "redis://:hunter2@10.0.0.1:6379,redis://:hunter2@10.0.0.2:6379";

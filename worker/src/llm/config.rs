@@ -79,7 +79,11 @@ pub struct LlmConfig {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub api_key_env: Option<String>,
     /// Longest one HTTP request may take, reading the reply included
-    /// (shortened to the time left before the caller's deadline).
+    /// (shortened to the time left before the caller's deadline). A
+    /// CPU-served model may need minutes per call: raise this, and
+    /// `worker.lock_duration` with it, since an attempt's deadline cuts a
+    /// call too (the worker refuses a timeout its lock duration would cut;
+    /// see `Settings::llm_request_room`).
     #[serde(with = "humantime_serde")]
     pub request_timeout: Duration,
     /// Retries after the first request, for retryable failures.
