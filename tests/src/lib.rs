@@ -15,6 +15,7 @@ pub mod cluster;
 pub mod db;
 pub mod llm;
 pub mod proxy;
+pub mod quality;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU32, Ordering};

@@ -260,8 +260,10 @@ fn rollups_are_bounded_and_the_summary_is_then_cut_to_its_limit() {
     };
     // A previous summary far over the rollup limit.
     let mut ws = workstream(&conversation(30));
-    let mut big = Summary::default();
-    big.key_facts = (0..2_000).map(|i| format!("fact number {i}")).collect();
+    let big = Summary {
+        key_facts: (0..2_000).map(|i| format!("fact number {i}")).collect(),
+        ..Summary::default()
+    };
     ws.summary = Some(big);
     let messages = conversation(30);
     let mut pages = InMemory::new(&messages, 7);

@@ -1,0 +1,291 @@
+//! Scoring a built context against the planted facts.
+//!
+//! The context is read as the model would read it: the text of every
+//! message, tool calls as their name and JSON input, tool results as their
+//! output (a pruned one as its placeholder). Values are matched as whole
+//! tokens ([`contains_value`]): `KD-5512` is not `KD-5512-0937`, `37s` is
+//! not `137s`, `1.74` is not `1.74.1`.
+//!
+//! A superseded statement counts as *shown as current* when its value
+//! appears in the context anywhere except
+//! 1. the verbatim tail (un-compacted messages: history, as it was said),
+//! 2. the `CONVERSATION FLOW` section of the summary (history),
+//! 3. a line containing the word "superseded" (the agreed marker for
+//!    out-of-date items),
+//! 4. a line carrying the words of the replacing statement that name the
+//!    old value: "Scrap SQLite, use Postgres instead" kept verbatim shows
+//!    SQLite as scrapped, not as current.
+
+use std::collections::BTreeMap;
+
+use compactor_producer::client::IncomingMessage;
+use compactor_shared::context::BuiltContext;
+use compactor_shared::message::PRUNED_PLACEHOLDER;
+use compactor_shared::summary::CONVERSATION_FLOW;
+use compactor_shared::Part;
+use serde::Serialize;
+
+use super::sessions::{Class, Fact, Kind, Session, Source};
+
+/// The word that marks an out-of-date item on its line.
+pub const SUPERSEDED_MARKER: &str = "superseded";
+
+fn is_word(c: char) -> bool {
+    c.is_alphanumeric() || c == '_'
+}
+
+/// Characters that join two tokens into one value (`1.74.1`,
+/// `KD-5512-0937`, `a/b`, `host:port`, `user@host`).
+fn is_joiner(c: char) -> bool {
+    matches!(c, '.' | '-' | '/' | ':' | '@' | '+')
+}
+
+/// Whether the text next to a match (read away from it) leaves the match a
+/// whole token. After a match, `:` and digits are a line number or a port
+/// (`src/a.rs:212:9`), which still leaves the value whole.
+fn clear(mut near: impl Iterator<Item = char>, after: bool) -> bool {
+    match near.next() {
+        None => true,
+        Some(c) if is_word(c) => false,
+        Some(':') if after => !near
+            .next()
+            .is_some_and(|c| is_word(c) && !c.is_ascii_digit()),
+        Some(c) if is_joiner(c) => !near.next().is_some_and(is_word),
+        Some(_) => true,
+    }
+}
+
+/// Whether `value` occurs in `haystack` as a whole token: where the value
+/// starts (ends) with a word character, the text before (after) it is
+/// neither a word character nor a joiner next to one. `fold_case` compares
+/// case-insensitively (for statements, never for exact values).
+pub fn contains_value(haystack: &str, value: &str, fold_case: bool) -> bool {
+    if value.is_empty() {
+        return false;
+    }
+    if fold_case {
+        return contains_token(&haystack.to_lowercase(), &value.to_lowercase());
+    }
+    contains_token(haystack, value)
+}
+
+fn contains_token(haystack: &str, value: &str) -> bool {
+    let starts_word = value.chars().next().is_some_and(is_word);
+    let ends_word = value.chars().next_back().is_some_and(is_word);
+    haystack.match_indices(value).any(|(at, _)| {
+        (!starts_word || clear(haystack[..at].chars().rev(), false))
+            && (!ends_word || clear(haystack[at + value.len()..].chars(), true))
+    })
+}
+
+/// [`contains_value`] on one line.
+pub fn line_has_value(line: &str, value: &str, fold_case: bool) -> bool {
+    contains_value(line, value, fold_case)
+}
+
+/// A built context as text.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ContextView {
+    /// The synthesized messages (summary, state, exact values, memory).
+    pub preamble: String,
+    /// The verbatim, un-compacted messages, one string each.
+    pub tail: Vec<String>,
+    /// The engine's estimate of the context's tokens.
+    pub tokens: u64,
+}
+
+impl ContextView {
+    /// What `build_context` returned: messages without a source are the
+    /// preamble, the others the verbatim tail.
+    pub fn of(context: &BuiltContext) -> ContextView {
+        let mut view = ContextView {
+            tokens: context.tokens,
+            ..ContextView::default()
+        };
+        for m in &context.messages {
+            let text = render_parts(&m.parts);
+            if m.source.is_some() {
+                view.tail.push(text);
+            } else {
+                if !view.preamble.is_empty() {
+                    view.preamble.push('\n');
+                }
+                view.preamble.push_str(&text);
+            }
+        }
+        view
+    }
+
+    /// Messages shown verbatim, nothing compacted.
+    pub fn verbatim(messages: &[IncomingMessage]) -> ContextView {
+        ContextView {
+            preamble: String::new(),
+            tail: messages.iter().map(|m| render_parts(&m.parts)).collect(),
+            tokens: 0,
+        }
+    }
+
+    /// Whether the value is anywhere in the context.
+    pub fn contains(&self, value: &str, fold_case: bool) -> bool {
+        contains_value(&self.preamble, value, fold_case)
+            || self
+                .tail
+                .iter()
+                .any(|t| contains_value(t, value, fold_case))
+    }
+
+    /// Whether superseded `fact` is shown as current (see the module doc).
+    pub fn shows_as_current(&self, fact: &Fact) -> bool {
+        let change = fact
+            .superseded
+            .as_ref()
+            .and_then(|s| s.change_phrase.as_deref())
+            .map(str::to_lowercase);
+        let mut in_flow = false;
+        for line in self.preamble.lines() {
+            let heading = line
+                .trim()
+                .trim_matches(|c: char| c == '#' || c == '*' || c == ':' || c.is_whitespace());
+            if heading.eq_ignore_ascii_case(CONVERSATION_FLOW) {
+                in_flow = true;
+                continue;
+            }
+            let continues = line.is_empty() || line.starts_with(['-', '*', ' ', '\t']);
+            if !continues {
+                in_flow = false;
+            }
+            if in_flow || !line_has_value(line, &fact.value, fact.fold_case()) {
+                continue;
+            }
+            let lower = line.to_lowercase();
+            if lower.contains(SUPERSEDED_MARKER)
+                || change.as_deref().is_some_and(|c| lower.contains(c))
+            {
+                continue;
+            }
+            return true;
+        }
+        false
+    }
+}
+
+/// Parts as a model reads them.
+fn render_parts(parts: &[Part]) -> String {
+    let mut out = String::new();
+    for p in parts {
+        if !out.is_empty() {
+            out.push('\n');
+        }
+        match p {
+            Part::Text { text } => out.push_str(text),
+            // The model does not read back its own reasoning.
+            Part::Reasoning { .. } => {}
+            Part::ToolCall {
+                tool_name, input, ..
+            } => {
+                out.push_str(tool_name);
+                out.push(' ');
+                out.push_str(&input.to_string());
+            }
+            Part::ToolResult { output, pruned, .. } => {
+                out.push_str(if *pruned { PRUNED_PLACEHOLDER } else { output });
+            }
+            Part::File { uri, .. } => out.push_str(uri),
+        }
+    }
+    out
+}
+
+/// Kept out of total.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Tally {
+    pub kept: usize,
+    pub total: usize,
+}
+
+impl Tally {
+    fn add(&mut self, kept: bool) {
+        self.total += 1;
+        self.kept += usize::from(kept);
+    }
+
+    /// Percent kept (100 when there is nothing to keep).
+    pub fn pct(&self) -> f64 {
+        if self.total == 0 {
+            100.0
+        } else {
+            100.0 * self.kept as f64 / self.total as f64
+        }
+    }
+
+    pub fn lost(&self) -> usize {
+        self.total - self.kept
+    }
+}
+
+impl std::fmt::Display for Tally {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{} {:.0}%", self.kept, self.total, self.pct())
+    }
+}
+
+/// A context scored after a round.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Score {
+    /// Messages appended so far (the facts in them are due).
+    pub appended: usize,
+    /// Current exact values planted so far.
+    pub values: Tally,
+    /// Of `values`, those only ever in tool output.
+    pub tool_only: Tally,
+    pub by_kind: BTreeMap<Kind, Tally>,
+    pub by_source: BTreeMap<Source, Tally>,
+    /// Current (not superseded) decisions and constraints said so far.
+    pub statements: Tally,
+    /// Statements replaced so far.
+    pub superseded: usize,
+    /// Of those, how many the context shows as current.
+    pub superseded_shown: usize,
+    /// Indices (in the session's facts) of due facts the context lacks.
+    pub lost: Vec<usize>,
+    /// Indices of superseded facts the context shows as current.
+    pub stale: Vec<usize>,
+    pub context_tokens: u64,
+}
+
+/// Scores `view` after the first `appended` messages of `session`.
+pub fn score(session: &Session, appended: usize, view: &ContextView) -> Score {
+    let mut s = Score {
+        appended,
+        context_tokens: view.tokens,
+        ..Score::default()
+    };
+    for (i, f) in session.facts.iter().enumerate() {
+        if !f.planted_within(appended) {
+            continue;
+        }
+        if f.superseded_within(appended) {
+            s.superseded += 1;
+            if view.shows_as_current(f) {
+                s.superseded_shown += 1;
+                s.stale.push(i);
+            }
+            continue;
+        }
+        let kept = view.contains(&f.value, f.fold_case());
+        if !kept {
+            s.lost.push(i);
+        }
+        if f.class == Class::Value {
+            s.values.add(kept);
+            if f.source == Source::ToolOutputOnly {
+                s.tool_only.add(kept);
+            }
+            s.by_kind.entry(f.kind).or_default().add(kept);
+            s.by_source.entry(f.source).or_default().add(kept);
+        } else {
+            s.statements.add(kept);
+        }
+    }
+    s
+}
