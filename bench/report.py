@@ -311,6 +311,28 @@ def main() -> None:
     w(f"Target p99 ≤ 10 ms: {yes_no(None if wake is None else wake <= 10.0)}.")
     w("")
 
+    # ---- http_layers
+    w("## Admin API latency through its layers")
+    w("")
+    w("`GET …/context` of a workstream of 40 short messages and `GET …/wait` with no compaction "
+      "running, one keep-alive client, requests one after the other, through everything the "
+      "admin server puts around a handler (connection limit and timeouts, body limit, request "
+      "timeout, long-poll limit, auth). PostgreSQL and Redis. Source: `tests/benches/http_layers.rs`; "
+      "the latency these layers added is in docs/BENCHMARK_NOTES.md.")
+    w("")
+    w(f"```\n{command(r, 'http_layers')}\n```")
+    w("")
+    w("| measurement, ms | min / median / max over runs |")
+    w("|---|---|")
+    for metric, label in [
+        ("context_p50", "`/context`, p50"),
+        ("context_p99", "`/context`, p99"),
+        ("wait_p50", "`/wait` (nothing running), p50"),
+        ("wait_p99", "`/wait` (nothing running), p99"),
+    ]:
+        w(f"| {label} | {mmm(r.get('http_layers', metric))} |")
+    w("")
+
     # ---- e2e
     w("## End-to-end compactions per second (instant fake LLM)")
     w("")

@@ -1,6 +1,7 @@
 //! The database schema of compactor, as sea-orm migrations.
 //!
-//! One migration per table, applied in file-name order:
+//! One migration per table, then additive changes, applied in file-name
+//! order:
 //!
 //! | migration | table |
 //! |---|---|
@@ -8,6 +9,8 @@
 //! | `m20261122_000002_create_messages` | `messages`: every stored message, never deleted, marked `is_compacted` |
 //! | `m20261122_000003_create_memory_block_entries` | `memory_block_entries`: entries until they are folded |
 //! | `m20261122_000004_create_compaction_runs` | `compaction_runs`: one audit row per attempt |
+//! | `m20261122_000005_add_compaction_run_llm_audit` | `compaction_runs`: why a run was degraded, LLM calls and failed calls |
+//! | `m20261124_000001_add_message_client_ids` | `messages.client_id`: a client's id for a message, unique per workstream (idempotent appends) |
 //!
 //! Every migration is written with the sea-query schema builder only, so the
 //! same code creates the schema on PostgreSQL (production) and SQLite (the
@@ -22,6 +25,8 @@ mod m20261122_000001_create_workstreams;
 mod m20261122_000002_create_messages;
 mod m20261122_000003_create_memory_block_entries;
 mod m20261122_000004_create_compaction_runs;
+mod m20261122_000005_add_compaction_run_llm_audit;
+mod m20261124_000001_add_message_client_ids;
 
 pub use sea_orm_migration::{MigrationTrait, MigratorTrait};
 
@@ -39,6 +44,8 @@ impl MigratorTrait for Migrator {
             Box::new(m20261122_000002_create_messages::Migration),
             Box::new(m20261122_000003_create_memory_block_entries::Migration),
             Box::new(m20261122_000004_create_compaction_runs::Migration),
+            Box::new(m20261122_000005_add_compaction_run_llm_audit::Migration),
+            Box::new(m20261124_000001_add_message_client_ids::Migration),
         ]
     }
 }
@@ -87,6 +94,8 @@ mod tests {
                 "m20261122_000002_create_messages",
                 "m20261122_000003_create_memory_block_entries",
                 "m20261122_000004_create_compaction_runs",
+                "m20261122_000005_add_compaction_run_llm_audit",
+                "m20261124_000001_add_message_client_ids",
             ]
         );
     }

@@ -1,6 +1,6 @@
 //! The API a chat backend calls: store messages, finish a turn (which
-//! requests compaction when the workstream is over its trigger), wait for a
-//! running compaction, and build the next turn's context.
+//! requests compaction when the workstream is over its trigger), wait for
+//! the requested compaction, and build the next turn's context.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
@@ -14,7 +14,8 @@
 //!     .append_messages(&key, vec![IncomingMessage::text(Role::User, "hello")])
 //!     .await?;
 //! compactor.finalize_turn(&key, None).await?;
-//! // Before the next model call:
+//! // Before the next model call: wait (bounded) for the compaction the turn
+//! // requested, if any; the answer says what happened.
 //! compactor.wait_until_ready(&key, Duration::from_secs(5)).await?;
 //! let context = compactor.build_context(&key).await?;
 //! # Ok(()) }
@@ -33,12 +34,18 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast::error::RecvError;
 use tokio::time::Instant;
 
-use crate::events::CompactionEvent;
+use crate::events::{CompactionEvent, EventOutcome};
 use crate::metrics::names;
-use crate::queue::{EnqueueOutcome, JobState, Queue, QueueConfig, QueueError, Trigger};
+use crate::queue::{
+    EnqueueOutcome, JobStage, JobState, Payload, PayloadError, Queue, QueueConfig, QueueError,
+    Trigger,
+};
 use crate::ready::{Released, Releases};
 use crate::settings::{DatabaseSettings, RedisSettings};
-use crate::store::{Lease, NewMessage, SchemaStatus, Store, StoreError, WorkstreamRow};
+use crate::store::{
+    HistoryWindow, Lease, NewMessage, RunOutcome, SchemaStatus, Store, StoreError, WorkstreamRow,
+    CLIENT_ID_MAX_BYTES,
+};
 
 /// Largest message accepted, as JSON (a bigger one is an error, not a
 /// truncation: the caller decides what to drop).
@@ -46,6 +53,13 @@ pub const MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
 
 /// Messages read per database round trip when building a context.
 const PAGE_SIZE: u64 = 1_000;
+
+/// How long a waiter goes without looking again while nothing is
+/// announced: the safety net under the announcements (a worker that died
+/// while the job was queued, an announcement lost with a connection).
+/// Coarse on purpose: announcements wake waiters, this only bounds how
+/// stale an answer can get when they cannot.
+pub const WAIT_RECHECK_EVERY: Duration = Duration::from_secs(2);
 
 /// The sections of the configuration a client needs (others are ignored).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -78,6 +92,13 @@ pub enum ClientError {
     UnknownWorkstream(EntityKey),
     #[error("message {index}: {reason}")]
     InvalidMessage { index: usize, reason: String },
+    /// A client id (given, or derived from an idempotency key) names a
+    /// stored message with other content; nothing was stored.
+    #[error("message {index}: client id {client_id:?} already names a message with other content")]
+    ClientIdConflict { index: usize, client_id: String },
+    /// Manual-compaction instructions the queue would refuse (too long).
+    #[error("instructions: {0}")]
+    InvalidInstructions(#[source] PayloadError),
 }
 
 /// A message as app code hands it over (the store assigns its id).
@@ -89,6 +110,13 @@ pub struct IncomingMessage {
     /// Never compacted.
     #[serde(default)]
     pub pinned: bool,
+    /// The client's own id for the message (1-255 bytes, no control
+    /// characters), unique within the workstream: an append that carries
+    /// a client id the workstream stores already does not store that
+    /// message again and answers with the stored message's id. Lets a
+    /// client retry an append safely.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_id: Option<String>,
 }
 
 impl IncomingMessage {
@@ -98,16 +126,66 @@ impl IncomingMessage {
             role,
             parts: vec![Part::text(text)],
             pinned: false,
+            client_id: None,
         }
+    }
+
+    /// The same message with the client's id for it.
+    pub fn with_client_id(mut self, client_id: impl Into<String>) -> IncomingMessage {
+        self.client_id = Some(client_id.into());
+        self
+    }
+}
+
+/// Longest idempotency key, in bytes.
+pub const IDEMPOTENCY_KEY_MAX_BYTES: usize = 200;
+
+/// A key that makes one append request safe to retry (the
+/// `Idempotency-Key` header of the HTTP API): the `i`-th message of the
+/// request gets the client id `<key>#<i>` unless it has its own, so every
+/// try of the same request names the same messages. 1-200 bytes of
+/// printable ASCII (a UUID fits).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct IdempotencyKey(String);
+
+/// Why an idempotency key was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid idempotency key: use 1-{IDEMPOTENCY_KEY_MAX_BYTES} bytes of printable ASCII")]
+pub struct IdempotencyKeyError;
+
+impl IdempotencyKey {
+    pub fn parse(key: &str) -> Result<IdempotencyKey, IdempotencyKeyError> {
+        let ok = !key.is_empty()
+            && key.len() <= IDEMPOTENCY_KEY_MAX_BYTES
+            && key.bytes().all(|b| (0x20..0x7f).contains(&b));
+        if ok {
+            Ok(IdempotencyKey(key.to_owned()))
+        } else {
+            Err(IdempotencyKeyError)
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The client id of the `index`-th message of a request with this key.
+    pub fn client_id(&self, index: usize) -> String {
+        format!("{}#{index}", self.0)
     }
 }
 
 /// What `append_messages` did.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct AppendOutcome {
+    /// The messages' ids, in the order given (for a message stored by an
+    /// earlier try, the id it was stored under then).
     pub ids: Vec<MessageId>,
     /// Estimated tokens of the un-compacted messages now.
     pub uncompacted_tokens: u64,
+    /// How many of the messages an earlier try had stored already (by
+    /// client id); they were not stored again.
+    pub already_stored: usize,
 }
 
 /// What `finalize_turn` did.
@@ -132,20 +210,189 @@ pub enum TurnOutcome {
         current_tokens: u64,
         consecutive_failures: u32,
     },
+    /// Over the trigger, but the request could not be queued: Redis did
+    /// not answer. The turn itself is stored; the context stays
+    /// uncompacted until a later turn (or a worker's reconciliation sweep)
+    /// requests the compaction again.
+    Unavailable {
+        current_tokens: u64,
+        threshold_tokens: Option<u64>,
+        /// What failed (the operation and the Redis error; never a URL).
+        reason: String,
+    },
 }
 
-/// What `wait_until_ready` saw.
-#[derive(Debug, Clone, PartialEq)]
+impl TurnOutcome {
+    /// Bounded label for metrics and output.
+    pub fn label(&self) -> &'static str {
+        match self {
+            TurnOutcome::NotDue { .. } => "not_due",
+            TurnOutcome::Requested { .. } => "requested",
+            TurnOutcome::BreakerOpen { .. } => "breaker_open",
+            TurnOutcome::Unavailable { .. } => "unavailable",
+        }
+    }
+}
+
+/// What a wait covers.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WaitMode {
+    /// The whole requested compaction: queued, running, and backing off
+    /// between attempts (and a follow-up requested meanwhile).
+    #[default]
+    Requested,
+    /// Only a compaction that holds the workstream now (its entity lease):
+    /// a queued job, or one backing off, is not waited for.
+    Running,
+}
+
+impl WaitMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WaitMode::Requested => "requested",
+            WaitMode::Running => "running",
+        }
+    }
+}
+
+/// Where a requested compaction stood when a wait gave up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WaitPhase {
+    /// Waiting for a worker to take it.
+    Queued,
+    /// A worker runs it.
+    Running,
+    /// An attempt failed; waiting for the retry delay to pass.
+    BackingOff,
+}
+
+/// What a wait saw. Serialized (HTTP `/wait`, `compactor wait --json`) as
+/// `{"outcome": "ready" | "compacted" | "timed_out" | "no_live_worker",
+/// "waited_ms": …, …}`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
 pub enum Readiness {
-    /// No compaction holds the workstream (any more).
+    /// Nothing is requested or pending: build the context. `event`: what
+    /// the last run that ended during the wait did (skipped, failed,
+    /// conflict), if one did and it did not commit.
     Ready {
+        #[serde(rename = "waited_ms", serialize_with = "as_millis")]
         waited: Duration,
-        /// What the compaction that just ended did, when one was waited for.
         event: Option<CompactionEvent>,
     },
-    /// The timeout passed with a compaction still running: proceed with
-    /// the context as it is.
-    TimedOut { waited: Duration },
+    /// The compaction waited for committed (and nothing is pending now):
+    /// build the context, it is compacted. `event`: what it did.
+    Compacted {
+        #[serde(rename = "waited_ms", serialize_with = "as_millis")]
+        waited: Duration,
+        event: CompactionEvent,
+    },
+    /// The timeout passed with the compaction still pending, in `phase`:
+    /// proceed with the context as it is. `job_id`: the queue's job, when
+    /// there is one (a lease can be held without).
+    TimedOut {
+        #[serde(rename = "waited_ms", serialize_with = "as_millis")]
+        waited: Duration,
+        phase: WaitPhase,
+        job_id: Option<u64>,
+    },
+    /// A compaction is requested, but no worker is live to run it: answered
+    /// at once instead of waiting out the timeout. Proceed with the context
+    /// as it is.
+    NoLiveWorker {
+        #[serde(rename = "waited_ms", serialize_with = "as_millis")]
+        waited: Duration,
+        phase: WaitPhase,
+        job_id: u64,
+    },
+}
+
+impl Readiness {
+    /// `ready`, `compacted`, `timed_out` or `no_live_worker`.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Readiness::Ready { .. } => "ready",
+            Readiness::Compacted { .. } => "compacted",
+            Readiness::TimedOut { .. } => "timed_out",
+            Readiness::NoLiveWorker { .. } => "no_live_worker",
+        }
+    }
+
+    /// How long the wait took.
+    pub fn waited(&self) -> Duration {
+        match self {
+            Readiness::Ready { waited, .. }
+            | Readiness::Compacted { waited, .. }
+            | Readiness::TimedOut { waited, .. }
+            | Readiness::NoLiveWorker { waited, .. } => *waited,
+        }
+    }
+
+    /// Whether nothing is pending any more (`ready` or `compacted`): the
+    /// context is as compacted as it will get for this turn.
+    pub fn is_settled(&self) -> bool {
+        matches!(self, Readiness::Ready { .. } | Readiness::Compacted { .. })
+    }
+}
+
+fn as_millis<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_u64(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// A compaction still pending, as one look saw it.
+struct Pending {
+    phase: WaitPhase,
+    job_id: Option<u64>,
+    /// No worker is live to move it on.
+    no_live_worker: bool,
+    /// When to look again at the latest, announcement or not (a lease
+    /// deadline: its holder may have died).
+    look_again_at: Option<Instant>,
+}
+
+/// What the announcements told a waiter so far.
+#[derive(Default)]
+struct Heard {
+    /// The last run that ended.
+    last: Option<CompactionEvent>,
+    /// The last run that committed.
+    committed: Option<CompactionEvent>,
+}
+
+/// What [`Compactor::build_context`] returns: the context for the next
+/// turn, and whether the un-compacted history it was built from was over
+/// the load bound (`[database] context_max_messages` / `context_max_tokens`).
+/// Serialized flat: the fields of [`BuiltContext`], then these.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TurnContext {
+    #[serde(flatten)]
+    pub context: BuiltContext,
+    /// Older un-compacted messages were left out: the context holds the
+    /// newest ones within the bound (its compactions are failing or far
+    /// behind; see `/status`).
+    pub truncated: bool,
+    /// How many un-compacted messages were left out (0 unless truncated).
+    pub omitted_messages: u64,
+    /// Their estimated tokens.
+    pub omitted_tokens: u64,
+}
+
+impl TurnContext {
+    /// The context itself.
+    pub fn into_inner(self) -> BuiltContext {
+        self.context
+    }
+}
+
+/// The context's fields read through: `turn.messages`, `turn.tokens`.
+impl std::ops::Deref for TurnContext {
+    type Target = BuiltContext;
+
+    fn deref(&self) -> &BuiltContext {
+        &self.context
+    }
 }
 
 /// A workstream's compaction status (for operators).
@@ -190,7 +437,8 @@ impl Compactor {
             .engine
             .validate()
             .map_err(|e| ClientError::Config(e.to_string()))?;
-        let store = Store::connect(settings.database.url.expose()).await?;
+        settings.database.validate().map_err(ClientError::Config)?;
+        let store = Store::connect_with(&settings.database).await?;
         match store.schema_status().await? {
             SchemaStatus::Current => {}
             SchemaStatus::Behind { pending } => {
@@ -239,7 +487,9 @@ impl Compactor {
     }
 
     /// Appends messages to the workstream (created on first use), in order,
-    /// in one transaction.
+    /// in one transaction. A message whose client id the workstream stores
+    /// already is not stored again (its stored id is returned); the same
+    /// client id with other content is a [`ClientError::ClientIdConflict`].
     pub async fn append_messages(
         &self,
         key: &EntityKey,
@@ -247,6 +497,10 @@ impl Compactor {
     ) -> Result<AppendOutcome, ClientError> {
         let mut rows = Vec::with_capacity(messages.len());
         for (index, m) in messages.into_iter().enumerate() {
+            if let Some(client_id) = &m.client_id {
+                check_client_id(client_id)
+                    .map_err(|reason| ClientError::InvalidMessage { index, reason })?;
+            }
             if m.parts.is_empty() {
                 return Err(ClientError::InvalidMessage {
                     index,
@@ -281,13 +535,44 @@ impl Compactor {
                 parts: message.parts,
                 pinned: message.pinned,
                 token_estimate,
+                client_id: m.client_id,
             });
         }
-        let appended = self.inner.store.append_messages(key, &rows).await?;
+        let appended = match self.inner.store.append_messages(key, &rows).await {
+            Ok(appended) => appended,
+            Err(StoreError::ClientIdConflict {
+                client_id, index, ..
+            }) => return Err(ClientError::ClientIdConflict { index, client_id }),
+            Err(e) => return Err(e.into()),
+        };
         Ok(AppendOutcome {
             ids: appended.ids,
             uncompacted_tokens: appended.uncompacted_tokens,
+            already_stored: appended.already_stored,
         })
+    }
+
+    /// [`Compactor::append_messages`], safe to retry with the same `key`:
+    /// each message without a client id of its own is named by its place
+    /// in the request (`<key>#<index>`), so a retry stores nothing twice
+    /// and answers with the same ids.
+    pub async fn append_messages_once(
+        &self,
+        key: &EntityKey,
+        idempotency_key: &IdempotencyKey,
+        messages: Vec<IncomingMessage>,
+    ) -> Result<AppendOutcome, ClientError> {
+        let messages = messages
+            .into_iter()
+            .enumerate()
+            .map(|(i, mut m)| {
+                if m.client_id.is_none() {
+                    m.client_id = Some(idempotency_key.client_id(i));
+                }
+                m
+            })
+            .collect();
+        self.append_messages(key, messages).await
     }
 
     /// Appends memory entries; returns how many are not folded yet.
@@ -331,23 +616,31 @@ impl Compactor {
                 consecutive_failures: ws.consecutive_failures,
             }
         } else {
-            let enqueue = self
+            match self
                 .inner
                 .queue
                 .request_compaction(key, Trigger::Auto)
-                .await?;
-            TurnOutcome::Requested {
-                current_tokens: decision.current_tokens,
-                threshold_tokens: decision.threshold_tokens,
-                enqueue,
+                .await
+            {
+                Ok(enqueue) => TurnOutcome::Requested {
+                    current_tokens: decision.current_tokens,
+                    threshold_tokens: decision.threshold_tokens,
+                    enqueue,
+                },
+                // The turn is stored either way: say that the request could
+                // not be queued rather than fail what did succeed.
+                Err(error) if error.is_unavailable() => {
+                    tracing::warn!(%error, "compaction due but not requested: Redis unavailable");
+                    TurnOutcome::Unavailable {
+                        current_tokens: decision.current_tokens,
+                        threshold_tokens: decision.threshold_tokens,
+                        reason: error.to_string(),
+                    }
+                }
+                Err(error) => return Err(error.into()),
             }
         };
-        let label = match outcome {
-            TurnOutcome::NotDue { .. } => "not_due",
-            TurnOutcome::Requested { .. } => "requested",
-            TurnOutcome::BreakerOpen { .. } => "breaker_open",
-        };
-        metrics::counter!(names::TURNS_TOTAL, "domain" => key.domain().to_owned(), "outcome" => label)
+        metrics::counter!(names::TURNS_TOTAL, "domain" => key.domain().to_owned(), "outcome" => outcome.label())
             .increment(1);
         Ok(outcome)
     }
@@ -359,98 +652,234 @@ impl Compactor {
         key: &EntityKey,
         instructions: Option<String>,
     ) -> Result<EnqueueOutcome, ClientError> {
+        let instructions = instructions.filter(|i| !i.trim().is_empty());
+        let trigger = Trigger::Manual { instructions };
+        // The payload's own check, before anything changes: a request the
+        // queue would refuse must not close the breaker first.
+        Payload::new(key.clone(), trigger.clone()).map_err(ClientError::InvalidInstructions)?;
         let ws = self.workstream(key).await?;
         self.inner.store.reset_breaker(ws.id).await?;
-        let instructions = instructions.filter(|i| !i.trim().is_empty());
-        Ok(self
-            .inner
-            .queue
-            .request_compaction(key, Trigger::Manual { instructions })
-            .await?)
+        Ok(self.inner.queue.request_compaction(key, trigger).await?)
     }
 
-    /// Returns when no compaction holds the workstream: at once when none
-    /// does, else as soon as the running one ends (woken by its release
-    /// announcement, or at its lease deadline should the worker have died),
-    /// or after `timeout`, whichever comes first.
+    /// [`Compactor::wait`] for the whole requested compaction
+    /// ([`WaitMode::Requested`]).
     pub async fn wait_until_ready(
         &self,
         key: &EntityKey,
         timeout: Duration,
     ) -> Result<Readiness, ClientError> {
+        self.wait(key, WaitMode::Requested, timeout).await
+    }
+
+    /// Waits, at most `timeout`, until nothing `mode` covers is pending for
+    /// the workstream, and says what it waited for (see [`Readiness`]).
+    ///
+    /// Woken by announcements, not by polling: the worker announces the end
+    /// of every run that held the workstream (with what it did), and the
+    /// queue announces every job that settles (finished, retried later or
+    /// dead-lettered). Besides, a waiter looks again at the deadline of a
+    /// lease (its holder may have died) and every [`WAIT_RECHECK_EVERY`]
+    /// (a lost announcement, a worker gone while the job was queued).
+    ///
+    /// With [`WaitMode::Requested`], a job that is queued or backing off
+    /// while no worker is live is answered at once with
+    /// [`Readiness::NoLiveWorker`]. [`WaitMode::Running`] looks at the
+    /// entity lease only (never at Redis), as waits did before requested
+    /// compactions were followed.
+    pub async fn wait(
+        &self,
+        key: &EntityKey,
+        mode: WaitMode,
+        timeout: Duration,
+    ) -> Result<Readiness, ClientError> {
         let started = Instant::now();
         let give_up = started + timeout;
-        // Listen before looking, so a release between the two is not lost.
+        // Listen before looking, so an announcement between the two is not
+        // lost.
         let mut releases = self.inner.releases.subscribe();
         let member = key.job_key();
-        let mut event = None;
+        let mut heard = Heard::default();
+        let mut compactions_before = None;
         loop {
             let ws = self.workstream(key).await?;
-            let now_ms = Utc::now().timestamp_millis();
-            let Some(lease) = ws.lease_live(now_ms) else {
-                let waited = started.elapsed();
-                metrics::histogram!(names::LEASE_WAIT_SECONDS, "domain" => key.domain().to_owned(), "outcome" => "ready")
-                    .record(waited.as_secs_f64());
-                return Ok(Readiness::Ready { waited, event });
-            };
-            let lease_left_ms =
-                u64::try_from(lease.deadline_ms.saturating_sub(now_ms)).unwrap_or(0);
-            // A dead worker's lease just expires: look again right after.
-            let wake_at = give_up.min(Instant::now() + Duration::from_millis(lease_left_ms + 5));
-            loop {
-                tokio::select! {
-                    received = releases.recv() => match received {
-                        Ok(Released::Entity { member: m, event: e }) if m == member => {
-                            event = e;
-                            break;
-                        }
-                        Ok(Released::Entity { .. }) => continue,
-                        Ok(Released::Resync) | Err(RecvError::Lagged(_)) => break,
-                        Err(RecvError::Closed) => {
-                            tokio::time::sleep_until(wake_at).await;
-                            break;
-                        }
-                    },
-                    () = tokio::time::sleep_until(wake_at) => break,
-                }
-            }
-            if Instant::now() >= give_up {
-                // One last look: it may have been released at the very end.
-                let ws = self.workstream(key).await?;
-                if ws.lease_live(Utc::now().timestamp_millis()).is_none() {
+            let before = *compactions_before.get_or_insert(ws.compactions);
+            let readiness = match self.pending(key, &ws, mode).await? {
+                None => self.settled(key, &ws, before, heard, started).await?,
+                Some(p) if p.no_live_worker => Readiness::NoLiveWorker {
+                    waited: started.elapsed(),
+                    phase: p.phase,
+                    job_id: p.job_id.unwrap_or(0),
+                },
+                Some(p) if Instant::now() >= give_up => Readiness::TimedOut {
+                    waited: started.elapsed(),
+                    phase: p.phase,
+                    job_id: p.job_id,
+                },
+                Some(p) => {
+                    let mut wake_at = give_up.min(Instant::now() + WAIT_RECHECK_EVERY);
+                    if let Some(at) = p.look_again_at {
+                        wake_at = wake_at.min(at);
+                    }
+                    wait_for_news(&mut releases, &member, &mut heard, wake_at).await;
                     continue;
                 }
-                let waited = started.elapsed();
-                metrics::histogram!(names::LEASE_WAIT_SECONDS, "domain" => key.domain().to_owned(), "outcome" => "timeout")
-                    .record(waited.as_secs_f64());
-                metrics::counter!(names::LEASE_WAIT_TIMEOUTS_TOTAL, "domain" => key.domain().to_owned())
-                    .increment(1);
-                return Ok(Readiness::TimedOut { waited });
-            }
+            };
+            record_wait(key, &readiness);
+            return Ok(readiness);
         }
+    }
+
+    /// What is still pending for the workstream, as `mode` sees it; `None`
+    /// when nothing is.
+    async fn pending(
+        &self,
+        key: &EntityKey,
+        ws: &WorkstreamRow,
+        mode: WaitMode,
+    ) -> Result<Option<Pending>, ClientError> {
+        let now_ms = Utc::now().timestamp_millis();
+        let lease_end = ws.lease_live(now_ms).map(|lease| {
+            let left = u64::try_from(lease.deadline_ms.saturating_sub(now_ms)).unwrap_or(0);
+            // Just past it: a dead holder's lease has expired by then.
+            Instant::now() + Duration::from_millis(left + 5)
+        });
+        let held = |job_id| Pending {
+            phase: WaitPhase::Running,
+            job_id,
+            no_live_worker: false,
+            look_again_at: lease_end,
+        };
+        if mode == WaitMode::Running {
+            return Ok(lease_end.map(|_| held(None)));
+        }
+        let progress = self.inner.queue.job_progress(key).await?;
+        let nobody = progress.live_workers == 0;
+        Ok(match progress.stage {
+            // Someone holds the workstream: the pending job's run, or one
+            // the queue no longer knows (a finished job's record is not the
+            // one waited for).
+            Some(JobStage::Waiting { job_id, .. } | JobStage::Running { job_id, .. })
+                if lease_end.is_some() =>
+            {
+                Some(held(Some(job_id)))
+            }
+            None | Some(JobStage::Done { .. } | JobStage::Dead { .. }) => {
+                lease_end.map(|_| held(None))
+            }
+            Some(JobStage::Waiting { job_id, due_in, .. }) => Some(Pending {
+                phase: if due_in.is_zero() {
+                    WaitPhase::Queued
+                } else {
+                    WaitPhase::BackingOff
+                },
+                job_id: Some(job_id),
+                no_live_worker: nobody,
+                look_again_at: None,
+            }),
+            // Claimed; the run takes the workstream in a moment, or has
+            // just let go of it and the queue is being told. A run whose
+            // queue lease ran out with no worker live has nobody to finish
+            // or recover it.
+            Some(JobStage::Running {
+                job_id, lease_left, ..
+            }) => Some(Pending {
+                phase: WaitPhase::Running,
+                job_id: Some(job_id),
+                no_live_worker: nobody && lease_left.is_zero(),
+                look_again_at: None,
+            }),
+        })
+    }
+
+    /// The answer once nothing is pending: compacted when a run committed
+    /// during the wait (announced, or seen in the workstream's counter
+    /// when the announcement was missed), ready otherwise.
+    async fn settled(
+        &self,
+        key: &EntityKey,
+        ws: &WorkstreamRow,
+        compactions_before: i64,
+        heard: Heard,
+        started: Instant,
+    ) -> Result<Readiness, ClientError> {
+        let event = match heard.committed {
+            Some(event) => Some(event),
+            None if ws.compactions > compactions_before => {
+                Some(self.last_committed_event(key, ws).await?)
+            }
+            None => None,
+        };
+        let waited = started.elapsed();
+        Ok(match event {
+            Some(event) => Readiness::Compacted { waited, event },
+            None => Readiness::Ready {
+                waited,
+                event: heard.last,
+            },
+        })
+    }
+
+    /// What the workstream's newest commit did, from its audit row (for a
+    /// waiter that missed the announcement).
+    async fn last_committed_event(
+        &self,
+        key: &EntityKey,
+        ws: &WorkstreamRow,
+    ) -> Result<CompactionEvent, ClientError> {
+        let runs = self.inner.store.runs(key, 20).await?;
+        let run = runs
+            .into_iter()
+            .find(|r| matches!(r.outcome, RunOutcome::Committed | RunOutcome::NoProgress));
+        Ok(match run {
+            Some(run) => CompactionEvent {
+                domain: key.domain().to_owned(),
+                entity_id: key.entity_id().to_owned(),
+                outcome: EventOutcome::Compacted,
+                trigger: run.trigger,
+                job_id: u64::try_from(run.job_id).unwrap_or(0),
+                attempt: run.attempt,
+                tokens_before: run.tokens_before,
+                tokens_after: run.tokens_after,
+                messages_compacted: run.messages_compacted,
+                chunks: run.chunks,
+                rollups: run.rollups,
+                degraded: run.degraded,
+                error: None,
+            },
+            // The commit writes its run row in its own transaction, so this
+            // is a row deleted by hand: say what the workstream says.
+            None => CompactionEvent {
+                domain: key.domain().to_owned(),
+                entity_id: key.entity_id().to_owned(),
+                outcome: EventOutcome::Compacted,
+                trigger: String::new(),
+                job_id: 0,
+                attempt: 0,
+                tokens_before: 0,
+                tokens_after: ws.summary_tokens.saturating_add(ws.uncompacted_tokens),
+                messages_compacted: 0,
+                chunks: 0,
+                rollups: 0,
+                degraded: false,
+                error: None,
+            },
+        })
     }
 
     /// What to send the model next: the summary, state, exact values and
     /// memory as the first message, then the un-compacted messages (tool
     /// halves whose partner is gone turned into text; the summary shrunk if
     /// the whole would overflow the window).
-    pub async fn build_context(&self, key: &EntityKey) -> Result<BuiltContext, ClientError> {
+    ///
+    /// The un-compacted messages loaded are bounded (`[database]
+    /// context_max_messages` / `context_max_tokens`): past the bound only
+    /// the newest are loaded, and the result says so
+    /// ([`TurnContext::truncated`], with what was left out) — never a
+    /// silent cut, and never of the newest messages.
+    pub async fn build_context(&self, key: &EntityKey) -> Result<TurnContext, ClientError> {
         let ws = self.workstream(key).await?;
-        let mut messages = Vec::new();
-        let mut after = None;
-        loop {
-            let page = self
-                .inner
-                .store
-                .uncompacted_page(ws.id, after, PAGE_SIZE)
-                .await?;
-            after = page.last().map(|m| m.id);
-            let full = page.len() as u64 == PAGE_SIZE;
-            messages.extend(page);
-            if !full {
-                break;
-            }
-        }
+        let (messages, window) = self.bounded_history(key, &ws).await?;
         let entries: Vec<String> = self
             .inner
             .store
@@ -460,7 +889,7 @@ impl Compactor {
             .map(|e| e.content)
             .collect();
         let engine = &self.inner.engine;
-        Ok(context::build(
+        let context = context::build(
             &ContextInput {
                 summary: ws.summary.as_ref(),
                 state: &ws.state,
@@ -472,7 +901,86 @@ impl Compactor {
             },
             &engine.context,
             &self.inner.estimator,
-        ))
+        );
+        Ok(TurnContext {
+            context,
+            truncated: window.truncated(),
+            omitted_messages: window.omitted_messages,
+            omitted_tokens: window.omitted_tokens,
+        })
+    }
+
+    /// The un-compacted messages of `ws` that the store's
+    /// [`HistoryBound`](crate::store::HistoryBound) lets a context load, and
+    /// what it left out.
+    ///
+    /// Fast path, one round trip for up to a thousand messages: when the
+    /// workstream's own count of un-compacted tokens (the one its trigger
+    /// reads) is within `max_tokens`, pages are read from the oldest, as
+    /// long as they stay within `max_messages`. Past either, the exact
+    /// window is computed first ([`Store::uncompacted_window`]: ids and
+    /// estimates, newest first) and only it is loaded.
+    async fn bounded_history(
+        &self,
+        key: &EntityKey,
+        ws: &WorkstreamRow,
+    ) -> Result<(Vec<Message>, HistoryWindow), ClientError> {
+        let bound = self.inner.store.history_bound();
+        if ws.uncompacted_tokens <= bound.max_tokens {
+            if let Some(messages) = self.pages(ws.id, None, Some(bound.max_messages)).await? {
+                let window = HistoryWindow {
+                    first: messages.first().map(|m| m.id),
+                    messages: messages.len() as u64,
+                    omitted_messages: 0,
+                    omitted_tokens: 0,
+                };
+                return Ok((messages, window));
+            }
+        }
+        let window = self.inner.store.uncompacted_window(ws.id).await?;
+        if window.truncated() {
+            tracing::warn!(
+                domain = key.domain(),
+                omitted_messages = window.omitted_messages,
+                omitted_tokens = window.omitted_tokens,
+                loaded_messages = window.messages,
+                "un-compacted history over [database] context_max_*: only its newest messages are in the context"
+            );
+        }
+        // From the message before the window's first.
+        let after = window.first.map(|first| MessageId(first.0 - 1));
+        let messages = self.pages(ws.id, after, None).await?.unwrap_or_default();
+        Ok((messages, window))
+    }
+
+    /// The un-compacted messages of workstream `ws_id` after `after`, read
+    /// in pages; `None` as soon as there are more than `cap`.
+    async fn pages(
+        &self,
+        ws_id: i64,
+        mut after: Option<MessageId>,
+        cap: Option<u64>,
+    ) -> Result<Option<Vec<Message>>, ClientError> {
+        let mut messages: Vec<Message> = Vec::new();
+        loop {
+            // Never more than one message past the cap.
+            let room = cap.map_or(PAGE_SIZE, |c| (c + 1).saturating_sub(messages.len() as u64));
+            let limit = PAGE_SIZE.min(room).max(1);
+            let page = self
+                .inner
+                .store
+                .uncompacted_page(ws_id, after, limit)
+                .await?;
+            after = page.last().map(|m| m.id);
+            let full = page.len() as u64 == limit;
+            messages.extend(page);
+            if cap.is_some_and(|c| messages.len() as u64 > c) {
+                return Ok(None);
+            }
+            if !full {
+                return Ok(Some(messages));
+            }
+        }
     }
 
     /// The workstream's compaction status and its job's state in the queue.
@@ -501,5 +1009,121 @@ impl Compactor {
             .workstream(key)
             .await?
             .ok_or_else(|| ClientError::UnknownWorkstream(key.clone()))
+    }
+}
+
+/// Waits until an announcement concerns `member` (recording what it says),
+/// the subscription is re-established or lags (announcements may be lost:
+/// look again), or `wake_at`.
+async fn wait_for_news(
+    releases: &mut tokio::sync::broadcast::Receiver<Released>,
+    member: &str,
+    heard: &mut Heard,
+    wake_at: Instant,
+) {
+    loop {
+        tokio::select! {
+            received = releases.recv() => match received {
+                Ok(Released::Entity { member: m, event }) if m == member => {
+                    if let Some(event) = event {
+                        if event.outcome == EventOutcome::Compacted {
+                            heard.committed = Some(event.clone());
+                        }
+                        heard.last = Some(event);
+                    }
+                    return;
+                }
+                Ok(Released::Entity { .. }) => continue,
+                Ok(Released::Resync) | Err(RecvError::Lagged(_)) => return,
+                Err(RecvError::Closed) => {
+                    tokio::time::sleep_until(wake_at).await;
+                    return;
+                }
+            },
+            () = tokio::time::sleep_until(wake_at) => return,
+        }
+    }
+}
+
+/// Counts a wait by how it ended.
+fn record_wait(key: &EntityKey, readiness: &Readiness) {
+    let domain = key.domain().to_owned();
+    let outcome = match readiness {
+        Readiness::TimedOut { .. } => "timeout",
+        other => other.label(),
+    };
+    metrics::histogram!(names::LEASE_WAIT_SECONDS, "domain" => domain.clone(), "outcome" => outcome)
+        .record(readiness.waited().as_secs_f64());
+    if matches!(readiness, Readiness::TimedOut { .. }) {
+        metrics::counter!(names::LEASE_WAIT_TIMEOUTS_TOTAL, "domain" => domain).increment(1);
+    }
+}
+
+/// Checks a client id: 1-255 bytes, no control characters.
+fn check_client_id(client_id: &str) -> Result<(), String> {
+    if client_id.is_empty() || client_id.len() > CLIENT_ID_MAX_BYTES {
+        return Err(format!(
+            "client_id: {} bytes, use 1-{CLIENT_ID_MAX_BYTES}",
+            client_id.len()
+        ));
+    }
+    if client_id.chars().any(char::is_control) {
+        return Err("client_id: control characters are not allowed".to_owned());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn idempotency_keys_name_each_message_of_a_request() {
+        let key = IdempotencyKey::parse("7d1c-req 42").unwrap();
+        assert_eq!(key.client_id(0), "7d1c-req 42#0");
+        assert_eq!(key.client_id(11), "7d1c-req 42#11");
+        for bad in ["", "caf\u{e9}", "a\nb", &"k".repeat(201)] {
+            assert!(IdempotencyKey::parse(bad).is_err(), "{bad:?}");
+        }
+        assert!(IdempotencyKey::parse(&"k".repeat(200)).is_ok());
+    }
+
+    #[test]
+    fn client_ids_are_bounded_and_printable() {
+        assert!(check_client_id("m-1").is_ok());
+        assert!(check_client_id(&"x".repeat(255)).is_ok());
+        assert!(check_client_id("").is_err());
+        assert!(check_client_id(&"x".repeat(256)).is_err());
+        assert!(check_client_id("a\u{0}b").is_err());
+    }
+
+    #[test]
+    fn waits_serialize_with_their_outcome_and_phase() {
+        let timed_out = Readiness::TimedOut {
+            waited: Duration::from_millis(1_500),
+            phase: WaitPhase::BackingOff,
+            job_id: Some(7),
+        };
+        assert_eq!(
+            serde_json::to_value(&timed_out).unwrap(),
+            serde_json::json!({"outcome": "timed_out", "waited_ms": 1500, "phase": "backing_off", "job_id": 7})
+        );
+        let ready = Readiness::Ready {
+            waited: Duration::ZERO,
+            event: None,
+        };
+        assert_eq!(
+            serde_json::to_value(&ready).unwrap(),
+            serde_json::json!({"outcome": "ready", "waited_ms": 0, "event": null})
+        );
+        let nobody = Readiness::NoLiveWorker {
+            waited: Duration::from_millis(3),
+            phase: WaitPhase::Queued,
+            job_id: 9,
+        };
+        assert_eq!(
+            serde_json::to_value(&nobody).unwrap(),
+            serde_json::json!({"outcome": "no_live_worker", "waited_ms": 3, "phase": "queued", "job_id": 9})
+        );
     }
 }

@@ -2,13 +2,14 @@
 //! for them, and build the next turn's context.
 //!
 //! - [`client`]: [`client::Compactor`], the API a chat backend calls
-//!   (`append_messages`, `finalize_turn`, `wait_until_ready`,
+//!   (`append_messages`, `finalize_turn`, `wait` / `wait_until_ready`,
 //!   `build_context`, `compact_now`, `status`).
 //! - [`store`]: the database (sea-orm, PostgreSQL or SQLite): workstreams,
 //!   messages, memory entries, compaction runs, the entity lease and the
 //!   fenced commit.
-//! - [`queue`]: the Redis queue protocol (keys, scripts, payload) and its
-//!   client, used by producers and by `compactor-worker`.
+//! - [`queue`]: the Redis queue protocol (keys, scripts, payload), its
+//!   client, and the registry of live workers, used by producers and by
+//!   `compactor-worker`.
 //! - [`events`]: what a finished compaction announces.
 //! - [`reconcile`]: re-requesting compactions the queue lost.
 //! - [`settings`]: loading configuration (file, environment).

@@ -63,12 +63,14 @@ pub mod names {
     /// circuit breaker is open (3 failed or fruitless compactions in a row).
     pub const BREAKER_SKIPS_TOTAL: &str = "compactor_breaker_skips_total";
     /// Counter: `finalize_turn` calls, by `outcome` (not_due, requested,
-    /// breaker_open).
+    /// breaker_open, unavailable: due, but Redis did not take the request).
     pub const TURNS_TOTAL: &str = "compactor_turns_total";
-    /// Histogram: how long chat requests waited for a running compaction
-    /// (`wait_until_ready`), by `outcome` (ready, timeout).
+    /// Histogram: how long chat requests waited for a requested compaction
+    /// (`Compactor::wait`), by `outcome` (ready, compacted, timeout,
+    /// no_live_worker).
     pub const LEASE_WAIT_SECONDS: &str = "compactor_lease_wait_seconds";
-    /// Counter: waits that ended at their timeout with the lease still held.
+    /// Counter: waits that ended at their timeout with the compaction still
+    /// pending.
     pub const LEASE_WAIT_TIMEOUTS_TOTAL: &str = "compactor_lease_wait_timeouts_total";
     /// Counter: release announcements that could not be published, or
     /// subscriptions to them that broke, by `op`.

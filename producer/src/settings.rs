@@ -7,6 +7,7 @@
 //! type is refused with its dotted name.
 
 use std::path::Path;
+use std::time::Duration;
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -92,8 +93,12 @@ where
 }
 
 /// A connection URL that may carry a password: shown redacted in logs,
-/// `Debug` and errors; [`ConnectionUrl::expose`] gives the real one.
-#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// `Debug`, `Display`, errors and when serialized (settings written out for
+/// a support ticket or a debug dump must not carry it);
+/// [`ConnectionUrl::expose`] gives the real one. Redaction does not depend
+/// on the URL being well formed: a mistyped scheme or an unencoded password
+/// is hidden too ([`crate::store::redact_url`]).
+#[derive(Clone, PartialEq, Eq, Deserialize)]
 #[serde(transparent)]
 pub struct ConnectionUrl(String);
 
@@ -125,19 +130,71 @@ impl std::fmt::Display for ConnectionUrl {
     }
 }
 
+/// Serialized redacted: nothing that writes settings out can leak the
+/// password (the real URL only ever comes from the configuration sources).
+impl Serialize for ConnectionUrl {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.redacted())
+    }
+}
+
 /// `[database]`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct DatabaseSettings {
     /// `sqlite://file?mode=rwc` (the embedded default) or `postgres://…`.
     pub url: ConnectionUrl,
+    /// Longest one statement may run: PostgreSQL's `statement_timeout` on
+    /// every pooled connection (the server cancels it), SQLite's busy
+    /// timeout (how long a statement waits for another writer's lock). A
+    /// locked row or a runaway query then fails the request instead of
+    /// holding a connection, and the request, for ever.
+    #[serde(with = "humantime_serde")]
+    pub statement_timeout: Duration,
+    /// Most un-compacted messages one `build_context` loads. A workstream
+    /// whose compactions keep failing grows without end; its context keeps
+    /// the newest messages within the bound and says how many older ones it
+    /// left out (`truncated`), so a read's memory stays bounded.
+    pub context_max_messages: u64,
+    /// Most estimated tokens of un-compacted messages one `build_context`
+    /// loads (the same rule as `context_max_messages`; the newest message
+    /// is always loaded). At least `engine.trigger.context_window`, so a
+    /// history the model could take is never cut.
+    pub context_max_tokens: u64,
 }
 
 impl Default for DatabaseSettings {
     fn default() -> Self {
         DatabaseSettings {
             url: ConnectionUrl::new("sqlite://compactor.db?mode=rwc"),
+            statement_timeout: Duration::from_secs(30),
+            context_max_messages: 50_000,
+            context_max_tokens: 1_000_000,
         }
+    }
+}
+
+impl DatabaseSettings {
+    /// The settings for `url`, every other key at its default.
+    pub fn for_url(url: impl Into<String>) -> DatabaseSettings {
+        DatabaseSettings {
+            url: ConnectionUrl::new(url),
+            ..DatabaseSettings::default()
+        }
+    }
+
+    /// Checks each setting is usable; returns the problem with its key.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.statement_timeout < Duration::from_millis(1) {
+            return Err("database.statement_timeout: must be at least 1ms".into());
+        }
+        if self.context_max_messages == 0 {
+            return Err("database.context_max_messages: must be at least 1".into());
+        }
+        if self.context_max_tokens == 0 {
+            return Err("database.context_max_tokens: must be at least 1".into());
+        }
+        Ok(())
     }
 }
 
@@ -214,5 +271,41 @@ mod tests {
                 assert!(!shown.contains(secret), "{shown}");
             }
         }
+    }
+
+    /// The leak: a mistyped scheme (`redis//:pw@…`) was shown
+    /// whole by `Display`/`Debug` (so in CLI errors and retry warnings),
+    /// and `Serialize` wrote every URL as given.
+    #[test]
+    fn mistyped_urls_and_serialized_settings_never_show_passwords() {
+        let secret = "hunter2";
+        for url in [
+            "redis//:hunter2@cache:6379",
+            "redis:/:hunter2@cache:6379",
+            "redis://:hun/ter2@cache:6379/0",
+            "postgres//app:hunter2@db/x",
+        ] {
+            let url = ConnectionUrl::new(url);
+            let secret = if url.expose().contains("hun/ter2") {
+                "ter2"
+            } else {
+                secret
+            };
+            for shown in [format!("{url}"), format!("{url:?}"), url.redacted()] {
+                assert!(!shown.contains(secret), "{shown}");
+            }
+            let json = serde_json::to_string(&url).unwrap();
+            assert!(!json.contains(secret), "{json}");
+        }
+        let settings = DatabaseSettings::for_url("postgres://app:hunter2@db/x");
+        let json = serde_json::to_string(&settings).unwrap();
+        assert!(!json.contains("hunter2"), "{json}");
+        assert!(json.contains("postgres://app:***@db/x"), "{json}");
+        let redis = RedisSettings::single("redis://:hunter2@cache:6379");
+        assert!(!format!("{redis:?}").contains("hunter2"));
+        assert!(!serde_json::to_string(&redis).unwrap().contains("hunter2"));
+        // Deserializing still reads the real URL.
+        let read: ConnectionUrl = serde_json::from_str("\"redis://:pw@h\"").unwrap();
+        assert_eq!(read.expose(), "redis://:pw@h");
     }
 }

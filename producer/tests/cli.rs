@@ -69,15 +69,16 @@ impl World {
         self.run_env(args, stdin, &[])
     }
 
-    /// [`World::run`] with more environment variables.
+    /// [`World::run`] with more environment variables (which win over the
+    /// world's own).
     fn run_env(&self, args: &[&str], stdin: Option<&str>, env: &[(&str, &str)]) -> Output {
         let mut child = Command::new(BIN)
             .arg("--json")
             .args(args)
-            .envs(env.iter().copied())
             .env("DATABASE_URL", &self.db.url)
             .env("REDIS_URL", redis_url())
             .env("COMPACTOR__QUEUE__NAME", &self.queue)
+            .envs(env.iter().copied())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -200,6 +201,32 @@ async fn append_reads_json_lines_and_refuses_bad_ones_by_line() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_append_run_again_with_its_idempotency_key_stores_nothing_twice() {
+    let w = World::new(Backend::Sqlite).await;
+    let args = ["append", "chat", "i1", "--idempotency-key", "batch-7"];
+    let first = w.ok(&args, Some(LINES));
+    assert_eq!(first["appended"], 3);
+    assert_eq!(first["already_stored"], 0);
+    let again = w.ok(&args, Some(LINES));
+    assert_eq!(again["appended"], 3);
+    assert_eq!(again["already_stored"], 3, "{again}");
+    assert_eq!(again["first_id"], first["first_id"]);
+    assert_eq!(again["last_id"], first["last_id"]);
+    assert_eq!(again["uncompacted_tokens"], first["uncompacted_tokens"]);
+    // The same key over other messages is refused: exit 2, nothing stored.
+    let out = w.run(&args, Some(&LINES.replace("panic?", "crash?")));
+    assert_eq!(code(&out), 2, "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("batch-7#"));
+    let status = w.ok(&["status", "chat", "i1"], None);
+    assert_eq!(status["uncompacted_tokens"], first["uncompacted_tokens"]);
+    let out = w.run(
+        &["append", "chat", "i1", "--idempotency-key", "caf\u{e9}"],
+        Some(LINES),
+    );
+    assert_eq!(code(&out), 2, "not printable ASCII");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requests_status_wait_context_and_queue_stats() {
     let w = World::new(Backend::Sqlite).await;
     w.ok(&["append", "chat", "s1"], Some(LINES));
@@ -230,8 +257,27 @@ async fn requests_status_wait_context_and_queue_stats() {
 
     assert_eq!(w.ok(&["queue", "stats"], None)["waiting"], 2);
 
-    let ready = w.ok(&["wait", "chat", "s1", "--timeout-ms", "2000"], None);
-    assert_eq!(ready["ready"], true);
+    // s1's compaction is queued and no worker runs: said at once, exit 1.
+    let out = w.run(&["wait", "chat", "s1", "--timeout-ms", "20000"], None);
+    assert_eq!(code(&out), 1, "nobody will run it");
+    let nobody: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(nobody["outcome"], "no_live_worker", "{nobody}");
+    assert_eq!(nobody["phase"], "queued");
+    assert!(nobody["waited_ms"].as_u64().unwrap() < 10_000, "{nobody}");
+    // Running only: nothing holds the workstream.
+    let ready = w.ok(
+        &[
+            "wait",
+            "chat",
+            "s1",
+            "--timeout-ms",
+            "2000",
+            "--mode",
+            "running",
+        ],
+        None,
+    );
+    assert_eq!(ready["outcome"], "ready", "{ready}");
     let ws =
         w.db.store
             .workstream(&EntityKey::parse("chat", "s1").unwrap())
@@ -242,15 +288,64 @@ async fn requests_status_wait_context_and_queue_stats() {
         .take_lease(ws.id, "someone", Duration::from_secs(60))
         .await
         .unwrap();
-    let out = w.run(&["wait", "chat", "s1", "--timeout-ms", "300"], None);
+    let out = w.run(
+        &[
+            "wait",
+            "chat",
+            "s1",
+            "--timeout-ms",
+            "300",
+            "--mode",
+            "running",
+        ],
+        None,
+    );
     assert_eq!(code(&out), 1, "timed out");
     let waited: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(waited["ready"], false);
+    assert_eq!(waited["outcome"], "timed_out", "{waited}");
+    assert_eq!(waited["phase"], "running");
 
     let context = w.ok(&["context", "chat", "s1"], None);
     let messages = context["messages"].as_array().unwrap();
     assert_eq!(messages.len(), 3, "no summary yet: the 3 messages alone");
     assert_eq!(context["orphans_neutralized"], 0);
+}
+
+/// Over-long instructions are bad usage (exit 2, as HTTP's 400), not an
+/// unavailable service (3); a mistyped URL is never echoed with its
+/// password.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_instructions_exit_2_and_a_mistyped_url_hides_its_password() {
+    let w = World::new(Backend::Sqlite).await;
+    w.ok(&["append", "chat", "i1"], Some(LINES));
+    let long = "i".repeat(4_097);
+    let out = w.run(
+        &["compact-now", "chat", "i1", "--instructions", &long],
+        None,
+    );
+    assert_eq!(code(&out), 2, "{}", String::from_utf8_lossy(&out.stderr));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("at most 4096"), "{err}");
+    assert_eq!(w.ok(&["queue", "stats"], None)["waiting"], 0);
+
+    let secret = "hunter2typo";
+    let out = w.run_env(
+        &["status", "chat", "i1"],
+        None,
+        &[("REDIS_URL", &format!("redis//:{secret}@127.0.0.1:6379"))],
+    );
+    let printed = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        code(&out),
+        2,
+        "a URL that cannot work is bad usage: {printed}"
+    );
+    assert!(!printed.contains(secret), "{printed}");
+    assert!(printed.contains("not a Redis URL"), "{printed}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

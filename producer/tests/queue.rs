@@ -8,8 +8,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use compactor_producer::queue::{
-    ClaimOutcome, ClaimedJob, Completion, EnqueueOutcome, FailAction, Failure, JobState, Queue,
-    QueueConfig, QueueError, QueueName, Recovery, Trigger,
+    ClaimOutcome, ClaimedJob, Completion, EnqueueOutcome, FailAction, Failure, JobStage, JobState,
+    Queue, QueueConfig, QueueError, QueueName, Recovery, Subscription, Trigger, WorkerRegistration,
 };
 use compactor_shared::EntityKey;
 
@@ -934,4 +934,220 @@ async fn dead_letters_past_their_age_leave_the_set_even_in_a_quiet_queue() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert!(q.dead_letters(10).await.unwrap().is_empty());
+}
+
+// ------------------------------------------------ worker registry, progress
+
+fn registration(id: &str) -> WorkerRegistration {
+    WorkerRegistration {
+        id: id.to_owned(),
+        name: "compactor-worker".to_owned(),
+        host: "box-1".to_owned(),
+        pid: 4242,
+        version: "0.1.0".to_owned(),
+        concurrency: 4,
+        started_at_ms: 1_700_000_000_000,
+    }
+}
+
+#[tokio::test]
+async fn workers_are_live_while_they_beat_and_drop_out_when_they_stop() {
+    let t = TestQueue::new().await;
+    let q = &t.queue;
+    assert!(q.live_workers().await.unwrap().is_empty());
+    let a = registration("worker-a-1");
+    let b = registration("worker-b-2");
+    q.heartbeat(&a, Duration::from_secs(30)).await.unwrap();
+    q.heartbeat(&b, Duration::from_millis(300)).await.unwrap();
+    let mut live = q.live_workers().await.unwrap();
+    live.sort_by(|x, y| x.registration.id.cmp(&y.registration.id));
+    assert_eq!(live.len(), 2);
+    assert_eq!(live[0].registration, a, "listed as it registered");
+    assert!(live[0].heartbeat_at_ms > 0);
+    assert_eq!(live[0].expires_at_ms, live[0].heartbeat_at_ms + 30_000);
+    let before = live[0].heartbeat_at_ms;
+
+    // b stops beating: it drops out once its TTL has passed; a beats on.
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    q.heartbeat(&a, Duration::from_secs(30)).await.unwrap();
+    let live = q.live_workers().await.unwrap();
+    assert_eq!(live.len(), 1, "{live:?}");
+    assert_eq!(live[0].registration.id, "worker-a-1");
+    assert!(live[0].heartbeat_at_ms >= before + 400);
+    let progress = q.job_progress(&key("any")).await.unwrap();
+    assert_eq!(progress.live_workers, 1);
+
+    // A stopping worker leaves at once.
+    assert!(q.deregister("worker-a-1").await.unwrap());
+    assert!(!q.deregister("worker-a-1").await.unwrap());
+    assert!(q.live_workers().await.unwrap().is_empty());
+    assert_eq!(q.job_progress(&key("any")).await.unwrap().live_workers, 0);
+}
+
+#[tokio::test]
+async fn job_progress_follows_a_job_from_queued_to_backing_off_to_done() {
+    let t = TestQueue::new().await;
+    let q = &t.queue;
+    let k = key("progress");
+    let none = q.job_progress(&k).await.unwrap();
+    assert_eq!(none.stage, None);
+    assert!(!none.pending());
+
+    q.request_compaction(&k, Trigger::Auto).await.unwrap();
+    let queued = q.job_progress(&k).await.unwrap();
+    let Some(JobStage::Waiting {
+        job_id,
+        attempts: 0,
+        due_in,
+    }) = queued.stage
+    else {
+        panic!("{queued:?}")
+    };
+    assert_eq!(due_in, Duration::ZERO, "due at once");
+    assert!(queued.pending());
+
+    let job = claim(q).await;
+    let running = q.job_progress(&k).await.unwrap();
+    let Some(JobStage::Running {
+        job_id: running_id,
+        attempt: 1,
+        lease_left,
+    }) = running.stage
+    else {
+        panic!("{running:?}")
+    };
+    assert_eq!(running_id, job_id);
+    assert!(lease_left > Duration::from_secs(20), "{lease_left:?}");
+
+    q.fail(
+        &job,
+        FailAction::Retry {
+            delay: Duration::from_secs(60),
+        },
+        "503",
+    )
+    .await
+    .unwrap();
+    let backing_off = q.job_progress(&k).await.unwrap();
+    let Some(JobStage::Waiting {
+        attempts: 1,
+        due_in,
+        ..
+    }) = backing_off.stage
+    else {
+        panic!("{backing_off:?}")
+    };
+    assert!(
+        due_in > Duration::from_secs(50) && due_in <= Duration::from_secs(60),
+        "{due_in:?}"
+    );
+
+    q.fail(
+        &claim_when_due(q, &k).await,
+        FailAction::DeadLetter,
+        "gave up",
+    )
+    .await
+    .unwrap();
+    let dead = q.job_progress(&k).await.unwrap();
+    assert_eq!(dead.stage, Some(JobStage::Dead { job_id }));
+    assert!(!dead.pending());
+
+    q.request_compaction(&k, Trigger::Auto).await.unwrap();
+    let again = claim(q).await;
+    q.complete(&again).await.unwrap();
+    let done = q.job_progress(&k).await.unwrap();
+    assert_eq!(
+        done.stage,
+        Some(JobStage::Done {
+            job_id: again.job_id
+        })
+    );
+}
+
+/// Moves `k`'s delayed retry to now (as time passing would) and claims it.
+async fn claim_when_due(q: &Queue, k: &EntityKey) -> ClaimedJob {
+    let client = redis::Client::open(redis_url()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let _: () = redis::cmd("ZADD")
+        .arg(q.keys().waiting())
+        .arg(0)
+        .arg(compactor_producer::queue::Keys::member(k))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    claim(q).await
+}
+
+/// The next notice on `sub` for `member`'s release channel, as text.
+async fn next_release_notice(q: &Queue, sub: &mut Subscription, k: &EntityKey) -> String {
+    let channel = q.keys().released_channel(k);
+    loop {
+        let notice = tokio::time::timeout(Duration::from_secs(5), sub.next(Duration::from_secs(1)))
+            .await
+            .expect("a notice within 5 s")
+            .unwrap();
+        if notice.channel == channel {
+            return String::from_utf8(notice.payload).unwrap();
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_queue_announces_every_job_that_settles_on_its_release_channel() {
+    let t = TestQueue::with(QueueConfig {
+        lease_ttl: Duration::from_millis(20),
+        max_stalls: 0,
+        ..QueueConfig::default()
+    })
+    .await;
+    let q = &t.queue;
+    let k = key("settles");
+    let mut sub = q.subscribe_releases().await.unwrap();
+
+    q.request_compaction(&k, Trigger::Auto).await.unwrap();
+    let job = claim(q).await;
+    q.request_compaction(&k, Trigger::Auto).await.unwrap();
+    q.complete(&job).await.unwrap();
+    assert_eq!(
+        next_release_notice(q, &mut sub, &k).await,
+        r#"{"settled":"followup"}"#
+    );
+    let follow_up = claim(q).await;
+    q.fail(
+        &follow_up,
+        FailAction::Retry {
+            delay: Duration::ZERO,
+        },
+        "503",
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        next_release_notice(q, &mut sub, &k).await,
+        r#"{"settled":"retry"}"#
+    );
+    let retry = claim(q).await;
+    q.complete(&retry).await.unwrap();
+    assert_eq!(
+        next_release_notice(q, &mut sub, &k).await,
+        r#"{"settled":"done"}"#
+    );
+    q.request_compaction(&k, Trigger::Auto).await.unwrap();
+    let doomed = claim(q).await;
+    q.fail(&doomed, FailAction::DeadLetter, "permanent")
+        .await
+        .unwrap();
+    assert_eq!(
+        next_release_notice(q, &mut sub, &k).await,
+        r#"{"settled":"dead"}"#
+    );
+    // A stall over the bound (0 here) dead-letters it in the sweep.
+    q.request_compaction(&k, Trigger::Auto).await.unwrap();
+    claim(q).await;
+    assert_eq!(recover_until_something(q).await.dead_lettered, 1);
+    assert_eq!(
+        next_release_notice(q, &mut sub, &k).await,
+        r#"{"settled":"dead"}"#
+    );
 }

@@ -10,10 +10,10 @@ mod db;
 use std::time::{Duration, Instant};
 
 use chrono::Utc;
-use compactor_migrations::migration_names;
+use compactor_migrations::{migration_names, Migrator, MigratorTrait};
 use compactor_producer::store::{
-    Commit, CommitOutcome, ConflictReason, LeaseTaken, MemoryFold, NewMessage, NewRun,
-    PrunedMessage, RunOutcome, SchemaStatus, Store, StoreError, WorkstreamRow,
+    Commit, CommitOutcome, ConflictReason, DegradedReason, LeaseTaken, MemoryFold, NewMessage,
+    NewRun, PrunedMessage, RunOutcome, SchemaStatus, Store, StoreError, WorkstreamRow,
 };
 use compactor_shared::state::StateItem;
 use compactor_shared::{EntityKey, MessageId, Part, Role, Summary, WorkstreamState};
@@ -61,6 +61,11 @@ on_both_backends!(
     a_commit_without_progress_counts_towards_the_breaker,
     memory_entries_append_and_fold,
     runs_are_listed_newest_first,
+    a_run_row_says_why_it_was_degraded_and_what_the_llm_cost,
+    runs_recorded_before_the_llm_audit_columns_still_read,
+    a_retried_append_with_client_ids_stores_nothing_twice,
+    a_client_id_with_other_content_is_refused_and_nothing_is_stored,
+    racing_tries_of_one_append_store_it_once,
 );
 
 // ---------------------------------------------------------------- helpers
@@ -75,6 +80,14 @@ fn msg(text: &str, tokens: u64) -> NewMessage {
         parts: vec![Part::text(text)],
         pinned: false,
         token_estimate: tokens,
+        client_id: None,
+    }
+}
+
+fn msg_with_id(text: &str, tokens: u64, client_id: &str) -> NewMessage {
+    NewMessage {
+        client_id: Some(client_id.to_owned()),
+        ..msg(text, tokens)
     }
 }
 
@@ -87,12 +100,15 @@ fn make_run(outcome: RunOutcome) -> NewRun {
         finished_at: Utc::now(),
         outcome,
         degraded: false,
+        degraded_reason: None,
         tokens_before: 1000,
         tokens_after: 200,
         messages_compacted: 5,
         chunks: 1,
         rollups: 0,
         llm_model: Some("extractive".to_owned()),
+        llm_calls: 1,
+        llm_failed_calls: 0,
         llm_tokens_in: 900,
         llm_tokens_out: 100,
         error: None,
@@ -309,12 +325,14 @@ async fn pages_stream_in_order_and_respect_after(backend: Backend) {
                     ],
                     pinned: true,
                     token_estimate: 5,
+                    client_id: None,
                 },
                 NewMessage {
                     role: Role::Tool,
                     parts: vec![Part::tool_result("c1", "bash", "Cargo.toml")],
                     pinned: false,
                     token_estimate: 4,
+                    client_id: None,
                 },
             ],
         )
@@ -1041,6 +1059,101 @@ async fn runs_are_listed_newest_first(backend: Backend) {
     assert!(db.store.runs(&key("none"), 10).await.unwrap().is_empty());
 }
 
+async fn a_run_row_says_why_it_was_degraded_and_what_the_llm_cost(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    let ws = db.store.ensure_workstream(&key("audit")).await.unwrap();
+    for reason in DegradedReason::ALL {
+        let run = NewRun {
+            degraded: true,
+            degraded_reason: Some(reason),
+            llm_model: Some("gpt-test".to_owned()),
+            llm_calls: 4,
+            llm_failed_calls: 3,
+            llm_tokens_in: 1_234,
+            llm_tokens_out: 56,
+            error: Some("summarizer: the answer was rejected".to_owned()),
+            ..make_run(RunOutcome::Committed)
+        };
+        db.store.record_run(ws.id, &run).await.unwrap();
+        let row = db.store.runs(&key("audit"), 1).await.unwrap().remove(0);
+        assert_eq!(row.degraded_reason, Some(reason));
+        assert_eq!(DegradedReason::parse(reason.as_str()), Some(reason));
+        assert!(row.degraded);
+        assert_eq!(row.llm_model.as_deref(), Some("gpt-test"));
+        assert_eq!((row.llm_calls, row.llm_failed_calls), (4, 3));
+        assert_eq!((row.llm_tokens_in, row.llm_tokens_out), (1_234, 56));
+        assert_eq!(row.error, run.error);
+        let json = serde_json::to_value(&row).unwrap();
+        assert_eq!(json["degraded_reason"], reason.as_str());
+        assert_eq!(json["llm_failed_calls"], 3);
+    }
+
+    // An unknown reason (a manual edit, a newer build) is a typed error.
+    db.exec("UPDATE compaction_runs SET degraded_reason = 'gremlins'")
+        .await;
+    match db.store.runs(&key("audit"), 1).await {
+        Err(StoreError::CorruptRow { table, detail, .. }) => {
+            assert_eq!(table, "compaction_runs");
+            assert!(detail.contains("gremlins"), "{detail}");
+        }
+        other => panic!("expected CorruptRow, got {other:?}"),
+    }
+}
+
+/// A database migrated by the previous build holds runs without the audit
+/// columns; after `migrate` they read as not degraded for a known reason,
+/// with no calls counted.
+async fn runs_recorded_before_the_llm_audit_columns_still_read(backend: Backend) {
+    let db = TestDb::unmigrated(backend).await;
+    let before = migration_names().len() - 1;
+    Migrator::up(db.store.connection(), Some(u32::try_from(before).unwrap()))
+        .await
+        .unwrap();
+    let ws = db.store.ensure_workstream(&key("old")).await.unwrap();
+    db.exec(&format!(
+        "INSERT INTO compaction_runs (workstream_id, job_id, attempt, \"trigger\", started_at, \
+         finished_at, outcome, degraded, tokens_before, tokens_after, messages_compacted, chunks, \
+         rollups, llm_model, llm_tokens_in, llm_tokens_out, error, summary) VALUES ({}, 3, 2, \
+         'auto', '2026-01-01T00:00:00+00:00', '2026-01-01T00:00:05+00:00', 'committed', true, \
+         900, 300, 12, 1, 0, 'old-model', 800, 90, NULL, 'KEY FACTS:')",
+        ws.id
+    ))
+    .await;
+    assert_eq!(
+        db.store.migrate().await.unwrap(),
+        [migration_names().pop().unwrap()]
+    );
+    let row = db.store.runs(&key("old"), 1).await.unwrap().remove(0);
+    assert!(row.degraded);
+    assert_eq!(row.degraded_reason, None);
+    assert_eq!((row.llm_calls, row.llm_failed_calls), (0, 0));
+    assert_eq!(row.llm_model.as_deref(), Some("old-model"));
+    assert_eq!((row.llm_tokens_in, row.llm_tokens_out), (800, 90));
+    assert_eq!(row.outcome, RunOutcome::Committed);
+
+    // And new rows are written beside it.
+    let run = NewRun {
+        degraded_reason: Some(DegradedReason::LlmUnhealthy),
+        degraded: true,
+        ..make_run(RunOutcome::Committed)
+    };
+    db.store.record_run(ws.id, &run).await.unwrap();
+    let rows = db.store.runs(&key("old"), 10).await.unwrap();
+    assert_eq!(rows.len(), 2);
+    assert_eq!(rows[0].degraded_reason, Some(DegradedReason::LlmUnhealthy));
+
+    // The migration is reversible: down removes the columns again.
+    Migrator::down(db.store.connection(), Some(1))
+        .await
+        .unwrap();
+    assert_eq!(
+        db.store.schema_status().await.unwrap(),
+        SchemaStatus::Behind {
+            pending: vec![migration_names().pop().unwrap()]
+        }
+    );
+}
+
 // ---------------------------------------------------------------- connecting
 
 #[tokio::test]
@@ -1128,4 +1241,176 @@ async fn a_sqlite_file_is_created_and_shared_by_two_stores() {
     let ws = db.store.workstream(&key("shared")).await.unwrap().unwrap();
     assert_eq!(ws.uncompacted_tokens, 40);
     assert_eq!(all_uncompacted(&db.store, ws.id).await.len(), 40);
+}
+
+// ------------------------------------------------------- idempotent appends
+
+async fn count_messages(db: &TestDb, entity: &str) -> i64 {
+    let ws = db.store.workstream(&key(entity)).await.unwrap().unwrap();
+    db.scalar(&format!(
+        "SELECT COUNT(*) AS n FROM messages WHERE workstream_id = {}",
+        ws.id
+    ))
+    .await
+}
+
+async fn a_retried_append_with_client_ids_stores_nothing_twice(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    let k = key("idem");
+    let batch = [
+        msg_with_id("one", 10, "req-1#0"),
+        msg("no id: stored every time", 1),
+        msg_with_id("two", 20, "req-1#2"),
+    ];
+    let first = db.store.append_messages(&k, &batch).await.unwrap();
+    assert_eq!(first.ids.len(), 3);
+    assert_eq!(first.already_stored, 0);
+    assert_eq!(first.uncompacted_tokens, 31);
+
+    let again = db.store.append_messages(&k, &batch).await.unwrap();
+    assert_eq!(again.ids[0], first.ids[0], "the stored message's id");
+    assert_eq!(again.ids[2], first.ids[2]);
+    assert!(
+        again.ids[1] > first.ids[2],
+        "a message without an id is new"
+    );
+    assert_eq!(again.already_stored, 2);
+    assert_eq!(again.uncompacted_tokens, 32, "only the new message counts");
+    assert_eq!(count_messages(&db, "idem").await, 4);
+
+    // A retry that also carries a message the first try did not: the
+    // stored ones keep their ids, the new one is stored after them.
+    let mut longer = vec![batch[0].clone(), batch[2].clone()];
+    longer.push(msg_with_id("three", 5, "req-1#3"));
+    let third = db.store.append_messages(&k, &longer).await.unwrap();
+    assert_eq!(third.ids[..2], [first.ids[0], first.ids[2]]);
+    assert!(third.ids[2] > again.ids[1]);
+    assert_eq!(third.already_stored, 2);
+    assert_eq!(count_messages(&db, "idem").await, 5);
+    let ws = db.store.workstream(&k).await.unwrap().unwrap();
+    assert_eq!(ws.last_message_id, Some(third.ids[2]));
+    assert_eq!(ws.uncompacted_tokens, 37);
+
+    // Everything stored already: nothing changes, the ids come back.
+    let replay = db.store.append_messages(&k, &longer).await.unwrap();
+    assert_eq!(replay.ids, third.ids);
+    assert_eq!(replay.already_stored, 3);
+    assert_eq!(replay.uncompacted_tokens, 37);
+    let after = db.store.workstream(&k).await.unwrap().unwrap();
+    assert_eq!(after.last_message_id, ws.last_message_id);
+
+    // The same id twice in one append names one message.
+    let twice = db
+        .store
+        .append_messages(
+            &k,
+            &[
+                msg_with_id("four", 3, "req-2#0"),
+                msg_with_id("four", 3, "req-2#0"),
+            ],
+        )
+        .await
+        .unwrap();
+    assert_eq!(twice.ids[0], twice.ids[1]);
+    assert_eq!(twice.already_stored, 1);
+    assert_eq!(count_messages(&db, "idem").await, 6);
+
+    // Client ids are per workstream: another one may use the same.
+    let other = db
+        .store
+        .append_messages(&key("idem-other"), &[msg_with_id("one", 10, "req-1#0")])
+        .await
+        .unwrap();
+    assert_eq!(other.already_stored, 0);
+    assert_ne!(other.ids[0], first.ids[0]);
+}
+
+async fn a_client_id_with_other_content_is_refused_and_nothing_is_stored(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    let k = key("clash");
+    db.store
+        .append_messages(&k, &[msg_with_id("original", 4, "m-1")])
+        .await
+        .unwrap();
+    for (index, clash) in [
+        msg_with_id("edited", 4, "m-1"),
+        NewMessage {
+            role: Role::Assistant,
+            ..msg_with_id("original", 4, "m-1")
+        },
+        NewMessage {
+            pinned: true,
+            ..msg_with_id("original", 4, "m-1")
+        },
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let err = db
+            .store
+            .append_messages(&k, &[msg("new", 1), clash])
+            .await
+            .unwrap_err();
+        match err {
+            StoreError::ClientIdConflict {
+                client_id,
+                index: at,
+                ..
+            } => {
+                assert_eq!(client_id, "m-1", "case {index}");
+                assert_eq!(at, 1, "case {index}");
+            }
+            other => panic!("case {index}: {other:?}"),
+        }
+    }
+    // Within one append too.
+    let err = db
+        .store
+        .append_messages(
+            &k,
+            &[msg_with_id("a", 1, "m-2"), msg_with_id("b", 1, "m-2")],
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, StoreError::ClientIdConflict { index: 1, .. }),
+        "{err:?}"
+    );
+    assert_eq!(count_messages(&db, "clash").await, 1, "nothing else stored");
+    let ws = db.store.workstream(&k).await.unwrap().unwrap();
+    assert_eq!(ws.uncompacted_tokens, 4);
+}
+
+async fn racing_tries_of_one_append_store_it_once(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    let k = key("race");
+    // The workstream exists, as it does when a client retries.
+    db.store
+        .append_messages(&k, &[msg("hello", 1)])
+        .await
+        .unwrap();
+    let batch: Vec<NewMessage> = (0..50)
+        .map(|i| msg_with_id(&format!("m{i}"), 2, &format!("req#{i}")))
+        .collect();
+    let tries = (0..8).map(|_| {
+        let store = db.store.clone();
+        let (k, batch) = (k.clone(), batch.clone());
+        tokio::spawn(async move { store.append_messages(&k, &batch).await.unwrap() })
+    });
+    let results: Vec<_> = futures::future::join_all(tries)
+        .await
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    for r in &results {
+        assert_eq!(r.ids, results[0].ids, "every try answers the same ids");
+    }
+    assert_eq!(
+        results.iter().filter(|r| r.already_stored == 0).count(),
+        1,
+        "one try stored them"
+    );
+    assert_eq!(count_messages(&db, "race").await, 51);
+    let ws = db.store.workstream(&k).await.unwrap().unwrap();
+    assert_eq!(ws.uncompacted_tokens, 101);
 }

@@ -195,20 +195,24 @@ struct Pairs {
 }
 
 impl Pairs {
+    /// A result pairs with the nearest earlier unanswered call of its id:
+    /// clients that restart call ids per request reuse them, and pairing
+    /// with the *first* call of an id would make one span cover everything
+    /// between its uses and forbid every cut inside it.
     fn of(messages: &[MessageShape]) -> Pairs {
         let n = messages.len();
-        let mut calls: HashMap<&str, (usize, bool)> = HashMap::new();
+        // Unanswered calls per id, most recent last.
+        let mut open: HashMap<&str, Vec<usize>> = HashMap::new();
         let mut spans = Vec::new();
         for (i, m) in messages.iter().enumerate() {
             for tool in &m.tools {
                 match tool {
                     ToolRef::Call(call_id) => {
-                        calls.entry(call_id.as_str()).or_insert((i, false));
+                        open.entry(call_id.as_str()).or_default().push(i);
                     }
                     ToolRef::Result(call_id) => {
-                        if let Some((c, answered)) = calls.get_mut(call_id.as_str()) {
-                            spans.push((*c, i));
-                            *answered = true;
+                        if let Some(c) = open.get_mut(call_id.as_str()).and_then(Vec::pop) {
+                            spans.push((c, i));
                         }
                     }
                 }
@@ -222,8 +226,8 @@ impl Pairs {
             diff[call + 1] += 1;
             diff[result + 1] -= 1;
         }
-        for &(at, answered) in calls.values() {
-            if !answered && at >= last_turn_start {
+        for &at in open.values().flatten() {
+            if at >= last_turn_start {
                 // cuts after a pending call of the latest turn are invalid
                 diff[at + 1] += 1;
                 diff[n + 1] -= 1;
@@ -342,6 +346,51 @@ mod tests {
             "turn started at index 2 continues in the tail"
         );
         assert_eq!(p.split_turn, Some(2));
+    }
+
+    #[test]
+    fn reused_call_ids_pair_by_position_and_compact_normally() {
+        // A client that restarts call ids per request: every turn calls
+        // "call_0". Each result pairs with the nearest earlier unanswered
+        // call of its id, so the pairs are short and the usual cut holds.
+        let mut msgs = Vec::new();
+        let mut id = 0;
+        for _ in 0..10 {
+            id += 1;
+            msgs.push(user(id));
+            id += 1;
+            msgs.push(call(id, "call_0"));
+            id += 1;
+            msgs.push(result(id, "call_0"));
+            id += 1;
+            msgs.push(assistant(id));
+        }
+        let p = plan_default(&msgs).unwrap();
+        // 40 messages, tail of 6: the default cut (before index 34) would
+        // separate the call at 33 from its result at 34, so it moves to 33.
+        assert_eq!(p.tail_start, 33, "{p:?}");
+        assert_eq!(p.compact.len(), 33);
+        assert!(p.kept_pinned.is_empty());
+    }
+
+    #[test]
+    fn a_reused_id_whose_latest_call_is_pending_keeps_only_that_call() {
+        let mut msgs = vec![
+            user(1),
+            call(2, "call_0"),
+            result(3, "call_0"),
+            assistant(4),
+            user(5),
+            assistant(6),
+            user(7),
+            assistant(8),
+            user(9),
+        ];
+        msgs.push(call(10, "call_0"));
+        let p = plan_default(&msgs).unwrap();
+        // The pending call (index 9) is in the tail; the answered pair
+        // earlier does not block the cut.
+        assert_eq!(p.tail_start, 4, "{p:?}");
     }
 
     #[test]

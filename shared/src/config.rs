@@ -34,6 +34,7 @@ use crate::memory::MemoryBlockConfig;
 use crate::prompt::{self, summary_output_budget, CompactionInput};
 use crate::prune::PruneConfig;
 use crate::state::{StateCaps, WorkstreamState};
+use crate::stated::StatedCaps;
 use crate::summary::SUMMARY_ROLLUP_MAX_TOKENS;
 use crate::tokens::{CharEstimator, TokenEstimator};
 use crate::transcript::TranscriptConfig;
@@ -92,6 +93,8 @@ pub struct EngineConfig {
     pub summary: SummaryConfig,
     pub state_caps: StateCaps,
     pub ledger_caps: LedgerCaps,
+    /// Bounds of the user's recorded decisions and constraints.
+    pub stated_caps: StatedCaps,
     pub extractive: ExtractiveConfig,
     pub memory_block: MemoryBlockConfig,
     pub context: ContextConfig,
@@ -109,6 +112,7 @@ impl Default for EngineConfig {
             summary: SummaryConfig::default(),
             state_caps: StateCaps::default(),
             ledger_caps: LedgerCaps::default(),
+            stated_caps: StatedCaps::default(),
             extractive: ExtractiveConfig::default(),
             memory_block: MemoryBlockConfig::default(),
             context: ContextConfig::default(),
@@ -151,6 +155,12 @@ impl EngineConfig {
         let ratio = self.context.overflow_guard_ratio;
         if !(ratio.is_finite() && ratio > 0.0 && ratio <= 1.0) {
             return invalid("context.overflow_guard_ratio", "must be in (0, 1]");
+        }
+        if self.stated_caps.current == 0 {
+            return invalid(
+                "stated_caps.current",
+                "must be at least 1: the user's current decisions are never dropped altogether",
+            );
         }
         if self.memory_block.fold_entries == 0 {
             return invalid("memory_block.fold_entries", "must be at least 1");
@@ -358,6 +368,7 @@ mod tests {
         assert_eq!(c.summary.rollup_max_tokens, 80_000);
         assert_eq!(c.summary_budget(), 4_096);
         assert_eq!(c.memory_block.trigger_entries, 15);
+        assert_eq!((c.stated_caps.current, c.stated_caps.superseded), (48, 16));
     }
 
     /// A small model: 8k window, trigger at 5,500 tokens.

@@ -12,8 +12,12 @@
 //!   `overflow_guard_ratio` (95 %) of the window, the summary is shrunk —
 //!   oldest conversation-flow bullets first — keeping its sections and the
 //!   hand-off framing, never the exact-value ledger.
+//! - **Nothing superseded shown as current.** The user's current decisions
+//!   and constraints come first, each with its source message; superseded
+//!   ones are listed as such, and a summary bullet that still states a
+//!   superseded value is marked "superseded" (see [`crate::stated`]).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 
@@ -120,7 +124,7 @@ pub fn build(
         .map(|p| estimator.part_tokens(p))
         .sum();
 
-    let mut summary = input.summary.cloned();
+    let mut summary = shown_summary(input);
     let rest = render_rest(input);
     let mut dropped = 0;
     let limit = guard_limit(input.context_window, config.overflow_guard_ratio);
@@ -162,13 +166,29 @@ fn guard_limit(window: u64, ratio: f64) -> Option<u64> {
 /// `input` starts with, before any overflow guard: what a compaction leaves
 /// behind besides the un-compacted messages. `input.messages` is ignored.
 pub fn preamble_tokens(input: &ContextInput<'_>, estimator: &dyn TokenEstimator) -> u64 {
-    estimator.count(&render_preamble(input.summary, &render_rest(input)))
+    estimator.count(&render_preamble(
+        shown_summary(input).as_ref(),
+        &render_rest(input),
+    ))
+}
+
+/// The summary as it is shown: bullets that still state what the user
+/// superseded (whichever summarizer wrote them) are marked so.
+fn shown_summary(input: &ContextInput<'_>) -> Option<Summary> {
+    let mut summary = input.summary.cloned();
+    if let Some(s) = summary.as_mut() {
+        input.state.stated.outdated().mark_summary(s);
+    }
+    summary
 }
 
 fn render_rest(input: &ContextInput<'_>) -> String {
-    let mut rest = String::new();
+    let mut rest = input.state.stated.render();
     let state = input.state.render();
     if !state.is_empty() {
+        if !rest.is_empty() {
+            rest.push('\n');
+        }
         rest.push_str("Workstream state:\n");
         rest.push_str(&state);
     }
@@ -219,34 +239,44 @@ fn render_preamble(summary: Option<&Summary>, rest: &str) -> String {
 /// Copies the messages for a model: pruned output becomes the placeholder,
 /// and orphaned tool halves become text. Returns the count neutralized.
 ///
-/// A result is paired when its call came earlier (or in the same message);
-/// a call is paired when such a result exists. Both are decided before
-/// anything is rewritten, so neutralizing one half can never orphan the
-/// other.
+/// Pairing is by position, as the boundary pairs: a result pairs with the
+/// nearest earlier unanswered call of its id (in an earlier message or the
+/// same one), so clients that reuse call ids per request are paired right.
+/// Pairs are decided before anything is rewritten, so neutralizing one half
+/// can never orphan the other.
 fn sanitize(messages: &[Message]) -> (Vec<ContextMessage>, usize) {
-    let mut calls_seen: HashSet<&str> = HashSet::new();
-    let mut answered: HashSet<&str> = HashSet::new();
-    for m in messages {
-        calls_seen.extend(m.tool_calls());
-        answered.extend(m.tool_results().filter(|id| calls_seen.contains(id)));
+    // (message, part) of every call and result that has its partner.
+    let mut paired: HashSet<(usize, usize)> = HashSet::new();
+    let mut open: HashMap<&str, Vec<(usize, usize)>> = HashMap::new();
+    for (mi, m) in messages.iter().enumerate() {
+        for (pi, part) in m.parts.iter().enumerate() {
+            match part {
+                Part::ToolCall { call_id, .. } => {
+                    open.entry(call_id.as_str()).or_default().push((mi, pi));
+                }
+                Part::ToolResult { call_id, .. } => {
+                    if let Some(call) = open.get_mut(call_id.as_str()).and_then(Vec::pop) {
+                        paired.insert(call);
+                        paired.insert((mi, pi));
+                    }
+                }
+                _ => {}
+            }
+        }
     }
     let last = messages.len().saturating_sub(1);
-    let mut calls_seen: HashSet<&str> = HashSet::new();
     let mut orphans = 0;
     let mut out = Vec::with_capacity(messages.len());
-    for (i, m) in messages.iter().enumerate() {
-        // Calls of this message are visible to results in the same message.
-        calls_seen.extend(m.tool_calls());
+    for (mi, m) in messages.iter().enumerate() {
         let parts = m
             .parts
             .iter()
-            .map(|part| match part {
+            .enumerate()
+            .map(|(pi, part)| match part {
                 // A call of the last message may still be running.
                 Part::ToolCall {
-                    call_id,
-                    tool_name,
-                    input,
-                } if !answered.contains(call_id.as_str()) && i != last => {
+                    tool_name, input, ..
+                } if !paired.contains(&(mi, pi)) && mi != last => {
                     orphans += 1;
                     Part::text(format!(
                         "[call of tool {tool_name} with input {input}; its result was not recorded]"
@@ -264,7 +294,7 @@ fn sanitize(messages: &[Message]) -> (Vec<ContextMessage>, usize) {
                     } else {
                         output.as_str()
                     };
-                    if calls_seen.contains(call_id.as_str()) {
+                    if paired.contains(&(mi, pi)) {
                         Part::ToolResult {
                             call_id: call_id.clone(),
                             tool_name: tool_name.clone(),
@@ -354,12 +384,13 @@ mod tests {
             .tasks
             .push(crate::state::StateItem::new("ship it").with_status("open"));
         state.ledger.record(
-            [Artifact {
-                kind: ArtifactKind::Path,
-                value: "src/db/pool.rs".into(),
-                last_seen: MessageId(3),
-            }],
+            [Artifact::new(
+                ArtifactKind::Path,
+                "src/db/pool.rs",
+                MessageId(3),
+            )],
             &LedgerCaps::default(),
+            &CharEstimator::default(),
         );
         let msgs = vec![Message::text(9, Role::User, "next")];
         let entries = vec!["likes tabs".to_string()];
@@ -390,6 +421,59 @@ mod tests {
     }
 
     #[test]
+    fn user_statements_come_first_and_nothing_superseded_reads_as_current() {
+        let mut state = WorkstreamState::default();
+        for (id, text) in [
+            (1, "Set the request timeout to 37s."),
+            (2, "Never push to main."),
+            (9, "make the timeout 45s"),
+        ] {
+            state.stated.record(
+                crate::stated::extract(&[Message::text(id, Role::User, text)]),
+                &crate::stated::StatedCaps::default(),
+            );
+        }
+        state
+            .key_decisions
+            .push(crate::state::StateItem::new("Timeout: 37s"));
+        let summary = Summary {
+            key_facts: vec!["The request timeout is 37s.".into(), "Use SQLite.".into()],
+            conversation_flow: vec![
+                "#1 user: Set the request timeout to 37s. → assistant: Done.".into(),
+            ],
+            open_threads: vec![],
+        };
+        let msgs = vec![Message::text(10, Role::User, "next")];
+        let ci = input(Some(&summary), &state, &msgs);
+        let built = build(&ci, &ContextConfig::default(), &CharEstimator::default());
+        let Part::Text { text } = &built.messages[0].parts[0] else {
+            panic!()
+        };
+        let current = text
+            .find(crate::stated::CURRENT_HEADING)
+            .expect("the user's block");
+        assert!(current < text.find("Workstream state:").unwrap());
+        assert!(
+            text.contains("- #2 constraint: Never push to main.\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("- #9 decision: make the timeout 45s\n"),
+            "{text}"
+        );
+        let stale: Vec<&str> = text.lines().filter(|l| l.contains("37s")).collect();
+        assert_eq!(stale.len(), 4, "{text}");
+        for line in stale {
+            assert!(line.contains("superseded"), "shown as current: {line}");
+        }
+        assert!(text.contains("- Use SQLite.\n"));
+        assert_eq!(
+            preamble_tokens(&ci, &CharEstimator::default()),
+            CharEstimator::default().count(text)
+        );
+    }
+
+    #[test]
     fn a_result_before_its_call_leaves_neither_half_orphaned() {
         let state = WorkstreamState::default();
         let msgs = vec![
@@ -408,6 +492,40 @@ mod tests {
             .iter()
             .flat_map(|m| &m.parts)
             .all(|p| matches!(p, Part::Text { .. })));
+    }
+
+    #[test]
+    fn reused_call_ids_pair_by_position() {
+        // The second "c0" call was never answered; its id's earlier result
+        // belongs to the first call and must not make it look answered.
+        let state = WorkstreamState::default();
+        let msgs = vec![
+            call(1, "c0"),
+            result(2, "c0", false),
+            call(3, "c0"),
+            Message::text(4, Role::User, "and now?"),
+            call(5, "c0"),
+            result(6, "c0", false),
+        ];
+        let built = build(
+            &input(None, &state, &msgs),
+            &ContextConfig::default(),
+            &CharEstimator::default(),
+        );
+        assert_eq!(built.orphans_neutralized, 1);
+        assert!(matches!(&built.messages[0].parts[0], Part::ToolCall { .. }));
+        assert!(matches!(
+            &built.messages[1].parts[0],
+            Part::ToolResult { .. }
+        ));
+        assert!(
+            matches!(&built.messages[2].parts[0], Part::Text { text } if text.contains("not recorded"))
+        );
+        assert!(matches!(&built.messages[4].parts[0], Part::ToolCall { .. }));
+        assert!(matches!(
+            &built.messages[5].parts[0],
+            Part::ToolResult { .. }
+        ));
     }
 
     #[test]

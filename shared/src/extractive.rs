@@ -8,17 +8,35 @@
 //! the new messages bring, so information accumulates across chunks and
 //! compactions, while per-section caps and the token budget keep it from
 //! growing:
-//! - CONVERSATION FLOW: one bullet per user turn (`#id user: … → assistant: …`);
-//! - KEY FACTS: sentences that state decisions, constraints, corrections or
-//!   carry an exact value (path, command, id, number with unit…);
+//! - CONVERSATION FLOW: one bullet per user turn (`#id user: … → assistant: …`),
+//!   with the user's words in full as far as the bullet allows and the
+//!   assistant's first sentence that is not filler;
+//! - KEY FACTS: the user's decisions, constraints and specific statements
+//!   (names, numbers, references, preferences), marked `User: `; and
+//!   assistant sentences that state decisions or corrections or carry an
+//!   exact value (path, command, id, number with unit…);
 //! - OPEN THREADS: unanswered user questions and stated next steps near the
 //!   end of the span, and the request of a turn the cut splits.
+//!
+//! **Salience.** The user's decisions and constraints are found by the same
+//! rules as the recorded statements ([`crate::stated`]), so a casual remark
+//! ("never mind, found it") never becomes a constraint. When the caps or the
+//! token budget bind, assistant filler (politeness, FAQ and policy text) and
+//! anything superseded go first, the user's own statements and values last.
+//! A bullet that still states what the user superseded is marked
+//! "superseded", so an old and a new value never stand side by side as if
+//! both held.
+//!
+//! **Budget.** The caps are set for the default output budget of 4,096
+//! tokens and grow in proportion to a larger one; the flow keeps whole user
+//! turns, so the summary uses its budget instead of a fixed share of it.
 
 use serde::{Deserialize, Serialize};
 
-use crate::ledger_extract::has_artifact;
+use crate::ledger::has_artifact;
 use crate::prompt::CompactionInput;
 use crate::state::{normalize, StateDelta, StateItem};
+use crate::stated::{self, Outdated, StatementKind};
 use std::collections::HashSet;
 
 use crate::summary::{Section, SummarizerOutput, Summary};
@@ -28,7 +46,10 @@ use crate::tokens::TokenEstimator;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ExtractiveConfig {
+    /// Key facts kept at an output budget of [`REFERENCE_BUDGET`] tokens or
+    /// less; a larger budget keeps proportionally more (see [`scaled_cap`]).
     pub max_key_facts: usize,
+    /// Conversation-flow bullets kept, scaled like `max_key_facts`.
     pub max_flow: usize,
     pub max_open_threads: usize,
     /// Longest bullet, in chars.
@@ -61,20 +82,6 @@ const DECISION_MARKERS: &[&str] = &[
     " instead of ",
     " the fix was ",
     " root cause ",
-];
-const CONSTRAINT_MARKERS: &[&str] = &[
-    " must ",
-    " must not ",
-    " never ",
-    " always ",
-    " don't ",
-    " do not ",
-    " make sure ",
-    " should not ",
-    " shouldn't ",
-    " prefer ",
-    " only use ",
-    " avoid ",
 ];
 const CORRECTION_MARKERS: &[&str] = &[
     " actually ",
@@ -258,20 +265,27 @@ fn push_unique(list: &mut Vec<String>, bullet: String) {
 
 /// A summary being built, with the normalized keys of each section's
 /// bullets, so deduplicating a 120,000-char chunk's hundreds of candidate
-/// sentences stays linear.
-struct Bullets {
+/// sentences stays linear. Each new bullet that still states something the
+/// user superseded is marked so before it is compared.
+struct Bullets<'o> {
     summary: Summary,
     keys: [HashSet<String>; 3],
+    outdated: &'o Outdated,
 }
 
-impl Bullets {
-    fn new(summary: Summary) -> Bullets {
-        let keys = Section::ALL.map(|s| summary.section(s).iter().map(|b| normalize(b)).collect());
-        Bullets { summary, keys }
+impl<'o> Bullets<'o> {
+    fn new(summary: Summary, outdated: &'o Outdated) -> Bullets<'o> {
+        let keys = Section::ALL.map(|s| summary.section(s).iter().map(|b| bullet_key(b)).collect());
+        Bullets {
+            summary,
+            keys,
+            outdated,
+        }
     }
 
     fn push(&mut self, section: Section, bullet: String) {
-        let key = normalize(&bullet);
+        let bullet = self.outdated.mark(&bullet).unwrap_or(bullet);
+        let key = bullet_key(&bullet);
         if !key.is_empty() && self.keys[section as usize].insert(key) {
             self.summary.section_mut(section).push(bullet);
         }
@@ -287,14 +301,196 @@ fn first_sentence(text: &str) -> Option<&str> {
     sentences(text).into_iter().next()
 }
 
+/// Output budget the configured caps are meant for; a larger budget scales
+/// them up in proportion, so a context far under its trigger keeps more.
+pub const REFERENCE_BUDGET: u64 = crate::prompt::SUMMARY_MAX_OUTPUT_TOKENS;
+
+/// `cap` for an output budget of `budget` tokens: the configured cap up to
+/// [`REFERENCE_BUDGET`], proportionally more above it.
+pub fn scaled_cap(cap: usize, budget: u64) -> usize {
+    if budget <= REFERENCE_BUDGET {
+        return cap;
+    }
+    let scaled = (cap as u128 * u128::from(budget)) / u128::from(REFERENCE_BUDGET);
+    usize::try_from(scaled).unwrap_or(usize::MAX)
+}
+
+/// Prefix of a key fact the user stated: it marks whose words they are for
+/// the next model, and lets a later chunk rank the fact again.
+const USER_FACT: &str = "User: ";
+
+/// Phrases of assistant filler: politeness, FAQ and policy boilerplate.
+const BOILERPLATE: &[&str] = &[
+    "happy to help",
+    "glad to help",
+    "here to help",
+    "let me know",
+    "feel free",
+    "anything else",
+    "thank you for",
+    "thanks for reaching",
+    "thanks for contacting",
+    "thanks for your",
+    "thanks for the",
+    "thanks for letting",
+    "thank you so much",
+    "i understand",
+    "i apologize",
+    "i apologise",
+    "sorry for the inconvenience",
+    "sorry to hear",
+    "great question",
+    "good question",
+    "hope this helps",
+    "hope that helps",
+    "as an ai",
+    "don't hesitate",
+    "do not hesitate",
+    "reach out",
+    "our policy",
+    "our return policy",
+    "our refund policy",
+    "please note that",
+    "please be aware",
+    "we recommend",
+    "in most cases",
+    "typically",
+    "generally speaking",
+    "you can find",
+    "for more information",
+    "visit our",
+    "our faq",
+    "frequently asked",
+    "terms and conditions",
+    "have a great day",
+    "have a nice day",
+    "you're welcome",
+    "my pleasure",
+    "sure thing",
+    "no problem",
+    "i'd be happy",
+    "i would be happy",
+    "i'll be happy",
+    "is there anything",
+    "certainly!",
+    "of course!",
+    "absolutely!",
+];
+
+/// Short acknowledgements that open an answer ("Sure!", "Got it.").
+const ACKNOWLEDGEMENTS: &[&str] = &[
+    "thanks",
+    "thank",
+    "great",
+    "sure",
+    "certainly",
+    "absolutely",
+    "of course",
+    "got it",
+    "understood",
+    "perfect",
+    "okay",
+    "ok",
+    "noted",
+    "alright",
+    "no problem",
+    "happy to",
+];
+
+fn is_boilerplate(sentence: &str) -> bool {
+    let lower = sentence.to_lowercase();
+    let short_ack = lower.split_whitespace().count() <= 5
+        && ACKNOWLEDGEMENTS.iter().any(|a| lower.starts_with(a))
+        && !has_artifact(sentence);
+    short_ack || BOILERPLATE.iter().any(|b| lower.contains(b))
+}
+
+/// Whether a sentence carries something specific: an artifact, a number, a
+/// name (a capitalized word inside it).
+fn is_specific(sentence: &str) -> bool {
+    has_artifact(sentence)
+        || sentence.chars().any(|c| c.is_ascii_digit())
+        || sentence
+            .split_whitespace()
+            .skip(1)
+            .any(|w| w.starts_with(char::is_uppercase) && !w.starts_with("I'") && w != "I")
+}
+
+/// How much a key fact is worth keeping, from its text alone (so a fact of
+/// the previous summary ranks the same in every later chunk): what the user
+/// stated or chose first, exact values next, assistant filler and anything
+/// superseded last.
+fn fact_score(bullet: &str) -> u8 {
+    if bullet.starts_with("Operator note: ") {
+        return 9;
+    }
+    if bullet.contains("superseded") {
+        return 0;
+    }
+    let (user, body) = match bullet.strip_prefix(USER_FACT) {
+        Some(body) => (true, body),
+        None => (false, bullet),
+    };
+    if !user && is_boilerplate(body) {
+        return 0;
+    }
+    let mut score = 1;
+    if is_specific(body) {
+        score += 2;
+    }
+    if stated::classify(body).is_some() {
+        score += 3;
+    }
+    if user {
+        score += 2;
+    }
+    score
+}
+
+/// Dedup key of a bullet: a fact the user stated is the same fact whether
+/// or not it carries the [`USER_FACT`] prefix.
+fn bullet_key(bullet: &str) -> String {
+    let key = normalize(bullet);
+    match key.strip_prefix("user: ") {
+        Some(rest) => rest.to_owned(),
+        None => key,
+    }
+}
+
+/// The first sentence of the assistant's answer in `blocks` that is not
+/// filler.
+fn first_answer<'a>(blocks: &'a [Block<'_>]) -> Option<&'a str> {
+    blocks
+        .iter()
+        .filter(|b| b.speaker == Speaker::Assistant)
+        .flat_map(|b| sentences(&b.text))
+        .find(|s| !is_boilerplate(s))
+}
+
+/// The user's text of a block as one line (its sentences joined).
+fn joined(text: &str) -> String {
+    sentences(text).join(" ")
+}
+
 /// Summarizes one transcript chunk on top of the previous summary.
+///
+/// Bullets that still state something the user superseded (per
+/// `input.state.stated`) are marked "superseded", in the previous summary
+/// as in the new bullets. The number of bullets kept grows with
+/// `max_output_tokens` (see [`scaled_cap`]); when the budget binds, what
+/// goes first is assistant filler and superseded facts, then the assistant
+/// half of old flow bullets, then old flow bullets, and the user's own
+/// statements and values last.
 pub fn summarize(
     input: &CompactionInput<'_>,
     config: &ExtractiveConfig,
     max_output_tokens: u64,
     estimator: &dyn TokenEstimator,
 ) -> SummarizerOutput {
-    let mut bullets = Bullets::new(input.previous_summary.cloned().unwrap_or_default());
+    let outdated = input.state.stated.outdated();
+    let mut previous = input.previous_summary.cloned().unwrap_or_default();
+    outdated.mark_summary(&mut previous);
+    let mut bullets = Bullets::new(previous, &outdated);
     let mut delta = StateDelta::default();
     let blocks = blocks(input.new_messages);
     let width = config.bullet_chars.max(16);
@@ -306,7 +502,7 @@ pub fn summarize(
         );
     }
 
-    // CONVERSATION FLOW: one bullet per user turn.
+    // CONVERSATION FLOW: one bullet per user turn, the user's words first.
     let mut i = 0;
     while i < blocks.len() {
         let block = &blocks[i];
@@ -316,23 +512,29 @@ pub fn summarize(
             i += 1;
         }
         let turn = &blocks[start..i];
+        let answer = first_answer(&turn[1..]);
         let lead = match block.speaker {
-            Speaker::User => first_sentence(&block.text)
-                .map(|s| format!("#{} user: {}", block.id, shorten(s, width / 2))),
+            Speaker::User => {
+                // The user's words get the whole bullet when the answer
+                // was only filler.
+                let room = if answer.is_some() {
+                    width * 2 / 3
+                } else {
+                    width
+                };
+                let said = joined(&block.text);
+                (!said.is_empty()).then(|| format!("#{} user: {}", block.id, shorten(&said, room)))
+            }
             _ => turn.iter().find_map(|b| {
-                first_sentence(&b.text)
+                first_answer(std::slice::from_ref(b))
                     .map(|s| format!("#{} assistant: {}", b.id, shorten(s, width / 2)))
             }),
         };
         let Some(mut bullet) = lead else { continue };
         if block.speaker == Speaker::User {
-            if let Some(answer) = turn[1..]
-                .iter()
-                .filter(|b| b.speaker == Speaker::Assistant)
-                .find_map(|b| first_sentence(&b.text))
-            {
+            if let Some(answer) = answer {
                 bullet.push_str(" → assistant: ");
-                bullet.push_str(&shorten(answer, width / 3));
+                bullet.push_str(&shorten(answer, width / 4));
             }
         }
         let mut tools: Vec<&str> = Vec::new();
@@ -355,28 +557,56 @@ pub fn summarize(
         if block.speaker == Speaker::Other {
             continue;
         }
+        let user = block.speaker == Speaker::User;
         let answered_later = blocks[index + 1..]
             .iter()
             .any(|b| b.speaker == Speaker::Assistant && !b.text.trim().is_empty());
         for sentence in sentences(&block.text) {
             let lower = padded(sentence);
-            let decision = has_marker(&lower, DECISION_MARKERS);
-            let constraint = has_marker(&lower, CONSTRAINT_MARKERS);
-            let correction = has_marker(&lower, CORRECTION_MARKERS);
+            let question = sentence.ends_with('?');
             let short = shorten(sentence, width);
-            if decision || constraint || correction || has_artifact(sentence) {
-                bullets.push(Section::KeyFacts, short.clone());
+            // The user's decisions and constraints by the same rules as the
+            // recorded statements: "never mind, found it" is neither.
+            let stated_kind = if user {
+                stated::classify(sentence)
+            } else {
+                None
+            };
+            let decision = if user {
+                stated_kind == Some(StatementKind::Decision)
+            } else {
+                has_marker(&lower, DECISION_MARKERS)
+            };
+            let correction = has_marker(&lower, CORRECTION_MARKERS);
+            // A user's question that names something specific ("can you
+            // refund 4.50 EUR to my Visa card?") is a fact about them too.
+            let fact = if user {
+                stated_kind.is_some() || is_specific(sentence)
+            } else {
+                (decision || correction || has_artifact(sentence)) && !is_boilerplate(sentence)
+            };
+            if fact {
+                let bullet = if user {
+                    shorten(&format!("{USER_FACT}{sentence}"), width)
+                } else {
+                    short.clone()
+                };
+                bullets.push(Section::KeyFacts, bullet);
             }
-            if decision {
+            // Items the user's recorded statements already hold, or that a
+            // later statement superseded, are not proposed again.
+            let proposable = !input.state.stated.is_current_text(sentence)
+                && outdated.superseded_by(sentence).is_none();
+            if decision && proposable {
                 delta.key_decisions.push(StateItem::new(short.clone()));
             }
-            if constraint && block.speaker == Speaker::User {
+            if stated_kind == Some(StatementKind::Constraint) && proposable {
                 delta.active_constraints.push(StateItem::new(short.clone()));
             }
-            if has_marker(&lower, RISK_MARKERS) {
+            if has_marker(&lower, RISK_MARKERS) && !is_boilerplate(sentence) {
                 delta.risks.push(StateItem::new(short.clone()));
             }
-            if block.speaker == Speaker::User && has_marker(&lower, TASK_MARKERS) {
+            if user && has_marker(&lower, TASK_MARKERS) {
                 delta
                     .tasks
                     .push(StateItem::new(short.clone()).with_status("open"));
@@ -392,8 +622,7 @@ pub fn summarize(
                     }
                 }
             }
-            let question = sentence.ends_with('?');
-            if block.speaker == Speaker::User && question && !answered_later {
+            if user && question && !answered_later {
                 delta.open_questions.push(StateItem::new(short.clone()));
                 bullets.push(Section::OpenThreads, short.clone());
             }
@@ -420,17 +649,122 @@ pub fn summarize(
         }
     }
 
-    keep_newest(&mut summary.conversation_flow, config.max_flow);
-    keep_newest(&mut summary.key_facts, config.max_key_facts);
+    keep_newest(
+        &mut summary.conversation_flow,
+        scaled_cap(config.max_flow, max_output_tokens),
+    );
+    keep_salient_facts(
+        &mut summary.key_facts,
+        scaled_cap(config.max_key_facts, max_output_tokens),
+    );
     keep_newest(&mut summary.open_threads, config.max_open_threads);
+    fit_by_salience(&mut summary, max_output_tokens, estimator);
     summary.fit_to(max_output_tokens, estimator);
     SummarizerOutput { summary, delta }
+}
+
+/// Keeps the `max` most salient facts (the newest among equals), in order.
+fn keep_salient_facts(facts: &mut Vec<String>, max: usize) {
+    if facts.len() <= max {
+        return;
+    }
+    let mut ranked: Vec<(u8, usize)> = facts
+        .iter()
+        .enumerate()
+        .map(|(i, f)| (fact_score(f), i))
+        .collect();
+    ranked.sort_unstable_by(|a, b| b.cmp(a));
+    let mut keep = vec![false; facts.len()];
+    for &(_, i) in ranked.iter().take(max) {
+        keep[i] = true;
+    }
+    let mut i = 0;
+    facts.retain(|_| {
+        i += 1;
+        keep[i - 1]
+    });
+}
+
+/// One step of cutting the summary to its budget.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Cut {
+    /// Drop a fact of at most this score.
+    Facts(u8),
+    /// Drop the assistant half of a flow bullet.
+    FlowAnswers,
+    /// Drop a flow bullet.
+    Flow,
+}
+
+/// Shrinks `summary` towards `budget` in salience order: filler and
+/// superseded facts, then the assistant halves of flow bullets, then flow
+/// bullets, then facts by rising score; each step oldest first. Tokens are
+/// tracked per bullet and recounted exactly whenever the estimate says the
+/// budget is met, so a large summary is cut in linear time.
+fn fit_by_salience(summary: &mut Summary, budget: u64, estimator: &dyn TokenEstimator) {
+    let mut total = summary.tokens(estimator);
+    if total <= budget {
+        return;
+    }
+    let line = |b: &str| estimator.count(b) + 1;
+    let steps = [
+        Cut::Facts(0),
+        Cut::Facts(1),
+        Cut::FlowAnswers,
+        Cut::Flow,
+        Cut::Facts(3),
+        Cut::Facts(5),
+        Cut::Facts(7),
+    ];
+    for step in steps {
+        let mut i = 0;
+        loop {
+            if total <= budget {
+                total = summary.tokens(estimator);
+                if total <= budget {
+                    return;
+                }
+            }
+            match step {
+                Cut::Facts(max_score) => {
+                    let facts = &mut summary.key_facts;
+                    let Some(at) = (i..facts.len()).find(|&k| fact_score(&facts[k]) <= max_score)
+                    else {
+                        break;
+                    };
+                    total = total.saturating_sub(line(&facts[at]));
+                    facts.remove(at);
+                    i = at;
+                }
+                Cut::FlowAnswers => {
+                    let flow = &mut summary.conversation_flow;
+                    let Some(at) = (i..flow.len()).find(|&k| flow[k].contains(" → assistant: "))
+                    else {
+                        break;
+                    };
+                    let before = line(&flow[at]);
+                    if let Some(cut) = flow[at].find(" → assistant: ") {
+                        flow[at].truncate(cut);
+                    }
+                    total = total.saturating_sub(before - line(&flow[at]).min(before));
+                    i = at + 1;
+                }
+                Cut::Flow => {
+                    if summary.conversation_flow.is_empty() {
+                        break;
+                    }
+                    total = total.saturating_sub(line(&summary.conversation_flow[0]));
+                    summary.conversation_flow.remove(0);
+                }
+            }
+        }
+    }
 }
 
 fn paths_in(text: &str) -> Vec<String> {
     use crate::ledger::ArtifactKind;
     use crate::message::{Message, Role};
-    crate::ledger_extract::extract(&[Message::text(0, Role::User, text)])
+    crate::ledger::extract(&[Message::text(0, Role::User, text)])
         .into_iter()
         .filter(|a| a.kind == ArtifactKind::Path)
         .map(|a| a.value)
@@ -511,7 +845,8 @@ mod tests {
         assert_eq!(out.summary.conversation_flow.len(), 2);
         assert_eq!(
             out.summary.conversation_flow[0],
-            "#1 user: We must not touch the billing schema. → assistant: Looking at it now. (tools: linearSearch)"
+            "#1 user: We must not touch the billing schema. Can you fix the bug in src/pay.rs? → assistant: Looking at it now. (tools: linearSearch)",
+            "the user's whole turn, not only its first sentence"
         );
         assert!(out.summary.conversation_flow[1].starts_with("#5 user: Great."));
     }
@@ -636,6 +971,172 @@ mod tests {
             assert!(out.summary.key_facts.len() <= 40);
             assert!(out.summary.open_threads.len() <= 12);
         }
+    }
+
+    /// A support chat: the customer's specifics among assistant filler.
+    fn support_chat(turns: usize) -> String {
+        let mut t = String::new();
+        for i in 0..turns {
+            let user = match i {
+                0 => "Hi, I'm Anna Kowalski, customer number KD-5512-0937.".to_owned(),
+                1 => "I'm vegetarian, so no meat in the hamper please.".to_owned(),
+                2 => "never mind, found it".to_owned(),
+                _ => "Thanks, that works!".to_owned(),
+            };
+            t.push_str(&format!(
+                "[#{} USER]\n{user}\n[#{} ASSISTANT]\nThank you for reaching out! I'd be happy to help. \
+Our return policy allows returns within 30 days of delivery. Typically refunds take 5 business days. \
+Let me know if there is anything else.\n",
+                2 * i + 1,
+                2 * i + 2
+            ));
+        }
+        t
+    }
+
+    #[test]
+    fn a_casual_remark_never_becomes_a_constraint() {
+        let out = run(&support_chat(4), None, &WorkstreamState::default());
+        let constraints: Vec<&str> = out
+            .delta
+            .active_constraints
+            .iter()
+            .map(|i| i.text.as_str())
+            .collect();
+        assert_eq!(
+            constraints,
+            ["I'm vegetarian, so no meat in the hamper please."]
+        );
+        assert!(!out
+            .summary
+            .key_facts
+            .iter()
+            .any(|f| f.contains("never mind")));
+    }
+
+    #[test]
+    fn user_specifics_outrank_filler_when_cutting() {
+        let e = CharEstimator::default();
+        let state = WorkstreamState::default();
+        let t = support_chat(120);
+        let input = CompactionInput {
+            previous_summary: None,
+            state: &state,
+            new_messages: &t,
+            instructions: None,
+            split_turn: false,
+        };
+        let out = summarize(&input, &ExtractiveConfig::default(), 500, &e);
+        assert!(out.summary.tokens(&e) <= 500);
+        assert_eq!(
+            out.summary.key_facts,
+            [
+                "User: Hi, I'm Anna Kowalski, customer number KD-5512-0937.",
+                "User: I'm vegetarian, so no meat in the hamper please.",
+            ],
+            "filler facts (return policy, refund times) go first"
+        );
+        assert!(
+            out.summary
+                .conversation_flow
+                .iter()
+                .all(|b| !b.contains("Thank you for reaching out")),
+            "the flow skips filler answers"
+        );
+    }
+
+    #[test]
+    fn superseded_statements_are_marked_not_written_as_current() {
+        let mut state = WorkstreamState::default();
+        let said = [
+            (1, "Set the request timeout to 37s."),
+            (3, "Never log request bodies."),
+            (5, "make the timeout 45s"),
+        ];
+        for (id, text) in said {
+            state.stated.record(
+                stated::extract(&[crate::Message::text(id, crate::Role::User, text)]),
+                &stated::StatedCaps::default(),
+            );
+        }
+        let previous = Summary {
+            key_facts: vec!["User: Set the request timeout to 37s.".into()],
+            ..Default::default()
+        };
+        let t = "[#3 USER]\nNever log request bodies.\n[#4 ASSISTANT]\nOK, the timeout stays 37s for now.\n\
+[#5 USER]\nmake the timeout 45s\n[#6 ASSISTANT]\nDone, timeout is 45s.\n";
+        let out = run(t, Some(&previous), &state);
+        let text = out.summary.render();
+        for line in text.lines().filter(|l| l.contains("37s")) {
+            assert!(
+                line.contains("superseded"),
+                "shown as current: {line}\n{text}"
+            );
+        }
+        assert!(text.contains("- User: make the timeout 45s\n"), "{text}");
+        assert!(
+            out.delta.active_constraints.is_empty() && out.delta.key_decisions.is_empty(),
+            "the recorded statements are not proposed again: {:?}",
+            out.delta
+        );
+        let again = run(t, Some(&out.summary), &state);
+        assert_eq!(again.summary, out.summary, "marking is idempotent");
+    }
+
+    #[test]
+    fn a_larger_budget_keeps_more_and_never_exceeds_it() {
+        let mut t = String::new();
+        for i in 0..400 {
+            t.push_str(&format!(
+                "[#{} USER]\nOrder {} goes to Lindenstraße {i}, please.\n[#{} ASSISTANT]\nNoted order {} for Lindenstraße {i}.\n",
+                2 * i,
+                70_000 + i,
+                2 * i + 1,
+                70_000 + i
+            ));
+        }
+        let e = CharEstimator::default();
+        let state = WorkstreamState::default();
+        let config = ExtractiveConfig::default();
+        let sizes: Vec<(usize, usize, u64)> = [4_096u64, 16_384]
+            .iter()
+            .map(|&budget| {
+                let input = CompactionInput {
+                    previous_summary: None,
+                    state: &state,
+                    new_messages: &t,
+                    instructions: None,
+                    split_turn: false,
+                };
+                let out = summarize(&input, &config, budget, &e);
+                let tokens = out.summary.tokens(&e);
+                assert!(tokens <= budget, "{tokens} > {budget}");
+                (
+                    out.summary.key_facts.len(),
+                    out.summary.conversation_flow.len(),
+                    tokens,
+                )
+            })
+            .collect();
+        let (facts, flow, tokens) = sizes[1];
+        assert!(facts > config.max_key_facts, "{sizes:?}");
+        assert!(flow > config.max_flow, "{sizes:?}");
+        assert!(
+            tokens * 100 >= 16_384 * 70,
+            "uses most of a large budget: {sizes:?}"
+        );
+        assert!(
+            sizes[0].2 * 100 >= 4_096 * 70,
+            "and of the default one: {sizes:?}"
+        );
+    }
+
+    #[test]
+    fn caps_scale_only_above_the_reference_budget() {
+        assert_eq!(scaled_cap(40, 500), 40);
+        assert_eq!(scaled_cap(40, REFERENCE_BUDGET), 40);
+        assert_eq!(scaled_cap(40, 4 * REFERENCE_BUDGET), 160);
+        assert_eq!(scaled_cap(usize::MAX, u64::MAX), usize::MAX);
     }
 
     #[test]

@@ -21,9 +21,12 @@
 //! - [`summary`]: the structured summary.
 //! - [`state`]: workstream state, its delta and the capped merge.
 //! - [`ledger`]: the artifact ledger of exact values.
+//! - [`stated`]: the user's decisions and constraints, and what superseded them.
 //! - [`extractive`]: the offline summarizer.
 //! - [`context`]: what the next turn is sent, and the guards around it.
 //! - [`memory`]: when memory-block entries are folded.
+//! - [`pipeline`]: one compaction, start to end, driven by a page source
+//!   and a summarizer (the worker, the tests and the benchmarks run it).
 //! - [`config`]: every engine setting with its default.
 
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
@@ -35,14 +38,15 @@ pub mod context;
 pub mod extractive;
 pub mod key;
 pub mod ledger;
-mod ledger_extract;
 pub mod memory;
 pub mod message;
 pub mod parse;
 pub mod payload;
+pub mod pipeline;
 pub mod prompt;
 pub mod prune;
 pub mod state;
+pub mod stated;
 pub mod summary;
 pub mod tokens;
 pub mod transcript;

@@ -14,6 +14,10 @@ use serde_json::Value;
 use crate::state::{Field, StateDelta, StateItem};
 use crate::summary::{Section, SummarizerOutput, Summary};
 
+mod checks;
+
+pub use checks::{check, check_memory_block, check_summary, Rejection};
+
 /// Nothing usable in the answer.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ParseError {
@@ -51,6 +55,37 @@ pub enum ParseProblem {
     UnknownDeltaKey { key: String },
     #[error("text outside any section: {excerpt:?}")]
     TextOutsideSections { excerpt: String },
+}
+
+impl ParseProblem {
+    /// Every value of [`ParseProblem::label`].
+    pub const LABELS: [&'static str; 9] = [
+        "missing_section",
+        "missing_delta",
+        "invalid_delta_json",
+        "delta_not_an_object",
+        "field_wrong_type",
+        "item_wrong_type",
+        "item_without_text",
+        "unknown_delta_key",
+        "text_outside_sections",
+    ];
+
+    /// A bounded name of the kind of problem, for metrics and logs: unlike
+    /// the `Display`, it never quotes the answer.
+    pub fn label(&self) -> &'static str {
+        match self {
+            ParseProblem::MissingSection(_) => "missing_section",
+            ParseProblem::MissingDelta => "missing_delta",
+            ParseProblem::InvalidDeltaJson { .. } => "invalid_delta_json",
+            ParseProblem::DeltaNotAnObject { .. } => "delta_not_an_object",
+            ParseProblem::FieldWrongType { .. } => "field_wrong_type",
+            ParseProblem::ItemWrongType { .. } => "item_wrong_type",
+            ParseProblem::ItemWithoutText { .. } => "item_without_text",
+            ParseProblem::UnknownDeltaKey { .. } => "unknown_delta_key",
+            ParseProblem::TextOutsideSections { .. } => "text_outside_sections",
+        }
+    }
 }
 
 /// What was salvaged, and what had to be worked around.
@@ -460,14 +495,22 @@ fn scalar_text(value: Option<&Value>) -> Option<String> {
     }
 }
 
+/// An item's text, unless it says nothing: a placeholder such as `(none)`
+/// or `n/a`, or punctuation only (what a model writes when it fills the
+/// template without content). Such items would otherwise become decisions
+/// or tasks that read as junk.
+fn item_text(value: Option<&Value>) -> Option<String> {
+    scalar_text(value).filter(|t| checks::says_something(t))
+}
+
 fn item_from(value: Value) -> Result<Option<StateItem>, &'static str> {
     match value {
-        Value::String(s) if s.trim().is_empty() => Ok(None),
+        Value::String(s) if !checks::says_something(&s) => Ok(None),
         Value::String(s) => Ok(Some(StateItem::new(s.trim()))),
         Value::Object(map) => {
             let text = ["text", "title", "description", "content", "value"]
                 .iter()
-                .find_map(|k| scalar_text(map.get(*k)));
+                .find_map(|k| item_text(map.get(*k)));
             let id = scalar_text(map.get("id"));
             let status = scalar_text(map.get("status"));
             if text.is_none() && id.is_none() {
@@ -585,6 +628,65 @@ mod tests {
     }
 
     #[test]
+    fn delta_items_that_say_nothing_are_dropped() {
+        let text = "KEY FACTS:\n- a\nSTATE DELTA:\n{\"key_decisions\": [\"(none)\", \"n/a\", \"...\", \"use v2\"], \"risks\": [{\"text\": \"none\", \"id\": \"R1\", \"status\": \"resolved\"}]}";
+        let p = parse_output(text).unwrap();
+        assert_eq!(p.output.delta.key_decisions, [StateItem::new("use v2")]);
+        // An update by id keeps its id, without the placeholder text.
+        assert_eq!(
+            p.output.delta.risks,
+            [StateItem {
+                id: Some("R1".into()),
+                text: String::new(),
+                status: Some("resolved".into()),
+            }]
+        );
+        assert_eq!(
+            p.problems
+                .iter()
+                .filter(|p| matches!(p, ParseProblem::ItemWithoutText { .. }))
+                .count(),
+            3
+        );
+    }
+
+    #[test]
+    fn every_problem_has_a_bounded_label_without_content() {
+        let problems = [
+            ParseProblem::MissingSection("KEY FACTS"),
+            ParseProblem::MissingDelta,
+            ParseProblem::InvalidDeltaJson {
+                error: "secret".into(),
+            },
+            ParseProblem::DeltaNotAnObject { found: "array" },
+            ParseProblem::FieldWrongType {
+                field: "tasks",
+                found: "number",
+            },
+            ParseProblem::ItemWrongType {
+                field: "tasks",
+                index: 0,
+                found: "number",
+            },
+            ParseProblem::ItemWithoutText {
+                field: "tasks",
+                index: 0,
+            },
+            ParseProblem::UnknownDeltaKey {
+                key: "secret".into(),
+            },
+            ParseProblem::TextOutsideSections {
+                excerpt: "secret".into(),
+            },
+        ];
+        let labels: std::collections::HashSet<&str> =
+            problems.iter().map(ParseProblem::label).collect();
+        assert_eq!(labels.len(), ParseProblem::LABELS.len());
+        assert!(labels.iter().all(|l| ParseProblem::LABELS.contains(l)));
+        assert!(labels.iter().all(|l| !l.contains("secret")));
+    }
+
+    #[test]
     fn invalid_json_and_missing_delta_are_problems() {
         let p = parse_output("KEY FACTS:\n- a\nCONVERSATION FLOW:\n- b\nOPEN THREADS:\n- c\nSTATE DELTA:\n{\"tasks\": [oops]}").unwrap();
         assert!(matches!(
@@ -631,17 +733,23 @@ mod tests {
         assert!(parse_output(&garbage).is_err() || parse_output(&garbage).is_ok());
     }
 
+    /// Text that says something: placeholders (`none`, `na`, …) are
+    /// dropped by design, so they cannot round-trip.
+    fn content(pattern: &'static str) -> impl Strategy<Value = String> {
+        pattern.prop_filter("not a placeholder", |t| !is_placeholder(t))
+    }
+
     fn item() -> impl Strategy<Value = StateItem> {
         (
             proptest::option::of("[A-Za-z0-9]{1,6}"),
-            "[a-z][a-z0-9 ,'.-]{0,40}[a-z0-9]",
+            content("[a-z][a-z0-9 ,'.-]{0,40}[a-z0-9]"),
             proptest::option::of("(open|done|resolved|in_progress)"),
         )
             .prop_map(|(id, text, status)| StateItem { id, text, status })
     }
 
     fn bullet_text() -> impl Strategy<Value = String> {
-        "[a-z][a-z0-9 ,'.()/`-]{0,60}[a-z0-9]"
+        content("[a-z][a-z0-9 ,'.()/`-]{0,60}[a-z0-9]")
     }
 
     proptest! {

@@ -11,6 +11,12 @@
 //! Content embedded in the document (transcript, summary, state, operator
 //! instructions) cannot close one of the document's tags early: closing
 //! tags found inside it are neutralised.
+//!
+//! The decisions and constraints the user stated (extracted without a
+//! model, see [`crate::stated`]) open the existing state and are declared
+//! authoritative: the summarizer is told to keep every current one and never
+//! to present a superseded one as current; previous-summary bullets that
+//! still state a superseded value reach it already marked as superseded.
 
 use crate::state::WorkstreamState;
 use crate::summary::Summary;
@@ -67,6 +73,7 @@ Write a REPLACEMENT for the previous summary that merges it with the new message
 Rules:
 - Carry exact values verbatim: file paths, commands, identifiers, hashes, ticket ids, numbers with units, URLs, error messages and codes. Never paraphrase or round them.
 - Keep the user's requests, constraints, preferences and corrections, in the user's own words where short.
+- The decisions and constraints the user stated, listed first in the existing state, are authoritative: keep every current one, never contradict it, and never present a superseded one (or its old value) as current.
 - Mark finished work as done instead of dropping it, so it is not redone.
 - Say what is in progress and what comes next.
 - Stay within the output budget you are given; prefer dense bullets over prose.
@@ -121,7 +128,12 @@ fn embed(content: &str) -> std::borrow::Cow<'_, str> {
 }
 
 fn render_state(state: &WorkstreamState) -> String {
-    let mut text = state.render();
+    let mut text = state.stated.render();
+    let fields = state.render();
+    if !fields.is_empty() && !text.is_empty() {
+        text.push('\n');
+    }
+    text.push_str(&fields);
     let ledger = state.ledger.render();
     if !ledger.is_empty() {
         if !text.is_empty() {
@@ -141,7 +153,15 @@ pub fn compaction_prompt(input: &CompactionInput<'_>, max_output_tokens: u64) ->
     let previous = input
         .previous_summary
         .filter(|s| !s.is_empty())
-        .map_or_else(|| "(none)".to_owned(), Summary::render);
+        .map_or_else(
+            || "(none)".to_owned(),
+            |s| {
+                // Bullets that still state what the user superseded say so.
+                let mut s = s.clone();
+                input.state.stated.outdated().mark_summary(&mut s);
+                s.render()
+            },
+        );
     let mut user = String::with_capacity(input.new_messages.len() + previous.len() + 1_024);
     user.push_str("<context-compaction-input>\n<previous-summary>\n");
     user.push_str(embed(previous.trim_end()).as_ref());
@@ -348,6 +368,42 @@ mod tests {
             "<operator-instructions>\nFocus on the database migration\n</operator-instructions>"
         ));
         assert!(p.user.contains("middle of a turn"));
+    }
+
+    #[test]
+    fn the_users_statements_open_the_state_and_stale_bullets_are_marked() {
+        let mut state = WorkstreamState::default();
+        for (id, text) in [(1, "Ship on Friday."), (4, "actually ship on Monday")] {
+            state.stated.record(
+                crate::stated::extract(&[crate::Message::text(id, crate::Role::User, text)]),
+                &crate::stated::StatedCaps::default(),
+            );
+        }
+        state.risks.push(StateItem::new("carrier strike"));
+        let summary = Summary {
+            key_facts: vec!["Ship on Friday as agreed.".into()],
+            ..Default::default()
+        };
+        let ci = CompactionInput {
+            previous_summary: Some(&summary),
+            ..input(&state, "[#5 USER]\nthanks\n")
+        };
+        let p = compaction_prompt(&ci, 1_000);
+        let state_block = p
+            .user
+            .split("<existing-workstream-state>\n")
+            .nth(1)
+            .unwrap();
+        assert!(
+            state_block.starts_with(crate::stated::CURRENT_HEADING),
+            "{state_block}"
+        );
+        assert!(state_block.contains("- #4 decision: actually ship on Monday"));
+        assert!(state_block.contains("Risks:\n- carrier strike"));
+        assert!(p
+            .user
+            .contains("- Ship on Friday as agreed. [superseded by the user at #4]"));
+        assert!(p.system.contains("authoritative"));
     }
 
     #[test]

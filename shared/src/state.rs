@@ -13,10 +13,18 @@
 //!
 //! [`WorkstreamState::merge`] is deterministic and idempotent: merging the
 //! same delta twice changes nothing, so a retried job cannot corrupt state.
+//!
+//! Beside the seven fields the state holds two records no summarizer
+//! writes: the artifact ledger and the decisions and constraints the user
+//! stated ([`UserStatements`]). A delta cannot remove anything from them.
+//! What the summarizer wrote is rendered in their light: an item that only
+//! repeats a current user statement is not shown twice, and an item that
+//! still states something the user superseded is marked so.
 
 use serde::{Deserialize, Serialize};
 
 use crate::ledger::ArtifactLedger;
+use crate::stated::{superseded_marker, UserStatements};
 
 /// One entry of a state field.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -241,6 +249,10 @@ fields_struct!(
         /// Deterministically extracted artifacts (paths, commands, ids…).
         #[serde(skip_serializing_if = "ArtifactLedger::is_empty")]
         pub ledger: ArtifactLedger,
+        /// Decisions and constraints the user stated, current and
+        /// superseded (absent from states stored before it existed).
+        #[serde(skip_serializing_if = "UserStatements::is_empty")]
+        pub stated: UserStatements,
     }
 );
 
@@ -270,17 +282,28 @@ impl WorkstreamState {
         }
     }
 
-    /// Whether the seven fields are all empty (the ledger is not looked at).
+    /// Whether the seven fields are all empty (the ledger and the user's
+    /// statements are not looked at).
     pub fn fields_empty(&self) -> bool {
         Field::ALL.iter().all(|&f| self.field(f).is_empty())
     }
 
     /// Renders the seven fields as a compact, stable text block (used in the
     /// compaction prompt and in the built context). Empty fields are skipped.
+    ///
+    /// Decisions and constraints that repeat a current statement of the user
+    /// are left out (the user's statements are rendered on their own), and
+    /// any item that still states what the user superseded says so.
     pub fn render(&self) -> String {
+        let outdated = self.stated.outdated();
         let mut out = String::new();
         for field in Field::ALL {
-            let items = self.field(field);
+            let user_owned = matches!(field, Field::KeyDecisions | Field::ActiveConstraints);
+            let items: Vec<&StateItem> = self
+                .field(field)
+                .iter()
+                .filter(|i| !(user_owned && self.stated.is_current_text(&i.text)))
+                .collect();
             if items.is_empty() {
                 continue;
             }
@@ -298,6 +321,9 @@ impl WorkstreamState {
                     out.push_str(" (");
                     out.push_str(status);
                     out.push(')');
+                }
+                if let Some(by) = outdated.superseded_by(&item.text) {
+                    out.push_str(&superseded_marker(by));
                 }
                 out.push('\n');
             }
@@ -445,6 +471,7 @@ fn evict(items: &mut Vec<StateItem>, cap: usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::stated::{StatedCaps, UserStatements};
 
     fn texts(items: &[StateItem]) -> Vec<&str> {
         items.iter().map(|i| i.text.as_str()).collect()
@@ -595,6 +622,107 @@ mod tests {
         let once = state.clone();
         state.merge(&delta, &caps);
         assert_eq!(state, once);
+    }
+
+    fn user_said(stated: &mut UserStatements, lines: &[(i64, &str)]) {
+        for &(id, text) in lines {
+            let m = crate::message::Message::text(id, crate::message::Role::User, text);
+            stated.record(crate::stated::extract(&[m]), &StatedCaps::default());
+        }
+    }
+
+    #[test]
+    fn a_state_stored_before_user_statements_existed_still_reads() {
+        let old = r#"{"key_decisions":[{"text":"Use Postgres"}],"ledger":[{"kind":"path","value":"src/a.rs","last_seen":3}]}"#;
+        let state: WorkstreamState = serde_json::from_str(old).unwrap();
+        assert!(state.stated.is_empty());
+        assert_eq!(state.key_decisions[0].text, "Use Postgres");
+        assert!(!state.ledger.is_empty());
+        let written = serde_json::to_string(&state).unwrap();
+        assert!(
+            !written.contains("stated"),
+            "nothing added on write: {written}"
+        );
+    }
+
+    #[test]
+    fn user_statements_round_trip_with_the_state() {
+        let mut state = WorkstreamState::default();
+        user_said(
+            &mut state.stated,
+            &[(1, "Ship on Friday."), (2, "Ship on Monday instead.")],
+        );
+        let json = serde_json::to_string(&state).unwrap();
+        assert!(
+            json.starts_with(r#"{"stated":[{"kind":"decision""#),
+            "{json}"
+        );
+        assert_eq!(
+            serde_json::from_str::<WorkstreamState>(&json).unwrap(),
+            state
+        );
+    }
+
+    #[test]
+    fn a_delta_cannot_remove_or_override_a_user_statement() {
+        let caps = StateCaps {
+            key_decisions: 2,
+            active_constraints: 1,
+            ..Default::default()
+        };
+        let mut state = WorkstreamState::default();
+        user_said(
+            &mut state.stated,
+            &[
+                (1, "Never push to main."),
+                (2, "Use Postgres for the ledger."),
+            ],
+        );
+        let before = state.stated.clone();
+        let delta = StateDelta {
+            key_decisions: ["a", "b", "c"].map(StateItem::new).to_vec(),
+            active_constraints: vec![
+                StateItem::new("x"),
+                StateItem::new("Never push to main.").with_status("done"),
+            ],
+            ..Default::default()
+        };
+        state.merge(&delta, &caps);
+        state.enforce_caps(&caps);
+        assert_eq!(state.stated, before);
+        let text = state.render();
+        assert!(
+            !text.contains("Never push to main"),
+            "shown once, by the user's block:\n{text}"
+        );
+    }
+
+    #[test]
+    fn summarizer_items_that_state_a_superseded_value_are_marked() {
+        let mut state = WorkstreamState::default();
+        user_said(
+            &mut state.stated,
+            &[
+                (1, "Set the request timeout to 37s."),
+                (9, "make the timeout 45s"),
+            ],
+        );
+        state.merge(
+            &StateDelta {
+                key_decisions: vec![
+                    StateItem::new("Request timeout is 37s"),
+                    StateItem::new("Timeout is 45s"),
+                ],
+                active_constraints: vec![StateItem::new("Set the request timeout to 37s.")],
+                ..Default::default()
+            },
+            &StateCaps::default(),
+        );
+        let text = state.render();
+        for line in text.lines().filter(|l| l.contains("37s")) {
+            assert!(line.ends_with("[superseded by the user at #9]"), "{line}");
+        }
+        assert!(text.contains("- Timeout is 45s\n"), "{text}");
     }
 
     #[test]

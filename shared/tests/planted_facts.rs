@@ -1,8 +1,8 @@
 //! Planted-fact survival: a generated 2,000-message coding conversation
 //! with planted paths, commands, ids, URLs, error codes and numbers is
-//! compacted 10 times in a row by the extractive summarizer, exactly as the
-//! worker will run the engine (boundary → prune → transcript → chunks →
-//! summarize with the previous summary carried → merge → ledger → context).
+//! compacted 10 times in a row by the extractive summarizer through the
+//! pipeline the worker runs (`compactor_shared::pipeline::compact`), and
+//! the context is built as the chat path builds it.
 //! At least 95 % of the planted values must be in the built context, and
 //! the summary must never grow past its budget.
 //!
@@ -12,15 +12,14 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
 
-use compactor_shared::boundary::{self, BoundaryConfig};
-use compactor_shared::chunk::{self, DEFAULT_CHUNK_MAX_CHARS};
+use compactor_shared::config::EngineConfig;
 use compactor_shared::context::{self, ContextConfig, ContextInput};
-use compactor_shared::extractive::{self, ExtractiveConfig};
-use compactor_shared::ledger::{self, LedgerCaps};
-use compactor_shared::prompt::{summary_output_budget, CompactionInput};
-use compactor_shared::prune::{self, PruneConfig};
-use compactor_shared::transcript::{self, ToolAllowList, TranscriptConfig};
-use compactor_shared::{CharEstimator, Message, Part, Role, StateCaps, Summary, WorkstreamState};
+use compactor_shared::pipeline;
+use compactor_shared::prompt::summary_output_budget;
+use compactor_shared::transcript::{ToolAllowList, TranscriptConfig};
+use compactor_shared::{
+    CharEstimator, Message, Part, Role, Summary, TokenEstimator, WorkstreamState,
+};
 
 /// Tiny deterministic PRNG (xorshift64*), so the conversation is the same
 /// on every run.
@@ -176,6 +175,7 @@ fn conversation(planted: &[(String, String)]) -> Vec<Message> {
 struct Workstream {
     summary: Option<Summary>,
     state: WorkstreamState,
+    summary_tokens: u64,
     /// Stored messages with their compacted flag.
     messages: Vec<(Message, bool)>,
 }
@@ -189,45 +189,48 @@ impl Workstream {
             .collect()
     }
 
-    /// One compaction, the way the worker runs it.
-    fn compact(&mut self, budget: u64) {
+    /// One compaction through the pipeline the worker runs
+    /// (`pipeline::compact`), then what the commit does: the summary and
+    /// state stored, the compacted messages marked, pruned output stored.
+    fn compact(&mut self, engine: &EngineConfig) {
         let e = CharEstimator::default();
-        let mut live = self.uncompacted();
-        if let Some(p) = prune::plan(&live, &PruneConfig::default(), &e) {
-            prune::apply(&mut live, &p);
-        }
-        let plan =
-            boundary::plan(&live, &BoundaryConfig::default(), &e).expect("something to compact");
-        let span: Vec<Message> = plan.compact.iter().map(|&i| live[i].clone()).collect();
-        let config = TranscriptConfig {
-            tools: ToolAllowList {
-                names: vec!["bash".into()],
-                prefixes: vec![],
-            },
+        let live = self.uncompacted();
+        let stored = pipeline::Workstream {
+            summary: self.summary.clone(),
+            state: self.state.clone(),
+            summary_tokens: self.summary_tokens,
+            uncompacted_tokens: live.iter().map(|m| e.message_tokens(m)).sum(),
             ..Default::default()
         };
-        let t = transcript::extract(&span, &config);
-        let mut summary = self.summary.clone();
-        for c in chunk::chunk(&t, DEFAULT_CHUNK_MAX_CHARS) {
-            let input = CompactionInput {
-                previous_summary: summary.as_ref(),
-                state: &self.state,
-                new_messages: c.text,
-                instructions: None,
-                split_turn: plan.split_turn.is_some(),
-            };
-            let out = extractive::summarize(&input, &ExtractiveConfig::default(), budget, &e);
-            self.state.merge(&out.delta, &StateCaps::default());
-            summary = Some(out.summary);
-        }
-        self.state
-            .ledger
-            .record(ledger::extract(&span), &LedgerCaps::default());
-        self.summary = summary;
-        let compacted: std::collections::HashSet<_> = span.iter().map(|m| m.id).collect();
-        for (m, c) in &mut self.messages {
-            if compacted.contains(&m.id) {
-                *c = true;
+        let mut pages = pipeline::InMemory::new(&live, 100);
+        let mut summarizer = pipeline::Extractive {
+            engine,
+            estimator: &e,
+        };
+        let outcome = pipeline::now_or_never(pipeline::compact(
+            &stored,
+            &pipeline::Request::default(),
+            engine,
+            &e,
+            4_000,
+            &mut pages,
+            &mut summarizer,
+        ))
+        .expect("in memory: ready at once")
+        .expect("the extractive summarizer cannot fail");
+        let pipeline::Outcome::Compacted(c) = outcome else {
+            panic!("something to compact")
+        };
+        self.summary = Some(c.summary);
+        self.state = c.state;
+        self.summary_tokens = c.summary_tokens;
+        let keep: std::collections::HashSet<_> = c.keep.iter().copied().collect();
+        for (m, compacted) in &mut self.messages {
+            if m.id <= c.watermark && !keep.contains(&m.id) {
+                *compacted = true;
+            }
+            if let Some(p) = c.pruned.iter().find(|p| p.id == m.id) {
+                m.parts = p.parts.clone();
             }
         }
     }
@@ -270,12 +273,24 @@ fn planted_values_survive_ten_compactions_and_the_summary_stays_in_budget() {
     assert_eq!(all.len(), 2_000);
     let budget = summary_output_budget(200_000);
     let e = CharEstimator::default();
+    // The engine as configured by default, with the bash tool's output
+    // shown to the summarizer.
+    let engine = EngineConfig {
+        transcript: TranscriptConfig {
+            tools: ToolAllowList {
+                names: vec!["bash".into()],
+                prefixes: vec![],
+            },
+            ..Default::default()
+        },
+        ..EngineConfig::default()
+    };
 
     let mut ws = Workstream::default();
     for (round, batch) in all.chunks(200).enumerate() {
         ws.messages
             .extend(batch.iter().cloned().map(|m| (m, false)));
-        ws.compact(budget);
+        ws.compact(&engine);
         let tokens = ws.summary.as_ref().map_or(0, |s| s.tokens(&e));
         assert!(
             tokens <= budget,

@@ -1,10 +1,11 @@
-//! Waiter wake-up latency: a chat request blocked in `wait_until_ready`
+//! Waiter wake-up latency: a chat request blocked in `Compactor::wait`
 //! while a compaction holds the workstream's lease, and the time from the
 //! release to the wait returning. Each iteration does what a worker does
 //! at the end of a compaction — `release_lease` in the database, then
 //! `publish_release` on Redis — while a waiter (the `Compactor` client, its
 //! one pattern subscription per process) is blocked; the waiter then
-//! re-reads the workstream and returns. PostgreSQL (127.0.0.1:5432) and
+//! re-reads the workstream (and, in the default `requested` mode, the job's
+//! progress in Redis: one script call) and returns. PostgreSQL (127.0.0.1:5432) and
 //! Redis (127.0.0.1:6379); waiter and "worker" are tasks of this process,
 //! on separate connections.
 //!
@@ -14,7 +15,9 @@
 //! - `from_release_start`: from the start of the `release_lease` write.
 //!
 //! Run: `cargo bench -p compactor-e2e --bench wake`
-//! (`WAKE_BENCH_ITERATIONS`, default 1,000; `BENCH_RUNS`, default 3.)
+//! (`WAKE_BENCH_ITERATIONS`, default 1,000; `BENCH_RUNS`, default 3;
+//! `WAKE_BENCH_MODE`, `requested` (default, suite `wake`) or `running`
+//! (suite `wake_running`).)
 //! Besides the human line, `BENCH_RESULT` JSON lines per run (p50 / p99).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a benchmark: fail loudly
@@ -24,7 +27,7 @@ use std::time::{Duration, Instant};
 use compactor_e2e::bench::{bench_runs, env_or, result};
 use compactor_e2e::db::TestDb;
 use compactor_e2e::TestRedis;
-use compactor_producer::client::{Compactor, IncomingMessage, Readiness};
+use compactor_producer::client::{Compactor, IncomingMessage, Readiness, WaitMode};
 use compactor_producer::events::{CompactionEvent, EventOutcome};
 use compactor_producer::store::LeaseTaken;
 use compactor_shared::{EntityKey, Role};
@@ -46,7 +49,7 @@ struct Run {
     without_event: usize,
 }
 
-async fn run_once(iterations: usize) -> Run {
+async fn run_once(iterations: usize, mode: WaitMode) -> Run {
     let db = TestDb::postgres().await;
     let redis = TestRedis::new();
     let engine = compactor_shared::config::EngineConfig::default();
@@ -98,7 +101,7 @@ async fn run_once(iterations: usize) -> Run {
         let mut task = {
             let (c, k) = (waiter.clone(), k.clone());
             tokio::spawn(async move {
-                let r = c.wait_until_ready(&k, Duration::from_secs(30)).await;
+                let r = c.wait(&k, mode, Duration::from_secs(30)).await;
                 (r, Instant::now())
             })
         };
@@ -115,8 +118,9 @@ async fn run_once(iterations: usize) -> Run {
         worker_queue.publish_release(&k, &event).await.unwrap();
         let (readiness, woke) = task.await.unwrap();
         match readiness.unwrap() {
-            Readiness::Ready { event: Some(_), .. } => {}
-            Readiness::Ready { event: None, .. } => run.without_event += 1,
+            // The announced event says the run committed.
+            Readiness::Compacted { .. } => {}
+            Readiness::Ready { .. } => run.without_event += 1,
             other => panic!("{other:?}"),
         }
         run.from_announcement.push(woke - released);
@@ -129,6 +133,11 @@ async fn run_once(iterations: usize) -> Run {
 
 fn main() {
     let iterations = env_or("WAKE_BENCH_ITERATIONS", 1_000usize);
+    let (mode, suite) = match std::env::var("WAKE_BENCH_MODE").as_deref() {
+        Ok("running") => (WaitMode::Running, "wake_running"),
+        Ok("requested") | Err(_) => (WaitMode::Requested, "wake"),
+        Ok(other) => panic!("WAKE_BENCH_MODE: requested or running, not {other:?}"),
+    };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -136,33 +145,34 @@ fn main() {
         .unwrap();
     rt.block_on(async {
         for _ in 0..bench_runs(3) {
-            let run = run_once(iterations).await;
+            let run = run_once(iterations, mode).await;
             let (a, r) = (&run.from_announcement, &run.from_release_start);
             for (metric, lat) in [("from_announcement", a), ("from_release_start", r)] {
                 result(
-                    "wake",
+                    suite,
                     &format!("{metric}_p50"),
                     ms(percentile(lat, 0.50)),
                     "ms",
                 );
                 result(
-                    "wake",
+                    suite,
                     &format!("{metric}_p99"),
                     ms(percentile(lat, 0.99)),
                     "ms",
                 );
                 result(
-                    "wake",
+                    suite,
                     &format!("{metric}_max"),
                     ms(lat[lat.len() - 1]),
                     "ms",
                 );
             }
-            result("wake", "without_event", run.without_event as f64, "waits");
+            result(suite, "without_event", run.without_event as f64, "waits");
             println!(
-                "waiter wake-up after release ({iterations} waits): from the announcement \
+                "waiter wake-up after release ({iterations} waits, mode {}): from the announcement \
                  p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms; from the start of the release write \
                  p50 {:.3} ms, p99 {:.3} ms; {} returned without the event",
+                mode.as_str(),
                 ms(percentile(a, 0.50)),
                 ms(percentile(a, 0.99)),
                 ms(a[a.len() - 1]),

@@ -369,6 +369,7 @@ pub fn conversation(turns: usize) -> Vec<IncomingMessage> {
                 serde_json::json!({"cmd": format!("cargo test test_case_{t}")}),
             )],
             pinned: false,
+            client_id: None,
         });
         out.push(IncomingMessage {
             role: Role::Tool,
@@ -378,6 +379,7 @@ pub fn conversation(turns: usize) -> Vec<IncomingMessage> {
                 format!("running 1 test\ntest test_case_{t} ... FAILED\nassertion failed: left == right (turn {t})"),
             )],
             pinned: false,
+            client_id: None,
         });
     }
     out

@@ -33,6 +33,10 @@ pub enum Fault {
     ContextLength,
     /// HTTP 401.
     Unauthorized,
+    /// A well-formed reply with this content (junk the checks must refuse).
+    Answer(String),
+    /// A summary stopped at the output limit (`finish_reason: length`).
+    AtLimit,
 }
 
 /// A request the fake received.
@@ -48,6 +52,16 @@ pub struct Call {
     /// The id of the first message in its transcript (`[#id ROLE]`), which
     /// tells whose workstream it summarizes.
     pub first_message: Option<i64>,
+    /// The output budget it asked for.
+    pub max_tokens: Option<u64>,
+}
+
+impl Call {
+    /// The worker's health probe of an unhealthy provider, not a
+    /// summarization.
+    pub fn is_probe(&self) -> bool {
+        self.system.to_lowercase().contains("health check")
+    }
 }
 
 #[derive(Default)]
@@ -152,6 +166,7 @@ impl Respond for Responder {
             at: std::time::Instant::now(),
             delay,
             first_message,
+            max_tokens: body["max_tokens"].as_u64(),
         };
         state.calls.push(call.clone());
         let too_long = state
@@ -234,5 +249,11 @@ fn faulty(fault: &Fault) -> ResponseTemplate {
         })),
         Fault::Unauthorized => ResponseTemplate::new(401)
             .set_body_json(serde_json::json!({"error": {"message": "invalid api key"}})),
+        Fault::Answer(text) => ResponseTemplate::new(200).set_body_json(completion(text, 400)),
+        Fault::AtLimit => {
+            let mut body = completion("KEY FACTS:\n- summary generation 0\n- the failing te", 400);
+            body["choices"][0]["finish_reason"] = "length".into();
+            ResponseTemplate::new(200).set_body_json(body)
+        }
     }
 }

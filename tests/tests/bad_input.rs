@@ -84,7 +84,9 @@ impl World {
             panic!("{entity}: the lease is released after the commit");
         };
         assert_eq!(self.client.status(&k).await.unwrap().compactions, 1);
-        self.client.build_context(&k).await.unwrap()
+        let turn = self.client.build_context(&k).await.unwrap();
+        assert!(!turn.truncated, "{entity}: a short history is loaded whole");
+        turn.into_inner()
     }
 
     /// The worker still serves after the bad input: alive, ready, and a
@@ -154,6 +156,108 @@ fn assert_refused(status: StatusCode, error: &Value, code: &str, fragment: &str)
 
 fn text_message(text: &str) -> Value {
     json!({"role": "user", "parts": [{"type": "text", "text": text}]})
+}
+
+/// Row "operator instructions over 4,096 bytes": over HTTP a 400
+/// `invalid_body` (it was a 500 `internal`), through the client a typed
+/// `ClientError::InvalidInstructions` (which the CLI maps to exit status 2);
+/// nothing is enqueued. At the limit they are accepted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_long_instructions_are_a_bad_request_not_a_server_error() {
+    let w = World::start().await;
+    let k = key("instructed");
+    w.client
+        .append_messages(&k, vec![IncomingMessage::text(Role::User, "hi")])
+        .await
+        .unwrap();
+    let path = "/v1/workstreams/chat/instructed/compact";
+    let long = "i".repeat(4_097);
+    let body = serde_json::to_vec(&json!({ "instructions": long })).unwrap();
+    let (status, error) = w.post_raw(path, body).await;
+    assert_refused(status, &error, "invalid_body", "at most 4096");
+    let err = w.client.compact_now(&k, Some(long)).await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            ClientError::InvalidInstructions(PayloadError::InstructionsTooLong { len: 4_097 })
+        ),
+        "{err}"
+    );
+    let counts = w.client.queue().counts().await.unwrap();
+    assert_eq!(counts.waiting + counts.running, 0, "nothing enqueued");
+
+    let at_limit = serde_json::to_vec(&json!({ "instructions": "i".repeat(4_096) })).unwrap();
+    let (status, error) = w.post_raw(path, at_limit).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{error}");
+    w.still_serving("after-long-instructions").await;
+}
+
+/// Row "connection URL with a typo": a URL whose scheme lost its colon
+/// (`redis//:pw@host`) was shown whole — with its password — by `Display`
+/// and `Debug`, so in every CLI error and every retry warning, and
+/// `Serialize` wrote passwords as given. Now the password is hidden
+/// everywhere, and a Redis URL that does not parse is refused at once as a
+/// URL problem instead of being retried as an outage.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mistyped_connection_url_never_shows_its_password() {
+    use compactor_producer::client::ClientSettings;
+    use compactor_producer::queue::{Queue, QueueConfig, QueueError};
+    use compactor_producer::settings::RedisSettings;
+
+    let secret = "hunter2typo";
+    let shown = |text: String| {
+        assert!(!text.contains(secret), "the password is shown: {text}");
+        text
+    };
+    let env = vec![
+        (
+            "REDIS_URL".to_owned(),
+            format!("redis//:{secret}@127.0.0.1:6379"),
+        ),
+        (
+            "DATABASE_URL".to_owned(),
+            format!("postgres//app:{secret}@127.0.0.1:5432/x"),
+        ),
+    ];
+    let settings: ClientSettings =
+        compactor_producer::settings::load_from(None, env.clone()).unwrap();
+    shown(format!("{settings:?}"));
+    shown(format!("{} {}", settings.redis.url, settings.database.url));
+    shown(serde_json::to_string(&settings).unwrap());
+    let worker_settings = compactor_worker::settings::Settings::load_from(None, env).unwrap();
+    shown(format!("{worker_settings:?}"));
+
+    // Redis: refused at once, by every path that connects.
+    let redis = RedisSettings::single(format!("redis//:{secret}@127.0.0.1:6379"));
+    let err = Queue::connect_with(&redis, QueueConfig::default())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, QueueError::Url { .. }), "{err:?}");
+    let text = shown(err.to_string());
+    assert!(text.contains("not a Redis URL"), "{text}");
+    shown(format!("{err:?}"));
+    let err = tokio::time::timeout(
+        Duration::from_secs(10),
+        compactor_worker::connect::connect_with_retry(
+            &redis,
+            QueueConfig::default(),
+            std::future::pending(),
+        ),
+    )
+    .await
+    .expect("not retried as if Redis were down")
+    .unwrap_err();
+    shown(err.to_string());
+    // The database: the driver's message is scrubbed too.
+    let err = compactor_producer::store::Store::connect_with(&settings.database)
+        .await
+        .unwrap_err();
+    shown(err.to_string());
+    shown(format!("{err:?}"));
+    let err = compactor_producer::client::Compactor::connect(&settings)
+        .await
+        .unwrap_err();
+    shown(err.to_string());
 }
 
 /// Rows "invalid domain/entity ids" and "non-UTF-8 ids": each refused with
@@ -408,6 +512,7 @@ async fn deep_nesting_and_invalid_utf8_in_bodies_are_refused_or_handled() {
                 role: Role::Assistant,
                 parts: vec![Part::tool_call("deep-0", "bash", nested(200))],
                 pinned: false,
+                client_id: None,
             }],
         )
         .await
@@ -439,11 +544,13 @@ async fn deep_nesting_and_invalid_utf8_in_bodies_are_refused_or_handled() {
             role: Role::Assistant,
             parts: vec![Part::tool_call("deep-1", "bash", input)],
             pinned: false,
+            client_id: None,
         },
         IncomingMessage {
             role: Role::Tool,
             parts: vec![Part::tool_result("deep-1", "bash", "ok")],
             pinned: false,
+            client_id: None,
         },
     ];
     messages.extend(conversation(20));
@@ -465,6 +572,7 @@ async fn tool_results_without_calls_are_never_sent_as_orphans() {
         role: Role::Tool,
         parts: vec![Part::tool_result(id, "bash", format!("output of {id}"))],
         pinned: false,
+        client_id: None,
     };
     let mut messages = vec![orphan("early-orphan")];
     messages.extend(conversation(20));
@@ -522,11 +630,13 @@ async fn message_ids_cannot_be_chosen_and_reused_call_ids_are_handled() {
                 json!({"cmd": format!("ls {t}")}),
             )],
             pinned: false,
+            client_id: None,
         });
         messages.push(IncomingMessage {
             role: Role::Tool,
             parts: vec![Part::tool_result("call-1", "bash", format!("listing {t}"))],
             pinned: false,
+            client_id: None,
         });
     }
     let ids = w.client.append_messages(&k, messages).await.unwrap().ids;
@@ -537,6 +647,14 @@ async fn message_ids_cannot_be_chosen_and_reused_call_ids_are_handled() {
     );
     let context = w.compact("dupes").await;
     assert_no_orphans(&context);
+    // Results pair with the nearest earlier unanswered call of their id, so
+    // the reused id blocks no cut: everything but the tail is compacted
+    // (pairing with the first "call-1" made one pair span all 90 messages).
+    assert!(
+        context.messages.len() <= 8,
+        "summary + a tail of about 6 messages, got {}",
+        context.messages.len()
+    );
     let rendered = serde_json::to_string(&context.messages).unwrap();
     assert!(rendered.contains("listing 29"), "the latest turn is kept");
     w.still_serving("after-dupes").await;

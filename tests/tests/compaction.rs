@@ -168,3 +168,98 @@ async fn a_long_conversation_is_compacted_in_chunks_on_postgres() {
 async fn a_long_conversation_is_compacted_in_chunks_on_sqlite() {
     three_thousand_messages_compact_in_chunks(Backend::Sqlite).await;
 }
+
+/// The worker's compaction job runs the engine's one pipeline
+/// (`compactor_shared::pipeline::compact`): what it commits is exactly what
+/// that function computes for the same stored workstream. The planted-fact
+/// test and the quality benchmark drive the same function (directly, and
+/// through this worker), so they measure what production does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_worker_commits_exactly_what_the_pipeline_computes() {
+    use compactor_shared::pipeline;
+
+    let db = TestDb::new(Backend::Sqlite).await;
+    let redis = TestRedis::new();
+    let mut settings = settings(&db.url, &redis, None);
+    settings.engine.trigger = compactor_shared::trigger::TriggerPolicy::Threshold {
+        context_window: 8_000,
+        ratio: 0.7,
+        output_reserve: 2_000,
+        safety_margin: 500,
+    };
+    let engine = settings.engine.clone();
+    let compactor =
+        Compactor::from_parts(db.store.clone(), redis.queue().await, engine.clone()).await;
+    let k = key("same-pipeline");
+    let incoming = conversation(60);
+    let appended = compactor
+        .append_messages(&k, incoming.clone())
+        .await
+        .unwrap();
+    let messages: Vec<Message> = incoming
+        .iter()
+        .zip(&appended.ids)
+        .map(|(m, id)| Message {
+            id: *id,
+            role: m.role,
+            parts: m.parts.clone(),
+            pinned: false,
+        })
+        .collect();
+
+    // What the pipeline computes, in memory, with the offline summarizer.
+    let stored = db.store.workstream(&k).await.unwrap().unwrap();
+    let e = CharEstimator::new(engine.chars_per_token);
+    let expected = pipeline::now_or_never(pipeline::compact(
+        &pipeline::Workstream {
+            summary: stored.summary.clone(),
+            state: stored.state.clone(),
+            memory_block_summary: stored.memory_block_summary.clone(),
+            memory_entries: Vec::new(),
+            summary_tokens: stored.summary_tokens,
+            uncompacted_tokens: stored.uncompacted_tokens,
+        },
+        &pipeline::Request::default(),
+        &engine,
+        &e,
+        4_000,
+        &mut pipeline::InMemory::new(&messages, 1_000),
+        &mut pipeline::Extractive {
+            engine: &engine,
+            estimator: &e,
+        },
+    ))
+    .unwrap()
+    .unwrap();
+    let pipeline::Outcome::Compacted(expected) = expected else {
+        panic!("over the trigger: something to compact")
+    };
+
+    // What the worker commits.
+    assert!(matches!(
+        compactor.finalize_turn(&k, None).await.unwrap(),
+        TurnOutcome::Requested { .. }
+    ));
+    let worker = spawn_worker(settings);
+    eventually(
+        "the workstream is compacted",
+        Duration::from_secs(60),
+        || async { compactor.status(&k).await.unwrap().compactions == 1 },
+    )
+    .await;
+    worker.stop().await;
+    let committed = db.store.workstream(&k).await.unwrap().unwrap();
+    assert_eq!(
+        committed.last_compacted_message_id,
+        Some(expected.watermark)
+    );
+    assert_eq!(committed.summary.as_ref(), Some(&expected.summary));
+    assert_eq!(committed.state, expected.state);
+    assert_eq!(committed.summary_tokens, expected.summary_tokens);
+    let runs = db.store.runs(&k, 10).await.unwrap();
+    assert_eq!(runs[0].tokens_after, expected.report.tokens_after);
+    assert_eq!(
+        runs[0].messages_compacted,
+        expected.report.messages_compacted
+    );
+}

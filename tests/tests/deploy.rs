@@ -4,7 +4,9 @@
 //! the Kubernetes manifests and the systemd unit parse and keep their stop
 //! timeouts above the worker's shutdown grace, the configuration files they
 //! ship load, and the Dockerfile builds the two binaries with
-//! `cargo build --release --locked`. No services needed.
+//! `cargo build --release --locked`; a worker started with the kit's
+//! configuration and environment requires the admin token (that test needs
+//! Redis; the others no services).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
 
@@ -110,6 +112,60 @@ fn worker_settings_from(name: &str, toml: &str) -> Settings {
     let worker = worker.unwrap_or_else(|e| panic!("{name}: the worker refuses it: {e}"));
     client.unwrap_or_else(|e| panic!("{name}: `compactor` refuses it: {e}"));
     worker
+}
+
+/// The worker's settings from `config/default.toml`, `toml` and the
+/// environment `env`.
+fn worker_settings_with(
+    name: &str,
+    toml: &str,
+    env: BTreeMap<String, String>,
+) -> Result<Settings, compactor_producer::settings::SettingsError> {
+    let path = std::env::temp_dir().join(format!(
+        "compactor-deploy-{}-{name}.toml",
+        std::process::id()
+    ));
+    std::fs::write(&path, toml).unwrap();
+    let settings = Settings::load_from(Some(&path), env);
+    std::fs::remove_file(&path).unwrap();
+    settings
+}
+
+/// The `KEY=value` lines of an environment file (comments and blank lines
+/// skipped).
+fn env_file(path: &Path) -> BTreeMap<String, String> {
+    read(path)
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(|l| {
+            let (k, v) = l.split_once('=').expect("KEY=value");
+            (k.to_owned(), v.to_owned())
+        })
+        .collect()
+}
+
+/// Compose's interpolation of `${VAR}`, `${VAR:-default}` and
+/// `${VAR:?message}` with the variables `given`; `Err(message)` for a
+/// required one that is missing.
+fn interpolate(text: &str, given: &BTreeMap<&str, &str>) -> Result<String, String> {
+    let re = Regex::new(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:-|:\?)([^}]*))?\}").unwrap();
+    let mut out = String::new();
+    let mut last = 0;
+    for c in re.captures_iter(text) {
+        let whole = c.get(0).unwrap();
+        out.push_str(&text[last..whole.start()]);
+        last = whole.end();
+        let value = given.get(&c[1]).copied().filter(|v| !v.is_empty());
+        match (value, c.get(2).map(|m| m.as_str())) {
+            (Some(v), _) => out.push_str(v),
+            (None, Some(":-")) => out.push_str(c.get(3).map_or("", |m| m.as_str())),
+            (None, Some(_)) => return Err(format!("{}: {}", &c[1], &c[3])),
+            (None, None) => {}
+        }
+    }
+    out.push_str(&text[last..]);
+    Ok(out)
 }
 
 /// The worker's default shutdown grace (`worker.shutdown_grace`).
@@ -568,6 +624,18 @@ fn the_compose_file_has_the_services_and_production_redis() {
         .expect("the --config file is mounted");
     let config_file = deploy_dir().join(mount.split(':').next().unwrap());
     let settings = worker_settings_from("compose", &read(&config_file));
+    // /v1 needs a token (config.toml's token_env), and compose refuses to
+    // start without the variable.
+    let token_var = settings
+        .admin
+        .token_env
+        .as_deref()
+        .expect("config.toml makes /v1 require a token");
+    let wired = str_at(env, &format!("/{token_var}"));
+    assert!(
+        wired.starts_with(&format!("${{{token_var}:?")),
+        "{token_var} is required by compose: {wired}"
+    );
     let stop = parse_duration(str_at(worker, "/stop_grace_period"));
     assert!(
         stop > settings.worker.shutdown_grace && stop > default_grace(),
@@ -601,6 +669,7 @@ fn docker_compose_validates_the_file_where_it_is_installed() {
                 .args(["compose", "-f"])
                 .arg(&path)
                 .args(["config", "--quiet"])
+                .env("COMPACTOR_ADMIN_TOKEN", "compose-config-check")
                 .output()
                 .expect("docker compose config");
             assert!(
@@ -753,6 +822,49 @@ fn the_kubernetes_deployment_probes_and_outlasts_the_shutdown_grace() {
     let env = &find(&objects, "ConfigMap", env_map)["data"];
     assert_eq!(env["COMPACTOR__ADMIN__LISTEN"], "0.0.0.0:9464");
 
+    // The pod's environment: the ConfigMap's variables and the Secret's
+    // (stand-in values). With it the configuration loads, listens on every
+    // interface, and /v1 requires the token.
+    let mut pod_env: BTreeMap<String, String> = env
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| (k.clone(), v.as_str().unwrap().to_owned()))
+        .collect();
+    for var in container["env"].as_array().unwrap() {
+        if var["valueFrom"]["secretKeyRef"].is_object() {
+            let name = var["name"].as_str().unwrap();
+            pod_env.insert(name.to_owned(), format!("secret-{name}"));
+        }
+    }
+    let settings = worker_settings_with("k8s-env", toml, pod_env.clone())
+        .unwrap_or_else(|e| panic!("the pod's configuration: {e}"));
+    assert!(!settings.admin.listen.ip().is_loopback());
+    let token_var = settings
+        .admin
+        .token_env
+        .clone()
+        .expect("the ConfigMap's config.toml makes /v1 require a token");
+    let token = settings
+        .admin
+        .resolve_token(|name| pod_env.get(name).cloned())
+        .unwrap();
+    assert!(token.is_some_and(|t| t.matches(format!("secret-{token_var}").as_bytes())));
+    // Every key the configuration needs is a required key of the Secret:
+    // an optional one that is missing would start the pod without it — a
+    // crash loop (the LLM key of provider = "openai") or a refusal (the
+    // token) — instead of a pod waiting with an event naming the key.
+    let mut needed = vec!["DATABASE_URL".to_owned(), token_var];
+    needed.extend(settings.llm.effective_api_key_env().map(str::to_owned));
+    assert!(
+        needed.iter().any(|v| v == "OPENAI_API_KEY"),
+        "provider openai needs its key: {needed:?}"
+    );
+    for var in &needed {
+        let reference = secret_ref(container, var);
+        assert_ne!(reference["optional"], true, "{var} must be required");
+    }
+
     // The metrics Service selects these pods; its name is the job label the
     // alerts expect.
     let service = find(&objects, "Service", "compactor-worker");
@@ -812,6 +924,23 @@ fn the_systemd_unit_outlasts_the_shutdown_grace_and_is_hardened() {
     assert_eq!(one("Restart"), "on-failure");
     // The config file it runs with (deploy/config.toml is the example).
     let settings = worker_settings_from("systemd", &read(&deploy_dir().join("config.toml")));
+    // Its environment file has the token /v1 requires, to be filled in:
+    // as shipped (empty) the worker refuses to start, naming it.
+    let token_var = settings
+        .admin
+        .token_env
+        .clone()
+        .expect("config.toml makes /v1 require a token");
+    let env_file = env_file(&deploy_dir().join("systemd/env.example"));
+    assert!(
+        env_file.contains_key(&token_var),
+        "{token_var} in env.example"
+    );
+    let missing = settings
+        .admin
+        .resolve_token(|name| env_file.get(name).cloned())
+        .unwrap_err();
+    assert!(missing.to_string().contains(&token_var), "{missing}");
     let stop = parse_duration(one("TimeoutStopSec"));
     assert!(
         stop > default_grace() && stop > settings.worker.shutdown_grace,
@@ -908,4 +1037,98 @@ fn the_dockerfile_builds_both_binaries_locked_into_a_small_non_root_image() {
     let ignore = read(&root().join(".dockerignore"));
     let ignored: Vec<&str> = ignore.lines().map(str::trim).collect();
     assert!(ignored.contains(&"target/") && ignored.contains(&".git/"));
+}
+
+// ------------------------------------------------------ the token is on --
+
+/// The issue: no file of `deploy/` set `[admin] token_env`, so the
+/// `COMPACTOR_ADMIN_TOKEN` the kit provides was ignored and `/v1` answered
+/// 200 without a token on 0.0.0.0. A worker started as compose starts it —
+/// `deploy/config.toml` and the service's environment, interpolated as
+/// compose does — refuses `/v1` without the token (401) and serves it with
+/// the token; the probes stay open. Only what must differ on a test machine
+/// is changed: the database, the Redis queue and the port (0, on every
+/// interface as in the container).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_started_as_the_deploy_kit_starts_it_requires_the_token() {
+    use compactor_e2e::db::{Backend, TestDb};
+    use compactor_e2e::{start_worker, TestRedis};
+
+    let compose = yaml(&deploy_dir().join("docker-compose.yml"));
+    let service = &compose["services"]["worker"];
+    let token = "deploy-kit-token-0123456789";
+    let given = BTreeMap::from([("COMPACTOR_ADMIN_TOKEN", token)]);
+    let mut env: BTreeMap<String, String> = service["environment"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| {
+            let value = interpolate(v.as_str().unwrap(), &given).unwrap();
+            (k.clone(), value)
+        })
+        .collect();
+    // Compose itself refuses to start without the token.
+    let required = interpolate(
+        str_at(&service["environment"], "/COMPACTOR_ADMIN_TOKEN"),
+        &BTreeMap::new(),
+    );
+    assert!(required.is_err(), "{required:?}");
+
+    let db = TestDb::new(Backend::Sqlite).await;
+    let redis = TestRedis::new();
+    assert_eq!(env["COMPACTOR__ADMIN__LISTEN"], "0.0.0.0:9464");
+    env.insert("COMPACTOR__ADMIN__LISTEN".into(), "0.0.0.0:0".into());
+    env.insert("DATABASE_URL".into(), db.url.clone());
+    env.insert("REDIS_URL".into(), redis.url.clone());
+    env.insert(
+        "COMPACTOR__QUEUE__NAME".into(),
+        redis.config.name.as_str().to_owned(),
+    );
+    let mut settings = worker_settings_with(
+        "compose-run",
+        &read(&deploy_dir().join("config.toml")),
+        env.clone(),
+    )
+    .unwrap();
+    // The token as the worker resolves it, from the service's environment
+    // (not this process's).
+    settings.admin.token = settings
+        .admin
+        .resolve_token(|name| env.get(name).cloned())
+        .unwrap();
+    assert!(settings.admin.token.is_some(), "the kit wires the token");
+    let worker = start_worker(settings).await;
+    let base = worker
+        .admin_url()
+        .replace("0.0.0.0", "127.0.0.1")
+        .replace("[::]", "[::1]");
+    let http = reqwest::Client::new();
+    let path = format!("{base}/v1/workstreams/chat/deploy/messages");
+    let body = serde_json::json!({"messages": [{"role": "user", "parts": [{"type": "text", "text": "hi"}]}]});
+
+    let anonymous = http.post(&path).json(&body).send().await.unwrap();
+    assert_eq!(anonymous.status(), reqwest::StatusCode::UNAUTHORIZED);
+    let error: Value = anonymous.json().await.unwrap();
+    assert_eq!(error["error"]["code"], "unauthorized");
+    let wrong = http
+        .post(&path)
+        .bearer_auth("not-the-token")
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(wrong.status(), reqwest::StatusCode::UNAUTHORIZED);
+    let authorized = http
+        .post(&path)
+        .bearer_auth(token)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(authorized.status(), reqwest::StatusCode::OK);
+    for probe in ["/healthz", "/readyz", "/metrics"] {
+        let open = http.get(format!("{base}{probe}")).send().await.unwrap();
+        assert_eq!(open.status(), reqwest::StatusCode::OK, "{probe}");
+    }
+    worker.stop().await;
 }

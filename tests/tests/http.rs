@@ -1,9 +1,13 @@
 //! The admin HTTP API of a worker started as the binary starts it, called
-//! over a real socket (reqwest against the port the worker bound): every
-//! route, the bearer token, malformed keys, bodies and queries, `/readyz`
-//! when Redis goes away or the schema falls behind, and `/metrics` after
-//! end-to-end compactions. Real Redis, PostgreSQL and SQLite; the LLM faked
-//! at the HTTP boundary.
+//! over a real socket (reqwest against the port the worker bound, or a raw
+//! TCP stream where a client must misbehave): every route, the bearer
+//! token, malformed keys, bodies and queries, `/readyz` and
+//! `/readyz/worker` when Redis goes away or the schema falls behind, the
+//! server's bounds (body size without reading, slow and idle connections,
+//! the connection limit, the long-poll limit, request and statement
+//! timeouts, the context's history bound), and `/metrics` after end-to-end
+//! compactions. Real Redis, PostgreSQL and SQLite; the LLM faked at the HTTP
+//! boundary.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
 
@@ -21,6 +25,8 @@ use compactor_worker::settings::{AdminToken, Settings};
 use compactor_worker::startup::{Application, StartupError};
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
 
 /// A 20,000-token model: `conversation(200)` is over its trigger.
@@ -156,7 +162,13 @@ async fn the_workstream_routes_store_compact_wait_and_serve_the_context() {
     assert_eq!(ready.status, StatusCode::OK, "{}", ready.text);
     assert_eq!(
         ready.body,
-        json!({"ready": true, "checks": {"redis": "ok", "database": "ok", "schema": "ok"}})
+        json!({"ready": true, "checks": {"database": "ok", "schema": "ok"}})
+    );
+    let worker_side = api.get("/readyz/worker").await;
+    assert_eq!(worker_side.status, StatusCode::OK, "{}", worker_side.text);
+    assert_eq!(
+        worker_side.body,
+        json!({"ready": true, "checks": {"redis": "ok", "runtime": "running"}})
     );
 
     // Store a long conversation; nothing is requested yet.
@@ -175,6 +187,7 @@ async fn the_workstream_routes_store_compact_wait_and_serve_the_context() {
     );
     let status = api.get(&ws("http-1", "status")).await;
     assert_eq!(status.status, StatusCode::OK, "{}", status.text);
+    assert_one_job_key(&status.text);
     assert_eq!(status.body["domain"], "chat");
     assert_eq!(status.body["entity_id"], "http-1");
     assert_eq!(status.body["compactions"], 0);
@@ -203,12 +216,13 @@ async fn the_workstream_routes_store_compact_wait_and_serve_the_context() {
     })
     .await;
     let running = api.get(&ws("http-1", "status")).await;
+    assert_one_job_key(&running.text);
     assert_eq!(running.body["job"]["job_id"], job_id);
+    assert_eq!(running.body["job"]["state"], "running");
 
     let waited = api.get(&ws("http-1", "wait?timeout_ms=30000")).await;
     assert_eq!(waited.status, StatusCode::OK, "{}", waited.text);
-    assert_eq!(waited.body["ready"], true, "{}", waited.text);
-    assert_eq!(waited.body["timed_out"], false);
+    assert_eq!(waited.body["outcome"], "compacted", "{}", waited.text);
     assert!(waited.body["waited_ms"].is_u64());
     let event = &waited.body["event"];
     assert_eq!(event["outcome"], "compacted", "{}", waited.text);
@@ -217,6 +231,7 @@ async fn the_workstream_routes_store_compact_wait_and_serve_the_context() {
     assert!(event["tokens_after"].as_u64().unwrap() < event["tokens_before"].as_u64().unwrap());
 
     let done = api.get(&ws("http-1", "status")).await;
+    assert_one_job_key(&done.text);
     assert_eq!(done.body["compactions"], 1, "{}", done.text);
     assert_eq!(done.body["lease"], Value::Null);
     assert_eq!(done.body["breaker_open"], false);
@@ -238,10 +253,17 @@ async fn the_workstream_routes_store_compact_wait_and_serve_the_context() {
     assert!(context.body["tokens"].as_u64().unwrap() > 0);
     assert_eq!(context.body["over_budget"], false);
 
-    // Nothing runs now: a wait returns at once, without an event.
-    let idle = api.get(&ws("http-1", "wait?timeout_ms=5000")).await;
-    assert_eq!(idle.body["ready"], true);
-    assert_eq!(idle.body["event"], Value::Null);
+    // Nothing runs now: a wait returns at once, without an event, in
+    // either mode.
+    for query in ["timeout_ms=5000", "timeout_ms=5000&mode=running"] {
+        let idle = api.get(&ws("http-1", &format!("wait?{query}"))).await;
+        assert_eq!(idle.status, StatusCode::OK, "{}", idle.text);
+        assert_eq!(
+            idle.body,
+            json!({"outcome": "ready", "waited_ms": idle.body["waited_ms"], "event": null}),
+            "{query}"
+        );
+    }
 
     // A manual compaction, with instructions; a second request joins it
     // (or follows it, if it started already).
@@ -343,7 +365,7 @@ async fn the_v1_routes_need_the_bearer_token_when_one_is_set() {
     assert_eq!(stored.status, StatusCode::OK, "{}", stored.text);
 
     // Probes and the scrape need none.
-    for path in ["/healthz", "/readyz", "/metrics"] {
+    for path in ["/healthz", "/readyz", "/readyz/worker", "/metrics"] {
         assert_eq!(anonymous.get(path).await.status, StatusCode::OK, "{path}");
     }
     worker.stop().await;
@@ -505,6 +527,7 @@ async fn malformed_requests_get_clear_json_errors() {
         ("timeout_ms=60001", "above the maximum of 60000"),
         ("timeout_ms=soon", "timeout_ms"),
         ("timeout=5", "unknown field `timeout`"),
+        ("mode=soon", "unknown variant `soon`"),
     ] {
         let reply = api.get(&ws("known", &format!("wait?{query}"))).await;
         assert_eq!(
@@ -564,8 +587,12 @@ async fn malformed_requests_get_clear_json_errors() {
     worker.stop().await;
 }
 
+/// The issue: `/readyz` depended on Redis, so a Redis outage pulled every
+/// pod out of its Service although appends and `/context` need only the
+/// database. Now `/readyz` (the chat routes) stays 200 and they keep
+/// working; `/readyz/worker` reports the outage.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn readyz_turns_503_while_redis_is_unreachable() {
+async fn a_redis_outage_leaves_the_chat_routes_ready_and_the_worker_side_says_so() {
     let db = TestDb::new(Backend::Sqlite).await;
     let redis = TestRedis::new();
     let mut private = PrivateRedis::start();
@@ -574,6 +601,7 @@ async fn readyz_turns_503_while_redis_is_unreachable() {
     let worker = start_worker(s).await;
     let api = Api::new(&worker);
     assert_eq!(api.get("/readyz").await.status, StatusCode::OK);
+    assert_eq!(api.get("/readyz/worker").await.status, StatusCode::OK);
     let one = json!({"messages": [{"role": "user", "parts": [{"type": "text", "text": "hi"}]}]});
     assert_eq!(
         api.post(&ws("r", "messages"), &one).await.status,
@@ -581,12 +609,14 @@ async fn readyz_turns_503_while_redis_is_unreachable() {
     );
 
     private.kill();
-    eventually("readyz says 503", Duration::from_secs(20), || async {
-        api.get("/readyz").await.status == StatusCode::SERVICE_UNAVAILABLE
-    })
+    eventually(
+        "/readyz/worker says 503",
+        Duration::from_secs(20),
+        || async { api.get("/readyz/worker").await.status == StatusCode::SERVICE_UNAVAILABLE },
+    )
     .await;
     let started = Instant::now();
-    let not_ready = api.get("/readyz").await;
+    let not_ready = api.get("/readyz/worker").await;
     assert!(
         started.elapsed() < Duration::from_secs(5),
         "the probe is bounded: {:?}",
@@ -601,8 +631,17 @@ async fn readyz_turns_503_while_redis_is_unreachable() {
     );
     assert_eq!(not_ready.body["ready"], false);
     assert_ne!(not_ready.body["checks"]["redis"], "ok");
-    assert_eq!(not_ready.body["checks"]["database"], "ok");
-    assert_eq!(not_ready.body["checks"]["schema"], "ok");
+    assert_eq!(not_ready.body["checks"]["runtime"], "running");
+
+    // The chat side: ready, and serving.
+    let ready = api.get("/readyz").await;
+    assert_eq!(ready.status, StatusCode::OK, "{}", ready.text);
+    assert_eq!(ready.body["checks"]["database"], "ok");
+    let stored = api.post(&ws("r", "messages"), &one).await;
+    assert_eq!(stored.status, StatusCode::OK, "{}", stored.text);
+    let context = api.get(&ws("r", "context")).await;
+    assert_eq!(context.status, StatusCode::OK, "{}", context.text);
+    assert_eq!(context.body["messages"].as_array().unwrap().len(), 2);
     // Alive all the same: no restart for a dependency's outage.
     assert_eq!(api.get("/healthz").await.status, StatusCode::OK);
     // A route that needs Redis says so.
@@ -615,11 +654,13 @@ async fn readyz_turns_503_while_redis_is_unreachable() {
     );
     assert_eq!(status.code(), "redis_unavailable");
 
-    // Redis back on the same port: ready again.
+    // Redis back on the same port: the worker side is ready again.
     let _back = PrivateRedis::start_on(private.port);
-    eventually("readyz says 200 again", Duration::from_secs(30), || async {
-        api.get("/readyz").await.status == StatusCode::OK
-    })
+    eventually(
+        "/readyz/worker says 200 again",
+        Duration::from_secs(30),
+        || async { api.get("/readyz/worker").await.status == StatusCode::OK },
+    )
     .await;
     worker.stop().await;
 }
@@ -644,13 +685,494 @@ async fn readyz_turns_503_when_the_schema_falls_behind() {
         reply.text
     );
     assert_eq!(reply.code(), "not_ready");
-    assert_eq!(reply.body["checks"]["redis"], "ok");
     assert_eq!(reply.body["checks"]["database"], "ok");
     let schema = reply.body["checks"]["schema"].as_str().unwrap();
     assert!(
         schema.contains(&last) && schema.contains("compactor migrate"),
         "{schema}"
     );
+    worker.stop().await;
+}
+
+/// `host:port` of a worker's admin API, for raw TCP clients.
+fn admin_addr(worker: &Worker) -> String {
+    worker.admin_url().trim_start_matches("http://").to_owned()
+}
+
+/// Reads from `stream` until it holds `needle` (or the stream ends);
+/// everything read.
+async fn read_until(stream: &mut TcpStream, needle: &str) -> String {
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let n = stream.read(&mut buf).await.unwrap_or(0);
+        if n == 0 {
+            break;
+        }
+        seen.extend_from_slice(&buf[..n]);
+        if String::from_utf8_lossy(&seen).contains(needle) {
+            break;
+        }
+    }
+    String::from_utf8_lossy(&seen).into_owned()
+}
+
+/// Whether the server closed `stream` (a read sees the end, or a reset)
+/// within `limit`; what it sent meanwhile is skipped.
+async fn closed_within(stream: &mut TcpStream, limit: Duration) -> bool {
+    let mut buf = [0u8; 4096];
+    tokio::time::timeout(limit, async {
+        loop {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+        }
+    })
+    .await
+    .is_ok()
+}
+
+/// The issue: a body over the limit was drained (up to 256 MiB, for up to
+/// 10 s) before the 413. Now the declared length is refused at once: the
+/// 413 arrives while the client has sent only its headers and a few bytes
+/// of a 100 MiB body, and the server closes the connection instead of
+/// reading the rest.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_oversized_body_is_refused_before_it_is_sent() {
+    let db = TestDb::new(Backend::Sqlite).await;
+    let redis = TestRedis::new();
+    let mut s = settings(&db.url, &redis, None);
+    s.admin.max_body_bytes = 64 * 1024;
+    let worker = start_worker(s).await;
+    let mut stream = TcpStream::connect(admin_addr(&worker)).await.unwrap();
+    let declared = 100 * 1024 * 1024;
+    let head = format!(
+        "POST {} HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\n\
+         Content-Length: {declared}\r\n\r\n{{\"messages\": [",
+        ws("big", "messages")
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    // Nothing more of the body is sent: the answer must not wait for it
+    // (the drain waited 10 s).
+    let answer = tokio::time::timeout(Duration::from_secs(5), read_until(&mut stream, "}}"))
+        .await
+        .expect("answered before the body was sent");
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+    assert!(answer.contains("application/json"), "{answer}");
+    assert!(answer.contains("\"payload_too_large\""), "{answer}");
+    assert!(answer.contains(&declared.to_string()), "{answer}");
+    assert!(
+        closed_within(&mut stream, Duration::from_secs(5)).await,
+        "the connection is closed, the body never read"
+    );
+    // A chunked body (no length declared) is cut when it passes the limit.
+    let mut stream = TcpStream::connect(admin_addr(&worker)).await.unwrap();
+    let head = format!(
+        "POST {} HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\n\
+         Transfer-Encoding: chunked\r\n\r\n",
+        ws("big", "messages")
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let chunk = vec![b' '; 8 * 1024];
+    for _ in 0..10 {
+        let mut framed = format!("{:x}\r\n", chunk.len()).into_bytes();
+        framed.extend_from_slice(&chunk);
+        framed.extend_from_slice(b"\r\n");
+        if stream.write_all(&framed).await.is_err() {
+            break;
+        }
+    }
+    let answer = tokio::time::timeout(Duration::from_secs(5), read_until(&mut stream, "}}"))
+        .await
+        .expect("answered");
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+    assert!(answer.contains("\"payload_too_large\""), "{answer}");
+    worker.stop().await;
+}
+
+/// The chaos finding: 50 slowloris connections stayed open for 36 s and,
+/// past the file-descriptor limit, took `/healthz` down. Now a client that
+/// trickles its headers is cut off after `admin.header_read_timeout`, at
+/// most `admin.max_connections` are served at once, and `/healthz` still
+/// answers while 50 slow clients try; a keep-alive connection left idle is
+/// closed too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_and_idle_clients_are_cut_off_and_healthz_still_answers() {
+    let db = TestDb::new(Backend::Sqlite).await;
+    let redis = TestRedis::new();
+    let mut s = settings(&db.url, &redis, None);
+    s.admin.max_connections = 8;
+    s.admin.max_long_polls = 4;
+    s.admin.header_read_timeout = Duration::from_millis(500);
+    let worker = start_worker(s).await;
+    let addr = admin_addr(&worker);
+
+    // 50 clients, each sending a request's headers one byte every 200 ms:
+    // never finished in time. Each must be closed by the server.
+    let request =
+        b"GET /healthz HTTP/1.1\r\nHost: test\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaa\r\n\r\n";
+    let mut slow = Vec::new();
+    for _ in 0..50 {
+        let mut stream = TcpStream::connect(&addr).await.unwrap();
+        slow.push(tokio::spawn(async move {
+            let mut buf = [0u8; 1024];
+            for byte in request {
+                tokio::select! {
+                    read = stream.read(&mut buf) => match read {
+                        Ok(0) | Err(_) => return true,
+                        Ok(_) => {}
+                    },
+                    () = tokio::time::sleep(Duration::from_millis(200)) => {
+                        if stream.write_all(&[*byte]).await.is_err() {
+                            return true;
+                        }
+                    }
+                }
+            }
+            // Every byte sent (14 s): the server let it dribble through.
+            false
+        }));
+    }
+    // Meanwhile the probe gets through (it may wait for a slot).
+    let healthz = reqwest::Client::new()
+        .get(format!("{}/healthz", worker.admin_url()))
+        .timeout(Duration::from_secs(30))
+        .send()
+        .await
+        .expect("/healthz answers while slow clients try");
+    assert_eq!(healthz.status(), StatusCode::OK);
+    for client in slow {
+        assert!(
+            client.await.unwrap(),
+            "a slow client was cut off before it sent its headers"
+        );
+    }
+
+    // A keep-alive connection that goes quiet after a request is closed.
+    let mut idle = TcpStream::connect(&addr).await.unwrap();
+    idle.write_all(b"GET /healthz HTTP/1.1\r\nHost: test\r\n\r\n")
+        .await
+        .unwrap();
+    let answer = read_until(&mut idle, "\"ok\"").await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(
+        closed_within(&mut idle, Duration::from_secs(10)).await,
+        "an idle keep-alive connection is closed"
+    );
+    worker.stop().await;
+}
+
+/// At `admin.max_connections`, a new connection waits (in the listen
+/// backlog) until one closes; then it is served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_over_the_limit_wait_for_a_free_slot() {
+    let db = TestDb::new(Backend::Sqlite).await;
+    let redis = TestRedis::new();
+    let mut s = settings(&db.url, &redis, None);
+    s.admin.max_connections = 2;
+    s.admin.max_long_polls = 1;
+    s.admin.header_read_timeout = Duration::from_secs(60);
+    let worker = start_worker(s).await;
+    let addr = admin_addr(&worker);
+    let healthz = |limit: Duration| {
+        let url = format!("{}/healthz", worker.admin_url());
+        async move { reqwest::Client::new().get(url).timeout(limit).send().await }
+    };
+    // Two connections that send nothing hold both slots…
+    let first = TcpStream::connect(&addr).await.unwrap();
+    let _second = TcpStream::connect(&addr).await.unwrap();
+    // (accepted in order: a request on a third one is not answered)
+    let refused = healthz(Duration::from_millis(700)).await;
+    assert!(
+        refused.is_err(),
+        "a third connection is not served while two hold the slots: {refused:?}"
+    );
+    // …until one closes.
+    drop(first);
+    let served = healthz(Duration::from_secs(10))
+        .await
+        .expect("served once a slot is free");
+    assert_eq!(served.status(), StatusCode::OK);
+    worker.stop().await;
+}
+
+/// Long polls beyond `admin.max_long_polls` are refused at once (503
+/// `overloaded`, `Retry-After`), not queued; once one ends, the next is
+/// served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn long_polls_over_the_limit_are_refused_at_once() {
+    let db = TestDb::new(Backend::Sqlite).await;
+    let redis = TestRedis::new();
+    let mut s = settings(&db.url, &redis, None);
+    s.admin.max_long_polls = 2;
+    let worker = start_worker(s).await;
+    let api = Api::new(&worker);
+    let one = json!({"messages": [{"role": "user", "parts": [{"type": "text", "text": "hi"}]}]});
+    assert_eq!(
+        api.post(&ws("polled", "messages"), &one).await.status,
+        StatusCode::OK
+    );
+    // A compaction holds the workstream: waits block.
+    let k = compactor_e2e::key("polled");
+    let row = db.store.workstream(&k).await.unwrap().unwrap();
+    db.store
+        .take_lease(row.id, "test-holder", Duration::from_secs(60))
+        .await
+        .unwrap();
+    let hold = || {
+        let api = Api::new(&worker);
+        tokio::spawn(async move { api.get(&ws("polled", "wait?timeout_ms=5000")).await })
+    };
+    let mut held = vec![hold(), hold()];
+    // Once both hold their slots, a third is refused at once. (A probe can
+    // take a slot before a holder does; a holder refused so is sent again.)
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let refused = loop {
+        for waiter in &mut held {
+            if waiter.is_finished() {
+                // Refused (a probe had its slot), or it timed out.
+                let reply = (&mut *waiter).await.unwrap();
+                if reply.status != StatusCode::OK {
+                    assert_eq!(reply.code(), "overloaded", "{}", reply.text);
+                }
+                *waiter = hold();
+            }
+        }
+        let started = Instant::now();
+        let reply = api.get(&ws("polled", "wait?timeout_ms=100")).await;
+        if reply.status == StatusCode::SERVICE_UNAVAILABLE {
+            break Some((reply, started.elapsed()));
+        }
+        // Admitted: both slots were not taken yet; it timed out.
+        assert_eq!(reply.status, StatusCode::OK, "{}", reply.text);
+        if Instant::now() > deadline {
+            break None;
+        }
+    };
+    let (reply, took) = refused.expect("a third long poll is refused within 20 s");
+    assert_eq!(reply.code(), "overloaded", "{}", reply.text);
+    assert_eq!(reply.headers["retry-after"], "1");
+    assert!(took < Duration::from_millis(100), "not queued: {took:?}");
+    // Other routes are not limited by it.
+    assert_eq!(
+        api.get(&ws("polled", "context")).await.status,
+        StatusCode::OK
+    );
+
+    // The compaction ends: the two waits return (at their timeout, seeing
+    // the lease gone), and a wait is served again.
+    assert!(db.store.release_lease(row.id, "test-holder").await.unwrap());
+    for wait in held {
+        let reply = wait.await.unwrap();
+        assert_eq!(reply.status, StatusCode::OK, "{}", reply.text);
+        assert_eq!(reply.body["ready"], true, "{}", reply.text);
+    }
+    let again = api.get(&ws("polled", "wait?timeout_ms=200")).await;
+    assert_eq!(again.status, StatusCode::OK, "{}", again.text);
+    worker.stop().await;
+}
+
+/// A transaction of the test's own holding an exclusive lock on the
+/// `messages` table of `db`, so every read of messages blocks until it is
+/// dropped (rolled back).
+async fn lock_messages(db: &TestDb) -> sea_orm::DatabaseTransaction {
+    use sea_orm::{ConnectionTrait, TransactionTrait};
+    let conn = sea_orm::Database::connect(db.url.as_str()).await.unwrap();
+    let txn = conn.begin().await.unwrap();
+    txn.execute_unprepared("LOCK TABLE messages IN ACCESS EXCLUSIVE MODE")
+        .await
+        .unwrap();
+    txn
+}
+
+/// A request stuck on the database is answered 503 after
+/// `admin.request_timeout`, not held for as long as the lock lasts; with a
+/// shorter `database.statement_timeout`, PostgreSQL cancels the statement
+/// first (503 `database_unavailable`). Before, both waited for the lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_and_statements_stuck_on_a_lock_time_out() {
+    let db = TestDb::new(Backend::Postgres).await;
+    let redis = TestRedis::new();
+    let one = json!({"messages": [{"role": "user", "parts": [{"type": "text", "text": "hi"}]}]});
+
+    // The request timeout (statements may run 30 s).
+    let mut s = settings(&db.url, &redis, None);
+    s.admin.request_timeout = Duration::from_millis(800);
+    let worker = start_worker(s).await;
+    let api = Api::new(&worker);
+    assert_eq!(
+        api.post(&ws("locked", "messages"), &one).await.status,
+        StatusCode::OK
+    );
+    let lock = lock_messages(&db).await;
+    let reply = api.get(&ws("locked", "context")).await;
+    assert_eq!(
+        reply.status,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "{}",
+        reply.text
+    );
+    assert_eq!(reply.code(), "request_timeout", "{}", reply.text);
+    assert!(
+        reply.message().contains("admin.request_timeout"),
+        "{}",
+        reply.text
+    );
+    // Probes do not touch the locked table.
+    assert_eq!(api.get("/healthz").await.status, StatusCode::OK);
+    lock.rollback().await.unwrap();
+    assert_eq!(
+        api.get(&ws("locked", "context")).await.status,
+        StatusCode::OK
+    );
+    worker.stop().await;
+
+    // The statement timeout, shorter than the request timeout.
+    let mut s = settings(&db.url, &redis, None);
+    s.database.statement_timeout = Duration::from_millis(300);
+    let worker = start_worker(s).await;
+    let api = Api::new(&worker);
+    let lock = lock_messages(&db).await;
+    let reply = api.get(&ws("locked", "context")).await;
+    assert_eq!(
+        reply.status,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "{}",
+        reply.text
+    );
+    assert_eq!(reply.code(), "database_unavailable", "{}", reply.text);
+    assert!(
+        reply.message().contains("statement timeout"),
+        "{}",
+        reply.text
+    );
+    lock.rollback().await.unwrap();
+    worker.stop().await;
+}
+
+/// `database.statement_timeout` is set on every connection of the store's
+/// pool: PostgreSQL reports it and cancels a statement that outlasts it;
+/// SQLite gets it as its busy timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_statement_timeout_is_set_on_the_stores_connections() {
+    use compactor_producer::settings::DatabaseSettings;
+    use sea_orm::{ConnectionTrait, Statement};
+    let pg = TestDb::new(Backend::Postgres).await;
+    let mut settings = DatabaseSettings::for_url(&pg.url);
+    settings.statement_timeout = Duration::from_millis(250);
+    let store = compactor_producer::store::Store::connect_with(&settings)
+        .await
+        .unwrap();
+    let conn = store.connection();
+    let backend = conn.get_database_backend();
+    let shown = conn
+        .query_one_raw(Statement::from_string(backend, "SHOW statement_timeout"))
+        .await
+        .unwrap()
+        .unwrap()
+        .try_get_by_index::<String>(0)
+        .unwrap();
+    assert_eq!(shown, "250ms");
+    let err = conn
+        .execute_unprepared("SELECT pg_sleep(5)")
+        .await
+        .expect_err("cancelled after 250 ms");
+    assert!(err.to_string().contains("statement timeout"), "{err}");
+    // The test's own search_path option is kept beside it.
+    assert!(store.schema_status().await.is_ok());
+
+    let lite = TestDb::new(Backend::Sqlite).await;
+    let mut settings = DatabaseSettings::for_url(&lite.url);
+    settings.statement_timeout = Duration::from_millis(1_500);
+    let store = compactor_producer::store::Store::connect_with(&settings)
+        .await
+        .unwrap();
+    let conn = store.connection();
+    let busy = conn
+        .query_one_raw(Statement::from_string(
+            conn.get_database_backend(),
+            "PRAGMA busy_timeout",
+        ))
+        .await
+        .unwrap()
+        .unwrap()
+        .try_get_by_index::<i64>(0)
+        .unwrap();
+    assert_eq!(busy, 1_500);
+}
+
+/// The issue: `build_context` loaded every un-compacted message. Now it
+/// loads the newest within `database.context_max_messages` /
+/// `context_max_tokens`, and the context says what it left out — in the
+/// Rust client and over HTTP.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_context_loads_a_bounded_history_and_says_what_it_left_out() {
+    let db = TestDb::new(Backend::Postgres).await;
+    let redis = TestRedis::new();
+    let mut s = settings(&db.url, &redis, None);
+    s.database.context_max_messages = 10;
+    let worker = start_worker(s).await;
+    let api = Api::new(&worker);
+    let appended = api
+        .post(&ws("long", "messages"), &json!({"messages": messages(10)}))
+        .await;
+    assert_eq!(appended.status, StatusCode::OK, "{}", appended.text);
+    let ids: Vec<u64> = appended.body["ids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|id| id.as_u64().unwrap())
+        .collect();
+    assert_eq!(ids.len(), 40);
+
+    let context = api.get(&ws("long", "context")).await;
+    assert_eq!(context.status, StatusCode::OK, "{}", context.text);
+    assert_eq!(context.body["truncated"], true, "{}", context.text);
+    assert_eq!(context.body["omitted_messages"], 30);
+    let sources: Vec<u64> = context.body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|m| m["source"].as_u64())
+        .collect();
+    assert_eq!(sources, ids[30..].to_vec(), "the newest 10, in order");
+
+    // The same through the Rust client on a store with the same bound, and
+    // the token bound: only as many of the newest as fit.
+    let mut bounded = compactor_producer::settings::DatabaseSettings::for_url(&db.url);
+    bounded.context_max_tokens = 1;
+    let store = compactor_producer::store::Store::connect_with(&bounded)
+        .await
+        .unwrap();
+    let client = compactor_producer::client::Compactor::from_parts(
+        store,
+        redis.queue().await,
+        compactor_shared::config::EngineConfig::default(),
+    )
+    .await;
+    let k = compactor_e2e::key("long");
+    let turn = client.build_context(&k).await.unwrap();
+    assert!(turn.truncated);
+    assert_eq!(turn.omitted_messages, 39, "the newest message always fits");
+    let row = db.store.workstream(&k).await.unwrap().unwrap();
+    assert!(turn.omitted_tokens > 0 && turn.omitted_tokens < row.uncompacted_tokens);
+    assert_eq!(turn.messages.len(), 1);
+    assert_eq!(
+        turn.messages[0].source.map(|id| id.0 as u64),
+        ids.last().copied()
+    );
+
+    // Under the bound: the whole history, and it says so.
+    let short = api
+        .post(&ws("short", "messages"), &json!({"messages": messages(2)}))
+        .await;
+    assert_eq!(short.status, StatusCode::OK);
+    let context = api.get(&ws("short", "context")).await;
+    assert_eq!(context.body["truncated"], false, "{}", context.text);
+    assert_eq!(context.body["omitted_messages"], 0);
+    assert_eq!(context.body["omitted_tokens"], 0);
+    assert_eq!(context.body["messages"].as_array().unwrap().len(), 8);
     worker.stop().await;
 }
 
@@ -693,9 +1215,10 @@ async fn metrics_after_end_to_end_compactions_have_every_family() {
         async move { api.get(&ws(entity, "status")).await.body["compactions"].as_i64() }
     };
 
-    // 1. The first attempt fails at the LLM (the request and its two
-    //    retries get a 500); the second commits.
-    llm.fail_next([Fault::ServerError, Fault::ServerError, Fault::ServerError]);
+    // 1. The first attempt fails at the LLM (a 500, retried, then a 401,
+    //    not retried; a third failure in a row would mark the provider
+    //    unhealthy and commit offline at once); the second commits.
+    llm.fail_next([Fault::ServerError, Fault::Unauthorized]);
     finalize_long("m-retried").await;
     eventually(
         "compacted on the second attempt",
@@ -704,7 +1227,7 @@ async fn metrics_after_end_to_end_compactions_have_every_family() {
     )
     .await;
     let waited = api.get(&ws("m-retried", "wait?timeout_ms=1000")).await;
-    assert_eq!(waited.body["ready"], true);
+    assert_eq!(waited.body["outcome"], "ready", "{}", waited.text);
 
     // 2. An open circuit breaker holds the automatic request back.
     let stored = api
@@ -745,9 +1268,13 @@ async fn metrics_after_end_to_end_compactions_have_every_family() {
     .await;
     let timed_out = api.get(&ws("m-held", "wait?timeout_ms=50")).await;
     assert_eq!(timed_out.status, StatusCode::OK);
-    assert_eq!(timed_out.body["ready"], false, "{}", timed_out.text);
-    assert_eq!(timed_out.body["timed_out"], true);
-    assert_eq!(timed_out.body["event"], Value::Null);
+    assert_eq!(timed_out.body["outcome"], "timed_out", "{}", timed_out.text);
+    assert_eq!(timed_out.body["phase"], "running");
+    assert_eq!(
+        timed_out.body["job_id"],
+        Value::Null,
+        "a lease without a job"
+    );
     assert!(api.get(&ws("m-held", "status")).await.body["lease"].is_object());
 
     // 4. The watermark moves while the LLM answers: the commit is fenced off.
@@ -802,7 +1329,7 @@ async fn metrics_after_end_to_end_compactions_have_every_family() {
         .iter()
         .chain(compactor_worker::llm::metrics::FAMILIES)
         .collect();
-    assert_eq!(families.len(), 31, "every family of both catalogues");
+    assert_eq!(families.len(), 35, "every family of both catalogues");
     let mut missing = Vec::new();
     for family in &families {
         let kind = match family.kind {
@@ -856,6 +1383,270 @@ async fn metrics_after_end_to_end_compactions_have_every_family() {
     worker.stop().await;
 }
 
+/// `/status` names its `job` once: strict JSON parsers refuse a key twice
+/// (and lenient ones keep either).
+fn assert_one_job_key(text: &str) {
+    assert_eq!(text.matches("\"job\":").count(), 1, "{text}");
+}
+
+fn one_message(text: &str) -> Value {
+    json!({"role": "user", "parts": [{"type": "text", "text": text}]})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retried_append_stores_nothing_twice() {
+    let db = TestDb::new(Backend::Sqlite).await;
+    let redis = TestRedis::new();
+    let worker = start_worker(settings(&db.url, &redis, None)).await;
+    let api = Api::new(&worker);
+    let path = ws("idem", "messages");
+    let with_key = |key: &'static str, body: &Value| {
+        let (api, path, body) = (&api, &path, serde_json::to_vec(body).unwrap());
+        async move {
+            let response = api
+                .client
+                .post(format!("{}{path}", api.base))
+                .header("Idempotency-Key", key)
+                .body(body)
+                .send()
+                .await
+                .unwrap();
+            let status = response.status();
+            let text = response.text().await.unwrap();
+            (
+                status,
+                serde_json::from_str::<Value>(&text).unwrap_or(Value::Null),
+                text,
+            )
+        }
+    };
+    let body = json!({"messages": [one_message("a"), one_message("b"), one_message("c")]});
+
+    // The same request sent three times (the client never saw an answer):
+    // stored once, the same ids each time.
+    let (status, first, text) = with_key("req-1", &body).await;
+    assert_eq!(status, StatusCode::OK, "{text}");
+    assert_eq!(first["already_stored"], 0);
+    for _ in 0..2 {
+        let (status, again, text) = with_key("req-1", &body).await;
+        assert_eq!(status, StatusCode::OK, "{text}");
+        assert_eq!(again["ids"], first["ids"]);
+        assert_eq!(again["already_stored"], 3);
+        assert_eq!(again["uncompacted_tokens"], first["uncompacted_tokens"]);
+    }
+    // Another key is another request.
+    let (_, other, _) = with_key("req-2", &body).await;
+    assert_eq!(other["already_stored"], 0);
+    assert_ne!(other["ids"], first["ids"]);
+
+    // Client ids per message, without the header: the same.
+    let mine = json!({"messages": [
+        {"role": "user", "parts": [{"type": "text", "text": "x"}], "client_id": "msg-1"},
+        {"role": "assistant", "parts": [{"type": "text", "text": "y"}], "client_id": "msg-2"}
+    ]});
+    let stored = api.post(&path, &mine).await;
+    assert_eq!(stored.status, StatusCode::OK, "{}", stored.text);
+    let again = api.post(&path, &mine).await;
+    assert_eq!(again.body["ids"], stored.body["ids"]);
+    assert_eq!(again.body["already_stored"], 2);
+
+    // A client id (or key) reused for other content is a conflict, and
+    // nothing of that request is stored.
+    let before = api.get(&ws("idem", "status")).await.body["uncompacted_tokens"].clone();
+    let clash = api
+        .post(
+            &path,
+            &json!({"messages": [
+                one_message("new"),
+                {"role": "user", "parts": [{"type": "text", "text": "changed"}], "client_id": "msg-1"}
+            ]}),
+        )
+        .await;
+    assert_eq!(clash.status, StatusCode::CONFLICT, "{}", clash.text);
+    assert_eq!(clash.code(), "client_id_conflict");
+    assert!(clash.message().contains("msg-1"), "{}", clash.text);
+    let (status, _, text) = with_key("req-1", &json!({"messages": [one_message("not a")]})).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{text}");
+    assert_eq!(
+        api.get(&ws("idem", "status")).await.body["uncompacted_tokens"],
+        before
+    );
+    let context = api.get(&ws("idem", "context")).await;
+    assert_eq!(context.body["messages"].as_array().unwrap().len(), 8);
+
+    // Malformed keys and ids.
+    let (status, bad, text) = with_key("", &body).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{text}");
+    assert_eq!(bad["error"]["code"], "invalid_header");
+    let long_id = api
+        .post(
+            &path,
+            &json!({"messages": [{"role": "user", "parts": [{"type": "text", "text": "x"}], "client_id": "i".repeat(256)}]}),
+        )
+        .await;
+    assert_eq!(long_id.status, StatusCode::BAD_REQUEST, "{}", long_id.text);
+    assert_eq!(long_id.code(), "invalid_message");
+    worker.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_append_during_a_redis_outage_is_stored_and_says_compaction_is_unavailable() {
+    let db = TestDb::new(Backend::Postgres).await;
+    let redis = TestRedis::new();
+    let mut private = PrivateRedis::start();
+    let mut s = settings(&db.url, &redis, None);
+    small_window(&mut s);
+    s.redis.url = compactor_producer::settings::ConnectionUrl::new(private.url());
+    s.queue.response_timeout = Duration::from_secs(1);
+    let worker = start_worker(s).await;
+    let api = Api::new(&worker);
+    let path = ws("outage", "messages");
+    let turn = json!({"messages": messages(200), "finalize": true});
+    let send = || {
+        let (api, path, body) = (&api, &path, serde_json::to_vec(&turn).unwrap());
+        async move {
+            let response = api
+                .client
+                .post(format!("{}{path}", api.base))
+                .header("Idempotency-Key", "turn-17")
+                .body(body)
+                .timeout(Duration::from_secs(30))
+                .send()
+                .await
+                .unwrap();
+            let status = response.status();
+            let text = response.text().await.unwrap();
+            (status, serde_json::from_str::<Value>(&text).unwrap(), text)
+        }
+    };
+
+    private.kill();
+    let (status, stored, text) = send().await;
+    assert_eq!(status, StatusCode::OK, "stored, so not a 503: {text}");
+    assert_eq!(stored["ids"].as_array().unwrap().len(), 800);
+    assert_eq!(stored["turn"]["outcome"], "unavailable", "{text}");
+    assert!(stored["turn"]["current_tokens"].as_u64().unwrap() > 14_000);
+    assert!(
+        stored["turn"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("enqueue"),
+        "{text}"
+    );
+    // Waiting needs Redis for the requested compaction; the lease alone
+    // does not.
+    let wait = api.get(&ws("outage", "wait?timeout_ms=1000")).await;
+    assert_eq!(
+        wait.status,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "{}",
+        wait.text
+    );
+    assert_eq!(wait.code(), "redis_unavailable");
+    let running_only = api
+        .get(&ws("outage", "wait?timeout_ms=1000&mode=running"))
+        .await;
+    assert_eq!(running_only.status, StatusCode::OK, "{}", running_only.text);
+    assert_eq!(running_only.body["outcome"], "ready");
+
+    // Redis is back, without its data; the worker registers again at its
+    // next heartbeat. The client retries the same request: nothing is
+    // stored twice, and the compaction is requested this time.
+    let _back = PrivateRedis::start_on(private.port);
+    let queue = compactor_producer::queue::Queue::connect(&private.url(), redis.config.clone())
+        .await
+        .unwrap();
+    eventually(
+        "the worker registers again",
+        Duration::from_secs(20),
+        || async { !queue.live_workers().await.unwrap().is_empty() },
+    )
+    .await;
+    let mut retried = None;
+    for _ in 0..100 {
+        let (status, body, text) = send().await;
+        assert_eq!(status, StatusCode::OK, "{text}");
+        if body["turn"]["outcome"] != "unavailable" {
+            retried = Some(body);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let retried = retried.expect("Redis takes requests again");
+    assert_eq!(retried["ids"], stored["ids"], "the same messages");
+    assert_eq!(retried["already_stored"], 800);
+    assert_eq!(retried["uncompacted_tokens"], stored["uncompacted_tokens"]);
+    assert_eq!(retried["turn"]["outcome"], "requested", "{retried}");
+    let compacted = api.get(&ws("outage", "wait?timeout_ms=30000")).await;
+    assert_eq!(compacted.body["outcome"], "compacted", "{}", compacted.text);
+    let context = api.get(&ws("outage", "context")).await;
+    assert!(
+        context.body["messages"].as_array().unwrap().len() < 20,
+        "summary + tail: nothing was stored twice"
+    );
+    worker.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wait_behind_a_busy_worker_says_queued_then_compacted() {
+    let db = TestDb::new(Backend::Postgres).await;
+    let redis = TestRedis::new();
+    let llm = FakeLlm::start().await;
+    let mut s = settings(&db.url, &redis, Some(&llm.url()));
+    small_window(&mut s);
+    s.worker.concurrency = 1;
+    llm.answer_after(Duration::from_millis(1_500));
+    let worker = start_worker(s).await;
+    let api = Api::new(&worker);
+    let finalize = |entity: &'static str| {
+        let api = &api;
+        async move {
+            let reply = api
+                .post(
+                    &ws(entity, "messages"),
+                    &json!({"messages": messages(200), "finalize": true}),
+                )
+                .await;
+            assert_eq!(reply.body["turn"]["outcome"], "requested", "{}", reply.text);
+            reply.body["turn"]["enqueue"]["job_id"].as_u64().unwrap()
+        }
+    };
+    finalize("busy-a").await;
+    eventually(
+        "the worker is busy with a",
+        Duration::from_secs(20),
+        || async { api.get(&ws("busy-a", "status")).await.body["lease"].is_object() },
+    )
+    .await;
+    let job_b = finalize("busy-b").await;
+
+    let queued = api.get(&ws("busy-b", "wait?timeout_ms=300")).await;
+    assert_eq!(queued.status, StatusCode::OK, "{}", queued.text);
+    assert_eq!(
+        queued.body,
+        json!({"outcome": "timed_out", "waited_ms": queued.body["waited_ms"], "phase": "queued", "job_id": job_b})
+    );
+    assert!(queued.body["waited_ms"].as_u64().unwrap() >= 300);
+    let running_only = api
+        .get(&ws("busy-b", "wait?timeout_ms=300&mode=running"))
+        .await;
+    assert_eq!(
+        running_only.body["outcome"], "ready",
+        "{}",
+        running_only.text
+    );
+
+    let compacted = api.get(&ws("busy-b", "wait?timeout_ms=30000")).await;
+    assert_eq!(compacted.body["outcome"], "compacted", "{}", compacted.text);
+    assert_eq!(compacted.body["event"]["job_id"], job_b);
+    assert_eq!(compacted.body["event"]["entity_id"], "busy-b");
+    assert_eq!(
+        api.get(&ws("busy-b", "status")).await.body["compactions"],
+        1
+    );
+    worker.stop().await;
+}
+
 /// The (method, path) pairs of `docs/openapi.yaml`'s `paths`, read as text
 /// (two-space indented paths, four-space indented methods).
 fn documented_routes(doc: &str) -> BTreeSet<(String, String)> {
@@ -891,6 +1682,6 @@ fn the_openapi_document_names_every_route_the_router_serves() {
         .into_iter()
         .map(|(method, path)| (method.to_string(), path.to_owned()))
         .collect();
-    assert_eq!(served.len(), 8);
+    assert_eq!(served.len(), 9);
     assert_eq!(documented, served);
 }

@@ -243,6 +243,55 @@ async fn a_lease_left_by_a_crashed_attempt_is_waited_out_not_failed() {
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_handed_back_wakes_the_next_taker_before_its_deadline() {
+    let db = TestDb::postgres().await;
+    let redis = TestRedis::new();
+    let queue = redis.queue().await;
+    let client = Compactor::from_parts(db.store.clone(), queue.clone(), small_window()).await;
+    let k = key("handed-back");
+    client.append_messages(&k, conversation(200)).await.unwrap();
+    let ws = db.store.workstream(&k).await.unwrap().unwrap();
+    // An attempt holds the lease for 20 s more, then is handed back at a
+    // shutdown: its lease is released after 300 ms.
+    db.store
+        .take_lease(ws.id, "handed-back-attempt", Duration::from_secs(20))
+        .await
+        .unwrap();
+    let store = db.store.clone();
+    let release = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        store
+            .release_lease(ws.id, "handed-back-attempt")
+            .await
+            .unwrap();
+    });
+    let handler = CompactHandler::new(
+        db.store.clone(),
+        queue,
+        Summarizer::Extractive,
+        CompactSettings::new(small_window()),
+    );
+    let started = std::time::Instant::now();
+    handler
+        .run(Job::new(k.clone(), Trigger::Auto, 1, 1, 2, "next"))
+        .await
+        .unwrap();
+    release.await.unwrap();
+    // Woken by the release, not by the deadline 20 s away (a generous
+    // bound: the point is which of the two it waited for).
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "waited {:?} for a released lease",
+        started.elapsed()
+    );
+    let runs = db.store.runs(&k, 10).await.unwrap();
+    assert_eq!(
+        runs[0].outcome,
+        compactor_producer::store::RunOutcome::Committed
+    );
+}
+
 /// The next release announcement for `key`, as its event's outcome.
 async fn next_release(
     sub: &mut compactor_producer::queue::Subscription,

@@ -1,9 +1,11 @@
 //! The compaction job against an LLM that misbehaves the way real ones do
 //! (faked at the HTTP boundary): rate limits with `Retry-After`, 5xx,
 //! hangs, malformed, truncated and empty answers, context-length errors,
-//! auth failures. Each case checks the retries, the job's verdict, and the
-//! database: either a whole commit or nothing at all. Real PostgreSQL and
-//! Redis.
+//! auth failures, answers that are no summary, answers cut off at the
+//! output limit, a provider that goes down. Each case checks the retries,
+//! the job's verdict, and the database: either a whole commit or nothing at
+//! all, and a run row that says what happened (why degraded, which model,
+//! how many calls and tokens). Real PostgreSQL and Redis.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
 
@@ -11,12 +13,12 @@ use std::time::{Duration, Instant};
 
 use compactor_e2e::db::TestDb;
 use compactor_e2e::{conversation, key, FakeLlm, Fault, TestRedis};
-use compactor_producer::client::Compactor;
+use compactor_producer::client::{Compactor, IncomingMessage};
 use compactor_producer::queue::{JobState, Trigger};
-use compactor_producer::store::RunOutcome;
+use compactor_producer::store::{DegradedReason, RunOutcome, RunRow};
 use compactor_shared::config::EngineConfig;
 use compactor_shared::trigger::TriggerPolicy;
-use compactor_shared::EntityKey;
+use compactor_shared::{EntityKey, Role};
 use compactor_worker::jobs::{CompactHandler, CompactSettings, Summarizer};
 use compactor_worker::llm::{LlmClient, LlmConfig, Provider};
 use compactor_worker::runtime::{Job, JobError, JobHandler, Runtime, RuntimeConfig};
@@ -44,6 +46,11 @@ fn engine() -> EngineConfig {
 }
 
 async fn case(fallback: bool) -> Case {
+    case_with(fallback, |_| {}).await
+}
+
+/// A case whose LLM settings `tune` adjusts.
+async fn case_with(fallback: bool, tune: impl FnOnce(&mut LlmConfig)) -> Case {
     let db = TestDb::postgres().await;
     let redis = TestRedis::new();
     let queue = redis.queue().await;
@@ -54,7 +61,7 @@ async fn case(fallback: bool) -> Case {
         .append_messages(&key, conversation(200))
         .await
         .unwrap();
-    let config = LlmConfig {
+    let mut config = LlmConfig {
         provider: Provider::OpenAi,
         base_url: Some(llm.url()),
         model: "fake-model".into(),
@@ -65,6 +72,7 @@ async fn case(fallback: bool) -> Case {
         fallback_to_extractive: fallback,
         ..LlmConfig::default()
     };
+    tune(&mut config);
     let summarizer = Summarizer::Llm(LlmClient::from_config(&config).unwrap());
     let handler = CompactHandler::new(
         db.store.clone(),
@@ -229,7 +237,8 @@ async fn a_context_length_error_that_halving_cannot_fix_is_permanent() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_llm_that_stays_down_fails_the_attempt_then_degrades_on_the_last() {
-    let c = case(true).await;
+    // Without the health state (see the next tests for it).
+    let c = case_with(true, |l| l.unhealthy_after = 0).await;
     c.llm.fail_always(Some(Fault::ServerError));
     let err = c.run(1).await.unwrap_err();
     assert!(matches!(err, JobError::Retryable { .. }), "{err:?}");
@@ -246,6 +255,14 @@ async fn an_llm_that_stays_down_fails_the_attempt_then_degrades_on_the_last() {
     c.assert_committed(true).await;
     let ws = c.db.store.workstream(&c.key).await.unwrap().unwrap();
     assert!(!ws.summary.unwrap().is_empty(), "the extractive summary");
+    let run = c.last_run().await;
+    assert_eq!(run.degraded_reason, Some(DegradedReason::LlmUnavailable));
+    assert_eq!((run.llm_calls, run.llm_failed_calls), (3, 3));
+    assert_eq!(run.llm_model.as_deref(), Some("fake-model"));
+    assert!(
+        run.error.as_deref().unwrap_or_default().contains("500"),
+        "{run:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -314,4 +331,223 @@ impl Case {
             .await
             .unwrap()
     }
+}
+
+impl Case {
+    async fn last_run(&self) -> RunRow {
+        self.db.store.runs(&self.key, 1).await.unwrap().remove(0)
+    }
+
+    /// More messages, so the workstream is over its trigger again (plain
+    /// text: tool call ids of their own would need numbering).
+    async fn grow(&self) {
+        let client =
+            Compactor::from_parts(self.db.store.clone(), self.handler_queue().await, engine())
+                .await;
+        let round = self
+            .db
+            .store
+            .workstream(&self.key)
+            .await
+            .unwrap()
+            .unwrap()
+            .version;
+        let messages = (0..400)
+            .map(|i| {
+                let role = if i % 2 == 0 {
+                    Role::User
+                } else {
+                    Role::Assistant
+                };
+                IncomingMessage::text(
+                    role,
+                    format!(
+                        "Round {round}, message {i}: the deploy of service-{i} to eu-west-1 \
+                         waits on the cache TTL review; keep the retry budget at 5 attempts."
+                    ),
+                )
+            })
+            .collect();
+        client.append_messages(&self.key, messages).await.unwrap();
+    }
+
+    /// Compaction requests the fake received (probes left out).
+    fn summarizations(&self) -> usize {
+        self.llm.calls().iter().filter(|c| !c.is_probe()).count()
+    }
+}
+
+/// An answer the checks refuse: unrelated JSON.
+fn junk() -> Fault {
+    Fault::Answer(r#"{"result": "success", "data": {"foo": [1, 2, 3]}}"#.to_owned())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rejected_answers_fail_the_attempt_then_the_fallback_commits_with_reason_invalid_output() {
+    let c = case(true).await;
+    c.llm.fail_always(Some(junk()));
+    let err = c.run(1).await.unwrap_err();
+    assert!(matches!(err, JobError::Retryable { .. }), "{err:?}");
+    assert!(err.to_string().contains("invalid_output"), "{err}");
+    c.assert_untouched().await;
+    let failed = c.last_run().await;
+    assert_eq!(failed.outcome, RunOutcome::Failed);
+    let error = failed.error.clone().unwrap_or_default();
+    assert!(
+        error.contains("invalid_output") && error.contains("no_sections"),
+        "the run row says why: {error}"
+    );
+    assert!(!error.contains("foo"), "never the answer itself: {error}");
+    assert_eq!((failed.llm_calls, failed.llm_failed_calls), (1, 1));
+    assert_eq!(failed.llm_tokens_in, 100, "a rejected call's tokens count");
+    assert_eq!(failed.llm_model.as_deref(), Some("fake-model"));
+
+    // The last attempt: rejected again, then the extractive summary.
+    c.run(2).await.unwrap();
+    c.assert_committed(true).await;
+    let run = c.last_run().await;
+    assert!(run.degraded);
+    assert_eq!(run.degraded_reason, Some(DegradedReason::InvalidOutput));
+    assert_eq!((run.llm_calls, run.llm_failed_calls), (1, 1));
+    assert!(run.llm_tokens_in > 0 && run.llm_tokens_out > 0, "{run:?}");
+    assert!(
+        run.error
+            .as_deref()
+            .unwrap_or_default()
+            .contains("no_sections"),
+        "{run:?}"
+    );
+    let summary =
+        c.db.store
+            .workstream(&c.key)
+            .await
+            .unwrap()
+            .unwrap()
+            .summary
+            .unwrap();
+    assert!(!summary.is_empty());
+    assert!(
+        !summary.render().contains("result"),
+        "nothing of the junk answer"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_empty_answer_never_replaces_a_summary_with_content() {
+    let c = case(false).await;
+    c.run(1).await.unwrap();
+    let before = c.db.store.workstream(&c.key).await.unwrap().unwrap();
+    let summary = before.summary.clone().unwrap();
+    assert!(!summary.is_empty());
+
+    c.grow().await;
+    c.llm.fail_always(Some(Fault::Answer(
+        "KEY FACTS:\n- (none)\nCONVERSATION FLOW:\n- (none)\nOPEN THREADS:\n- (none)\nSTATE DELTA:\n```json\n{}\n```"
+            .to_owned(),
+    )));
+    assert!(c.run(1).await.is_err());
+    let after = c.db.store.workstream(&c.key).await.unwrap().unwrap();
+    assert_eq!(after.summary, Some(summary), "the summary is kept");
+    assert_eq!(after.compactions, 1);
+    let run = c.last_run().await;
+    assert_eq!(run.outcome, RunOutcome::Failed);
+    assert!(
+        run.error.as_deref().unwrap_or_default().contains("emptied"),
+        "{run:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_cut_off_at_the_output_limit_is_asked_again_with_a_larger_budget() {
+    let c = case(false).await;
+    c.llm.fail_next([Fault::AtLimit]);
+    c.run(1).await.unwrap();
+    c.assert_committed(false).await;
+    let calls = c.llm.calls();
+    assert_eq!(calls.len(), 2);
+    let (first, second) = (calls[0].max_tokens.unwrap(), calls[1].max_tokens.unwrap());
+    assert_eq!(second, first * 2);
+    let run = c.last_run().await;
+    assert_eq!((run.llm_calls, run.llm_failed_calls), (2, 1));
+    assert_eq!(run.degraded_reason, None);
+    let ws = c.db.store.workstream(&c.key).await.unwrap().unwrap();
+    assert!(
+        !ws.summary.unwrap().render().contains("the failing te\n"),
+        "the cut-off answer was not used"
+    );
+
+    // Cut off twice: rejected, nothing written by this attempt.
+    c.grow().await;
+    c.llm.fail_next([Fault::AtLimit, Fault::AtLimit]);
+    let err = c.run(1).await.unwrap_err();
+    assert!(err.to_string().contains("truncated"), "{err}");
+    let run = c.last_run().await;
+    assert_eq!(run.outcome, RunOutcome::Failed);
+    assert_eq!((run.llm_calls, run.llm_failed_calls), (2, 2));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_provider_that_goes_down_is_skipped_until_a_probe_is_answered() {
+    let c = case_with(true, |l| {
+        l.max_retries = 4;
+        l.unhealthy_after = 3;
+        l.probe_interval = Duration::from_millis(100);
+    })
+    .await;
+    // A compaction while the provider is up.
+    c.run(1).await.unwrap();
+    assert!(!c.last_run().await.degraded);
+
+    // It goes down: the next compaction meets the outage on its first
+    // attempt (not the last), stops after 3 failed requests of the 5
+    // allowed, and commits offline.
+    c.grow().await;
+    c.llm.fail_always(Some(Fault::ServerError));
+    let before = c.summarizations();
+    c.run(1).await.unwrap();
+    assert_eq!(c.summarizations() - before, 3);
+    let run = c.last_run().await;
+    assert!(run.degraded);
+    assert_eq!(run.degraded_reason, Some(DegradedReason::LlmUnavailable));
+    assert_eq!((run.llm_calls, run.llm_failed_calls), (3, 3));
+
+    // While it is unhealthy, compactions do not ask it at all.
+    c.grow().await;
+    let before = c.summarizations();
+    c.run(1).await.unwrap();
+    assert_eq!(c.summarizations(), before, "no request while unhealthy");
+    let run = c.last_run().await;
+    assert!(run.degraded);
+    assert_eq!(run.degraded_reason, Some(DegradedReason::LlmUnhealthy));
+    assert_eq!((run.llm_calls, run.llm_failed_calls), (0, 0));
+    assert_eq!(run.llm_model.as_deref(), Some("fake-model"));
+    assert!(c.llm.calls().iter().any(|call| call.is_probe()), "probed");
+
+    // It comes back: a probe is answered, and compactions use it again.
+    c.llm.fail_always(None);
+    compactor_e2e::eventually(
+        "a compaction uses the LLM again",
+        Duration::from_secs(20),
+        || async {
+            c.grow().await;
+            c.run(1).await.unwrap();
+            !c.last_run().await.degraded
+        },
+    )
+    .await;
+    let run = c.last_run().await;
+    assert_eq!(run.degraded_reason, None);
+    assert_eq!((run.llm_calls, run.llm_failed_calls), (1, 0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chunk_too_long_even_at_the_minimum_falls_back_at_once_with_reason_context_length() {
+    let c = case(true).await;
+    c.llm.limit_prompt(1_000);
+    c.run(1).await.unwrap();
+    c.assert_committed(true).await;
+    let run = c.last_run().await;
+    assert_eq!(run.degraded_reason, Some(DegradedReason::ContextLength));
+    assert!(run.llm_calls >= 1);
+    assert_eq!(run.llm_calls, run.llm_failed_calls);
 }

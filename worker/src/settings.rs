@@ -52,7 +52,8 @@ pub struct AdminSettings {
     /// Serve the API (and `/metrics`) at all.
     pub enabled: bool,
     /// Address to listen on; loopback by default, because `/v1` can read
-    /// and write every conversation (set a token before exposing it).
+    /// and write every conversation. Any other address needs a token
+    /// (`token_env`) or `allow_unauthenticated`.
     pub listen: SocketAddr,
     /// Name of the environment variable holding the bearer token that
     /// `/v1` requires. Unset: no token required. Set but the variable is
@@ -60,13 +61,44 @@ pub struct AdminSettings {
     /// asked for auth must not silently get none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token_env: Option<String>,
-    /// Largest request body accepted (413 above): room for a batch of
-    /// messages of up to 16 MiB each.
+    /// Serve `/v1` without a token on an address beyond loopback. Off: such
+    /// a configuration refuses to start (exit status 2), because anyone who
+    /// reaches the port could read and write every conversation. Turn it on
+    /// only behind something that authenticates (a mesh, a proxy).
+    pub allow_unauthenticated: bool,
+    /// Largest request body accepted: a larger one is answered 413 at once,
+    /// from its `Content-Length` (or as soon as a chunked body passes the
+    /// limit), and the connection closed without reading the rest. Room
+    /// for a batch of messages of up to 16 MiB each.
     pub max_body_bytes: usize,
     /// How long `/readyz` waits for each of Redis and the database before
     /// calling it not ready (a dead host must not hang the probe).
     #[serde(with = "humantime_serde")]
     pub ready_timeout: Duration,
+    /// Longest a request may take (503 `request_timeout` after it). Long
+    /// polls (`…/wait`) get their own bound instead: the `timeout_ms` they
+    /// ask for plus a margin.
+    #[serde(with = "humantime_serde")]
+    pub request_timeout: Duration,
+    /// Long polls (`…/wait`) served at once; one more is answered 503
+    /// `overloaded` with `Retry-After` at once, not queued. Below
+    /// `max_connections`, so probes and other calls still get through.
+    pub max_long_polls: usize,
+    /// Connections served at once; further ones wait in the listen backlog
+    /// until one closes. Bounds the file descriptors a flood of clients
+    /// can take from the database and Redis connections.
+    pub max_connections: usize,
+    /// How long a client has to send a request's headers, counted from
+    /// when the server starts waiting for them — also between the requests
+    /// of a keep-alive connection. Frees the slot of a client that
+    /// trickles its headers (slowloris) or keeps a connection idle.
+    #[serde(with = "humantime_serde")]
+    pub header_read_timeout: Duration,
+    /// A connection with no request in flight on which no byte moves for
+    /// this long is closed (a client that stopped reading its response,
+    /// or stalled between requests).
+    #[serde(with = "humantime_serde")]
+    pub idle_timeout: Duration,
     /// The token itself, given in code (tests, programs embedding the
     /// worker); wins over `token_env`. Never read from a file.
     #[serde(skip)]
@@ -79,8 +111,14 @@ impl Default for AdminSettings {
             enabled: true,
             listen: SocketAddr::from((Ipv4Addr::LOCALHOST, 9464)),
             token_env: None,
+            allow_unauthenticated: false,
             max_body_bytes: 32 * 1024 * 1024,
             ready_timeout: Duration::from_secs(1),
+            request_timeout: Duration::from_secs(30),
+            max_long_polls: 256,
+            max_connections: 512,
+            header_read_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(60),
             token: None,
         }
     }
@@ -92,16 +130,48 @@ impl Default for AdminSettings {
 pub struct MissingAdminToken(pub String);
 
 impl AdminSettings {
-    /// Checks each setting is usable.
+    /// Checks each setting is usable, and that `/v1` is not open beyond
+    /// this machine unless that was asked for.
     pub fn validate(&self) -> Result<(), String> {
         if self.max_body_bytes < 1024 {
             return Err("admin.max_body_bytes: must be at least 1024".into());
         }
-        if self.ready_timeout.is_zero() {
-            return Err("admin.ready_timeout: must be positive".into());
+        for (key, value) in [
+            ("ready_timeout", self.ready_timeout),
+            ("request_timeout", self.request_timeout),
+            ("header_read_timeout", self.header_read_timeout),
+            ("idle_timeout", self.idle_timeout),
+        ] {
+            if value < Duration::from_millis(1) {
+                return Err(format!("admin.{key}: must be at least 1ms"));
+            }
+        }
+        if self.max_connections < 2 {
+            return Err("admin.max_connections: must be at least 2".into());
+        }
+        if self.max_long_polls == 0 || self.max_long_polls >= self.max_connections {
+            return Err(format!(
+                "admin.max_long_polls: must be at least 1 and below admin.max_connections ({}), \
+                 so long polls cannot take every connection",
+                self.max_connections
+            ));
         }
         if self.token_env.as_deref().is_some_and(str::is_empty) {
             return Err("admin.token_env: must name a variable, or be left out".into());
+        }
+        let has_token = self.token_env.is_some() || self.token.is_some();
+        if self.enabled
+            && !has_token
+            && !self.listen.ip().is_loopback()
+            && !self.allow_unauthenticated
+        {
+            return Err(format!(
+                "admin.listen: {} is reachable from other machines, but no token protects /v1 \
+                 (which reads and writes every conversation): set admin.token_env to the name of \
+                 a variable holding one (e.g. COMPACTOR_ADMIN_TOKEN), or set \
+                 admin.allow_unauthenticated = true if something in front authenticates",
+                self.listen
+            ));
         }
         Ok(())
     }
@@ -225,6 +295,15 @@ impl Settings {
             self.validate_request_timeout().map_err(invalid)?;
         }
         self.admin.validate().map_err(invalid)?;
+        self.database.validate().map_err(invalid)?;
+        let window = self.engine.trigger.context_window();
+        if window > 0 && self.database.context_max_tokens < window {
+            return Err(invalid(format!(
+                "database.context_max_tokens: {} is below engine.trigger.context_window ({window}): \
+                 a history the model could take would be cut",
+                self.database.context_max_tokens
+            )));
+        }
         self.redis
             .validate()
             .map_err(|problem| invalid(format!("redis.url: {problem}")))?;

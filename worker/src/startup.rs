@@ -137,7 +137,7 @@ impl Application {
                 shutdown.clone(),
                 settings.admin.ready_timeout,
             );
-            let server = AdminServer::bind(listen, state, settings.admin.max_body_bytes)
+            let server = AdminServer::bind(&settings.admin, state)
                 .await
                 .map_err(|source| StartupError::AdminBind {
                     addr: listen,
@@ -299,7 +299,7 @@ async fn connect_store(
     let mut delays =
         compactor_producer::backoff::reconnect(Duration::from_millis(250), Duration::from_secs(10));
     loop {
-        match Store::connect(settings.database.url.expose()).await {
+        match Store::connect_with(&settings.database).await {
             Ok(store) => return Ok(store),
             Err(error) => {
                 let delay = delays.next().unwrap_or(Duration::from_secs(10));

@@ -1,20 +1,29 @@
 //! The LLM clients against a fake LLM at the HTTP boundary: a wiremock
 //! server on loopback speaking the OpenAI and Anthropic wire formats, real
 //! HTTP, real timeouts. Delays are short; every wait asserted is the
-//! client's own.
+//! client's own. Then the provider's health (unhealthy after consecutive
+//! failures, healthy again after a probe) and the summarizer's checks of
+//! the answers (each rejection, the retry of an answer cut off).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
 
 use std::time::Duration;
 
+use compactor_producer::store::DegradedReason;
+use compactor_shared::config::EngineConfig;
+use compactor_shared::parse::Rejection;
+use compactor_shared::prompt::CompactionInput;
+use compactor_shared::{CharEstimator, Summary, WorkstreamState};
+use compactor_worker::jobs::summarizer::{LlmUsage, SummarizeError};
+use compactor_worker::jobs::Summarizer;
 use compactor_worker::llm::{
-    metrics as llm_metrics, LlmClient, LlmConfig, LlmConfigError, LlmError, LlmRequest,
+    metrics as llm_metrics, Calls, LlmClient, LlmConfig, LlmConfigError, LlmError, LlmRequest,
     LlmResponse, Provider, TokenUsage,
 };
 use secrecy::SecretString;
 use serde_json::json;
 use tokio::time::Instant;
-use wiremock::matchers::{body_partial_json, header, method, path};
+use wiremock::matchers::{body_partial_json, body_string_contains, header, method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
 const KEY: &str = "sk-test-DO-NOT-LEAK-4f9a0c";
@@ -780,4 +789,486 @@ fn every_attempt_is_counted_with_bounded_labels() {
             "unbounded outcome {label}"
         );
     }
+}
+
+// ------------------------------------------------------------------ health
+
+/// Waits (polling, bounded) until `client` is healthy again.
+async fn until_healthy(client: &LlmClient) {
+    let limit = Instant::now() + Duration::from_secs(20);
+    while !client.is_healthy() {
+        assert!(Instant::now() < limit, "never healthy again");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn consecutive_failures_make_the_provider_unhealthy_and_a_probe_heals_it() {
+    for api in BOTH {
+        let server = MockServer::start().await;
+        // The probe is recognised by its prompt; it fails while the
+        // provider is down.
+        let probe_down = Mock::given(body_string_contains("Health check"))
+            .respond_with(ResponseTemplate::new(503))
+            .with_priority(1)
+            .mount_as_scoped(&server)
+            .await;
+        mount(&server, api, ResponseTemplate::new(503), None).await;
+        let c = client(&LlmConfig {
+            max_retries: 6,
+            unhealthy_after: 3,
+            probe_interval: Duration::from_millis(50),
+            ..api.config(&server)
+        });
+        let other_job = c.clone();
+
+        // The third failure in a row ends the retries (6 allowed) at once.
+        let mut calls = Calls::default();
+        let e = c
+            .complete_counted(&request(), in_secs(30), &mut calls)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(e, LlmError::Server { status: 503, .. }),
+            "{api:?}: {e:?}"
+        );
+        assert_eq!(requests(&server).await, 3, "{api:?}");
+        assert_eq!((calls.sent, calls.failed), (3, 3));
+        assert!(!c.is_healthy());
+        assert!(!other_job.is_healthy(), "clones share the health");
+
+        // While unhealthy nothing is sent.
+        let compactions = || async {
+            server
+                .received_requests()
+                .await
+                .unwrap()
+                .iter()
+                .filter(|r| !String::from_utf8_lossy(&r.body).contains("Health check"))
+                .count()
+        };
+        let e = complete(&other_job).await.unwrap_err();
+        assert!(
+            matches!(e, LlmError::Unhealthy { consecutive_failures } if consecutive_failures >= 3),
+            "{e:?}"
+        );
+        assert!(e.is_retryable());
+        assert_eq!(compactions().await, 3, "no request while unhealthy");
+
+        // Probes keep failing while the provider is down …
+        let limit = Instant::now() + Duration::from_secs(10);
+        while requests(&server).await - compactions().await < 2 {
+            assert!(Instant::now() < limit, "no probes");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(!c.is_healthy());
+        // … and the first answered one ends the outage.
+        drop(probe_down);
+        Mock::given(body_string_contains("Health check"))
+            .respond_with(api.ok("OK"))
+            .with_priority(1)
+            .mount(&server)
+            .await;
+        until_healthy(&c).await;
+        assert_eq!(c.health().consecutive_failures(), 0);
+        server.reset().await;
+        mount(&server, api, api.ok("back"), Some(1)).await;
+        assert_eq!(complete(&other_job).await.unwrap().text, "back");
+    }
+}
+
+#[tokio::test]
+async fn requests_about_the_request_do_not_count_against_the_provider() {
+    let api = Api::OpenAi;
+    let server = MockServer::start().await;
+    let too_long = json!({"error": {"message": "maximum context length exceeded", "code": "context_length_exceeded"}});
+    mount(
+        &server,
+        api,
+        ResponseTemplate::new(400).set_body_json(too_long),
+        None,
+    )
+    .await;
+    let c = client(&LlmConfig {
+        unhealthy_after: 2,
+        ..api.config(&server)
+    });
+    for _ in 0..5 {
+        assert!(complete(&c).await.unwrap_err().is_context_length());
+    }
+    assert!(
+        c.is_healthy(),
+        "context-length errors are the request's fault"
+    );
+
+    // An answer between failures resets the count; 0 turns health off.
+    let server = MockServer::start().await;
+    let c = client(&LlmConfig {
+        max_retries: 0,
+        unhealthy_after: 2,
+        ..api.config(&server)
+    });
+    let off = client(&LlmConfig {
+        max_retries: 0,
+        unhealthy_after: 0,
+        ..api.config(&server)
+    });
+    for _ in 0..3 {
+        mount(&server, api, ResponseTemplate::new(500), Some(1)).await;
+        complete(&c).await.unwrap_err();
+        mount(&server, api, api.ok("fine"), Some(1)).await;
+        complete(&c).await.unwrap();
+        assert!(c.is_healthy());
+    }
+    server.reset().await;
+    mount(&server, api, ResponseTemplate::new(500), None).await;
+    for _ in 0..5 {
+        complete(&off).await.unwrap_err();
+    }
+    assert!(
+        off.is_healthy(),
+        "unhealthy_after = 0 never pauses requests"
+    );
+}
+
+#[tokio::test]
+async fn every_request_is_counted_with_its_tokens_failed_ones_included() {
+    let api = Api::Anthropic;
+    let server = MockServer::start().await;
+    mount(&server, api, ResponseTemplate::new(500), Some(1)).await;
+    mount(&server, api, api.ok("done"), Some(1)).await;
+    let mut calls = Calls::default();
+    api.client(&server)
+        .complete_counted(&request(), in_secs(30), &mut calls)
+        .await
+        .unwrap();
+    assert_eq!(
+        calls,
+        Calls {
+            sent: 2,
+            failed: 1,
+            input_tokens: 120,
+            output_tokens: 30,
+            model: Some("test-model-2025".into()),
+        }
+    );
+}
+
+// ------------------------------------------------------- checked answers
+
+const PREVIOUS: &str = "KEY FACTS:\n- the cache TTL is 37s\n- deploys go to eu-west-1\nCONVERSATION FLOW:\n- #2 user asked for the fix\nOPEN THREADS:\n- run the load test\n";
+
+const GOOD: &str = "KEY FACTS:\n- the cache TTL is 45s now\nCONVERSATION FLOW:\n- #9 user raised the TTL\nOPEN THREADS:\n- run the load test\nSTATE DELTA:\n```json\n{\"key_decisions\": [\"raise the TTL to 45s\"]}\n```\n";
+
+fn previous_summary() -> Summary {
+    compactor_shared::parse::parse_rollup(PREVIOUS)
+        .unwrap()
+        .output
+        .summary
+}
+
+/// One summarization step through `Summarizer::summarize`, against
+/// `server`, on top of [`PREVIOUS`].
+async fn summarize(
+    config: &LlmConfig,
+    usage: &mut LlmUsage,
+) -> Result<compactor_shared::summary::SummarizerOutput, SummarizeError> {
+    let summarizer = Summarizer::Llm(client(config));
+    let previous = previous_summary();
+    let state = WorkstreamState::default();
+    let input = CompactionInput {
+        previous_summary: Some(&previous),
+        state: &state,
+        new_messages: "[#9 USER]\nraise the TTL to 45s",
+        instructions: None,
+        split_turn: false,
+    };
+    let engine = EngineConfig::default();
+    summarizer
+        .summarize(
+            &input,
+            &engine,
+            &CharEstimator::default(),
+            in_secs(30),
+            usage,
+        )
+        .await
+}
+
+fn rejection(e: &SummarizeError) -> &Rejection {
+    match e {
+        SummarizeError::InvalidOutput { rejection, .. } => rejection,
+        other => panic!("expected a rejected answer, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn answers_without_a_summary_are_rejected_as_invalid_output() {
+    let cases = [
+        (
+            "unrelated JSON",
+            r#"{"status": "ok", "items": [{"name": "foo", "value": 3}], "next": null}"#.to_owned(),
+            Rejection::NoSections,
+        ),
+        (
+            "a fenced delta without sections",
+            "```json\n{\"key_decisions\": [\"foo\", \"bar\", \"the\"], \"tasks\": [\"baz\"]}\n```"
+                .to_owned(),
+            Rejection::NoSections,
+        ),
+        (
+            "every section (none)",
+            "KEY FACTS:\n- (none)\nCONVERSATION FLOW:\n- (none)\nOPEN THREADS:\n- (none)\nSTATE DELTA:\n{}"
+                .to_owned(),
+            Rejection::Emptied {
+                previous_bullets: 4,
+            },
+        ),
+        (
+            "the template echoed back",
+            "KEY FACTS:\n- durable facts, decisions with their reasons, constraints, exact values\nCONVERSATION FLOW:\n- what happened, in order, citing message numbers like #42 where useful\nOPEN THREADS:\n- unanswered questions, unfinished tasks, the next step\n"
+                .to_owned(),
+            Rejection::Emptied {
+                previous_bullets: 4,
+            },
+        ),
+        (
+            "prose",
+            "I'm sorry, I can't summarize this conversation.".to_owned(),
+            Rejection::Unparseable,
+        ),
+    ];
+    for (what, answer, expected) in cases {
+        let server = MockServer::start().await;
+        mount(&server, Api::OpenAi, Api::OpenAi.ok(&answer), Some(1)).await;
+        let mut usage = LlmUsage::default();
+        let e = summarize(&Api::OpenAi.config(&server), &mut usage)
+            .await
+            .unwrap_err();
+        assert_eq!(rejection(&e), &expected, "{what}");
+        assert_eq!(e.degraded_reason(), DegradedReason::InvalidOutput, "{what}");
+        assert!(e.to_string().contains("invalid_output"), "{what}: {e}");
+        assert!(!e.to_string().contains("foo"), "{what}: no content in {e}");
+        // The call was made and paid for, and its answer not used.
+        assert_eq!((e.calls().sent, e.calls().failed), (1, 1), "{what}");
+        assert_eq!(e.calls().input_tokens, 120, "{what}");
+        assert_eq!(usage.calls, *e.calls(), "{what}");
+    }
+}
+
+#[tokio::test]
+async fn a_good_answer_is_accepted_with_its_calls_counted() {
+    let server = MockServer::start().await;
+    mount(&server, Api::OpenAi, Api::OpenAi.ok(GOOD), Some(1)).await;
+    let mut usage = LlmUsage::default();
+    let out = summarize(&Api::OpenAi.config(&server), &mut usage)
+        .await
+        .unwrap();
+    assert_eq!(out.summary.key_facts, ["the cache TTL is 45s now"]);
+    assert_eq!((usage.calls.sent, usage.calls.failed), (1, 0));
+    assert_eq!(usage.calls.model.as_deref(), Some("test-model-2025"));
+}
+
+/// The `max_tokens` of each request the server received.
+async fn budgets(server: &MockServer) -> Vec<u64> {
+    server
+        .received_requests()
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| {
+            serde_json::from_slice::<serde_json::Value>(&r.body).unwrap()["max_tokens"]
+                .as_u64()
+                .unwrap()
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn an_answer_cut_off_is_asked_again_with_twice_the_budget() {
+    for api in BOTH {
+        let server = MockServer::start().await;
+        let cut = ResponseTemplate::new(200)
+            .set_body_json(api.reply("KEY FACTS:\n- the cache TTL is 4", true));
+        mount(&server, api, cut, Some(1)).await;
+        mount(&server, api, api.ok(GOOD), Some(1)).await;
+        let mut usage = LlmUsage::default();
+        let out = summarize(&api.config(&server), &mut usage).await.unwrap();
+        assert_eq!(
+            out.summary.key_facts,
+            ["the cache TTL is 45s now"],
+            "{api:?}"
+        );
+        let sent = budgets(&server).await;
+        assert_eq!(sent.len(), 2, "{api:?}");
+        assert_eq!(sent[1], sent[0] * 2, "{api:?}: twice the budget");
+        assert_eq!((usage.calls.sent, usage.calls.failed), (2, 1), "{api:?}");
+        assert_eq!(usage.calls.input_tokens, 240, "both calls' tokens");
+    }
+}
+
+#[tokio::test]
+async fn an_answer_cut_off_twice_is_rejected() {
+    for api in BOTH {
+        let server = MockServer::start().await;
+        let cut =
+            ResponseTemplate::new(200).set_body_json(api.reply("KEY FACTS:\n- the cache", true));
+        mount(&server, api, cut, Some(2)).await;
+        let mut usage = LlmUsage::default();
+        let e = summarize(&api.config(&server), &mut usage)
+            .await
+            .unwrap_err();
+        let sent = budgets(&server).await;
+        assert_eq!(
+            rejection(&e),
+            &Rejection::Truncated {
+                max_output_tokens: sent[1]
+            },
+            "{api:?}"
+        );
+        assert_eq!((e.calls().sent, e.calls().failed), (2, 2), "{api:?}");
+    }
+}
+
+#[tokio::test]
+async fn the_larger_budget_is_capped_and_a_refused_retry_keeps_the_rejection() {
+    let api = Api::OpenAi;
+    // At the cap already: no second request.
+    let server = MockServer::start().await;
+    let cut = ResponseTemplate::new(200).set_body_json(api.reply("KEY FACTS:\n- x", true));
+    mount(&server, api, cut.clone(), Some(1)).await;
+    let config = LlmConfig {
+        retry_max_output_tokens: 100,
+        ..api.config(&server)
+    };
+    let e = summarize(&config, &mut LlmUsage::default())
+        .await
+        .unwrap_err();
+    assert!(matches!(rejection(&e), Rejection::Truncated { .. }));
+    assert_eq!(requests(&server).await, 1);
+
+    // Twice the budget is over the model's limit: a 400 for the retry.
+    let server = MockServer::start().await;
+    mount(&server, api, cut, Some(1)).await;
+    let too_many = json!({"error": {"message": "max_tokens is too large: 8192. This model supports at most 4096 completion tokens."}});
+    mount(
+        &server,
+        api,
+        ResponseTemplate::new(400).set_body_json(too_many),
+        Some(1),
+    )
+    .await;
+    let e = summarize(&api.config(&server), &mut LlmUsage::default())
+        .await
+        .unwrap_err();
+    let first = budgets(&server).await[0];
+    assert_eq!(
+        rejection(&e),
+        &Rejection::Truncated {
+            max_output_tokens: first
+        }
+    );
+}
+
+#[tokio::test]
+async fn a_rollup_or_memory_fold_that_empties_its_input_is_rejected() {
+    let api = Api::OpenAi;
+    let server = MockServer::start().await;
+    mount(
+        &server,
+        api,
+        api.ok("KEY FACTS:\n- (none)\nCONVERSATION FLOW:\n- n/a\n"),
+        None,
+    )
+    .await;
+    let summarizer = Summarizer::Llm(api.client(&server));
+    let mut usage = LlmUsage::default();
+    let e = summarizer
+        .rollup(
+            &previous_summary(),
+            500,
+            &CharEstimator::default(),
+            in_secs(30),
+            &mut usage,
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(
+        rejection(&e),
+        &Rejection::Emptied {
+            previous_bullets: 4
+        }
+    );
+    let e = summarizer
+        .fold_memory(
+            Some("- likes tea\n- lives in Oslo"),
+            &["moved to Bergen".to_owned()],
+            1_000,
+            in_secs(30),
+            &mut usage,
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(rejection(&e), Rejection::Emptied { .. } | Rejection::Empty),
+        "{e:?}"
+    );
+    assert_eq!((usage.calls.sent, usage.calls.failed), (2, 2));
+}
+
+/// Rejections and worked-around format problems are counted with bounded
+/// labels (a recorder for this thread only, as above).
+#[test]
+fn rejections_and_format_problems_are_counted() {
+    let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+    let handle = recorder.handle();
+    metrics::with_local_recorder(&recorder, || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(async {
+                let server = MockServer::start().await;
+                let api = Api::OpenAi;
+                mount(&server, api, api.ok(r#"{"unrelated": true}"#), Some(1)).await;
+                let config = api.config(&server);
+                summarize(&config, &mut LlmUsage::default())
+                    .await
+                    .unwrap_err();
+                let salvaged = format!("Here you go!\n{GOOD}");
+                mount(&server, api, api.ok(&salvaged), Some(1)).await;
+                summarize(&config, &mut LlmUsage::default()).await.unwrap();
+            });
+    });
+    let rendered = handle.render();
+    for line in [
+        r#"compactor_llm_answers_rejected_total{provider="openai",reason="no_sections"} 1"#,
+        r#"compactor_llm_answer_problems_total{provider="openai",problem="text_outside_sections"} 1"#,
+    ] {
+        assert!(rendered.contains(line), "missing {line} in\n{rendered}");
+    }
+    assert!(!rendered.contains("unrelated"), "no content in labels");
+}
+
+/// The compaction pipeline drives the summarizer from `Send` futures (the
+/// runtime moves jobs between threads): its steps must be `Send`.
+#[test]
+fn the_summarizer_steps_are_send() {
+    fn send<T: Send>(_: &T) {}
+    let summarizer = Summarizer::Extractive;
+    let engine = EngineConfig::default();
+    let estimator = CharEstimator::default();
+    let state = WorkstreamState::default();
+    let summary = Summary::default();
+    let input = CompactionInput {
+        previous_summary: None,
+        state: &state,
+        new_messages: "",
+        instructions: None,
+        split_turn: false,
+    };
+    let mut usage = LlmUsage::default();
+    send(&summarizer.summarize(&input, &engine, &estimator, in_secs(1), &mut usage));
+    send(&summarizer.rollup(&summary, 100, &estimator, in_secs(1), &mut usage));
+    send(&summarizer.fold_memory(None, &[], 100, in_secs(1), &mut usage));
 }

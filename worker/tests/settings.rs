@@ -177,3 +177,112 @@ fn a_redis_cluster_is_a_flag_and_a_comma_separated_list_of_seed_nodes() {
         .to_string();
     assert!(err.contains("cluster"), "{err}");
 }
+
+/// The issue: `/v1` answered 200 without a token on 0.0.0.0. A listen
+/// address beyond loopback without a token is now a configuration error
+/// (the binary exits with status 2, naming the fix), unless
+/// `allow_unauthenticated` says it is meant.
+#[test]
+fn an_open_address_without_a_token_refuses_to_start() {
+    for listen in ["0.0.0.0:9464", "[::]:9464", "10.1.2.3:9464"] {
+        let err = Settings::load_from(None, env(&[("COMPACTOR__ADMIN__LISTEN", listen)]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("admin.listen") && err.contains("admin.token_env"),
+            "{listen}: {err}"
+        );
+        assert!(err.contains("allow_unauthenticated"), "{err}");
+        // A token variable, or saying it is meant, or loopback: fine.
+        for extra in [
+            ("COMPACTOR__ADMIN__TOKEN_ENV", "COMPACTOR_ADMIN_TOKEN"),
+            ("COMPACTOR__ADMIN__ALLOW_UNAUTHENTICATED", "true"),
+            ("COMPACTOR__ADMIN__ENABLED", "false"),
+        ] {
+            let vars = [("COMPACTOR__ADMIN__LISTEN", listen), extra];
+            assert!(
+                Settings::load_from(None, env(&vars)).is_ok(),
+                "{listen} with {extra:?}"
+            );
+        }
+    }
+    for listen in ["127.0.0.1:9464", "[::1]:9464", "127.0.0.2:0"] {
+        assert!(
+            Settings::load_from(None, env(&[("COMPACTOR__ADMIN__LISTEN", listen)])).is_ok(),
+            "{listen}"
+        );
+    }
+
+    // The binary: exit status 2 (systemd does not restart it), before it
+    // connects to anything, with the reason on stderr.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_compactor-worker"))
+        .env("COMPACTOR__ADMIN__LISTEN", "0.0.0.0:0")
+        .env("REDIS_URL", "redis://127.0.0.1:1")
+        .env("DATABASE_URL", "postgres://nobody@127.0.0.1:1/none")
+        .env_remove("COMPACTOR__ADMIN__TOKEN_ENV")
+        .env_remove("COMPACTOR__ADMIN__ALLOW_UNAUTHENTICATED")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("admin.token_env"), "{stderr}");
+}
+
+/// The admin server's bounds are settings, checked at start.
+#[test]
+fn the_admin_bounds_are_settings_checked_at_start() {
+    let s = Settings::load_from(
+        None,
+        env(&[
+            ("COMPACTOR__ADMIN__REQUEST_TIMEOUT", "5s"),
+            ("COMPACTOR__ADMIN__MAX_LONG_POLLS", "10"),
+            ("COMPACTOR__ADMIN__MAX_CONNECTIONS", "20"),
+            ("COMPACTOR__ADMIN__HEADER_READ_TIMEOUT", "2s"),
+            ("COMPACTOR__ADMIN__IDLE_TIMEOUT", "30s"),
+            ("COMPACTOR__DATABASE__STATEMENT_TIMEOUT", "3s"),
+            ("COMPACTOR__DATABASE__CONTEXT_MAX_MESSAGES", "500"),
+        ]),
+    )
+    .unwrap();
+    assert_eq!(s.admin.request_timeout, Duration::from_secs(5));
+    assert_eq!(s.admin.max_long_polls, 10);
+    assert_eq!(s.admin.max_connections, 20);
+    assert_eq!(s.admin.header_read_timeout, Duration::from_secs(2));
+    assert_eq!(s.admin.idle_timeout, Duration::from_secs(30));
+    assert_eq!(s.database.statement_timeout, Duration::from_secs(3));
+    assert_eq!(s.database.context_max_messages, 500);
+    for (vars, key) in [
+        (
+            vec![
+                ("COMPACTOR__ADMIN__MAX_LONG_POLLS", "20"),
+                ("COMPACTOR__ADMIN__MAX_CONNECTIONS", "20"),
+            ],
+            "admin.max_long_polls",
+        ),
+        (
+            vec![("COMPACTOR__ADMIN__REQUEST_TIMEOUT", "0s")],
+            "admin.request_timeout",
+        ),
+        (
+            vec![("COMPACTOR__ADMIN__HEADER_READ_TIMEOUT", "0s")],
+            "admin.header_read_timeout",
+        ),
+        (
+            vec![("COMPACTOR__DATABASE__CONTEXT_MAX_MESSAGES", "0")],
+            "database.context_max_messages",
+        ),
+        (
+            vec![("COMPACTOR__DATABASE__CONTEXT_MAX_TOKENS", "1000")],
+            "database.context_max_tokens",
+        ),
+        (
+            vec![("COMPACTOR__DATABASE__STATEMENT_TIMEOUT", "0s")],
+            "database.statement_timeout",
+        ),
+    ] {
+        let err = Settings::load_from(None, env(&vars))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(key), "{vars:?}: {err}");
+    }
+}

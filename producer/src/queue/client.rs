@@ -291,13 +291,34 @@ pub enum QueueError {
     BatchTooLarge { op: &'static str, len: usize },
 }
 
-struct Scripts {
+impl QueueError {
+    /// Whether Redis could not be reached or did not answer (as opposed to
+    /// an answer this build does not understand, or a refused request):
+    /// retrying later may succeed.
+    pub fn is_unavailable(&self) -> bool {
+        match self {
+            QueueError::Connect { .. } => true,
+            QueueError::Redis { source, .. } => {
+                source.is_io_error()
+                    || !matches!(source.retry_method(), redis::RetryMethod::NoRetry)
+            }
+            _ => false,
+        }
+    }
+}
+
+pub(super) struct Scripts {
     enqueue: Script,
     settle: Script,
     renew: Script,
     fail: Script,
     recover: Script,
     release: Script,
+    /// The worker registry (`workers` module).
+    pub(super) heartbeat: Script,
+    pub(super) workers: Script,
+    /// A job's progress, for chat-side waiters (`progress` module).
+    pub(super) progress: Script,
 }
 
 /// Builds a script from `scripts/<name>.lua` with the shared prelude
@@ -321,6 +342,9 @@ impl Scripts {
             fail: script!("fail"),
             recover: script!("recover"),
             release: script!("release"),
+            heartbeat: script!("heartbeat"),
+            workers: script!("workers"),
+            progress: script!("progress"),
         }
     }
 }
@@ -335,8 +359,8 @@ pub struct Queue {
     config: QueueConfig,
     /// Nodes a subscription may use, tried in order.
     pubsub: std::sync::Arc<[PubSubNode]>,
-    conn: Conn,
-    scripts: std::sync::Arc<Scripts>,
+    pub(super) conn: Conn,
+    pub(super) scripts: std::sync::Arc<Scripts>,
 }
 
 impl std::fmt::Debug for Queue {
@@ -413,6 +437,9 @@ impl Queue {
             &self.scripts.fail,
             &self.scripts.recover,
             &self.scripts.release,
+            &self.scripts.heartbeat,
+            &self.scripts.workers,
+            &self.scripts.progress,
         ] {
             script
                 .prepare_invoke()
@@ -1154,7 +1181,7 @@ fn completion(reply: &[String], op: &'static str) -> Result<Completion, QueueErr
 }
 
 /// Wraps a Redis error with the operation that failed.
-fn redis_error(op: &'static str) -> impl Fn(redis::RedisError) -> QueueError + Copy {
+pub(super) fn redis_error(op: &'static str) -> impl Fn(redis::RedisError) -> QueueError + Copy {
     move |source| QueueError::Redis { op, source }
 }
 
@@ -1171,7 +1198,7 @@ fn enqueue_outcome(reply: &[String]) -> Result<EnqueueOutcome, QueueError> {
     }
 }
 
-fn parse_id(value: Option<&String>, op: &'static str) -> Result<u64, QueueError> {
+pub(super) fn parse_id(value: Option<&String>, op: &'static str) -> Result<u64, QueueError> {
     value
         .and_then(|v| v.parse().ok())
         .ok_or_else(|| QueueError::Protocol {
@@ -1180,7 +1207,7 @@ fn parse_id(value: Option<&String>, op: &'static str) -> Result<u64, QueueError>
         })
 }
 
-fn millis(d: Duration) -> u64 {
+pub(super) fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
 }
 

@@ -120,6 +120,15 @@ impl Endpoints {
                 let target = redact_url(url);
                 match redis::Client::open(*url) {
                     Ok(client) => Ok(PubSubNode { client, target }),
+                    // A URL that does not parse never will: not worth a
+                    // retry (the caller's reconnect loop gives up at once).
+                    Err(source) if source.kind() == redis::ErrorKind::InvalidClientConfig => {
+                        Err(QueueError::Url {
+                            target,
+                            problem: "not a Redis URL \
+                                      (redis://[user:password@]host[:port][/db], or rediss://)",
+                        })
+                    }
                     Err(source) => Err(QueueError::Connect { target, source }),
                 }
             })

@@ -159,6 +159,21 @@ impl Keys {
     pub fn seq(&self) -> String {
         format!("{}seq", self.prefix)
     }
+
+    /// Sorted set of the workers registered on the queue, scored by the
+    /// time (server ms) their registration expires unless renewed (see the
+    /// `workers` module).
+    pub fn workers(&self) -> String {
+        format!("{}workers", self.prefix)
+    }
+
+    /// Hash describing one registered worker: name, host, pid, version,
+    /// concurrency, start and last heartbeat. Worker ids come from the
+    /// worker's configuration, not from chat input; whatever they hold, the
+    /// key keeps the queue's hash tag, which comes first.
+    pub fn worker(&self, id: &str) -> String {
+        format!("{}worker:{}", self.prefix, id)
+    }
 }
 
 #[cfg(test)]
@@ -176,6 +191,8 @@ mod tests {
             keys.wake_channel(),
             keys.done(),
             keys.seq(),
+            keys.workers(),
+            keys.worker("w-1{x}"),
         ] {
             assert!(k.starts_with("{cq:context-compaction}:"), "{k}");
         }

@@ -23,6 +23,13 @@
 //! Dead letters and finished records are bounded by count and age. A
 //! dead-lettered job still gets the follow-up requested while it ran.
 //!
+//! Workers register in a registry on the queue and renew their entry with
+//! a heartbeat (`workers`), so a chat request waiting on a compaction can
+//! tell a job that will run from one that nobody is there to run
+//! (`progress`). The end of each run is announced on the entity's release
+//! channel, by the worker (what the run did) and by the queue (that the
+//! job settled).
+//!
 //! The worker runtime that drives these steps (heartbeats, backoff, graceful
 //! shutdown) is `compactor-worker`'s `runtime` module. The payload format is
 //! pure data and lives in `compactor_shared::payload`, so it can be fuzzed
@@ -31,6 +38,8 @@
 mod client;
 mod conn;
 pub mod keys;
+mod progress;
+mod workers;
 pub use compactor_shared::payload;
 
 pub use client::{
@@ -40,3 +49,5 @@ pub use client::{
 };
 pub use keys::{Keys, QueueName};
 pub use payload::{Payload, PayloadError, Trigger};
+pub use progress::{JobProgress, JobStage};
+pub use workers::{WorkerInfo, WorkerRegistration};

@@ -9,7 +9,7 @@
 //! everything else of the commit happens in the same transaction, after
 //! it. A refused commit has written nothing (its audit row aside).
 
-use compactor_shared::{MessageId, Part, Summary, WorkstreamState};
+use compactor_shared::{MessageId, Summary, WorkstreamState};
 use sea_orm::sea_query::{Expr, ExprTrait};
 use sea_orm::{
     ColumnTrait, ConnectionTrait, DatabaseTransaction, EntityTrait, QueryFilter, QuerySelect,
@@ -69,12 +69,7 @@ pub struct MemoryFold<'a> {
 }
 
 /// A message whose tool output was pruned (soft compaction).
-#[derive(Debug, Clone, PartialEq)]
-pub struct PrunedMessage {
-    pub id: MessageId,
-    pub parts: Vec<Part>,
-    pub token_estimate: u64,
-}
+pub use compactor_shared::pipeline::PrunedMessage;
 
 /// The result of [`Store::commit`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

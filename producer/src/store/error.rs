@@ -58,6 +58,16 @@ pub enum StoreError {
         op: &'static str,
         workstream_id: i64,
     },
+    /// A message of an append carries a client id that names a stored
+    /// message (or an earlier message of the same append) with other
+    /// content: a client id names one message, for good.
+    #[error("{op}: client id {client_id:?} already names a message with other content (message {index} of the request)")]
+    ClientIdConflict {
+        op: &'static str,
+        client_id: String,
+        /// Position of the conflicting message in the request (0-based).
+        index: usize,
+    },
     /// A message the operation names is not a message of the workstream.
     #[error("{op}: message {message_id} does not belong to workstream {workstream_id}")]
     UnknownMessage {
@@ -72,17 +82,70 @@ impl StoreError {
         move |source| StoreError::Db { op, source }
     }
 
-    /// Whether retrying later may succeed: the database was unreachable or
-    /// the connection pool was exhausted, as opposed to a corrupt row or a
-    /// statement the database refused.
+    /// Whether retrying later may succeed: the database was unreachable,
+    /// the connection pool was exhausted, or a statement ran out of its
+    /// `statement_timeout` (PostgreSQL cancelled it, or SQLite waited that
+    /// long for a lock), as opposed to a corrupt row or a statement the
+    /// database refused.
     pub fn is_transient(&self) -> bool {
         match self {
             StoreError::Connect { .. } | StoreError::ConnectTimeout { .. } => true,
             StoreError::Db { source, .. } => {
                 matches!(source, DbErr::Conn(_) | DbErr::ConnectionAcquire(_))
+                    || statement_timed_out(source)
             }
             _ => false,
         }
+    }
+
+    /// Whether a statement ran out of `[database] statement_timeout`.
+    pub fn is_statement_timeout(&self) -> bool {
+        matches!(self, StoreError::Db { source, .. } if statement_timed_out(source))
+    }
+}
+
+/// PostgreSQL's `query_canceled` (SQLSTATE 57014: `statement_timeout`
+/// fired), or SQLite's `SQLITE_BUSY` and its extended codes (the busy
+/// timeout ran out waiting for another writer's lock).
+fn statement_timed_out(error: &DbErr) -> bool {
+    use sea_orm::RuntimeErr;
+    let (DbErr::Exec(RuntimeErr::SqlxError(e)) | DbErr::Query(RuntimeErr::SqlxError(e))) = error
+    else {
+        return false;
+    };
+    let Some(db) = e.as_database_error() else {
+        return false;
+    };
+    let code = db.code().unwrap_or_default();
+    if db
+        .try_downcast_ref::<sea_orm::sqlx::sqlite::SqliteError>()
+        .is_some()
+    {
+        // Extended result codes keep the primary code in the low byte.
+        return code.parse::<u32>().is_ok_and(|c| c & 0xff == 5);
+    }
+    code == "57014"
+}
+
+/// Where the user info of a connection string ends: the index of its `@`.
+///
+/// Written by hand, URLs are often not encoded: a password may hold `/`,
+/// `?`, `#` or `@`, and the scheme may be mistyped (`redis//:pw@host`). So
+/// the `@` is not looked for in a parsed authority (cut at the first `/`, a
+/// password with a `/` would be shown in part) but as the last `@` of the
+/// string: everything before it is treated as user info, so no part of a
+/// password can be shown. The price: an `@` in the query (rare in
+/// connection strings) hides the host and path as well.
+fn userinfo_end(url: &str) -> Option<usize> {
+    url.rfind('@')
+}
+
+/// Where the user info starts: after `scheme://`, or at the start of a
+/// string whose scheme is mistyped.
+fn userinfo_start(url: &str, end: usize) -> usize {
+    match url[..end].find("://") {
+        Some(at) => at + 3,
+        None => 0,
     }
 }
 
@@ -91,13 +154,11 @@ impl StoreError {
 /// query parameter.
 fn passwords(url: &str) -> Vec<&str> {
     let mut found = Vec::new();
-    if let Some((_, rest)) = url.split_once("://") {
-        let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
-        if let Some((userinfo, _)) = authority.rsplit_once('@') {
-            if let Some((_, password)) = userinfo.split_once(':') {
-                if !password.is_empty() {
-                    found.push(password);
-                }
+    if let Some(end) = userinfo_end(url) {
+        let userinfo = &url[userinfo_start(url, end)..end];
+        if let Some((_, password)) = userinfo.split_once(':') {
+            if !password.is_empty() {
+                found.push(password);
             }
         }
     }
@@ -168,36 +229,29 @@ pub fn redact_url(url: &str) -> String {
 
 fn redact_one_url(url: &str) -> String {
     let mut out = String::with_capacity(url.len());
-    let (head, query) = match url.split_once('?') {
-        Some((head, query)) => (head, Some(query)),
-        None => (url, None),
-    };
-    match head.split_once("://") {
-        Some((scheme, rest)) => {
-            out.push_str(scheme);
-            out.push_str("://");
-            let (authority, path) = match rest.find('/') {
-                Some(at) => rest.split_at(at),
-                None => (rest, ""),
-            };
-            match authority.rsplit_once('@') {
-                Some((userinfo, host)) => {
-                    match userinfo.split_once(':') {
-                        Some((user, _)) => {
-                            out.push_str(user);
-                            out.push_str(":***");
-                        }
-                        None => out.push_str(userinfo),
-                    }
-                    out.push('@');
-                    out.push_str(host);
+    let rest = match userinfo_end(url) {
+        Some(end) => {
+            let start = userinfo_start(url, end);
+            out.push_str(&url[..start]);
+            // Only a user name followed by `:password` is shown: without the
+            // colon, the one word may be a password typed in its place.
+            match url[start..end].split_once(':') {
+                Some((user, _)) if start > 0 => {
+                    out.push_str(user);
+                    out.push_str(":***");
                 }
-                None => out.push_str(authority),
+                _ => out.push_str("***"),
             }
-            out.push_str(path);
+            out.push('@');
+            &url[end + 1..]
         }
-        None => out.push_str(head),
-    }
+        None => url,
+    };
+    let (head, query) = match rest.split_once('?') {
+        Some((head, query)) => (head, Some(query)),
+        None => (rest, None),
+    };
+    out.push_str(head);
     if let Some(query) = query {
         out.push('?');
         let mut first = true;
@@ -240,7 +294,7 @@ mod tests {
         );
         assert_eq!(
             redact_url("postgres://app@db/x?password=hunter2&application_name=c"),
-            "postgres://app@db/x?password=***&application_name=c"
+            "postgres://***@db/x?password=***&application_name=c"
         );
         assert_eq!(
             redact_url("sqlite://data/compactor.db?mode=rwc"),
@@ -248,6 +302,40 @@ mod tests {
         );
         assert_eq!(redact_url("postgres://u:p@h"), "postgres://u:***@h");
         assert_eq!(redact_url("not a url"), "not a url");
+    }
+
+    /// Hand-written URLs are often not encoded, and their schemes get
+    /// mistyped: the password must stay hidden whatever it holds.
+    #[test]
+    fn passwords_stay_hidden_in_unencoded_and_mistyped_urls() {
+        for (url, secret, shown) in [
+            // The scheme's colon forgotten: not a URL, still redacted.
+            ("redis//:hunter2@cache:6379", "hunter2", "***@cache:6379"),
+            ("redis:/:hunter2@cache", "hunter2", "***@cache"),
+            ("redis:hunter2@cache", "hunter2", "***@cache"),
+            // `/`, `?`, `@` and `#` inside the password.
+            ("redis://:hun/ter2@cache/0", "ter2", "redis://:***@cache/0"),
+            ("redis://:hun?ter2@cache/0", "ter2", "redis://:***@cache/0"),
+            (
+                "postgres://u:p@ss/w?rd@db/x?sslmode=require",
+                "rd",
+                "postgres://u:***@db/x?sslmode=require",
+            ),
+            ("postgres://u:pa#ss@db/x", "pa#ss", "postgres://u:***@db/x"),
+            // A password typed without its colon, in the user's place.
+            (
+                "redis://hunter2@cache:6379",
+                "hunter2",
+                "redis://***@cache:6379",
+            ),
+        ] {
+            assert_eq!(redact_url(url), shown, "{url}");
+            assert!(!redact_url(url).contains(secret), "{url}");
+            let scrubbed = scrub(&format!("driver says: {url} is bad"), url);
+            assert!(!scrubbed.contains(secret), "{scrubbed}");
+        }
+        // An `@` in the query hides more than the password, never less.
+        assert!(!redact_url("postgres://u:pw@db/x?application_name=me@corp").contains("pw"));
     }
 
     #[test]

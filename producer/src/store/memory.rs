@@ -15,12 +15,8 @@ use super::messages::INSERT_BATCH_ROWS;
 use super::workstreams::ensure;
 use super::{Store, StoreError};
 
-/// An unfolded memory-block entry.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MemoryEntry {
-    pub id: i64,
-    pub content: String,
-}
+/// A memory-block entry not folded yet (the pipeline's type).
+pub use compactor_shared::pipeline::MemoryEntry;
 
 impl Store {
     /// Appends entries to the workstream of `key` (created when missing)

@@ -1,4 +1,12 @@
 //! Appending messages and reading the un-compacted ones in pages.
+//!
+//! An append is idempotent per client id: a message whose `client_id` names
+//! a message the workstream already stores is not stored again, and its
+//! stored id is returned in its place, so a client that retries an append
+//! (after a timeout, a 503, a crash) never duplicates what the first try
+//! stored.
+
+use std::collections::HashMap;
 
 use compactor_shared::{EntityKey, Message, MessageId, Part, Role};
 use sea_orm::sea_query::{Expr, ExprTrait};
@@ -21,22 +29,57 @@ pub struct NewMessage {
     /// Estimated tokens (the caller's estimator); summed into the
     /// workstream's `uncompacted_tokens`.
     pub token_estimate: u64,
+    /// The client's id for the message, unique per workstream: a message
+    /// whose id is stored already is not stored again. At most
+    /// [`CLIENT_ID_MAX_BYTES`] bytes (the column's size).
+    pub client_id: Option<String>,
 }
+
+/// Longest client id, in bytes.
+pub const CLIENT_ID_MAX_BYTES: usize = 255;
 
 /// What [`Store::append_messages`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Appended {
     pub workstream_id: i64,
-    /// The ids assigned, in the order the messages were given.
+    /// The ids of the messages, in the order they were given: assigned
+    /// now, or, for a message whose client id was stored already, the
+    /// stored message's.
     pub ids: Vec<MessageId>,
     /// The workstream's `uncompacted_tokens` after the append.
     pub uncompacted_tokens: u64,
+    /// How many of the messages were stored already (by client id) and not
+    /// stored again.
+    pub already_stored: usize,
 }
 
-/// Rows per `INSERT` statement. A message binds 7 values; SQLite builds
+/// Rows per `INSERT` statement. A message binds 8 values; SQLite builds
 /// before 3.32 allow 999 bound parameters per statement (later ones 32,766,
-/// PostgreSQL 65,535), so 128 rows stay under every limit.
-pub(crate) const INSERT_BATCH_ROWS: usize = 128;
+/// PostgreSQL 65,535), so 120 rows stay under every limit.
+pub(crate) const INSERT_BATCH_ROWS: usize = 120;
+
+/// Client ids looked up per `IN (…)` list (under every bound-parameter
+/// limit, with the workstream id).
+const LOOKUP_BATCH: usize = 500;
+
+/// Where a message of an append ends up.
+enum Slot {
+    /// Stored already: this id.
+    Stored(MessageId),
+    /// Inserted now: position among the inserted messages.
+    New(usize),
+    /// Repeats the client id of an earlier message of the same append: the
+    /// same message (position in the request).
+    Repeat(usize),
+}
+
+/// A stored message, as far as a client id check needs it.
+struct StoredByClientId {
+    id: i64,
+    role: String,
+    parts: String,
+    pinned: bool,
+}
 
 impl Store {
     /// Appends messages to the workstream of `key` (created when missing),
@@ -45,6 +88,12 @@ impl Store {
     /// `just_auto_compacted = false` (the chat moved on). Any number of
     /// messages: they are inserted in batches under the databases'
     /// bound-parameter limits.
+    ///
+    /// A message whose client id is stored already (or given earlier in the
+    /// same call) is not stored again: its stored id stands in its place,
+    /// and nothing about the workstream changes for it. The same client id
+    /// with other content (role, parts, pinned) is a
+    /// [`StoreError::ClientIdConflict`], and nothing is stored.
     pub async fn append_messages(
         &self,
         key: &EntityKey,
@@ -57,9 +106,6 @@ impl Store {
             .iter()
             .map(|m| encode_parts(OP, &m.parts))
             .collect::<Result<_, _>>()?;
-        let added: u64 = messages
-            .iter()
-            .fold(0u64, |sum, m| sum.saturating_add(m.token_estimate));
 
         let txn = self.begin_write(OP).await?;
         let ws = ensure(&txn, key, OP).await?;
@@ -69,63 +115,97 @@ impl Store {
                 workstream_id: ws.id,
                 ids: Vec::new(),
                 uncompacted_tokens: ws.uncompacted_tokens,
+                already_stored: 0,
             });
         }
-        // Lock the workstream row before allocating ids (see the module
-        // docs of `store`): concurrent appends to one workstream commit in
-        // id order.
+        // Lock the workstream row before reading client ids or allocating
+        // message ids (see the module docs of `store`): concurrent appends
+        // to one workstream commit in id order, and two tries of one append
+        // cannot both find its client ids missing.
         workstream::Entity::update_many()
-            .col_expr(
-                workstream::Column::UncompactedTokens,
-                Expr::col(workstream::Column::UncompactedTokens).add(to_i64(added)),
-            )
-            .col_expr(workstream::Column::JustAutoCompacted, Expr::value(false))
             .col_expr(workstream::Column::UpdatedAt, Expr::value(now()))
             .filter(workstream::Column::Id.eq(ws.id))
             .exec(&txn)
             .await
             .map_err(StoreError::db(OP))?;
+        let stored = stored_by_client_id(&txn, ws.id, messages, OP).await?;
+        let slots = place(messages, &encoded, &stored, OP)?;
+        let fresh: Vec<usize> = slots
+            .iter()
+            .enumerate()
+            .filter_map(|(i, slot)| matches!(slot, Slot::New(_)).then_some(i))
+            .collect();
 
-        let created_at = now();
-        let mut ids = Vec::with_capacity(messages.len());
-        for (batch, parts) in messages
-            .chunks(INSERT_BATCH_ROWS)
-            .zip(encoded.chunks(INSERT_BATCH_ROWS))
-        {
-            let rows = batch
-                .iter()
-                .zip(parts)
-                .map(|(m, parts)| message::ActiveModel {
-                    workstream_id: Set(ws.id),
-                    role: Set(m.role.as_str().to_owned()),
-                    parts: Set(parts.clone()),
-                    token_estimate: Set(to_i64(m.token_estimate)),
-                    pinned: Set(m.pinned),
-                    is_compacted: Set(false),
-                    created_at: Set(created_at),
-                    ..Default::default()
-                });
-            let mut insert = message::Entity::insert_many(rows).into_query();
-            insert.returning_col(message::Column::Id);
-            let returned = txn.query_all(&insert).await.map_err(StoreError::db(OP))?;
-            let mut batch_ids = returned
-                .iter()
-                .map(|row| row.try_get::<i64>("", "id"))
-                .collect::<Result<Vec<_>, _>>()
+        let mut new_ids = Vec::with_capacity(fresh.len());
+        if !fresh.is_empty() {
+            let added: u64 = fresh.iter().fold(0u64, |sum, &i| {
+                sum.saturating_add(messages[i].token_estimate)
+            });
+            workstream::Entity::update_many()
+                .col_expr(
+                    workstream::Column::UncompactedTokens,
+                    Expr::col(workstream::Column::UncompactedTokens).add(to_i64(added)),
+                )
+                .col_expr(workstream::Column::JustAutoCompacted, Expr::value(false))
+                .filter(workstream::Column::Id.eq(ws.id))
+                .exec(&txn)
+                .await
                 .map_err(StoreError::db(OP))?;
-            // `RETURNING` does not promise an order, but ids are allocated
-            // in the order of the VALUES list, so sorted ids are the
-            // messages' ids in the order given.
-            batch_ids.sort_unstable();
-            ids.extend(batch_ids.into_iter().map(MessageId));
+            let created_at = now();
+            for batch in fresh.chunks(INSERT_BATCH_ROWS) {
+                let rows = batch.iter().map(|&i| {
+                    let m = &messages[i];
+                    message::ActiveModel {
+                        workstream_id: Set(ws.id),
+                        role: Set(m.role.as_str().to_owned()),
+                        parts: Set(encoded[i].clone()),
+                        token_estimate: Set(to_i64(m.token_estimate)),
+                        pinned: Set(m.pinned),
+                        is_compacted: Set(false),
+                        created_at: Set(created_at),
+                        client_id: Set(m.client_id.clone()),
+                        ..Default::default()
+                    }
+                });
+                let mut insert = message::Entity::insert_many(rows).into_query();
+                insert.returning_col(message::Column::Id);
+                let returned = txn.query_all(&insert).await.map_err(StoreError::db(OP))?;
+                let mut batch_ids = returned
+                    .iter()
+                    .map(|row| row.try_get::<i64>("", "id"))
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(StoreError::db(OP))?;
+                // `RETURNING` does not promise an order, but ids are
+                // allocated in the order of the VALUES list, so sorted ids
+                // are the messages' ids in the order given.
+                batch_ids.sort_unstable();
+                new_ids.extend(batch_ids.into_iter().map(MessageId));
+            }
+            let newest = new_ids.last().map(|id| id.0);
+            workstream::Entity::update_many()
+                .col_expr(workstream::Column::LastMessageId, Expr::value(newest))
+                .filter(workstream::Column::Id.eq(ws.id))
+                .exec(&txn)
+                .await
+                .map_err(StoreError::db(OP))?;
         }
-        let newest = ids.last().map(|id| id.0);
-        workstream::Entity::update_many()
-            .col_expr(workstream::Column::LastMessageId, Expr::value(newest))
-            .filter(workstream::Column::Id.eq(ws.id))
-            .exec(&txn)
-            .await
-            .map_err(StoreError::db(OP))?;
+        let mut ids: Vec<MessageId> = Vec::with_capacity(messages.len());
+        for slot in &slots {
+            let id = match *slot {
+                Slot::Stored(id) => id,
+                Slot::New(n) => new_ids.get(n).copied().ok_or_else(|| StoreError::Db {
+                    op: OP,
+                    source: sea_orm::DbErr::Custom(format!(
+                        "{} ids returned for {} inserted messages",
+                        new_ids.len(),
+                        fresh.len()
+                    )),
+                })?,
+                // An earlier position: its id is known by now.
+                Slot::Repeat(first) => ids[first],
+            };
+            ids.push(id);
+        }
         let uncompacted = workstream::Entity::find_by_id(ws.id)
             .select_only()
             .column(workstream::Column::UncompactedTokens)
@@ -139,6 +219,7 @@ impl Store {
             workstream_id: ws.id,
             ids,
             uncompacted_tokens: to_u64(uncompacted),
+            already_stored: messages.len() - fresh.len(),
         })
     }
 
@@ -175,7 +256,101 @@ impl Store {
     }
 }
 
+/// Where a bounded read of the un-compacted history starts, and what the
+/// bound leaves out ([`Store::uncompacted_window`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HistoryWindow {
+    /// The oldest un-compacted message to load; `None` when there is none.
+    pub first: Option<MessageId>,
+    /// Messages in the window (`first` and every newer un-compacted one).
+    pub messages: u64,
+    /// Older un-compacted messages the bound leaves out (0: none).
+    pub omitted_messages: u64,
+    /// Their estimated tokens.
+    pub omitted_tokens: u64,
+}
+
+impl HistoryWindow {
+    /// Whether the bound left messages out.
+    pub fn truncated(&self) -> bool {
+        self.omitted_messages > 0
+    }
+}
+
 impl Store {
+    /// The newest un-compacted messages of the workstream that fit the
+    /// store's [`HistoryBound`](super::HistoryBound): at most
+    /// `max_messages`, and at most `max_tokens` of estimates (the newest
+    /// message always fits). Reads ids and estimates only, newest first,
+    /// and at most one row past the bound; only when the bound cuts does a
+    /// second statement count what it left out. Load the window with
+    /// [`Store::uncompacted_page`] from `first`.
+    pub async fn uncompacted_window(
+        &self,
+        workstream_id: i64,
+    ) -> Result<HistoryWindow, StoreError> {
+        const OP: &str = "uncompacted_window";
+        let bound = self.history;
+        let sizes: Vec<(i64, i64)> = message::Entity::find()
+            .select_only()
+            .column(message::Column::Id)
+            .column(message::Column::TokenEstimate)
+            .filter(message::Column::WorkstreamId.eq(workstream_id))
+            .filter(message::Column::IsCompacted.eq(false))
+            .order_by_desc(message::Column::Id)
+            .limit(bound.max_messages.saturating_add(1))
+            .into_tuple()
+            .all(&self.db)
+            .await
+            .map_err(StoreError::db(OP))?;
+        let mut window = HistoryWindow {
+            first: None,
+            messages: 0,
+            omitted_messages: 0,
+            omitted_tokens: 0,
+        };
+        let mut tokens: u64 = 0;
+        for &(id, estimate) in &sizes {
+            let estimate = to_u64(estimate);
+            let full = window.messages == bound.max_messages
+                || (window.messages > 0 && tokens.saturating_add(estimate) > bound.max_tokens);
+            if full {
+                break;
+            }
+            window.messages += 1;
+            tokens = tokens.saturating_add(estimate);
+            window.first = Some(MessageId(id));
+        }
+        let Some(first) = window
+            .first
+            .filter(|_| window.messages < sizes.len() as u64)
+        else {
+            return Ok(window);
+        };
+        // The count is at least 1 here; `SUM` is cast because PostgreSQL
+        // sums BIGINT into NUMERIC.
+        let left_out: Option<(i64, Option<i64>)> = message::Entity::find()
+            .select_only()
+            .expr_as(Expr::col(message::Column::Id).count(), "messages")
+            .expr_as(
+                Expr::col(message::Column::TokenEstimate)
+                    .sum()
+                    .cast_as("BIGINT"),
+                "tokens",
+            )
+            .filter(message::Column::WorkstreamId.eq(workstream_id))
+            .filter(message::Column::IsCompacted.eq(false))
+            .filter(message::Column::Id.lt(first.0))
+            .into_tuple()
+            .one(&self.db)
+            .await
+            .map_err(StoreError::db(OP))?;
+        let (messages, tokens) = left_out.unwrap_or_default();
+        window.omitted_messages = to_u64(messages);
+        window.omitted_tokens = to_u64(tokens.unwrap_or_default());
+        Ok(window)
+    }
+
     /// [`Store::uncompacted_page`], also bounded in size: it stops before
     /// the message that would take the page's token estimates past
     /// `max_tokens` (a page always has at least one message). A job reads
@@ -254,4 +429,107 @@ pub(crate) async fn estimate_of<C: ConnectionTrait>(
         .one(db)
         .await
         .map_err(StoreError::db(op))
+}
+
+/// The workstream's stored messages named by the client ids of `messages`.
+async fn stored_by_client_id<C: ConnectionTrait>(
+    db: &C,
+    workstream_id: i64,
+    messages: &[NewMessage],
+    op: &'static str,
+) -> Result<HashMap<String, StoredByClientId>, StoreError> {
+    let mut wanted: Vec<&str> = messages
+        .iter()
+        .filter_map(|m| m.client_id.as_deref())
+        .collect();
+    wanted.sort_unstable();
+    wanted.dedup();
+    let mut stored = HashMap::new();
+    for batch in wanted.chunks(LOOKUP_BATCH) {
+        let rows: Vec<(i64, Option<String>, String, String, bool)> = message::Entity::find()
+            .select_only()
+            .column(message::Column::Id)
+            .column(message::Column::ClientId)
+            .column(message::Column::Role)
+            .column(message::Column::Parts)
+            .column(message::Column::Pinned)
+            .filter(message::Column::WorkstreamId.eq(workstream_id))
+            .filter(message::Column::ClientId.is_in(batch.iter().copied()))
+            .into_tuple()
+            .all(db)
+            .await
+            .map_err(StoreError::db(op))?;
+        for (id, client_id, role, parts, pinned) in rows {
+            if let Some(client_id) = client_id {
+                stored.insert(
+                    client_id,
+                    StoredByClientId {
+                        id,
+                        role,
+                        parts,
+                        pinned,
+                    },
+                );
+            }
+        }
+    }
+    Ok(stored)
+}
+
+/// Decides where each message goes: stored already, new, or a repeat of an
+/// earlier one of the same append; refuses a client id that names other
+/// content.
+fn place(
+    messages: &[NewMessage],
+    encoded: &[String],
+    stored: &HashMap<String, StoredByClientId>,
+    op: &'static str,
+) -> Result<Vec<Slot>, StoreError> {
+    let mut slots = Vec::with_capacity(messages.len());
+    let mut first_of: HashMap<&str, usize> = HashMap::new();
+    let mut fresh = 0;
+    for (index, m) in messages.iter().enumerate() {
+        let conflict = |client_id: &str| StoreError::ClientIdConflict {
+            op,
+            client_id: client_id.to_owned(),
+            index,
+        };
+        let Some(client_id) = m.client_id.as_deref() else {
+            slots.push(Slot::New(fresh));
+            fresh += 1;
+            continue;
+        };
+        if let Some(&first) = first_of.get(client_id) {
+            let earlier = &messages[first];
+            if earlier.role != m.role || earlier.pinned != m.pinned || earlier.parts != m.parts {
+                return Err(conflict(client_id));
+            }
+            slots.push(Slot::Repeat(first));
+            continue;
+        }
+        first_of.insert(client_id, index);
+        match stored.get(client_id) {
+            Some(row) => {
+                if !same_content(row, m, &encoded[index]) {
+                    return Err(conflict(client_id));
+                }
+                slots.push(Slot::Stored(MessageId(row.id)));
+            }
+            None => {
+                slots.push(Slot::New(fresh));
+                fresh += 1;
+            }
+        }
+    }
+    Ok(slots)
+}
+
+/// Whether a stored message is the one `m` describes. Parts are compared
+/// as values when their JSON differs (a row written by another build may
+/// spell the same parts differently).
+fn same_content(row: &StoredByClientId, m: &NewMessage, encoded: &str) -> bool {
+    row.role == m.role.as_str()
+        && row.pinned == m.pinned
+        && (row.parts == encoded
+            || serde_json::from_str::<Vec<Part>>(&row.parts).is_ok_and(|parts| parts == m.parts))
 }

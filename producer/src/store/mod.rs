@@ -22,6 +22,14 @@
 //! of them failing when it upgrades a read lock; on PostgreSQL the row lock
 //! of the conditional update does the same.
 //!
+//! # Bounds
+//!
+//! No statement runs for ever: PostgreSQL cancels one after
+//! `[database] statement_timeout`, and a SQLite statement waits at most
+//! that long for a lock (either is a [`StoreError::is_transient`] error: a
+//! locked row or a stalled server fails the request, it does not hold it).
+//! Reads of un-compacted history are bounded by [`HistoryBound`].
+//!
 //! # Layout
 //! - `error`: [`StoreError`].
 //! - `entities`: the sea-orm entities (private).
@@ -35,6 +43,7 @@
 
 use std::time::Duration;
 
+use crate::settings::DatabaseSettings;
 use sea_orm::sqlx::sqlite::SqliteJournalMode;
 use sea_orm::{
     ConnectOptions, Database, DatabaseConnection, DatabaseTransaction, DbBackend,
@@ -56,16 +65,14 @@ pub use commit::{Commit, CommitOutcome, ConflictReason, MemoryFold, PrunedMessag
 pub use error::{redact_url, split_url_list, StoreError};
 pub use lease::{Lease, LeaseTaken};
 pub use memory::MemoryEntry;
-pub use messages::{Appended, NewMessage};
-pub use runs::{NewRun, RunOutcome, RunRow};
+pub use messages::{Appended, HistoryWindow, NewMessage, CLIENT_ID_MAX_BYTES};
+pub use runs::{DegradedReason, NewRun, RunOutcome, RunRow};
 pub use schema::SchemaStatus;
 pub use workstreams::{WorkstreamRow, BREAKER_THRESHOLD};
 
 /// How long connecting may take before it is a [`StoreError::ConnectTimeout`]
 /// (and how long an operation waits for a pooled connection).
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-/// How long a SQLite writer waits for another writer's lock before failing.
-pub const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 /// Connections of a SQLite file pool: WAL lets readers run beside the one
 /// writer; more connections would only queue on the write lock.
 const SQLITE_POOL_SIZE: u32 = 4;
@@ -74,16 +81,34 @@ const SQLITE_POOL_SIZE: u32 = 4;
 #[derive(Clone, Debug)]
 pub struct Store {
     db: DatabaseConnection,
+    history: HistoryBound,
+}
+
+/// How much un-compacted history one context read loads at most
+/// (`[database] context_max_messages` / `context_max_tokens`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HistoryBound {
+    pub max_messages: u64,
+    pub max_tokens: u64,
 }
 
 impl Store {
+    /// [`Store::connect_with`] with every setting but the URL at its default.
+    pub async fn connect(url: &str) -> Result<Store, StoreError> {
+        Store::connect_with(&DatabaseSettings::for_url(url)).await
+    }
+
     /// Connects to `sqlite://path/to/file.db?mode=rwc` (the file is created
     /// when missing; WAL, foreign keys and a busy timeout are switched on so
-    /// concurrent writers wait instead of failing) or `postgres://…`.
+    /// concurrent writers wait instead of failing) or `postgres://…`, with
+    /// `settings.statement_timeout` on every connection of the pool
+    /// (PostgreSQL's `statement_timeout`; SQLite's busy timeout).
     ///
     /// Bounded by [`CONNECT_TIMEOUT`]: an unreachable database is a typed
     /// error, not a hang. Errors show the URL with its password redacted.
-    pub async fn connect(url: &str) -> Result<Store, StoreError> {
+    pub async fn connect_with(settings: &DatabaseSettings) -> Result<Store, StoreError> {
+        let url = settings.url.expose();
+        let statement_timeout = settings.statement_timeout;
         let mut options = ConnectOptions::new(url.to_owned());
         options
             .connect_timeout(CONNECT_TIMEOUT)
@@ -95,21 +120,29 @@ impl Store {
             let in_memory = url.contains(":memory:") || url.contains("mode=memory");
             options
                 .max_connections(if in_memory { 1 } else { SQLITE_POOL_SIZE })
-                .map_sqlx_sqlite_opts(|o| {
+                .map_sqlx_sqlite_opts(move |o| {
                     o.create_if_missing(true)
                         .journal_mode(SqliteJournalMode::Wal)
                         .foreign_keys(true)
-                        .busy_timeout(SQLITE_BUSY_TIMEOUT)
+                        .busy_timeout(statement_timeout)
                 });
         }
         if url.starts_with("postgres://") || url.starts_with("postgresql://") {
             probe_postgres(url).await?;
+            // A startup option of every pooled connection (after any
+            // `options` of the URL, so this setting wins), in milliseconds.
+            let millis = statement_timeout.as_millis().max(1);
+            options.map_sqlx_postgres_opts(move |o| o.options([("statement_timeout", millis)]));
         }
         // The pool's acquire timeout bounds the attempt already; the outer
         // timeout also covers whatever happens before the pool is built.
         let attempt = Database::connect(options);
+        let history = HistoryBound {
+            max_messages: settings.context_max_messages,
+            max_tokens: settings.context_max_tokens,
+        };
         match tokio::time::timeout(CONNECT_TIMEOUT + Duration::from_secs(2), attempt).await {
-            Ok(Ok(db)) => Ok(Store { db }),
+            Ok(Ok(db)) => Ok(Store { db, history }),
             Ok(Err(err)) => Err(StoreError::Connect {
                 url: redact_url(url),
                 detail: error::scrub(&err.to_string(), url),
@@ -132,6 +165,11 @@ impl Store {
     /// no pooled connection can be had or the server does not answer.
     pub async fn ping(&self) -> Result<(), StoreError> {
         self.db.ping().await.map_err(StoreError::db("ping"))
+    }
+
+    /// How much un-compacted history one context read loads at most.
+    pub fn history_bound(&self) -> HistoryBound {
+        self.history
     }
 
     /// Which database this store talks to.

@@ -49,6 +49,58 @@ impl RunOutcome {
     }
 }
 
+/// Why the extractive summarizer stood in for the LLM on a degraded run.
+/// Stored as its snake_case name (`degraded_reason`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DegradedReason {
+    /// The LLM could not be reached or failed: connection, timeout, 5xx,
+    /// rate limit, a malformed reply, the attempt's deadline.
+    LlmUnavailable,
+    /// The provider refused the request: the key (401/403), the model
+    /// name or the request itself (another 4xx).
+    LlmRefused,
+    /// The LLM answered, but its answers were rejected by the checks
+    /// (no sections, nothing but placeholders, cut off at the output
+    /// limit, …).
+    InvalidOutput,
+    /// The LLM was not asked: the provider is marked unhealthy after
+    /// consecutive failures, until a probe succeeds.
+    LlmUnhealthy,
+    /// Even the smallest chunk is too long for the model's context.
+    ContextLength,
+}
+
+impl DegradedReason {
+    pub const ALL: [DegradedReason; 5] = [
+        DegradedReason::LlmUnavailable,
+        DegradedReason::LlmRefused,
+        DegradedReason::InvalidOutput,
+        DegradedReason::LlmUnhealthy,
+        DegradedReason::ContextLength,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DegradedReason::LlmUnavailable => "llm_unavailable",
+            DegradedReason::LlmRefused => "llm_refused",
+            DegradedReason::InvalidOutput => "invalid_output",
+            DegradedReason::LlmUnhealthy => "llm_unhealthy",
+            DegradedReason::ContextLength => "context_length",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<DegradedReason> {
+        DegradedReason::ALL.into_iter().find(|r| r.as_str() == s)
+    }
+}
+
+impl std::fmt::Display for DegradedReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// A run to record.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewRun {
@@ -61,14 +113,26 @@ pub struct NewRun {
     pub outcome: RunOutcome,
     /// The extractive fallback wrote the summary (the LLM was unavailable).
     pub degraded: bool,
+    /// Why, when `degraded`.
+    pub degraded_reason: Option<DegradedReason>,
     pub tokens_before: u64,
     pub tokens_after: u64,
     pub messages_compacted: u64,
     pub chunks: u32,
     pub rollups: u32,
+    /// The model asked (as the server reported it, else as configured);
+    /// `None` for the extractive summarizer.
     pub llm_model: Option<String>,
+    /// Requests sent to the LLM, retries included.
+    pub llm_calls: u32,
+    /// Of those, the ones that gave no usable answer: HTTP or connection
+    /// failures, and answers rejected by the checks.
+    pub llm_failed_calls: u32,
+    /// Tokens the server reported, failed and rejected calls included.
     pub llm_tokens_in: u64,
     pub llm_tokens_out: u64,
+    /// Why the attempt failed; on a degraded run, why the LLM's summary was
+    /// not used.
     pub error: Option<String>,
     /// The rendered summary the run produced.
     pub summary: Option<String>,
@@ -86,12 +150,18 @@ pub struct RunRow {
     pub finished_at: DateTime<Utc>,
     pub outcome: RunOutcome,
     pub degraded: bool,
+    /// `None` on runs that are not degraded, and on rows written before
+    /// the reason was recorded.
+    pub degraded_reason: Option<DegradedReason>,
     pub tokens_before: u64,
     pub tokens_after: u64,
     pub messages_compacted: u64,
     pub chunks: u32,
     pub rollups: u32,
     pub llm_model: Option<String>,
+    /// 0 on rows written before calls were counted.
+    pub llm_calls: u32,
+    pub llm_failed_calls: u32,
     pub llm_tokens_in: u64,
     pub llm_tokens_out: u64,
     pub error: Option<String>,
@@ -141,12 +211,15 @@ pub(crate) async fn insert_run<C: ConnectionTrait>(
         finished_at: Set(run.finished_at),
         outcome: Set(run.outcome.as_str().to_owned()),
         degraded: Set(run.degraded),
+        degraded_reason: Set(run.degraded_reason.map(|r| r.as_str().to_owned())),
         tokens_before: Set(to_i64(run.tokens_before)),
         tokens_after: Set(to_i64(run.tokens_after)),
         messages_compacted: Set(to_i64(run.messages_compacted)),
         chunks: Set(to_i32(run.chunks)),
         rollups: Set(to_i32(run.rollups)),
         llm_model: Set(run.llm_model.clone()),
+        llm_calls: Set(to_i32(run.llm_calls)),
+        llm_failed_calls: Set(to_i32(run.llm_failed_calls)),
         llm_tokens_in: Set(to_i64(run.llm_tokens_in)),
         llm_tokens_out: Set(to_i64(run.llm_tokens_out)),
         error: Set(run.error.clone()),
@@ -166,6 +239,16 @@ fn to_row(m: compaction_run::Model) -> Result<RunRow, StoreError> {
         id: m.id,
         detail: format!("outcome: unknown outcome {:?}", m.outcome),
     })?;
+    let degraded_reason = match m.degraded_reason.as_deref() {
+        None => None,
+        Some(text) => Some(
+            DegradedReason::parse(text).ok_or_else(|| StoreError::CorruptRow {
+                table: "compaction_runs",
+                id: m.id,
+                detail: format!("degraded_reason: unknown reason {text:?}"),
+            })?,
+        ),
+    };
     Ok(RunRow {
         id: m.id,
         workstream_id: m.workstream_id,
@@ -176,12 +259,15 @@ fn to_row(m: compaction_run::Model) -> Result<RunRow, StoreError> {
         finished_at: m.finished_at,
         outcome,
         degraded: m.degraded,
+        degraded_reason,
         tokens_before: to_u64(m.tokens_before),
         tokens_after: to_u64(m.tokens_after),
         messages_compacted: to_u64(m.messages_compacted),
         chunks: to_u32(m.chunks),
         rollups: to_u32(m.rollups),
         llm_model: m.llm_model,
+        llm_calls: to_u32(m.llm_calls),
+        llm_failed_calls: to_u32(m.llm_failed_calls),
         llm_tokens_in: to_u64(m.llm_tokens_in),
         llm_tokens_out: to_u64(m.llm_tokens_out),
         error: m.error,

@@ -1,6 +1,7 @@
 //! Migrating the database and comparing it with this build's schema.
 
 use compactor_migrations::{applied_migration_names, migration_names, Migrator, MigratorTrait};
+use sea_orm::{ConnectionTrait, DbBackend, TransactionTrait};
 
 use super::{Store, StoreError};
 
@@ -34,9 +35,22 @@ impl Store {
                 })
             }
         };
-        Migrator::up(&self.db, None)
-            .await
-            .map_err(StoreError::db("migrate"))?;
+        const OP: &str = "migrate";
+        if self.backend() == DbBackend::Postgres {
+            // A migration may rewrite a large table: it is not held to the
+            // pool's `statement_timeout`. PostgreSQL's DDL is
+            // transactional, so the whole migration commits or none of it.
+            let txn = self.db.begin().await.map_err(StoreError::db(OP))?;
+            txn.execute_unprepared("SET LOCAL statement_timeout = 0")
+                .await
+                .map_err(StoreError::db(OP))?;
+            Migrator::up(&txn, None).await.map_err(StoreError::db(OP))?;
+            txn.commit().await.map_err(StoreError::db(OP))?;
+        } else {
+            Migrator::up(&self.db, None)
+                .await
+                .map_err(StoreError::db(OP))?;
+        }
         Ok(pending)
     }
 

@@ -33,6 +33,13 @@ pub enum ApiError {
     /// The query string is malformed or out of range.
     #[error("{0}")]
     InvalidQuery(String),
+    /// A header the route reads (`Idempotency-Key`) is malformed.
+    #[error("{0}")]
+    InvalidHeader(String),
+    /// A client id (or an idempotency key) names a stored message with
+    /// other content.
+    #[error("{0}")]
+    ClientIdConflict(String),
     #[error("{0}")]
     Unauthorized(&'static str),
     #[error("no workstream {0}")]
@@ -53,6 +60,14 @@ pub enum ApiError {
     /// The worker is stopping; a long poll ends early.
     #[error("the worker is shutting down")]
     ShuttingDown,
+    /// The request did not finish within its bound (`admin.request_timeout`,
+    /// or a long poll's own timeout plus a margin): a dependency is stuck.
+    #[error("{0}")]
+    RequestTimeout(String),
+    /// Too many requests of this kind at once (`admin.max_long_polls`):
+    /// refused at once with `Retry-After`, not queued.
+    #[error("{0}")]
+    Overloaded(String),
     #[error("{0}")]
     Internal(String),
 }
@@ -65,6 +80,8 @@ impl ApiError {
             ApiError::InvalidBody(_) => "invalid_body",
             ApiError::InvalidMessage(_) => "invalid_message",
             ApiError::InvalidQuery(_) => "invalid_query",
+            ApiError::InvalidHeader(_) => "invalid_header",
+            ApiError::ClientIdConflict(_) => "client_id_conflict",
             ApiError::Unauthorized(_) => "unauthorized",
             ApiError::UnknownWorkstream(_) => "unknown_workstream",
             ApiError::NotFound(_) => "not_found",
@@ -74,6 +91,8 @@ impl ApiError {
             ApiError::DatabaseUnavailable(_) => "database_unavailable",
             ApiError::SchemaMismatch(_) => "schema_mismatch",
             ApiError::ShuttingDown => "shutting_down",
+            ApiError::RequestTimeout(_) => "request_timeout",
+            ApiError::Overloaded(_) => "overloaded",
             ApiError::Internal(_) => "internal",
         }
     }
@@ -83,7 +102,9 @@ impl ApiError {
             ApiError::InvalidKey(_)
             | ApiError::InvalidBody(_)
             | ApiError::InvalidMessage(_)
-            | ApiError::InvalidQuery(_) => StatusCode::BAD_REQUEST,
+            | ApiError::InvalidQuery(_)
+            | ApiError::InvalidHeader(_) => StatusCode::BAD_REQUEST,
+            ApiError::ClientIdConflict(_) => StatusCode::CONFLICT,
             ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             ApiError::UnknownWorkstream(_) | ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
@@ -91,7 +112,9 @@ impl ApiError {
             ApiError::RedisUnavailable(_)
             | ApiError::DatabaseUnavailable(_)
             | ApiError::SchemaMismatch(_)
-            | ApiError::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
+            | ApiError::ShuttingDown
+            | ApiError::RequestTimeout(_)
+            | ApiError::Overloaded(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -104,6 +127,8 @@ impl From<ClientError> for ApiError {
                 ApiError::UnknownWorkstream(format!("{}/{}", key.domain(), key.entity_id()))
             }
             ClientError::InvalidMessage { .. } => ApiError::InvalidMessage(error.to_string()),
+            ClientError::ClientIdConflict { .. } => ApiError::ClientIdConflict(error.to_string()),
+            ClientError::InvalidInstructions(_) => ApiError::InvalidBody(error.to_string()),
             ClientError::Store(e) => e.into(),
             ClientError::Queue(e) => e.into(),
             ClientError::SchemaBehind { .. } | ClientError::SchemaAhead { .. } => {
@@ -130,10 +155,16 @@ impl From<QueueError> for ApiError {
             QueueError::Connect { .. } | QueueError::Redis { .. } => {
                 ApiError::RedisUnavailable(error.to_string())
             }
+            // A payload the queue refuses was built from the request.
+            QueueError::Payload(_) => ApiError::InvalidBody(error.to_string()),
             _ => ApiError::Internal(error.to_string()),
         }
     }
 }
+
+/// `Retry-After` of an [`ApiError::Overloaded`], in seconds: a long poll
+/// slot frees as soon as any wait ends, so a short pause is enough.
+pub const RETRY_AFTER_SECS: &str = "1";
 
 /// The JSON body of an error.
 pub fn error_body(code: &str, message: &str) -> serde_json::Value {
@@ -151,6 +182,12 @@ impl IntoResponse for ApiError {
             debug!(code, "admin request refused");
         }
         let mut response = (status, Json(error_body(code, &message))).into_response();
+        if matches!(self, ApiError::Overloaded(_)) {
+            response.headers_mut().insert(
+                header::RETRY_AFTER,
+                HeaderValue::from_static(RETRY_AFTER_SECS),
+            );
+        }
         if status == StatusCode::UNAUTHORIZED {
             response.headers_mut().insert(
                 header::WWW_AUTHENTICATE,

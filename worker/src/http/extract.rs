@@ -2,16 +2,12 @@
 //! [`ApiError`] (JSON, a precise 4xx) instead of axum's plain-text
 //! rejections.
 
-use std::time::Duration;
-
 use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request};
 use axum::http::request::Parts;
-use axum::http::{header, StatusCode};
-use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
+use axum::http::StatusCode;
+use compactor_producer::client::{IdempotencyKey, IDEMPOTENCY_KEY_MAX_BYTES};
 use compactor_shared::EntityKey;
-use futures::StreamExt;
 use serde::de::DeserializeOwned;
 
 use super::error::ApiError;
@@ -32,6 +28,41 @@ impl<S: Send + Sync> FromRequestParts<S> for Workstream {
         EntityKey::parse(&domain, &entity)
             .map(Workstream)
             .map_err(|e| ApiError::InvalidKey(e.to_string()))
+    }
+}
+
+/// The `Idempotency-Key` header, when the request has one: makes an append
+/// safe to retry (see `IdempotencyKey`). Malformed (not 1-200 bytes of
+/// printable ASCII, or given twice) is a 400 `invalid_header`.
+#[derive(Debug, Clone)]
+pub struct IdempotencyKeyHeader(pub Option<IdempotencyKey>);
+
+/// The header's name.
+pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
+
+impl<S: Send + Sync> FromRequestParts<S> for IdempotencyKeyHeader {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        let mut values = parts.headers.get_all(IDEMPOTENCY_KEY).iter();
+        let Some(value) = values.next() else {
+            return Ok(IdempotencyKeyHeader(None));
+        };
+        if values.next().is_some() {
+            return Err(ApiError::InvalidHeader(
+                "Idempotency-Key: give it once".to_owned(),
+            ));
+        }
+        let key = value
+            .to_str()
+            .ok()
+            .and_then(|v| IdempotencyKey::parse(v).ok())
+            .ok_or_else(|| {
+                ApiError::InvalidHeader(format!(
+                    "Idempotency-Key: use 1-{IDEMPOTENCY_KEY_MAX_BYTES} bytes of printable ASCII"
+                ))
+            })?;
+        Ok(IdempotencyKeyHeader(Some(key)))
     }
 }
 
@@ -67,7 +98,9 @@ impl<S: Send + Sync, T: DeserializeOwned + Default> FromRequest<S> for OptionalJ
     }
 }
 
-/// The body, at most the route's body limit (`admin.max_body_bytes`).
+/// The body, at most the route's body limit (`admin.max_body_bytes`,
+/// enforced by the router's `RequestBodyLimit` layer: a chunked body that
+/// passes it fails here with 413).
 async fn body_bytes<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes, ApiError> {
     Bytes::from_request(req, state).await.map_err(|rejection| {
         if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
@@ -78,47 +111,6 @@ async fn body_bytes<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes, Ap
             ApiError::InvalidBody(rejection.body_text())
         }
     })
-}
-
-/// How much of an oversized body is read and thrown away, at most, so the
-/// client gets to read the 413.
-const DRAIN_MAX_BYTES: u64 = 256 * 1024 * 1024;
-/// How long, at most, an oversized body is drained.
-const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// Middleware: a body whose `Content-Length` is over `max_body_bytes` is
-/// refused with 413 before any handler runs — after reading and dropping
-/// what the client sends (bounded in bytes and time).
-///
-/// Why drain: a server that answers without reading the body and closes
-/// the connection makes most HTTP clients fail with "broken pipe" or
-/// "connection reset" while they are still writing, so the caller sees a
-/// network error instead of the 413 that says what to fix. A body bigger
-/// than the drain bound, or one that dribbles in, still gets the
-/// connection closed.
-pub async fn refuse_oversized(max_body_bytes: usize, request: Request, next: Next) -> Response {
-    let declared = request
-        .headers()
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    let Some(declared) = declared.filter(|&n| n > max_body_bytes as u64) else {
-        return next.run(request).await;
-    };
-    if declared <= DRAIN_MAX_BYTES {
-        let mut body = request.into_body().into_data_stream();
-        let drained = tokio::time::timeout(DRAIN_TIMEOUT, async {
-            while let Some(Ok(_)) = body.next().await {}
-        })
-        .await;
-        if drained.is_err() {
-            tracing::debug!(declared, "gave up draining an oversized request body");
-        }
-    }
-    ApiError::PayloadTooLarge(format!(
-        "the request body is {declared} bytes; admin.max_body_bytes allows {max_body_bytes}"
-    ))
-    .into_response()
 }
 
 fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {

@@ -3,8 +3,13 @@
 //!
 //! - `/v1/workstreams/{domain}/{entity}/…` ([`workstreams`]): messages
 //!   (and ending a turn), compact, status, context, wait. Behind the bearer
-//!   token when one is configured (`auth`).
-//! - `/metrics`, `/healthz`, `/readyz` (`probes`): open.
+//!   token when one is configured (`auth`); a listen address beyond
+//!   loopback without one refuses to start (`[admin]` settings).
+//! - `/metrics`, `/healthz`, `/readyz`, `/readyz/worker` (`probes`): open.
+//!
+//! Bounded everywhere: connections (a limit, header-read and idle
+//! timeouts: `server`), requests (a timeout, a limit on long polls, a body
+//! limit that answers without reading: [`limits`]).
 //!
 //! Every error is JSON, `{"error": {"code", "message"}}` ([`error`]);
 //! malformed requests are refused by the extractors of [`extract`]. The
@@ -14,10 +19,13 @@
 mod auth;
 pub mod error;
 pub mod extract;
+pub mod limits;
 mod probes;
+mod server;
 pub mod workstreams;
 
-use std::net::SocketAddr;
+pub use server::{AdminServer, ConnectionLimits};
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -29,11 +37,12 @@ use axum::routing::{get, post, MethodRouter};
 use axum::Router;
 use compactor_producer::client::Compactor;
 use metrics_exporter_prometheus::PrometheusHandle;
-use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
+use tower_http::limit::RequestBodyLimitLayer;
 use tracing::{debug, info_span, Instrument};
 
-use crate::settings::AdminToken;
+use crate::settings::{AdminSettings, AdminToken};
 use error::ApiError;
 
 /// What the handlers share. Cheap to clone.
@@ -97,43 +106,83 @@ enum Access {
     Open,
 }
 
+/// How long a route may take ([`limits`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Bound {
+    /// `admin.request_timeout`.
+    Request,
+    /// A long poll: its own timeout plus a margin, and at most
+    /// `admin.max_long_polls` at once.
+    LongPoll,
+}
+
 /// Every route: the one table the router is built from and
 /// [`served_routes`] reads.
-fn table() -> Vec<(Method, &'static str, Access, MethodRouter<AppState>)> {
+fn table() -> Vec<(Method, &'static str, Access, Bound, MethodRouter<AppState>)> {
     vec![
         (
             Method::POST,
             "/v1/workstreams/{domain}/{entity}/messages",
             Access::Token,
+            Bound::Request,
             post(workstreams::append),
         ),
         (
             Method::POST,
             "/v1/workstreams/{domain}/{entity}/compact",
             Access::Token,
+            Bound::Request,
             post(workstreams::compact),
         ),
         (
             Method::GET,
             "/v1/workstreams/{domain}/{entity}/status",
             Access::Token,
+            Bound::Request,
             get(workstreams::status),
         ),
         (
             Method::GET,
             "/v1/workstreams/{domain}/{entity}/context",
             Access::Token,
+            Bound::Request,
             get(workstreams::context),
         ),
         (
             Method::GET,
             "/v1/workstreams/{domain}/{entity}/wait",
             Access::Token,
+            Bound::LongPoll,
             get(workstreams::wait),
         ),
-        (Method::GET, "/metrics", Access::Open, get(probes::metrics)),
-        (Method::GET, "/healthz", Access::Open, get(probes::healthz)),
-        (Method::GET, "/readyz", Access::Open, get(probes::readyz)),
+        (
+            Method::GET,
+            "/metrics",
+            Access::Open,
+            Bound::Request,
+            get(probes::metrics),
+        ),
+        (
+            Method::GET,
+            "/healthz",
+            Access::Open,
+            Bound::Request,
+            get(probes::healthz),
+        ),
+        (
+            Method::GET,
+            "/readyz",
+            Access::Open,
+            Bound::Request,
+            get(probes::readyz),
+        ),
+        (
+            Method::GET,
+            "/readyz/worker",
+            Access::Open,
+            Bound::Request,
+            get(probes::worker_readyz),
+        ),
     ]
 }
 
@@ -142,30 +191,39 @@ fn table() -> Vec<(Method, &'static str, Access, MethodRouter<AppState>)> {
 pub fn served_routes() -> Vec<(Method, &'static str)> {
     table()
         .into_iter()
-        .map(|(method, path, _, _)| (method, path))
+        .map(|(method, path, _, _, _)| (method, path))
         .collect()
 }
 
-/// The API's router: the `/v1` routes behind the token check and the body
-/// limit, the probes open, JSON for unknown routes and methods, and a span
-/// per request.
-pub fn router(state: AppState, max_body_bytes: usize) -> Router {
+/// The API's router: each route bounded in time ([`limits`]), the `/v1`
+/// routes behind the token check and the body limit, the probes open,
+/// JSON for unknown routes and methods, and a span per request.
+pub fn router(state: AppState, admin: &AdminSettings) -> Router {
+    let long_polls = Arc::new(Semaphore::new(admin.max_long_polls));
     let mut v1 = Router::new();
     let mut open = Router::new();
-    for (_, path, access, route) in table() {
+    for (_, path, access, bound, route) in table() {
+        let route = match bound {
+            Bound::Request => limits::with_timeout(route, admin.request_timeout),
+            Bound::LongPoll => limits::as_long_poll(route, Arc::clone(&long_polls)),
+        };
         match access {
             Access::Token => v1 = v1.route(path, route),
             Access::Open => open = open.route(path, route),
         }
     }
+    let max_body_bytes = admin.max_body_bytes;
     let v1 = v1
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             auth::require_token,
         ))
-        .layer(DefaultBodyLimit::max(max_body_bytes))
+        // tower-http's limit is the one body limit (axum's default of
+        // 2 MB is off).
+        .layer(DefaultBodyLimit::disable())
+        .layer(RequestBodyLimitLayer::new(max_body_bytes))
         .layer(middleware::from_fn(move |request, next| {
-            extract::refuse_oversized(max_body_bytes, request, next)
+            limits::json_payload_too_large(max_body_bytes, request, next)
         }));
     v1.merge(open)
         .fallback(not_found)
@@ -202,39 +260,4 @@ async fn trace_request(request: Request, next: Next) -> Response {
         );
     });
     response
-}
-
-/// The admin API bound to its address, not serving yet (so the caller
-/// learns the address first: tests bind port 0).
-pub struct AdminServer {
-    listener: TcpListener,
-    router: Router,
-}
-
-impl AdminServer {
-    /// Binds `addr`.
-    pub async fn bind(
-        addr: SocketAddr,
-        state: AppState,
-        max_body_bytes: usize,
-    ) -> std::io::Result<AdminServer> {
-        let listener = TcpListener::bind(addr).await?;
-        Ok(AdminServer {
-            listener,
-            router: router(state, max_body_bytes),
-        })
-    }
-
-    /// The address actually bound.
-    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
-        self.listener.local_addr()
-    }
-
-    /// Serves until `stop` is cancelled, then stops accepting and lets the
-    /// requests in flight finish.
-    pub async fn serve(self, stop: CancellationToken) -> std::io::Result<()> {
-        axum::serve(self.listener, self.router)
-            .with_graceful_shutdown(stop.cancelled_owned())
-            .await
-    }
 }

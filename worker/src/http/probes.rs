@@ -1,5 +1,13 @@
-//! `/healthz`, `/readyz` and `/metrics`: what orchestrators and Prometheus
-//! call. Open (no token), and cheap.
+//! `/healthz`, `/readyz`, `/readyz/worker` and `/metrics`: what
+//! orchestrators, monitoring and Prometheus call. Open (no token), and
+//! cheap.
+//!
+//! - `/healthz`: alive (no dependency checked: a liveness probe must not
+//!   restart workers for a database or Redis outage).
+//! - `/readyz`: the chat routes can be served (the database and its
+//!   schema). The Service's readiness probe.
+//! - `/readyz/worker`: compaction jobs can be run (the queue's Redis, the
+//!   runtime not shutting down). Reported apart, for monitoring.
 
 use std::future::Future;
 use std::time::Duration;
@@ -22,33 +30,31 @@ pub(super) async fn healthz() -> Json<serde_json::Value> {
     Json(json!({ "status": "ok" }))
 }
 
-/// The result of each readiness check: `"ok"` or what failed.
+const OK: &str = "ok";
+
+/// The result of each check of `/readyz`: `"ok"` or what failed.
 #[derive(Debug, Serialize)]
-struct Checks {
-    redis: String,
+struct ChatChecks {
     database: String,
     schema: String,
 }
 
-const OK: &str = "ok";
-
-/// `GET /readyz`: 200 when Redis answers a PING, the database a trivial
-/// query, and its schema is the one this build expects; else 503 saying
-/// which failed. Each check is bounded by `admin.ready_timeout`, and they
-/// run at once, so a dead host cannot hang the probe. Also 503 once the
-/// worker is shutting down, so traffic moves away during the drain.
+/// `GET /readyz`: whether the chat routes can be served — 200 when the
+/// database answers a trivial query and its schema is the one this build
+/// expects; else 503 saying which failed. Redis is not checked: appending
+/// and `/context` need only the database, so a Redis outage must not take
+/// every pod out of its Service (the worker side reports it apart, on
+/// `/readyz/worker`). Each check is bounded by `admin.ready_timeout`, so a
+/// dead host cannot hang the probe. Also 503 once the worker is shutting
+/// down, so traffic moves away during the drain.
 pub(super) async fn readyz(State(state): State<AppState>) -> Response {
-    let limit = state.ready_timeout();
     let compactor = state.compactor();
-    let redis = bounded(limit, async {
-        compactor.queue().ping().await.map_err(|e| e.to_string())
-    });
-    let database = bounded(limit, async {
+    let database = bounded(state.ready_timeout(), async {
         let store = compactor.store();
         store.ping().await.map_err(|e| e.to_string())?;
         store.schema_status().await.map_err(|e| e.to_string())
-    });
-    let (redis, database) = tokio::join!(redis, database);
+    })
+    .await;
     let (database, schema) = match database {
         Ok(SchemaStatus::Current) => (OK.to_owned(), OK.to_owned()),
         Ok(SchemaStatus::Behind { pending }) => (
@@ -67,23 +73,64 @@ pub(super) async fn readyz(State(state): State<AppState>) -> Response {
         ),
         Err(e) => (e, "not checked: the database did not answer".to_owned()),
     };
-    let checks = Checks {
+    let checks = ChatChecks { database, schema };
+    let failed = failures(
+        &state,
+        [("database", &checks.database), ("schema", &checks.schema)],
+    );
+    answer(failed, json!(checks))
+}
+
+/// The result of each check of `/readyz/worker`.
+#[derive(Debug, Serialize)]
+struct WorkerChecks {
+    /// The queue's Redis answers a PING.
+    redis: String,
+    /// `running`, or `shutting down`.
+    runtime: &'static str,
+}
+
+/// `GET /readyz/worker`: whether this process can take compaction jobs —
+/// 200 when the queue's Redis answers (within `admin.ready_timeout`) and
+/// the runtime is not shutting down; else 503 saying which failed. For
+/// dashboards and alerts, not for a Service's readiness: a Redis outage
+/// stops compactions, not the chat routes.
+pub(super) async fn worker_readyz(State(state): State<AppState>) -> Response {
+    let compactor = state.compactor();
+    let redis = bounded(state.ready_timeout(), async {
+        compactor.queue().ping().await.map_err(|e| e.to_string())
+    })
+    .await;
+    let checks = WorkerChecks {
         redis: redis.err().unwrap_or_else(|| OK.to_owned()),
-        database,
-        schema,
+        runtime: if state.shutdown().is_cancelled() {
+            "shutting down"
+        } else {
+            "running"
+        },
     };
-    let mut failed: Vec<String> = [
-        ("redis", &checks.redis),
-        ("database", &checks.database),
-        ("schema", &checks.schema),
-    ]
-    .into_iter()
-    .filter(|(_, result)| result.as_str() != OK)
-    .map(|(name, result)| format!("{name}: {result}"))
-    .collect();
+    let failed = failures(&state, [("redis", &checks.redis)]);
+    answer(failed, json!(checks))
+}
+
+/// The failed checks as `name: why`, the shutdown first.
+fn failures<'a>(
+    state: &AppState,
+    checks: impl IntoIterator<Item = (&'a str, &'a String)>,
+) -> Vec<String> {
+    let mut failed: Vec<String> = checks
+        .into_iter()
+        .filter(|(_, result)| result.as_str() != OK)
+        .map(|(name, result)| format!("{name}: {result}"))
+        .collect();
     if state.shutdown().is_cancelled() {
         failed.insert(0, "the worker is shutting down".to_owned());
     }
+    failed
+}
+
+/// 200 `{"ready": true, "checks"}`, or 503 `not_ready` naming what failed.
+fn answer(failed: Vec<String>, checks: serde_json::Value) -> Response {
     if failed.is_empty() {
         return (
             StatusCode::OK,
@@ -93,7 +140,7 @@ pub(super) async fn readyz(State(state): State<AppState>) -> Response {
     }
     let mut body = error_body("not_ready", &failed.join("; "));
     body["ready"] = json!(false);
-    body["checks"] = json!(checks);
+    body["checks"] = checks;
     (StatusCode::SERVICE_UNAVAILABLE, Json(body)).into_response()
 }
 

@@ -9,16 +9,15 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use compactor_producer::client::{
-    AppendOutcome, IncomingMessage, Readiness, TurnOutcome, WorkstreamStatus,
+    AppendOutcome, IncomingMessage, Readiness, TurnOutcome, WaitMode, WorkstreamStatus,
 };
-use compactor_producer::events::CompactionEvent;
-use compactor_producer::queue::{EnqueueOutcome, JobState};
+use compactor_producer::queue::EnqueueOutcome;
 use compactor_shared::trigger::Usage;
 use compactor_shared::MessageId;
 use serde::{Deserialize, Serialize};
 
 use super::error::ApiError;
-use super::extract::{JsonBody, OptionalJson, QueryParams, Workstream};
+use super::extract::{IdempotencyKeyHeader, JsonBody, OptionalJson, QueryParams, Workstream};
 use super::AppState;
 
 /// `timeout_ms` of `/wait` when none is given.
@@ -44,8 +43,12 @@ pub(super) struct AppendRequest {
 
 #[derive(Debug, Serialize)]
 pub(super) struct AppendResponse {
+    /// The messages' ids in the order given; a message an earlier try
+    /// stored (same client id) keeps the id it got then.
     ids: Vec<MessageId>,
     uncompacted_tokens: u64,
+    /// How many of the messages an earlier try had stored already.
+    already_stored: usize,
     /// What ending the turn did; only with `finalize: true`.
     #[serde(skip_serializing_if = "Option::is_none")]
     turn: Option<TurnJson>,
@@ -68,6 +71,13 @@ enum TurnJson {
     BreakerOpen {
         current_tokens: u64,
         consecutive_failures: u32,
+    },
+    /// Due, but Redis did not take the request: the messages are stored,
+    /// the compaction is not requested.
+    Unavailable {
+        current_tokens: u64,
+        threshold_tokens: Option<u64>,
+        reason: String,
     },
 }
 
@@ -96,6 +106,15 @@ impl From<TurnOutcome> for TurnJson {
             } => TurnJson::BreakerOpen {
                 current_tokens,
                 consecutive_failures,
+            },
+            TurnOutcome::Unavailable {
+                current_tokens,
+                threshold_tokens,
+                reason,
+            } => TurnJson::Unavailable {
+                current_tokens,
+                threshold_tokens,
+                reason,
             },
         }
     }
@@ -127,9 +146,17 @@ impl From<EnqueueOutcome> for EnqueueJson {
 /// (the workstream is created on first use); with `finalize`, then ends
 /// the turn. An empty `messages` with `finalize` ends a turn that added
 /// nothing (404 for a workstream that does not exist).
+///
+/// Safe to retry: messages with a `client_id`, or every message of a
+/// request with an `Idempotency-Key`, are stored once however often the
+/// request is sent, and answered with the same ids. Once the messages are
+/// stored the answer is 200 even when Redis cannot take the compaction
+/// request (`turn.outcome: "unavailable"`): a 503 would tell the client to
+/// send again what is already stored.
 pub(super) async fn append(
     State(state): State<AppState>,
     Workstream(key): Workstream,
+    IdempotencyKeyHeader(idempotency_key): IdempotencyKeyHeader,
     JsonBody(body): JsonBody<AppendRequest>,
 ) -> Result<Json<AppendResponse>, ApiError> {
     if body.usage.is_some() && !body.finalize {
@@ -144,11 +171,20 @@ pub(super) async fn append(
                 "messages: give at least one message, or \"finalize\": true".to_owned(),
             ));
         }
-        let status = compactor.status(&key).await?;
+        // The database only: ending a turn must not need Redis to say
+        // what is stored.
+        let ws = compactor.store().workstream(&key).await?.ok_or_else(|| {
+            ApiError::UnknownWorkstream(format!("{}/{}", key.domain(), key.entity_id()))
+        })?;
         AppendOutcome {
             ids: Vec::new(),
-            uncompacted_tokens: status.uncompacted_tokens,
+            uncompacted_tokens: ws.uncompacted_tokens,
+            already_stored: 0,
         }
+    } else if let Some(idempotency_key) = &idempotency_key {
+        compactor
+            .append_messages_once(&key, idempotency_key, body.messages)
+            .await?
     } else {
         compactor.append_messages(&key, body.messages).await?
     };
@@ -160,6 +196,7 @@ pub(super) async fn append(
     Ok(Json(AppendResponse {
         ids: appended.ids,
         uncompacted_tokens: appended.uncompacted_tokens,
+        already_stored: appended.already_stored,
         turn,
     }))
 }
@@ -188,60 +225,14 @@ pub(super) async fn compact(
     Ok((StatusCode::ACCEPTED, Json(EnqueueJson::from(outcome))).into_response())
 }
 
-#[derive(Debug, Serialize)]
-pub(super) struct StatusJson {
-    #[serde(flatten)]
-    status: WorkstreamStatus,
-    /// The queue's view of the workstream's job; `null` when it never had
-    /// one (or its record aged out).
-    job: Option<JobJson>,
-}
-
-#[derive(Debug, Serialize)]
-struct JobJson {
-    /// `waiting`, `running`, `done` or `dead`.
-    state: &'static str,
-    job_id: u64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    attempt: Option<u32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    followup_pending: Option<bool>,
-}
-
-impl From<JobState> for JobJson {
-    fn from(state: JobState) -> JobJson {
-        let plain = |state, job_id| JobJson {
-            state,
-            job_id,
-            attempt: None,
-            followup_pending: None,
-        };
-        match state {
-            JobState::Waiting { job_id } => plain("waiting", job_id),
-            JobState::Running {
-                job_id,
-                attempt,
-                followup_pending,
-            } => JobJson {
-                state: "running",
-                job_id,
-                attempt: Some(attempt),
-                followup_pending: Some(followup_pending),
-            },
-            JobState::Done { job_id } => plain("done", job_id),
-            JobState::Dead { job_id } => plain("dead", job_id),
-        }
-    }
-}
-
-/// `GET …/status`: lease, last compaction, breaker, and the queue's job.
+/// `GET …/status`: lease, last compaction, breaker, and the queue's job
+/// (`"job"`: `null`, or `{"state": "waiting" | "running" | "done" | "dead",
+/// "job_id", …}` with `attempt` and `followup_pending` while running).
 pub(super) async fn status(
     State(state): State<AppState>,
     Workstream(key): Workstream,
-) -> Result<Json<StatusJson>, ApiError> {
-    let mut status = state.compactor().status(&key).await?;
-    let job = status.job.take().map(JobJson::from);
-    Ok(Json(StatusJson { status, job }))
+) -> Result<Json<WorkstreamStatus>, ApiError> {
+    Ok(Json(state.compactor().status(&key).await?))
 }
 
 /// `GET …/context`: what to send the model next (summary first, then the
@@ -259,29 +250,24 @@ pub(super) async fn context(
 #[serde(deny_unknown_fields)]
 pub(super) struct WaitQuery {
     timeout_ms: Option<u64>,
+    /// `requested` (the default): the whole requested compaction;
+    /// `running`: only one that holds the workstream now.
+    #[serde(default)]
+    mode: WaitMode,
 }
 
-#[derive(Debug, Serialize)]
-pub(super) struct WaitJson {
-    /// No compaction holds the workstream (any more): build the context.
-    ready: bool,
-    /// The timeout passed with a compaction still running: proceed with
-    /// the context as it is.
-    timed_out: bool,
-    waited_ms: u64,
-    /// What the compaction that was waited for did; `null` when none was
-    /// running or its announcement was missed.
-    event: Option<CompactionEvent>,
-}
-
-/// `GET …/wait?timeout_ms=N`: a long poll that returns as soon as no
-/// compaction holds the workstream, or after `timeout_ms` (both 200; the
-/// body says which), or with 503 when the worker begins shutting down.
+/// `GET …/wait?timeout_ms=N&mode=requested|running`: a long poll that
+/// returns as soon as nothing `mode` covers is pending (`ready`, or
+/// `compacted` when the requested compaction committed, with what it did),
+/// at once when a compaction is queued but no worker is live
+/// (`no_live_worker`), or after `timeout_ms` (`timed_out`, with the phase
+/// the compaction was in): all 200, `outcome` says which (the JSON of
+/// [`Readiness`]). 503 when the worker begins shutting down.
 pub(super) async fn wait(
     State(state): State<AppState>,
     Workstream(key): Workstream,
     QueryParams(query): QueryParams<WaitQuery>,
-) -> Result<Json<WaitJson>, ApiError> {
+) -> Result<Json<Readiness>, ApiError> {
     let timeout_ms = query.timeout_ms.unwrap_or(DEFAULT_WAIT_MS);
     if timeout_ms > MAX_WAIT_MS {
         return Err(ApiError::InvalidQuery(format!(
@@ -290,24 +276,9 @@ pub(super) async fn wait(
     }
     let waiting = state
         .compactor()
-        .wait_until_ready(&key, Duration::from_millis(timeout_ms));
-    let readiness = tokio::select! {
-        readiness = waiting => readiness?,
-        () = state.shutdown().cancelled() => return Err(ApiError::ShuttingDown),
-    };
-    let millis = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
-    Ok(Json(match readiness {
-        Readiness::Ready { waited, event } => WaitJson {
-            ready: true,
-            timed_out: false,
-            waited_ms: millis(waited),
-            event,
-        },
-        Readiness::TimedOut { waited } => WaitJson {
-            ready: false,
-            timed_out: true,
-            waited_ms: millis(waited),
-            event: None,
-        },
-    }))
+        .wait(&key, query.mode, Duration::from_millis(timeout_ms));
+    tokio::select! {
+        readiness = waiting => Ok(Json(readiness?)),
+        () = state.shutdown().cancelled() => Err(ApiError::ShuttingDown),
+    }
 }

@@ -3,29 +3,30 @@
 //! ```text
 //! stale auto request? → nothing to do
 //! take the entity lease (waiters see isCompacting), renewed while we work
-//! pass 1: stream the un-compacted messages, keep only their shapes → plan the cut
-//! pass 2: stream them again: transcript + artifact ledger of the compacted span,
-//!         chunk by chunk through the summarizer (each chunk on top of the summary
-//!         so far), the tail kept aside for tool-output pruning
-//! rollup while over the limit → memory-block fold when due
+//! the compaction pipeline (compactor_shared::pipeline::compact): the cut,
+//!   the ledger, the summary chunk by chunk, rollups, the memory fold, the
+//!   tail's pruning — fed pages from the store, its LLM calls bounded by
+//!   the attempt's deadline
 //! fenced commit (lease owner + expected watermark), which releases the lease
 //! announce the outcome to waiters
 //! ```
 //!
-//! Memory stays bounded whatever the history length: a page of messages
-//! (bounded in count and in tokens), one chunk of transcript and the shapes
-//! (ids, token counts, tool ids) are all that is held at once.
+//! The rules of compaction live in the pipeline, which does no I/O; this
+//! job owns the I/O around it: the store, the lease, the LLM client, the
+//! fallback to the extractive summarizer and the commit.
 //!
 //! Once the lease is taken, every way out releases it and announces the
 //! outcome — commit, nothing to do, conflict, failure, and cancellation by
 //! the runtime (a drop guard) — so chat requests never wait for a lease
 //! deadline while a worker is alive. Failures are retried by the runtime.
-//! On the last attempt an LLM failure falls back to the extractive
-//! summarizer (the run is marked degraded) when that is enabled, with a
-//! third of the attempt's time kept for it, so a workstream still shrinks
-//! while the LLM is down.
+//! When enabled, the extractive summarizer stands in for the LLM (the run
+//! is marked degraded, with its reason on the run row): at once while the
+//! provider is unhealthy, after the failure that made it unhealthy, after a
+//! chunk too long even at the minimum size, and after any LLM failure on
+//! the last attempt (a third of that attempt's time is kept for it) — so a
+//! workstream still shrinks while the LLM is down or answers junk.
 
-use std::collections::{HashSet, VecDeque};
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -34,29 +35,26 @@ use compactor_producer::events::{CompactionEvent, EventOutcome};
 use compactor_producer::metrics::names;
 use compactor_producer::queue::{Queue, Trigger};
 use compactor_producer::store::{
-    Commit, CommitOutcome, ConflictReason, LeaseTaken, MemoryFold, NewRun, PrunedMessage,
-    RunOutcome, Store, StoreError, WorkstreamRow,
+    Commit, CommitOutcome, ConflictReason, DegradedReason, LeaseTaken, MemoryFold, NewRun,
+    PrunedMessage, RunOutcome, Store, StoreError, WorkstreamRow,
 };
-use compactor_shared::boundary::{self, MessageShape};
-use compactor_shared::chunk::{self, ChunkStream};
 use compactor_shared::config::EngineConfig;
-use compactor_shared::context::{self, ContextInput};
+use compactor_shared::pipeline::{self, PipelineError};
 use compactor_shared::prompt::CompactionInput;
-use compactor_shared::transcript::{self, Block, Transcript};
-use compactor_shared::trigger::Measure;
-use compactor_shared::{ledger, prune, EntityKey, Message, MessageId, Summary, TokenEstimator};
+use compactor_shared::summary::SummarizerOutput;
 use compactor_shared::{CharEstimator, WorkstreamState};
+use compactor_shared::{EntityKey, Message, MessageId, Summary, TokenEstimator};
 use futures::future::BoxFuture;
 use tokio::time::Instant;
 use tokio_util::task::TaskTracker;
 use tracing::{debug, info, warn};
 
-use super::summarizer::{LlmUsage, SummarizeError, Summarizer};
+use super::summarizer::{Fallback, LlmUsage, SummarizeError, Summarizer};
+use crate::llm::{metrics as llm_metrics, Calls};
 use crate::runtime::{Job, JobError, JobHandler};
 
-/// At most this many rollup passes; a summary still too big after them is
-/// cut deterministically.
-const MAX_ROLLUPS: u32 = 3;
+/// How often a held entity lease is looked at again while waiting for it.
+const LEASE_POLL: Duration = Duration::from_millis(100);
 
 /// Settings of the compaction job.
 #[derive(Debug, Clone)]
@@ -197,6 +195,27 @@ impl CompactError {
     }
 }
 
+impl CompactError {
+    /// The summarizer's failure, when that is what this is.
+    fn summarize_error(&self) -> Option<&SummarizeError> {
+        match self {
+            CompactError::Summarizer(e) | CompactError::ChunkTooLong { source: e, .. } => Some(e),
+            _ => None,
+        }
+    }
+
+    /// Why a run that falls back after this failure is degraded.
+    fn degraded_reason(&self) -> DegradedReason {
+        match self {
+            CompactError::ChunkTooLong { .. } => DegradedReason::ContextLength,
+            other => other.summarize_error().map_or(
+                DegradedReason::LlmUnavailable,
+                SummarizeError::degraded_reason,
+            ),
+        }
+    }
+}
+
 /// What a successful attempt did.
 enum Done {
     /// Under the trigger, or too few messages: nothing changed.
@@ -266,12 +285,11 @@ impl CompactHandler {
 
     /// Whether the workstream is over its trigger now.
     fn due(&self, ws: &WorkstreamRow) -> bool {
-        let tokens = ws.summary_tokens.saturating_add(ws.uncompacted_tokens);
-        self.settings
-            .engine
-            .trigger
-            .evaluate(&Measure::estimated(tokens))
-            .due
+        pipeline::due(
+            &self.settings.engine,
+            ws.summary_tokens,
+            ws.uncompacted_tokens,
+        )
     }
 
     /// One attempt. Once the entity lease is taken, every way out releases
@@ -286,7 +304,10 @@ impl CompactHandler {
         // An automatic request (or its follow-up) that is stale by now, or
         // a retry after a commit that already happened: nothing to do.
         if !job.trigger.is_manual() && !self.due(&ws) {
-            debug!("under the trigger: nothing to do");
+            info!(
+                reason = "under_trigger",
+                "skipped: the workstream is under its trigger"
+            );
             return Ok(Done::Skipped);
         }
         let owner = job.lease_token.as_str();
@@ -296,9 +317,26 @@ impl CompactHandler {
         let (done, event) = match outcome {
             Ok(Held::Skipped { no_progress }) => {
                 if no_progress {
+                    info!(
+                        reason = "nothing_to_cut",
+                        "skipped: due, but nothing may be cut (counts towards the breaker)"
+                    );
+                } else {
+                    info!(
+                        reason = "under_trigger",
+                        "skipped: the workstream is under its trigger"
+                    );
+                }
+                if no_progress {
                     // Due, yet nothing may be cut (a few huge messages): a
                     // fruitless compaction, counted towards the breaker.
-                    let run = self.run_row(job, started, RunOutcome::NoProgress, None);
+                    let run = self.run_row(
+                        job,
+                        started,
+                        RunOutcome::NoProgress,
+                        None,
+                        &Calls::default(),
+                    );
                     if let Err(e) = self.store.record_failure(ws.id, owner, &run, true).await {
                         warn!(error = %e, "could not record the fruitless run");
                         self.release(ws.id, owner).await;
@@ -324,7 +362,17 @@ impl CompactHandler {
             }
             Err(error) => {
                 let message: String = error.to_string().chars().take(1_000).collect();
-                let run = self.run_row(job, started, RunOutcome::Failed, Some(message.clone()));
+                let no_calls = Calls::default();
+                let calls = error
+                    .summarize_error()
+                    .map_or(&no_calls, SummarizeError::calls);
+                let run = self.run_row(
+                    job,
+                    started,
+                    RunOutcome::Failed,
+                    Some(message.clone()),
+                    calls,
+                );
                 // A database outage is nobody's failure: it neither ends the
                 // job nor counts towards the breaker.
                 let outage = matches!(&error, CompactError::Store(e) if e.is_transient());
@@ -380,22 +428,6 @@ impl CompactHandler {
         self.commit(job, &ws, owner, prepared, started).await
     }
 
-    /// The next page of un-compacted messages after `after`.
-    async fn page(
-        &self,
-        workstream_id: i64,
-        after: Option<MessageId>,
-    ) -> Result<Vec<Message>, StoreError> {
-        self.store
-            .uncompacted_page_within(
-                workstream_id,
-                after,
-                self.settings.page_size,
-                self.settings.page_tokens,
-            )
-            .await
-    }
-
     /// Releases the entity lease (fenced by `owner`); a failure is logged:
     /// the lease then expires on its own.
     async fn release(&self, workstream_id: i64, owner: &str) {
@@ -404,13 +436,15 @@ impl CompactHandler {
         }
     }
 
-    /// The audit row of an attempt that did not commit.
+    /// The audit row of an attempt that did not commit, with the LLM
+    /// requests it made (`calls`; failed ones included).
     fn run_row(
         &self,
         job: &Job,
         started: chrono::DateTime<Utc>,
         outcome: RunOutcome,
         error: Option<String>,
+        calls: &Calls,
     ) -> NewRun {
         NewRun {
             job_id: i64::try_from(job.job_id).unwrap_or(i64::MAX),
@@ -420,25 +454,29 @@ impl CompactHandler {
             finished_at: Utc::now(),
             outcome,
             degraded: false,
+            degraded_reason: None,
             tokens_before: 0,
             tokens_after: 0,
             messages_compacted: 0,
             chunks: 0,
             rollups: 0,
-            llm_model: self.summarizer.model(),
-            llm_tokens_in: 0,
-            llm_tokens_out: 0,
+            llm_model: calls.model.clone().or_else(|| self.summarizer.model()),
+            llm_calls: calls.sent,
+            llm_failed_calls: calls.failed,
+            llm_tokens_in: calls.input_tokens,
+            llm_tokens_out: calls.output_tokens,
             error,
             summary: None,
         }
     }
 
     /// Takes the entity lease. A lease still held by someone else is most
-    /// likely the previous attempt's, left by a worker that crashed: the
-    /// queue returns its job when the queue lease expires, about when the
-    /// entity lease does. Waiting for that deadline (at most two lease TTLs,
-    /// and never past the attempt's deadline) instead of failing keeps a
-    /// crash from using up an attempt.
+    /// likely the previous attempt's: handed back at a shutdown (released
+    /// any moment now) or left by a worker that crashed (the queue returns
+    /// its job when the queue lease expires, about when the entity lease
+    /// does). Waiting for its release or deadline (at most two lease TTLs,
+    /// and never past the attempt's deadline) instead of failing keeps
+    /// either from using up an attempt.
     async fn take_lease(
         &self,
         workstream_id: i64,
@@ -473,9 +511,13 @@ impl CompactHandler {
                     }
                     debug!(
                         left_ms,
-                        "entity lease held by another run: waiting for its deadline"
+                        "entity lease held by another run: waiting for its release or deadline"
                     );
-                    tokio::time::sleep(left + Duration::from_millis(20)).await;
+                    // Looked at again every LEASE_POLL, not only at the
+                    // deadline: a run handed back at shutdown releases its
+                    // lease at once, and the next taker should not sleep
+                    // out the rest of a TTL.
+                    tokio::time::sleep((left + Duration::from_millis(20)).min(LEASE_POLL)).await;
                 }
             }
         }
@@ -512,8 +554,14 @@ impl CompactHandler {
         }
     }
 
-    /// Prepares with the configured summarizer; on the last attempt an LLM
-    /// failure is retried offline (degraded) when allowed.
+    /// Prepares with the configured summarizer. When the fallback is
+    /// allowed, the extractive summarizer stands in (the run is degraded,
+    /// with its reason):
+    /// - at once, without asking the LLM, while the provider is unhealthy;
+    /// - after an LLM failure on the last attempt, after one that made the
+    ///   provider unhealthy (a dead LLM costs a few seconds, not every
+    ///   attempt's retries), and after a permanent one (a chunk too long
+    ///   even at the minimum size: no retry can help).
     async fn prepare_with_fallback(
         &self,
         job: &Job,
@@ -523,9 +571,21 @@ impl CompactHandler {
             .deadline
             .checked_sub(self.settings.commit_margin)
             .unwrap_or(job.deadline);
-        let may_fall_back = job.is_last_attempt()
-            && self.settings.fallback_to_extractive
+        let fallback_allowed = self.settings.fallback_to_extractive
             && !matches!(self.summarizer, Summarizer::Extractive);
+        if fallback_allowed && self.summarizer.is_unhealthy() {
+            info!("the LLM is marked unhealthy: summarizing offline (degraded)");
+            let calls = Calls {
+                model: self.summarizer.model(),
+                ..Calls::default()
+            };
+            let fallback = Fallback {
+                reason: DegradedReason::LlmUnhealthy,
+                error: None,
+            };
+            return self.fall_back(job, ws, end, calls, fallback).await;
+        }
+        let may_fall_back = job.is_last_attempt() && fallback_allowed;
         // On the last attempt a third of the time is kept for the offline
         // summarizer, which re-reads the whole span.
         let llm_deadline = if may_fall_back {
@@ -535,18 +595,54 @@ impl CompactHandler {
             end
         };
         match self.prepare(job, ws, &self.summarizer, llm_deadline).await {
-            Err(e) if e.is_summarizer() && may_fall_back => {
-                warn!(error = %e, "the LLM failed on the last attempt: summarizing offline (degraded)");
-                let mut prepared = self.prepare(job, ws, &Summarizer::Extractive, end).await?;
-                if let Some(p) = prepared.as_mut() {
-                    p.report.degraded = true;
-                }
-                Ok(prepared)
+            Err(e)
+                if fallback_allowed
+                    && e.is_summarizer()
+                    && (may_fall_back || e.is_permanent() || self.summarizer.is_unhealthy()) =>
+            {
+                let reason = e.degraded_reason();
+                warn!(error = %e, reason = reason.as_str(), "the LLM failed: summarizing offline (degraded)");
+                let calls = e
+                    .summarize_error()
+                    .map(|s| s.calls().clone())
+                    .unwrap_or_default();
+                let fallback = Fallback {
+                    reason,
+                    error: Some(e.to_string().chars().take(1_000).collect()),
+                };
+                self.fall_back(job, ws, end, calls, fallback).await
             }
             other => other,
         }
     }
 
+    /// Prepares with the extractive summarizer, recording the LLM's
+    /// `calls` so far and why it stood in.
+    async fn fall_back(
+        &self,
+        job: &Job,
+        ws: &WorkstreamRow,
+        deadline: Instant,
+        calls: Calls,
+        fallback: Fallback,
+    ) -> Result<Option<Prepared>, CompactError> {
+        llm_metrics::fell_back(self.summarizer.provider(), fallback.reason);
+        let mut prepared = self
+            .prepare(job, ws, &Summarizer::Extractive, deadline)
+            .await?;
+        if let Some(p) = prepared.as_mut() {
+            p.report.degraded = true;
+            p.usage = LlmUsage {
+                calls,
+                fallback: Some(fallback),
+            };
+        }
+        Ok(prepared)
+    }
+
+    /// One run of the compaction pipeline (`compactor_shared::pipeline`)
+    /// over this workstream, with `summarizer`: the pipeline decides, this
+    /// feeds it pages from the store and bounds its calls by `deadline`.
     async fn prepare(
         &self,
         job: &Job,
@@ -556,177 +652,57 @@ impl CompactHandler {
     ) -> Result<Option<Prepared>, CompactError> {
         let engine = &self.settings.engine;
         let estimator = self.estimator.as_ref();
-
-        // Pass 1: shapes only.
-        let mut shapes: Vec<MessageShape> = Vec::new();
-        let mut after = None;
-        loop {
-            let page = self.page(ws.id, after).await?;
-            let Some(last) = page.last() else { break };
-            after = Some(last.id);
-            shapes.extend(page.iter().map(|m| MessageShape::of(m, estimator)));
-        }
-        let Some(plan) = boundary::plan_shapes(&shapes, &engine.boundary) else {
-            debug!(messages = shapes.len(), "nothing may be compacted");
-            return Ok(None);
+        let workstream = pipeline::Workstream {
+            summary: ws.summary.clone(),
+            state: ws.state.clone(),
+            memory_block_summary: ws.memory_block_summary.clone(),
+            memory_entries: self.store.unfolded_memory_entries(ws.id).await?,
+            summary_tokens: ws.summary_tokens,
+            uncompacted_tokens: ws.uncompacted_tokens,
         };
-        let Some(last_seen) = shapes.last().map(|s| s.id) else {
-            return Ok(None);
+        let request = pipeline::Request {
+            instructions: match &job.trigger {
+                Trigger::Manual { instructions } => instructions.clone(),
+                _ => None,
+            },
         };
-        let tail_from = shapes[plan.tail_start].id;
-        let keep: Vec<MessageId> = plan.kept_pinned.iter().map(|&i| shapes[i].id).collect();
-        let compacted_tokens: u64 = plan.compact.iter().map(|&i| shapes[i].tokens).sum();
-        let messages_compacted = plan.compact.len() as u64;
-        drop(shapes);
-        let kept: HashSet<MessageId> = keep.iter().copied().collect();
-
-        // Pass 2: the compacted span through the summarizer, chunk by chunk.
-        let instructions = match &job.trigger {
-            Trigger::Manual { instructions } => instructions.clone(),
-            _ => None,
+        let mut pages = StorePages {
+            store: &self.store,
+            workstream_id: ws.id,
+            page_size: self.settings.page_size,
+            page_tokens: self.settings.page_tokens,
         };
-        let mut run = SummaryRun {
+        let mut step = Step {
             summarizer,
             engine,
             estimator,
             deadline,
-            summary: ws.summary.clone(),
-            state: ws.state.clone(),
-            instructions,
             usage: LlmUsage::default(),
-            chunks: 0,
-            min_chunk_chars: self.settings.min_chunk_chars,
         };
-        let mut chunker = ChunkStream::new(engine.chunk.max_chars);
-        let mut tail: Vec<Message> = Vec::new();
-        let mut after = None;
-        'pages: loop {
-            let page = self.page(ws.id, after).await?;
-            after = page.last().map(|m| m.id);
-            let mut span = Vec::with_capacity(page.len());
-            let mut reached_end = page.is_empty();
-            for message in page {
-                if message.id > last_seen {
-                    // Appended while we work: after the tail, not ours.
-                    reached_end = true;
-                    break;
-                }
-                if message.id >= tail_from {
-                    tail.push(message);
-                } else if !kept.contains(&message.id) {
-                    span.push(message);
-                }
-            }
-            if !span.is_empty() {
-                run.state
-                    .ledger
-                    .record(ledger::extract(&span), &engine.ledger_caps);
-                let piece = transcript::extract(&span, &engine.transcript);
-                drop(span);
-                for chunk in chunker.push(piece) {
-                    run.fold(chunk.text, false).await?;
-                }
-            }
-            if reached_end {
-                break 'pages;
-            }
-        }
-        let rest = chunker.finish();
-        let last = rest.len().saturating_sub(1);
-        for (i, chunk) in rest.into_iter().enumerate() {
-            run.fold(chunk.text, i == last && plan.split_turn.is_some())
-                .await?;
-        }
-
-        // Rollup while too big.
-        let mut summary = run.summary.take().unwrap_or_default();
-        let mut rollups = 0;
-        let budget = super::summarizer::output_budget(engine);
-        while summary.needs_rollup(engine.summary.rollup_max_tokens, estimator) {
-            if rollups == MAX_ROLLUPS {
-                summary.fit_to(engine.summary.rollup_max_tokens, estimator);
-                break;
-            }
-            summary = summarizer
-                .rollup(&summary, budget, estimator, deadline, &mut run.usage)
-                .await?;
-            rollups += 1;
-        }
-
-        // Memory-block fold when due.
-        let entries = self.store.unfolded_memory_entries(ws.id).await?;
-        let mut memory_fold = None;
-        let mut memory_summary = ws.memory_block_summary.clone();
-        if let Some(range) = engine.memory_block.fold_due(entries.len()) {
-            let folded = &entries[range.clone()];
-            let texts: Vec<String> = folded.iter().map(|e| e.content.clone()).collect();
-            let new = summarizer
-                .fold_memory(
-                    ws.memory_block_summary.as_deref(),
-                    &texts,
-                    engine.memory_block.max_summary_chars,
-                    deadline,
-                    &mut run.usage,
-                )
-                .await?;
-            memory_summary = Some(new.clone());
-            memory_fold = Some((new, folded.iter().map(|e| e.id).collect::<Vec<i64>>()));
-        }
-        let unfolded_left: Vec<String> = match &memory_fold {
-            Some((_, ids)) => entries
-                .iter()
-                .filter(|e| !ids.contains(&e.id))
-                .map(|e| e.content.clone())
-                .collect(),
-            None => entries.iter().map(|e| e.content.clone()).collect(),
-        };
-
-        // Tool output of the kept tail that is old enough is hidden.
-        let mut pruned = Vec::new();
-        let mut pruned_freed = 0;
-        if let Some(prune_plan) = prune::plan(&tail, &engine.prune, estimator) {
-            let before: Vec<u64> = tail.iter().map(|m| estimator.message_tokens(m)).collect();
-            prune::apply(&mut tail, &prune_plan);
-            let mut touched: Vec<usize> = prune_plan.parts.iter().map(|&(m, _)| m).collect();
-            touched.sort_unstable();
-            touched.dedup();
-            for i in touched {
-                let message = &tail[i];
-                let token_estimate = estimator.message_tokens(message);
-                pruned_freed += before[i].saturating_sub(token_estimate);
-                pruned.push(PrunedMessage {
-                    id: message.id,
-                    parts: message.parts.clone(),
-                    token_estimate,
-                });
-            }
-        }
-
-        let state = run.state;
-        let summary_tokens = context::preamble_tokens(
-            &ContextInput {
-                summary: Some(&summary),
-                state: &state,
-                memory_block_summary: memory_summary.as_deref(),
-                memory_entries: &unfolded_left,
-                messages: &[],
-                just_auto_compacted: false,
-                context_window: engine.trigger.context_window(),
-            },
+        let outcome = pipeline::compact(
+            &workstream,
+            &request,
+            engine,
             estimator,
-        );
-        let tokens_before = ws.summary_tokens.saturating_add(ws.uncompacted_tokens);
-        let tokens_after = summary_tokens.saturating_add(
-            ws.uncompacted_tokens
-                .saturating_sub(compacted_tokens)
-                .saturating_sub(pruned_freed),
-        );
-        let progress = !engine
-            .trigger
-            .evaluate(&Measure::estimated(tokens_after))
-            .due;
-        Ok(Some(Prepared {
-            watermark: plan.watermark,
+            self.settings.min_chunk_chars,
+            &mut pages,
+            &mut step,
+        )
+        .await;
+        let compacted = match outcome {
+            Ok(pipeline::Outcome::Compacted(compacted)) => *compacted,
+            Ok(pipeline::Outcome::NothingToCut) => {
+                debug!("nothing may be compacted");
+                return Ok(None);
+            }
+            Err(PipelineError::Page(e)) => return Err(e.into()),
+            Err(PipelineError::Summarize(e)) => return Err(e.into()),
+            Err(PipelineError::ChunkTooLong { chars, source }) => {
+                return Err(CompactError::ChunkTooLong { chars, source })
+            }
+        };
+        let pipeline::Compacted {
+            watermark,
             keep,
             compacted_tokens,
             summary,
@@ -734,15 +710,26 @@ impl CompactHandler {
             state,
             memory_fold,
             pruned,
-            usage: run.usage,
+            report,
+        } = compacted;
+        Ok(Some(Prepared {
+            watermark,
+            keep,
+            compacted_tokens,
+            summary,
+            summary_tokens,
+            state,
+            memory_fold: memory_fold.map(|f| (f.summary, f.folded)),
+            pruned,
+            usage: step.usage,
             report: Report {
-                tokens_before,
-                tokens_after,
-                messages_compacted,
-                chunks: run.chunks,
-                rollups,
+                tokens_before: report.tokens_before,
+                tokens_after: report.tokens_after,
+                messages_compacted: report.messages_compacted,
+                chunks: report.chunks,
+                rollups: report.rollups,
                 degraded: false,
-                progress,
+                progress: report.progress,
             },
         }))
     }
@@ -780,15 +767,22 @@ impl CompactHandler {
                 RunOutcome::NoProgress
             },
             degraded: report.degraded,
+            degraded_reason: usage.fallback.as_ref().map(|f| f.reason),
             tokens_before: report.tokens_before,
             tokens_after: report.tokens_after,
             messages_compacted: report.messages_compacted,
             chunks: report.chunks,
             rollups: report.rollups,
-            llm_model: usage.model.clone(),
-            llm_tokens_in: usage.input_tokens,
-            llm_tokens_out: usage.output_tokens,
-            error: None,
+            llm_model: usage
+                .calls
+                .model
+                .clone()
+                .or_else(|| self.summarizer.model()),
+            llm_calls: usage.calls.sent,
+            llm_failed_calls: usage.calls.failed,
+            llm_tokens_in: usage.calls.input_tokens,
+            llm_tokens_out: usage.calls.output_tokens,
+            error: usage.fallback.and_then(|f| f.error),
             summary: Some(summary.render()),
         };
         let commit = Commit {
@@ -861,85 +855,87 @@ impl CompactHandler {
     }
 }
 
-/// The summary being built, chunk by chunk.
-struct SummaryRun<'a> {
+/// The store's un-compacted messages as the pipeline's page source: pages
+/// bounded in count and in tokens (by their stored estimates), so memory
+/// stays bounded whatever the history length.
+struct StorePages<'a> {
+    store: &'a Store,
+    workstream_id: i64,
+    page_size: u64,
+    page_tokens: u64,
+}
+
+impl pipeline::PageSource for StorePages<'_> {
+    type Error = StoreError;
+
+    fn page(
+        &mut self,
+        after: Option<MessageId>,
+    ) -> impl Future<Output = Result<Vec<Message>, StoreError>> + Send {
+        self.store.uncompacted_page_within(
+            self.workstream_id,
+            after,
+            self.page_size,
+            self.page_tokens,
+        )
+    }
+}
+
+/// The worker's summarizer as the pipeline's: every call bounded by the
+/// attempt's deadline, and what the calls cost added up for the run row.
+struct Step<'a> {
     summarizer: &'a Summarizer,
     engine: &'a EngineConfig,
     estimator: &'a dyn TokenEstimator,
     deadline: Instant,
-    summary: Option<Summary>,
-    state: WorkstreamState,
-    instructions: Option<String>,
     usage: LlmUsage,
-    chunks: u32,
-    min_chunk_chars: usize,
 }
 
-impl SummaryRun<'_> {
-    /// Folds one chunk of transcript into the summary and state. A chunk
-    /// the model finds too long is halved (and the halves folded in order)
-    /// until it fits or reaches the minimum size.
-    async fn fold(&mut self, text: String, split_turn: bool) -> Result<(), CompactError> {
-        let mut queue: VecDeque<(String, bool)> = VecDeque::from([(text, split_turn)]);
-        while let Some((text, split)) = queue.pop_front() {
-            let input = CompactionInput {
-                previous_summary: self.summary.as_ref(),
-                state: &self.state,
-                new_messages: &text,
-                instructions: self.instructions.as_deref(),
-                split_turn: split,
-            };
-            match self
-                .summarizer
-                .summarize(
-                    &input,
-                    self.engine,
-                    self.estimator,
-                    self.deadline,
-                    &mut self.usage,
-                )
-                .await
-            {
-                Ok(output) => {
-                    self.chunks += 1;
-                    self.summary = Some(output.summary);
-                    self.state.merge(&output.delta, &self.engine.state_caps);
-                }
-                Err(e) if e.is_context_length() => {
-                    let chars = text.chars().count();
-                    let half = chars / 2;
-                    if half < self.min_chunk_chars {
-                        return Err(CompactError::ChunkTooLong { chars, source: e });
-                    }
-                    debug!(chars, "chunk too long for the model: halving it");
-                    let pieces = halves(&text, half);
-                    let last = pieces.len().saturating_sub(1);
-                    for (i, piece) in pieces.into_iter().enumerate().rev() {
-                        queue.push_front((piece, split && i == last));
-                    }
-                }
-                Err(e) => return Err(e.into()),
-            }
-        }
-        Ok(())
+impl pipeline::SummarizeFailure for SummarizeError {
+    fn is_context_length(&self) -> bool {
+        SummarizeError::is_context_length(self)
     }
 }
 
-/// Cuts `text` into pieces of at most `max_chars`, at line breaks where
-/// possible (the chunker's rules, one block).
-fn halves(text: &str, max_chars: usize) -> Vec<String> {
-    let single = Transcript {
-        text: text.to_owned(),
-        blocks: vec![Block {
-            message_id: MessageId(0),
-            range: 0..text.len(),
-            chars: text.chars().count(),
-        }],
-    };
-    chunk::chunk(&single, max_chars)
-        .iter()
-        .map(|c| c.text.to_owned())
-        .collect()
+impl pipeline::Summarize for Step<'_> {
+    type Error = SummarizeError;
+
+    fn summarize(
+        &mut self,
+        input: &CompactionInput<'_>,
+    ) -> impl Future<Output = Result<SummarizerOutput, SummarizeError>> + Send {
+        self.summarizer.summarize(
+            input,
+            self.engine,
+            self.estimator,
+            self.deadline,
+            &mut self.usage,
+        )
+    }
+
+    fn rollup(
+        &mut self,
+        summary: &Summary,
+        target_tokens: u64,
+    ) -> impl Future<Output = Result<Summary, SummarizeError>> + Send {
+        self.summarizer.rollup(
+            summary,
+            target_tokens,
+            self.estimator,
+            self.deadline,
+            &mut self.usage,
+        )
+    }
+
+    fn fold_memory(
+        &mut self,
+        previous: Option<&str>,
+        entries: &[String],
+        max_chars: usize,
+    ) -> impl Future<Output = Result<String, SummarizeError>> + Send {
+        self.summarizer
+            .fold_memory(previous, entries, max_chars, self.deadline, &mut self.usage)
+    }
 }
 
 impl JobHandler for CompactHandler {

@@ -1,52 +1,114 @@
 //! Who writes the summary: the offline extractive summarizer (the
-//! zero-configuration default, and the stand-in when the LLM fails on a
-//! job's last attempt) or an LLM. Both take the same inputs and give the
-//! same structured output, so the compaction job does not care which.
+//! zero-configuration default, and the stand-in when the LLM fails) or an
+//! LLM. Both take the same inputs and give the same structured output, so
+//! the compaction job does not care which.
+//!
+//! An LLM's answer is used only once it passes the checks of
+//! [`compactor_shared::parse::check`]: it has the summary's sections, they
+//! say something, it does not empty a summary that had content, and it was
+//! not cut off by the output limit. An answer cut off is asked for once
+//! more with twice the output budget (up to `llm.retry_max_output_tokens`);
+//! any other rejected answer is a retryable failure
+//! ([`SummarizeError::InvalidOutput`]), so the job's retries and then the
+//! extractive fallback take over. Every rejection and every worked-around
+//! format problem is logged at WARN (kinds and counts only, never the
+//! answer's text) and counted.
 
 use std::time::Duration;
 
+use compactor_producer::store::DegradedReason;
 use compactor_shared::config::EngineConfig;
-use compactor_shared::parse::{self, ParseError};
+use compactor_shared::parse::{self, ParseProblem, Rejection};
 use compactor_shared::prompt::{self, CompactionInput, Prompt};
 use compactor_shared::summary::SummarizerOutput;
 use compactor_shared::{extractive, Summary, TokenEstimator};
 use tokio::time::Instant;
-use tracing::debug;
+use tracing::{debug, warn};
 
-use crate::llm::{LlmClient, LlmError, LlmRequest};
+use crate::llm::{metrics as llm_metrics, Calls, LlmClient, LlmError, LlmRequest};
 
-/// Why a summarization step failed.
+/// Why a summarization step failed, with what the LLM calls of the
+/// compaction had cost up to then (`calls`): a failed or degraded run's
+/// row still records them.
 #[derive(Debug, thiserror::Error)]
 pub enum SummarizeError {
-    #[error(transparent)]
-    Llm(#[from] LlmError),
-    /// The model answered, but nothing usable could be salvaged.
-    #[error("the summarizer's answer could not be used: {0}")]
-    Unusable(#[from] ParseError),
+    /// The request failed (or was not sent: the provider is unhealthy).
+    #[error("{source}")]
+    Llm { source: LlmError, calls: Calls },
+    /// The model answered, but the answer was rejected by the checks.
+    #[error("the summarizer's answer was rejected (invalid_output: {}): {rejection}", rejection.label())]
+    InvalidOutput { rejection: Rejection, calls: Calls },
 }
 
 impl SummarizeError {
     /// The prompt was too long for the model: a smaller chunk may fit.
     pub fn is_context_length(&self) -> bool {
-        matches!(self, SummarizeError::Llm(e) if e.is_context_length())
+        matches!(self, SummarizeError::Llm { source, .. } if source.is_context_length())
     }
 
     /// When the model asked to come back (`Retry-After`).
     pub fn retry_after(&self) -> Option<Duration> {
         match self {
-            SummarizeError::Llm(e) => e.retry_after(),
-            SummarizeError::Unusable(_) => None,
+            SummarizeError::Llm { source, .. } => source.retry_after(),
+            SummarizeError::InvalidOutput { .. } => None,
+        }
+    }
+
+    /// The LLM requests of the compaction up to this failure, this one
+    /// included.
+    pub fn calls(&self) -> &Calls {
+        match self {
+            SummarizeError::Llm { calls, .. } | SummarizeError::InvalidOutput { calls, .. } => {
+                calls
+            }
+        }
+    }
+
+    /// Why a run that falls back after this failure is degraded.
+    pub fn degraded_reason(&self) -> DegradedReason {
+        match self {
+            SummarizeError::InvalidOutput { .. } => DegradedReason::InvalidOutput,
+            SummarizeError::Llm { source, .. } => reason_of(source),
         }
     }
 }
 
-/// What the LLM calls of one compaction cost.
+fn reason_of(error: &LlmError) -> DegradedReason {
+    match error {
+        LlmError::Unhealthy { .. } => DegradedReason::LlmUnhealthy,
+        LlmError::ContextLength { .. } => DegradedReason::ContextLength,
+        LlmError::Empty => DegradedReason::InvalidOutput,
+        LlmError::Auth { .. } | LlmError::BadRequest { .. } | LlmError::Config(_) => {
+            DegradedReason::LlmRefused
+        }
+        LlmError::DeadlineExceeded { last, .. } => match reason_of(last) {
+            // Out of time is unavailability, whatever the last try said.
+            DegradedReason::InvalidOutput => DegradedReason::LlmUnavailable,
+            other => other,
+        },
+        LlmError::Timeout { .. }
+        | LlmError::Connect { .. }
+        | LlmError::RateLimited { .. }
+        | LlmError::Server { .. }
+        | LlmError::Malformed { .. } => DegradedReason::LlmUnavailable,
+    }
+}
+
+/// Why the extractive summarizer wrote a run's summary instead of the LLM.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fallback {
+    pub reason: DegradedReason,
+    /// The LLM failure that led to it (none when the LLM was not asked).
+    pub error: Option<String>,
+}
+
+/// The LLM's part of a compaction's run row: every request its steps sent
+/// (failed and rejected ones included) and, when the extractive
+/// summarizer stood in, why.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct LlmUsage {
-    pub calls: u32,
-    pub input_tokens: u64,
-    pub output_tokens: u64,
-    pub model: Option<String>,
+    pub calls: Calls,
+    pub fallback: Option<Fallback>,
 }
 
 /// The summarizer a compaction uses.
@@ -57,12 +119,71 @@ pub enum Summarizer {
     Llm(LlmClient),
 }
 
+/// A failure inside one LLM step, before the calls are attached.
+enum StepError {
+    Llm(LlmError),
+    Rejected(Rejection),
+}
+
+impl From<LlmError> for StepError {
+    fn from(e: LlmError) -> Self {
+        StepError::Llm(e)
+    }
+}
+
+impl StepError {
+    fn with_calls(self, usage: &LlmUsage) -> SummarizeError {
+        let calls = usage.calls.clone();
+        match self {
+            StepError::Llm(source) => SummarizeError::Llm { source, calls },
+            StepError::Rejected(rejection) => SummarizeError::InvalidOutput { rejection, calls },
+        }
+    }
+}
+
+/// Which kind of answer a step asks for (in logs).
+#[derive(Debug, Clone, Copy)]
+enum Step {
+    Compaction,
+    Rollup,
+    MemoryBlock,
+}
+
+impl Step {
+    fn name(self) -> &'static str {
+        match self {
+            Step::Compaction => "compaction",
+            Step::Rollup => "rollup",
+            Step::MemoryBlock => "memory_block",
+        }
+    }
+}
+
 impl Summarizer {
     /// Model name for the audit trail (`None` for the extractive one).
     pub fn model(&self) -> Option<String> {
         match self {
             Summarizer::Extractive => None,
             Summarizer::Llm(client) => Some(client.model().to_owned()),
+        }
+    }
+
+    /// The provider's name as in metric labels (`extractive` for the
+    /// offline summarizer).
+    pub fn provider(&self) -> &'static str {
+        match self {
+            Summarizer::Extractive => "extractive",
+            Summarizer::Llm(client) => client.provider(),
+        }
+    }
+
+    /// Whether the LLM is marked unhealthy (never for the extractive
+    /// summarizer): calls fail at once until a probe is answered, so a
+    /// compaction should summarize offline straight away.
+    pub fn is_unhealthy(&self) -> bool {
+        match self {
+            Summarizer::Extractive => false,
+            Summarizer::Llm(client) => !client.is_healthy(),
         }
     }
 
@@ -85,18 +206,24 @@ impl Summarizer {
             )),
             Summarizer::Llm(client) => {
                 let prompt = prompt::compaction_prompt(input, budget);
-                let text = call(client, &prompt, deadline, usage).await?;
-                let parsed = parse::parse_output(&text)?;
-                if !parsed.problems.is_empty() {
-                    debug!(problems = ?parsed.problems, "summary salvaged from a malformed answer");
-                }
-                Ok(parsed.output)
+                let step = Step::Compaction;
+                let checked = async {
+                    let text = answer(client, step, &prompt, deadline, usage).await?;
+                    let parsed = parse::parse_output(&text)
+                        .map_err(|e| reject(client, step, usage, e.into(), &[]))?;
+                    report_problems(client, step, &parsed.problems);
+                    parse::check(&parsed, input.previous_summary)
+                        .map_err(|r| reject(client, step, usage, r, &parsed.problems))?;
+                    Ok(parsed.output)
+                };
+                let result: Result<SummarizerOutput, StepError> = checked.await;
+                result.map_err(|e| e.with_calls(usage))
             }
         }
     }
 
     /// Rewrites a summary that grew past the rollup limit into at most
-    /// `target_tokens`.
+    /// `target_tokens`. The rewrite must keep content.
     pub async fn rollup(
         &self,
         summary: &Summary,
@@ -109,14 +236,24 @@ impl Summarizer {
             Summarizer::Extractive => Ok(extractive::rollup(summary, target_tokens, estimator)),
             Summarizer::Llm(client) => {
                 let prompt = prompt::rollup_prompt(summary, target_tokens);
-                let text = call(client, &prompt, deadline, usage).await?;
-                Ok(parse::parse_rollup(&text)?.output.summary)
+                let step = Step::Rollup;
+                let checked = async {
+                    let text = answer(client, step, &prompt, deadline, usage).await?;
+                    let parsed = parse::parse_rollup(&text)
+                        .map_err(|e| reject(client, step, usage, e.into(), &[]))?;
+                    report_problems(client, step, &parsed.problems);
+                    parse::check(&parsed, Some(summary))
+                        .map_err(|r| reject(client, step, usage, r, &parsed.problems))?;
+                    Ok(parsed.output.summary)
+                };
+                let result: Result<Summary, StepError> = checked.await;
+                result.map_err(|e| e.with_calls(usage))
             }
         }
     }
 
     /// Folds memory entries into the memory-block summary (at most
-    /// `max_chars`).
+    /// `max_chars`). The fold must keep content.
     pub async fn fold_memory(
         &self,
         previous: Option<&str>,
@@ -133,9 +270,17 @@ impl Summarizer {
                 // Roughly 3 chars per token, as the default estimate.
                 let max_tokens = u64::try_from(max_chars / 3).unwrap_or(u64::MAX).max(64);
                 let prompt = prompt::memory_block_prompt(previous, entries, max_tokens);
-                let text = call(client, &prompt, deadline, usage).await?;
-                let folded = parse::parse_memory_block(&text)?;
-                Ok(cut_chars(&folded, max_chars))
+                let step = Step::MemoryBlock;
+                let checked = async {
+                    let text = answer(client, step, &prompt, deadline, usage).await?;
+                    let folded = parse::parse_memory_block(&text)
+                        .map_err(|e| reject(client, step, usage, e.into(), &[]))?;
+                    parse::check_memory_block(&folded, previous)
+                        .map_err(|r| reject(client, step, usage, r, &[]))?;
+                    Ok(cut_chars(&folded, max_chars))
+                };
+                let result: Result<String, StepError> = checked.await;
+                result.map_err(|e| e.with_calls(usage))
             }
         }
     }
@@ -149,26 +294,124 @@ pub fn output_budget(engine: &EngineConfig) -> u64 {
         .unwrap_or_else(|| prompt::summary_output_budget(engine.trigger.context_window()))
 }
 
-async fn call(
+/// The model's answer to `prompt`, not cut off by the output limit: an
+/// answer that stopped at the limit is asked for once more with twice the
+/// budget (the prompt still asks for the original size; the room is for a
+/// model that overshoots). Still cut off, or no larger budget allowed: the
+/// answer is rejected as [`Rejection::Truncated`].
+async fn answer(
     client: &LlmClient,
+    step: Step,
     prompt: &Prompt,
     deadline: Instant,
     usage: &mut LlmUsage,
-) -> Result<String, LlmError> {
-    let request = LlmRequest {
-        system: &prompt.system,
-        user: &prompt.user,
-        max_output_tokens: prompt.max_output_tokens,
-    };
-    let response = client.complete(&request, deadline).await?;
-    usage.calls += 1;
-    usage.input_tokens += response.usage.input_tokens;
-    usage.output_tokens += response.usage.output_tokens;
-    usage.model = Some(response.model.clone());
-    if response.truncated {
-        debug!("the summarizer stopped at its token limit; salvaging what it wrote");
+) -> Result<String, StepError> {
+    let mut request = LlmRequest::from(prompt);
+    let response = client
+        .complete_counted(&request, deadline, &mut usage.calls)
+        .await?;
+    if !response.truncated {
+        return Ok(response.text);
     }
-    Ok(response.text)
+    let cut_at = request.max_output_tokens;
+    let larger = cut_at
+        .saturating_mul(2)
+        .min(client.config().retry_max_output_tokens);
+    let truncated = Rejection::Truncated {
+        max_output_tokens: cut_at,
+    };
+    if larger <= cut_at {
+        return Err(reject(client, step, usage, truncated, &[]));
+    }
+    // Counted like any rejected answer; then asked again.
+    record_rejection(client, step, usage, &truncated, &[]);
+    warn!(
+        provider = client.provider(),
+        step = step.name(),
+        max_output_tokens = larger,
+        "asking again with a larger output budget"
+    );
+    request.max_output_tokens = larger;
+    match client
+        .complete_counted(&request, deadline, &mut usage.calls)
+        .await
+    {
+        Ok(response) if !response.truncated => Ok(response.text),
+        Ok(_) => Err(reject(
+            client,
+            step,
+            usage,
+            Rejection::Truncated {
+                max_output_tokens: larger,
+            },
+            &[],
+        )),
+        // A transient failure is the job's to retry.
+        Err(error) if error.is_retryable() => Err(error.into()),
+        // The larger request itself was refused (over the model's output
+        // or context limit): the cut-off answer stays rejected.
+        Err(error) => {
+            debug!(%error, "the request with a larger output budget was refused");
+            Err(StepError::Rejected(Rejection::Truncated {
+                max_output_tokens: cut_at,
+            }))
+        }
+    }
+}
+
+/// Records a rejected answer: counted as a failed call (its answer is not
+/// used) and in the metrics, logged at WARN with the reason and the kinds
+/// of format problems (never the answer's text).
+fn reject(
+    client: &LlmClient,
+    step: Step,
+    usage: &mut LlmUsage,
+    rejection: Rejection,
+    problems: &[ParseProblem],
+) -> StepError {
+    record_rejection(client, step, usage, &rejection, problems);
+    StepError::Rejected(rejection)
+}
+
+fn record_rejection(
+    client: &LlmClient,
+    step: Step,
+    usage: &mut LlmUsage,
+    rejection: &Rejection,
+    problems: &[ParseProblem],
+) {
+    usage.calls.failed = usage.calls.failed.saturating_add(1);
+    llm_metrics::answer_rejected(client.provider(), rejection.label());
+    warn!(
+        provider = client.provider(),
+        model = client.model(),
+        step = step.name(),
+        reason = rejection.label(),
+        problems = ?labels(problems),
+        "the LLM's answer was rejected: {rejection}"
+    );
+}
+
+/// Logs (WARN, kinds only; details at DEBUG) and counts the format problems
+/// the parser worked around in an answer that is used.
+fn report_problems(client: &LlmClient, step: Step, problems: &[ParseProblem]) {
+    if problems.is_empty() {
+        return;
+    }
+    for problem in problems {
+        llm_metrics::answer_problem(client.provider(), problem.label());
+    }
+    warn!(
+        provider = client.provider(),
+        step = step.name(),
+        problems = ?labels(problems),
+        "the LLM's answer deviated from the format; what was usable was salvaged"
+    );
+    debug!(?problems, "format problems in detail");
+}
+
+fn labels(problems: &[ParseProblem]) -> Vec<&'static str> {
+    problems.iter().map(ParseProblem::label).collect()
 }
 
 /// The first `max` chars of `text`.

@@ -1,8 +1,8 @@
 //! The HTTP client: one completion with retries, within the caller's
-//! deadline.
+//! deadline, and the provider's health (see [`super::health`]).
 
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use backon::{BackoffBuilder, ExponentialBuilder};
@@ -11,14 +11,22 @@ use secrecy::{ExposeSecret, SecretString};
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use super::completion::{LlmRequest, LlmResponse};
+use super::completion::{Calls, LlmRequest, LlmResponse, TokenUsage};
 use super::config::{LlmConfig, LlmConfigError, Provider};
 use super::error::{classify_status, LlmError};
+use super::health::{Health, Transition};
 use super::{anthropic, metrics, openai, retry_after};
 
 /// Largest reply body read; a longer one is malformed (a summary is a few
 /// thousand tokens).
 pub const MAX_REPLY_BYTES: usize = 8 * 1024 * 1024;
+
+/// The health probe: the smallest request that shows the provider answers.
+const PROBE: LlmRequest<'static> = LlmRequest {
+    system: "You are a health check. Answer with the single word OK.",
+    user: "Health check: answer OK.",
+    max_output_tokens: 16,
+};
 
 /// The wire protocol of a network provider.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,6 +59,9 @@ struct Inner {
     key: Option<SecretString>,
     /// The key's header, marked sensitive.
     auth: Option<(HeaderName, HeaderValue)>,
+    /// Shared by every clone, so by every job of the process: one outage is
+    /// seen once, and every compaction after it skips the LLM.
+    health: Health,
 }
 
 impl fmt::Debug for LlmClient {
@@ -78,11 +89,13 @@ fn without_credentials(url: &str) -> String {
     }
 }
 
-/// A failed attempt and when the server said to come back (kept apart
-/// from the error because a 5xx may carry a `Retry-After` too).
+/// A failed attempt, when the server said to come back (kept apart from
+/// the error because a 5xx may carry a `Retry-After` too), and the tokens
+/// it reported (a reply without text still reports them).
 struct Failure {
     error: LlmError,
     retry_after: Option<Duration>,
+    usage: TokenUsage,
 }
 
 impl From<LlmError> for Failure {
@@ -90,6 +103,7 @@ impl From<LlmError> for Failure {
         Failure {
             error,
             retry_after: None,
+            usage: TokenUsage::default(),
         }
     }
 }
@@ -168,6 +182,7 @@ impl LlmClient {
                 config: config.clone(),
                 key,
                 auth,
+                health: Health::new(config.unhealthy_after),
             }),
         })
     }
@@ -187,6 +202,17 @@ impl LlmClient {
         &self.inner.config
     }
 
+    /// The provider's health, shared by every clone of this client.
+    pub fn health(&self) -> &Health {
+        &self.inner.health
+    }
+
+    /// Whether requests are sent (false while the provider is marked
+    /// unhealthy, until a probe is answered).
+    pub fn is_healthy(&self) -> bool {
+        self.inner.health.is_healthy()
+    }
+
     /// One completion, with retries. A retryable failure is retried at
     /// most `max_retries` times, after an exponential backoff with jitter
     /// (from `retry_base_delay`, doubling, capped by `retry_max_delay`) and
@@ -196,12 +222,34 @@ impl LlmClient {
     /// wait that would reach the deadline ends the retries with
     /// [`LlmError::DeadlineExceeded`]. Other failures return at once; when
     /// the retries are used up, the last failure is returned.
+    ///
+    /// While the provider is unhealthy nothing is sent
+    /// ([`LlmError::Unhealthy`]); a failure that makes it unhealthy ends
+    /// the retries at once and is returned as it is.
     pub async fn complete(
         &self,
         request: &LlmRequest<'_>,
         deadline: Instant,
     ) -> Result<LlmResponse, LlmError> {
+        self.complete_counted(request, deadline, &mut Calls::default())
+            .await
+    }
+
+    /// As [`LlmClient::complete`], adding every request it sends to
+    /// `calls` (failed ones included), for the audit trail.
+    pub async fn complete_counted(
+        &self,
+        request: &LlmRequest<'_>,
+        deadline: Instant,
+        calls: &mut Calls,
+    ) -> Result<LlmResponse, LlmError> {
         let config = &self.inner.config;
+        let health = &self.inner.health;
+        if !health.is_healthy() {
+            return Err(LlmError::Unhealthy {
+                consecutive_failures: health.consecutive_failures(),
+            });
+        }
         let mut backoff = ExponentialBuilder::new()
             .with_min_delay(config.retry_base_delay)
             .with_max_delay(config.retry_max_delay)
@@ -228,12 +276,17 @@ impl LlmClient {
                 model = %self.inner.model,
                 attempt
             );
-            let failure = match self.attempt(request, timeout).instrument(span).await {
+            let failure = match self.attempt(request, timeout, calls).instrument(span).await {
                 Ok(response) => return Ok(response),
                 Err(failure) => failure,
             };
             let error = failure.error;
             if !error.is_retryable() {
+                return Err(error);
+            }
+            if !health.is_healthy() {
+                // This failure (or one of another job's) marked the provider
+                // unhealthy: retrying would only delay the fallback.
                 return Err(error);
             }
             let Some(step) = backoff.next() else {
@@ -274,12 +327,76 @@ impl LlmClient {
         }
     }
 
+    /// Sends one small request, without retries, and says whether the
+    /// provider answered. An answer without text counts (the server is up;
+    /// a reasoning model may spend a small budget before writing). An
+    /// answer marks an unhealthy provider healthy again.
+    pub async fn probe(&self) -> Result<(), LlmError> {
+        let timeout = self.inner.config.request_timeout;
+        let span =
+            tracing::info_span!("llm_probe", provider = self.provider(), model = %self.inner.model);
+        match self
+            .attempt(&PROBE, timeout, &mut Calls::default())
+            .instrument(span)
+            .await
+        {
+            Ok(_)
+            | Err(Failure {
+                error: LlmError::Empty,
+                ..
+            }) => Ok(()),
+            Err(failure) => Err(failure.error),
+        }
+    }
+
+    /// Logs and counts a change of health; on turning unhealthy, starts the
+    /// probe that ends the outage.
+    fn health_changed(&self, transition: Transition) {
+        match transition {
+            Transition::None => {}
+            Transition::BecameUnhealthy => {
+                let interval = self.inner.config.probe_interval;
+                tracing::warn!(
+                    provider = self.provider(),
+                    model = %self.inner.model,
+                    consecutive_failures = self.inner.health.consecutive_failures(),
+                    probe_interval = ?interval,
+                    "LLM provider marked unhealthy: no more requests, compactions summarize offline (degraded) until a probe is answered"
+                );
+                metrics::health_changed(self.provider(), false);
+                self.start_probe();
+            }
+            Transition::Recovered => {
+                tracing::info!(
+                    provider = self.provider(),
+                    model = %self.inner.model,
+                    "LLM provider answers again: marked healthy"
+                );
+                metrics::health_changed(self.provider(), true);
+            }
+        }
+    }
+
+    /// Probes every `probe_interval` in the background until the provider
+    /// answers (or the client is dropped: the task holds only a weak
+    /// reference, so it never keeps a client alive).
+    fn start_probe(&self) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            tracing::warn!("no async runtime to run the LLM health probe on");
+            return;
+        };
+        let weak = Arc::downgrade(&self.inner);
+        runtime.spawn(probe_until_healthy(weak));
+    }
+
     /// One HTTP request, bounded by `timeout` from sending to the last
-    /// byte of the reply, and recorded in the metrics.
+    /// byte of the reply, recorded in the metrics, in `calls` and in the
+    /// provider's health.
     async fn attempt(
         &self,
         request: &LlmRequest<'_>,
         timeout: Duration,
+        calls: &mut Calls,
     ) -> Result<LlmResponse, Failure> {
         tracing::debug!(
             system_chars = request.system.len(),
@@ -297,6 +414,25 @@ impl LlmClient {
             Err(failure) => failure.error.outcome_label(),
         };
         metrics::request_finished(self.provider(), outcome, started.elapsed());
+        let health = &self.inner.health;
+        let transition = match &result {
+            Ok(response) => {
+                calls.record(false, response.usage, Some(&response.model));
+                health.succeeded()
+            }
+            Err(failure) => {
+                calls.record(true, failure.usage, None);
+                if failure.error.counts_against_health() {
+                    health.failed()
+                } else if matches!(failure.error, LlmError::Empty) {
+                    // A reply without text is still a reply: the server is up.
+                    health.succeeded()
+                } else {
+                    Transition::None
+                }
+            }
+        };
+        self.health_changed(transition);
         match &result {
             Ok(response) => tracing::debug!(
                 text_chars = response.text.len(),
@@ -342,7 +478,11 @@ impl LlmClient {
         let key = inner.key.as_ref().map(|k| k.expose_secret().trim());
         if !status.is_success() {
             let error = classify_status(status, retry_after, &body, key);
-            return Err(Failure { error, retry_after });
+            return Err(Failure {
+                error,
+                retry_after,
+                usage: TokenUsage::default(),
+            });
         }
         let response = match inner.api {
             Api::OpenAi => openai::parse(&body, &inner.model, key),
@@ -350,9 +490,40 @@ impl LlmClient {
         }?;
         metrics::tokens_used(self.provider(), response.usage);
         if response.text.trim().is_empty() {
-            return Err(LlmError::Empty.into());
+            return Err(Failure {
+                error: LlmError::Empty,
+                retry_after: None,
+                usage: response.usage,
+            });
         }
         Ok(response)
+    }
+}
+
+/// The background probe of an unhealthy provider (see
+/// [`LlmClient::start_probe`]).
+async fn probe_until_healthy(inner: Weak<Inner>) {
+    loop {
+        let Some(interval) = inner.upgrade().map(|i| i.config.probe_interval) else {
+            return;
+        };
+        tokio::time::sleep(interval).await;
+        let Some(inner) = inner.upgrade() else {
+            return;
+        };
+        let client = LlmClient { inner };
+        if client.is_healthy() {
+            // A request in flight when the outage began was answered.
+            return;
+        }
+        match client.probe().await {
+            Ok(()) => return,
+            Err(error) => tracing::debug!(
+                provider = client.provider(),
+                %error,
+                "LLM health probe failed; the provider stays unhealthy"
+            ),
+        }
     }
 }
 

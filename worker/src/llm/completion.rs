@@ -37,3 +37,35 @@ pub struct TokenUsage {
     pub input_tokens: u64,
     pub output_tokens: u64,
 }
+
+/// The requests of one or more completions, for the audit trail: every
+/// HTTP request is counted, retries and failures included, with the tokens
+/// the server reported for it (a failed request usually reports none).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Calls {
+    /// Requests sent.
+    pub sent: u32,
+    /// Of those, the ones that gave no usable answer: HTTP and connection
+    /// failures, and (counted by the caller that checks answers) answers
+    /// that were rejected.
+    pub failed: u32,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    /// The model that last answered, as the server reports it.
+    pub model: Option<String>,
+}
+
+impl Calls {
+    /// One request: whether it failed, what the server reported.
+    pub(crate) fn record(&mut self, failed: bool, usage: TokenUsage, model: Option<&str>) {
+        self.sent = self.sent.saturating_add(1);
+        if failed {
+            self.failed = self.failed.saturating_add(1);
+        }
+        self.input_tokens = self.input_tokens.saturating_add(usage.input_tokens);
+        self.output_tokens = self.output_tokens.saturating_add(usage.output_tokens);
+        if let Some(model) = model {
+            self.model = Some(model.to_owned());
+        }
+    }
+}

@@ -106,6 +106,18 @@ pub struct LlmConfig {
     /// When the LLM stays unavailable after retries, summarize extractively
     /// (the run is marked degraded) instead of failing the job.
     pub fallback_to_extractive: bool,
+    /// Consecutive failed requests (connection, timeout, 5xx, 429, 401/403,
+    /// malformed reply) after which the provider is unhealthy: no more
+    /// requests, compactions fall back to the extractive summarizer at once,
+    /// until a probe is answered (see `llm::health`). 0 turns this off.
+    pub unhealthy_after: u32,
+    /// While unhealthy, one small probe request is sent this often.
+    #[serde(with = "humantime_serde")]
+    pub probe_interval: Duration,
+    /// An answer cut off at its output budget is asked for once more with
+    /// twice the budget, at most this many output tokens (keep it within
+    /// the model's output limit).
+    pub retry_max_output_tokens: u64,
 }
 
 impl Default for LlmConfig {
@@ -123,6 +135,9 @@ impl Default for LlmConfig {
             max_retry_after: Duration::from_secs(60),
             temperature: None,
             fallback_to_extractive: true,
+            unhealthy_after: 3,
+            probe_interval: Duration::from_secs(10),
+            retry_max_output_tokens: 16_384,
         }
     }
 }
@@ -194,6 +209,12 @@ impl LlmConfig {
         }
         if self.retry_max_delay < self.retry_base_delay {
             return bad("retry_max_delay", "must be at least retry_base_delay");
+        }
+        if self.probe_interval.is_zero() {
+            return bad("probe_interval", "must be positive");
+        }
+        if self.retry_max_output_tokens == 0 {
+            return bad("retry_max_output_tokens", "must be positive");
         }
         if let Some(t) = self.temperature {
             if !(0.0..=2.0).contains(&t) {

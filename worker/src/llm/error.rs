@@ -46,6 +46,11 @@ pub enum LlmError {
     /// A well-formed reply without any text.
     #[error("LLM reply has no text content")]
     Empty,
+    /// No request was sent: the provider failed `consecutive_failures`
+    /// requests in a row and is marked unhealthy until a probe is answered
+    /// (see [`super::health`]).
+    #[error("LLM provider unhealthy after {consecutive_failures} failed requests in a row; no request sent until a probe is answered")]
+    Unhealthy { consecutive_failures: u32 },
     /// Retrying stopped because the next attempt could not finish before
     /// the caller's deadline (`attempts` is 0, `last` a zero timeout, when
     /// the deadline had passed before the first).
@@ -69,7 +74,8 @@ impl LlmError {
             | LlmError::RateLimited { .. }
             | LlmError::Server { .. }
             | LlmError::Malformed { .. }
-            | LlmError::Empty => true,
+            | LlmError::Empty
+            | LlmError::Unhealthy { .. } => true,
             LlmError::ContextLength { .. }
             | LlmError::BadRequest { .. }
             | LlmError::Auth { .. }
@@ -109,10 +115,32 @@ impl LlmError {
         }
     }
 
+    /// Whether this failure shows the provider is not serving us, and so
+    /// counts towards marking it unhealthy: connection failures, timeouts,
+    /// 5xx, rate limits, 401/403 and malformed replies. A context-length
+    /// error or another 4xx is about the request; an empty answer is an
+    /// answer.
+    pub fn counts_against_health(&self) -> bool {
+        match self {
+            LlmError::Timeout { .. }
+            | LlmError::Connect { .. }
+            | LlmError::RateLimited { .. }
+            | LlmError::Server { .. }
+            | LlmError::Auth { .. }
+            | LlmError::Malformed { .. } => true,
+            LlmError::ContextLength { .. }
+            | LlmError::BadRequest { .. }
+            | LlmError::Empty
+            | LlmError::Unhealthy { .. }
+            | LlmError::Config(_) => false,
+            LlmError::DeadlineExceeded { last, .. } => last.counts_against_health(),
+        }
+    }
+
     /// A bounded label for metrics: ok is not an error, so one of
     /// rate_limited, server_error, timeout, connect, context_length,
-    /// bad_request, auth, malformed, empty, deadline_exceeded, config.
-    /// (Per-request metrics never see the last two.)
+    /// bad_request, auth, malformed, empty, unhealthy, deadline_exceeded,
+    /// config. (Per-request metrics never see the last three.)
     pub fn outcome_label(&self) -> &'static str {
         match self {
             LlmError::Timeout { .. } => "timeout",
@@ -124,6 +152,7 @@ impl LlmError {
             LlmError::Auth { .. } => "auth",
             LlmError::Malformed { .. } => "malformed",
             LlmError::Empty => "empty",
+            LlmError::Unhealthy { .. } => "unhealthy",
             LlmError::DeadlineExceeded { .. } => "deadline_exceeded",
             LlmError::Config(_) => "config",
         }
@@ -352,6 +381,46 @@ mod tests {
             assert_eq!(e.outcome_label(), label);
             assert_eq!(e.is_retryable(), retry, "{label}");
         }
+    }
+
+    #[test]
+    fn only_failures_of_the_provider_count_against_its_health() {
+        for (e, counts) in [
+            (classify(500, ""), true),
+            (classify(429, ""), true),
+            (classify(401, ""), true),
+            (LlmError::Connect { detail: "x".into() }, true),
+            (
+                LlmError::Timeout {
+                    after: Duration::from_secs(1),
+                },
+                true,
+            ),
+            (LlmError::Malformed { detail: "x".into() }, true),
+            (classify(400, "prompt is too long"), false),
+            (classify(404, ""), false),
+            (LlmError::Empty, false),
+            (
+                LlmError::Unhealthy {
+                    consecutive_failures: 3,
+                },
+                false,
+            ),
+            (
+                LlmError::DeadlineExceeded {
+                    attempts: 2,
+                    last: Box::new(classify(503, "")),
+                },
+                true,
+            ),
+        ] {
+            assert_eq!(e.counts_against_health(), counts, "{e:?}");
+        }
+        let unhealthy = LlmError::Unhealthy {
+            consecutive_failures: 3,
+        };
+        assert!(unhealthy.is_retryable(), "the job may try again later");
+        assert_eq!(unhealthy.outcome_label(), "unhealthy");
     }
 
     #[test]

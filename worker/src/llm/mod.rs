@@ -9,6 +9,9 @@
 //! - [`error`]: [`LlmError`], and how a reply is classified (retry, shrink
 //!   the prompt, give up).
 //! - [`openai`], [`anthropic`]: the two wire formats.
+//! - [`health`]: whether the provider answers at all; after consecutive
+//!   failures requests pause, and compactions fall back at once, until a
+//!   background probe is answered.
 //! - [`retry_after`]: `Retry-After` / `retry-after-ms` parsing.
 //! - [`metrics`]: metric names and the only place they are recorded.
 //!
@@ -21,12 +24,14 @@ pub mod client;
 pub mod completion;
 pub mod config;
 pub mod error;
+pub mod health;
 pub mod metrics;
 pub mod openai;
 pub mod retry_after;
 mod wire;
 
 pub use client::LlmClient;
-pub use completion::{LlmRequest, LlmResponse, TokenUsage};
+pub use completion::{Calls, LlmRequest, LlmResponse, TokenUsage};
 pub use config::{LlmConfig, LlmConfigError, Provider};
 pub use error::LlmError;
+pub use health::Health;

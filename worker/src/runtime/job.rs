@@ -60,6 +60,7 @@ impl<H: JobHandler> tower::Service<Task<ClaimedJob>> for JobService<H> {
             "job",
             queue = %self.shared.queue_label(),
             domain = %job.key.domain(),
+            entity_id = %job.key.entity_id(),
             job_id = job.job_id,
             attempt = job.attempt,
             trigger = job.payload.trigger.label(),

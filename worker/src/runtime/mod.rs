@@ -12,6 +12,8 @@
 //!   freed, settled in one round trip.
 //! - [`retry`]: backoff and `Retry-After`.
 //! - [`sweep`]: recovery of expired leases and queue-depth gauges.
+//! - [`registry`]: this process's entry in the queue's worker registry
+//!   (heartbeat), so chat requests know a worker is live to run their jobs.
 //!
 //! Shutdown: when the future given to [`Runtime::run`] resolves, workers
 //! stop claiming; in-flight jobs have `shutdown_grace` to finish, then they
@@ -21,6 +23,7 @@ mod ack;
 mod backend;
 pub mod handler;
 mod job;
+mod registry;
 pub mod retry;
 mod sweep;
 mod wake;
@@ -63,8 +66,10 @@ pub struct RuntimeConfig {
     pub lock_duration: Duration,
     /// Longest idle wait between claims (the fallback should a wake-up be
     /// missed), the period of the recovery sweep (a crashed worker's job is
-    /// back within lease TTL + this), and of the wake-up connection's
-    /// liveness check.
+    /// back within lease TTL + this), of the wake-up connection's liveness
+    /// check, and of the worker registry's heartbeat (at least every
+    /// second; a worker that stops beating drops out of the registry after
+    /// three intervals, or a lease TTL if that is longer).
     #[serde(with = "humantime_serde")]
     pub check_interval: Duration,
     /// How long in-flight jobs may run on after a shutdown signal before
@@ -207,7 +212,7 @@ impl Shared {
 /// (`compactor_queue_errors_total`); the series are created at zero at
 /// start-up, so this list and the calls of `count_error` must agree (checked
 /// in debug builds).
-pub const QUEUE_ERROR_OPS: [&str; 9] = [
+pub const QUEUE_ERROR_OPS: [&str; 11] = [
     "claim",
     "settle",
     "renew",
@@ -217,6 +222,8 @@ pub const QUEUE_ERROR_OPS: [&str; 9] = [
     "recover",
     "counts",
     "subscribe",
+    "heartbeat",
+    "deregister",
 ];
 
 /// A unique worker identity for this process start.
@@ -286,7 +293,12 @@ impl<H: JobHandler> Runtime<H> {
             acks: ack::Acks::default(),
             running: AtomicUsize::new(0),
         });
+        // Live in the registry before the first claim: a chat request that
+        // waits on a job from now on counts on this worker.
+        let me = registry::registration(&shared);
+        registry::register(&shared, &me).await;
         info!(worker = %id, queue = %shared.queue_label(), concurrency, "worker started");
+        let heartbeat = tokio::spawn(registry::run(Arc::clone(&shared), me));
         let sweep = tokio::spawn(sweep::run(Arc::clone(&shared)));
         let wake = tokio::spawn(wake::run(Arc::clone(&shared)));
         let expire = tokio::spawn(backend::expire(Arc::clone(&shared)));
@@ -327,6 +339,7 @@ impl<H: JobHandler> Runtime<H> {
         // Every job has finished: settle the last completions.
         shared.acks.drain().await;
         for (task, name) in [
+            (heartbeat, "registry heartbeat"),
             (sweep, "recovery sweep"),
             (wake, "wake-up"),
             (expire, "claim-ahead expiry"),

@@ -6,8 +6,9 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use compactor_producer::client::{
-    ClientError, ClientSettings, Compactor, IncomingMessage, Readiness,
+    ClientError, ClientSettings, Compactor, IdempotencyKey, IncomingMessage, Readiness, WaitMode,
 };
+use compactor_producer::events::EventOutcome;
 use compactor_producer::queue::{Queue, QueueError, Trigger};
 use compactor_producer::store::{SchemaStatus, Store, StoreError};
 use compactor_shared::context::BuiltContext;
@@ -24,14 +25,29 @@ pub(crate) async fn run(command: Command, settings: &ClientSettings, out: Output
             target,
             file,
             finalize,
-        } => append(settings, &target, file.as_deref(), finalize, out).await,
+            idempotency_key,
+        } => {
+            append(
+                settings,
+                &target,
+                file.as_deref(),
+                finalize,
+                idempotency_key.as_deref(),
+                out,
+            )
+            .await
+        }
         Command::Enqueue { target } => enqueue(settings, &target, out).await,
         Command::CompactNow {
             target,
             instructions,
         } => compact_now(settings, &target, instructions, out).await,
         Command::Status { target } => status(settings, &target, out).await,
-        Command::Wait { target, timeout_ms } => wait(settings, &target, timeout_ms, out).await,
+        Command::Wait {
+            target,
+            timeout_ms,
+            mode,
+        } => wait(settings, &target, timeout_ms, mode.into(), out).await,
         Command::Context { target } => context(settings, &target, out).await,
         Command::Queue {
             command: QueueCommand::Stats,
@@ -74,7 +90,11 @@ impl From<ClientError> for Failure {
     fn from(e: ClientError) -> Failure {
         let code = match e {
             ClientError::UnknownWorkstream(_) => NO,
-            ClientError::InvalidMessage { .. } | ClientError::Config(_) => USAGE,
+            ClientError::InvalidMessage { .. }
+            | ClientError::ClientIdConflict { .. }
+            | ClientError::InvalidInstructions(_)
+            | ClientError::Config(_)
+            | ClientError::Queue(QueueError::Url { .. } | QueueError::Config(_)) => USAGE,
             _ => UNAVAILABLE,
         };
         Failure {
@@ -95,8 +115,13 @@ impl From<StoreError> for Failure {
 
 impl From<QueueError> for Failure {
     fn from(e: QueueError) -> Failure {
+        let code = match e {
+            // A URL or a queue setting that can never work: bad usage.
+            QueueError::Url { .. } | QueueError::Config(_) => USAGE,
+            _ => UNAVAILABLE,
+        };
         Failure {
-            code: UNAVAILABLE,
+            code,
             message: e.to_string(),
         }
     }
@@ -133,7 +158,7 @@ async fn migrate(settings: &ClientSettings, check: bool, out: Output) -> ExitCod
         pending: Vec<String>,
     }
     report(out, async {
-        let store = Store::connect(settings.database.url.expose()).await?;
+        let store = Store::connect_with(&settings.database).await?;
         match store.schema_status().await? {
             SchemaStatus::Current => {
                 out.print(
@@ -218,11 +243,14 @@ async fn append(
     target: &Target,
     file: Option<&Path>,
     finalize: bool,
+    idempotency_key: Option<&str>,
     out: Output,
 ) -> ExitCode {
     #[derive(Serialize)]
     struct Report {
         appended: usize,
+        /// Of `appended`, stored by an earlier run (same client ids).
+        already_stored: usize,
         first_id: Option<i64>,
         last_id: Option<i64>,
         uncompacted_tokens: u64,
@@ -231,9 +259,16 @@ async fn append(
     }
     report(out, async {
         let key = key_of(target)?;
+        let idempotency_key = idempotency_key
+            .map(IdempotencyKey::parse)
+            .transpose()
+            .map_err(Failure::usage)?;
         let messages = read_messages(file)?;
         let compactor = client(settings).await?;
-        let appended = compactor.append_messages(&key, messages).await?;
+        let appended = match &idempotency_key {
+            Some(k) => compactor.append_messages_once(&key, k, messages).await?,
+            None => compactor.append_messages(&key, messages).await?,
+        };
         let turn = if finalize {
             Some(compactor.finalize_turn(&key, None).await?)
         } else {
@@ -241,6 +276,7 @@ async fn append(
         };
         let report = Report {
             appended: appended.ids.len(),
+            already_stored: appended.already_stored,
             first_id: appended.ids.first().map(|i| i.0),
             last_id: appended.ids.last().map(|i| i.0),
             uncompacted_tokens: appended.uncompacted_tokens,
@@ -251,6 +287,12 @@ async fn append(
                 "appended {} messages to {key} ({} un-compacted tokens)",
                 report.appended, report.uncompacted_tokens
             );
+            if report.already_stored > 0 {
+                text.push_str(&format!(
+                    "\n{} of them were stored already and not stored again",
+                    report.already_stored
+                ));
+            }
             if let Some(turn) = &report.turn {
                 text.push_str(&format!("\nturn: {}", describe_turn(turn)));
             }
@@ -283,6 +325,13 @@ fn describe_turn(turn: &compactor_producer::client::TurnOutcome) -> String {
             consecutive_failures,
             ..
         } => format!("breaker open after {consecutive_failures} failed compactions: not requested"),
+        TurnOutcome::Unavailable {
+            current_tokens,
+            reason,
+            ..
+        } => format!(
+            "compaction due ({current_tokens} tokens) but not requested, Redis unavailable: {reason}"
+        ),
     }
 }
 
@@ -361,49 +410,66 @@ async fn wait(
     settings: &ClientSettings,
     target: &Target,
     timeout_ms: u64,
+    mode: WaitMode,
     out: Output,
 ) -> ExitCode {
-    #[derive(Serialize)]
-    struct Report {
-        ready: bool,
-        waited_ms: u128,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        event: Option<compactor_producer::events::CompactionEvent>,
-    }
     report(out, async {
         let key = key_of(target)?;
         let compactor = client(settings).await?;
         let readiness = compactor
-            .wait_until_ready(&key, Duration::from_millis(timeout_ms))
+            .wait(&key, mode, Duration::from_millis(timeout_ms))
             .await?;
-        let (report, code) = match readiness {
-            Readiness::Ready { waited, event } => (
-                Report {
-                    ready: true,
-                    waited_ms: waited.as_millis(),
-                    event,
-                },
-                ExitCode::SUCCESS,
-            ),
-            Readiness::TimedOut { waited } => (
-                Report {
-                    ready: false,
-                    waited_ms: waited.as_millis(),
-                    event: None,
-                },
-                ExitCode::from(NO),
-            ),
-        };
-        out.print(&report, || {
-            if report.ready {
-                format!("{key}: ready after {} ms", report.waited_ms)
-            } else {
-                format!("{key}: still compacting after {} ms", report.waited_ms)
-            }
-        });
-        Ok(code)
+        out.print(&readiness, || describe_wait(&key, &readiness));
+        Ok(if readiness.is_settled() {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::from(NO)
+        })
     })
     .await
+}
+
+/// A wait's answer for people.
+fn describe_wait(key: &EntityKey, readiness: &Readiness) -> String {
+    let waited = readiness.waited().as_millis();
+    let phase = |phase: &compactor_producer::client::WaitPhase| match phase {
+        compactor_producer::client::WaitPhase::Queued => "queued",
+        compactor_producer::client::WaitPhase::Running => "running",
+        compactor_producer::client::WaitPhase::BackingOff => "backing off after a failed attempt",
+    };
+    match readiness {
+        Readiness::Ready { event: None, .. } => format!("{key}: ready after {waited} ms"),
+        Readiness::Ready { event: Some(e), .. } => format!(
+            "{key}: ready after {waited} ms (the last run {}{})",
+            match e.outcome {
+                EventOutcome::Compacted => "compacted",
+                EventOutcome::Skipped => "found nothing to do",
+                EventOutcome::Failed => "failed",
+                EventOutcome::Conflict => "lost to another commit",
+            },
+            e.error
+                .as_deref()
+                .map_or(String::new(), |r| format!(", {r}"))
+        ),
+        Readiness::Compacted { event, .. } => format!(
+            "{key}: compacted after {waited} ms: {} → {} tokens, {} messages folded{}",
+            event.tokens_before,
+            event.tokens_after,
+            event.messages_compacted,
+            if event.degraded {
+                " (offline summary)"
+            } else {
+                ""
+            }
+        ),
+        Readiness::TimedOut { phase: p, .. } => {
+            format!("{key}: still {} after {waited} ms", phase(p))
+        }
+        Readiness::NoLiveWorker { phase: p, .. } => format!(
+            "{key}: a compaction is {} but no worker is live to run it",
+            phase(p)
+        ),
+    }
 }
 
 /// A built context for people: one block per message.
@@ -446,7 +512,18 @@ async fn context(settings: &ClientSettings, target: &Target, out: Output) -> Exi
         let key = key_of(target)?;
         let compactor = client(settings).await?;
         let context = compactor.build_context(&key).await?;
-        out.print(&context, || render_context(&context));
+        out.print(&context, || {
+            let mut text = String::new();
+            if context.truncated {
+                text.push_str(&format!(
+                    "truncated: {} older un-compacted messages (~{} tokens) not loaded \
+                     (over [database] context_max_messages / context_max_tokens)\n",
+                    context.omitted_messages, context.omitted_tokens
+                ));
+            }
+            text.push_str(&render_context(&context));
+            text
+        });
         Ok(ExitCode::SUCCESS)
     })
     .await
@@ -523,7 +600,7 @@ async fn dlq(settings: &ClientSettings, command: DlqCommand, out: Output) -> Exi
 async fn runs(settings: &ClientSettings, target: &Target, limit: u64, out: Output) -> ExitCode {
     report(out, async {
         let key = key_of(target)?;
-        let store = Store::connect(settings.database.url.expose()).await?;
+        let store = Store::connect_with(&settings.database).await?;
         let runs = store.runs(&key, limit).await?;
         out.print(&runs, || {
             if runs.is_empty() {
@@ -531,17 +608,30 @@ async fn runs(settings: &ClientSettings, target: &Target, limit: u64, out: Outpu
             }
             runs.iter()
                 .map(|r| {
+                    let degraded = match (r.degraded, r.degraded_reason) {
+                        (false, _) => String::new(),
+                        (true, None) => " (degraded)".to_owned(),
+                        (true, Some(reason)) => format!(" (degraded: {reason})"),
+                    };
+                    let llm = match &r.llm_model {
+                        None => String::new(),
+                        Some(model) => format!(
+                            "  llm {model}: {} calls ({} failed), {} in / {} out tokens",
+                            r.llm_calls, r.llm_failed_calls, r.llm_tokens_in, r.llm_tokens_out
+                        ),
+                    };
                     format!(
-                        "{}  job {} attempt {}  {:?}{}  {} → {} tokens  {} messages  {} chunks{}\n",
+                        "{}  job {} attempt {}  {:?}{}  {} → {} tokens  {} messages  {} chunks{}{}\n",
                         r.started_at.to_rfc3339(),
                         r.job_id,
                         r.attempt,
                         r.outcome,
-                        if r.degraded { " (degraded)" } else { "" },
+                        degraded,
                         r.tokens_before,
                         r.tokens_after,
                         r.messages_compacted,
                         r.chunks,
+                        llm,
                         r.error
                             .as_deref()
                             .map_or(String::new(), |e| format!("  error: {e}"))

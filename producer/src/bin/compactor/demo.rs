@@ -77,6 +77,7 @@ fn conversation(turns: usize) -> Vec<IncomingMessage> {
                 serde_json::json!({ "cmd": command }),
             )],
             pinned: false,
+            client_id: None,
         });
         out.push(IncomingMessage {
             role: Role::Tool,
@@ -86,6 +87,7 @@ fn conversation(turns: usize) -> Vec<IncomingMessage> {
                 format!("$ {command}\n... {} lines of output ...\nresult: {code} reproduced at step {t}", 40 + t % 17),
             )],
             pinned: false,
+            client_id: None,
         });
     }
     out
@@ -107,7 +109,7 @@ pub(crate) async fn run(
         messages_compacted: u64,
         degraded: bool,
         summary: Option<String>,
-        context: compactor_shared::context::BuiltContext,
+        context: compactor_producer::client::TurnContext,
     }
     let result: Result<ExitCode, Failure> = async {
         let compactor = client(settings).await?;

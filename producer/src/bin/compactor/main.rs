@@ -50,7 +50,7 @@ enum Command {
         check: bool,
     },
     /// Append messages, read as JSON Lines (`{"role": …, "parts": […]}` per
-    /// line) from a file or stdin.
+    /// line, optionally with a `"client_id"`) from a file or stdin.
     Append {
         #[command(flatten)]
         target: Target,
@@ -60,6 +60,10 @@ enum Command {
         /// Then end the turn: request compaction if over the trigger.
         #[arg(long)]
         finalize: bool,
+        /// Makes the append safe to run again: message i (without a
+        /// client_id of its own) is stored once, as `<KEY>#<i>`.
+        #[arg(long, value_name = "KEY")]
+        idempotency_key: Option<String>,
     },
     /// Request a compaction (as an automatic one would), whatever the size.
     Enqueue {
@@ -81,13 +85,19 @@ enum Command {
         #[command(flatten)]
         target: Target,
     },
-    /// Wait until no compaction holds the workstream (exit 1 on timeout).
+    /// Wait for the requested compaction: prints ready, compacted,
+    /// timed_out (with its phase) or no_live_worker (exit 1 for the last
+    /// two).
     Wait {
         #[command(flatten)]
         target: Target,
         /// Longest wait, in milliseconds.
         #[arg(long, default_value_t = 30_000)]
         timeout_ms: u64,
+        /// What to wait for: the whole requested compaction (queued,
+        /// running, backing off), or only one running now.
+        #[arg(long, value_enum, default_value_t = WaitModeArg::Requested)]
+        mode: WaitModeArg,
     },
     /// Print what the next model call would be sent.
     Context {
@@ -124,6 +134,22 @@ enum Command {
         #[arg(long, default_value_t = 120)]
         timeout_secs: u64,
     },
+}
+
+/// `--mode` of `wait` (see `compactor_producer::client::WaitMode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum WaitModeArg {
+    Requested,
+    Running,
+}
+
+impl From<WaitModeArg> for compactor_producer::client::WaitMode {
+    fn from(mode: WaitModeArg) -> Self {
+        match mode {
+            WaitModeArg::Requested => compactor_producer::client::WaitMode::Requested,
+            WaitModeArg::Running => compactor_producer::client::WaitMode::Running,
+        }
+    }
 }
 
 #[derive(Debug, Subcommand)]

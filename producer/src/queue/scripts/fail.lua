@@ -23,8 +23,10 @@ if delay >= 0 then
   redis.call('ZADD', KEYS[3], waiting_score(now + delay, f[3]), ARGV[1])
   -- Idle workers re-read when the retry is due.
   redis.call('PUBLISH', ARGV[7], f[3])
+  announce_settled(ARGV[8], ARGV[1], 'retry')
   return {'retry'}
 end
+announce_settled(ARGV[8], ARGV[1], 'dead')
 dead_letter(KEYS[1], KEYS[4], ARGV[8], ARGV[1], ARGV[4], now, ARGV[5], ARGV[6])
 redis.call('HSET', KEYS[1], 'last_error', ARGV[4])
 local id = end_run(KEYS[1], KEYS[3], KEYS[5], ARGV[7], ARGV[1], f[4], now, 'dead', ARGV[6])

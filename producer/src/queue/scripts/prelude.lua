@@ -27,6 +27,16 @@ local function waiting_score(ms, job_id)
   return ms * SCORE_SCALE + (tonumber(job_id) % SCORE_SCALE)
 end
 
+-- Tells chat-side waiters that the entity's job left the running state
+-- (`what`: done, followup, retry or dead), on the entity's release channel
+-- where the worker announces the end of each run. The queue says it too,
+-- because a run can end without an announcement of the worker's (nothing
+-- to do), and because the worker announces before the queue has recorded
+-- the end: a waiter that looks again on this notice sees the job settled.
+local function announce_settled(prefix, member, what)
+  redis.call('PUBLISH', prefix .. 'released:' .. member, '{"settled":"' .. what .. '"}')
+end
+
 -- Replaces the entity's job record with a new waiting job and wakes a
 -- worker. Returns the new job id.
 local function add_job(job, waiting, seq, channel, member, payload, now)
@@ -110,10 +120,12 @@ local function complete_jobs(prefix, running, waiting, done, seq, channel, membe
       done_entries[#done_entries + 1] = member .. '|' .. f[3]
       if f[4] then
         completions[i] = {'followup', tostring(add_job(job, waiting, seq, channel, member, f[4], now))}
+        announce_settled(prefix, member, 'followup')
       else
         redis.call('HSET', job, 'state', 'done', 'finished_at', now)
         redis.call('PEXPIRE', job, done_max_age)
         completions[i] = {'done'}
+        announce_settled(prefix, member, 'done')
       end
     end
   end

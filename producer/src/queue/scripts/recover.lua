@@ -25,6 +25,7 @@ for _, member in ipairs(expired) do
       dead_letter(job, KEYS[3], ARGV[1], member, reason, now, ARGV[4], ARGV[5])
       redis.call('HSET', job, 'last_error', 'stalled')
       end_run(job, KEYS[2], KEYS[4], ARGV[6], member, f[3], now, 'dead', ARGV[5])
+      announce_settled(ARGV[1], member, 'dead')
     else
       recovered = recovered + 1
       redis.call('HINCRBY', job, 'attempts', -1)

@@ -15,6 +15,9 @@ pub(crate) struct Model {
     pub pinned: bool,
     pub is_compacted: bool,
     pub created_at: DateTimeUtc,
+    /// The client's id for the message (unique per workstream), if it gave
+    /// one.
+    pub client_id: Option<String>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

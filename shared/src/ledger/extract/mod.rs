@@ -1,0 +1,465 @@
+//! Deterministic extraction of exact values from messages.
+//!
+//! Every part of every message is read except reasoning: text, tool call
+//! inputs, files, and the whole output of every tool, failed or not, pruned
+//! or not (a pruned output is hidden from the model, but its text is still
+//! there and may hold the one error code that matters). Each value records
+//! who said it and how salient that makes it (see [`Salience`]).
+//!
+//! Work per message is bounded. Matching is linear in the text (the `regex`
+//! crate guarantees it; patterns are compiled once, and skipped when a
+//! cheap check shows they cannot match, see `scan::gated`), and what one
+//! message may add is capped: at most
+//! [`MAX_PER_MESSAGE`] values from what people wrote, and separately at most
+//! [`MAX_BULK_PER_MESSAGE`] from bulk text (tool output, and any part longer
+//! than [`LONG_TEXT`]: a pasted log), with at most [`MAX_BULK_PER_KIND`] of one
+//! kind per bulk part. When bulk text has more, the failed and written
+//! values win over the merely read, then the rarer kinds (error codes,
+//! settings, ids) over the common ones (paths, timestamps).
+
+mod code;
+mod people;
+mod scan;
+mod settings;
+
+use std::collections::HashMap;
+
+use self::scan::{Candidate, Reading, Scan, STATED, TOOL_INPUT, TOOL_OUTPUT, WRITTEN};
+use super::{Artifact, ArtifactKind, Salience, Source};
+use crate::message::{Message, MessageId, Part, Role};
+
+/// Most values taken from what people wrote in one message (text, tool
+/// inputs, files).
+pub const MAX_PER_MESSAGE: usize = 64;
+/// Most values taken from the bulk text of one message.
+pub const MAX_BULK_PER_MESSAGE: usize = 32;
+/// Most values of one kind taken from one bulk part (a log's timestamps).
+pub const MAX_BULK_PER_KIND: usize = 8;
+/// A text part longer than this (in bytes) is bulk: pasted, not written.
+pub const LONG_TEXT: usize = 8_000;
+/// JSON nesting followed in tool inputs.
+const MAX_JSON_DEPTH: usize = 16;
+
+/// Which kinds win when bulk text has more values than it may add: the
+/// rare and telling ones first.
+const BULK_ORDER: [ArtifactKind; 19] = [
+    ArtifactKind::ErrorCode,
+    ArtifactKind::Setting,
+    ArtifactKind::Identifier,
+    ArtifactKind::Reference,
+    ArtifactKind::Count,
+    ArtifactKind::Version,
+    ArtifactKind::Host,
+    ArtifactKind::Url,
+    ArtifactKind::Email,
+    ArtifactKind::Phone,
+    ArtifactKind::Amount,
+    ArtifactKind::ConfigName,
+    ArtifactKind::Duration,
+    ArtifactKind::Quantity,
+    ArtifactKind::Path,
+    ArtifactKind::Command,
+    ArtifactKind::DateTime,
+    ArtifactKind::Address,
+    ArtifactKind::Person,
+];
+
+/// Extracts artifacts from `messages`: per message, in order of appearance
+/// (a value said twice in one message is placed where it was said last),
+/// each message's values counted once.
+pub fn extract(messages: &[Message]) -> Vec<Artifact> {
+    let mut out = Vec::new();
+    for message in messages {
+        out.extend(of_message(message));
+    }
+    out
+}
+
+/// Whether `text` contains anything the ledger would record.
+pub(crate) fn has_artifact(text: &str) -> bool {
+    !scan(text, STATED, false).is_empty()
+}
+
+/// Every value in `text`, most specific kinds first (see `scan`); for
+/// bulk text at most [`MAX_BULK_PER_KIND`] distinct values of a kind.
+fn scan(text: &str, reading: Reading, bulk: bool) -> Vec<Candidate> {
+    let mut s = if bulk {
+        Scan::bounded(text, MAX_BULK_PER_KIND)
+    } else {
+        Scan::new(text)
+    };
+    if reading.commands {
+        code::commands(&mut s);
+    }
+    code::urls(&mut s);
+    people::emails(&mut s);
+    code::uuids(&mut s);
+    code::hosts(&mut s);
+    if reading.settings {
+        settings::settings(&mut s);
+    }
+    people::dates_and_times(&mut s);
+    people::amounts(&mut s);
+    people::phones(&mut s);
+    code::paths(&mut s);
+    code::versions(&mut s);
+    people::references(&mut s);
+    code::identifiers(&mut s);
+    code::error_codes(&mut s);
+    people::addresses(&mut s);
+    code::durations(&mut s);
+    code::quantities(&mut s);
+    code::counts(&mut s);
+    code::config_names(&mut s);
+    if reading.names {
+        people::names(&mut s, reading.self_names);
+    }
+    s.finish()
+}
+
+fn of_message(message: &Message) -> Vec<Artifact> {
+    let mut found = Found::new(message.id);
+    for part in &message.parts {
+        match part {
+            Part::Text { text } => found.text(message.role, text),
+            Part::ToolCall {
+                tool_name, input, ..
+            } => found.tool_input(tool_name, input),
+            Part::ToolResult {
+                output, is_error, ..
+            } => found.tool_output(output, *is_error),
+            Part::File { uri, .. } => found.file(message.role, uri),
+            Part::Reasoning { .. } => {}
+        }
+        found.next_part();
+    }
+    found.finish()
+}
+
+/// How the values of one piece of text count.
+#[derive(Debug, Clone, Copy)]
+struct Said {
+    source: Source,
+    salience: Salience,
+    /// Bulk text: capped separately, per kind, and ranked when over.
+    bulk: bool,
+}
+
+/// Who speaks in a text or file part of a message with `role`.
+fn speaker(role: Role) -> (Source, Salience, Reading) {
+    match role {
+        Role::User => (Source::User, Salience::Stated, STATED),
+        Role::System => (Source::System, Salience::Stated, STATED),
+        Role::Assistant => (Source::Assistant, Salience::Written, WRITTEN),
+        Role::Tool => (Source::ToolOutput, Salience::Read, TOOL_OUTPUT),
+    }
+}
+
+/// Identity of a value within a message.
+type Identity = (ArtifactKind, Option<String>, String);
+
+struct Item {
+    /// When it was said last, counted in values found in this message.
+    order: usize,
+    artifact: Artifact,
+    bulk: bool,
+}
+
+/// The values of one message, deduplicated and capped.
+struct Found {
+    id: MessageId,
+    /// Values found so far (the order of the next one).
+    seen: usize,
+    items: Vec<Item>,
+    index: HashMap<Identity, usize>,
+    written: usize,
+    bulk_of_kind: HashMap<ArtifactKind, usize>,
+}
+
+impl Found {
+    fn new(id: MessageId) -> Found {
+        Found {
+            id,
+            seen: 0,
+            items: Vec::new(),
+            index: HashMap::new(),
+            written: 0,
+            bulk_of_kind: HashMap::new(),
+        }
+    }
+
+    fn next_part(&mut self) {
+        self.bulk_of_kind.clear();
+    }
+
+    fn add(&mut self, c: Candidate, said: Said) {
+        self.seen += 1;
+        let identity = (c.kind, c.key, c.value);
+        if let Some(&i) = self.index.get(&identity) {
+            let item = &mut self.items[i];
+            item.order = self.seen;
+            item.bulk &= said.bulk;
+            if said.salience > item.artifact.salience {
+                item.artifact.salience = said.salience;
+                item.artifact.source = said.source;
+            }
+            return;
+        }
+        if said.bulk {
+            let n = self.bulk_of_kind.entry(identity.0).or_insert(0);
+            if *n >= MAX_BULK_PER_KIND {
+                return;
+            }
+            *n += 1;
+        } else {
+            if self.written >= MAX_PER_MESSAGE {
+                return;
+            }
+            self.written += 1;
+        }
+        let (kind, key, value) = identity.clone();
+        let artifact = Artifact {
+            key,
+            ..Artifact::new(kind, value, self.id).said_by(said.source, said.salience)
+        };
+        self.index.insert(identity, self.items.len());
+        self.items.push(Item {
+            order: self.seen,
+            artifact,
+            bulk: said.bulk,
+        });
+    }
+
+    fn add_all(&mut self, found: Vec<Candidate>, said: Said) {
+        for c in found {
+            self.add(c, said);
+        }
+    }
+
+    fn text(&mut self, role: Role, text: &str) {
+        let (source, salience, reading) = speaker(role);
+        let long = text.len() > LONG_TEXT;
+        let said = Said {
+            source,
+            salience,
+            bulk: long || role == Role::Tool,
+        };
+        if salience < Salience::Stated {
+            self.add_all(scan(text, reading, said.bulk), said);
+            return;
+        }
+        // What a person pastes (fenced code, a long text) is not what they
+        // state: it ranks as written.
+        let pasted = Said {
+            salience: Salience::Written,
+            ..said
+        };
+        let fences = fenced(text);
+        for c in scan(text, reading, said.bulk) {
+            let in_fence = fences.iter().any(|r| r.contains(&c.at));
+            self.add(c, if long || in_fence { pasted } else { said });
+        }
+    }
+
+    fn file(&mut self, role: Role, uri: &str) {
+        let (source, salience, _) = speaker(role);
+        let said = Said {
+            source,
+            salience,
+            bulk: role == Role::Tool,
+        };
+        let uri = uri.trim();
+        let (kind, value) = if uri.starts_with("http://") || uri.starts_with("https://") {
+            (ArtifactKind::Url, code::trim_url(uri))
+        } else if let Some(path) = code::path_of(uri) {
+            (ArtifactKind::Path, path)
+        } else if !uri.is_empty() && !uri.contains(char::is_whitespace) {
+            (ArtifactKind::Path, uri)
+        } else {
+            return;
+        };
+        let c = Candidate {
+            at: 0,
+            kind,
+            key: None,
+            value: value.to_owned(),
+        };
+        self.add(c, said);
+    }
+
+    fn tool_input(&mut self, tool_name: &str, input: &serde_json::Value) {
+        let salience = if reads_only(tool_name) {
+            Salience::Read
+        } else {
+            Salience::Written
+        };
+        let said = Said {
+            source: Source::ToolInput,
+            salience,
+            bulk: false,
+        };
+        let shell = code::is_shell_tool(tool_name);
+        let command = match input {
+            serde_json::Value::Object(map) => ["command", "cmd"]
+                .iter()
+                .find_map(|k| map.get(*k).and_then(|v| v.as_str()))
+                .and_then(first_line)
+                .filter(|line| shell || line.contains(' ')),
+            serde_json::Value::String(cmd) if shell => first_line(cmd),
+            _ => None,
+        };
+        if let Some(line) = command {
+            let c = Candidate {
+                at: 0,
+                kind: ArtifactKind::Command,
+                key: None,
+                value: line.to_owned(),
+            };
+            self.add(c, said);
+        }
+        self.json_strings(input, 0, said, true);
+    }
+
+    /// Values in every string of a tool input. Under a key that starts
+    /// with `old` (`old_string`, `oldText`: what an edit replaces), no
+    /// setting is taken: that value is on its way out.
+    fn json_strings(
+        &mut self,
+        value: &serde_json::Value,
+        depth: usize,
+        said: Said,
+        settings: bool,
+    ) {
+        if depth > MAX_JSON_DEPTH {
+            return;
+        }
+        match value {
+            serde_json::Value::String(s) => {
+                let reading = Reading {
+                    settings,
+                    ..TOOL_INPUT
+                };
+                let said = Said {
+                    bulk: s.len() > LONG_TEXT,
+                    ..said
+                };
+                self.add_all(scan(s, reading, said.bulk), said);
+            }
+            serde_json::Value::Array(items) => {
+                for v in items {
+                    self.json_strings(v, depth + 1, said, settings);
+                }
+            }
+            serde_json::Value::Object(map) => {
+                for (k, v) in map {
+                    let replaced = k.to_ascii_lowercase().starts_with("old");
+                    self.json_strings(v, depth + 1, said, settings && !replaced);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn tool_output(&mut self, output: &str, is_error: bool) {
+        let said = Said {
+            source: Source::ToolOutput,
+            salience: if is_error {
+                Salience::Written
+            } else {
+                Salience::Read
+            },
+            bulk: true,
+        };
+        self.add_all(scan(output, TOOL_OUTPUT, true), said);
+    }
+
+    fn finish(mut self) -> Vec<Artifact> {
+        let bulk = self.items.iter().filter(|i| i.bulk).count();
+        if bulk > MAX_BULK_PER_MESSAGE {
+            let mut ranked: Vec<usize> = (0..self.items.len())
+                .filter(|&i| self.items[i].bulk)
+                .collect();
+            ranked.sort_by_key(|&i| {
+                let item = &self.items[i];
+                let kind_rank = BULK_ORDER
+                    .iter()
+                    .position(|k| *k == item.artifact.kind)
+                    .unwrap_or(BULK_ORDER.len());
+                (
+                    std::cmp::Reverse(item.artifact.salience),
+                    kind_rank,
+                    item.order,
+                )
+            });
+            let mut keep = vec![true; self.items.len()];
+            for &i in &ranked[MAX_BULK_PER_MESSAGE..] {
+                keep[i] = false;
+            }
+            let mut at = 0;
+            self.items.retain(|_| {
+                at += 1;
+                keep[at - 1]
+            });
+        }
+        self.items.sort_by_key(|i| i.order);
+        self.items.into_iter().map(|i| i.artifact).collect()
+    }
+}
+
+/// The first non-empty line of `text`, trimmed.
+fn first_line(text: &str) -> Option<&str> {
+    text.lines().map(str::trim).find(|l| !l.is_empty())
+}
+
+/// Byte ranges inside ``` fences (an unclosed fence runs to the end).
+fn fenced(text: &str) -> Vec<std::ops::Range<usize>> {
+    let marks: Vec<usize> = memchr::memmem::find_iter(text.as_bytes(), b"```").collect();
+    marks
+        .chunks(2)
+        .map(|pair| pair[0]..pair.get(1).map_or(text.len(), |end| end + 3))
+        .collect()
+}
+
+/// Whether a tool only reads (its inputs name what was looked at, not what
+/// was changed): a word of its name reads, and none acts.
+fn reads_only(tool_name: &str) -> bool {
+    const READS: &[&str] = &[
+        "read", "view", "cat", "glob", "grep", "search", "find", "list", "ls", "fetch", "get",
+        "open", "show", "lookup", "query", "inspect", "describe", "head", "tail", "browse",
+    ];
+    const ACTS: &[&str] = &[
+        "write", "edit", "create", "update", "delete", "remove", "apply", "patch", "replace",
+        "insert", "move", "rename", "run", "exec", "execute", "bash", "shell", "sh", "terminal",
+        "set", "put", "post", "send", "deploy", "commit", "push", "install", "make", "add", "str",
+    ];
+    let words = words_of(tool_name);
+    words.iter().any(|w| READS.contains(&w.as_str()))
+        && !words.iter().any(|w| ACTS.contains(&w.as_str()))
+}
+
+/// `mcp__github__getIssue` → `mcp github get issue`.
+fn words_of(name: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut word = String::new();
+    let mut prev_lower = false;
+    for c in name.chars() {
+        if !c.is_ascii_alphanumeric() {
+            if !word.is_empty() {
+                words.push(std::mem::take(&mut word));
+            }
+            prev_lower = false;
+            continue;
+        }
+        if c.is_ascii_uppercase() && prev_lower && !word.is_empty() {
+            words.push(std::mem::take(&mut word));
+        }
+        prev_lower = c.is_ascii_lowercase() || c.is_ascii_digit();
+        word.push(c.to_ascii_lowercase());
+    }
+    if !word.is_empty() {
+        words.push(word);
+    }
+    words
+}
+#[cfg(test)]
+mod tests;

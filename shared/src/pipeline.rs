@@ -1,0 +1,625 @@
+//! One compaction, start to end, as one pure function: [`compact`].
+//!
+//! ```text
+//! pass 1: page through the un-compacted messages, keep only their shapes → plan the cut
+//! pass 2: page through them again; for each page's compacted span:
+//!           record the artifact ledger (every part, tool output included)
+//!           and the user's decisions and constraints (with supersession)
+//!           render the transcript, cut it into chunks, fold each chunk into
+//!           the summary through the summarizer (a chunk the model finds too
+//!           long is halved); the kept tail is set aside
+//! rollup while the summary is over its limit (at most MAX_ROLLUPS passes, then cut)
+//! memory-block fold when due
+//! prune old tool output of the kept tail
+//! tokens after, and whether the workstream is below its trigger again
+//! ```
+//!
+//! Why one function: the worker, the tests and the quality benchmark must
+//! measure the same thing. Before, the steps and their order lived in the
+//! worker's job and a test kept its own copy (which pruned before the
+//! boundary and recorded the ledger after chunking). Here the order and the
+//! rules (rollup bound, chunk halving, the no-progress rule) exist once.
+//!
+//! The function does no I/O. It is driven by a [`PageSource`] (where the
+//! messages come from) and a [`Summarize`] (who writes the summary); the
+//! worker implements them over its store and its LLM client, holds the lease
+//! and does the fenced commit with what [`compact`] returns. Memory stays
+//! bounded whatever the history length: one page of messages, one chunk of
+//! transcript and the shapes (ids, token counts, tool ids) are all that is
+//! held at once.
+
+use std::collections::{HashSet, VecDeque};
+use std::future::Future;
+
+use crate::boundary::{self, MessageShape};
+use crate::chunk::{self, ChunkStream};
+use crate::config::EngineConfig;
+use crate::context::{self, ContextInput};
+use crate::message::{Message, MessageId, Part};
+use crate::prompt::CompactionInput;
+use crate::state::WorkstreamState;
+use crate::summary::{SummarizerOutput, Summary};
+use crate::tokens::TokenEstimator;
+use crate::transcript::{self, Block, Transcript};
+use crate::trigger::Measure;
+use crate::{extractive, ledger, prune, stated};
+
+/// At most this many rollup passes; a summary still too big after them is
+/// cut deterministically.
+pub const MAX_ROLLUPS: u32 = 3;
+
+/// Where the un-compacted messages come from, one page at a time, in id
+/// order. The pipeline reads them twice (shapes, then content), so a source
+/// must be able to start over.
+pub trait PageSource {
+    type Error;
+
+    /// The next page of un-compacted messages after `after` (from the
+    /// first when `None`); empty when there are no more.
+    fn page(
+        &mut self,
+        after: Option<MessageId>,
+    ) -> impl Future<Output = Result<Vec<Message>, Self::Error>> + Send;
+}
+
+/// A summarizer failure the pipeline can act on.
+pub trait SummarizeFailure {
+    /// The prompt was too long for the model: a smaller chunk may fit.
+    fn is_context_length(&self) -> bool;
+}
+
+/// Who writes the summary: an LLM behind the worker's client, or the offline
+/// [`Extractive`] summarizer.
+pub trait Summarize {
+    type Error: SummarizeFailure;
+
+    /// Folds one transcript chunk into the summary so far.
+    fn summarize(
+        &mut self,
+        input: &CompactionInput<'_>,
+    ) -> impl Future<Output = Result<SummarizerOutput, Self::Error>> + Send;
+
+    /// Rewrites a summary that grew past the rollup limit into at most
+    /// `target_tokens`.
+    fn rollup(
+        &mut self,
+        summary: &Summary,
+        target_tokens: u64,
+    ) -> impl Future<Output = Result<Summary, Self::Error>> + Send;
+
+    /// Folds memory entries into the memory-block summary (at most
+    /// `max_chars`).
+    fn fold_memory(
+        &mut self,
+        previous: Option<&str>,
+        entries: &[String],
+        max_chars: usize,
+    ) -> impl Future<Output = Result<String, Self::Error>> + Send;
+}
+
+/// A memory-block entry not folded yet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemoryEntry {
+    pub id: i64,
+    pub content: String,
+}
+
+/// What is stored about the workstream when the compaction starts.
+#[derive(Debug, Clone, Default)]
+pub struct Workstream {
+    pub summary: Option<Summary>,
+    pub state: WorkstreamState,
+    pub memory_block_summary: Option<String>,
+    /// Unfolded memory entries, oldest first.
+    pub memory_entries: Vec<MemoryEntry>,
+    /// Tokens of the preamble the last compaction left.
+    pub summary_tokens: u64,
+    /// Tokens of the un-compacted messages (by their stored estimates).
+    pub uncompacted_tokens: u64,
+}
+
+/// What was asked for.
+#[derive(Debug, Clone, Default)]
+pub struct Request {
+    /// Operator instructions of a manual request.
+    pub instructions: Option<String>,
+}
+
+/// A kept-tail message whose old tool output was hidden.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PrunedMessage {
+    pub id: MessageId,
+    pub parts: Vec<Part>,
+    pub token_estimate: u64,
+}
+
+/// The memory-block fold a compaction did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemoryFold {
+    pub summary: String,
+    /// Ids of the folded entries.
+    pub folded: Vec<i64>,
+}
+
+/// Figures of a compaction.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Report {
+    pub tokens_before: u64,
+    pub tokens_after: u64,
+    pub messages_compacted: u64,
+    pub chunks: u32,
+    pub rollups: u32,
+    /// The workstream ends below its trigger. A commit without progress
+    /// counts towards the circuit breaker.
+    pub progress: bool,
+}
+
+/// Everything a commit writes.
+#[derive(Debug, Clone)]
+pub struct Compacted {
+    /// The newest compacted message: the new watermark.
+    pub watermark: MessageId,
+    /// Messages before the watermark that stay un-compacted (pinned ones
+    /// and their tool partners).
+    pub keep: Vec<MessageId>,
+    /// Tokens of the compacted messages.
+    pub compacted_tokens: u64,
+    pub summary: Summary,
+    /// Tokens of the preamble this compaction leaves.
+    pub summary_tokens: u64,
+    pub state: WorkstreamState,
+    pub memory_fold: Option<MemoryFold>,
+    pub pruned: Vec<PrunedMessage>,
+    pub report: Report,
+}
+
+/// What a compaction came to.
+#[derive(Debug, Clone)]
+pub enum Outcome {
+    /// Nothing may be cut (too few messages, or a few huge ones pinned by
+    /// tool pairs). When the workstream is due, that is a fruitless
+    /// compaction.
+    NothingToCut,
+    Compacted(Box<Compacted>),
+}
+
+/// Why a compaction failed.
+#[derive(Debug, thiserror::Error)]
+pub enum PipelineError<P, S> {
+    #[error("reading messages: {0}")]
+    Page(P),
+    #[error("summarizer: {0}")]
+    Summarize(S),
+    #[error("a chunk is too long for the model even at {chars} chars: {source}")]
+    ChunkTooLong { chars: usize, source: S },
+}
+
+/// Whether a workstream of these sizes is over its trigger.
+pub fn due(engine: &EngineConfig, summary_tokens: u64, uncompacted_tokens: u64) -> bool {
+    engine
+        .trigger
+        .evaluate(&Measure::estimated(
+            summary_tokens.saturating_add(uncompacted_tokens),
+        ))
+        .due
+}
+
+/// Compacts a workstream: see the module documentation for the steps.
+/// `min_chunk_chars` is the smallest a chunk is halved to when the model
+/// finds it too long; below it the context-length error is final.
+pub async fn compact<P, S>(
+    workstream: &Workstream,
+    request: &Request,
+    engine: &EngineConfig,
+    estimator: &dyn TokenEstimator,
+    min_chunk_chars: usize,
+    pages: &mut P,
+    summarizer: &mut S,
+) -> Result<Outcome, PipelineError<P::Error, S::Error>>
+where
+    P: PageSource,
+    S: Summarize,
+{
+    // Pass 1: shapes only.
+    let mut shapes: Vec<MessageShape> = Vec::new();
+    let mut after = None;
+    loop {
+        let page = pages.page(after).await.map_err(PipelineError::Page)?;
+        let Some(last) = page.last() else { break };
+        after = Some(last.id);
+        shapes.extend(page.iter().map(|m| MessageShape::of(m, estimator)));
+    }
+    let Some(plan) = boundary::plan_shapes(&shapes, &engine.boundary) else {
+        return Ok(Outcome::NothingToCut);
+    };
+    let Some(last_seen) = shapes.last().map(|s| s.id) else {
+        return Ok(Outcome::NothingToCut);
+    };
+    let tail_from = shapes[plan.tail_start].id;
+    let keep: Vec<MessageId> = plan.kept_pinned.iter().map(|&i| shapes[i].id).collect();
+    let compacted_tokens: u64 = plan.compact.iter().map(|&i| shapes[i].tokens).sum();
+    let messages_compacted = plan.compact.len() as u64;
+    drop(shapes);
+    let kept: HashSet<MessageId> = keep.iter().copied().collect();
+
+    // Pass 2: the compacted span through the summarizer, chunk by chunk.
+    let mut run = Folding {
+        summarizer,
+        engine,
+        summary: workstream.summary.clone(),
+        state: workstream.state.clone(),
+        instructions: request.instructions.as_deref(),
+        chunks: 0,
+        min_chunk_chars,
+    };
+    let ledger_caps = ledger_caps(engine);
+    let mut chunker = ChunkStream::new(engine.chunk.max_chars);
+    let mut tail: Vec<Message> = Vec::new();
+    let mut after = None;
+    loop {
+        let page = pages.page(after).await.map_err(PipelineError::Page)?;
+        after = page.last().map(|m| m.id);
+        let mut span = Vec::with_capacity(page.len());
+        let mut reached_end = page.is_empty();
+        for message in page {
+            if message.id > last_seen {
+                // Appended while we work: after the tail, not ours.
+                reached_end = true;
+                break;
+            }
+            if message.id >= tail_from {
+                tail.push(message);
+            } else if !kept.contains(&message.id) {
+                span.push(message);
+            }
+        }
+        if !span.is_empty() {
+            // Exact values and the user's statements are recorded from the
+            // messages themselves, before any summarizer sees them: whatever
+            // it writes, they survive.
+            run.state
+                .ledger
+                .record(ledger::extract(&span), &ledger_caps, estimator);
+            run.state
+                .stated
+                .record(stated::extract(&span), &engine.stated_caps);
+            let piece = transcript::extract(&span, &engine.transcript);
+            drop(span);
+            for chunk in chunker.push(piece) {
+                run.fold(chunk.text, false).await?;
+            }
+        }
+        if reached_end {
+            break;
+        }
+    }
+    let rest = chunker.finish();
+    let last = rest.len().saturating_sub(1);
+    for (i, chunk) in rest.into_iter().enumerate() {
+        run.fold(chunk.text, i == last && plan.split_turn.is_some())
+            .await?;
+    }
+    let Folding {
+        chunks,
+        state,
+        summary,
+        ..
+    } = run;
+    let mut summary = summary.unwrap_or_default();
+
+    // Rollup while too big.
+    let mut rollups = 0;
+    let budget = engine.summary_budget();
+    while summary.needs_rollup(engine.summary.rollup_max_tokens, estimator) {
+        if rollups == MAX_ROLLUPS {
+            summary.fit_to(engine.summary.rollup_max_tokens, estimator);
+            break;
+        }
+        summary = summarizer
+            .rollup(&summary, budget)
+            .await
+            .map_err(PipelineError::Summarize)?;
+        rollups += 1;
+    }
+
+    // Memory-block fold when due.
+    let entries = &workstream.memory_entries;
+    let mut memory_fold = None;
+    let mut memory_summary = workstream.memory_block_summary.clone();
+    if let Some(range) = engine.memory_block.fold_due(entries.len()) {
+        let folded = &entries[range];
+        let texts: Vec<String> = folded.iter().map(|e| e.content.clone()).collect();
+        let new = summarizer
+            .fold_memory(
+                workstream.memory_block_summary.as_deref(),
+                &texts,
+                engine.memory_block.max_summary_chars,
+            )
+            .await
+            .map_err(PipelineError::Summarize)?;
+        memory_summary = Some(new.clone());
+        memory_fold = Some(MemoryFold {
+            summary: new,
+            folded: folded.iter().map(|e| e.id).collect(),
+        });
+    }
+    let unfolded_left: Vec<String> = entries
+        .iter()
+        .filter(|e| {
+            memory_fold
+                .as_ref()
+                .is_none_or(|fold| !fold.folded.contains(&e.id))
+        })
+        .map(|e| e.content.clone())
+        .collect();
+
+    // Tool output of the kept tail that is old enough is hidden. The
+    // messages are not compacted, so the ledger reads them when they are.
+    let (pruned, pruned_freed) = prune_tail(&mut tail, engine, estimator);
+
+    let summary_tokens = context::preamble_tokens(
+        &ContextInput {
+            summary: Some(&summary),
+            state: &state,
+            memory_block_summary: memory_summary.as_deref(),
+            memory_entries: &unfolded_left,
+            messages: &[],
+            just_auto_compacted: false,
+            context_window: engine.trigger.context_window(),
+        },
+        estimator,
+    );
+    let tokens_before = workstream
+        .summary_tokens
+        .saturating_add(workstream.uncompacted_tokens);
+    let tokens_after = summary_tokens.saturating_add(
+        workstream
+            .uncompacted_tokens
+            .saturating_sub(compacted_tokens)
+            .saturating_sub(pruned_freed),
+    );
+    let progress = !due(engine, tokens_after, 0);
+    Ok(Outcome::Compacted(Box::new(Compacted {
+        watermark: plan.watermark,
+        keep,
+        compacted_tokens,
+        summary,
+        summary_tokens,
+        state,
+        memory_fold,
+        pruned,
+        report: Report {
+            tokens_before,
+            tokens_after,
+            messages_compacted,
+            chunks,
+            rollups,
+            progress,
+        },
+    })))
+}
+
+/// Share of the trigger threshold the rendered ledger may take at most.
+pub const LEDGER_SHARE_OF_TRIGGER_PERCENT: u64 = 15;
+
+/// The ledger's caps for this engine: its token budget is the configured
+/// one, but never more than [`LEDGER_SHARE_OF_TRIGGER_PERCENT`] of the
+/// trigger threshold, so a small model's context stays under its trigger
+/// after a compaction (a 6,000-token ledger alone would keep an 8k-window
+/// workstream due forever).
+pub fn ledger_caps(engine: &EngineConfig) -> ledger::LedgerCaps {
+    let mut caps = engine.ledger_caps;
+    if let Some(threshold) = engine.trigger.threshold() {
+        caps.max_tokens = caps
+            .max_tokens
+            .min(threshold.saturating_mul(LEDGER_SHARE_OF_TRIGGER_PERCENT) / 100);
+    }
+    caps
+}
+
+/// Hides old tool output of the kept tail; returns the changed messages
+/// and the tokens freed.
+fn prune_tail(
+    tail: &mut [Message],
+    engine: &EngineConfig,
+    estimator: &dyn TokenEstimator,
+) -> (Vec<PrunedMessage>, u64) {
+    let Some(plan) = prune::plan(tail, &engine.prune, estimator) else {
+        return (Vec::new(), 0);
+    };
+    let before: Vec<u64> = tail.iter().map(|m| estimator.message_tokens(m)).collect();
+    prune::apply(tail, &plan);
+    let mut touched: Vec<usize> = plan.parts.iter().map(|&(m, _)| m).collect();
+    touched.sort_unstable();
+    touched.dedup();
+    let mut freed = 0;
+    let pruned = touched
+        .into_iter()
+        .map(|i| {
+            let message = &tail[i];
+            let token_estimate = estimator.message_tokens(message);
+            freed += before[i].saturating_sub(token_estimate);
+            PrunedMessage {
+                id: message.id,
+                parts: message.parts.clone(),
+                token_estimate,
+            }
+        })
+        .collect();
+    (pruned, freed)
+}
+
+/// The summary being built, chunk by chunk.
+struct Folding<'a, S> {
+    summarizer: &'a mut S,
+    engine: &'a EngineConfig,
+    summary: Option<Summary>,
+    state: WorkstreamState,
+    instructions: Option<&'a str>,
+    chunks: u32,
+    min_chunk_chars: usize,
+}
+
+impl<S: Summarize> Folding<'_, S> {
+    /// Folds one chunk of transcript into the summary and state. A chunk
+    /// the model finds too long is halved (and the halves folded in order)
+    /// until it fits or reaches the minimum size.
+    async fn fold<P>(
+        &mut self,
+        text: String,
+        split_turn: bool,
+    ) -> Result<(), PipelineError<P, S::Error>> {
+        let mut queue: VecDeque<(String, bool)> = VecDeque::from([(text, split_turn)]);
+        while let Some((text, split)) = queue.pop_front() {
+            let input = CompactionInput {
+                previous_summary: self.summary.as_ref(),
+                state: &self.state,
+                new_messages: &text,
+                instructions: self.instructions,
+                split_turn: split,
+            };
+            match self.summarizer.summarize(&input).await {
+                Ok(output) => {
+                    self.chunks += 1;
+                    self.summary = Some(output.summary);
+                    self.state.merge(&output.delta, &self.engine.state_caps);
+                }
+                Err(e) if e.is_context_length() => {
+                    let chars = text.chars().count();
+                    let half = chars / 2;
+                    if half < self.min_chunk_chars {
+                        return Err(PipelineError::ChunkTooLong { chars, source: e });
+                    }
+                    let pieces = halves(&text, half);
+                    let last = pieces.len().saturating_sub(1);
+                    for (i, piece) in pieces.into_iter().enumerate().rev() {
+                        queue.push_front((piece, split && i == last));
+                    }
+                }
+                Err(e) => return Err(PipelineError::Summarize(e)),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Cuts `text` into pieces of at most `max_chars`, at line breaks where
+/// possible (the chunker's rules, one block).
+fn halves(text: &str, max_chars: usize) -> Vec<String> {
+    let single = Transcript {
+        text: text.to_owned(),
+        blocks: vec![Block {
+            message_id: MessageId(0),
+            range: 0..text.len(),
+            chars: text.chars().count(),
+        }],
+    };
+    chunk::chunk(&single, max_chars)
+        .iter()
+        .map(|c| c.text.to_owned())
+        .collect()
+}
+
+/// The offline summarizer as a [`Summarize`]: it never fails.
+#[derive(Clone, Copy)]
+pub struct Extractive<'a> {
+    pub engine: &'a EngineConfig,
+    pub estimator: &'a dyn TokenEstimator,
+}
+
+/// The extractive summarizer cannot fail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Never {}
+
+impl SummarizeFailure for Never {
+    fn is_context_length(&self) -> bool {
+        match *self {}
+    }
+}
+
+impl Summarize for Extractive<'_> {
+    type Error = Never;
+
+    fn summarize(
+        &mut self,
+        input: &CompactionInput<'_>,
+    ) -> impl Future<Output = Result<SummarizerOutput, Never>> + Send {
+        let output = extractive::summarize(
+            input,
+            &self.engine.extractive,
+            self.engine.summary_budget(),
+            self.estimator,
+        );
+        std::future::ready(Ok(output))
+    }
+
+    fn rollup(
+        &mut self,
+        summary: &Summary,
+        target_tokens: u64,
+    ) -> impl Future<Output = Result<Summary, Never>> + Send {
+        std::future::ready(Ok(extractive::rollup(
+            summary,
+            target_tokens,
+            self.estimator,
+        )))
+    }
+
+    fn fold_memory(
+        &mut self,
+        previous: Option<&str>,
+        entries: &[String],
+        max_chars: usize,
+    ) -> impl Future<Output = Result<String, Never>> + Send {
+        std::future::ready(Ok(extractive::fold_memory_block(
+            previous, entries, max_chars,
+        )))
+    }
+}
+
+/// Messages held in memory as a [`PageSource`] (tests, benchmarks, and
+/// callers that already have the whole history).
+#[derive(Debug, Clone)]
+pub struct InMemory<'a> {
+    messages: &'a [Message],
+    page_size: usize,
+}
+
+impl<'a> InMemory<'a> {
+    /// `messages` in id order; pages of `page_size` (at least 1).
+    pub fn new(messages: &'a [Message], page_size: usize) -> InMemory<'a> {
+        InMemory {
+            messages,
+            page_size: page_size.max(1),
+        }
+    }
+}
+
+impl PageSource for InMemory<'_> {
+    type Error = Never;
+
+    fn page(
+        &mut self,
+        after: Option<MessageId>,
+    ) -> impl Future<Output = Result<Vec<Message>, Never>> + Send {
+        let start = after.map_or(0, |a| self.messages.partition_point(|m| m.id <= a));
+        let end = (start + self.page_size).min(self.messages.len());
+        std::future::ready(Ok(self.messages[start..end].to_vec()))
+    }
+}
+
+/// Runs a future whose every await is ready at once (an in-memory page
+/// source and the extractive summarizer): no runtime needed. Returns `None`
+/// if the future is still pending after it was polled (it waits on real
+/// I/O, which needs a runtime).
+pub fn now_or_never<F: Future>(future: F) -> Option<F::Output> {
+    let mut future = std::pin::pin!(future);
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    match future.as_mut().poll(&mut cx) {
+        std::task::Poll::Ready(out) => Some(out),
+        std::task::Poll::Pending => None,
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,395 @@
+use std::future::Future;
+
+use super::*;
+use crate::message::Role;
+use crate::tokens::CharEstimator;
+use crate::trigger::TriggerPolicy;
+
+fn estimator() -> CharEstimator {
+    CharEstimator::new(3)
+}
+
+/// A small model: 20 messages of ~100 tokens are over its trigger.
+fn engine() -> EngineConfig {
+    EngineConfig {
+        trigger: TriggerPolicy::Threshold {
+            context_window: 4_000,
+            ratio: 0.5,
+            output_reserve: 500,
+            safety_margin: 100,
+        },
+        ..EngineConfig::default()
+    }
+}
+
+fn conversation(n: i64) -> Vec<Message> {
+    (1..=n)
+        .map(|id| {
+            let role = if id % 2 == 1 {
+                Role::User
+            } else {
+                Role::Assistant
+            };
+            Message::text(id, role, format!("message {id}: {}", "words ".repeat(50)))
+        })
+        .collect()
+}
+
+fn workstream(messages: &[Message]) -> Workstream {
+    let e = estimator();
+    Workstream {
+        uncompacted_tokens: messages.iter().map(|m| e.message_tokens(m)).sum(),
+        ..Workstream::default()
+    }
+}
+
+fn run<S: Summarize>(
+    messages: &[Message],
+    engine: &EngineConfig,
+    summarizer: &mut S,
+    min_chunk_chars: usize,
+) -> Result<Outcome, PipelineError<Never, S::Error>> {
+    let e = estimator();
+    let ws = workstream(messages);
+    let mut pages = InMemory::new(messages, 7);
+    now_or_never(compact(
+        &ws,
+        &Request::default(),
+        engine,
+        &e,
+        min_chunk_chars,
+        &mut pages,
+        summarizer,
+    ))
+    .expect("in-memory pipeline is ready at once")
+}
+
+fn compacted(outcome: Outcome) -> Compacted {
+    match outcome {
+        Outcome::Compacted(c) => *c,
+        Outcome::NothingToCut => panic!("expected a compaction"),
+    }
+}
+
+#[test]
+fn too_few_messages_is_nothing_to_cut() {
+    let engine = engine();
+    let e = estimator();
+    let mut s = Extractive {
+        engine: &engine,
+        estimator: &e,
+    };
+    let out = run(&conversation(1), &engine, &mut s, 4_000).unwrap();
+    assert!(matches!(out, Outcome::NothingToCut));
+}
+
+#[test]
+fn compacts_up_to_the_tail_and_reports_progress() {
+    let engine = engine();
+    let e = estimator();
+    let mut s = Extractive {
+        engine: &engine,
+        estimator: &e,
+    };
+    let messages = conversation(30);
+    let c = compacted(run(&messages, &engine, &mut s, 4_000).unwrap());
+    // The default tail keeps the last 6 messages verbatim.
+    assert_eq!(c.watermark, MessageId(24));
+    assert_eq!(c.report.messages_compacted, 24);
+    assert!(c.report.chunks >= 1);
+    assert!(c.report.tokens_after < c.report.tokens_before);
+    assert!(c.report.progress, "{:?}", c.report);
+    assert!(!c.summary.is_empty());
+}
+
+#[test]
+fn messages_appended_after_the_plan_are_not_compacted() {
+    // A page source whose second pass sees more messages than the first.
+    struct Growing {
+        messages: Vec<Message>,
+        passes: usize,
+    }
+    impl PageSource for Growing {
+        type Error = Never;
+        fn page(
+            &mut self,
+            after: Option<MessageId>,
+        ) -> impl Future<Output = Result<Vec<Message>, Never>> + Send {
+            if after.is_none() {
+                self.passes += 1;
+            }
+            let visible = if self.passes == 1 { 20 } else { 40 };
+            let start = after.map_or(0, |a| {
+                self.messages[..visible].partition_point(|m| m.id <= a)
+            });
+            std::future::ready(Ok(self.messages[start..visible].to_vec()))
+        }
+    }
+    let engine = engine();
+    let e = estimator();
+    let mut s = Extractive {
+        engine: &engine,
+        estimator: &e,
+    };
+    let messages = conversation(40);
+    let mut pages = Growing {
+        messages: messages.clone(),
+        passes: 0,
+    };
+    let ws = workstream(&messages[..20]);
+    let c = compacted(
+        now_or_never(compact(
+            &ws,
+            &Request::default(),
+            &engine,
+            &e,
+            4_000,
+            &mut pages,
+            &mut s,
+        ))
+        .unwrap()
+        .unwrap(),
+    );
+    assert_eq!(c.watermark, MessageId(14));
+    let flow = c.summary.conversation_flow.join("\n");
+    assert!(!flow.contains("#21"), "{flow}");
+}
+
+/// A summarizer whose model takes at most `max_chars` of transcript.
+struct Small {
+    max_chars: usize,
+    calls: Vec<usize>,
+    rollups: u32,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum SmallError {
+    TooLong,
+}
+
+impl SummarizeFailure for SmallError {
+    fn is_context_length(&self) -> bool {
+        *self == SmallError::TooLong
+    }
+}
+
+impl Summarize for Small {
+    type Error = SmallError;
+    fn summarize(
+        &mut self,
+        input: &CompactionInput<'_>,
+    ) -> impl Future<Output = Result<SummarizerOutput, SmallError>> + Send {
+        let chars = input.new_messages.chars().count();
+        self.calls.push(chars);
+        let out = if chars > self.max_chars {
+            Err(SmallError::TooLong)
+        } else {
+            let mut summary = input.previous_summary.cloned().unwrap_or_default();
+            summary.key_facts.push(format!("chunk of {chars} chars"));
+            Ok(SummarizerOutput {
+                summary,
+                delta: Default::default(),
+            })
+        };
+        std::future::ready(out)
+    }
+    fn rollup(
+        &mut self,
+        summary: &Summary,
+        _target_tokens: u64,
+    ) -> impl Future<Output = Result<Summary, SmallError>> + Send {
+        // A model that never manages to shrink the summary.
+        self.rollups += 1;
+        std::future::ready(Ok(summary.clone()))
+    }
+    fn fold_memory(
+        &mut self,
+        _previous: Option<&str>,
+        _entries: &[String],
+        _max_chars: usize,
+    ) -> impl Future<Output = Result<String, SmallError>> + Send {
+        std::future::ready(Ok(String::new()))
+    }
+}
+
+#[test]
+fn a_chunk_too_long_for_the_model_is_halved_until_it_fits() {
+    let engine = engine();
+    let mut s = Small {
+        max_chars: 1_500,
+        calls: Vec::new(),
+        rollups: 0,
+    };
+    let c = compacted(run(&conversation(30), &engine, &mut s, 100).unwrap());
+    assert!(s.calls[0] > 1_500, "{:?}", s.calls);
+    assert!(c.report.chunks > 1);
+    // Every accepted call fit the model.
+    assert_eq!(
+        s.calls.iter().filter(|&&n| n <= 1_500).count() as u32,
+        c.report.chunks
+    );
+}
+
+#[test]
+fn below_the_minimum_chunk_a_context_length_error_is_final() {
+    let engine = engine();
+    let mut s = Small {
+        max_chars: 10,
+        calls: Vec::new(),
+        rollups: 0,
+    };
+    let err = run(&conversation(30), &engine, &mut s, 1_000).unwrap_err();
+    assert!(matches!(
+        err,
+        PipelineError::ChunkTooLong {
+            source: SmallError::TooLong,
+            ..
+        }
+    ));
+}
+
+#[test]
+fn rollups_are_bounded_and_the_summary_is_then_cut_to_its_limit() {
+    let mut engine = engine();
+    engine.summary.rollup_max_tokens = 1_000;
+    let e = estimator();
+    let mut s = Small {
+        max_chars: usize::MAX,
+        calls: Vec::new(),
+        rollups: 0,
+    };
+    // A previous summary far over the rollup limit.
+    let mut ws = workstream(&conversation(30));
+    let mut big = Summary::default();
+    big.key_facts = (0..2_000).map(|i| format!("fact number {i}")).collect();
+    ws.summary = Some(big);
+    let messages = conversation(30);
+    let mut pages = InMemory::new(&messages, 7);
+    let c = compacted(
+        now_or_never(compact(
+            &ws,
+            &Request::default(),
+            &engine,
+            &e,
+            100,
+            &mut pages,
+            &mut s,
+        ))
+        .unwrap()
+        .unwrap(),
+    );
+    assert_eq!(s.rollups, MAX_ROLLUPS);
+    assert_eq!(c.report.rollups, MAX_ROLLUPS);
+    assert!(c.summary.tokens(&e) <= 1_000);
+}
+
+#[test]
+fn exact_values_are_recorded_before_the_summarizer_sees_the_span() {
+    // A summarizer that writes nothing of value: the ledger still has the
+    // values, and it already had them when the chunk was summarized.
+    struct Forgetful {
+        ledger_seen: Vec<usize>,
+    }
+    impl Summarize for Forgetful {
+        type Error = Never;
+        fn summarize(
+            &mut self,
+            input: &CompactionInput<'_>,
+        ) -> impl Future<Output = Result<SummarizerOutput, Never>> + Send {
+            self.ledger_seen.push(input.state.ledger.len());
+            let mut summary = Summary::default();
+            summary.key_facts.push("some work happened".into());
+            std::future::ready(Ok(SummarizerOutput {
+                summary,
+                delta: Default::default(),
+            }))
+        }
+        fn rollup(
+            &mut self,
+            summary: &Summary,
+            _: u64,
+        ) -> impl Future<Output = Result<Summary, Never>> + Send {
+            std::future::ready(Ok(summary.clone()))
+        }
+        fn fold_memory(
+            &mut self,
+            _: Option<&str>,
+            _: &[String],
+            _: usize,
+        ) -> impl Future<Output = Result<String, Never>> + Send {
+            std::future::ready(Ok(String::new()))
+        }
+    }
+    let engine = engine();
+    let mut messages = conversation(30);
+    messages[2] = Message::text(
+        3,
+        Role::User,
+        "The config lives in services/api/config.toml",
+    );
+    messages[4] = Message::text(5, Role::User, "We'll go with SQLite for the job store.");
+    let mut s = Forgetful {
+        ledger_seen: Vec::new(),
+    };
+    let c = compacted(run(&messages, &engine, &mut s, 4_000).unwrap());
+    assert!(s.ledger_seen.iter().all(|&n| n > 0), "{:?}", s.ledger_seen);
+    assert!(c.state.ledger.contains(
+        crate::ledger::ArtifactKind::Path,
+        "services/api/config.toml"
+    ));
+    assert!(
+        c.state.stated.render().contains("SQLite"),
+        "the user's decision is recorded: {:?}",
+        c.state.stated
+    );
+}
+
+#[test]
+fn deterministic_for_the_same_input() {
+    let engine = engine();
+    let e = estimator();
+    let messages = conversation(50);
+    let once = compacted(
+        run(
+            &messages,
+            &engine,
+            &mut Extractive {
+                engine: &engine,
+                estimator: &e,
+            },
+            4_000,
+        )
+        .unwrap(),
+    );
+    let twice = compacted(
+        run(
+            &messages,
+            &engine,
+            &mut Extractive {
+                engine: &engine,
+                estimator: &e,
+            },
+            4_000,
+        )
+        .unwrap(),
+    );
+    assert_eq!(once.summary, twice.summary);
+    assert_eq!(once.state, twice.state);
+    assert_eq!(once.report, twice.report);
+}
+
+#[test]
+fn the_ledger_budget_shrinks_with_a_small_window_only() {
+    let small = engine();
+    let threshold = small.trigger.threshold().unwrap();
+    assert_eq!(
+        ledger_caps(&small).max_tokens,
+        threshold * LEDGER_SHARE_OF_TRIGGER_PERCENT / 100
+    );
+    let default = EngineConfig::default();
+    assert_eq!(
+        ledger_caps(&default).max_tokens,
+        default.ledger_caps.max_tokens,
+        "a 200k window keeps the configured budget"
+    );
+}

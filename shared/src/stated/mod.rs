@@ -1,0 +1,528 @@
+//! Decisions and constraints the user stated, kept without a model.
+//!
+//! A summarizer may drop "never push to main" or keep "use Postgres" after
+//! the user scrapped it; either way the next turn acts on the wrong rule.
+//! So the user's own decisions and constraints are extracted
+//! deterministically from the compacted messages ([`extract`]), each with
+//! the message it came from, and kept in their own field of the workstream
+//! state ([`UserStatements`]), which no summarizer output can edit.
+//!
+//! - **Only the user's words.** Text parts of user messages, minus what was
+//!   pasted (code, logs, quotes, forwarded mail). A sentence counts when it
+//!   has the shape of a decision ("we'll go with", "scrap X", "X is off",
+//!   "ship on Friday") or of a constraint ("never", "must not", "don't",
+//!   "only", "I'm allergic to …"); questions, hypotheticals, reported speech
+//!   and casual remarks ("never mind, found it", "must be the cache") do
+//!   not. See `classify`.
+//! - **Supersession.** A later statement that sets the same key to a new
+//!   value ("make the timeout 45s" after "set the request timeout to 37s"),
+//!   or that drops what an earlier one chose ("scrap Postgres"), marks the
+//!   earlier one superseded, with the id of the message that did. Subjects
+//!   are compared conservatively (see `subject`): two statements about
+//!   different things never supersede each other.
+//! - **Bounded, idempotent.** Current statements and superseded ones have
+//!   separate caps: beyond its cap the oldest superseded statements go;
+//!   beyond theirs the oldest current decisions go, then the oldest current
+//!   constraints. Statements are kept ordered by where they were said, and
+//!   recording the same batch twice (a retried job) changes nothing.
+//! - **Never shown as current once superseded.** [`UserStatements::render`]
+//!   lists current statements under one heading and superseded ones each on
+//!   a line that says "superseded"; [`Outdated`] finds other lines (summary
+//!   bullets, the state the summarizer wrote) that still state a superseded
+//!   value, so they can be marked.
+
+mod classify;
+mod sentence;
+mod subject;
+mod words;
+
+use std::collections::BTreeSet;
+
+use serde::{Deserialize, Serialize};
+
+use crate::message::{Message, MessageId, Part, Role};
+use crate::state::normalize;
+use crate::summary::{Section, Summary};
+use subject::Subject;
+
+/// What a statement does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StatementKind {
+    /// A choice: "we'll go with SQLite", "ship on Friday", "X is off".
+    Decision,
+    /// A rule or a condition: "never push to main", "I'm vegetarian".
+    Constraint,
+}
+
+impl StatementKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StatementKind::Decision => "decision",
+            StatementKind::Constraint => "constraint",
+        }
+    }
+}
+
+/// One decision or constraint the user stated.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Statement {
+    pub kind: StatementKind,
+    /// The sentence, as the user wrote it.
+    pub text: String,
+    /// The message it was said in.
+    pub source: MessageId,
+    /// Its position among the candidate sentences of that message, so two
+    /// statements of one message are ordered.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub sentence: u32,
+    /// The message whose statement replaced this one; `None` while current.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub superseded_by: Option<MessageId>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+impl Statement {
+    pub fn new(
+        kind: StatementKind,
+        text: impl Into<String>,
+        source: MessageId,
+        sentence: u32,
+    ) -> Statement {
+        Statement {
+            kind,
+            text: text.into(),
+            source,
+            sentence,
+            superseded_by: None,
+        }
+    }
+
+    pub fn is_current(&self) -> bool {
+        self.superseded_by.is_none()
+    }
+
+    /// Where it was said: message, then sentence.
+    fn position(&self) -> (MessageId, u32) {
+        (self.source, self.sentence)
+    }
+}
+
+/// Whether `sentence` states a decision or a constraint (the rules
+/// [`extract`] applies to each sentence of the user). The extractive
+/// summarizer uses it so a casual remark never becomes a constraint there
+/// either.
+pub fn classify(sentence: &str) -> Option<StatementKind> {
+    classify::classify(sentence)
+}
+
+/// The decisions and constraints stated in the text parts of the user's
+/// messages, in message order.
+pub fn extract(messages: &[Message]) -> Vec<Statement> {
+    let mut out = Vec::new();
+    for message in messages.iter().filter(|m| m.role == Role::User) {
+        let mut index = 0u32;
+        for part in &message.parts {
+            let Part::Text { text } = part else { continue };
+            for candidate in sentence::candidates(text) {
+                if let Some(kind) = classify::classify(candidate) {
+                    out.push(Statement::new(kind, candidate, message.id, index));
+                }
+                index = index.saturating_add(1);
+            }
+        }
+    }
+    out
+}
+
+/// Bounds of the recorded statements.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct StatedCaps {
+    /// Current statements kept; beyond it the oldest decisions go first,
+    /// then the oldest constraints.
+    pub current: usize,
+    /// Superseded statements kept as history (the oldest go first).
+    pub superseded: usize,
+}
+
+impl Default for StatedCaps {
+    fn default() -> Self {
+        StatedCaps {
+            current: 48,
+            superseded: 16,
+        }
+    }
+}
+
+/// The user's statements, as stored in the workstream state: current and
+/// superseded ones, ordered by where they were said.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct UserStatements {
+    items: Vec<Statement>,
+}
+
+/// First line of the rendered current statements.
+pub const CURRENT_HEADING: &str =
+    "Decisions and constraints stated by the user (current; they override anything else here):";
+/// First line of the rendered superseded statements.
+pub const SUPERSEDED_HEADING: &str =
+    "Earlier statements of the user, superseded by later ones (not current):";
+
+impl UserStatements {
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    /// All statements, ordered by where they were said.
+    pub fn items(&self) -> &[Statement] {
+        &self.items
+    }
+
+    /// Statements still in force.
+    pub fn current(&self) -> impl Iterator<Item = &Statement> {
+        self.items.iter().filter(|s| s.is_current())
+    }
+
+    /// Statements a later one replaced.
+    pub fn superseded(&self) -> impl Iterator<Item = &Statement> {
+        self.items.iter().filter(|s| !s.is_current())
+    }
+
+    /// Whether a current statement reads like `text` (normalized).
+    pub fn is_current_text(&self, text: &str) -> bool {
+        let key = normalize(text);
+        !key.is_empty() && self.current().any(|s| normalize(&s.text) == key)
+    }
+
+    /// Records newly extracted statements, then enforces `caps`.
+    ///
+    /// A statement already recorded (same message, sentence and text) is
+    /// skipped, and so is one whose words are recorded at a later position;
+    /// a current statement repeated later keeps one record, at the later
+    /// position. Each new statement is checked against the statements said
+    /// after it (it may be superseded already: a retried batch) and
+    /// supersedes the current ones said before it. Of a batch larger than
+    /// [`MAX_BATCH`] only the newest statements are looked at (a span that
+    /// states hundreds of rules is pasted text, not conversation).
+    /// Deterministic and idempotent.
+    pub fn record(&mut self, seen: impl IntoIterator<Item = Statement>, caps: &StatedCaps) {
+        let mut incoming: Vec<Statement> = seen.into_iter().collect();
+        incoming.sort_by_key(Statement::position);
+        let skip = incoming.len().saturating_sub(MAX_BATCH);
+        let mut parsed: Vec<Parsed> = self.items.iter().map(Parsed::of).collect();
+        for statement in incoming.into_iter().skip(skip) {
+            self.insert(statement, &mut parsed);
+        }
+        self.enforce_caps(caps);
+    }
+
+    /// Inserts one statement; `parsed` is kept aligned with `self.items`.
+    fn insert(&mut self, mut new: Statement, parsed: &mut Vec<Parsed>) {
+        new.text = new.text.trim().to_owned();
+        new.superseded_by = None;
+        let mine = Parsed::of(&new);
+        if mine.norm.is_empty()
+            || self
+                .items
+                .iter()
+                .zip(parsed.iter())
+                .any(|(s, p)| s.position() == new.position() && p.norm == mine.norm)
+        {
+            return;
+        }
+        // The same words again: one record, at the latest position where
+        // they are current (a restated superseded statement is new).
+        if let Some(at) = self.items.iter().zip(parsed.iter()).position(|(s, p)| {
+            p.norm == mine.norm && (s.is_current() || s.position() > new.position())
+        }) {
+            if self.items[at].position() >= new.position() {
+                return;
+            }
+            self.items.remove(at);
+            parsed.remove(at);
+        }
+        let at = self
+            .items
+            .iter()
+            .zip(parsed.iter())
+            .take_while(|(s, p)| {
+                (s.position(), p.norm.as_str()) < (new.position(), mine.norm.as_str())
+            })
+            .count();
+        // Said before something that already replaced it (a retried batch,
+        // or statements recorded out of order).
+        new.superseded_by = (at..self.items.len())
+            .find(|&k| {
+                supersedes(&parsed[k], &new, &mine)
+                    || (parsed[k].subject.can_refer_to(&mine.subject)
+                        && !(at..k).any(|j| parsed[k].subject.can_refer_to(&parsed[j].subject)))
+            })
+            .map(|k| self.items[k].source);
+        for (earlier, earlier_parsed) in self.items[..at].iter_mut().zip(parsed.iter()) {
+            if earlier.is_current() && supersedes(&mine, earlier, earlier_parsed) {
+                earlier.superseded_by = Some(new.source);
+            }
+        }
+        // "Actually, make it 45s": the latest earlier statement it can
+        // refer to, if that one is still current.
+        if let Some(k) = (0..at)
+            .rev()
+            .find(|&k| mine.subject.can_refer_to(&parsed[k].subject))
+        {
+            let target = &mut self.items[k];
+            if target.is_current() {
+                target.superseded_by = Some(new.source);
+            }
+        }
+        self.items.insert(at, new);
+        parsed.insert(at, mine);
+    }
+
+    /// Drops the oldest superseded statements beyond `caps.superseded`, then
+    /// the oldest current decisions and constraints beyond `caps.current`.
+    pub fn enforce_caps(&mut self, caps: &StatedCaps) {
+        let superseded = self.superseded().count();
+        let mut excess = superseded.saturating_sub(caps.superseded);
+        self.items.retain(|s| {
+            if excess > 0 && !s.is_current() {
+                excess -= 1;
+                false
+            } else {
+                true
+            }
+        });
+        for kind in [StatementKind::Decision, StatementKind::Constraint] {
+            let mut excess = self.current().count().saturating_sub(caps.current);
+            self.items.retain(|s| {
+                if excess > 0 && s.is_current() && s.kind == kind {
+                    excess -= 1;
+                    false
+                } else {
+                    true
+                }
+            });
+        }
+    }
+
+    /// The statements for a model: current ones under [`CURRENT_HEADING`]
+    /// with their source message, superseded ones under
+    /// [`SUPERSEDED_HEADING`], each of their lines saying "superseded".
+    /// Empty when there is none.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        if self.current().next().is_some() {
+            out.push_str(CURRENT_HEADING);
+            out.push('\n');
+            for s in self.current() {
+                out.push_str(&format!(
+                    "- #{} {}: {}\n",
+                    s.source,
+                    s.kind.as_str(),
+                    s.text
+                ));
+            }
+        }
+        if self.superseded().next().is_some() {
+            out.push_str(SUPERSEDED_HEADING);
+            out.push('\n');
+            for s in self.superseded() {
+                let by = s.superseded_by.unwrap_or_default();
+                out.push_str(&format!(
+                    "- #{} {}, superseded by #{by}: {}\n",
+                    s.source,
+                    s.kind.as_str(),
+                    s.text
+                ));
+            }
+        }
+        out
+    }
+
+    /// A matcher for lines that still state what a superseded statement
+    /// said (see [`Outdated`]).
+    pub fn outdated(&self) -> Outdated {
+        let entries = self
+            .superseded()
+            .map(|old| {
+                let by = old.superseded_by.unwrap_or_default();
+                let old_subject = Subject::of(&old.text);
+                let mut new_values = BTreeSet::new();
+                let mut dropped = BTreeSet::new();
+                for newer in self.items.iter().filter(|s| s.source == by) {
+                    let s = Subject::of(&newer.text);
+                    new_values.extend(s.values);
+                    dropped.extend(s.dropped);
+                }
+                let mut old_values: BTreeSet<String> = old_subject.values.clone();
+                old_values.extend(dropped.intersection(&old_subject.words).cloned());
+                old_values.retain(|v| !new_values.contains(v));
+                let key_words: BTreeSet<String> = old_subject
+                    .key
+                    .iter()
+                    .chain(old_subject.words.iter())
+                    .filter(|w| {
+                        !old_values.contains(*w)
+                            && !w.starts_with('(')
+                            && !GENERIC_WORDS.contains(&w.as_str())
+                    })
+                    .cloned()
+                    .collect();
+                OutdatedEntry {
+                    by,
+                    text: normalize(&old.text),
+                    old_values,
+                    key_words,
+                    new_values,
+                }
+            })
+            .collect();
+        Outdated { entries }
+    }
+}
+
+/// Words too common to tie a line to a statement's subject.
+const GENERIC_WORDS: &[&str] = &[
+    "use", "set", "make", "change", "keep", "go", "get", "have", "take", "put", "do", "be",
+    "please", "want", "need", "like",
+];
+
+/// The most statements one [`UserStatements::record`] call looks at.
+pub const MAX_BATCH: usize = 256;
+
+/// A statement's normalized text and parsed subject, computed once per
+/// [`UserStatements::record`] call.
+struct Parsed {
+    norm: String,
+    subject: Subject,
+}
+
+impl Parsed {
+    fn of(statement: &Statement) -> Parsed {
+        Parsed {
+            norm: normalize(&statement.text),
+            subject: Subject::of(&statement.text),
+        }
+    }
+}
+
+/// Whether `new` (said later) supersedes `old`.
+fn supersedes(new_parsed: &Parsed, old: &Statement, old_parsed: &Parsed) -> bool {
+    if new_parsed.norm == old_parsed.norm {
+        return false;
+    }
+    let (new_subject, old_subject) = (&new_parsed.subject, &old_parsed.subject);
+    // The same key set to another value.
+    if new_subject.same_key(old_subject) && new_subject.values != old_subject.values {
+        return true;
+    }
+    // What the old one chose is dropped by the new one. A prohibition
+    // ("never store secrets in Postgres") chose nothing: it stands.
+    let dropped = &new_subject.dropped;
+    let chose_it = match old.kind {
+        StatementKind::Decision => true,
+        StatementKind::Constraint => {
+            !old_subject.prohibits && !dropped.is_disjoint(&old_subject.values)
+        }
+    };
+    !dropped.is_empty()
+        && dropped.is_subset(&old_subject.words)
+        && dropped.is_disjoint(&new_subject.values)
+        && chose_it
+}
+
+struct OutdatedEntry {
+    by: MessageId,
+    text: String,
+    old_values: BTreeSet<String>,
+    key_words: BTreeSet<String>,
+    new_values: BTreeSet<String>,
+}
+
+/// Finds lines that still state something the user superseded, so they
+/// can be dropped or marked: a line is outdated when it contains the
+/// superseded sentence, or when it mentions the superseded value on the
+/// same subject without the value that replaced it ("the timeout is 37s"
+/// after "make the timeout 45s"; not "the build took 37s", and not
+/// "switched the ledger from Postgres to SQLite").
+pub struct Outdated {
+    entries: Vec<OutdatedEntry>,
+}
+
+/// What [`Outdated::mark`] appends to an outdated line.
+pub fn superseded_marker(by: MessageId) -> String {
+    format!(" [superseded by the user at #{by}]")
+}
+
+impl Outdated {
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The message that superseded what `line` states, if it is outdated.
+    /// A line that already says "superseded" is not outdated.
+    pub fn superseded_by(&self, line: &str) -> Option<MessageId> {
+        if self.entries.is_empty() || line.to_lowercase().contains("superseded") {
+            return None;
+        }
+        let normalized = normalize(line);
+        let line_words: BTreeSet<String> = words::tokens(line).into_iter().map(|t| t.w).collect();
+        let has = |word: &String| line_words.contains(word);
+        let related = |key: &String| {
+            line_words.iter().any(|w| {
+                w == key
+                    || (key.len() >= 4
+                        && w.len() >= 4
+                        && (w.starts_with(key.as_str()) || key.starts_with(w.as_str())))
+            })
+        };
+        self.entries.iter().find_map(|e| {
+            if e.text.chars().count() >= 8 && normalized.contains(&e.text) {
+                return Some(e.by);
+            }
+            if e.old_values.is_empty()
+                || !e.old_values.iter().all(has)
+                || e.new_values.iter().any(has)
+            {
+                return None;
+            }
+            let distinctive =
+                e.old_values.len() >= 2 && e.old_values.iter().any(|v| v.chars().count() >= 6);
+            (distinctive || e.key_words.iter().any(related)).then_some(e.by)
+        })
+    }
+
+    /// `line` with [`superseded_marker`] appended when it is outdated.
+    pub fn mark(&self, line: &str) -> Option<String> {
+        self.superseded_by(line)
+            .map(|by| format!("{}{}", line.trim_end(), superseded_marker(by)))
+    }
+
+    /// Marks every outdated bullet of `summary`; returns how many.
+    pub fn mark_summary(&self, summary: &mut Summary) -> usize {
+        let mut marked = 0;
+        if self.entries.is_empty() {
+            return marked;
+        }
+        for section in Section::ALL {
+            for bullet in summary.section_mut(section) {
+                if let Some(m) = self.mark(bullet) {
+                    *bullet = m;
+                    marked += 1;
+                }
+            }
+        }
+        marked
+    }
+}
+
+#[cfg(test)]
+mod tests;

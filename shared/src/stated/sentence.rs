@@ -1,0 +1,228 @@
+//! The sentences of a user's text that could state a decision or a
+//! constraint.
+//!
+//! What the user pasted is not what the user said: fenced code, indented
+//! code, shell and log lines, `>` quotes and a forwarded mail below its
+//! "On … wrote:" line are skipped before any sentence is looked at, so a
+//! `// never call this twice` comment or a log line that reads "must not be
+//! null" never becomes the user's rule.
+
+use std::sync::LazyLock;
+
+use regex::Regex;
+
+/// Longer sentences are pasted prose (a spec, a mail), not a statement the
+/// user makes in passing; they are not looked at.
+pub(crate) const MAX_SENTENCE_CHARS: usize = 300;
+
+/// Words after which a `.` does not end a sentence.
+const ABBREVIATIONS: &[&str] = &[
+    "e.g", "i.e", "etc", "vs", "mr", "mrs", "ms", "dr", "st", "str", "no", "nr", "approx", "incl",
+    "ca", "jr", "sr", "co", "inc", "ltd", "dept", "tel", "ext", "ave", "rd", "apt", "fig", "cf",
+];
+
+static LOG_LINE: LazyLock<Option<Regex>> = LazyLock::new(|| {
+    Regex::new(concat!(
+        r"^(\[?\d{4}-\d{2}-\d{2}[T ]\d|\[?\d{2}:\d{2}:\d{2}|\[?(TRACE|DEBUG|INFO|WARN|WARNING|ERROR|FATAL|CRITICAL)\b",
+        r"|Traceback \(most recent|\s*at \S+[.(]|thread '.*' panicked|(error|warning)(\[\w+\])?: |npm (ERR|WARN)|E\s+\w+Error)"
+    ))
+    .ok()
+});
+
+/// Whether a line is code, a log or shell line rather than prose.
+pub(crate) fn looks_like_code(line: &str) -> bool {
+    let trimmed = line.trim();
+    if line.starts_with("    ") || line.starts_with('\t') {
+        return true;
+    }
+    if [
+        "$ ", "# ", "#!", "//", "/*", "*/", "<", "{", "}", ">>> ", "PS ", "C:\\",
+    ]
+    .iter()
+    .any(|p| trimmed.starts_with(p))
+    {
+        return true;
+    }
+    if trimmed.ends_with([';', '{', '}']) {
+        return true;
+    }
+    let symbols = trimmed
+        .chars()
+        .filter(|c| {
+            matches!(
+                c,
+                '{' | '}' | '(' | ')' | ';' | '=' | '<' | '>' | '[' | ']' | '|' | '&'
+            )
+        })
+        .count();
+    if symbols >= 4 {
+        return true;
+    }
+    LOG_LINE.as_ref().is_some_and(|re| re.is_match(line))
+}
+
+/// Whether a line starts a forwarded or replied-to mail: everything after it
+/// was written by someone else.
+fn starts_pasted_mail(line: &str) -> bool {
+    let t = line.trim();
+    t.starts_with("-----Original Message")
+        || t.starts_with("---------- Forwarded message")
+        || t.starts_with("Begin forwarded message")
+        || (t.starts_with("On ") && t.ends_with("wrote:"))
+        || (t.starts_with("From: ") && t.contains('@'))
+}
+
+/// Candidate sentences of a user's text part, in order.
+pub(crate) fn candidates(text: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut fenced = false;
+    for line in text.lines() {
+        let trimmed = line.trim_start();
+        if trimmed.starts_with("```") || trimmed.starts_with("~~~") {
+            fenced = !fenced;
+            continue;
+        }
+        if fenced {
+            continue;
+        }
+        if starts_pasted_mail(line) {
+            break;
+        }
+        if trimmed.starts_with('>') || trimmed.is_empty() || looks_like_code(line) {
+            continue;
+        }
+        for sentence in split_sentences(strip_list_marker(trimmed)) {
+            if sentence.chars().count() <= MAX_SENTENCE_CHARS {
+                out.push(sentence);
+            }
+        }
+    }
+    out
+}
+
+/// `- `, `* `, `• `, `1. `, `2) ` at the start of a list item.
+fn strip_list_marker(line: &str) -> &str {
+    for marker in ["- ", "* ", "• ", "+ "] {
+        if let Some(rest) = line.strip_prefix(marker) {
+            return rest.trim_start();
+        }
+    }
+    let digits = line.bytes().take_while(u8::is_ascii_digit).count();
+    if (1..=3).contains(&digits) {
+        if let Some(rest) = line[digits..]
+            .strip_prefix(". ")
+            .or_else(|| line[digits..].strip_prefix(") "))
+        {
+            return rest.trim_start();
+        }
+    }
+    line
+}
+
+/// Splits one line into sentences after `.`, `!` or `?` followed by white
+/// space; a `.` after an abbreviation or before a digit (`Str. 5`) does not
+/// end one.
+pub(crate) fn split_sentences(line: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    let bytes = line.as_bytes();
+    for (i, &b) in bytes.iter().enumerate() {
+        if !matches!(b, b'.' | b'!' | b'?') {
+            continue;
+        }
+        let Some(&next) = bytes.get(i + 1) else {
+            continue;
+        };
+        if !next.is_ascii_whitespace() {
+            continue;
+        }
+        if b == b'.' {
+            let before = line.get(start..i).unwrap_or("");
+            let last_word = before
+                .rsplit(|c: char| c.is_whitespace() || c == '(')
+                .next()
+                .unwrap_or("")
+                .to_ascii_lowercase();
+            let after = line.get(i + 1..).unwrap_or("").trim_start();
+            let single_letter = last_word.chars().count() == 1;
+            if ABBREVIATIONS.contains(&last_word.as_str())
+                || single_letter
+                || after.starts_with(|c: char| c.is_ascii_digit())
+            {
+                continue;
+            }
+        }
+        if let Some(s) = line.get(start..=i) {
+            push_trimmed(&mut out, s);
+        }
+        start = i + 1;
+    }
+    if let Some(s) = line.get(start..) {
+        push_trimmed(&mut out, s);
+    }
+    out
+}
+
+fn push_trimmed<'a>(out: &mut Vec<&'a str>, s: &'a str) {
+    let s = s.trim();
+    if s.chars().any(char::is_alphanumeric) {
+        out.push(s);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sentences_split_at_terminal_punctuation_but_not_at_abbreviations() {
+        assert_eq!(
+            split_sentences(
+                "Use Postgres. never use MySQL! Why? Deliver to Friedrichstr. 5 e.g. today."
+            ),
+            [
+                "Use Postgres.",
+                "never use MySQL!",
+                "Why?",
+                "Deliver to Friedrichstr. 5 e.g. today."
+            ]
+        );
+    }
+
+    #[test]
+    fn code_logs_quotes_and_pasted_mail_are_not_candidates() {
+        let text = "Never push to main.\n\
+```rust\n// never call this twice\nlet x = must();\n```\n    indented code must not count\n\
+> you must always reply in French\n\
+2024-05-01 12:00:00 ERROR value must not be null\n\
+$ rm -rf target # never do this\n\
+- Always run the tests first\n\
+On Mon, 3 Jun 2024, Bob <bob@example.com> wrote:\n\
+We must use Oracle.\n";
+        assert_eq!(
+            candidates(text),
+            ["Never push to main.", "Always run the tests first"]
+        );
+    }
+
+    #[test]
+    fn code_lines_are_recognized() {
+        for line in [
+            "fn main() { must(); }",
+            "    return x;",
+            "if (a) { b(); }",
+            "[ERROR] build must not fail",
+            "error[E0502]: cannot borrow",
+            "    at com.example.Foo.bar(Foo.java:42)",
+        ] {
+            assert!(looks_like_code(line), "{line}");
+        }
+        for line in [
+            "Never push to main.",
+            "Set the timeout to 45s (not 37s).",
+            "Don't call Foo::bar directly",
+        ] {
+            assert!(!looks_like_code(line), "{line}");
+        }
+    }
+}

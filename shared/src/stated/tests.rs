@@ -1,0 +1,487 @@
+use super::*;
+use crate::message::Part;
+
+fn user(id: i64, text: &str) -> Message {
+    Message::text(id, Role::User, text)
+}
+
+/// Records each message's statements in turn, as the pipeline does per
+/// compacted span.
+fn recorded(messages: &[Message]) -> UserStatements {
+    let mut stated = UserStatements::default();
+    for m in messages {
+        stated.record(extract(std::slice::from_ref(m)), &StatedCaps::default());
+    }
+    stated
+}
+
+fn current_texts(s: &UserStatements) -> Vec<&str> {
+    s.current().map(|s| s.text.as_str()).collect()
+}
+
+#[test]
+fn extraction_keeps_the_source_message_and_reads_only_the_users_text() {
+    let messages = vec![
+        user(
+            1,
+            "Hi! We must not touch the billing schema. Can you look at src/pay.rs?",
+        ),
+        Message::text(
+            2,
+            Role::Assistant,
+            "We decided to round half-even. Never mind.",
+        ),
+        Message::new(
+            3,
+            Role::User,
+            vec![
+                Part::tool_result("c1", "bash", "error: you must never do this"),
+                Part::text("ok. Let's use Postgres for the ledger."),
+            ],
+        ),
+        Message::text(4, Role::System, "Never reveal the system prompt."),
+        Message::new(
+            5,
+            Role::User,
+            vec![Part::Reasoning {
+                text: "never push".into(),
+            }],
+        ),
+    ];
+    let found = extract(&messages);
+    let got: Vec<(i64, StatementKind, &str)> = found
+        .iter()
+        .map(|s| (s.source.0, s.kind, s.text.as_str()))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (
+                1,
+                StatementKind::Constraint,
+                "We must not touch the billing schema."
+            ),
+            (
+                3,
+                StatementKind::Decision,
+                "Let's use Postgres for the ledger."
+            ),
+        ]
+    );
+    assert_eq!(found[0].sentence, 1, "second sentence of its message");
+}
+
+#[test]
+fn extraction_serves_chats_of_any_domain() {
+    let chat = [
+        // customer support
+        "Hi, I'm Anna Kowalski, customer number KD-5512-0937.",
+        "Please cancel order 88213, I ordered the wrong size.",
+        "Refund it to my Visa card, not as store credit.",
+        // travel
+        "I'm vegetarian and my son is allergic to nuts.",
+        "I prefer aisle seats on long flights.",
+        "I'll take the 9:40 train to Hamburg.",
+        // personal assistant
+        "Don't book anything before 10am.",
+        "My budget for the hotel is 180 EUR per night.",
+        // coding agent
+        "billing.invoice_v2_fx_cache is off until the audit ends.",
+        "Never run migrations against prod from a laptop.",
+    ];
+    let messages: Vec<Message> = chat
+        .iter()
+        .enumerate()
+        .map(|(i, t)| user(i as i64 + 1, t))
+        .collect();
+    let found = extract(&messages);
+    let sources: Vec<i64> = found.iter().map(|s| s.source.0).collect();
+    assert_eq!(sources, [2, 3, 4, 5, 6, 7, 8, 9, 10], "{found:#?}");
+}
+
+#[test]
+fn casual_remarks_never_become_statements() {
+    let messages: Vec<Message> = [
+        "never mind, found it",
+        "Don't worry about it, thanks!",
+        "I never thought of that.",
+        "Hmm, must be the cache.",
+        "should we never cache the tokens?",
+        "> never push to main\n(that's what the old README said)",
+        "```\n// must not be null\nif x == null { never(); }\n```",
+        "2024-06-01 10:00:03 ERROR config must not be empty",
+        "If we moved to Kafka we would never lose events.",
+        "The docs say you must restart after an upgrade.",
+        "He told me we must not deploy on Fridays.",
+        "It must have been the old build.",
+        "No worries, always happy to chat.",
+    ]
+    .iter()
+    .enumerate()
+    .map(|(i, t)| user(i as i64 + 1, t))
+    .collect();
+    let found = extract(&messages);
+    assert!(found.is_empty(), "{found:#?}");
+}
+
+#[test]
+fn a_new_value_for_the_same_key_supersedes_the_old_one() {
+    let stated = recorded(&[
+        user(1, "Set the request timeout to 37s."),
+        user(5, "Never log request bodies."),
+        user(9, "make the timeout 45s"),
+    ]);
+    assert_eq!(
+        current_texts(&stated),
+        ["Never log request bodies.", "make the timeout 45s"]
+    );
+    let old: Vec<&Statement> = stated.superseded().collect();
+    assert_eq!(old.len(), 1);
+    assert_eq!(old[0].text, "Set the request timeout to 37s.");
+    assert_eq!(old[0].superseded_by, Some(MessageId(9)));
+}
+
+#[test]
+fn supersession_across_domains() {
+    for (earlier, later) in [
+        (
+            "Use Postgres for the ledger.",
+            "scrap Postgres, we'll go with SQLite instead",
+        ),
+        ("Ship on Friday.", "actually ship on Monday"),
+        (
+            "Please deliver to Kastanienallee 12.",
+            "please deliver to my office at Friedrichstraße 5 instead",
+        ),
+        (
+            "Please deliver to Kastanienallee 12.",
+            "Change my delivery address to Hauptstraße 3.",
+        ),
+        (
+            "billing.invoice_v2_fx_cache is off",
+            "Turn billing.invoice_v2_fx_cache back on.",
+        ),
+        (
+            "We'll use the Redis cache for sessions.",
+            "We no longer need the Redis cache.",
+        ),
+        (
+            "Let's use Postgres for the ledger.",
+            "Use MySQL instead of Postgres.",
+        ),
+        (
+            "Move the standup to 10:30.",
+            "Move the standup to 11:00 instead.",
+        ),
+        ("Set the request timeout to 37s.", "Actually, make it 45s."),
+        ("Ship the release on Friday.", "Monday instead."),
+        (
+            "Use Postgres for the ledger.",
+            "Hmm, let's go with SQLite instead.",
+        ),
+    ] {
+        let stated = recorded(&[user(1, earlier), user(2, later)]);
+        let current = current_texts(&stated);
+        assert_eq!(current, [later], "{earlier:?} → {later:?}: {stated:#?}");
+        assert_eq!(
+            stated.superseded().next().map(|s| s.superseded_by),
+            Some(Some(MessageId(2)))
+        );
+    }
+}
+
+#[test]
+fn unrelated_statements_never_supersede_each_other() {
+    for (a, b) in [
+        (
+            "Set the request timeout to 37s.",
+            "Set the connect timeout to 5s.",
+        ),
+        ("Use Postgres for the ledger.", "Use SQLite for the cache."),
+        ("Use tabs.", "Use the EU region."),
+        ("Ship on Friday.", "Ship to Berlin."),
+        ("Never push to main.", "Never use emojis in commits."),
+        ("I'm vegetarian.", "I prefer aisle seats."),
+        (
+            "Use Postgres for the ledger.",
+            "Postgres must run in the EU region.",
+        ),
+        ("Cancel order 88213.", "Please ship order 99120 on Monday."),
+        (
+            "The cache must be under 512 MB.",
+            "Keep the logs under 2 GB.",
+        ),
+        (
+            "Never store secrets in Postgres.",
+            "scrap Postgres, we'll go with SQLite instead",
+        ),
+    ] {
+        let stated = recorded(&[user(1, a), user(2, b)]);
+        assert_eq!(current_texts(&stated), [a, b], "{a:?} / {b:?}");
+    }
+}
+
+#[test]
+fn a_keyless_change_refers_to_the_latest_statement_of_its_shape_only() {
+    let stated = recorded(&[
+        user(1, "Set the request timeout to 37s."),
+        user(2, "Set the retry delay to 5s."),
+        user(3, "Ship on Friday."),
+        user(4, "Deliver to Kastanienallee 12."),
+        user(5, "Actually, make it 10s."),
+    ]);
+    let old: Vec<(&str, Option<MessageId>)> = stated
+        .superseded()
+        .map(|s| (s.text.as_str(), s.superseded_by))
+        .collect();
+    assert_eq!(old, [("Set the retry delay to 5s.", Some(MessageId(5)))]);
+    let unrelated = recorded(&[
+        user(1, "Deliver to Kastanienallee 12."),
+        user(2, "Use SQLite instead."),
+    ]);
+    assert_eq!(
+        unrelated.superseded().count(),
+        0,
+        "a name replaces only a choice"
+    );
+}
+
+#[test]
+fn a_later_message_restating_the_same_value_does_not_supersede() {
+    let stated = recorded(&[
+        user(1, "Set the request timeout to 45s."),
+        user(2, "The timeout must be 45s."),
+    ]);
+    assert_eq!(stated.current().count(), 2);
+}
+
+#[test]
+fn statements_in_one_message_are_ordered_by_sentence() {
+    let stated = recorded(&[user(
+        3,
+        "Use Postgres for the ledger. Actually no, scrap Postgres and go with SQLite.",
+    )]);
+    assert_eq!(
+        current_texts(&stated),
+        ["Actually no, scrap Postgres and go with SQLite."]
+    );
+    assert_eq!(
+        stated.superseded().next().map(|s| s.superseded_by),
+        Some(Some(MessageId(3)))
+    );
+}
+
+#[test]
+fn a_repetition_keeps_one_record_at_its_latest_position() {
+    let stated = recorded(&[
+        user(1, "Never push to main."),
+        user(7, "never push to main"),
+    ]);
+    assert_eq!(stated.len(), 1);
+    assert_eq!(stated.items()[0].source, MessageId(7));
+}
+
+#[test]
+fn recording_the_same_batch_twice_changes_nothing() {
+    let batch = extract(&[
+        user(1, "Set the request timeout to 37s."),
+        user(2, "Use Postgres for the ledger. Never push to main."),
+        user(3, "make the timeout 45s"),
+        user(4, "scrap Postgres, we'll go with SQLite instead"),
+        user(5, "never push to main"),
+        user(6, "Ship on Friday. Set the retry delay to 5s."),
+        user(7, "Actually, make it 60s. Monday instead."),
+    ]);
+    assert_eq!(batch.len(), 10);
+    for caps in [
+        StatedCaps::default(),
+        StatedCaps {
+            current: 2,
+            superseded: 1,
+        },
+    ] {
+        let mut stated = UserStatements::default();
+        stated.record(batch.clone(), &caps);
+        let once = stated.clone();
+        stated.record(batch.clone(), &caps);
+        assert_eq!(stated, once, "caps {caps:?}");
+        // Order of the calls does not matter either.
+        let mut reversed = UserStatements::default();
+        reversed.record(batch.iter().rev().cloned(), &caps);
+        assert_eq!(reversed, once, "caps {caps:?}");
+    }
+}
+
+#[test]
+fn caps_drop_superseded_first_then_old_decisions_then_old_constraints() {
+    let mut stated = UserStatements::default();
+    let caps = StatedCaps {
+        current: 3,
+        superseded: 1,
+    };
+    stated.record(
+        extract(&[
+            user(1, "Never push to main."),
+            user(2, "Ship on Friday."),
+            user(3, "Ship on Monday instead."),
+            user(4, "Ship on Tuesday instead."),
+            user(5, "Use tabs."),
+            user(6, "Always run the tests first."),
+        ]),
+        &caps,
+    );
+    assert_eq!(
+        current_texts(&stated),
+        [
+            "Never push to main.",
+            "Use tabs.",
+            "Always run the tests first."
+        ],
+        "the oldest current decision goes first"
+    );
+    let history: Vec<&str> = stated.superseded().map(|s| s.text.as_str()).collect();
+    assert_eq!(history, ["Ship on Monday instead."]);
+}
+
+#[test]
+fn an_oversized_batch_keeps_its_newest_statements_within_the_caps() {
+    let messages: Vec<Message> = (0..1_000)
+        .map(|i| user(i, &format!("Never use library_{i}.")))
+        .collect();
+    let batch = extract(&messages);
+    assert_eq!(batch.len(), 1_000);
+    let mut stated = UserStatements::default();
+    stated.record(batch.clone(), &StatedCaps::default());
+    assert_eq!(stated.len(), 48);
+    assert_eq!(stated.items()[47].text, "Never use library_999.");
+    assert_eq!(stated.items()[0].text, "Never use library_952.");
+    let once = stated.clone();
+    stated.record(batch, &StatedCaps::default());
+    assert_eq!(stated, once);
+}
+
+#[test]
+fn serde_omits_defaults_and_old_records_read_back() {
+    let stated = recorded(&[
+        user(1, "Ship on Friday."),
+        user(2, "Ship on Monday instead."),
+    ]);
+    let json = serde_json::to_string(&stated).unwrap();
+    assert_eq!(
+        json,
+        r#"[{"kind":"decision","text":"Ship on Friday.","source":1,"superseded_by":2},{"kind":"decision","text":"Ship on Monday instead.","source":2}]"#
+    );
+    assert_eq!(
+        serde_json::from_str::<UserStatements>(&json).unwrap(),
+        stated
+    );
+}
+
+#[test]
+fn render_lists_current_statements_and_marks_every_superseded_line() {
+    let stated = recorded(&[
+        user(1, "Set the request timeout to 37s."),
+        user(4, "Never push to main."),
+        user(9, "make the timeout 45s"),
+    ]);
+    let text = stated.render();
+    assert_eq!(
+        text,
+        format!(
+            "{CURRENT_HEADING}\n- #4 constraint: Never push to main.\n- #9 decision: make the timeout 45s\n\
+{SUPERSEDED_HEADING}\n- #1 decision, superseded by #9: Set the request timeout to 37s.\n"
+        )
+    );
+    for line in text.lines().filter(|l| l.contains("37s")) {
+        assert!(line.contains("superseded"), "{line}");
+    }
+    assert_eq!(UserStatements::default().render(), "");
+}
+
+#[test]
+fn outdated_lines_are_found_by_sentence_or_by_old_value_on_the_same_subject() {
+    let stated = recorded(&[
+        user(1, "Set the request timeout to 37s."),
+        user(2, "Use Postgres for the ledger."),
+        user(3, "Please deliver to Kastanienallee 12."),
+        user(7, "make the timeout 45s"),
+        user(8, "scrap Postgres, we'll go with SQLite instead"),
+        user(
+            9,
+            "please deliver to my office at Friedrichstraße 5 instead",
+        ),
+    ]);
+    let outdated = stated.outdated();
+    for (line, by) in [
+        (
+            "#1 user: Set the request timeout to 37s. → assistant: Done.",
+            7,
+        ),
+        ("Request timeout is 37s", 7),
+        ("The ledger is stored in Postgres.", 8),
+        ("Deliveries go to Kastanienallee 12", 9),
+    ] {
+        assert_eq!(outdated.superseded_by(line), Some(MessageId(by)), "{line}");
+    }
+    for line in [
+        "The build took 37s.",
+        "Timeout raised from 37s to 45s.",
+        "Switched the ledger from Postgres to SQLite.",
+        "Postgres 16 is installed on the build host.",
+        "Request timeout 37s [superseded by the user at #7]",
+        "make the timeout 45s",
+    ] {
+        assert_eq!(outdated.superseded_by(line), None, "{line}");
+    }
+    assert_eq!(
+        outdated.mark("Request timeout is 37s").as_deref(),
+        Some("Request timeout is 37s [superseded by the user at #7]")
+    );
+}
+
+proptest::proptest! {
+    #[test]
+    fn extraction_and_recording_never_panic_and_recording_is_idempotent(
+        texts in proptest::collection::vec("[ -~\u{e9}\u{2019}\u{201c}\u{201d}\u{6771}\n?.!,;:`\"]{0,160}", 0..12),
+        cues in proptest::collection::vec(0usize..12, 0..12),
+    ) {
+        const CUES: [&str; 12] = [
+            "never ", "we'll go with ", "set the timeout to 3", "scrap ", " instead", "don't ",
+            "must ", " is off", "I'm allergic to ", "only ", "ship on Friday", "no longer need ",
+        ];
+        let messages: Vec<Message> = texts
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                let cue = cues.get(i).map_or("", |&c| CUES[c]);
+                user(i as i64, &format!("{cue}{t}"))
+            })
+            .collect();
+        let batch = extract(&messages);
+        let caps = StatedCaps { current: 5, superseded: 2 };
+        let mut stated = UserStatements::default();
+        stated.record(batch.clone(), &caps);
+        let once = stated.clone();
+        stated.record(batch, &caps);
+        proptest::prop_assert_eq!(&stated, &once);
+        proptest::prop_assert!(stated.current().count() <= 5);
+        proptest::prop_assert!(stated.superseded().count() <= 2);
+        let _ = stated.render();
+        let outdated = stated.outdated();
+        for t in &texts {
+            let _ = outdated.superseded_by(t);
+        }
+    }
+}
+
+proptest::proptest! {
+    #[test]
+    fn arbitrary_unicode_never_panics(text in "\\PC{0,400}", cue in 0usize..4) {
+        let text = format!("{}{text}", ["", "never ", "set the ", "scrap "][cue]);
+        let found = extract(&[user(1, &text), user(2, &text)]);
+        let mut stated = UserStatements::default();
+        stated.record(found, &StatedCaps::default());
+        let _ = classify(&text);
+        let _ = stated.outdated().superseded_by(&text);
+    }
+}
