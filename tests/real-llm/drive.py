@@ -275,7 +275,10 @@ PROMPT_MARKUP = (
 
 
 def echoed(summary):
-    return [m for m in PROMPT_MARKUP if m in (summary or "")]
+    # A closing tag embedded in a later prompt is neutralised as `<\/tag>`;
+    # an answer echoing that prompt carries it so.
+    text = (summary or "").replace("<\\/", "</")
+    return [m for m in PROMPT_MARKUP if m in text]
 
 
 def bullets(summary):
