@@ -966,7 +966,7 @@ async fn long_polls_over_the_limit_are_refused_at_once() {
     for wait in held {
         let reply = wait.await.unwrap();
         assert_eq!(reply.status, StatusCode::OK, "{}", reply.text);
-        assert_eq!(reply.body["ready"], true, "{}", reply.text);
+        assert_eq!(reply.body["outcome"], "ready", "{}", reply.text);
     }
     let again = api.get(&ws("polled", "wait?timeout_ms=200")).await;
     assert_eq!(again.status, StatusCode::OK, "{}", again.text);
