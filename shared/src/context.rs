@@ -192,7 +192,19 @@ fn render_rest(input: &ContextInput<'_>) -> String {
         rest.push_str("Workstream state:\n");
         rest.push_str(&state);
     }
-    let ledger = input.state.ledger.render();
+    let stated = &input.state.stated;
+    let entries = input.state.ledger.entries();
+    let stated_in = |kind, at| {
+        entries.iter().any(|e| {
+            e.kind == kind && e.salience == crate::ledger::Salience::Stated && e.first_seen == at
+        })
+    };
+    let ledger = input.state.ledger.render_marked(&|a| {
+        stated
+            .superseding(a)
+            .or_else(|| stated.replacing(a, &stated_in))
+            .map(crate::stated::superseded_marker)
+    });
     if !ledger.is_empty() {
         if !rest.is_empty() {
             rest.push('\n');

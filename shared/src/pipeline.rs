@@ -400,7 +400,7 @@ where
 }
 
 /// Share of the trigger threshold the rendered ledger may take at most.
-pub const LEDGER_SHARE_OF_TRIGGER_PERCENT: u64 = 15;
+pub const LEDGER_SHARE_OF_TRIGGER_PERCENT: u64 = 25;
 
 /// The ledger's caps for this engine: its token budget is the configured
 /// one, but never more than [`LEDGER_SHARE_OF_TRIGGER_PERCENT`] of the

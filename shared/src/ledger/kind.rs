@@ -124,14 +124,20 @@ pub enum Source {
 
 /// How much a value counts when the ledger must drop some: what a person
 /// stated outranks what was written or failed, which outranks what was
-/// only read. Ordered: `Read < Written < Stated`.
+/// only read, which outranks one item of a listing. Ordered:
+/// `Listed < Read < Written < Stated`.
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default, Serialize, Deserialize,
 )]
 #[serde(rename_all = "snake_case")]
 pub enum Salience {
-    /// Only read: successful tool output, and inputs of tools that only
-    /// read (`read_file`, `grep`, `web_fetch`, …).
+    /// One of a list: a value of a kind that a reading call's output holds
+    /// three or more of (the prices of every search result, the times of a
+    /// calendar, the names of every passing test). It ranks below a value
+    /// that a reading call answered alone.
+    Listed,
+    /// Only read: the output of calls that only read, and inputs of tools
+    /// that only read (`read_file`, `grep`, `web_fetch`, …).
     Read,
     /// Written or failed: assistant text, inputs of tools that act, failed
     /// tool output, and what a user pasted (fenced code, very long text).

@@ -79,6 +79,14 @@ impl ArtifactLedger {
         let entries: Vec<&Artifact> = self.entries.iter().collect();
         render::render(&entries)
     }
+
+    /// As [`ArtifactLedger::render`], with `mark(a)` appended to the line
+    /// of each plain value it marks: a value that only a statement the user
+    /// later superseded named is shown with that mark, never as current.
+    pub fn render_marked(&self, mark: &dyn Fn(&Artifact) -> Option<String>) -> String {
+        let entries: Vec<&Artifact> = self.entries.iter().collect();
+        render::render_marked(&entries, mark)
+    }
 }
 
 #[cfg(test)]

@@ -14,8 +14,11 @@
 //! **Eviction.** One pass over all entries, most salient first, keeps an
 //! entry if its kind is under its cap and its line still fits the token
 //! budget. Most salient means, in order: stated before written before read;
-//! current before superseded; more mentions; seen more recently; then kind,
-//! key and value, so the order is total and the pass deterministic. A
+//! then, within one salience, kinds take turns (the best of each kind, then
+//! the second best of each, …), so no kind that comes in bulk starves the
+//! others; within a kind, current before superseded; more mentions; seen
+//! more recently; then key and value, so the order is total and the pass
+//! deterministic. A
 //! superseded value ranks no higher than its current value, and is kept
 //! only beside it: history of what the user said outranks what was merely
 //! read, but never the value that replaced it.
@@ -141,6 +144,22 @@ impl ArtifactLedger {
                 .cmp(&ranks[i])
                 .then_with(|| (a.kind, &a.key, &a.value).cmp(&(b.kind, &b.key, &b.value)))
         });
+
+        // Within one salience, kinds take turns: the best value of each
+        // kind, then the second best of each, and so on. A kind that comes
+        // in bulk (the product codes of every search, the names of every
+        // passing test) cannot crowd the one refund amount out of the
+        // budget.
+        let mut turn = vec![0usize; entries.len()];
+        let mut taken: HashMap<(Salience, ArtifactKind), usize> = HashMap::new();
+        for &i in &order {
+            let n = taken.entry((ranks[i].0, entries[i].kind)).or_insert(0);
+            turn[i] = *n;
+            *n += 1;
+        }
+        let position: HashMap<usize, usize> =
+            order.iter().enumerate().map(|(p, &i)| (i, p)).collect();
+        order.sort_by_key(|&i| (std::cmp::Reverse(ranks[i].0), turn[i], position[&i]));
 
         let mut kept = vec![false; entries.len()];
         let mut per_kind: HashMap<ArtifactKind, usize> = HashMap::new();
@@ -311,7 +330,7 @@ impl Book {
             Some(c) if c != i => {
                 let holder = &self.entries[c];
                 let may_replace =
-                    salience >= Salience::Written || holder.salience == Salience::Read;
+                    salience >= Salience::Written || holder.salience <= Salience::Read;
                 if may_replace && at >= holder.last_seen {
                     self.entries[c].superseded = true;
                     self.entries[i].superseded = false;

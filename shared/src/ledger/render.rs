@@ -61,6 +61,15 @@ pub(super) fn heading_cost(kind: ArtifactKind, estimator: &dyn TokenEstimator) -
 
 /// Renders `entries` (see the module docs); empty when there are none.
 pub(super) fn render(entries: &[&Artifact]) -> String {
+    render_marked(entries, &|_| None)
+}
+
+/// As [`render`], with `mark(a)` appended to the line of every plain
+/// (non-setting) value it returns a mark for.
+pub(super) fn render_marked(
+    entries: &[&Artifact],
+    mark: &dyn Fn(&Artifact) -> Option<String>,
+) -> String {
     // Superseded values per key, newest first (ties in stored order).
     let mut replaced: HashMap<&str, Vec<&Artifact>> = HashMap::new();
     for a in entries.iter().copied().filter(|a| a.superseded) {
@@ -117,6 +126,10 @@ pub(super) fn render(entries: &[&Artifact]) -> String {
             if let Some(old) = a.key.as_deref().and_then(|k| replaced.get(k)) {
                 if kind == ArtifactKind::Setting {
                     out.push_str(&history(old));
+                }
+            } else if kind != ArtifactKind::Setting {
+                if let Some(m) = mark(a) {
+                    out.push_str(&m);
                 }
             }
             out.push('\n');

@@ -24,7 +24,7 @@ fn setting(key: &str, value: &str, id: i64, salience: Salience) -> Artifact {
     let source = match salience {
         Salience::Stated => Source::User,
         Salience::Written => Source::Assistant,
-        Salience::Read => Source::ToolOutput,
+        Salience::Read | Salience::Listed => Source::ToolOutput,
     };
     Artifact::setting(key, value, MessageId(id)).said_by(source, salience)
 }
@@ -599,4 +599,54 @@ proptest! {
         l.record(found, &LedgerCaps::default(), &est());
         prop_assert_eq!(l, once);
     }
+}
+
+#[test]
+fn a_kind_that_comes_in_bulk_cannot_starve_another_of_the_budget() {
+    let read = |kind, value: &str, id| {
+        artifact(kind, value, id).said_by(Source::ToolOutput, Salience::Read)
+    };
+    let mut l = ArtifactLedger::default();
+    let amount = read(ArtifactKind::Amount, "€1,359.00", 1);
+    // Many newer, more mentioned identifiers of the same salience.
+    let mut seen = vec![amount];
+    for i in 0..200 {
+        let mut a = read(ArtifactKind::Identifier, &format!("SKU-{i:04}"), 10 + i);
+        a.mentions = 3;
+        seen.push(a);
+    }
+    let caps = LedgerCaps {
+        max_tokens: 60,
+        ..LedgerCaps::default()
+    };
+    l.record(seen, &caps, &est());
+    assert!(
+        l.contains(ArtifactKind::Amount, "€1,359.00"),
+        "{}",
+        l.render()
+    );
+    assert!(est().count(&l.render()) <= 60);
+}
+
+#[test]
+fn listed_values_go_before_values_read_alone() {
+    let mut l = ArtifactLedger::default();
+    let caps = LedgerCaps {
+        amounts: 2,
+        ..LedgerCaps::default()
+    };
+    let alone =
+        artifact(ArtifactKind::Amount, "€1,359.00", 1).said_by(Source::ToolOutput, Salience::Read);
+    let listed: Vec<Artifact> = (0..5)
+        .map(|i| {
+            artifact(ArtifactKind::Amount, &format!("€{i}9.99"), 10 + i)
+                .said_by(Source::ToolOutput, Salience::Listed)
+        })
+        .collect();
+    l.record(std::iter::once(alone).chain(listed), &caps, &est());
+    assert!(
+        l.contains(ArtifactKind::Amount, "€1,359.00"),
+        "{}",
+        l.render()
+    );
 }

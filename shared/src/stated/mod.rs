@@ -349,6 +349,49 @@ impl UserStatements {
 
     /// A matcher for lines that still state what a superseded statement
     /// said (see [`Outdated`]).
+    /// The message that superseded the statement a ledger value came
+    /// from, when the value is one the user stated in a statement since
+    /// superseded, and no current statement names it ("14 Harbour Street"
+    /// after "from now on deliver to 39 Calton Road").
+    pub fn superseding(&self, artifact: &crate::ledger::Artifact) -> Option<MessageId> {
+        if artifact.salience != crate::ledger::Salience::Stated {
+            return None;
+        }
+        let value = artifact.value.to_lowercase();
+        let names = |s: &Statement| s.text.to_lowercase().contains(&value);
+        if self.current().any(names) {
+            return None;
+        }
+        self.superseded()
+            .filter(|s| s.source == artifact.first_seen || s.source == artifact.last_seen)
+            .find(|s| names(s))
+            .and_then(|s| s.superseded_by)
+    }
+
+    /// The message of a later current statement that replaces a personal
+    /// detail the user gave (an address, a phone number, an e-mail) with a
+    /// new one of the same kind, "from now on deliver to …": `newer` tells
+    /// whether a ledger value of that kind was stated in a given message.
+    pub fn replacing(
+        &self,
+        artifact: &crate::ledger::Artifact,
+        newer: &dyn Fn(crate::ledger::ArtifactKind, MessageId) -> bool,
+    ) -> Option<MessageId> {
+        use crate::ledger::ArtifactKind as K;
+        if artifact.salience != crate::ledger::Salience::Stated
+            || !matches!(artifact.kind, K::Address | K::Phone | K::Email)
+        {
+            return None;
+        }
+        let value = artifact.value.to_lowercase();
+        self.current()
+            .filter(|s| s.source > artifact.last_seen)
+            .filter(|s| replaces(&normalize(&s.text)))
+            .filter(|s| !s.text.to_lowercase().contains(&value))
+            .find(|s| newer(artifact.kind, s.source))
+            .map(|s| s.source)
+    }
+
     pub fn outdated(&self) -> Outdated {
         let entries = self
             .superseded()
@@ -414,6 +457,27 @@ impl Parsed {
     }
 }
 
+/// Words that say a statement replaces what was said before.
+const REPLACING: &[&str] = &[
+    "from now on",
+    "instead",
+    "no longer",
+    "anymore",
+    "any more",
+    "going forward",
+    "from today",
+    "new address",
+    "new email",
+    "new e-mail",
+    "new number",
+    "change of plan",
+];
+
+/// Whether the normalized statement `norm` says it replaces something.
+fn replaces(norm: &str) -> bool {
+    REPLACING.iter().any(|w| norm.contains(w))
+}
+
 /// Whether `new` (said later) supersedes `old`.
 fn supersedes(new_parsed: &Parsed, old: &Statement, old_parsed: &Parsed) -> bool {
     if new_parsed.norm == old_parsed.norm {
@@ -422,6 +486,17 @@ fn supersedes(new_parsed: &Parsed, old: &Statement, old_parsed: &Parsed) -> bool
     let (new_subject, old_subject) = (&new_parsed.subject, &old_parsed.subject);
     // The same key set to another value.
     if new_subject.same_key(old_subject) && new_subject.values != old_subject.values {
+        return true;
+    }
+    // A new e-mail address "from now on" / "instead" replaces the old one,
+    // whatever each was for ("send confirmations to a@x" → "from now on
+    // use b@y for everything").
+    let email = |set: &BTreeSet<String>| set.iter().any(|v| v.contains('@'));
+    if replaces(&new_parsed.norm)
+        && email(&new_subject.values)
+        && email(&old_subject.values)
+        && new_subject.values.is_disjoint(&old_subject.values)
+    {
         return true;
     }
     // What the old one chose is dropped by the new one. A prohibition

@@ -485,3 +485,50 @@ proptest::proptest! {
         let _ = stated.outdated().superseded_by(&text);
     }
 }
+
+#[test]
+fn a_new_email_from_now_on_supersedes_the_old_one() {
+    let s = recorded(&[
+        user(1, "Please send confirmations to noor.a@proton.me."),
+        user(
+            9,
+            "From now on use noor@studio.example for everything; I'm closing the old account.",
+        ),
+    ]);
+    let old = s.items().iter().find(|x| x.source == MessageId(1)).unwrap();
+    assert_eq!(old.superseded_by, Some(MessageId(9)), "{:?}", s.items());
+}
+
+#[test]
+fn ledger_values_of_superseded_statements_and_replaced_details_are_found() {
+    use crate::ledger::{Artifact, ArtifactKind, Salience, Source};
+    let s = recorded(&[
+        user(1, "Set the request timeout to 36s."),
+        user(5, "Make the request timeout 44s; upstream got slower."),
+        user(
+            7,
+            "From now on deliver everything to 39 Calton Road, Edinburgh.",
+        ),
+    ]);
+    let stated = |kind, value: &str, id| {
+        Artifact::new(kind, value, MessageId(id)).said_by(Source::User, Salience::Stated)
+    };
+    let old = stated(ArtifactKind::Duration, "36s", 1);
+    assert_eq!(s.superseding(&old), Some(MessageId(5)));
+    assert_eq!(
+        s.superseding(&stated(ArtifactKind::Duration, "44s", 5)),
+        None
+    );
+    // An address given before, with no statement of its own, is replaced
+    // by the later "from now on deliver to …" that states a new one.
+    let street = stated(ArtifactKind::Address, "14 Harbour Street", 3);
+    let newer = |kind, at| kind == ArtifactKind::Address && at == MessageId(7);
+    assert_eq!(s.replacing(&street, &newer), Some(MessageId(7)));
+    assert_eq!(s.replacing(&street, &|_, _| false), None);
+    let read = Artifact::new(ArtifactKind::Address, "14 Harbour Street", MessageId(3));
+    assert_eq!(
+        s.replacing(&read, &newer),
+        None,
+        "only what the user stated"
+    );
+}

@@ -18,9 +18,11 @@
 //! settings, ids) over the common ones (paths, timestamps).
 
 mod code;
+mod fields;
 mod people;
 mod scan;
 mod settings;
+mod telling;
 
 use std::collections::HashMap;
 
@@ -35,6 +37,9 @@ pub const MAX_PER_MESSAGE: usize = 64;
 pub const MAX_BULK_PER_MESSAGE: usize = 32;
 /// Most values of one kind taken from one bulk part (a log's timestamps).
 pub const MAX_BULK_PER_KIND: usize = 8;
+/// Values of one kind in one reading call's output that make it a
+/// listing (see [`Salience::Listed`]).
+pub(crate) const LISTING: usize = 3;
 /// A text part longer than this (in bytes) is bulk: pasted, not written.
 pub const LONG_TEXT: usize = 8_000;
 /// JSON nesting followed in tool inputs.
@@ -69,10 +74,49 @@ const BULK_ORDER: [ArtifactKind; 19] = [
 /// each message's values counted once.
 pub fn extract(messages: &[Message]) -> Vec<Artifact> {
     let mut out = Vec::new();
+    let mut calls = Calls::default();
     for message in messages {
-        out.extend(of_message(message));
+        out.extend(of_message(message, &mut calls));
     }
     out
+}
+
+/// Whether each tool call seen so far acts (changes something) or only
+/// reads, by call id: a result is read in the light of its call (see
+/// `telling`). A reused id pairs with its latest call, as results pair
+/// with the nearest earlier call of their id.
+#[derive(Default)]
+struct Calls {
+    acts: HashMap<String, bool>,
+}
+
+impl Calls {
+    fn called(&mut self, call_id: &str, tool_name: &str, input: &serde_json::Value) {
+        let acts = if code::is_shell_tool(tool_name) {
+            !shell_command(input).is_some_and(telling::command_reads_only)
+        } else {
+            telling::tool_acts(tool_name)
+        };
+        self.acts.insert(call_id.to_owned(), acts);
+    }
+
+    /// Whether the call answered by a result with `call_id` acts; a result
+    /// whose call was not seen (compacted earlier) is read as reading.
+    fn acts(&self, call_id: &str) -> bool {
+        self.acts.get(call_id).copied().unwrap_or(false)
+    }
+}
+
+/// The command line of a shell tool's input (`{"command": …}`, or the
+/// input itself when it is a string).
+fn shell_command(input: &serde_json::Value) -> Option<&str> {
+    match input {
+        serde_json::Value::Object(map) => ["command", "cmd", "script"]
+            .iter()
+            .find_map(|k| map.get(*k).and_then(|v| v.as_str())),
+        serde_json::Value::String(cmd) => Some(cmd),
+        _ => None,
+    }
 }
 
 /// Whether `text` contains anything the ledger would record.
@@ -117,17 +161,25 @@ fn scan(text: &str, reading: Reading, bulk: bool) -> Vec<Candidate> {
     s.finish()
 }
 
-fn of_message(message: &Message) -> Vec<Artifact> {
+fn of_message(message: &Message, calls: &mut Calls) -> Vec<Artifact> {
     let mut found = Found::new(message.id);
     for part in &message.parts {
         match part {
             Part::Text { text } => found.text(message.role, text),
             Part::ToolCall {
-                tool_name, input, ..
-            } => found.tool_input(tool_name, input),
+                call_id,
+                tool_name,
+                input,
+            } => {
+                calls.called(call_id, tool_name, input);
+                found.tool_input(tool_name, input);
+            }
             Part::ToolResult {
-                output, is_error, ..
-            } => found.tool_output(output, *is_error),
+                call_id,
+                output,
+                is_error,
+                ..
+            } => found.tool_output(output, *is_error || calls.acts(call_id)),
             Part::File { uri, .. } => found.file(message.role, uri),
             Part::Reasoning { .. } => {}
         }
@@ -174,6 +226,9 @@ struct Found {
     index: HashMap<Identity, usize>,
     written: usize,
     bulk_of_kind: HashMap<ArtifactKind, usize>,
+    /// Values of the current part that a JSON key named (see `fields`):
+    /// the text scan does not take them again as another kind.
+    named: std::collections::HashSet<String>,
 }
 
 impl Found {
@@ -185,11 +240,21 @@ impl Found {
             index: HashMap::new(),
             written: 0,
             bulk_of_kind: HashMap::new(),
+            named: std::collections::HashSet::new(),
         }
     }
 
     fn next_part(&mut self) {
         self.bulk_of_kind.clear();
+        self.named.clear();
+    }
+
+    /// Takes the fields of `json` that their keys name (see `fields`).
+    fn named_fields(&mut self, json: &serde_json::Value, said: Said) {
+        for c in fields::named(json) {
+            self.named.insert(c.value.clone());
+            self.add(c, said);
+        }
     }
 
     fn add(&mut self, c: Candidate, said: Said) {
@@ -232,7 +297,9 @@ impl Found {
 
     fn add_all(&mut self, found: Vec<Candidate>, said: Said) {
         for c in found {
-            self.add(c, said);
+            if !self.named.contains(&c.value) {
+                self.add(c, said);
+            }
         }
     }
 
@@ -317,6 +384,7 @@ impl Found {
             };
             self.add(c, said);
         }
+        self.named_fields(input, said);
         self.json_strings(input, 0, said, true);
     }
 
@@ -360,17 +428,63 @@ impl Found {
         }
     }
 
-    fn tool_output(&mut self, output: &str, is_error: bool) {
-        let said = Said {
+    /// The output of a tool. What a failed call or an acting one answered
+    /// ranks as written, and so do the lines of any output that report a
+    /// failure; the rest of a reading call's output ranks as read (see
+    /// `telling`). The failure lines are scanned first, so the per-kind
+    /// bound of bulk text keeps their values before the rest.
+    fn tool_output(&mut self, output: &str, failed_or_acted: bool) {
+        let written = Said {
             source: Source::ToolOutput,
-            salience: if is_error {
-                Salience::Written
-            } else {
-                Salience::Read
-            },
+            salience: Salience::Written,
             bulk: true,
         };
-        self.add_all(scan(output, TOOL_OUTPUT, true), said);
+        let read = Said {
+            salience: Salience::Read,
+            ..written
+        };
+        let json = json_document(output);
+        if failed_or_acted {
+            if let Some(json) = &json {
+                self.named_fields(json, written);
+            }
+            self.add_all(scan(output, TOOL_OUTPUT, true), written);
+            return;
+        }
+        let signals = telling::signal_lines(output);
+        if !signals.is_empty() {
+            self.add_all(scan(&signals, TOOL_OUTPUT, true), written);
+        }
+        // What a reading call answered: a kind it holds many values of is
+        // a listing, and its values rank below the ones it answered alone.
+        let named = json.as_ref().map(fields::named).unwrap_or_default();
+        self.named.extend(named.iter().map(|c| c.value.clone()));
+        let mut found = named;
+        found.extend(
+            scan(output, TOOL_OUTPUT, true)
+                .into_iter()
+                .filter(|c| !self.named.contains(&c.value)),
+        );
+        let mut per_kind: HashMap<ArtifactKind, std::collections::HashSet<&str>> = HashMap::new();
+        for c in &found {
+            per_kind.entry(c.kind).or_default().insert(&c.value);
+        }
+        let listed: std::collections::HashSet<ArtifactKind> = per_kind
+            .into_iter()
+            .filter(|(_, values)| values.len() >= LISTING)
+            .map(|(kind, _)| kind)
+            .collect();
+        for c in found {
+            let said = if listed.contains(&c.kind) {
+                Said {
+                    salience: Salience::Listed,
+                    ..read
+                }
+            } else {
+                read
+            };
+            self.add(c, said);
+        }
     }
 
     fn finish(mut self) -> Vec<Artifact> {
@@ -404,6 +518,19 @@ impl Found {
         self.items.sort_by_key(|i| i.order);
         self.items.into_iter().map(|i| i.artifact).collect()
     }
+}
+
+/// Largest tool output parsed as JSON to read its keys.
+const MAX_JSON_OUTPUT: usize = 256 * 1024;
+
+/// `output` parsed, when it is one JSON object or array.
+fn json_document(output: &str) -> Option<serde_json::Value> {
+    let trimmed = output.trim();
+    let looks = trimmed.starts_with('{') || trimmed.starts_with('[');
+    if !looks || trimmed.len() > MAX_JSON_OUTPUT {
+        return None;
+    }
+    serde_json::from_str(trimmed).ok()
 }
 
 /// The first non-empty line of `text`, trimmed.

@@ -77,7 +77,7 @@ pattern!(
 );
 pattern!(
     GATE_PHONE_CUE,
-    r"(?i-u:phone|tel|mobile|cell|whatsapp|fax|call me|reach me|text me)"
+    r"(?i-u:phone|tel|mobile|cell|whatsapp|fax|call me|reach me|text me|number)"
 );
 pattern!(
     GATE_REFERENCE_CUE,
@@ -89,7 +89,7 @@ pattern!(
 );
 pattern!(
     GATE_NAME,
-    r"Mr|Mrs|Ms|Mx|Dr|Prof|Herr|Frau|Mme|Mlle|Sr|Sra|(?i-u:contact|ask for|speak|talk to|name|passenger|guest|recipient|attn|attention|i am|i'm|call me)|’m"
+    r"Mr|Mrs|Ms|Mx|Dr|Prof|Herr|Frau|Mme|Mlle|Sr|Sra|(?i-u:contact|ask for|speak|talk to|name|passenger|guest|recipient|attn|attention|i am|i'm|call me|landlord|landlady|partner|wife|husband|manager|colleague|friend|neighbo|boss|lawyer|solicitor|accountant|doctor|dentist|driver|agent|sister|brother|mother|father|son|daughter|teacher|tenant|owner|host|mover|contractor|plumber|electrician)|’m"
 );
 pattern!(
     EMAIL,
@@ -161,7 +161,7 @@ pattern!(
 );
 pattern!(
     PHONE_CUE,
-    r"\b(?i-u:phone|tel|telephone|mobile|cell|whatsapp|fax|call me (?:on|at)|reach me (?:on|at)|text me (?:on|at))\.?(?:[ ](?i-u:number|no\.?|nr\.?))?[ ]?(?:(?i-u:is)[ ]|:[ ]?|(?i-u:at|on)[ ])?(\(?[0-9][0-9 ./()-]{5,20}[0-9])"
+    r"\b(?i-u:phone|tel|telephone|mobile|cell|whatsapp|fax|call me (?:on|at)|reach me (?:on|at)|text me (?:on|at)|(?:her|his|their|my|our|your) (?:phone )?number)\.?(?:[ ](?i-u:number|no\.?|nr\.?))?[ ]?(?:(?i-u:is)[ ]|:[ ]?|(?i-u:at|on)[ ])?(\(?[0-9][0-9 ./()-]{5,20}[0-9])"
 );
 pattern!(
     REFERENCE_SEGMENTS,
@@ -174,6 +174,17 @@ pattern!(
 pattern!(
     REFERENCE_CUE,
     r"\b(?i-u:booking|confirmation|reference|ref|order|ticket|case|pnr|invoice|account|customer|membership|member|tracking|locator|reservation|voucher|policy|claim|receipt|transaction|shipment|parcel|contract|application|loyalty|number)(?:[ ](?i-u:number|no\.?|nr\.?|id|code|ref|reference))?\.?[ ]?(?:(?i-u:is|was)[ ]|[:=][ ]?)?(#?[A-Z0-9][A-Z0-9-]{3,23})\b"
+);
+pattern!(
+    /// A flight number after its cue: "flight TP 7401", "Flug LH 2417".
+    FLIGHT,
+    r"\b(?i-u:flight|flug|vol|vuelo|volo|vlucht)(?:[ ](?i-u:number|no\.?|nr\.?))?[ ]((?:[A-Z][A-Z0-9]|[0-9][A-Z])[ ]?[0-9]{1,4}[A-Z]?)\b"
+);
+pattern!(
+    /// A place someone holds, after its cue: "seat 16C", "table T-94304",
+    /// "gate B12", "room 412".
+    PLACE,
+    r"\b(?i-u:table|seat|room|gate|platform|coach|carriage|cabin|berth|locker|desk|bay|pier|terminal|track|stand)[ ](?:(?i-u:number|no\.?|nr\.?)[ ])?([A-Z]{0,2}-?[0-9]{1,6}[A-Z]?)\b"
 );
 pattern!(
     STREET_NUMBER_FIRST,
@@ -248,7 +259,7 @@ pattern!(
 pattern!(
     NAME_CUE,
     concat!(
-        r"\b(?i-u:contact(?: person)?|ask for|speak (?:to|with)|talk to|in the name of|under the name(?: of)?|(?:full|first|last|guest|passenger|customer|contact|my) name(?: is)?|passenger|guest|recipient|attn\.?|attention)[ ]?:?[ ](",
+        r"\b(?i-u:contact(?: person)?|ask for|speak (?:to|with)|talk to|in the name of|under the name(?: of)?|(?:full|first|last|guest|passenger|customer|contact|my) name(?: is)?|passenger|guest|recipient|attn\.?|attention|(?:my|our|the|new|old|your)[ ](?:new[ ]|old[ ])?(?:landlord|landlady|partner|wife|husband|manager|colleague|friend|neighbou?r|boss|lawyer|solicitor|accountant|doctor|dentist|driver|agent|sister|brother|mother|father|son|daughter|teacher|tenant|owner|host|mover|contractor|plumber|electrician))[ ]?[:,]?[ ](",
         name!(),
         ")"
     )
@@ -464,6 +475,15 @@ pub(super) fn references(s: &mut Scan<'_>) {
             let v = m.as_str();
             if v.bytes().any(|b| b.is_ascii_digit()) && v.bytes().any(|b| b.is_ascii_uppercase()) {
                 s.take(m.range(), ArtifactKind::Reference, v);
+            }
+        }
+    }
+    if s.has_digit {
+        for re in [&FLIGHT, &PLACE] {
+            for caps in captures(re, text) {
+                if let Some(m) = caps.get(1).filter(|m| m.as_str().len() >= 2) {
+                    s.take(m.range(), ArtifactKind::Reference, m.as_str());
+                }
             }
         }
     }

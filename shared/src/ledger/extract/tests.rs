@@ -877,3 +877,138 @@ fn tool_names_tell_reading_from_acting() {
         assert!(!reads_only(name), "{name}");
     }
 }
+
+fn call(id: i64, call_id: &str, tool: &str, input: serde_json::Value) -> Message {
+    Message::new(
+        id,
+        Role::Assistant,
+        vec![Part::ToolCall {
+            call_id: call_id.into(),
+            tool_name: tool.into(),
+            input,
+        }],
+    )
+}
+
+fn result(id: i64, call_id: &str, tool: &str, output: &str) -> Message {
+    Message::new(
+        id,
+        Role::Tool,
+        vec![Part::ToolResult {
+            call_id: call_id.into(),
+            tool_name: tool.into(),
+            output: output.into(),
+            is_error: false,
+            pruned: false,
+        }],
+    )
+}
+
+fn salience_of(found: &[Artifact], value: &str) -> Option<Salience> {
+    found.iter().find(|a| a.value == value).map(|a| a.salience)
+}
+
+#[test]
+fn what_an_acting_call_answered_ranks_as_written_and_a_reading_calls_output_as_read() {
+    let found = extract(&[
+        call(
+            1,
+            "a",
+            "bash",
+            serde_json::json!({"command": "git commit -am \"fix\""}),
+        ),
+        result(2, "a", "bash", "[fix/fx 9f3c2a1] fix\n 1 file changed"),
+        call(
+            3,
+            "b",
+            "bash",
+            serde_json::json!({"command": "git log --oneline -n 1"}),
+        ),
+        result(4, "b", "bash", "4e5d6c7 older change"),
+        call(
+            5,
+            "c",
+            "request_refund",
+            serde_json::json!({"order": "NW-701742"}),
+        ),
+        result(
+            6,
+            "c",
+            "request_refund",
+            r#"{"refund_id":"RF-54569194","status":"approved"}"#,
+        ),
+        call(
+            7,
+            "d",
+            "lookup_order",
+            serde_json::json!({"order": "NW-701742"}),
+        ),
+        result(
+            8,
+            "d",
+            "lookup_order",
+            "order NW-701742: refund of USD 133.65 issued",
+        ),
+    ]);
+    assert_eq!(
+        salience_of(&found, "9f3c2a1"),
+        Some(Salience::Written),
+        "{found:?}"
+    );
+    assert_eq!(salience_of(&found, "4e5d6c7"), Some(Salience::Read));
+    assert_eq!(salience_of(&found, "RF-54569194"), Some(Salience::Written));
+    assert_eq!(salience_of(&found, "USD 133.65"), Some(Salience::Read));
+}
+
+#[test]
+fn failure_lines_of_a_reading_calls_output_rank_as_written() {
+    let found = extract(&[
+        call(1, "a", "kubectl", serde_json::json!({"args": "describe pod api-1"})),
+        result(
+            2,
+            "a",
+            "kubectl",
+            "Name: api-1\nImage: registry.example.com/api:v1.4.2\n  Reason: OOMKilled\n",
+        ),
+        call(3, "b", "bash", serde_json::json!({"command": "cargo build"})),
+        result(
+            4,
+            "b",
+            "bash",
+            "   Compiling api v0.3.1\nerror[E0502]: cannot borrow\n  --> src/jobs/reconcile.rs:88:17\n",
+        ),
+    ]);
+    assert_eq!(
+        salience_of(&found, "OOMKilled"),
+        Some(Salience::Written),
+        "{found:?}"
+    );
+    assert_eq!(salience_of(&found, "E0502"), Some(Salience::Written));
+    assert_eq!(salience_of(&found, "v1.4.2"), Some(Salience::Read));
+}
+
+#[test]
+fn values_of_a_listing_rank_below_a_value_answered_alone() {
+    let found = extract(&[
+        call(
+            1,
+            "a",
+            "search_products",
+            serde_json::json!({"query": "knife"}),
+        ),
+        result(
+            2,
+            "a",
+            "search_products",
+            r#"{"results":[{"sku":"CK-2231","price":"€19.99"},{"sku":"CK-2232","price":"€29.99"},{"sku":"CK-2233","price":"€39.99"}]}"#,
+        ),
+        call(3, "b", "lookup_order", serde_json::json!({"order": "sofa"})),
+        result(4, "b", "lookup_order", "sofa order: total €1,359.00"),
+    ]);
+    assert_eq!(
+        salience_of(&found, "€29.99"),
+        Some(Salience::Listed),
+        "{found:?}"
+    );
+    assert_eq!(salience_of(&found, "€1,359.00"), Some(Salience::Read));
+}
