@@ -20,6 +20,9 @@ use super::StatementKind::{self, Constraint, Decision};
 /// Verbs that set or choose something when a value or "instead" comes with
 /// them ("ship on Friday", "deliver to Kastanienallee 12").
 const SETTING_VERBS: &[&str] = &[
+    "expose",
+    "serve",
+    "mount",
     "set",
     "change",
     "make",
@@ -572,8 +575,58 @@ fn personal_condition(toks: &[Tok]) -> bool {
     false
 }
 
-/// The frames of a declarative clause, most specific first.
+/// Prepositions that open a phrase a statement may follow: "for the local
+/// job store let's go with SQLite", "for the backfill use a batch of 300".
+const FRAMING: &[&str] = &[
+    "for",
+    "on",
+    "in",
+    "at",
+    "about",
+    "regarding",
+    "with",
+    "as",
+    "during",
+    "after",
+    "before",
+];
+
+/// Connectors a clause may start with: "so we can bump the MSRV to 1.74".
+const CONNECTORS: &[&str] = &[
+    "so", "and", "then", "now", "also", "ok", "okay", "actually", "wait", "oh", "hmm", "sorry",
+];
+
+/// The frames of a declarative clause, most specific first; failing them,
+/// the same frames after a colon, a leading connector or a framing phrase
+/// (at most six words: "for the local job store").
 fn clause_kind(c: &[Tok]) -> Option<StatementKind> {
+    if let Some(kind) = frames(c) {
+        return Some(kind);
+    }
+    // "We're staying longer: make the hotel 3 nights".
+    if let Some(k) = c.iter().position(|t| t.colon).filter(|&k| k + 2 < c.len()) {
+        if let Some(kind) = frames(&c[k + 1..]) {
+            return Some(kind);
+        }
+    }
+    let first = w(c, 0);
+    if CONNECTORS.contains(&first) && c.len() > 2 {
+        return frames(&c[1..]);
+    }
+    if !FRAMING.contains(&first) {
+        return None;
+    }
+    (2..=6.min(c.len().saturating_sub(2)))
+        .find(|&k| {
+            let lead = w(c, k);
+            matches!(lead, "let's" | "we'll" | "i'll" | "let" | "we")
+                || ((SETTING_VERBS.contains(&lead) || CHOICE_VERBS.contains(&lead))
+                    && !DETERMINERS.contains(&w(c, k - 1)))
+        })
+        .and_then(|k| frames(&c[k..]))
+}
+
+fn frames(c: &[Tok]) -> Option<StatementKind> {
     no_longer(c)
         .or_else(|| change_verb(c))
         .or_else(|| make_sure(c))
@@ -1160,7 +1213,7 @@ fn future_choice(c: &[Tok]) -> Option<StatementKind> {
     }
     let v = match (w(c, 0), w(c, 1), w(c, 2), w(c, 3)) {
         ("let's" | "we'll" | "i'll", ..) => 1,
-        ("let", "us", ..) | ("we" | "i", "will" | "shall", ..) => 2,
+        ("let", "us", ..) | ("we" | "i", "will" | "shall" | "can", ..) => 2,
         ("we're" | "i'm", "going", "to", _) => 3,
         ("we", "are", "going", "to") => 4,
         _ => return None,

@@ -359,13 +359,15 @@ impl UserStatements {
         }
         let value = artifact.value.to_lowercase();
         let names = |s: &Statement| s.text.to_lowercase().contains(&value);
-        if self.current().any(names) {
-            return None;
-        }
-        self.superseded()
+        let by = self
+            .superseded()
             .filter(|s| s.source == artifact.first_seen || s.source == artifact.last_seen)
             .find(|s| names(s))
-            .and_then(|s| s.superseded_by)
+            .and_then(|s| s.superseded_by)?;
+        // A current statement that names the value keeps it current,
+        // unless it is the one that replaced it ("the 07:40 is too early").
+        let named_current = self.current().any(|s| s.source != by && names(s));
+        (!named_current).then_some(by)
     }
 
     /// The message of a later current statement that replaces a personal
@@ -473,6 +475,64 @@ const REPLACING: &[&str] = &[
     "change of plan",
 ];
 
+/// Words that say a statement changes an earlier choice.
+const CHANGING: &[&str] = &[
+    "no wait",
+    "actually",
+    "rather",
+    "make it",
+    "make the",
+    "change it",
+    "change the",
+    "pushed to",
+    "moved to",
+    "changed to",
+    "staying longer",
+    "extend",
+];
+
+/// Whether the normalized statement `norm` says it changes an earlier
+/// choice (or replaces something, see [`replaces`]).
+fn changes(norm: &str) -> bool {
+    replaces(norm) || CHANGING.iter().any(|w| norm.contains(w))
+}
+
+/// Clock times (`("time", "07:40")`) and counts with their unit
+/// (`("night", "2 nights")`) in the normalized text `norm`.
+fn shaped(norm: &str) -> Vec<(String, String)> {
+    const NOT_UNITS: &[&str] = &[
+        "of", "to", "and", "or", "in", "at", "on", "for", "the", "a", "an", "is", "are", "was",
+        "with", "by", "from", "one", "more", "less", "pm", "am",
+    ];
+    let words: Vec<&str> = norm
+        .split(|c: char| c.is_whitespace() || matches!(c, ',' | ';' | '(' | ')' | '!' | '?'))
+        .map(|w| w.trim_end_matches(['.', ':']))
+        .filter(|w| !w.is_empty())
+        .collect();
+    let mut out = Vec::new();
+    for (i, w) in words.iter().enumerate() {
+        let time = w.split_once(':').is_some_and(|(h, m)| {
+            (1..=2).contains(&h.len())
+                && m.len() == 2
+                && h.bytes().all(|b| b.is_ascii_digit())
+                && m.bytes().all(|b| b.is_ascii_digit())
+        });
+        if time {
+            out.push(("time".to_owned(), (*w).to_owned()));
+            continue;
+        }
+        if !w.is_empty() && w.bytes().all(|b| b.is_ascii_digit()) {
+            if let Some(unit) = words.get(i + 1).filter(|u| {
+                u.len() >= 3 && u.bytes().all(|b| b.is_ascii_lowercase()) && !NOT_UNITS.contains(u)
+            }) {
+                let singular = unit.strip_suffix('s').unwrap_or(unit);
+                out.push((singular.to_owned(), format!("{w} {unit}")));
+            }
+        }
+    }
+    out
+}
+
 /// Whether the normalized statement `norm` says it replaces something.
 fn replaces(norm: &str) -> bool {
     REPLACING.iter().any(|w| norm.contains(w))
@@ -487,6 +547,40 @@ fn supersedes(new_parsed: &Parsed, old: &Statement, old_parsed: &Parsed) -> bool
     // The same key set to another value.
     if new_subject.same_key(old_subject) && new_subject.values != old_subject.values {
         return true;
+    }
+    // `NAME=value` set again to another value ("use INVOICE_BATCH_SIZE=300"
+    // → "set INVOICE_BATCH_SIZE=1200").
+    let assignments = |norm: &str| -> Vec<(String, String)> {
+        norm.split(|c: char| c.is_whitespace() || matches!(c, ',' | ';' | '(' | ')' | '`'))
+            .filter_map(|t| t.split_once('='))
+            .filter(|(k, v)| k.len() >= 2 && !v.is_empty())
+            .map(|(k, v)| (k.to_owned(), v.trim_end_matches(['.', ':']).to_owned()))
+            .collect()
+    };
+    let new_assigned = assignments(&new_parsed.norm);
+    if assignments(&old_parsed.norm)
+        .iter()
+        .any(|(k, v)| new_assigned.iter().any(|(nk, nv)| nk == k && nv != v))
+    {
+        return true;
+    }
+    // A new value of the same shape, said as a change ("no wait, book the
+    // 09:15 one, the 07:40 is too early"; "make the hotel 3 nights" after
+    // "2 nights"): a count of the same unit, or a clock time when the new
+    // statement names the old one.
+    if changes(&new_parsed.norm) {
+        let (new_shaped, old_shaped) = (shaped(&new_parsed.norm), shaped(&old_parsed.norm));
+        let replaced = old_shaped.iter().any(|(shape, old_value)| {
+            new_shaped.iter().any(|(s, v)| {
+                s == shape
+                    && v != old_value
+                    && !old_shaped.iter().any(|(_, o)| o == v)
+                    && (shape != "time" || new_parsed.norm.contains(old_value.as_str()))
+            })
+        });
+        if replaced {
+            return true;
+        }
     }
     // A new e-mail address "from now on" / "instead" replaces the old one,
     // whatever each was for ("send confirmations to a@x" → "from now on

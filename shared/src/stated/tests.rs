@@ -532,3 +532,58 @@ fn ledger_values_of_superseded_statements_and_replaced_details_are_found() {
         "only what the user stated"
     );
 }
+
+#[test]
+fn statements_after_a_framing_phrase_are_read_and_a_name_set_again_supersedes() {
+    let s = recorded(&[
+        user(
+            1,
+            "For the local job store let's go with SQLite: one file, nothing to run.",
+        ),
+        user(
+            2,
+            "For the backfill job use INVOICE_BATCH_SIZE=300; we can tune it later.",
+        ),
+        user(3, "Expose the snapshots read-only under /v2/fx-snapshots."),
+        user(9, "The backfill is too slow, set INVOICE_BATCH_SIZE=1200."),
+        user(
+            10,
+            "Scrap SQLite, use Postgres instead: the reconcile job needs concurrent writers.",
+        ),
+    ]);
+    let by = |id: i64| {
+        s.items()
+            .iter()
+            .find(|x| x.source == MessageId(id))
+            .unwrap_or_else(|| panic!("#{id} not read: {:?}", s.items()))
+            .superseded_by
+    };
+    assert_eq!(by(1), Some(MessageId(10)));
+    assert_eq!(by(2), Some(MessageId(9)));
+    assert_eq!(by(3), None);
+    assert_eq!(by(9), None);
+}
+
+#[test]
+fn a_change_to_a_time_or_a_count_of_the_same_unit_supersedes() {
+    let s = recorded(&[
+        user(
+            1,
+            "And book the 07:40 train to London King's Cross on the 11th.",
+        ),
+        user(2, "Yes, 2 nights, and keep it under €900 in total."),
+        user(3, "Could you book dinner for two on the 13th, 20:30 WET?"),
+        user(7, "No wait, book the 09:15 one, the 07:40 is too early."),
+        user(8, "We're staying longer: make the hotel 3 nights."),
+    ]);
+    let by = |id: i64| {
+        s.items()
+            .iter()
+            .find(|x| x.source == MessageId(id))
+            .unwrap_or_else(|| panic!("#{id} not read: {:?}", s.items()))
+            .superseded_by
+    };
+    assert_eq!(by(1), Some(MessageId(7)));
+    assert_eq!(by(2), Some(MessageId(8)), "{:?}", s.items());
+    assert_eq!(by(3), None, "another time, not named by the change");
+}
