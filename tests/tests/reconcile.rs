@@ -93,12 +93,14 @@ async fn after_redis_loses_its_data_every_workstream_over_its_trigger_is_compact
 async fn a_job_record_missing_from_its_set_is_repaired_not_counted_in_hand() {
     let db = TestDb::postgres().await;
     let test_redis = TestRedis::new();
-    let mut engine = compactor_shared::config::EngineConfig::default();
-    engine.trigger = TriggerPolicy::Threshold {
-        context_window: 8_000,
-        ratio: 0.7,
-        output_reserve: 2_000,
-        safety_margin: 500,
+    let engine = compactor_shared::config::EngineConfig {
+        trigger: TriggerPolicy::Threshold {
+            context_window: 8_000,
+            ratio: 0.7,
+            output_reserve: 2_000,
+            safety_margin: 500,
+        },
+        ..Default::default()
     };
     let queue = test_redis.queue().await;
     let client = Compactor::from_parts(db.store.clone(), queue.clone(), engine.clone()).await;
