@@ -61,6 +61,11 @@ const PAGE_SIZE: u64 = 1_000;
 /// stale an answer can get when they cannot.
 pub const WAIT_RECHECK_EVERY: Duration = Duration::from_secs(2);
 
+/// How often a waiter looks again while Redis does not answer. Besides, it
+/// looks the moment the release subscription is back (Redis returned), so
+/// this only bounds the wait when the subscription is slower to return.
+pub const WAIT_OUTAGE_RECHECK_EVERY: Duration = Duration::from_millis(500);
+
 /// The sections of the configuration a client needs (others are ignored).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
@@ -682,6 +687,14 @@ impl Compactor {
     /// lease (its holder may have died) and every [`WAIT_RECHECK_EVERY`]
     /// (a lost announcement, a worker gone while the job was queued).
     ///
+    /// A Redis outage does not end the wait: while the queue cannot be
+    /// read, the waiter holds on (looking again every
+    /// [`WAIT_OUTAGE_RECHECK_EVERY`]), and looks the moment the release
+    /// subscription is re-established, so what changed while Redis was
+    /// down (announcements published then are lost) is seen as soon as
+    /// Redis is back. Only an outage that lasts the whole timeout is an
+    /// error (the queue's, [`QueueError::is_unavailable`]).
+    ///
     /// With [`WaitMode::Requested`], a job that is queued or backing off
     /// while no worker is live is answered at once with
     /// [`Readiness::NoLiveWorker`]. [`WaitMode::Running`] looks at the
@@ -704,7 +717,19 @@ impl Compactor {
         loop {
             let ws = self.workstream(key).await?;
             let before = *compactions_before.get_or_insert(ws.compactions);
-            let readiness = match self.pending(key, &ws, mode).await? {
+            let pending = match self.pending(key, &ws, mode).await {
+                Ok(pending) => pending,
+                Err(ClientError::Queue(error))
+                    if error.is_unavailable() && Instant::now() < give_up =>
+                {
+                    tracing::debug!(%error, "queue unreadable while waiting; holding on");
+                    let wake_at = give_up.min(Instant::now() + WAIT_OUTAGE_RECHECK_EVERY);
+                    wait_for_news(&mut releases, &member, &mut heard, wake_at).await;
+                    continue;
+                }
+                Err(error) => return Err(error),
+            };
+            let readiness = match pending {
                 None => self.settled(key, &ws, before, heard, started).await?,
                 Some(p) if p.no_live_worker => Readiness::NoLiveWorker {
                     waited: started.elapsed(),

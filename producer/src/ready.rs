@@ -21,8 +21,10 @@ use crate::queue::Queue;
 /// it lagged (it then re-checks the database).
 const CHANNEL_CAPACITY: usize = 1_024;
 
-/// Liveness check of the subscription's connection while it is quiet.
-const CHECK_EVERY: Duration = Duration::from_secs(15);
+/// Liveness check of the subscription's connection while it is quiet: a
+/// connection that went dead without closing (a frozen server, a dropped
+/// network path) is found within this plus the response timeout.
+const CHECK_EVERY: Duration = Duration::from_secs(5);
 
 /// One announcement.
 #[derive(Debug, Clone)]
@@ -115,13 +117,16 @@ async fn listen(queue: Queue, sender: broadcast::Sender<Released>, up: watch::Se
             Err(error) => {
                 debug!(%error, "cannot subscribe to releases yet");
                 metrics::counter!(names::NOTIFY_ERRORS_TOTAL, "op" => "subscribe").increment(1);
-                tokio::time::sleep(retry_in.next().unwrap_or(Duration::from_secs(5))).await;
+                tokio::time::sleep(retry_in.next().unwrap_or(Duration::from_millis(250))).await;
             }
         }
     }
 }
 
-/// 100 ms doubling to 5 s, with jitter.
+/// 50 ms doubling to 250 ms, with jitter (so at most 0.5 s): waiters rely
+/// on the subscription coming back right after Redis does (its
+/// re-establishment makes every waiter look again), and an attempt against
+/// a Redis that is down costs one refused connection.
 fn backoff() -> impl Iterator<Item = Duration> {
-    crate::backoff::reconnect(Duration::from_millis(100), Duration::from_secs(5))
+    crate::backoff::reconnect(Duration::from_millis(50), Duration::from_millis(250))
 }

@@ -3,7 +3,10 @@
 //! failover, an eviction), workstreams over their trigger would never be
 //! compacted again until their next turn. A sweep finds them — over the
 //! trigger, no live lease, no job waiting or running, breaker closed — and
-//! requests their compaction again. Running it when nothing was lost only
+//! requests their compaction again. A job record that says waiting or
+//! running while its set lost the entry (an eviction) would count as in
+//! hand and never run: the sweep puts it back in its set (see
+//! `queue::Queue::repair_jobs`). Running it when nothing was lost only
 //! reads: every candidate already has its job.
 
 use chrono::Utc;
@@ -27,6 +30,10 @@ pub struct Reconciliation {
     pub requested: u64,
     /// Being compacted now (a live lease) or with a job waiting or running.
     pub in_hand: u64,
+    /// Of those over the trigger, with a job record the queue's sets had
+    /// lost: put back in line (waiting), or tracked again at its lease
+    /// deadline so recovery returns it (running). Not counted in hand.
+    pub repaired: u64,
     /// Held back by their circuit breaker.
     pub breaker_open: u64,
     /// Their last job is in the dead-letter set: an operator decides.
@@ -60,6 +67,7 @@ pub async fn reconcile(
         after = Some(last.id);
         let now_ms = Utc::now().timestamp_millis();
         let mut lost: Vec<(EntityKey, Trigger)> = Vec::new();
+        let mut queued: Vec<EntityKey> = Vec::new();
         for ws in &page {
             let tokens = ws.summary_tokens.saturating_add(ws.uncompacted_tokens);
             if !engine.trigger.evaluate(&Measure::estimated(tokens)).due {
@@ -75,10 +83,17 @@ pub async fn reconcile(
                 continue;
             }
             match queue.job_state(&ws.key).await? {
-                Some(JobState::Waiting { .. } | JobState::Running { .. }) => report.in_hand += 1,
+                Some(JobState::Waiting { .. } | JobState::Running { .. }) => {
+                    queued.push(ws.key.clone());
+                }
                 Some(JobState::Dead { .. }) => report.dead_lettered += 1,
                 Some(JobState::Done { .. }) | None => lost.push((ws.key.clone(), Trigger::Auto)),
             }
+        }
+        if !queued.is_empty() {
+            let repair = queue.repair_jobs(&queued).await?;
+            report.repaired += repair.repaired();
+            report.in_hand += queued.len() as u64 - repair.repaired();
         }
         if !lost.is_empty() {
             for outcome in queue.enqueue_many(&lost).await? {
@@ -94,6 +109,12 @@ pub async fn reconcile(
         if (page.len() as u64) < PAGE {
             break;
         }
+    }
+    if report.repaired > 0 {
+        tracing::warn!(
+            repaired = report.repaired,
+            "reconciliation put back jobs the queue's sets had lost"
+        );
     }
     if report.requested > 0 {
         metrics::counter!(crate::metrics::names::RECONCILE_REQUESTED_TOTAL, "queue" => queue.config().name.as_str().to_owned())

@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use compactor_producer::queue::{
     ClaimOutcome, ClaimedJob, Completion, EnqueueOutcome, FailAction, Failure, JobStage, JobState,
-    Queue, QueueConfig, QueueError, QueueName, Recovery, Subscription, Trigger, WorkerRegistration,
+    Keys, Queue, QueueConfig, QueueError, QueueName, Recovery, Subscription, Trigger,
+    WorkerRegistration,
 };
 use compactor_shared::EntityKey;
 
@@ -1150,4 +1151,284 @@ async fn the_queue_announces_every_job_that_settles_on_its_release_channel() {
         next_release_notice(q, &mut sub, &k).await,
         r#"{"settled":"dead"}"#
     );
+}
+
+/// A plain connection for tampering with a queue's keys.
+async fn raw() -> redis::aio::MultiplexedConnection {
+    redis::Client::open(redis_url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap()
+}
+
+/// The fields of a job record, as stored.
+async fn record(
+    conn: &mut redis::aio::MultiplexedConnection,
+    q: &Queue,
+    k: &EntityKey,
+) -> std::collections::HashMap<String, String> {
+    redis::cmd("HGETALL")
+        .arg(q.keys().job(k))
+        .query_async(conn)
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_script_that_meets_a_key_of_the_wrong_type_changes_nothing() {
+    let t = TestQueue::new().await;
+    let q = &t.queue;
+    let mut conn = raw().await;
+    let k = key("tampered");
+    // The waiting set replaced by a string (tampered with, or a clash of
+    // names): the request fails, and leaves no record behind that would
+    // coalesce every later request into a job that never runs.
+    let _: () = redis::cmd("SET")
+        .arg(q.keys().waiting())
+        .arg("not a sorted set")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let error = q.request_compaction(&k, Trigger::Auto).await.unwrap_err();
+    println!("{error}");
+    assert!(error.to_string().contains("WRONGTYPE"), "{error}");
+    assert!(!error.is_unavailable(), "not an outage: {error}");
+    assert_eq!(q.job_state(&k).await.unwrap(), None, "nothing was written");
+    let seq: Option<String> = redis::cmd("GET")
+        .arg(q.keys().seq())
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(seq, None, "no job id was used up");
+    let _: () = redis::cmd("DEL")
+        .arg(q.keys().waiting())
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(matches!(
+        q.request_compaction(&k, Trigger::Auto).await.unwrap(),
+        EnqueueOutcome::Added { .. }
+    ));
+
+    // A retry whose waiting set is not a set: the run keeps its lease and
+    // its place in the running set, as if the call had not been made.
+    let job = claim(q).await;
+    let _: () = redis::cmd("SET")
+        .arg(q.keys().waiting())
+        .arg("not a sorted set")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let delay = FailAction::Retry {
+        delay: Duration::from_millis(1),
+    };
+    let error = q.fail(&job, delay, "boom").await.unwrap_err();
+    assert!(error.to_string().contains("WRONGTYPE"), "{error}");
+    let fields = record(&mut conn, q, &k).await;
+    assert_eq!(fields.get("state").map(String::as_str), Some("running"));
+    assert_eq!(fields.get("lease"), Some(&job.lease_token));
+    assert_eq!(fields.get("last_error"), None);
+    let in_running: Option<f64> = redis::cmd("ZSCORE")
+        .arg(q.keys().running())
+        .arg(Keys::member(&k))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(in_running.is_some(), "still tracked as running");
+    let _: () = redis::cmd("DEL")
+        .arg(q.keys().waiting())
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(
+        q.fail(&job, delay, "boom").await.unwrap(),
+        Failure::RetryScheduled
+    );
+
+    // A completion whose running set is not a set: the record is not
+    // marked done while the running set still lists it.
+    let job = claim_when_due(q, &k).await;
+    let _: () = redis::cmd("SET")
+        .arg(q.keys().done())
+        .arg("not a sorted set")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let error = q.complete(&job).await.unwrap_err();
+    assert!(error.to_string().contains("WRONGTYPE"), "{error}");
+    let fields = record(&mut conn, q, &k).await;
+    assert_eq!(fields.get("state").map(String::as_str), Some("running"));
+    let _: () = redis::cmd("DEL")
+        .arg(q.keys().done())
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(q.complete(&job).await.unwrap(), Completion::Done);
+
+    // A job id counter that is not a number: refused before the record is
+    // replaced.
+    let other = key("counter");
+    let _: () = redis::cmd("SET")
+        .arg(q.keys().seq())
+        .arg("not a number")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let error = q
+        .request_compaction(&other, Trigger::Auto)
+        .await
+        .unwrap_err();
+    assert!(error.to_string().contains("WRONGTYPE"), "{error}");
+    assert_eq!(q.job_state(&other).await.unwrap(), None);
+    let _: () = redis::cmd("SET")
+        .arg(q.keys().seq())
+        .arg(100)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+
+    // A waiting entry whose job key holds a string: the claim reports it
+    // unusable and goes on to the next job, instead of failing half-way.
+    let clash = "compact:chat:clash";
+    let _: () = redis::pipe()
+        .cmd("SET")
+        .arg(q.keys().job_of_member(clash))
+        .arg("a string")
+        .ignore()
+        .cmd("ZADD")
+        .arg(q.keys().waiting())
+        .arg(0)
+        .arg(clash)
+        .ignore()
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    q.request_compaction(&other, Trigger::Auto).await.unwrap();
+    let settled = q.settle(&[], 2, "w1").await.unwrap();
+    assert_eq!(settled.claimed.len(), 2, "{:?}", settled.claimed);
+    assert!(
+        matches!(&settled.claimed[0], ClaimOutcome::Unusable { member, .. } if member == clash),
+        "{:?}",
+        settled.claimed
+    );
+    assert!(
+        matches!(&settled.claimed[1], ClaimOutcome::Claimed(job) if job.key == other),
+        "{:?}",
+        settled.claimed
+    );
+}
+
+#[tokio::test]
+async fn the_repair_walk_puts_back_every_record_its_set_lost() {
+    let t = TestQueue::new().await;
+    let q = &t.queue;
+    let mut conn = raw().await;
+    let keys: Vec<EntityKey> = (0..50).map(|i| key(&format!("walk{i}"))).collect();
+    for k in &keys {
+        q.request_compaction(k, Trigger::Auto).await.unwrap();
+    }
+    let _: () = redis::cmd("DEL")
+        .arg(q.keys().waiting())
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(q.counts().await.unwrap().waiting, 0);
+    // One walk over the whole keyspace (other tests' keys included).
+    let mut requeued = 0;
+    loop {
+        let step = q.repair_step(1_000).await.unwrap();
+        requeued += step.requeued;
+        assert_eq!(step.relisted, 0);
+        if step.walk_ended {
+            break;
+        }
+    }
+    assert_eq!(requeued, 50);
+    assert_eq!(q.counts().await.unwrap().waiting, 50);
+    // Nothing more to repair: a second walk changes nothing.
+    loop {
+        let step = q.repair_step(1_000).await.unwrap();
+        assert_eq!(step.repaired(), 0);
+        if step.walk_ended {
+            break;
+        }
+    }
+    // In their original order.
+    let first = claim(q).await;
+    assert_eq!(first.key, keys[0]);
+    assert_eq!(
+        q.repair_jobs(&keys).await.unwrap().repaired(),
+        0,
+        "named records in their sets are left alone"
+    );
+}
+
+#[tokio::test]
+async fn a_waiting_record_missing_from_the_waiting_set_is_put_back_by_the_next_request() {
+    let t = TestQueue::new().await;
+    let q = &t.queue;
+    let mut conn = raw().await;
+    let k = key("evicted");
+    let EnqueueOutcome::Added { job_id } = q.request_compaction(&k, Trigger::Auto).await.unwrap()
+    else {
+        panic!("a new job")
+    };
+    // The waiting set is lost (evicted), the record survives.
+    let _: () = redis::cmd("DEL")
+        .arg(q.keys().waiting())
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(matches!(
+        q.claim("w1").await.unwrap(),
+        ClaimOutcome::Empty { .. }
+    ));
+    assert_eq!(
+        q.request_compaction(&k, Trigger::Auto).await.unwrap(),
+        EnqueueOutcome::Coalesced { job_id },
+        "the request joins the job the record names…"
+    );
+    let job = claim(q).await;
+    assert_eq!(job.job_id, job_id, "…and that job is in line again");
+    assert_eq!(job.key, k);
+}
+
+#[tokio::test]
+async fn a_running_record_missing_from_the_running_set_is_recovered_as_an_expired_lease() {
+    let t = TestQueue::with(QueueConfig {
+        lease_ttl: Duration::from_millis(20),
+        ..QueueConfig::default()
+    })
+    .await;
+    let q = &t.queue;
+    let mut conn = raw().await;
+    let k = key("untracked");
+    q.request_compaction(&k, Trigger::Auto).await.unwrap();
+    let crashed = claim(q).await;
+    // Its worker died, and the running set lost its entry: no sweep would
+    // ever find the expired lease.
+    let _: () = redis::cmd("ZREM")
+        .arg(q.keys().running())
+        .arg(Keys::member(&k))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(
+        q.request_compaction(&k, Trigger::Auto).await.unwrap(),
+        EnqueueOutcome::FollowUpRecorded {
+            job_id: crashed.job_id
+        }
+    );
+    assert_eq!(
+        recover_until_something(q).await,
+        Recovery {
+            recovered: 1,
+            dead_lettered: 0
+        },
+        "the request put the lease back where the sweep finds it"
+    );
+    let again = claim(q).await;
+    assert_eq!(again.job_id, crashed.job_id);
+    assert_ne!(again.lease_token, crashed.lease_token);
 }

@@ -482,3 +482,40 @@ async fn a_conversation_is_compacted_end_to_end_and_the_waiter_woken_by_the_rele
     );
     worker.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_record_its_set_lost_is_put_back_and_run_on_every_node() {
+    for node in 0..NODES {
+        let t = ClusterQueue::on(node, fast_queue()).await;
+        let k = key("evicted");
+        let EnqueueOutcome::Added { job_id } =
+            t.queue.request_compaction(&k, Trigger::Auto).await.unwrap()
+        else {
+            panic!("added")
+        };
+        let mut conn = cluster().connection(cluster().owner_of(&t.queue.keys().waiting()));
+        let _: () = redis::cmd("DEL")
+            .arg(t.queue.keys().waiting())
+            .query(&mut conn)
+            .unwrap();
+        assert_eq!(t.queue.counts().await.unwrap().waiting, 0);
+        // The workers' sweep walks the job records (a SCAN inside the
+        // script, on the node that owns the queue's slot) and puts it back.
+        let runs = Runs::default();
+        let r = runs.clone();
+        let running = Running::start(
+            &t.queue,
+            fast_runtime(),
+            FnHandler::new(move |job| {
+                let r = r.clone();
+                async move {
+                    r.record(&job);
+                    Ok(())
+                }
+            }),
+        );
+        until_done(&t.queue, &k, "the put-back job ran").await;
+        assert_eq!(runs.all(), vec![(job_id, 1)], "node {node}");
+        running.stop().await;
+    }
+}

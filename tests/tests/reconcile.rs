@@ -85,3 +85,74 @@ async fn after_redis_loses_its_data_every_workstream_over_its_trigger_is_compact
     );
     worker.stop().await;
 }
+
+/// A workstream over its trigger whose job record says waiting (or
+/// running) while the queue's set has no entry for it is not "in hand":
+/// nothing would ever run it. The sweep puts the job back in line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_record_missing_from_its_set_is_repaired_not_counted_in_hand() {
+    let db = TestDb::postgres().await;
+    let test_redis = TestRedis::new();
+    let engine = compactor_shared::config::EngineConfig {
+        trigger: TriggerPolicy::Threshold {
+            context_window: 8_000,
+            ratio: 0.7,
+            output_reserve: 2_000,
+            safety_margin: 500,
+        },
+        ..Default::default()
+    };
+    let queue = test_redis.queue().await;
+    let client = Compactor::from_parts(db.store.clone(), queue.clone(), engine.clone()).await;
+    let (waiting, running) = (
+        EntityKey::parse("chat", "wedged-waiting").unwrap(),
+        EntityKey::parse("chat", "wedged-running").unwrap(),
+    );
+    for k in [&running, &waiting] {
+        client.append_messages(k, conversation(50)).await.unwrap();
+        let turn = client.finalize_turn(k, None).await.unwrap();
+        assert!(matches!(turn, TurnOutcome::Requested { .. }), "{turn:?}");
+    }
+    // `running` is claimed by a worker that then dies; both set entries
+    // are lost.
+    let compactor_producer::queue::ClaimOutcome::Claimed(crashed) =
+        queue.claim("crashed").await.unwrap()
+    else {
+        panic!("a job to claim")
+    };
+    assert_eq!(crashed.key, running);
+    let mut conn = redis::Client::open(test_redis.url.as_str())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let _: () = redis::pipe()
+        .cmd("ZREM")
+        .arg(queue.keys().waiting())
+        .arg(waiting.job_key())
+        .ignore()
+        .cmd("ZREM")
+        .arg(queue.keys().running())
+        .arg(running.job_key())
+        .ignore()
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+
+    let report = compactor_producer::reconcile::reconcile(&db.store, &queue, &engine)
+        .await
+        .unwrap();
+    println!("{report:?}");
+    assert_eq!(report.over_trigger, 2, "{report:?}");
+    assert_eq!(report.in_hand, 0, "neither is in hand: {report:?}");
+    assert_eq!(report.repaired, 2, "{report:?}");
+    let compactor_producer::queue::ClaimOutcome::Claimed(job) = queue.claim("w").await.unwrap()
+    else {
+        panic!("the waiting job is in line again")
+    };
+    assert_eq!(job.key, waiting);
+    // The running one is tracked again at its lease deadline, so the
+    // recovery sweep returns it once that has passed.
+    let counts = queue.counts().await.unwrap();
+    assert_eq!(counts.running, 2, "{counts:?}");
+}

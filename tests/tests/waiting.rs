@@ -539,3 +539,76 @@ async fn a_running_worker_is_in_the_registry_and_leaves_it_when_it_stops() {
         "a stopped worker is not live"
     );
 }
+
+/// A Redis outage does not end a wait: the waiter holds on while Redis is
+/// down, and when Redis comes back (here empty, as a restart without
+/// persistence leaves it: the job changed without any announcement) it
+/// subscribes again and looks at once, and answers with what it finds —
+/// well before its own timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_rides_out_a_redis_outage_and_looks_again_when_redis_returns() {
+    let db = TestDb::postgres().await;
+    let mut redis = compactor_e2e::PrivateRedis::start();
+    let port = redis.port;
+    let test_redis = TestRedis::new();
+    let mut s = settings(&db.url, &test_redis, None);
+    small_window(&mut s);
+    let queue = compactor_producer::queue::Queue::connect(&redis.url(), s.queue.clone())
+        .await
+        .unwrap();
+    let c = Compactor::from_parts(db.store.clone(), queue.clone(), s.engine.clone()).await;
+    let k = key("outage");
+    let job_id = request_compaction(&c, &k).await;
+    // A worker is live but takes nothing: the job stays queued.
+    let paused = WorkerRegistration {
+        id: "paused-worker-outage".to_owned(),
+        name: "paused".to_owned(),
+        host: "test".to_owned(),
+        pid: 1,
+        version: "test".to_owned(),
+        concurrency: 1,
+        started_at_ms: 0,
+    };
+    queue
+        .heartbeat(&paused, Duration::from_secs(600))
+        .await
+        .unwrap();
+    let timeout = Duration::from_secs(60);
+    let mut waiter = {
+        let (c, k) = (c.clone(), k.clone());
+        tokio::spawn(async move { c.wait(&k, WaitMode::Requested, timeout).await })
+    };
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), &mut waiter)
+            .await
+            .is_err(),
+        "the waiter waits while the job is queued"
+    );
+    assert!(matches!(
+        queue.job_progress(&k).await.unwrap().stage,
+        Some(JobStage::Waiting { job_id: j, .. }) if j == job_id
+    ));
+
+    redis.kill();
+    // Longer than a waiter's periodic look, so it looks during the outage.
+    tokio::time::sleep(compactor_producer::client::WAIT_RECHECK_EVERY + Duration::from_secs(1))
+        .await;
+    assert!(
+        !waiter.is_finished(),
+        "an outage does not end the wait: {:?}",
+        waiter.await
+    );
+
+    let back = Instant::now();
+    let _redis = compactor_e2e::PrivateRedis::start_on(port);
+    let readiness = tokio::time::timeout(timeout, waiter)
+        .await
+        .expect("the wait answers within its own timeout")
+        .unwrap()
+        .expect("the wait answers, not an error");
+    println!("answered {:?} after Redis came back", back.elapsed());
+    let Readiness::Ready { waited, .. } = readiness else {
+        panic!("nothing is pending once Redis came back empty: {readiness:?}")
+    };
+    assert!(waited < timeout, "{waited:?}");
+}

@@ -787,3 +787,70 @@ async fn a_job_claimed_ahead_that_finds_no_slot_goes_back_to_the_queue_for_anoth
     let counts = t.queue.counts().await.unwrap();
     assert_eq!((counts.waiting, counts.running), (0, 0));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sweep_puts_back_jobs_whose_set_entry_was_lost() {
+    let t = TestQueue::new(fast_queue()).await;
+    let log = Log::default();
+    let mut raw = t.raw().await;
+    let keys = t.queue.keys().clone();
+    // A waiting job whose waiting-set entry is gone (an eviction, a
+    // tampered set): nothing would ever claim it, and no request comes to
+    // put it back.
+    let waiting = key("lost-waiting");
+    t.queue
+        .request_compaction(&waiting, Trigger::Auto)
+        .await
+        .unwrap();
+    let _: () = redis::cmd("ZREM")
+        .arg(keys.waiting())
+        .arg(waiting.job_key())
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    // A running job whose worker died, and whose running-set entry is gone
+    // too: no sweep would find its expired lease.
+    let running_key = key("lost-running");
+    t.queue
+        .request_compaction(&running_key, Trigger::Auto)
+        .await
+        .unwrap();
+    let ClaimOutcome::Claimed(crashed) = t.queue.claim("crashed-worker").await.unwrap() else {
+        panic!("the job is claimed")
+    };
+    assert_eq!(crashed.key, running_key);
+    let _: () = redis::cmd("ZREM")
+        .arg(keys.running())
+        .arg(running_key.job_key())
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    let counts = t.queue.counts().await.unwrap();
+    assert_eq!((counts.waiting, counts.running), (0, 0), "both untracked");
+
+    let l = log.clone();
+    let running = Running::start(
+        &t,
+        fast_runtime(),
+        FnHandler::new(move |job| {
+            let l = l.clone();
+            async move {
+                let i = l.start(&job);
+                l.end(i);
+                Ok(())
+            }
+        }),
+    );
+    until_done(&t.queue, &waiting, "the lost waiting job ran").await;
+    until_done(&t.queue, &running_key, "the lost running job ran").await;
+    assert_eq!(log.len(), 2, "each ran once");
+    let attempt = (0..log.len())
+        .map(|i| log.get(i))
+        .find(|a| a.job_id == crashed.job_id)
+        .unwrap();
+    assert_eq!(
+        attempt.attempt, 1,
+        "the crashed claim was a stall, not a failed attempt"
+    );
+    running.stop().await;
+}

@@ -319,6 +319,8 @@ pub(super) struct Scripts {
     pub(super) workers: Script,
     /// A job's progress, for chat-side waiters (`progress` module).
     pub(super) progress: Script,
+    /// Puts records back in their set (`repair` module).
+    pub(super) repair: Script,
 }
 
 /// Builds a script from `scripts/<name>.lua` with the shared prelude
@@ -345,6 +347,7 @@ impl Scripts {
             heartbeat: script!("heartbeat"),
             workers: script!("workers"),
             progress: script!("progress"),
+            repair: script!("repair"),
         }
     }
 }
@@ -440,6 +443,7 @@ impl Queue {
             &self.scripts.heartbeat,
             &self.scripts.workers,
             &self.scripts.progress,
+            &self.scripts.repair,
         ] {
             script
                 .prepare_invoke()
@@ -467,6 +471,7 @@ impl Queue {
         inv.key(self.keys.job(key))
             .key(self.keys.waiting())
             .key(self.keys.seq())
+            .key(self.keys.running())
             .arg(Keys::member(key))
             .arg(payload)
             .arg(followup)

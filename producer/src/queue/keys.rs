@@ -160,6 +160,12 @@ impl Keys {
         format!("{}seq", self.prefix)
     }
 
+    /// Where the repair sweep's walk over the job records stands (a
+    /// `SCAN` cursor; see the `repair` module).
+    pub fn repair_cursor(&self) -> String {
+        format!("{}repair_cursor", self.prefix)
+    }
+
     /// Sorted set of the workers registered on the queue, scored by the
     /// time (server ms) their registration expires unless renewed (see the
     /// `workers` module).
@@ -191,6 +197,7 @@ mod tests {
             keys.wake_channel(),
             keys.done(),
             keys.seq(),
+            keys.repair_cursor(),
             keys.workers(),
             keys.worker("w-1{x}"),
         ] {

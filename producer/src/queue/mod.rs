@@ -23,6 +23,14 @@
 //! Dead letters and finished records are bounded by count and age. A
 //! dead-lettered job still gets the follow-up requested while it ran.
 //!
+//! Redis does not undo a script that fails half-way, so every script reads
+//! and checks all it needs (the types of its keys) before its first write:
+//! a failing script changes nothing. A job record whose set lost its entry
+//! all the same (an eviction, a hand edit) is put back by the next request
+//! for its entity and by the workers' repair sweep (`repair`): a waiting
+//! job back in line, a running one tracked again at its lease deadline so
+//! that recovery returns it.
+//!
 //! Workers register in a registry on the queue and renew their entry with
 //! a heartbeat (`workers`), so a chat request waiting on a compaction can
 //! tell a job that will run from one that nobody is there to run
@@ -39,6 +47,7 @@ mod client;
 mod conn;
 pub mod keys;
 mod progress;
+mod repair;
 mod workers;
 pub use compactor_shared::payload;
 
@@ -50,4 +59,5 @@ pub use client::{
 pub use keys::{Keys, QueueName};
 pub use payload::{Payload, PayloadError, Trigger};
 pub use progress::{JobProgress, JobStage};
+pub use repair::Repair;
 pub use workers::{WorkerInfo, WorkerRegistration};

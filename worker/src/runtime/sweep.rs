@@ -1,8 +1,8 @@
-//! The periodic sweep every worker process runs: return jobs whose lease
-//! expired (their worker crashed, was killed, or hung) to the queue,
-//! dead-letter those that keep stalling, and sample queue depth for the
-//! gauges. Every process sweeps; the script hands each expired job to
-//! exactly one of them.
+//! The periodic sweep every worker process runs: put job records whose set
+//! lost their entry back in it, return jobs whose lease expired (their
+//! worker crashed, was killed, or hung) to the queue, dead-letter those
+//! that keep stalling, and sample queue depth for the gauges. Every process
+//! sweeps; the scripts hand each job to exactly one of them.
 
 use std::sync::Arc;
 
@@ -20,8 +20,46 @@ pub(crate) async fn run(shared: Arc<Shared>) {
             _ = ticker.tick() => {}
             () = shared.stop.cancelled() => return,
         }
+        repair(&shared).await;
         recover(&shared).await;
         sample_depth(&shared).await;
+    }
+}
+
+/// Keys of the Redis keyspace one repair step looks at.
+const REPAIR_STEP_KEYS: u32 = 1_000;
+
+/// Repair steps per sweep at most: a walk over 10,000 keys per sweep and
+/// process, a few milliseconds of Redis time.
+const REPAIR_STEPS_PER_SWEEP: u32 = 10;
+
+/// Walks on over the queue's job records (see
+/// `compactor_producer::queue::Queue::repair_step`): a waiting record
+/// missing from the waiting set goes back in line, a running record
+/// missing from the running set is tracked again at its lease deadline, so
+/// the recovery that follows returns it if that has passed. Runs before
+/// recovery for that reason.
+async fn repair(shared: &Shared) {
+    for _ in 0..REPAIR_STEPS_PER_SWEEP {
+        match shared.queue.repair_step(REPAIR_STEP_KEYS).await {
+            Ok(r) => {
+                if r.repaired() > 0 {
+                    warn!(
+                        requeued = r.requeued,
+                        relisted = r.relisted,
+                        "job records missing from their set were put back (Redis lost entries)"
+                    );
+                }
+                if r.walk_ended {
+                    return;
+                }
+            }
+            Err(error) => {
+                // Counted with recovery, the sweep it is a part of.
+                shared.count_error("recover", &error);
+                return;
+            }
+        }
     }
 }
 

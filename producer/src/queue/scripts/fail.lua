@@ -7,6 +7,8 @@
 --         8 key prefix, 9 "0" when the attempt is not counted (postponed:
 --         a service the job needs was unavailable, the job did not fail)
 -- Returns {'retry'}, {'dead'}, {'dead_followup', new job_id} or {'lost'}.
+expect_types(KEYS[1], 'hash', KEYS[2], 'zset', KEYS[3], 'zset', KEYS[4], 'zset')
+expect_counter(KEYS[5])
 local f = redis.call('HMGET', KEYS[1], 'state', 'lease', 'job_id', 'followup')
 if f[1] ~= 'running' or f[2] ~= ARGV[2] then
   return {'lost'}
@@ -18,7 +20,7 @@ if delay >= 0 then
   redis.call('HSET', KEYS[1], 'state', 'waiting', 'last_error', ARGV[4])
   redis.call('HDEL', KEYS[1], 'lease', 'deadline', 'worker')
   if ARGV[9] == '0' then
-    redis.call('HINCRBY', KEYS[1], 'attempts', -1)
+    bump(KEYS[1], 'attempts', -1)
   end
   redis.call('ZADD', KEYS[3], waiting_score(now + delay, f[3]), ARGV[1])
   -- Idle workers re-read when the retry is due.

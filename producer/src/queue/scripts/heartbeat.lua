@@ -4,6 +4,7 @@
 --   KEYS: 1 workers zset, 2 the worker's hash
 --   ARGV: 1 worker id, 2 ttl (ms), then field, value pairs describing it
 -- Returns the server time (ms) of the beat.
+expect_types(KEYS[1], 'zset', KEYS[2], 'hash')
 local now = now_ms()
 local ttl = tonumber(ARGV[2])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)

@@ -13,6 +13,51 @@
 -- ones. Wake-ups are PUBLISHed on the queue's channel: a hint to idle
 -- workers that a job may be there, never a claim.
 
+-- Redis does not undo a script that fails half-way: what it wrote before
+-- the failing command stays. A job record marked waiting before a failed
+-- ZADD would be in no set, coalescing every later request into a job that
+-- never runs. So every script does all its reads and checks first, and a
+-- key of the wrong type (tampered with, or a clash of names) is refused
+-- before anything is written. Derived keys met in a batch (a job record of
+-- another type) are skipped, never a reason to fail half-way.
+
+-- Refuses, with a WRONGTYPE error and before any write, unless each key
+-- holds the type given after it (or nothing). Pairs: key, type, ….
+local function expect_types(...)
+  local spec = {...}
+  for i = 1, #spec, 2 do
+    local found = redis.call('TYPE', spec[i])['ok']
+    if found ~= 'none' and found ~= spec[i + 1] then
+      error({err = 'WRONGTYPE ' .. spec[i] .. ' holds a ' .. found .. ', not a ' ..
+        spec[i + 1] .. ': nothing was changed'})
+    end
+  end
+end
+
+-- Refuses unless `seq` is a counter INCR can step (or absent).
+local function expect_counter(seq)
+  expect_types(seq, 'string')
+  local value = redis.call('GET', seq)
+  if value and not (string.match(value, '^%d+$') and #value < 19) then
+    error({err = 'WRONGTYPE ' .. seq .. ' is not a job id counter: nothing was changed'})
+  end
+end
+
+-- HMGET of a job record's `fields`, all false when the key holds another
+-- type (so a batch treats it like a missing record instead of failing
+-- half-way).
+local function job_fields(job, ...)
+  local t = redis.call('TYPE', job)['ok']
+  if t ~= 'hash' then
+    local none = {}
+    for i = 1, select('#', ...) do
+      none[i] = false
+    end
+    return none
+  end
+  return redis.call('HMGET', job, ...)
+end
+
 -- Server time in ms: every worker agrees on it, whatever its own clock.
 local function now_ms()
   local t = redis.call('TIME')
@@ -24,7 +69,7 @@ end
 -- were added. ms * 1024 stays exact in a Lua double until the 23rd century.
 local SCORE_SCALE = 1024
 local function waiting_score(ms, job_id)
-  return ms * SCORE_SCALE + (tonumber(job_id) % SCORE_SCALE)
+  return ms * SCORE_SCALE + ((tonumber(job_id) or 0) % SCORE_SCALE)
 end
 
 -- Tells chat-side waiters that the entity's job left the running state
@@ -47,6 +92,14 @@ local function add_job(job, waiting, seq, channel, member, payload, now)
   redis.call('ZADD', waiting, waiting_score(now, id), member)
   redis.call('PUBLISH', channel, id)
   return id
+end
+
+-- HINCRBY that cannot fail half-way: a field that is not a number (a
+-- record written by hand) counts as 0. Returns the new value.
+local function bump(job, field, by)
+  local n = math.floor(tonumber(redis.call('HGET', job, field)) or 0) + by
+  redis.call('HSET', job, field, n)
+  return n
 end
 
 -- Puts a job that was running back in the waiting set at its original
@@ -78,10 +131,11 @@ end
 -- the dead-letter set by age and count, records included.
 local function dead_letter(job, dead, prefix, member, reason, now, max_count, max_age)
   local f = redis.call('HMGET', job, 'job_id', 'payload', 'attempts', 'stalls')
-  local entry = member .. '|' .. f[1]
+  local job_id = f[1] or '0'
+  local entry = member .. '|' .. job_id
   local record = prefix .. 'dead:' .. entry
   redis.call('DEL', record)
-  redis.call('HSET', record, 'member', member, 'job_id', f[1], 'payload', f[2] or '',
+  redis.call('HSET', record, 'member', member, 'job_id', job_id, 'payload', f[2] or '',
     'attempts', f[3] or '0', 'stalls', f[4] or '0', 'reason', reason, 'failed_at', now)
   redis.call('PEXPIRE', record, max_age)
   redis.call('ZADD', dead, now, entry)
@@ -111,13 +165,13 @@ local function complete_jobs(prefix, running, waiting, done, seq, channel, membe
   local completions, finished, done_entries = {}, {}, {}
   for i, member in ipairs(members) do
     local job = prefix .. 'job:' .. member
-    local f = redis.call('HMGET', job, 'state', 'lease', 'job_id', 'followup')
+    local f = job_fields(job, 'state', 'lease', 'job_id', 'followup')
     if f[1] ~= 'running' or f[2] ~= tokens[i] then
       completions[i] = {'lost'}
     else
       finished[#finished + 1] = member
       done_entries[#done_entries + 1] = now
-      done_entries[#done_entries + 1] = member .. '|' .. f[3]
+      done_entries[#done_entries + 1] = member .. '|' .. (f[3] or '0')
       if f[4] then
         completions[i] = {'followup', tostring(add_job(job, waiting, seq, channel, member, f[4], now))}
         announce_settled(prefix, member, 'followup')
@@ -148,7 +202,7 @@ local function trim_done(prefix, done, now, max_count, max_age)
     local member, job_id = string.match(entry, '^(.*)|(%d+)$')
     if member then
       local job = prefix .. 'job:' .. member
-      local f = redis.call('HMGET', job, 'state', 'job_id')
+      local f = job_fields(job, 'state', 'job_id')
       if f[1] == 'done' and f[2] == job_id then
         redis.call('DEL', job)
       end
@@ -177,14 +231,21 @@ local function claim_some(waiting, running, prefix, lease_ttl, worker, nonce, no
     if #members == 0 then
       break
     end
+    -- Every record of the batch is read before anything changes.
+    local records = {}
+    for i, member in ipairs(members) do
+      records[i] = job_fields(prefix .. 'job:' .. member,
+        'state', 'job_id', 'attempts', 'enqueued_at', 'payload')
+    end
     redis.call('ZREM', waiting, unpack(members))
     local leased = {}
-    for _, member in ipairs(members) do
+    for i, member in ipairs(members) do
       local job = prefix .. 'job:' .. member
-      local f = redis.call('HMGET', job, 'state', 'job_id', 'attempts', 'enqueued_at', 'payload')
+      local f = records[i]
       if f[1] ~= 'waiting' then
         entries[#entries + 1] = {'orphan', member}
       else
+        f[2] = f[2] or '0'
         local attempt = (tonumber(f[3]) or 0) + 1
         local token = f[2] .. ':' .. attempt .. ':' .. nonce
         redis.call('HSET', job, 'state', 'running', 'attempts', attempt, 'lease', token,
@@ -192,7 +253,7 @@ local function claim_some(waiting, running, prefix, lease_ttl, worker, nonce, no
         leased[#leased + 1] = deadline
         leased[#leased + 1] = member
         local enqueued_at = tonumber(f[4]) or now
-        entries[#entries + 1] = {'claimed', member, f[5], f[2], tostring(attempt), token,
+        entries[#entries + 1] = {'claimed', member, f[5] or '', f[2], tostring(attempt), token,
           tostring(enqueued_at), tostring(math.max(now - enqueued_at, 0))}
       end
     end
@@ -212,6 +273,29 @@ end
 
 -- Whether the caller holds the lease of a running job.
 local function holds_lease(job, token)
-  local f = redis.call('HMGET', job, 'state', 'lease')
+  local f = job_fields(job, 'state', 'lease')
   return f[1] == 'running' and f[2] == token
+end
+
+-- Puts an entity's job back in the set its state says it is in, when the
+-- set has no entry for it (the set was evicted or tampered with, or a
+-- script failed half-way before every script checked first). Without it a
+-- waiting record would coalesce every request into a job that never runs,
+-- and a running one would never be recovered. A waiting job goes back in
+-- line at its original place and a worker is woken; a running job is
+-- tracked again at its lease deadline, so the recovery sweep returns it
+-- as an expired lease once that has passed (a live holder renews it).
+-- Returns 'requeued', 'relisted' or false.
+local function repair_job(job, waiting, running, channel, member, now)
+  local f = job_fields(job, 'state', 'job_id', 'enqueued_at', 'deadline')
+  if f[1] == 'waiting' and not redis.call('ZSCORE', waiting, member) then
+    redis.call('ZADD', waiting, waiting_score(tonumber(f[3]) or now, f[2]), member)
+    redis.call('PUBLISH', channel, f[2] or '0')
+    return 'requeued'
+  end
+  if f[1] == 'running' and not redis.call('ZSCORE', running, member) then
+    redis.call('ZADD', running, tonumber(f[4]) or 0, member)
+    return 'relisted'
+  end
+  return false
 end

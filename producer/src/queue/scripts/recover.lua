@@ -10,15 +10,17 @@
 --   ARGV: 1 key prefix, 2 max stalls, 3 batch limit, 4 dead max count,
 --         5 dead max age (ms), 6 wake channel
 -- Returns {recovered, dead_lettered}.
+expect_types(KEYS[1], 'zset', KEYS[2], 'zset', KEYS[3], 'zset')
+expect_counter(KEYS[4])
 local now = now_ms()
 local expired = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[3]))
 local recovered, dead = 0, 0
 for _, member in ipairs(expired) do
   redis.call('ZREM', KEYS[1], member)
   local job = ARGV[1] .. 'job:' .. member
-  local f = redis.call('HMGET', job, 'state', 'job_id', 'followup')
+  local f = job_fields(job, 'state', 'job_id', 'followup')
   if f[1] == 'running' then
-    local stalls = redis.call('HINCRBY', job, 'stalls', 1)
+    local stalls = bump(job, 'stalls', 1)
     if stalls > tonumber(ARGV[2]) then
       dead = dead + 1
       local reason = 'stalled: the lease expired ' .. stalls .. ' times'
@@ -28,7 +30,7 @@ for _, member in ipairs(expired) do
       announce_settled(ARGV[1], member, 'dead')
     else
       recovered = recovered + 1
-      redis.call('HINCRBY', job, 'attempts', -1)
+      bump(job, 'attempts', -1)
       requeue(job, KEYS[2], ARGV[6], member, f[2], now)
     end
   end

@@ -6,6 +6,7 @@
 --   KEYS: 1 job hash, 2 running zset, 3 waiting zset
 --   ARGV: 1 member, 2 lease token, 3 wake channel
 -- Returns 'released' or 'lost'.
+expect_types(KEYS[1], 'hash', KEYS[2], 'zset', KEYS[3], 'zset')
 local f = redis.call('HMGET', KEYS[1], 'state', 'lease', 'job_id', 'followup', 'followup_manual')
 if f[1] ~= 'running' or f[2] ~= ARGV[2] then
   return 'lost'
@@ -15,6 +16,6 @@ if f[5] == '1' then
   redis.call('HSET', KEYS[1], 'payload', f[4])
 end
 redis.call('HDEL', KEYS[1], 'followup', 'followup_manual')
-redis.call('HINCRBY', KEYS[1], 'attempts', -1)
+bump(KEYS[1], 'attempts', -1)
 requeue(KEYS[1], KEYS[3], ARGV[3], ARGV[1], f[3], now_ms())
 return 'released'

@@ -9,6 +9,8 @@
 -- Returns {completions, claims, next_due}: one completion per finished job
 -- ({'done'}, {'followup', new job_id} or {'lost'}: the lease was lost and
 -- nothing changed), then what claim_some returns (see the prelude).
+expect_types(KEYS[1], 'zset', KEYS[2], 'zset', KEYS[3], 'zset')
+expect_counter(KEYS[4])
 local now = now_ms()
 local members, tokens = {}, {}
 for i = 1, tonumber(ARGV[9]) do
