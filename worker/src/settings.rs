@@ -541,4 +541,24 @@ mod tests {
         )];
         assert!(Settings::load_from(None, bad).is_err());
     }
+
+    #[test]
+    fn metric_domains_come_from_the_environment_and_are_checked() {
+        assert!(Settings::load_from(None, [])
+            .unwrap()
+            .metrics
+            .domains
+            .is_empty());
+        let env = [(
+            "COMPACTOR__METRICS__DOMAINS".to_owned(),
+            "chat,support".to_owned(),
+        )];
+        let settings = Settings::load_from(None, env).unwrap();
+        assert_eq!(settings.metrics.domains, ["chat", "support"]);
+        for bad in ["other", "Chat", "chat,chat"] {
+            let env = [("COMPACTOR__METRICS__DOMAINS".to_owned(), bad.to_owned())];
+            let err = Settings::load_from(None, env).unwrap_err();
+            assert!(err.to_string().contains("metrics.domains"), "{bad}: {err}");
+        }
+    }
 }
