@@ -237,6 +237,7 @@ async fn acknowledge(shared: &Arc<Shared>, job: ClaimedJob, outcome: Outcome, do
     }
 }
 
+/// `domain`: the job's metric label.
 async fn fail(shared: &Shared, job: &ClaimedJob, error: &JobError, domain: &str) {
     let queue = shared.queue_label();
     let action = shared.config.retry.decide(job.attempt, error);
