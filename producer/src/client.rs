@@ -35,7 +35,7 @@ use tokio::sync::broadcast::error::RecvError;
 use tokio::time::Instant;
 
 use crate::events::{CompactionEvent, EventOutcome};
-use crate::metrics::names;
+use crate::metrics::{domain_label, names};
 use crate::queue::{
     EnqueueOutcome, JobStage, JobState, Payload, PayloadError, Queue, QueueConfig, QueueError,
     Trigger,
@@ -614,7 +614,7 @@ impl Compactor {
                 threshold_tokens: decision.threshold_tokens,
             }
         } else if ws.breaker_open() {
-            metrics::counter!(names::BREAKER_SKIPS_TOTAL, "domain" => key.domain().to_owned())
+            metrics::counter!(names::BREAKER_SKIPS_TOTAL, "domain" => domain_label(key.domain()))
                 .increment(1);
             TurnOutcome::BreakerOpen {
                 current_tokens: decision.current_tokens,
@@ -645,7 +645,7 @@ impl Compactor {
                 Err(error) => return Err(error.into()),
             }
         };
-        metrics::counter!(names::TURNS_TOTAL, "domain" => key.domain().to_owned(), "outcome" => outcome.label())
+        metrics::counter!(names::TURNS_TOTAL, "domain" => domain_label(key.domain()), "outcome" => outcome.label())
             .increment(1);
         Ok(outcome)
     }
@@ -750,7 +750,7 @@ impl Compactor {
                     continue;
                 }
             };
-            record_wait(key, &readiness);
+            record_wait(key, timeout, &readiness);
             return Ok(readiness);
         }
     }
@@ -1070,16 +1070,22 @@ async fn wait_for_news(
     }
 }
 
-/// Counts a wait by how it ended.
-fn record_wait(key: &EntityKey, readiness: &Readiness) {
-    let domain = key.domain().to_owned();
+/// Counts a wait by how it ended. A wait with a zero timeout that found
+/// the compaction pending is a poll (`polled`): the client asked whether
+/// one is pending and chose not to wait, so it is no timeout — the
+/// timeout counter (and the alert on it) counts only waits that waited
+/// and gave up.
+fn record_wait(key: &EntityKey, timeout: Duration, readiness: &Readiness) {
+    let domain = domain_label(key.domain());
+    let timed_out = matches!(readiness, Readiness::TimedOut { .. });
     let outcome = match readiness {
+        Readiness::TimedOut { .. } if timeout.is_zero() => "polled",
         Readiness::TimedOut { .. } => "timeout",
         other => other.label(),
     };
     metrics::histogram!(names::LEASE_WAIT_SECONDS, "domain" => domain.clone(), "outcome" => outcome)
         .record(readiness.waited().as_secs_f64());
-    if matches!(readiness, Readiness::TimedOut { .. }) {
+    if timed_out && !timeout.is_zero() {
         metrics::counter!(names::LEASE_WAIT_TIMEOUTS_TOTAL, "domain" => domain).increment(1);
     }
 }

@@ -5,6 +5,20 @@
 //! counters, `_seconds` for durations, and labels of bounded cardinality:
 //! `queue` (the configured queue name), `domain`, `outcome`, `reason`, `state`,
 //! `op` — never an entity id.
+//!
+//! The `domain` label comes from callers (any HTTP client names its own
+//! domain), so it is bounded by an allow-list ([`MetricsSettings::domains`],
+//! `[metrics] domains` of the worker's configuration): an allowed domain is
+//! its own label value, every other domain is [`OTHER_DOMAIN`]. Every
+//! series is created at zero at start-up for the allowed domains and
+//! `other` ([`labels`] lists the other label values), so Prometheus'
+//! `increase()` sees the first event of each.
+
+use std::collections::BTreeSet;
+use std::sync::{PoisonError, RwLock};
+
+use compactor_shared::EntityKey;
+use serde::{Deserialize, Serialize};
 
 /// Metric names.
 pub mod names {
@@ -67,10 +81,13 @@ pub mod names {
     pub const TURNS_TOTAL: &str = "compactor_turns_total";
     /// Histogram: how long chat requests waited for a requested compaction
     /// (`Compactor::wait`), by `outcome` (ready, compacted, timeout,
-    /// no_live_worker).
+    /// no_live_worker, polled: a zero-timeout wait that found the
+    /// compaction pending).
     pub const LEASE_WAIT_SECONDS: &str = "compactor_lease_wait_seconds";
     /// Counter: waits that ended at their timeout with the compaction still
-    /// pending.
+    /// pending. Polls (a wait with a zero timeout: the client asked whether
+    /// a compaction is pending, not to wait for it) are not counted: they
+    /// end as `outcome="polled"` in [`LEASE_WAIT_SECONDS`].
     pub const LEASE_WAIT_TIMEOUTS_TOTAL: &str = "compactor_lease_wait_timeouts_total";
     /// Counter: release announcements that could not be published, or
     /// subscriptions to them that broke, by `op`.
@@ -78,6 +95,152 @@ pub mod names {
     /// Counter: compactions a reconciliation sweep requested again because
     /// the queue had lost them (Redis lost its data).
     pub const RECONCILE_REQUESTED_TOTAL: &str = "compactor_reconcile_requested_total";
+
+    /// Counter: requests the admin HTTP API answered, by `route` (the
+    /// matched route template, `unmatched` for any other path) and
+    /// `status` (class: 2xx, 4xx, 5xx).
+    pub const HTTP_REQUESTS_TOTAL: &str = "compactor_http_requests_total";
+    /// Histogram: time to answer one admin HTTP request (until the
+    /// response head), by `route` and `status`.
+    pub const HTTP_REQUEST_SECONDS: &str = "compactor_http_request_seconds";
+    /// Gauge: 1, labelled with the `version` of the running build.
+    pub const BUILD_INFO: &str = "compactor_build_info";
+}
+
+/// The label values of every bounded label, in one place: the code records
+/// only these, and start-up creates each series at zero from them.
+pub mod labels {
+    /// `outcome` of [`super::names::ENQUEUE_TOTAL`].
+    pub const ENQUEUE_OUTCOMES: [&str; 4] = ["added", "coalesced", "followup", "error"];
+    /// `reason` of [`super::names::JOBS_FAILED_TOTAL`].
+    pub const FAILURE_REASONS: [&str; 6] = [
+        "error",
+        "permanent",
+        "unavailable",
+        "timeout",
+        "panic",
+        "lease_lost",
+    ];
+    /// `reason` of [`super::names::JOBS_DEAD_LETTERED_TOTAL`]: the failed
+    /// attempt's own (permanent, exhausted) and the runtime's (an entry
+    /// that could not be read, a job whose workers kept dying; their domain
+    /// is unknown, so `other`).
+    pub const DEAD_LETTER_REASONS: [&str; 4] = ["permanent", "exhausted", "unusable", "stalled"];
+    /// `(outcome, degraded)` of [`super::names::COMPACTIONS_TOTAL`]: only
+    /// a commit can be degraded.
+    pub const COMPACTION_OUTCOMES: [(&str, &str); 7] = [
+        ("committed", "false"),
+        ("committed", "true"),
+        ("no_progress", "false"),
+        ("no_progress", "true"),
+        ("skipped", "false"),
+        ("conflict", "false"),
+        ("failed", "false"),
+    ];
+    /// `outcome` of [`super::names::TURNS_TOTAL`].
+    pub const TURN_OUTCOMES: [&str; 4] = ["not_due", "requested", "breaker_open", "unavailable"];
+    /// `outcome` of [`super::names::LEASE_WAIT_SECONDS`].
+    pub const WAIT_OUTCOMES: [&str; 5] =
+        ["ready", "compacted", "timeout", "no_live_worker", "polled"];
+    /// `op` of [`super::names::NOTIFY_ERRORS_TOTAL`].
+    pub const NOTIFY_OPS: [&str; 2] = ["publish", "subscribe"];
+    /// `status` of [`super::names::HTTP_REQUESTS_TOTAL`] created at zero
+    /// (the admin API answers no 1xx or 3xx).
+    pub const HTTP_STATUS_CLASSES: [&str; 3] = ["2xx", "4xx", "5xx"];
+    /// `route` of requests to a path no route matches (never the path
+    /// itself: any caller could create label values).
+    pub const UNMATCHED_ROUTE: &str = "unmatched";
+}
+
+/// The `domain` label of every domain not in the allow-list.
+pub const OTHER_DOMAIN: &str = "other";
+
+/// Most domains an allow-list may name (each multiplies the series of
+/// every domain-labelled family).
+pub const MAX_LABELLED_DOMAINS: usize = 64;
+
+/// `[metrics]`: which domains are metric labels.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MetricsSettings {
+    /// Domains labelled as themselves; every other domain is labelled
+    /// [`OTHER_DOMAIN`]. Empty (the default): every domain is `other`.
+    pub domains: Vec<String>,
+}
+
+impl MetricsSettings {
+    /// Each entry a valid domain, not `other`, named once; at most
+    /// [`MAX_LABELLED_DOMAINS`].
+    pub fn validate(&self) -> Result<(), String> {
+        if self.domains.len() > MAX_LABELLED_DOMAINS {
+            return Err(format!(
+                "metrics.domains: {} domains, at most {MAX_LABELLED_DOMAINS} (each one adds a series to every domain-labelled metric)",
+                self.domains.len()
+            ));
+        }
+        let mut seen = BTreeSet::new();
+        for domain in &self.domains {
+            EntityKey::parse(domain, "x")
+                .map_err(|e| format!("metrics.domains: {domain:?}: {e}"))?;
+            if domain == OTHER_DOMAIN {
+                return Err(format!(
+                    "metrics.domains: {OTHER_DOMAIN:?} is the label of every domain not listed"
+                ));
+            }
+            if !seen.insert(domain.as_str()) {
+                return Err(format!("metrics.domains: {domain:?} listed twice"));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The domains labelled as themselves. Process-wide, as the recorder is:
+/// a process that configures several allow-lists (tests running workers
+/// side by side) labels the union, which is still bounded by its
+/// configuration.
+static LABELLED_DOMAINS: RwLock<BTreeSet<String>> = RwLock::new(BTreeSet::new());
+
+/// Adds `domains` to the domains labelled as themselves (the worker calls
+/// it at start-up with `[metrics] domains`; a program embedding the client
+/// calls it before recording). Names that are not valid domains are
+/// ignored: they cannot occur.
+pub fn allow_domains<S: AsRef<str>>(domains: impl IntoIterator<Item = S>) {
+    let mut allowed = LABELLED_DOMAINS
+        .write()
+        .unwrap_or_else(PoisonError::into_inner);
+    for domain in domains {
+        let domain = domain.as_ref();
+        if domain != OTHER_DOMAIN && EntityKey::parse(domain, "x").is_ok() {
+            allowed.insert(domain.to_owned());
+        }
+    }
+}
+
+/// The `domain` label of `domain`: itself when allowed, else
+/// [`OTHER_DOMAIN`] (an empty or unknown domain included).
+pub fn domain_label(domain: &str) -> String {
+    let allowed = LABELLED_DOMAINS
+        .read()
+        .unwrap_or_else(PoisonError::into_inner);
+    if allowed.contains(domain) {
+        domain.to_owned()
+    } else {
+        OTHER_DOMAIN.to_owned()
+    }
+}
+
+/// Every value the `domain` label can take now: the allowed domains, then
+/// [`OTHER_DOMAIN`].
+pub fn domain_labels() -> Vec<String> {
+    let allowed = LABELLED_DOMAINS
+        .read()
+        .unwrap_or_else(PoisonError::into_inner);
+    allowed
+        .iter()
+        .cloned()
+        .chain(std::iter::once(OTHER_DOMAIN.to_owned()))
+        .collect()
 }
 
 /// What kind of metric a family is.
@@ -228,7 +391,7 @@ pub const FAMILIES: &[Family] = &[
     family(
         names::LEASE_WAIT_TIMEOUTS_TOTAL,
         Kind::Counter,
-        "Waits that ended at their timeout with the lease still held",
+        "Waits that ended at their timeout with the compaction still pending (polls with a zero timeout not counted)",
     ),
     family(
         names::NOTIFY_ERRORS_TOTAL,
@@ -239,6 +402,21 @@ pub const FAMILIES: &[Family] = &[
         names::RECONCILE_REQUESTED_TOTAL,
         Kind::Counter,
         "Compactions a reconciliation sweep requested again because the queue had lost them",
+    ),
+    family(
+        names::HTTP_REQUESTS_TOTAL,
+        Kind::Counter,
+        "Admin HTTP API requests, by route template and status class",
+    ),
+    family(
+        names::HTTP_REQUEST_SECONDS,
+        Kind::Histogram,
+        "Time to answer one admin HTTP API request, by route template and status class",
+    ),
+    family(
+        names::BUILD_INFO,
+        Kind::Gauge,
+        "1, labelled with the version of the running build",
     ),
 ];
 
@@ -273,7 +451,36 @@ mod tests {
                 Kind::Gauge | Kind::Histogram => assert!(!f.name.ends_with("_total"), "{}", f.name),
             }
         }
-        // Every constant in `names` is a family (27 of them).
-        assert_eq!(FAMILIES.len(), 27);
+        // Every constant in `names` is a family (30 of them).
+        assert_eq!(FAMILIES.len(), 30);
+    }
+
+    #[test]
+    fn domains_outside_the_allow_list_are_other() {
+        allow_domains(["metrics-unit-a", "BAD DOMAIN", "other"]);
+        assert_eq!(domain_label("metrics-unit-a"), "metrics-unit-a");
+        assert_eq!(domain_label("metrics-unit-b"), OTHER_DOMAIN);
+        assert_eq!(domain_label(""), OTHER_DOMAIN);
+        let all = domain_labels();
+        assert!(all.contains(&"metrics-unit-a".to_owned()));
+        assert!(!all.iter().any(|d| d == "BAD DOMAIN" || d.is_empty()));
+        assert_eq!(all.last().map(String::as_str), Some(OTHER_DOMAIN));
+        assert_eq!(all.iter().filter(|d| *d == OTHER_DOMAIN).count(), 1);
+    }
+
+    #[test]
+    fn allow_lists_are_checked() {
+        let list = |d: &[&str]| MetricsSettings {
+            domains: d.iter().map(|s| (*s).to_owned()).collect(),
+        };
+        assert!(list(&[]).validate().is_ok());
+        assert!(list(&["chat", "support-bot"]).validate().is_ok());
+        for bad in [&["Chat"][..], &["other"], &[""], &["chat", "chat"]] {
+            assert!(list(bad).validate().is_err(), "{bad:?}");
+        }
+        let many: Vec<String> = (0..=MAX_LABELLED_DOMAINS)
+            .map(|i| format!("d{i}"))
+            .collect();
+        assert!(MetricsSettings { domains: many }.validate().is_err());
     }
 }

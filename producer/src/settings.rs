@@ -73,6 +73,7 @@ where
             .with_list_parse_key("engine.prune.protected_tools")
             .with_list_parse_key("engine.transcript.tools.names")
             .with_list_parse_key("engine.transcript.tools.prefixes")
+            .with_list_parse_key("metrics.domains")
             .source(Some(env_map)),
     );
     for (key, value) in conventional {

@@ -149,6 +149,9 @@ pub fn settings(db_url: &str, redis: &TestRedis, llm_url: Option<&str>) -> Setti
     s.worker.retry.base_delay = Duration::from_millis(100);
     // Tests run in parallel: each admin API on a port of its own.
     s.admin.listen = SocketAddr::from(([127, 0, 0, 1], 0));
+    // The tests' workstreams are in domain `chat` (`key`): labelled as
+    // itself in metrics, every other domain as `other`.
+    s.metrics.domains = vec!["chat".to_owned()];
     if let Some(url) = llm_url {
         s.llm.provider = compactor_worker::llm::Provider::OpenAi;
         s.llm.base_url = Some(url.to_owned());

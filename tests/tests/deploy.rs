@@ -187,8 +187,17 @@ fn families() -> Vec<&'static Family> {
         .collect()
 }
 
-/// Metrics besides ours that panels and rules may use.
+/// Metrics besides ours that panels and rules may use (and the process
+/// metrics the worker reads from /proc at each scrape: [`is_standard`]).
 const STANDARD_METRICS: &[&str] = &["up"];
+
+/// `up`, or one of the worker's `process_*` metrics.
+fn is_standard(name: &str) -> bool {
+    STANDARD_METRICS.contains(&name)
+        || compactor_worker::observability::process::FAMILIES
+            .iter()
+            .any(|(family, _, _)| *family == name)
+}
 
 /// The family a series name belongs to: the family itself for counters and
 /// gauges, `<family>_bucket|_sum|_count` for histograms (a bare histogram
@@ -263,7 +272,7 @@ fn check_references(what: &str, exprs: &[(String, String)]) -> BTreeSet<&'static
         let names = metric_names(expr);
         assert!(!names.is_empty(), "{what}: {place}: no metric in {expr:?}");
         for name in names {
-            if STANDARD_METRICS.contains(&name.as_str()) {
+            if is_standard(&name) {
                 continue;
             }
             match family_of(&name) {

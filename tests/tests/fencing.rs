@@ -50,6 +50,8 @@ async fn racing_runs_commit_once_and_the_loser_is_fenced_off() {
     let recorder = PrometheusBuilder::new().build_recorder();
     let metrics = recorder.handle();
     metrics::set_global_recorder(recorder).unwrap();
+    // The domain is a label only when allowed ([metrics] domains).
+    compactor_producer::metrics::allow_domains(["fencing"]);
 
     let db = TestDb::postgres().await;
     let redis = TestRedis::new();

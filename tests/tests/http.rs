@@ -11,7 +11,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use compactor_e2e::db::{Backend, TestDb};
@@ -1329,7 +1329,7 @@ async fn metrics_after_end_to_end_compactions_have_every_family() {
         .iter()
         .chain(compactor_worker::llm::metrics::FAMILIES)
         .collect();
-    assert_eq!(families.len(), 35, "every family of both catalogues");
+    assert_eq!(families.len(), 38, "every family of both catalogues");
     let mut missing = Vec::new();
     for family in &families {
         let kind = match family.kind {
@@ -1380,6 +1380,299 @@ async fn metrics_after_end_to_end_compactions_have_every_family() {
     for entity in ["m-retried", "m-breaker", "m-held", "m-fenced", "m-stolen"] {
         assert!(!text.contains(entity), "{entity} in /metrics");
     }
+    worker.stop().await;
+}
+
+/// Every sample of a Prometheus text scrape: name, labels, value.
+fn samples(text: &str) -> Vec<(String, BTreeMap<String, String>, f64)> {
+    let label = regex::Regex::new(r#"([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)""#).unwrap();
+    text.lines()
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(|line| {
+            let (series, value) = line.rsplit_once(' ').expect("name and value");
+            let (name, labels) = match series.split_once('{') {
+                Some((name, rest)) => (name, rest.trim_end_matches('}')),
+                None => (series, ""),
+            };
+            let labels = label
+                .captures_iter(labels)
+                .map(|c| (c[1].to_owned(), c[2].to_owned()))
+                .collect();
+            (name.to_owned(), labels, value.parse().expect("a number"))
+        })
+        .collect()
+}
+
+/// The value of the one series of `name` with exactly `labels`.
+fn sample(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    let want: BTreeMap<String, String> = labels
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+    samples(text)
+        .into_iter()
+        .find(|(n, l, _)| n == name && *l == want)
+        .map(|(_, _, v)| v)
+}
+
+/// Issue 13: counters exist at 0 from start-up with every label set they
+/// can take (so `increase()` sees the first event), the `domain` label is
+/// bounded by the allow-list (`other` for the rest, never empty, never a
+/// caller's), HTTP requests are counted by route template and status
+/// class, a zero-timeout poll is no timeout, and build and process
+/// metrics are served. The queue and the allowed domain are this test's
+/// own, so their series are exact although other tests of this binary
+/// share the recorder.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_start_at_zero_and_no_caller_creates_a_label() {
+    use compactor_producer::metrics::{labels, names};
+
+    let db = TestDb::new(Backend::Sqlite).await;
+    let redis = TestRedis::new();
+    let queue = redis.config.name.as_str().to_owned();
+    let domain = compactor_e2e::unique_name("zero");
+    let mut s = settings(&db.url, &redis, None);
+    s.metrics.domains = vec![domain.clone()];
+    let worker = start_worker(s).await;
+    let api = Api::new(&worker);
+
+    // 1. At start-up, before anything happened.
+    let text = api.get("/metrics").await.text;
+    let q = ("queue", queue.as_str());
+    for d in [domain.as_str(), "other"] {
+        let d = ("domain", d);
+        for name in [
+            names::JOBS_STARTED_TOTAL,
+            names::JOBS_COMPLETED_TOTAL,
+            names::JOBS_RETRIED_TOTAL,
+        ] {
+            assert_eq!(sample(&text, name, &[q, d]), Some(0.0), "{name} {d:?}");
+        }
+        for reason in labels::FAILURE_REASONS {
+            let labels = [q, d, ("reason", reason)];
+            assert_eq!(
+                sample(&text, names::JOBS_FAILED_TOTAL, &labels),
+                Some(0.0),
+                "{labels:?}"
+            );
+        }
+        for reason in ["permanent", "exhausted"] {
+            let labels = [q, d, ("reason", reason)];
+            assert_eq!(
+                sample(&text, names::JOBS_DEAD_LETTERED_TOTAL, &labels),
+                Some(0.0),
+                "{labels:?}"
+            );
+        }
+    }
+    for reason in ["unusable", "stalled"] {
+        let labels = [q, ("domain", "other"), ("reason", reason)];
+        assert_eq!(
+            sample(&text, names::JOBS_DEAD_LETTERED_TOTAL, &labels),
+            Some(0.0)
+        );
+    }
+    let d = ("domain", domain.as_str());
+    for (outcome, degraded) in labels::COMPACTION_OUTCOMES {
+        let labels = [d, ("outcome", outcome), ("degraded", degraded)];
+        assert_eq!(
+            sample(&text, names::COMPACTIONS_TOTAL, &labels),
+            Some(0.0),
+            "{labels:?}"
+        );
+    }
+    for outcome in labels::TURN_OUTCOMES {
+        assert_eq!(
+            sample(&text, names::TURNS_TOTAL, &[d, ("outcome", outcome)]),
+            Some(0.0)
+        );
+    }
+    for name in [
+        names::FENCE_CONFLICTS_TOTAL,
+        names::ENTITY_LEASES_LOST_TOTAL,
+        names::BREAKER_SKIPS_TOTAL,
+        names::LEASE_WAIT_TIMEOUTS_TOTAL,
+    ] {
+        assert_eq!(sample(&text, name, &[d]), Some(0.0), "{name}");
+    }
+    for outcome in labels::ENQUEUE_OUTCOMES {
+        assert_eq!(
+            sample(&text, names::ENQUEUE_TOTAL, &[q, ("outcome", outcome)]),
+            Some(0.0)
+        );
+    }
+    for name in [
+        names::JOBS_RECOVERED_TOTAL,
+        names::JOBS_RELEASED_TOTAL,
+        names::LEASES_LOST_TOTAL,
+        names::RECONCILE_REQUESTED_TOTAL,
+    ] {
+        assert_eq!(sample(&text, name, &[q]), Some(0.0), "{name}");
+    }
+    for op in compactor_worker::runtime::QUEUE_ERROR_OPS {
+        assert_eq!(
+            sample(&text, names::QUEUE_ERRORS_TOTAL, &[q, ("op", op)]),
+            Some(0.0),
+            "{op}"
+        );
+    }
+    for (_, route) in compactor_worker::http::served_routes() {
+        for status in labels::HTTP_STATUS_CLASSES {
+            let labels = [("route", route), ("status", status)];
+            assert!(
+                sample(&text, names::HTTP_REQUESTS_TOTAL, &labels).is_some(),
+                "{labels:?}"
+            );
+        }
+    }
+    // Every counter family of both catalogues has a series from the start
+    // (the LLM's only with an LLM configured: this worker summarizes
+    // offline).
+    let all = samples(&text);
+    for family in compactor_producer::metrics::FAMILIES {
+        if family.kind == Kind::Counter {
+            assert!(
+                all.iter().any(|(n, _, _)| n == family.name),
+                "{} has no series at start-up",
+                family.name
+            );
+        }
+    }
+    assert_eq!(
+        sample(
+            &text,
+            names::BUILD_INFO,
+            &[("version", env!("CARGO_PKG_VERSION"))]
+        ),
+        Some(1.0)
+    );
+    for (name, kind, _) in compactor_worker::observability::process::FAMILIES {
+        assert!(text.contains(&format!("# TYPE {name} {kind}\n")), "{name}");
+    }
+    assert!(
+        sample(&text, "process_resident_memory_bytes", &[]).unwrap() > 0.0,
+        "RSS"
+    );
+
+    // 2. A domain not in the allow-list is labelled `other`: a manual
+    //    compaction in it runs on this test's queue.
+    let unlisted =
+        |entity: &str, route: &str| format!("/v1/workstreams/unlisted-domain/{entity}/{route}");
+    let stored = api
+        .post(
+            &unlisted("u-1", "messages"),
+            &json!({"messages": [one_message("hi")]}),
+        )
+        .await;
+    assert_eq!(stored.status, StatusCode::OK, "{}", stored.text);
+    let requested = api.post(&unlisted("u-1", "compact"), &json!({})).await;
+    assert_eq!(requested.status, StatusCode::ACCEPTED, "{}", requested.text);
+    let other = ("domain", "other");
+    eventually("the job completed", Duration::from_secs(20), || async {
+        let text = api.get("/metrics").await.text;
+        sample(&text, names::JOBS_COMPLETED_TOTAL, &[q, other]) == Some(1.0)
+    })
+    .await;
+    let text = api.get("/metrics").await.text;
+    assert_eq!(
+        sample(&text, names::JOBS_STARTED_TOTAL, &[q, other]),
+        Some(1.0)
+    );
+    assert_eq!(
+        sample(&text, names::ENQUEUE_TOTAL, &[q, ("outcome", "added")]),
+        Some(1.0)
+    );
+    assert_eq!(sample(&text, names::JOBS_STARTED_TOTAL, &[q, d]), Some(0.0));
+    assert!(!text.contains("unlisted"), "a caller's domain is no label");
+    assert!(
+        !text.contains("domain=\"\""),
+        "the empty domain is no label"
+    );
+
+    // 3. A poll (timeout 0) of a compaction pending in the allowed domain
+    //    is no timeout; a wait that gives up is.
+    let held = |route: &str| format!("/v1/workstreams/{domain}/w-held/{route}");
+    let stored = api
+        .post(&held("messages"), &json!({"messages": [one_message("hi")]}))
+        .await;
+    assert_eq!(stored.status, StatusCode::OK, "{}", stored.text);
+    db.exec(&format!(
+        "UPDATE workstreams SET is_compacting = true, lease_owner = 'someone-else', \
+         lease_deadline_ms = {} WHERE domain = '{domain}' AND entity_id = 'w-held'",
+        now_ms() + 60_000
+    ))
+    .await;
+    let polled = api.get(&held("wait?timeout_ms=0")).await;
+    assert_eq!(polled.body["outcome"], "timed_out", "{}", polled.text);
+    let text = api.get("/metrics").await.text;
+    let count = format!("{}_count", names::LEASE_WAIT_SECONDS);
+    assert_eq!(
+        sample(&text, &count, &[d, ("outcome", "polled")]),
+        Some(1.0)
+    );
+    assert_eq!(
+        sample(&text, names::LEASE_WAIT_TIMEOUTS_TOTAL, &[d]),
+        Some(0.0),
+        "a poll is no timeout"
+    );
+    let timed_out = api.get(&held("wait?timeout_ms=50")).await;
+    assert_eq!(timed_out.body["outcome"], "timed_out", "{}", timed_out.text);
+    let text = api.get("/metrics").await.text;
+    assert_eq!(
+        sample(&text, &count, &[d, ("outcome", "timeout")]),
+        Some(1.0)
+    );
+    assert_eq!(
+        sample(&text, names::LEASE_WAIT_TIMEOUTS_TOTAL, &[d]),
+        Some(1.0)
+    );
+
+    // 4. Requests are counted by route template and status class; a path
+    //    no route matches is `unmatched`, never itself. (Other tests of
+    //    this binary share these series, so they can only grow.)
+    let status_route = "/v1/workstreams/{domain}/{entity}/status";
+    let ok = [("route", status_route), ("status", "2xx")];
+    let missing = [("route", status_route), ("status", "4xx")];
+    let unmatched = [("route", "unmatched"), ("status", "4xx")];
+    let text = api.get("/metrics").await.text;
+    let before = |labels: &[(&str, &str)]| {
+        sample(&text, names::HTTP_REQUESTS_TOTAL, labels).expect("a series")
+    };
+    let (ok_before, missing_before, unmatched_before) =
+        (before(&ok), before(&missing), before(&unmatched));
+    assert_eq!(api.get(&held("status")).await.status, StatusCode::OK);
+    let unknown = api
+        .get(&format!("/v1/workstreams/{domain}/no-such-ws/status"))
+        .await;
+    assert_eq!(unknown.status, StatusCode::NOT_FOUND);
+    let stray = api.get("/no/such/path-x7q").await;
+    assert_eq!(stray.status, StatusCode::NOT_FOUND);
+    let text = api.get("/metrics").await.text;
+    let after = |labels: &[(&str, &str)]| {
+        sample(&text, names::HTTP_REQUESTS_TOTAL, labels).expect("a series")
+    };
+    assert!(after(&ok) >= ok_before + 1.0);
+    assert!(after(&missing) >= missing_before + 1.0);
+    assert!(after(&unmatched) >= unmatched_before + 1.0);
+    let histogram = format!("{}_count", names::HTTP_REQUEST_SECONDS);
+    assert!(sample(&text, &histogram, &ok).unwrap_or(0.0) >= 1.0);
+    assert!(text.contains(&format!(
+        "{}_bucket{{route=\"{status_route}\",status=\"2xx\",le=\"0.001\"}}",
+        names::HTTP_REQUEST_SECONDS
+    )));
+    assert!(!text.contains("path-x7q"), "a raw path is no label");
+    assert!(!text.contains("no-such-ws"), "an entity is no label");
+    let routes: BTreeSet<String> = samples(&text)
+        .into_iter()
+        .filter(|(n, _, _)| n == names::HTTP_REQUESTS_TOTAL)
+        .map(|(_, l, _)| l["route"].clone())
+        .collect();
+    let known: BTreeSet<String> = compactor_worker::http::served_routes()
+        .into_iter()
+        .map(|(_, r)| r.to_owned())
+        .chain(["unmatched".to_owned()])
+        .collect();
+    assert_eq!(routes, known, "routes are templates of the table");
     worker.stop().await;
 }
 

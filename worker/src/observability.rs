@@ -7,16 +7,23 @@
 //! workers — with buckets chosen per family for the ranges it really
 //! covers ([`HISTOGRAM_BUCKETS`]).
 //!
-//! [`register_known_series`] creates, at zero, the series whose labels are
-//! all known at start-up (queue, provider, bounded op / reason values), so
-//! a scrape shows them — and `rate()` and `increase()` see their first
-//! increment — before anything happened. Series labelled by `domain` come
-//! into being when a workstream of that domain first records them.
+//! [`register_known_series`] creates, at zero, every counter series the
+//! process can record — each label is bounded and known at start-up:
+//! queue, provider, route, the values of `labels`, and `domain` through the
+//! allow-list (`[metrics] domains`, every other domain `other`) — so a
+//! scrape shows them, and `rate()` and `increase()` see their first
+//! increment, before anything happened. It also sets
+//! `compactor_build_info`.
+//!
+//! Process metrics (`process_*`: CPU, memory, file descriptors, start
+//! time) are read from `/proc/self` at each scrape ([`process`]).
+
+pub mod process;
 
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
-use compactor_producer::metrics::names;
+use compactor_producer::metrics::{allow_domains, domain_labels, labels, names, OTHER_DOMAIN};
 use metrics_exporter_prometheus::{BuildError, Matcher, PrometheusBuilder, PrometheusHandle};
 use tracing::warn;
 
@@ -66,6 +73,11 @@ const CHUNKS: &[f64] = &[
     1.0, 2.0, 3.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1_000.0,
 ];
 
+/// One admin HTTP request: a millisecond read to a minute-long poll.
+const HTTP_SECONDS: &[f64] = &[
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+];
+
 /// Rollup passes of one compaction: usually none.
 const ROLLUPS: &[f64] = &[0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 10.0];
 
@@ -80,6 +92,7 @@ pub const HISTOGRAM_BUCKETS: &[(&str, &[f64])] = &[
     (names::COMPACTION_MESSAGES, MESSAGES),
     (names::COMPACTION_CHUNKS, CHUNKS),
     (names::COMPACTION_ROLLUPS, ROLLUPS),
+    (names::HTTP_REQUEST_SECONDS, HTTP_SECONDS),
 ];
 
 /// How often histogram samples are folded into their buckets between
@@ -141,12 +154,20 @@ fn spawn_upkeep(handle: PrometheusHandle) {
     }
 }
 
-/// Creates, at zero, every series whose labels are known at start-up: the
-/// runtime's queue-labelled counters, the release-announcement errors, and
-/// the LLM client's series for `provider` (none for the extractive
-/// summarizer, which makes no requests).
-pub fn register_known_series(queue: &str, provider: Provider) {
+/// Creates, at zero, every counter series the process can record (see
+/// the module doc), after adding `domains` to the labelled domains, and
+/// sets `compactor_build_info`. The LLM client's series are created for
+/// `provider` (none for the extractive summarizer, which makes no
+/// requests).
+pub fn register_known_series(queue: &str, provider: Provider, domains: &[String]) {
+    allow_domains(domains);
     let q = || queue.to_owned();
+    metrics::gauge!(names::BUILD_INFO, "version" => env!("CARGO_PKG_VERSION")).set(1.0);
+
+    // The queue's and the runtime's.
+    for outcome in labels::ENQUEUE_OUTCOMES {
+        metrics::counter!(names::ENQUEUE_TOTAL, "queue" => q(), "outcome" => outcome).increment(0);
+    }
     metrics::counter!(names::JOBS_RECOVERED_TOTAL, "queue" => q()).increment(0);
     metrics::counter!(names::JOBS_RELEASED_TOTAL, "queue" => q()).increment(0);
     metrics::counter!(names::LEASES_LOST_TOTAL, "queue" => q()).increment(0);
@@ -154,15 +175,57 @@ pub fn register_known_series(queue: &str, provider: Provider) {
     for op in QUEUE_ERROR_OPS {
         metrics::counter!(names::QUEUE_ERRORS_TOTAL, "queue" => q(), "op" => op).increment(0);
     }
-    // The runtime's own dead letters carry no domain (the entry could not
-    // be read, or its worker kept dying).
-    for reason in ["stalled", "unusable"] {
-        metrics::counter!(names::JOBS_DEAD_LETTERED_TOTAL, "queue" => q(), "domain" => "", "reason" => reason)
-            .increment(0);
-    }
-    for op in ["publish", "subscribe"] {
+    for op in labels::NOTIFY_OPS {
         metrics::counter!(names::NOTIFY_ERRORS_TOTAL, "op" => op).increment(0);
     }
+
+    // Per domain: the runtime's, the compaction job's, the chat side's.
+    for domain in domain_labels() {
+        let d = || domain.clone();
+        metrics::counter!(names::JOBS_STARTED_TOTAL, "queue" => q(), "domain" => d()).increment(0);
+        metrics::counter!(names::JOBS_COMPLETED_TOTAL, "queue" => q(), "domain" => d())
+            .increment(0);
+        metrics::counter!(names::JOBS_RETRIED_TOTAL, "queue" => q(), "domain" => d()).increment(0);
+        for reason in labels::FAILURE_REASONS {
+            metrics::counter!(names::JOBS_FAILED_TOTAL, "queue" => q(), "domain" => d(), "reason" => reason)
+                .increment(0);
+        }
+        for reason in labels::DEAD_LETTER_REASONS {
+            // The runtime's own dead letters (unusable, stalled) have no
+            // domain to tell: they are `other` only.
+            let runtime_only = matches!(reason, "unusable" | "stalled");
+            if runtime_only && domain != OTHER_DOMAIN {
+                continue;
+            }
+            metrics::counter!(names::JOBS_DEAD_LETTERED_TOTAL, "queue" => q(), "domain" => d(), "reason" => reason)
+                .increment(0);
+        }
+        for (outcome, degraded) in labels::COMPACTION_OUTCOMES {
+            metrics::counter!(names::COMPACTIONS_TOTAL, "domain" => d(), "outcome" => outcome, "degraded" => degraded)
+                .increment(0);
+        }
+        metrics::counter!(names::FENCE_CONFLICTS_TOTAL, "domain" => d()).increment(0);
+        metrics::counter!(names::ENTITY_LEASES_LOST_TOTAL, "domain" => d()).increment(0);
+        metrics::counter!(names::BREAKER_SKIPS_TOTAL, "domain" => d()).increment(0);
+        for outcome in labels::TURN_OUTCOMES {
+            metrics::counter!(names::TURNS_TOTAL, "domain" => d(), "outcome" => outcome)
+                .increment(0);
+        }
+        metrics::counter!(names::LEASE_WAIT_TIMEOUTS_TOTAL, "domain" => d()).increment(0);
+    }
+
+    // The admin API's, by route template.
+    let routes = crate::http::served_routes()
+        .into_iter()
+        .map(|(_, route)| route)
+        .chain(std::iter::once(labels::UNMATCHED_ROUTE));
+    for route in routes {
+        for status in labels::HTTP_STATUS_CLASSES {
+            metrics::counter!(names::HTTP_REQUESTS_TOTAL, "route" => route, "status" => status)
+                .increment(0);
+        }
+    }
+
     if provider != Provider::Extractive {
         llm_metrics::register_known_series(provider.as_str());
     }
@@ -187,7 +250,7 @@ mod tests {
                 .unwrap_or_else(|| panic!("{} has no buckets", family.name));
             assert!(buckets.windows(2).all(|w| w[0] < w[1]), "{}", family.name);
         }
-        assert_eq!(HISTOGRAM_BUCKETS.len(), 8);
+        assert_eq!(HISTOGRAM_BUCKETS.len(), 9);
     }
 
     #[test]

@@ -7,6 +7,7 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::path::Path;
 use std::time::Duration;
 
+use compactor_producer::metrics::MetricsSettings;
 use compactor_producer::queue::QueueConfig;
 use compactor_producer::settings::{self, DatabaseSettings, RedisSettings, SettingsError};
 use compactor_shared::config::EngineConfig;
@@ -241,6 +242,8 @@ pub struct Settings {
     pub log: LogSettings,
     pub admin: AdminSettings,
     pub reconcile: ReconcileSettings,
+    /// `[metrics]`: the domains labelled as themselves.
+    pub metrics: MetricsSettings,
 }
 
 /// `[reconcile]`: the sweep that re-requests compactions the queue lost
@@ -295,6 +298,7 @@ impl Settings {
             self.validate_request_timeout().map_err(invalid)?;
         }
         self.admin.validate().map_err(invalid)?;
+        self.metrics.validate().map_err(invalid)?;
         self.database.validate().map_err(invalid)?;
         let window = self.engine.trigger.context_window();
         if window > 0 && self.database.context_max_tokens < window {
@@ -536,5 +540,25 @@ mod tests {
             "localhost".to_owned(),
         )];
         assert!(Settings::load_from(None, bad).is_err());
+    }
+
+    #[test]
+    fn metric_domains_come_from_the_environment_and_are_checked() {
+        assert!(Settings::load_from(None, [])
+            .unwrap()
+            .metrics
+            .domains
+            .is_empty());
+        let env = [(
+            "COMPACTOR__METRICS__DOMAINS".to_owned(),
+            "chat,support".to_owned(),
+        )];
+        let settings = Settings::load_from(None, env).unwrap();
+        assert_eq!(settings.metrics.domains, ["chat", "support"]);
+        for bad in ["other", "Chat", "chat,chat"] {
+            let env = [("COMPACTOR__METRICS__DOMAINS".to_owned(), bad.to_owned())];
+            let err = Settings::load_from(None, env).unwrap_err();
+            assert!(err.to_string().contains("metrics.domains"), "{bad}: {err}");
+        }
     }
 }

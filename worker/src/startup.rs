@@ -123,6 +123,7 @@ impl Application {
             observability::register_known_series(
                 settings.queue.name.as_str(),
                 settings.llm.provider,
+                &settings.metrics.domains,
             );
             let compactor =
                 Compactor::from_parts(store.clone(), queue.clone(), settings.engine.clone()).await;

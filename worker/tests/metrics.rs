@@ -40,6 +40,8 @@ async fn jobs_and_requests_are_counted_and_queue_depth_is_sampled() {
     let recorder = PrometheusBuilder::new().build_recorder();
     let handle = recorder.handle();
     metrics::set_global_recorder(recorder).unwrap();
+    // The domain is a label only when allowed ([metrics] domains).
+    compactor_producer::metrics::allow_domains(["chat"]);
 
     let t = TestQueue::new(fast_queue()).await;
     let q = t.name().to_owned();

@@ -21,6 +21,7 @@ pub mod error;
 pub mod extract;
 pub mod limits;
 mod probes;
+mod request_metrics;
 mod server;
 pub mod workstreams;
 
@@ -229,6 +230,7 @@ pub fn router(state: AppState, admin: &AdminSettings) -> Router {
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn(trace_request))
+        .layer(middleware::from_fn(request_metrics::record))
         .with_state(state)
 }
 

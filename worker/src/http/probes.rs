@@ -154,14 +154,17 @@ async fn bounded<T>(
         .unwrap_or_else(|_| Err(format!("no answer within {limit:?}")))
 }
 
-/// `GET /metrics`: the Prometheus text exposition of every family.
+/// `GET /metrics`: the Prometheus text exposition of every family, and
+/// the process metrics read at this scrape.
 pub(super) async fn metrics(State(state): State<AppState>) -> Response {
+    let mut text = state.metrics().render();
+    text.push_str(&crate::observability::process::render());
     (
         [(
             header::CONTENT_TYPE,
             "text/plain; version=0.0.4; charset=utf-8",
         )],
-        state.metrics().render(),
+        text,
     )
         .into_response()
 }

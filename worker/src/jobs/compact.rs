@@ -32,7 +32,7 @@ use std::time::Duration;
 
 use chrono::Utc;
 use compactor_producer::events::{CompactionEvent, EventOutcome};
-use compactor_producer::metrics::names;
+use compactor_producer::metrics::{domain_label, names};
 use compactor_producer::queue::{Queue, Trigger};
 use compactor_producer::store::{
     Commit, CommitOutcome, ConflictReason, DegradedReason, LeaseTaken, MemoryFold, NewRun,
@@ -940,7 +940,7 @@ impl pipeline::Summarize for Step<'_> {
 
 impl JobHandler for CompactHandler {
     async fn run(&self, job: Job) -> Result<(), JobError> {
-        let domain = job.key.domain().to_owned();
+        let domain = domain_label(job.key.domain());
         let count = |outcome: &'static str, degraded: bool| {
             metrics::counter!(names::COMPACTIONS_TOTAL, "domain" => domain.clone(), "outcome" => outcome, "degraded" => if degraded { "true" } else { "false" })
                 .increment(1);

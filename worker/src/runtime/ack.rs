@@ -93,6 +93,8 @@ struct AckState {
 #[derive(Debug)]
 pub(crate) struct AckRequest {
     pub(crate) job: ClaimedJob,
+    /// The job's `domain` metric label (`metrics::domain_label`: `other`
+    /// unless allowed).
     pub(crate) domain: String,
     /// The attempt's span: the outcome is logged inside it.
     pub(crate) span: Span,

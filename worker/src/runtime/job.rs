@@ -13,7 +13,7 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use apalis_core::task::Task;
-use compactor_producer::metrics::names;
+use compactor_producer::metrics::{domain_label, names};
 use compactor_producer::queue::{ClaimedJob, FailAction, Failure, QueueError};
 use futures::FutureExt;
 use tokio_util::sync::CancellationToken;
@@ -109,7 +109,7 @@ impl Outcome {
 
 async fn run_attempt<H: JobHandler>(shared: &Arc<Shared>, handler: &H, job: ClaimedJob) {
     let queue = shared.queue_label();
-    let domain = job.key.domain().to_owned();
+    let domain = domain_label(job.key.domain());
     metrics::counter!(names::JOBS_STARTED_TOTAL, "queue" => queue.clone(), "domain" => domain.clone())
         .increment(1);
     metrics::histogram!(names::JOB_QUEUE_WAIT_SECONDS, "queue" => queue.clone(), "domain" => domain.clone())
@@ -237,6 +237,7 @@ async fn acknowledge(shared: &Arc<Shared>, job: ClaimedJob, outcome: Outcome, do
     }
 }
 
+/// `domain`: the job's metric label.
 async fn fail(shared: &Shared, job: &ClaimedJob, error: &JobError, domain: &str) {
     let queue = shared.queue_label();
     let action = shared.config.retry.decide(job.attempt, error);

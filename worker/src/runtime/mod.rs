@@ -34,7 +34,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use apalis::prelude::{Monitor, WorkerBuilder, WorkerBuilderExt};
-use compactor_producer::metrics::names;
+use compactor_producer::metrics::{names, OTHER_DOMAIN};
 use compactor_producer::queue::{Queue, QueueError};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
@@ -203,7 +203,7 @@ impl Shared {
 
     fn count_unusable(&self, member: &str, error: &str) {
         warn!(entry = member, error, "unusable queue entry dead-lettered");
-        metrics::counter!(names::JOBS_DEAD_LETTERED_TOTAL, "queue" => self.queue_label(), "domain" => "", "reason" => "unusable")
+        metrics::counter!(names::JOBS_DEAD_LETTERED_TOTAL, "queue" => self.queue_label(), "domain" => OTHER_DOMAIN, "reason" => "unusable")
             .increment(1);
     }
 }

@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use compactor_producer::metrics::names;
+use compactor_producer::metrics::{names, OTHER_DOMAIN};
 use tracing::{info, warn};
 
 use super::Shared;
@@ -78,7 +78,7 @@ async fn recover(shared: &Shared) {
                 }
                 metrics::counter!(names::JOBS_RECOVERED_TOTAL, "queue" => queue.clone())
                     .increment(r.recovered);
-                metrics::counter!(names::JOBS_DEAD_LETTERED_TOTAL, "queue" => queue.clone(), "domain" => "", "reason" => "stalled")
+                metrics::counter!(names::JOBS_DEAD_LETTERED_TOTAL, "queue" => queue.clone(), "domain" => OTHER_DOMAIN, "reason" => "stalled")
                     .increment(r.dead_lettered);
                 if r.recovered + r.dead_lettered < u64::from(batch) {
                     return;
