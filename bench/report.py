@@ -13,6 +13,9 @@ Usage: bench/report.py <results dir> <output .md>   (Python 3.11, stdlib only)
 
 from __future__ import annotations
 
+# Where bench/quality's own section of BENCHMARKS.md starts.
+QUALITY_MARKER = "<!-- Quality: written by bench/quality -->"
+
 import json
 import statistics
 import sys
@@ -435,6 +438,13 @@ def main() -> None:
         w("")
         w(notes.read_text().strip())
         w("")
+    # The quality section belongs to bench/quality, which writes it after
+    # QUALITY_MARKER; keep it as it is.
+    if out.exists():
+        previous = out.read_text()
+        at = previous.find(QUALITY_MARKER)
+        if at >= 0:
+            md.append(previous[at:].rstrip("\n"))
     out.write_text("\n".join(md) + "\n")
 
 

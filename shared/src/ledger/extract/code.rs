@@ -26,7 +26,7 @@ pattern!(
 pattern!(ISSUE_REF, r"(?:^|[ \t\r\n(\[])(#[0-9]{1,7})\b");
 pattern!(
     ERROR_CODE,
-    r"\b(?:E0[0-9]{3}|TS[0-9]{4,5}|CS[0-9]{4}|ORA-[0-9]{5}|ENOENT|EACCES|EPERM|ECONNREFUSED|ECONNRESET|ECONNABORTED|ETIMEDOUT|EADDRINUSE|EADDRNOTAVAIL|EEXIST|ENOTDIR|EISDIR|EMFILE|ENFILE|ENOSPC|EPIPE|EAGAIN|EHOSTUNREACH|ENETUNREACH|ENOMEM|EINVAL|EBUSY|EROFS|ENOTEMPTY|OOMKilled|CrashLoopBackOff|ImagePullBackOff|ErrImagePull|ErrImageNeverPull|CreateContainerConfigError|CreateContainerError|RunContainerError|InvalidImageName|ContainerCannotRun|DeadlineExceeded|FailedScheduling|FailedMount|NodeNotReady|Evicted|SIG(?:KILL|TERM|SEGV|ABRT|BUS|PIPE|INT|HUP|QUIT|ILL|FPE|USR1|USR2)|ERR_[A-Z0-9_]{3,40}|DEADLINE_EXCEEDED|RESOURCE_EXHAUSTED|PERMISSION_DENIED|FAILED_PRECONDITION|UNAUTHENTICATED)\b"
+    r"\b(?:E0[0-9]{3}|TS[0-9]{4,5}|CS[0-9]{4}|ORA-[0-9]{5}|ENOENT|EACCES|EPERM|ECONNREFUSED|ECONNRESET|ECONNABORTED|ETIMEDOUT|EADDRINUSE|EADDRNOTAVAIL|EEXIST|ENOTDIR|EISDIR|EMFILE|ENFILE|ENOSPC|EPIPE|EAGAIN|EHOSTUNREACH|ENETUNREACH|ENOMEM|EINVAL|EBUSY|EROFS|ENOTEMPTY|OOMKilled|CrashLoopBackOff|ImagePullBackOff|ErrImagePull|ErrImageNeverPull|CreateContainerConfigError|CreateContainerError|RunContainerError|InvalidImageName|ContainerCannotRun|DeadlineExceeded|FailedScheduling|FailedMount|NodeNotReady|Evicted|SIG(?:KILL|TERM|SEGV|ABRT|BUS|PIPE|INT|HUP|QUIT|ILL|FPE|USR1|USR2)|ERR_[A-Z0-9_]{3,40}|[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)*_(?:EXCEEDED|FAILED|FAILURE|DENIED|INVALID|NOT_FOUND|TIMEOUT|TIMED_OUT|UNAVAILABLE|REFUSED|REJECTED|FORBIDDEN|UNAUTHORIZED|CONFLICT|EXPIRED|MISSING|ERROR|EXHAUSTED|MISMATCH|OVERFLOW)|(?:INVALID|MISSING|UNKNOWN|DUPLICATE|UNSUPPORTED)_[A-Z0-9_]{3,40}|DEADLINE_EXCEEDED|RESOURCE_EXHAUSTED|PERMISSION_DENIED|FAILED_PRECONDITION|UNAUTHENTICATED)\b"
 );
 pattern!(
     EXCEPTION,
@@ -424,8 +424,10 @@ pub(super) fn commands(s: &mut Scan<'_>) {
             s.note(m.start(), ArtifactKind::Command, m.as_str());
         }
     }
+    let mut ticked = Vec::new();
     for caps in captures(&BACKTICK, text) {
         if let Some(m) = caps.get(1) {
+            ticked.push(m.range());
             let span = m.as_str().trim();
             let first = span.split_whitespace().next().unwrap_or("");
             if span.contains(' ') && CLI_WORDS.contains(&first) {
@@ -433,6 +435,111 @@ pub(super) fn commands(s: &mut Scan<'_>) {
             }
         }
     }
+    if text.len() <= PROSE_COMMAND_TEXT {
+        for (at, cmd) in prose_commands(text) {
+            let inside = |r: &std::ops::Range<usize>| r.contains(&at);
+            if !fenced.iter().any(inside) && !ticked.iter().any(inside) {
+                s.note(at, ArtifactKind::Command, cmd);
+            }
+        }
+    }
+}
+
+/// Longest text searched for commands written in prose.
+const PROSE_COMMAND_TEXT: usize = 8_000;
+/// Most words of a command written in prose.
+const PROSE_COMMAND_WORDS: usize = 14;
+
+/// Words that end a command written in prose: "… up -d db for the
+/// database", "… cargo run -p api, after …".
+const PROSE_STOPS: &[&str] = &[
+    "for", "to", "and", "then", "after", "before", "which", "that", "so", "if", "when", "but",
+    "or", "because", "since", "while", "until", "again", "first", "instead", "please",
+];
+
+/// Commands written in running text without backticks: "I use
+/// RUST_LOG=debug cargo run -p billing-api, after docker compose -f
+/// dev.yml up -d db". A command starts at a known program (after any
+/// `NAME=value` environment words), runs to the end of its clause, and
+/// counts only with a subcommand or option and at least one word shaped
+/// like code (an option, a path, a `key=value`): "I use git every day" is
+/// prose.
+fn prose_commands(text: &str) -> Vec<(usize, &str)> {
+    let mut out = Vec::new();
+    let mut offset = 0;
+    for line in text.split('\n') {
+        if !line.trim_start().starts_with("$ ") {
+            out.extend(
+                prose_commands_in_line(line)
+                    .into_iter()
+                    .map(|(at, cmd)| (offset + at, cmd)),
+            );
+        }
+        offset += line.len() + 1;
+    }
+    out
+}
+
+/// [`prose_commands`] of one line.
+fn prose_commands_in_line(line: &str) -> Vec<(usize, &str)> {
+    let words: Vec<(usize, &str)> = line
+        .split_whitespace()
+        .map(|w| (w.as_ptr() as usize - line.as_ptr() as usize, w))
+        .collect();
+    let env = |w: &str| {
+        w.split_once('=').is_some_and(|(k, v)| {
+            !k.is_empty()
+                && !v.is_empty()
+                && k.bytes()
+                    .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_')
+        })
+    };
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < words.len() {
+        let mut start = i;
+        while start < words.len() && env(words[start].1) {
+            start += 1;
+        }
+        let program = words.get(start).map_or("", |(_, w)| *w);
+        if !CLI_WORDS.contains(&program) || matches!(program, "cd" | "ls" | "go" | "make") {
+            i = start + 1;
+            continue;
+        }
+        // The command's words, to the end of its clause.
+        let mut span: Vec<&str> = vec![program];
+        for &(_, w) in words.iter().skip(start + 1).take(PROSE_COMMAND_WORDS) {
+            let bare = w.trim_end_matches([',', ';', '.', ':', ')', '!', '?']);
+            if bare.is_empty() || PROSE_STOPS.contains(&bare) {
+                break;
+            }
+            span.push(bare);
+            let clause_ends = w.ends_with([',', ';', ':', ')', '!', '?'])
+                || (w.ends_with('.') && !bare.contains('.'));
+            if clause_ends {
+                break;
+            }
+        }
+        let args = &span[1..];
+        let sub = args.first().is_some_and(|w| {
+            w.starts_with('-')
+                || w.bytes()
+                    .all(|b| b.is_ascii_lowercase() || b == b'-' || b.is_ascii_digit())
+        });
+        let code_like = args
+            .iter()
+            .any(|w| w.starts_with('-') || w.contains('/') || w.contains('=') || w.contains('.'));
+        if sub && code_like && span.len() >= 3 {
+            let from = words[i].0;
+            let last = words[start + span.len() - 1];
+            let to = last.0 + span[span.len() - 1].len();
+            out.push((from, &line[from..to]));
+            i = start + span.len();
+        } else {
+            i = start + 1;
+        }
+    }
+    out
 }
 
 pub(super) fn urls(s: &mut Scan<'_>) {

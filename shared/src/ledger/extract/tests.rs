@@ -1012,3 +1012,46 @@ fn values_of_a_listing_rank_below_a_value_answered_alone() {
     );
     assert_eq!(salience_of(&found, "€1,359.00"), Some(Salience::Read));
 }
+
+#[test]
+fn commands_written_in_prose_without_backticks() {
+    let found = values_of(
+        "To run the API locally I use RUST_LOG=billing=debug cargo run -p billing-api, after docker compose -f deploy/compose.dev.yml up -d db for the database.",
+        ArtifactKind::Command,
+    );
+    assert!(
+        found.contains(&"RUST_LOG=billing=debug cargo run -p billing-api".to_owned()),
+        "{found:?}"
+    );
+    assert!(
+        found.contains(&"docker compose -f deploy/compose.dev.yml up -d db".to_owned()),
+        "{found:?}"
+    );
+    for prose in [
+        "I use git every day.",
+        "Is cargo slow for you too?",
+        "Let's talk about docker later.",
+    ] {
+        assert!(
+            values_of(prose, ArtifactKind::Command).is_empty(),
+            "{prose}"
+        );
+    }
+}
+
+#[test]
+fn upper_snake_names_of_failures_are_error_codes() {
+    let found = values_of(
+        "the provider answers 429 with RATE_LIMIT_EXCEEDED, or INVALID_CURRENCY_PAIR; MAX_RETRIES is a setting name",
+        ArtifactKind::ErrorCode,
+    );
+    assert!(
+        found.contains(&"RATE_LIMIT_EXCEEDED".to_owned()),
+        "{found:?}"
+    );
+    assert!(
+        found.contains(&"INVALID_CURRENCY_PAIR".to_owned()),
+        "{found:?}"
+    );
+    assert!(!found.contains(&"MAX_RETRIES".to_owned()), "{found:?}");
+}
