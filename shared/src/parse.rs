@@ -16,7 +16,7 @@ use crate::summary::{Section, SummarizerOutput, Summary};
 
 mod checks;
 
-pub use checks::{check, check_memory_block, check_summary, Rejection};
+pub use checks::{check, check_memory_block, check_summary, echo, Rejection};
 
 /// Nothing usable in the answer.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -53,17 +53,22 @@ pub enum Rejection {
     /// mid-way (reported by the caller, which knows the stop reason).
     #[error("the answer was cut off at the output limit of {max_output_tokens} tokens")]
     Truncated { max_output_tokens: u64 },
+    /// The answer repeats the prompt's own input: its tags or the
+    /// transcript's message headers (`[#12 USER]`), which no summary holds.
+    #[error("the answer echoes the prompt's input ({markers} of its tags or message headers) instead of summarizing it")]
+    Echo { markers: usize },
 }
 
 impl Rejection {
     /// Every value of [`Rejection::label`].
-    pub const LABELS: [&'static str; 6] = [
+    pub const LABELS: [&'static str; 7] = [
         "unparseable",
         "no_sections",
         "empty",
         "emptied",
         "repetitive",
         "truncated",
+        "echo",
     ];
 
     /// A bounded name of the reason, for metrics and logs.
@@ -75,6 +80,7 @@ impl Rejection {
             Rejection::Emptied { .. } => "emptied",
             Rejection::Repetitive { .. } => "repetitive",
             Rejection::Truncated { .. } => "truncated",
+            Rejection::Echo { .. } => "echo",
         }
     }
 }
@@ -109,6 +115,50 @@ pub fn check(parsed: &Parsed, previous: Option<&Summary>) -> Result<(), Rejectio
         return Err(Rejection::NoSections);
     }
     check_summary(&parsed.output.summary, previous)
+}
+
+/// Tags our prompts wrap their input in.
+const PROMPT_TAGS: &[&str] = &[
+    "<context-compaction-input>",
+    "</context-compaction-input>",
+    "<previous-summary>",
+    "</previous-summary>",
+    "<existing-workstream-state>",
+    "</existing-workstream-state>",
+    "<new-messages>",
+    "</new-messages>",
+    "<operator-instructions>",
+];
+
+/// Message headers of the transcript the prompt carries (`[#12 USER]`)
+/// that one answer may mention before it counts as an echo.
+const ECHO_MAX_HEADERS: usize = 2;
+
+/// Whether the raw answer `text` repeats the prompt's input instead of
+/// summarizing it: a small model at a low temperature may copy the prompt
+/// back. Any of the prompt's own tags, or more than
+/// [`ECHO_MAX_HEADERS`] transcript message headers, is an echo; a summary
+/// that names one message (`#12`) is not.
+pub fn echo(text: &str) -> Result<(), Rejection> {
+    let tags = PROMPT_TAGS.iter().filter(|t| text.contains(*t)).count();
+    let headers =
+        text.match_indices("[#")
+            .filter(|(at, _)| {
+                let rest = &text[at + 2..];
+                let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+                digits > 0
+                    && rest[digits..].starts_with(' ')
+                    && rest[digits + 1..].split(']').next().is_some_and(|role| {
+                        matches!(role, "USER" | "ASSISTANT" | "TOOL" | "SYSTEM")
+                    })
+            })
+            .count();
+    let markers = tags + headers;
+    if tags > 0 || headers > ECHO_MAX_HEADERS {
+        Err(Rejection::Echo { markers })
+    } else {
+        Ok(())
+    }
 }
 
 /// Checks the content of a summary that would replace `previous`.
@@ -215,6 +265,22 @@ fn normalize(text: &str) -> String {
 mod tests {
     use super::super::{parse_memory_block, parse_output, parse_rollup};
     use super::*;
+
+    #[test]
+    fn an_answer_that_echoes_the_prompt_is_rejected() {
+        let echoed = "<context-compaction-input>\n<previous-summary>\n(none)\n</previous-summary>";
+        assert!(matches!(echo(echoed), Err(Rejection::Echo { .. })));
+        let transcript =
+            "KEY FACTS:\n- [#1 USER]\nhi\n- [#2 ASSISTANT]\nhello\n- [#3 USER]\nfix it";
+        assert_eq!(echo(transcript), Err(Rejection::Echo { markers: 3 }));
+        assert_eq!(Rejection::Echo { markers: 3 }.label(), "echo");
+        for fine in [
+            "KEY FACTS:\n- the user chose SQLite (#12)\nCONVERSATION FLOW:\n- [#4 USER] asked for a fix",
+            "KEY FACTS:\n- arrays are indexed as a[#i]\n",
+        ] {
+            assert_eq!(echo(fine), Ok(()), "{fine}");
+        }
+    }
     use proptest::prelude::*;
 
     fn summary(facts: &[&str], flow: &[&str], threads: &[&str]) -> Summary {
@@ -361,6 +427,7 @@ mod tests {
             Rejection::Truncated {
                 max_output_tokens: 10,
             },
+            Rejection::Echo { markers: 3 },
         ];
         for r in &all {
             assert!(Rejection::LABELS.contains(&r.label()), "{r:?}");

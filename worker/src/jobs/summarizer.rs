@@ -209,6 +209,7 @@ impl Summarizer {
                 let step = Step::Compaction;
                 let checked = async {
                     let text = answer(client, step, &prompt, deadline, usage).await?;
+                    parse::echo(&text).map_err(|r| reject(client, step, usage, r, &[]))?;
                     let parsed = parse::parse_output(&text)
                         .map_err(|e| reject(client, step, usage, e.into(), &[]))?;
                     report_problems(client, step, &parsed.problems);
@@ -239,6 +240,7 @@ impl Summarizer {
                 let step = Step::Rollup;
                 let checked = async {
                     let text = answer(client, step, &prompt, deadline, usage).await?;
+                    parse::echo(&text).map_err(|r| reject(client, step, usage, r, &[]))?;
                     let parsed = parse::parse_rollup(&text)
                         .map_err(|e| reject(client, step, usage, e.into(), &[]))?;
                     report_problems(client, step, &parsed.problems);
