@@ -5,19 +5,16 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
 
-#[path = "support/db.rs"]
-mod db;
-
 use std::io::Write;
 use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
+use compactor_e2e::db::{Backend, TestDb};
 use compactor_producer::queue::{
     ClaimOutcome, FailAction, Keys, Queue, QueueConfig, QueueName, Trigger,
 };
 use compactor_shared::EntityKey;
-use db::{Backend, TestDb};
 use serde_json::Value;
 
 const BIN: &str = env!("CARGO_BIN_EXE_compactor");
