@@ -1,6 +1,8 @@
 //! Connecting to the queue at start-up, waiting for Redis if it is not up
 //! yet (a worker started before Redis, or during a Redis restart, should
-//! come up on its own rather than crash-loop).
+//! come up on its own rather than crash-loop). What waiting cannot mend is
+//! not waited for: a URL that can never work, and credentials Redis
+//! refuses ([`is_auth_failure`]).
 
 use std::time::Duration;
 
@@ -11,8 +13,8 @@ use tracing::warn;
 /// Connects as `redis` says (one server, or a Redis Cluster through its
 /// seed nodes), retrying with backoff (250 ms doubling to 10 s) until it
 /// succeeds or `give_up` resolves; then the last error is returned. A URL
-/// that can never work (several URLs without `cluster = true`) fails at
-/// once.
+/// that can never work (several URLs without `cluster = true`) and refused
+/// credentials fail at once.
 pub async fn connect_with_retry<G>(
     redis: &RedisSettings,
     config: QueueConfig,
@@ -28,9 +30,14 @@ where
         match Queue::connect_with(redis, config.clone()).await {
             Ok(queue) => return Ok(queue),
             Err(error @ (QueueError::Url { .. } | QueueError::Config(_))) => return Err(error),
+            Err(error) if is_auth_failure(&error) => return Err(error),
             Err(error) => {
                 let delay = delays.next().unwrap_or(Duration::from_secs(10));
-                warn!(%error, retry_in_ms = delay.as_millis(), "Redis not reachable yet");
+                warn!(
+                    %error,
+                    retry_in_ms = crate::telemetry::millis(delay),
+                    "Redis not reachable yet"
+                );
                 tokio::select! {
                     () = tokio::time::sleep(delay) => {}
                     () = &mut give_up => return Err(error),
@@ -38,4 +45,16 @@ where
             }
         }
     }
+}
+
+/// Whether Redis refused the credentials: a wrong password or user
+/// (`WRONGPASS`, or the client's "authentication failed"), or none given to
+/// a server that requires one (`NOAUTH`). Retrying cannot mend these; the
+/// worker stops with the error instead of waiting for ever.
+pub fn is_auth_failure(error: &QueueError) -> bool {
+    let (QueueError::Connect { source, .. } | QueueError::Redis { source, .. }) = error else {
+        return false;
+    };
+    source.kind() == redis::ErrorKind::AuthenticationFailed
+        || matches!(source.code(), Some("NOAUTH" | "WRONGPASS"))
 }

@@ -52,9 +52,27 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            tracing::error!(error = %e, "compactor-worker stopped");
-            eprintln!("compactor-worker: {e}");
-            ExitCode::FAILURE
+            let message = with_causes(&e);
+            let code = e.exit_code();
+            tracing::error!(error = %message, exit_code = code, "compactor-worker stopped");
+            eprintln!("compactor-worker: {message}");
+            ExitCode::from(code)
         }
     }
+}
+
+/// The error and every cause its message does not already include, so the
+/// last line says why the start failed (`… : connection refused`).
+fn with_causes(error: &dyn std::error::Error) -> String {
+    let mut message = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let text = cause.to_string();
+        if !message.contains(&text) {
+            message.push_str(": ");
+            message.push_str(&text);
+        }
+        source = cause.source();
+    }
+    message
 }

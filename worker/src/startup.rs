@@ -51,6 +51,17 @@ pub enum StartupError {
     SchemaAhead(String),
     #[error("Redis: {0}")]
     Queue(#[from] compactor_producer::queue::QueueError),
+    /// Redis refused the credentials of `[redis] url`: not retried.
+    #[error(
+        "Redis refused the credentials of [redis] url (REDIS_URL); fix the password or user: {0}"
+    )]
+    RedisAuth(#[source] compactor_producer::queue::QueueError),
+    /// Stopped (SIGTERM) while waiting for Redis to answer.
+    #[error("stopped while waiting for Redis, which did not answer: {0}")]
+    RedisUnreachable(#[source] compactor_producer::queue::QueueError),
+    /// Stopped (SIGTERM) while waiting for the database to answer.
+    #[error("stopped while waiting for the database, which did not answer: {0}")]
+    DatabaseUnreachable(#[source] StoreError),
     #[error("LLM: {0}")]
     Llm(#[from] LlmError),
     #[error(transparent)]
@@ -67,8 +78,26 @@ pub enum StartupError {
     AdminServe(#[source] std::io::Error),
     #[error(transparent)]
     Metrics(#[from] ObservabilityError),
-    #[error("stopped before the worker could start")]
-    Cancelled,
+}
+
+impl StartupError {
+    /// The process's exit status for this error: 2 when the configuration
+    /// cannot work until someone changes it (a missing admin token or API
+    /// key, a URL that is not one, credentials Redis refuses, a setting out
+    /// of range), which systemd does not restart (`RestartPreventExitStatus=2`);
+    /// 1 when a restart may succeed (a database still down, a schema the
+    /// migration job will bring up, a port in use).
+    pub fn exit_code(&self) -> u8 {
+        use compactor_producer::queue::QueueError;
+        match self {
+            StartupError::AdminToken(_)
+            | StartupError::RedisAuth(_)
+            | StartupError::Llm(LlmError::Config(_))
+            | StartupError::Queue(QueueError::Url { .. } | QueueError::Config(_))
+            | StartupError::Runtime(RuntimeError::Config(_)) => 2,
+            _ => 1,
+        }
+    }
 }
 
 /// Builds the worker and runs it until `shutdown` is cancelled.
@@ -103,6 +132,13 @@ impl Application {
         } else {
             None
         };
+        // The summarizer first: a missing API key is a configuration
+        // error, reported at once rather than after waiting for the
+        // database and Redis.
+        let summarizer = match settings.llm.provider {
+            Provider::Extractive => Summarizer::Extractive,
+            _ => Summarizer::Llm(LlmClient::from_config(&settings.llm)?),
+        };
         let store = connect_store(&settings, &shutdown).await?;
         prepare_schema(&store).await?;
         let queue = connect_with_retry(
@@ -110,11 +146,16 @@ impl Application {
             settings.queue.clone(),
             shutdown.clone().cancelled_owned(),
         )
-        .await?;
-        let summarizer = match settings.llm.provider {
-            Provider::Extractive => Summarizer::Extractive,
-            _ => Summarizer::Llm(LlmClient::from_config(&settings.llm)?),
-        };
+        .await
+        .map_err(|error| {
+            if crate::connect::is_auth_failure(&error) {
+                StartupError::RedisAuth(error)
+            } else if shutdown.is_cancelled() {
+                StartupError::RedisUnreachable(error)
+            } else {
+                StartupError::Queue(error)
+            }
+        })?;
         if let Summarizer::Llm(client) = &summarizer {
             start_probe(client, &settings, &shutdown);
         }
@@ -248,7 +289,7 @@ fn start_probe(client: &LlmClient, settings: &Settings, shutdown: &CancellationT
         provider = client.provider(),
         base_url = %llm.effective_base_url().map(probe::shown_url).unwrap_or_default(),
         model = client.model(),
-        request_timeout = ?llm.request_timeout,
+        request_timeout_ms = crate::telemetry::millis(llm.request_timeout),
         "LLM summarizer configured"
     );
     let call_tokens = settings.engine.summarization_call().total();
@@ -283,7 +324,14 @@ impl Reconciler {
             match compactor_producer::reconcile::reconcile(&self.store, &self.queue, &self.engine)
                 .await
             {
-                Ok(report) => tracing::debug!(?report, "reconciliation sweep"),
+                Ok(report) => tracing::debug!(
+                    over_trigger = report.over_trigger,
+                    requested = report.requested,
+                    in_hand = report.in_hand,
+                    breaker_open = report.breaker_open,
+                    dead_lettered = report.dead_lettered,
+                    "reconciliation sweep"
+                ),
                 Err(error) => warn!(%error, "reconciliation sweep failed; next one in an interval"),
             }
         }
@@ -292,7 +340,7 @@ impl Reconciler {
 
 /// Connects to the database, retrying with backoff until it answers or
 /// `shutdown` is cancelled (a worker started before its database should
-/// come up on its own).
+/// come up on its own); then the last error is the cause given.
 async fn connect_store(
     settings: &Settings,
     shutdown: &CancellationToken,
@@ -304,10 +352,14 @@ async fn connect_store(
             Ok(store) => return Ok(store),
             Err(error) => {
                 let delay = delays.next().unwrap_or(Duration::from_secs(10));
-                warn!(%error, retry_in_ms = delay.as_millis(), "database not reachable yet");
+                warn!(
+                    %error,
+                    retry_in_ms = crate::telemetry::millis(delay),
+                    "database not reachable yet"
+                );
                 tokio::select! {
                     () = tokio::time::sleep(delay) => {}
-                    () = shutdown.cancelled() => return Err(StartupError::Cancelled),
+                    () = shutdown.cancelled() => return Err(StartupError::DatabaseUnreachable(error)),
                 }
             }
         }

@@ -16,6 +16,7 @@
 //! routes and their shapes are documented in `docs/openapi.yaml`; a test
 //! checks that document names exactly the routes of [`served_routes`].
 
+mod access_log;
 mod auth;
 pub mod error;
 pub mod extract;
@@ -229,6 +230,7 @@ pub fn router(state: AppState, admin: &AdminSettings) -> Router {
     v1.merge(open)
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
+        .layer(middleware::from_fn(access_log::log))
         .layer(middleware::from_fn(trace_request))
         .layer(middleware::from_fn(request_metrics::record))
         .with_state(state)
@@ -257,7 +259,7 @@ async fn trace_request(request: Request, next: Next) -> Response {
     span.in_scope(|| {
         debug!(
             status = response.status().as_u16(),
-            elapsed_ms = started.elapsed().as_millis(),
+            duration_ms = crate::telemetry::millis(started.elapsed()),
             "admin request"
         );
     });

@@ -206,7 +206,10 @@ async fn serve_connection(
                 return;
             }
             () = &mut idle => {
-                debug!(after = ?limits.idle_timeout, "closing an idle admin connection");
+                debug!(
+                    idle_timeout_ms = crate::telemetry::millis(limits.idle_timeout),
+                    "closing an idle admin connection"
+                );
                 return;
             }
             () = stop.cancelled(), if !stopping => {

@@ -306,6 +306,7 @@ impl CompactHandler {
         if !job.trigger.is_manual() && !self.due(&ws) {
             info!(
                 reason = "under_trigger",
+                duration_ms = since_ms(started),
                 "skipped: the workstream is under its trigger"
             );
             return Ok(Done::Skipped);
@@ -319,11 +320,13 @@ impl CompactHandler {
                 if no_progress {
                     info!(
                         reason = "nothing_to_cut",
+                        duration_ms = since_ms(started),
                         "skipped: due, but nothing may be cut (counts towards the breaker)"
                     );
                 } else {
                     info!(
                         reason = "under_trigger",
+                        duration_ms = since_ms(started),
                         "skipped: the workstream is under its trigger"
                     );
                 }
@@ -814,6 +817,7 @@ impl CompactHandler {
                     chunks = report.chunks,
                     degraded = report.degraded,
                     progress,
+                    duration_ms = since_ms(started),
                     "compacted"
                 );
                 Ok(Held::Committed(report))
@@ -1019,6 +1023,14 @@ impl LeaseGuard {
     fn disarm(&mut self) {
         self.armed = None;
     }
+}
+
+/// Milliseconds since `started` (the attempt's start), for log lines.
+fn since_ms(started: chrono::DateTime<Utc>) -> i64 {
+    Utc::now()
+        .signed_duration_since(started)
+        .num_milliseconds()
+        .max(0)
 }
 
 impl Drop for LeaseGuard {

@@ -304,7 +304,7 @@ impl LlmClient {
                     attempt,
                     status = error.status(),
                     outcome = error.outcome_label(),
-                    delay = ?delay,
+                    delay_ms = crate::telemetry::millis(delay),
                     %error,
                     "LLM request failed; no time left before the deadline to retry"
                 );
@@ -319,7 +319,7 @@ impl LlmClient {
                 attempt,
                 status = error.status(),
                 outcome = error.outcome_label(),
-                delay = ?delay,
+                delay_ms = crate::telemetry::millis(delay),
                 %error,
                 "LLM request failed; retrying"
             );
@@ -360,7 +360,7 @@ impl LlmClient {
                     provider = self.provider(),
                     model = %self.inner.model,
                     consecutive_failures = self.inner.health.consecutive_failures(),
-                    probe_interval = ?interval,
+                    probe_interval_ms = crate::telemetry::millis(interval),
                     "LLM provider marked unhealthy: no more requests, compactions summarize offline (degraded) until a probe is answered"
                 );
                 metrics::health_changed(self.provider(), false);

@@ -64,6 +64,9 @@ impl<H: JobHandler> tower::Service<Task<ClaimedJob>> for JobService<H> {
             job_id = job.job_id,
             attempt = job.attempt,
             trigger = job.payload.trigger.label(),
+            // How long the attempt ran: set when it ends, so the lines
+            // about its outcome (retry, dead letter, hand-back) carry it.
+            duration_ms = tracing::field::Empty,
         );
         let shared = Arc::clone(&self.shared);
         let handler = Arc::clone(&self.handler);
@@ -114,7 +117,10 @@ async fn run_attempt<H: JobHandler>(shared: &Arc<Shared>, handler: &H, job: Clai
         .increment(1);
     metrics::histogram!(names::JOB_QUEUE_WAIT_SECONDS, "queue" => queue.clone(), "domain" => domain.clone())
         .record(job.queue_wait.as_secs_f64());
-    debug!(waited_ms = job.queue_wait.as_millis(), "attempt started");
+    debug!(
+        waited_ms = crate::telemetry::millis(job.queue_wait),
+        "attempt started"
+    );
 
     let cancel = CancellationToken::new();
     let started = Instant::now();
@@ -141,6 +147,7 @@ async fn run_attempt<H: JobHandler>(shared: &Arc<Shared>, handler: &H, job: Clai
     // The handler's future is dropped by now; this reaches work it spawned.
     cancel.cancel();
     let elapsed = started.elapsed();
+    Span::current().record("duration_ms", crate::telemetry::millis(elapsed));
     shared.acks.record_run(elapsed);
     metrics::histogram!(names::JOB_RUN_SECONDS, "queue" => queue.clone(), "domain" => domain.clone(), "outcome" => outcome.label())
         .record(elapsed.as_secs_f64());
@@ -256,10 +263,10 @@ async fn fail(shared: &Shared, job: &ClaimedJob, error: &JobError, domain: &str)
         Some(Failure::RetryScheduled) => {
             match action {
                 FailAction::Retry { delay } => {
-                    warn!(delay_ms = delay.as_millis(), %reason, "attempt failed; retry scheduled");
+                    warn!(delay_ms = crate::telemetry::millis(delay), %reason, "attempt failed; retry scheduled");
                 }
                 FailAction::Postpone { delay } => {
-                    warn!(delay_ms = delay.as_millis(), %reason, "a service the job needs is unavailable; postponed, attempt not counted");
+                    warn!(delay_ms = crate::telemetry::millis(delay), %reason, "a service the job needs is unavailable; postponed, attempt not counted");
                 }
                 FailAction::DeadLetter => {}
             }

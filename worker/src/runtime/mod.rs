@@ -308,7 +308,7 @@ impl<H: JobHandler> Runtime<H> {
             async move {
                 shutdown.await;
                 info!(
-                    grace_ms = grace.as_millis(),
+                    grace_ms = crate::telemetry::millis(grace),
                     "shutting down: no new jobs; in-flight jobs may finish"
                 );
                 shared.stop.cancel();

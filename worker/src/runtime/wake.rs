@@ -52,7 +52,7 @@ pub(crate) async fn run(shared: Arc<Shared>) {
                 shared.count_error("subscribe", &error);
                 let delay = retry_in.next().unwrap_or(std::time::Duration::from_secs(5));
                 debug!(
-                    retry_in_ms = delay.as_millis(),
+                    retry_in_ms = crate::telemetry::millis(delay),
                     "wake-up subscription retry"
                 );
                 tokio::select! {

@@ -242,7 +242,7 @@ impl Probe {
                 unchecked,
             } => info!(
                 %url,
-                latency_ms = latency.as_millis() as u64,
+                latency_ms = crate::telemetry::millis(*latency),
                 served_context,
                 model_checked = !unchecked,
                 "LLM probe: the server answered"

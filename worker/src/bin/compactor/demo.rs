@@ -11,8 +11,9 @@ use compactor_producer::client::{ClientSettings, IncomingMessage};
 use compactor_shared::{EntityKey, Part, Role};
 use serde::Serialize;
 
-use crate::commands::{client, render_context, Failure};
-use crate::output::{Output, NO};
+use crate::commands::{client, render_context};
+use crate::failure::{codes, Failure};
+use crate::output::Output;
 
 /// The conversation: a debugging session on a payments service. Each turn
 /// is 4 messages (question, answer, tool call, tool result) and mentions
@@ -116,7 +117,7 @@ pub(crate) async fn run(
         let stamp = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis());
-        let key = EntityKey::parse("demo", &format!("session-{stamp}")).map_err(Failure::usage)?;
+        let key = EntityKey::parse("demo", &format!("session-{stamp}")).map_err(Failure::key)?;
         let messages = conversation(turns.max(2));
         let count = messages.len();
         if !out.json {
@@ -139,7 +140,7 @@ pub(crate) async fn run(
                 break;
             }
             if started.elapsed() > timeout {
-                return Err(Failure::no(format!(
+                return Err(Failure::no(codes::NO_WORKER, format!(
                     "no worker compacted {key} within {}s. Start one against the same database and \
                      Redis (e.g. `cargo run --release -p compactor-worker`) and run the demo again.",
                     timeout.as_secs()
@@ -153,7 +154,13 @@ pub(crate) async fn run(
             .await?
             .into_iter()
             .next()
-            .ok_or_else(|| Failure::no("the compaction left no run record"))?;
+            .ok_or_else(|| {
+                Failure::new(
+                    crate::output::UNAVAILABLE,
+                    "internal",
+                    "the compaction left no run record",
+                )
+            })?;
         let context = compactor.build_context(&key).await?;
         let report = Report {
             domain: key.domain().to_owned(),
@@ -186,11 +193,5 @@ pub(crate) async fn run(
     match result {
         Ok(code) => code,
         Err(f) => f.exit(out),
-    }
-}
-
-impl Failure {
-    pub(crate) fn no(message: impl std::fmt::Display) -> Failure {
-        Failure::with_code(NO, message)
     }
 }

@@ -6,16 +6,18 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use compactor_producer::client::{
-    ClientError, ClientSettings, Compactor, IdempotencyKey, IncomingMessage, Readiness, WaitMode,
+    ClientSettings, Compactor, IdempotencyKey, IncomingMessage, Readiness, TurnOutcome, WaitMode,
 };
 use compactor_producer::events::EventOutcome;
-use compactor_producer::queue::{Queue, QueueError, Trigger};
-use compactor_producer::store::{SchemaStatus, Store, StoreError};
+use compactor_producer::queue::{EnqueueOutcome, Queue, Trigger};
+use compactor_producer::store::{SchemaStatus, Store};
 use compactor_shared::context::BuiltContext;
 use compactor_shared::{EntityKey, Part};
 use serde::Serialize;
 
-use crate::output::{Output, NO, UNAVAILABLE, USAGE};
+use crate::failure::Failure;
+use crate::human;
+use crate::output::{Output, NO};
 use crate::{Command, DlqCommand, QueueCommand, Target};
 
 pub(crate) async fn run(command: Command, settings: &ClientSettings, out: Output) -> ExitCode {
@@ -62,69 +64,38 @@ pub(crate) async fn run(command: Command, settings: &ClientSettings, out: Output
     }
 }
 
-/// A failure, with the exit code it maps to.
-pub(crate) struct Failure {
-    code: u8,
-    message: String,
+/// What a compaction request did, as the admin HTTP API and the
+/// `compactor_enqueue_total` metric name it: `added`, `coalesced` or
+/// `followup` (the library type serializes the last as
+/// `follow_up_recorded`).
+#[derive(Serialize)]
+struct Enqueued {
+    outcome: &'static str,
+    job_id: u64,
 }
 
-impl Failure {
-    pub(crate) fn with_code(code: u8, message: impl std::fmt::Display) -> Failure {
-        Failure {
-            code,
-            message: message.to_string(),
-        }
-    }
-
-    pub(crate) fn usage(message: impl std::fmt::Display) -> Failure {
-        Failure::with_code(USAGE, message)
-    }
-
-    /// Reports the failure and returns its exit code.
-    pub(crate) fn exit(self, out: Output) -> ExitCode {
-        out.fail(self.code, self.message)
-    }
-}
-
-impl From<ClientError> for Failure {
-    fn from(e: ClientError) -> Failure {
-        let code = match e {
-            ClientError::UnknownWorkstream(_) => NO,
-            ClientError::InvalidMessage { .. }
-            | ClientError::ClientIdConflict { .. }
-            | ClientError::InvalidInstructions(_)
-            | ClientError::Config(_)
-            | ClientError::Queue(QueueError::Url { .. } | QueueError::Config(_)) => USAGE,
-            _ => UNAVAILABLE,
+impl From<&EnqueueOutcome> for Enqueued {
+    fn from(outcome: &EnqueueOutcome) -> Enqueued {
+        let job_id = match outcome {
+            EnqueueOutcome::Added { job_id }
+            | EnqueueOutcome::Coalesced { job_id }
+            | EnqueueOutcome::FollowUpRecorded { job_id } => *job_id,
         };
-        Failure {
-            code,
-            message: e.to_string(),
+        Enqueued {
+            outcome: outcome.label(),
+            job_id,
         }
     }
 }
 
-impl From<StoreError> for Failure {
-    fn from(e: StoreError) -> Failure {
-        Failure {
-            code: UNAVAILABLE,
-            message: e.to_string(),
-        }
+/// A turn's outcome as JSON, its `enqueue` in the vocabulary of
+/// [`Enqueued`] (as HTTP's `turn`).
+fn turn_json(turn: &TurnOutcome) -> serde_json::Value {
+    let mut json = serde_json::to_value(turn).unwrap_or_default();
+    if let TurnOutcome::Requested { enqueue, .. } = turn {
+        json["enqueue"] = serde_json::json!(Enqueued::from(enqueue));
     }
-}
-
-impl From<QueueError> for Failure {
-    fn from(e: QueueError) -> Failure {
-        let code = match e {
-            // A URL or a queue setting that can never work: bad usage.
-            QueueError::Url { .. } | QueueError::Config(_) => USAGE,
-            _ => UNAVAILABLE,
-        };
-        Failure {
-            code,
-            message: e.to_string(),
-        }
-    }
+    json
 }
 
 /// Runs a command body, turning its failure into an exit code.
@@ -139,7 +110,7 @@ where
 }
 
 pub(crate) fn key_of(target: &Target) -> Result<EntityKey, Failure> {
-    EntityKey::parse(&target.domain, &target.entity).map_err(Failure::usage)
+    EntityKey::parse(&target.domain, &target.entity).map_err(Failure::key)
 }
 
 pub(crate) async fn client(settings: &ClientSettings) -> Result<Compactor, Failure> {
@@ -171,13 +142,14 @@ async fn migrate(settings: &ClientSettings, check: bool, out: Output) -> ExitCod
                 );
                 Ok(ExitCode::SUCCESS)
             }
-            SchemaStatus::Ahead { unknown } => Err(Failure {
-                code: UNAVAILABLE,
-                message: format!(
+            SchemaStatus::Ahead { unknown } => Err(Failure::new(
+                crate::output::UNAVAILABLE,
+                "schema_mismatch",
+                format!(
                     "the database has migrations this build does not know ({}): upgrade compactor",
                     unknown.join(", ")
                 ),
-            }),
+            )),
             SchemaStatus::Behind { pending } if check => {
                 out.print(
                     &Report {
@@ -217,23 +189,26 @@ fn read_messages(file: Option<&Path>) -> Result<Vec<IncomingMessage>, Failure> {
     let reader: Box<dyn BufRead> = match file {
         None => Box::new(std::io::stdin().lock()),
         Some(p) if p == Path::new("-") => Box::new(std::io::stdin().lock()),
-        Some(p) => Box::new(std::io::BufReader::new(
-            std::fs::File::open(p)
-                .map_err(|e| Failure::usage(format!("cannot read {}: {e}", p.display())))?,
-        )),
+        Some(p) => Box::new(std::io::BufReader::new(std::fs::File::open(p).map_err(
+            |e| Failure::argument(format!("cannot read {}: {e}", p.display())),
+        )?)),
     };
     let mut messages = Vec::new();
     for (n, line) in reader.lines().enumerate() {
-        let line = line.map_err(|e| Failure::usage(format!("line {}: {e}", n + 1)))?;
+        let line = line.map_err(|e| Failure::argument(format!("line {}: {e}", n + 1)))?;
         if line.trim().is_empty() {
             continue;
         }
-        let message: IncomingMessage = serde_json::from_str(&line)
-            .map_err(|e| Failure::usage(format!("line {}: invalid message: {e}", n + 1)))?;
+        let message: IncomingMessage = serde_json::from_str(&line).map_err(|e| {
+            Failure::usage(
+                "invalid_body",
+                format!("line {}: invalid message: {e}", n + 1),
+            )
+        })?;
         messages.push(message);
     }
     if messages.is_empty() {
-        return Err(Failure::usage("no messages to append"));
+        return Err(Failure::usage("invalid_body", "no messages to append"));
     }
     Ok(messages)
 }
@@ -255,14 +230,14 @@ async fn append(
         last_id: Option<i64>,
         uncompacted_tokens: u64,
         #[serde(skip_serializing_if = "Option::is_none")]
-        turn: Option<compactor_producer::client::TurnOutcome>,
+        turn: Option<serde_json::Value>,
     }
     report(out, async {
         let key = key_of(target)?;
         let idempotency_key = idempotency_key
             .map(IdempotencyKey::parse)
             .transpose()
-            .map_err(Failure::usage)?;
+            .map_err(Failure::argument)?;
         let messages = read_messages(file)?;
         let compactor = client(settings).await?;
         let appended = match &idempotency_key {
@@ -280,7 +255,7 @@ async fn append(
             first_id: appended.ids.first().map(|i| i.0),
             last_id: appended.ids.last().map(|i| i.0),
             uncompacted_tokens: appended.uncompacted_tokens,
-            turn,
+            turn: turn.as_ref().map(turn_json),
         };
         out.print(&report, || {
             let mut text = format!(
@@ -293,7 +268,7 @@ async fn append(
                     report.already_stored
                 ));
             }
-            if let Some(turn) = &report.turn {
+            if let Some(turn) = &turn {
                 text.push_str(&format!("\nturn: {}", describe_turn(turn)));
             }
             text
@@ -303,8 +278,7 @@ async fn append(
     .await
 }
 
-fn describe_turn(turn: &compactor_producer::client::TurnOutcome) -> String {
-    use compactor_producer::client::TurnOutcome;
+fn describe_turn(turn: &TurnOutcome) -> String {
     match turn {
         TurnOutcome::NotDue {
             current_tokens,
@@ -340,7 +314,9 @@ async fn enqueue(settings: &ClientSettings, target: &Target, out: Output) -> Exi
         let key = key_of(target)?;
         let queue = queue(settings).await?;
         let outcome = queue.request_compaction(&key, Trigger::Auto).await?;
-        out.print(&outcome, || format!("{key}: {}", outcome.label()));
+        out.print(&Enqueued::from(&outcome), || {
+            format!("{key}: {}", outcome.label())
+        });
         Ok(ExitCode::SUCCESS)
     })
     .await
@@ -356,7 +332,7 @@ async fn compact_now(
         let key = key_of(target)?;
         let compactor = client(settings).await?;
         let outcome = compactor.compact_now(&key, instructions).await?;
-        out.print(&outcome, || {
+        out.print(&Enqueued::from(&outcome), || {
             format!("{key}: manual compaction {}", outcome.label())
         });
         Ok(ExitCode::SUCCESS)
@@ -369,37 +345,49 @@ async fn status(settings: &ClientSettings, target: &Target, out: Output) -> Exit
         let key = key_of(target)?;
         let compactor = client(settings).await?;
         let s = compactor.status(&key).await?;
+        let now = chrono::Utc::now();
         out.print(&s, || {
-            let mut t = format!("workstream  {key}\n");
-            t.push_str(&match &s.lease {
+            let compacting = match &s.lease {
                 Some(l) => format!(
-                    "compacting  yes (lease {} until {} ms)\n",
-                    l.owner, l.deadline_ms
+                    "yes, by {}; its lease ends {}",
+                    l.owner,
+                    human::time_ms(l.deadline_ms, now)
                 ),
-                None => "compacting  no\n".to_owned(),
-            });
-            t.push_str(&format!(
-                "compactions {} (last {})\n",
-                s.compactions,
-                s.last_compacted_at
-                    .map_or("never".to_owned(), |at| at.to_rfc3339())
-            ));
-            t.push_str(&format!(
-                "tokens      {} summary + {} un-compacted\n",
-                s.summary_tokens, s.uncompacted_tokens
-            ));
-            t.push_str(&format!(
-                "breaker     {} ({} failures in a row)\n",
-                if s.breaker_open { "open" } else { "closed" },
-                s.consecutive_failures
-            ));
-            t.push_str(&format!(
-                "queue job   {}\n",
-                s.job
-                    .as_ref()
-                    .map_or("none".to_owned(), |j| format!("{j:?}"))
-            ));
-            t
+                None => "no".to_owned(),
+            };
+            let compactions = match (s.compactions, s.last_compacted_at) {
+                (0, _) => "none yet".to_owned(),
+                (n, Some(at)) => format!("{n}, the last {}", human::time(at, now)),
+                (n, None) => n.to_string(),
+            };
+            let rows = [
+                ("workstream", key.to_string()),
+                ("compacting", compacting),
+                ("compactions", compactions),
+                (
+                    "tokens",
+                    format!(
+                        "{} in the summary, {} not compacted",
+                        s.summary_tokens, s.uncompacted_tokens
+                    ),
+                ),
+                (
+                    "breaker",
+                    format!(
+                        "{} ({} failed compactions in a row)",
+                        if s.breaker_open { "open" } else { "closed" },
+                        s.consecutive_failures
+                    ),
+                ),
+                (
+                    "queue job",
+                    s.job.as_ref().map_or("none".to_owned(), human::job),
+                ),
+            ];
+            let width = rows.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
+            rows.iter()
+                .map(|(k, v)| format!("{k:<width$}  {v}\n"))
+                .collect()
         });
         Ok(ExitCode::SUCCESS)
     })
@@ -558,33 +546,41 @@ async fn dlq(settings: &ClientSettings, command: DlqCommand, out: Output) -> Exi
                     if letters.is_empty() {
                         return "no dead letters".to_owned();
                     }
-                    letters
+                    let now = chrono::Utc::now();
+                    let rows: Vec<Vec<String>> = letters
                         .iter()
                         .map(|d| {
-                            format!(
-                                "{}  attempts {} stalls {}  {}\n",
-                                d.entry, d.attempts, d.stalls, d.reason
-                            )
+                            vec![
+                                human::time_ms(
+                                    i64::try_from(d.failed_at_ms).unwrap_or(i64::MAX),
+                                    now,
+                                ),
+                                d.entry.clone(),
+                                d.attempts.to_string(),
+                                d.stalls.to_string(),
+                                d.reason.clone(),
+                            ]
                         })
-                        .collect()
+                        .collect();
+                    human::table(&["FAILED", "ENTRY", "ATTEMPTS", "STALLS", "REASON"], &rows)
                 });
                 Ok(ExitCode::SUCCESS)
             }
             DlqCommand::Retry { entry } => match queue.retry_dead(&entry).await? {
                 Some(outcome) => {
-                    out.print(&outcome, || {
+                    out.print(&Enqueued::from(&outcome), || {
                         format!("{entry}: requested again ({})", outcome.label())
                     });
                     Ok(ExitCode::SUCCESS)
                 }
-                None => Err(Failure {
-                    code: NO,
-                    message: format!("no dead letter {entry:?}"),
-                }),
+                None => Err(Failure::no(
+                    "not_found",
+                    format!("no dead letter {entry:?}"),
+                )),
             },
             DlqCommand::Purge { entry, all } => {
                 if entry.is_none() && !all {
-                    return Err(Failure::usage("name an entry, or pass --all"));
+                    return Err(Failure::argument("name an entry, or pass --all"));
                 }
                 let removed = queue.purge_dead(entry.as_deref()).await?;
                 out.print(&serde_json::json!({ "purged": removed }), || {
@@ -606,38 +602,73 @@ async fn runs(settings: &ClientSettings, target: &Target, limit: u64, out: Outpu
             if runs.is_empty() {
                 return format!("{key}: no compaction runs");
             }
-            runs.iter()
-                .map(|r| {
-                    let degraded = match (r.degraded, r.degraded_reason) {
-                        (false, _) => String::new(),
-                        (true, None) => " (degraded)".to_owned(),
-                        (true, Some(reason)) => format!(" (degraded: {reason})"),
-                    };
-                    let llm = match &r.llm_model {
-                        None => String::new(),
-                        Some(model) => format!(
-                            "  llm {model}: {} calls ({} failed), {} in / {} out tokens",
+            let now = chrono::Utc::now();
+            let mut text = String::new();
+            for r in &runs {
+                let outcome = match (r.degraded, r.degraded_reason) {
+                    (false, _) => human::words(r.outcome.as_str()),
+                    (true, None) => format!("{}, degraded", human::words(r.outcome.as_str())),
+                    (true, Some(reason)) => format!(
+                        "{}, degraded: {}",
+                        human::words(r.outcome.as_str()),
+                        human::words(reason.as_str())
+                    ),
+                };
+                let mut rows = vec![
+                    vec!["started".to_owned(), human::time(r.started_at, now)],
+                    vec![
+                        "took".to_owned(),
+                        format!(
+                            "{} ms",
+                            r.finished_at
+                                .signed_duration_since(r.started_at)
+                                .num_milliseconds()
+                                .max(0)
+                        ),
+                    ],
+                    vec![
+                        "job".to_owned(),
+                        format!(
+                            "{}, attempt {}, {}",
+                            r.job_id,
+                            r.attempt,
+                            human::words(&r.trigger)
+                        ),
+                    ],
+                    vec!["outcome".to_owned(), outcome],
+                    vec![
+                        "tokens".to_owned(),
+                        format!("{} → {}", r.tokens_before, r.tokens_after),
+                    ],
+                    vec![
+                        "messages".to_owned(),
+                        format!(
+                            "{} compacted, {} chunks, {} rollups",
+                            r.messages_compacted, r.chunks, r.rollups
+                        ),
+                    ],
+                ];
+                if let Some(model) = &r.llm_model {
+                    rows.push(vec![
+                        "llm".to_owned(),
+                        format!(
+                            "{model}: {} calls ({} failed), {} tokens in, {} out",
                             r.llm_calls, r.llm_failed_calls, r.llm_tokens_in, r.llm_tokens_out
                         ),
-                    };
-                    format!(
-                        "{}  job {} attempt {}  {:?}{}  {} → {} tokens  {} messages  {} chunks{}{}\n",
-                        r.started_at.to_rfc3339(),
-                        r.job_id,
-                        r.attempt,
-                        r.outcome,
-                        degraded,
-                        r.tokens_before,
-                        r.tokens_after,
-                        r.messages_compacted,
-                        r.chunks,
-                        llm,
-                        r.error
-                            .as_deref()
-                            .map_or(String::new(), |e| format!("  error: {e}"))
-                    )
-                })
-                .collect()
+                    ]);
+                }
+                if let Some(error) = &r.error {
+                    rows.push(vec!["error".to_owned(), error.clone()]);
+                }
+                if !text.is_empty() {
+                    text.push('\n');
+                }
+                let width = rows.iter().map(|r| r[0].len()).max().unwrap_or(0);
+                for row in rows {
+                    text.push_str(&format!("{:<width$}  {}\n", row[0], row[1]));
+                }
+            }
+            text
         });
         Ok(ExitCode::SUCCESS)
     })
@@ -652,8 +683,7 @@ async fn reconcile(settings: &ClientSettings, out: Output) -> ExitCode {
             compactor.queue(),
             compactor.engine(),
         )
-        .await
-        .map_err(|e| Failure::with_code(UNAVAILABLE, e))?;
+        .await?;
         out.print(&r, || {
             format!(
                 "{} over their trigger: {} requested again, {} in hand, {} held by their breaker, {} dead-lettered",

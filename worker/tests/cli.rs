@@ -5,19 +5,16 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
 
-#[path = "support/db.rs"]
-mod db;
-
 use std::io::Write;
 use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
+use compactor_e2e::db::{Backend, TestDb};
 use compactor_producer::queue::{
     ClaimOutcome, FailAction, Keys, Queue, QueueConfig, QueueName, Trigger,
 };
 use compactor_shared::EntityKey;
-use db::{Backend, TestDb};
 use serde_json::Value;
 
 const BIN: &str = env!("CARGO_BIN_EXE_compactor");
@@ -94,6 +91,26 @@ impl World {
         }
         drop(child.stdin.take());
         child.wait_with_output().unwrap()
+    }
+
+    /// Runs `compactor <args>` without `--json` (the text for people),
+    /// which must succeed; its stdout.
+    fn text(&self, args: &[&str]) -> String {
+        let out = Command::new(BIN)
+            .args(args)
+            .env("DATABASE_URL", &self.db.url)
+            .env("REDIS_URL", redis_url())
+            .env("COMPACTOR__QUEUE__NAME", &self.queue)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{args:?}: {:?}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
     }
 
     /// Runs a command that must succeed; its JSON answer.
@@ -252,8 +269,17 @@ async fn requests_status_wait_context_and_queue_stats() {
     assert_eq!(status["job"]["state"], "waiting");
     assert_eq!(status["breaker_open"], false);
     assert!(status["lease"].is_null());
+    // For people: one row per line, words, no Rust `Debug` text.
+    let text = w.text(&["status", "chat", "s1"]);
+    assert!(text.contains("compacting   no\n"), "{text}");
+    assert!(text.contains("compactions  none yet\n"), "{text}");
+    assert!(text.contains("breaker      closed (0 failed"), "{text}");
+    assert!(text.contains("queue job    waiting (job "), "{text}");
+    assert!(!text.contains('{') && !text.contains("Waiting"), "{text}");
     let out = w.run(&["status", "chat", "nobody"], None);
     assert_eq!(code(&out), 1, "unknown workstream");
+    let err: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(err["error"]["code"], "unknown_workstream", "as HTTP's 404");
 
     assert_eq!(w.ok(&["queue", "stats"], None)["waiting"], 2);
 
@@ -288,6 +314,19 @@ async fn requests_status_wait_context_and_queue_stats() {
         .take_lease(ws.id, "someone", Duration::from_secs(60))
         .await
         .unwrap();
+    // The lease's end as a date and how far off, not epoch milliseconds.
+    let text = w.text(&["status", "chat", "s1"]);
+    let leased = text.lines().find(|l| l.starts_with("compacting")).unwrap();
+    assert!(
+        leased.contains("yes, by someone; its lease ends ")
+            && leased.contains(" UTC (in ")
+            && leased.ends_with(" s)"),
+        "{text}"
+    );
+    let deadline_ms = w.ok(&["status", "chat", "s1"], None)["lease"]["deadline_ms"]
+        .as_i64()
+        .unwrap();
+    assert!(!text.contains(&deadline_ms.to_string()), "{text}");
     let out = w.run(
         &[
             "wait",
@@ -346,6 +385,68 @@ async fn bad_instructions_exit_2_and_a_mistyped_url_hides_its_password() {
     );
     assert!(!printed.contains(secret), "{printed}");
     assert!(printed.contains("not a Redis URL"), "{printed}");
+    let err: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(err["error"]["code"], "invalid_config", "{err}");
+}
+
+/// One vocabulary with the admin HTTP API and the metrics: a request
+/// recorded to run after the running job is `followup`, and `--json`
+/// errors carry HTTP's string codes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn outcomes_and_error_codes_are_the_http_api_words() {
+    let w = World::new(Backend::Sqlite).await;
+    let added = w.ok(&["enqueue", "chat", "v1"], None);
+    assert_eq!(added["outcome"], "added");
+    let q = w.queue().await;
+    let ClaimOutcome::Claimed(job) = q.claim("w").await.unwrap() else {
+        panic!("a job")
+    };
+    assert_eq!(job.job_id, added["job_id"].as_u64().unwrap());
+    let followup = w.ok(&["enqueue", "chat", "v1"], None);
+    assert_eq!(followup["outcome"], "followup", "{followup}");
+    assert_eq!(followup["job_id"], added["job_id"]);
+    assert_eq!(
+        w.text(&["enqueue", "chat", "v1"]).trim(),
+        "compact:chat:v1: followup"
+    );
+
+    let error = |args: &[&str], stdin: Option<&str>| -> (i32, Value) {
+        let out = w.run(args, stdin);
+        let json: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!(
+                "{args:?}: not JSON ({e}): {}",
+                String::from_utf8_lossy(&out.stdout)
+            )
+        });
+        (code(&out), json["error"]["code"].clone())
+    };
+    assert_eq!(
+        error(&["status", "chat", "BAD KEY"], None),
+        (2, "invalid_key".into())
+    );
+    assert_eq!(
+        error(&["append", "chat", "v1"], Some("{\"role\": \"user\"}\n")),
+        (2, "invalid_body".into())
+    );
+    assert_eq!(
+        error(
+            &["append", "chat", "v1", "--idempotency-key", "caf\u{e9}"],
+            Some(LINES)
+        ),
+        (2, "invalid_argument".into())
+    );
+    assert_eq!(
+        error(&["dlq", "purge"], None),
+        (2, "invalid_argument".into())
+    );
+    let out = w.run_env(
+        &["queue", "stats"],
+        None,
+        &[("REDIS_URL", "redis://127.0.0.1:1")],
+    );
+    assert_eq!(code(&out), 3, "{}", String::from_utf8_lossy(&out.stderr));
+    let err: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(err["error"]["code"], "redis_unavailable", "{err}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -367,6 +468,29 @@ async fn dead_letters_are_listed_retried_and_purged() {
     assert_eq!(letters.len(), 2);
     assert_eq!(letters[0]["reason"], "the LLM said no");
     let entry = letters[0]["entry"].as_str().unwrap().to_owned();
+    // For people: a table with the failure time as a date and how long ago.
+    let text = w.text(&["dlq", "list"]);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 3, "a header and two letters: {text}");
+    assert!(
+        lines[0].starts_with("FAILED") && lines[0].ends_with("REASON"),
+        "{text}"
+    );
+    for (line, letter) in lines[1..].iter().zip(letters) {
+        assert!(line.contains(" UTC ("), "{line}");
+        assert!(
+            line.contains(" ago)") || line.contains("(just now)"),
+            "{line}"
+        );
+        assert!(line.contains(letter["entry"].as_str().unwrap()), "{line}");
+        assert!(line.ends_with("the LLM said no"), "{line}");
+        let failed_ms = letter["failed_at_ms"].as_u64().unwrap().to_string();
+        assert!(!line.contains(&failed_ms), "no epoch ms: {line}");
+    }
+    let out = w.run(&["dlq", "retry", "compact:chat:nobody|1"], None);
+    assert_eq!(code(&out), 1);
+    let err: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(err["error"]["code"], "not_found");
 
     assert_eq!(w.ok(&["dlq", "retry", &entry], None)["outcome"], "added");
     assert_eq!(code(&w.run(&["dlq", "retry", &entry], None)), 1, "gone now");
@@ -425,6 +549,27 @@ async fn the_demo_is_compacted_by_a_running_worker_and_shows_it() {
     assert_eq!(runs.len(), 1);
     assert_eq!(runs[0]["outcome"], "committed");
     assert_eq!(runs[0]["trigger"], "manual");
+    // For people: words and dates.
+    let text = w.text(&["runs", "demo", &entity]);
+    assert!(text.contains("outcome   committed\n"), "{text}");
+    assert!(!text.contains("Committed"), "{text}");
+    assert!(text.contains("job       "), "{text}");
+    assert!(text.contains(", manual\n"), "{text}");
+    let started = text.lines().find(|l| l.starts_with("started")).unwrap();
+    assert!(
+        started.contains(" UTC (")
+            && (started.ends_with(" ago)") || started.ends_with("(just now)")),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "tokens    {} → {}\n",
+            report["tokens_before"], report["tokens_after"]
+        )),
+        "{text}"
+    );
+    let text = w.text(&["status", "demo", &entity]);
+    assert!(text.contains("compactions  1, the last "), "{text}");
 
     shutdown.cancel();
     worker.await.unwrap().unwrap();

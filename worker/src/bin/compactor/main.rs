@@ -9,6 +9,8 @@
 
 mod commands;
 mod demo;
+mod failure;
+mod human;
 mod output;
 
 use std::path::PathBuf;
@@ -183,8 +185,8 @@ fn main() -> ExitCode {
     let settings: ClientSettings = match settings::load(cli.config.as_deref()) {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("compactor: {e}");
-            return ExitCode::from(2);
+            let out = output::Output { json: cli.json };
+            return out.fail(output::USAGE, failure::codes::INVALID_CONFIG, e);
         }
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -193,8 +195,12 @@ fn main() -> ExitCode {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("compactor: cannot start the async runtime: {e}");
-            return ExitCode::FAILURE;
+            let out = output::Output { json: cli.json };
+            return out.fail(
+                output::UNAVAILABLE,
+                "internal",
+                format!("cannot start the async runtime: {e}"),
+            );
         }
     };
     let out = output::Output { json: cli.json };
