@@ -101,6 +101,8 @@ pub enum EnqueueOutcome {
     /// A job for the entity was waiting; the request joined it.
     Coalesced { job_id: u64 },
     /// A job for the entity is running; one follow-up will run after it.
+    /// Serialized `followup`, the word of the HTTP API and the metrics.
+    #[serde(rename = "followup")]
     FollowUpRecorded { job_id: u64 },
 }
 

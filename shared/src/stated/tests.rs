@@ -551,13 +551,7 @@ fn statements_after_a_framing_phrase_are_read_and_a_name_set_again_supersedes() 
             "Scrap SQLite, use Postgres instead: the reconcile job needs concurrent writers.",
         ),
     ]);
-    let by = |id: i64| {
-        s.items()
-            .iter()
-            .find(|x| x.source == MessageId(id))
-            .unwrap_or_else(|| panic!("#{id} not read: {:?}", s.items()))
-            .superseded_by
-    };
+    let by = |id: i64| superseded_by(&s, id);
     assert_eq!(by(1), Some(MessageId(10)));
     assert_eq!(by(2), Some(MessageId(9)));
     assert_eq!(by(3), None);
@@ -576,14 +570,17 @@ fn a_change_to_a_time_or_a_count_of_the_same_unit_supersedes() {
         user(7, "No wait, book the 09:15 one, the 07:40 is too early."),
         user(8, "We're staying longer: make the hotel 3 nights."),
     ]);
-    let by = |id: i64| {
-        s.items()
-            .iter()
-            .find(|x| x.source == MessageId(id))
-            .unwrap_or_else(|| panic!("#{id} not read: {:?}", s.items()))
-            .superseded_by
-    };
+    let by = |id: i64| superseded_by(&s, id);
     assert_eq!(by(1), Some(MessageId(7)));
     assert_eq!(by(2), Some(MessageId(8)), "{:?}", s.items());
     assert_eq!(by(3), None, "another time, not named by the change");
+}
+
+/// What superseded the statement of message `id` (it must have been read).
+fn superseded_by(s: &UserStatements, id: i64) -> Option<MessageId> {
+    s.items()
+        .iter()
+        .find(|x| x.source == MessageId(id))
+        .unwrap_or_else(|| panic!("#{id} not read: {:?}", s.items()))
+        .superseded_by
 }

@@ -65,34 +65,9 @@ fn push(out: &mut Vec<Candidate>, kind: ArtifactKind, value: &str) {
     });
 }
 
-/// The words of a key: `refund_id`, `refundId`, `refund-id` → `refund id`.
-fn key_words(key: &str) -> Vec<String> {
-    let mut words = Vec::new();
-    let mut word = String::new();
-    let mut prev_lower = false;
-    for c in key.chars() {
-        if !c.is_ascii_alphanumeric() {
-            if !word.is_empty() {
-                words.push(std::mem::take(&mut word));
-            }
-            prev_lower = false;
-            continue;
-        }
-        if c.is_ascii_uppercase() && prev_lower && !word.is_empty() {
-            words.push(std::mem::take(&mut word));
-        }
-        prev_lower = c.is_ascii_lowercase() || c.is_ascii_digit();
-        word.push(c.to_ascii_lowercase());
-    }
-    if !word.is_empty() {
-        words.push(word);
-    }
-    words
-}
-
 /// The kind a key names, before looking at the value.
 fn key_kind(key: &str) -> Option<ArtifactKind> {
-    let words = key_words(key);
+    let words = super::words_of(key);
     let last = words.last()?.as_str();
     let any = |set: &[&str]| words.iter().any(|w| set.contains(&w.as_str()));
     if any(&["email", "mail"]) {

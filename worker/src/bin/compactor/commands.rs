@@ -66,8 +66,7 @@ pub(crate) async fn run(command: Command, settings: &ClientSettings, out: Output
 
 /// What a compaction request did, as the admin HTTP API and the
 /// `compactor_enqueue_total` metric name it: `added`, `coalesced` or
-/// `followup` (the library type serializes the last as
-/// `follow_up_recorded`).
+/// `followup`.
 #[derive(Serialize)]
 struct Enqueued {
     outcome: &'static str,
