@@ -888,9 +888,36 @@ pub(super) fn quantities(s: &mut Scan<'_>) {
     }
 }
 
+pattern!(
+    /// A SQL command tag on a line of its own, as psql and most drivers
+    /// print it: `UPDATE 49953`, `INSERT 0 12`, `DELETE 3`, `COPY 1000`.
+    SQL_TAG,
+    r"(?m)^(?:UPDATE|DELETE|SELECT|COPY|MERGE|MOVE|FETCH|INSERT 0)[ ]([0-9]{1,12})[ \t]*\r?$"
+);
+
 pub(super) fn counts(s: &mut Scan<'_>) {
     if !s.has_digit {
         return;
+    }
+    let tagged = [
+        "UPDATE ",
+        "DELETE ",
+        "SELECT ",
+        "COPY ",
+        "INSERT 0 ",
+        "MERGE ",
+    ]
+    .iter()
+    .any(|t| s.text.contains(t));
+    for m in tagged
+        .then_some(&SQL_TAG)
+        .into_iter()
+        .flat_map(|p| matches(p, s.text))
+    {
+        let tag = m.as_str().trim_end();
+        if !tag.ends_with(" 0") {
+            s.take(m.start()..m.start() + tag.len(), ArtifactKind::Count, tag);
+        }
     }
     for caps in captures(&COUNT, s.text) {
         let (Some(all), Some(n)) = (caps.get(0), caps.get(1)) else {

@@ -1055,3 +1055,22 @@ fn upper_snake_names_of_failures_are_error_codes() {
     );
     assert!(!found.contains(&"MAX_RETRIES".to_owned()), "{found:?}");
 }
+
+#[test]
+fn sql_command_tags_are_counts() {
+    let found = extract(&[tool_result(
+        1,
+        "bash",
+        "BEGIN\nINSERT 0 0\nUPDATE 49953\nDELETE 12\nCOMMIT\n",
+        false,
+    )]);
+    assert!(
+        has(&found, ArtifactKind::Count, "UPDATE 49953"),
+        "{found:?}"
+    );
+    assert!(has(&found, ArtifactKind::Count, "DELETE 12"), "{found:?}");
+    assert!(
+        !found.iter().any(|a| a.value.contains("INSERT")),
+        "{found:?}"
+    );
+}
