@@ -298,76 +298,58 @@ fn skip_option_values<'a>(args: &[&'a str]) -> Vec<&'a str> {
     args.get(i..).map(<[&str]>::to_vec).unwrap_or_default()
 }
 
-/// Words that make a line of tool output report a failure. Matched on the
-/// lowercased line, at the start of a word.
-const SIGNALS: &[&str] = &[
-    "error",
-    "err ",
-    "err:",
-    "fail",
-    "fatal",
-    "panic",
-    "exception",
-    "traceback",
-    "killed",
-    "oomkilled",
-    "denied",
-    "refused",
-    "timed out",
-    "timeout",
-    "reason:",
-    "warn",
-    "abort",
-    "crash",
-    "rejected",
-    "invalid",
-    "exit code",
-    "exit status",
-    "conflict",
-    "unauthorized",
-    "forbidden",
-    "not found",
-    "cannot",
-    "can't",
-    "could not",
-    "unable",
-    "segfault",
-    "evicted",
-    "backoff",
-];
+super::scan::pattern!(
+    /// Words that make a line of tool output report a failure, at the start
+    /// of a word, any case. One pass over the text finds them all (the
+    /// regex crate's literal prefilter), so a long log costs one scan.
+    SIGNAL,
+    r"(?i-u)\b(?:error|err[ :]|fail|fatal|panic|exception|traceback|killed|oomkilled|denied|refused|timed out|timeout|reason:|warn|abort|crash|rejected|invalid|exit code|exit status|conflict|unauthorized|forbidden|not found|cannot|can't|could not|unable|segfault|evicted|backoff)"
+);
 
-/// Whether `line` reports a failure: it holds a [`SIGNALS`] word that is
-/// not a zero count ("0 failed", "failed=0", "errors: 0").
+/// Whether the signal word matched at `at..end` of `line` is a zero count
+/// ("0 failed", "failed=0", "errors: 0"), which reports no failure.
+fn zero_count(line: &str, at: usize, end: usize) -> bool {
+    let before = line[..at].trim_end();
+    if before == "0" || before.ends_with(" 0") {
+        return true;
+    }
+    let rest = &line[end..];
+    let word_end = rest
+        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .unwrap_or(rest.len());
+    let after = rest[word_end..].trim_start_matches([' ', '=', ':']);
+    after.starts_with('0')
+        && !after[1..].starts_with(|c: char| c.is_ascii_alphanumeric() || c == '.')
+}
+
+/// Whether `line` reports a failure: it holds a failure word that is not a
+/// zero count ("0 failed", "failed=0", "errors: 0").
 pub(super) fn is_signal_line(line: &str) -> bool {
-    let lower = line.to_ascii_lowercase();
-    let bytes = lower.as_bytes();
-    SIGNALS.iter().any(|signal| {
-        lower.match_indices(signal).any(|(at, _)| {
-            let word_start = at == 0 || !bytes[at - 1].is_ascii_alphanumeric();
-            if !word_start {
-                return false;
-            }
-            let zero_before =
-                lower[..at].trim_end().ends_with(" 0") || lower[..at].trim_end() == "0";
-            let rest = &lower[at..];
-            let word_end = rest
-                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-                .unwrap_or(rest.len());
-            let after = rest[word_end..].trim_start_matches([' ', '=', ':']);
-            let zero_after = after.starts_with('0')
-                && !after[1..].starts_with(|c: char| c.is_ascii_alphanumeric() || c == '.');
-            !(zero_before || zero_after)
-        })
-    })
+    super::scan::matches(&SIGNAL, line).any(|m| !zero_count(line, m.start(), m.end()))
 }
 
 /// The lines of `text` that report a failure, joined by newlines (empty
-/// when there are none).
+/// when there are none). Linear in the text: the lines are found from the
+/// matches, not the other way round.
 pub(super) fn signal_lines(text: &str) -> String {
     let mut out = String::new();
-    for line in text.lines().filter(|l| is_signal_line(l)) {
-        out.push_str(line);
-        out.push('\n');
+    // End of the last line decided: later matches on it are skipped, so
+    // every line is looked at once, whatever it holds.
+    let mut decided_to = 0;
+    for m in super::scan::matches(&SIGNAL, text) {
+        if m.start() < decided_to {
+            continue;
+        }
+        let start = text[..m.start()].rfind('\n').map_or(0, |i| i + 1);
+        let end = text[m.start()..]
+            .find('\n')
+            .map_or(text.len(), |i| m.start() + i);
+        decided_to = end;
+        let line = &text[start..end];
+        if is_signal_line(line) {
+            out.push_str(line.trim_end_matches('\r'));
+            out.push('\n');
+        }
     }
     out
 }
