@@ -384,10 +384,10 @@ struct Heard {
     committed: Option<CompactionEvent>,
 }
 
-/// What [`Compactor::build_context`] returns: the context for the next
+/// What `Compactor::build_context` returns: the context for the next
 /// turn, and whether the un-compacted history it was built from was over
 /// the load bound (`[database] context_max_messages` / `context_max_tokens`).
-/// Serialized flat: the fields of [`BuiltContext`], then these.
+/// Serialized flat: the fields of `BuiltContext`, then these.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct TurnContext {

@@ -69,7 +69,7 @@ pub enum Part {
         #[serde(default, skip_serializing_if = "is_false")]
         is_error: bool,
         /// Set by tool-output pruning: the output stays stored but is shown
-        /// to the model as [`PRUNED_PLACEHOLDER`].
+        /// to the model as `PRUNED_PLACEHOLDER` ("[Old tool result content cleared]").
         #[serde(default, skip_serializing_if = "is_false")]
         pruned: bool,
     },

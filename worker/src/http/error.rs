@@ -173,7 +173,7 @@ impl From<QueueError> for ApiError {
 /// slot frees as soon as any wait ends, so a short pause is enough.
 pub const RETRY_AFTER_SECS: &str = "1";
 
-/// Every code an error body can carry: the `/v1` routes' [`ApiError`]s,
+/// Every code an error body can carry: the `/v1` routes' errors (`ApiError`),
 /// and `not_ready` of the readiness probes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
 #[serde(rename_all = "snake_case")]

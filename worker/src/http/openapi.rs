@@ -94,8 +94,10 @@ pub fn document_text() -> String {
 
 static DOCUMENT: LazyLock<String> = LazyLock::new(document_text);
 
-/// `GET /openapi.json`: this document. Open like the probes: it holds
-/// nothing secret, and tools read it before they have a token.
+/// `GET /openapi.json`: this document.
+///
+/// Open like the probes: it holds nothing secret, and tools read it
+/// before they have a token.
 #[utoipa::path(
     get,
     path = "/openapi.json",

@@ -23,7 +23,9 @@ use utoipa::ToSchema;
 use super::error::{ErrorBody, ErrorCode, ErrorDetail};
 use super::AppState;
 
-/// `GET /healthz`: the process is alive and serving (a liveness probe
+/// `GET /healthz`: liveness.
+///
+/// The process is alive and serving (a liveness probe
 /// must not depend on Redis or the database, or their outage would get
 /// every worker restarted).
 #[utoipa::path(
@@ -54,9 +56,10 @@ pub(super) struct ChatChecks {
     schema: String,
 }
 
-/// `GET /readyz`: whether the chat routes can be served — 200 when the
-/// database answers a trivial query and its schema is the one this build
-/// expects; else 503 saying which failed. Redis is not checked: appending
+/// `GET /readyz`: readiness of the chat routes (the readiness probe).
+///
+/// 200 when the database answers a trivial query and its schema is the
+/// one this build expects; else 503 saying which failed. Redis is not checked: appending
 /// and `/context` need only the database, so a Redis outage must not take
 /// every pod out of its Service (the worker side reports it apart, on
 /// `/readyz/worker`). Each check is bounded by `admin.ready_timeout`, so a
@@ -151,7 +154,8 @@ pub(super) struct WorkerReadiness {
     checks: WorkerChecks,
 }
 
-/// `GET /readyz/worker`: whether this process can take compaction jobs —
+/// `GET /readyz/worker`: health of the worker side (compaction jobs).
+///
 /// 200 when the queue's Redis answers (within `admin.ready_timeout`) and
 /// the runtime is not shutting down; else 503 saying which failed. For
 /// dashboards and alerts, not for a Service's readiness: a Redis outage
@@ -233,8 +237,10 @@ async fn bounded<T>(
         .unwrap_or_else(|_| Err(format!("no answer within {limit:?}")))
 }
 
-/// `GET /metrics`: the Prometheus text exposition of every family, and
-/// the process metrics read at this scrape.
+/// `GET /metrics`: Prometheus metrics.
+///
+/// The text exposition of every family, and the process metrics read at
+/// this scrape.
 #[utoipa::path(
     get,
     path = "/metrics",

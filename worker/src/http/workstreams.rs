@@ -116,9 +116,12 @@ pub(super) struct AppendResponse {
         (status = 503, description = "The database did not answer, the schema is not current, or the request outlasted `admin.request_timeout`.", body = ErrorBody),
     ),
 )]
-/// `POST …/messages`: stores the messages in order, in one transaction
-/// (the workstream is created on first use); with `finalize`, then ends
-/// the turn. An empty `messages` with `finalize` ends a turn that added
+/// `POST …/messages`: append messages (and optionally end the turn).
+///
+/// Stores the messages in order, in one transaction (the workstream is
+/// created on first use); with `finalize`, then ends the turn: the
+/// workstream is measured against its trigger and a compaction is
+/// requested when it is over. An empty `messages` with `finalize` ends a turn that added
 /// nothing (404 for a workstream that does not exist).
 ///
 /// Safe to retry: messages with a `client_id`, or every message of a
@@ -200,9 +203,11 @@ pub(super) struct CompactRequest {
         (status = 503, description = "Redis or the database did not answer, the schema is not current, or the request outlasted `admin.request_timeout`.", body = ErrorBody),
     ),
 )]
-/// `POST …/compact`: requests a compaction now, whatever the size (and
-/// closes the circuit breaker). 202: the job runs in the background; `/wait`
-/// or `/status` follow it.
+/// `POST …/compact`: request a compaction now.
+///
+/// Whatever the size, with optional focus instructions for the
+/// summarizer; also closes the circuit breaker. 202: the job runs in the
+/// background; `/wait` or `/status` follow it.
 pub(super) async fn compact(
     State(state): State<AppState>,
     Workstream(key): Workstream,
@@ -229,7 +234,9 @@ pub(super) async fn compact(
         (status = 503, description = "Redis or the database did not answer, the schema is not current, or the request outlasted `admin.request_timeout`.", body = ErrorBody),
     ),
 )]
-/// `GET …/status`: lease, last compaction, breaker, and the queue's job
+/// `GET …/status`: compaction status of a workstream.
+///
+/// Lease, last compaction, breaker, and the queue's job
 /// (`"job"`: `null`, or `{"state": "waiting" | "running" | "done" | "dead",
 /// "job_id", …}` with `attempt` and `followup_pending` while running).
 pub(super) async fn status(
@@ -253,8 +260,12 @@ pub(super) async fn status(
         (status = 503, description = "The database did not answer, the schema is not current, or the request outlasted `admin.request_timeout`.", body = ErrorBody),
     ),
 )]
-/// `GET …/context`: what to send the model next (summary first, then the
-/// un-compacted messages).
+/// `GET …/context`: the next turn's context.
+///
+/// What to send the model next: the summary, structured state, exact
+/// values and memory as the first message, then the un-compacted
+/// messages. Tool halves whose partner is gone are turned into text; the
+/// summary is shrunk if the whole would overflow the window.
 pub(super) async fn context(
     State(state): State<AppState>,
     Workstream(key): Workstream,
@@ -297,13 +308,23 @@ pub(super) struct WaitQuery {
         ),
     ),
 )]
-/// `GET …/wait?timeout_ms=N&mode=requested|running`: a long poll that
-/// returns as soon as nothing `mode` covers is pending (`ready`, or
-/// `compacted` when the requested compaction committed, with what it did),
-/// at once when a compaction is queued but no worker is live
+/// `GET …/wait`: wait (long poll) for the requested compaction.
+///
+/// With `mode=requested` (the default), waits for the whole requested
+/// compaction: queued, running, and backing off between attempts (and a
+/// follow-up requested meanwhile). With `mode=running`, waits only for a
+/// compaction that holds the workstream now (its entity lease), and never
+/// reads Redis.
+///
+/// Returns as soon as nothing `mode` covers is pending (`ready`, or
+/// `compacted` when the requested compaction committed, with what it
+/// did), at once when a compaction is queued but no worker is live
 /// (`no_live_worker`), or after `timeout_ms` (`timed_out`, with the phase
-/// the compaction was in): all 200, `outcome` says which (the JSON of
-/// [`Readiness`]). 503 when the worker begins shutting down.
+/// the compaction was in): all 200, `outcome` says which (`Readiness`).
+/// Woken by announcements (the worker's at the end of each run, the
+/// queue's when a job settles), at a lease deadline (its holder may have
+/// died), and by a coarse re-check every 2 s. 503 when the worker begins
+/// shutting down.
 pub(super) async fn wait(
     State(state): State<AppState>,
     Workstream(key): Workstream,
