@@ -174,7 +174,13 @@ impl From<QueueError> for ApiError {
 pub const RETRY_AFTER_SECS: &str = "1";
 
 /// Every code an error body can carry: the `/v1` routes' errors (`ApiError`),
-/// and `not_ready` of the readiness probes.
+/// and `not_ready` of the readiness probes. By status: 400 `invalid_key`,
+/// `invalid_body`, `invalid_message`, `invalid_query`, `invalid_header`;
+/// 401 `unauthorized`; 404 `unknown_workstream`, `not_found`; 405
+/// `method_not_allowed`; 409 `client_id_conflict`; 413
+/// `payload_too_large`; 500 `internal`; 503 `redis_unavailable`,
+/// `database_unavailable`, `schema_mismatch`, `shutting_down`,
+/// `not_ready`, `request_timeout`, `overloaded`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorCode {

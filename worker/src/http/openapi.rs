@@ -118,7 +118,54 @@ pub(super) async fn openapi_json() -> Response {
 mod tests {
     use std::path::PathBuf;
 
-    use super::document_text;
+    use serde_json::json;
+
+    use super::{document, document_text};
+
+    /// What the server refuses, the document refuses too: an empty
+    /// `messages` or a `usage` without `finalize`, a `Part` missing its
+    /// fields or with an extra one; and it states the 405, every error
+    /// code and the bearer scheme.
+    #[test]
+    fn the_document_states_what_the_server_refuses() {
+        let doc = document();
+        let schemas = &doc["components"]["schemas"];
+        let append = &schemas["AppendRequest"];
+        assert_eq!(append["additionalProperties"], false);
+        assert_eq!(append["required"], json!(["messages"]));
+        assert_eq!(append["anyOf"][1]["properties"]["messages"]["minItems"], 1);
+        assert_eq!(append["anyOf"][1]["properties"]["usage"]["type"], "null");
+        assert_eq!(append["anyOf"][0]["properties"]["finalize"]["const"], true);
+
+        let variants = schemas["Part"]["oneOf"].as_array().unwrap();
+        let mut kinds = Vec::new();
+        for variant in variants {
+            assert_eq!(variant["additionalProperties"], false, "{variant}");
+            let required = variant["required"].as_array().unwrap();
+            assert!(required.len() >= 2, "more than `type`: {variant}");
+            kinds.push(variant["properties"]["type"]["enum"][0].clone());
+        }
+        assert_eq!(
+            kinds,
+            json!(["text", "tool_call", "tool_result", "reasoning", "file"])
+                .as_array()
+                .unwrap()
+                .clone()
+        );
+        assert_eq!(
+            schemas["IncomingMessage"]["properties"]["parts"]["minItems"],
+            1
+        );
+
+        let codes = schemas["ErrorCode"]["enum"].as_array().unwrap();
+        assert!(codes.contains(&json!("method_not_allowed")));
+        assert_eq!(codes.len(), super::ErrorCode::ALL.len());
+        assert!(doc["components"]["responses"]["MethodNotAllowed"].is_object());
+        assert_eq!(
+            doc["components"]["securitySchemes"]["bearer"]["scheme"],
+            "bearer"
+        );
+    }
 
     /// `docs/openapi.json` is the generated document: a change to a
     /// handler or a type that changes the API fails here until the file is
