@@ -25,9 +25,9 @@ use super::AppState;
 
 /// `GET /healthz`: liveness.
 ///
-/// The process is alive and serving (a liveness probe
-/// must not depend on Redis or the database, or their outage would get
-/// every worker restarted).
+/// The process is alive and serving (a liveness probe must not depend on
+/// Redis or the database, or their outage would get every worker
+/// restarted).
 #[utoipa::path(
     get,
     path = "/healthz",
@@ -59,10 +59,10 @@ pub(super) struct ChatChecks {
 /// `GET /readyz`: readiness of the chat routes (the readiness probe).
 ///
 /// 200 when the database answers a trivial query and its schema is the
-/// one this build expects; else 503 saying which failed. Redis is not checked: appending
-/// and `/context` need only the database, so a Redis outage must not take
-/// every pod out of its Service (the worker side reports it apart, on
-/// `/readyz/worker`). Each check is bounded by `admin.ready_timeout`, so a
+/// one this build expects; else 503 saying which failed. Redis is not
+/// checked: appending and `/context` need only the database, so a Redis
+/// outage must not take every pod out of its Service (the worker side
+/// reports it apart, on `/readyz/worker`). Each check is bounded by `admin.ready_timeout`, so a
 /// dead host cannot hang the probe. Also 503 once the worker is shutting
 /// down, so traffic moves away during the drain.
 #[utoipa::path(

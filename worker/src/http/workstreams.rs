@@ -1,7 +1,7 @@
 //! The `/v1/workstreams/{domain}/{entity}/…` routes: the client API
 //! ([`compactor_producer::client::Compactor`]) over HTTP, for chat backends
-//! written in any language. Shapes are in the OpenAPI document generated from these handlers
-//! (`GET /openapi.json`, `docs/openapi.json`).
+//! written in any language. Shapes are in the OpenAPI document generated
+//! from these handlers (`GET /openapi.json`, `docs/openapi.json`).
 
 use std::time::Duration;
 
@@ -121,8 +121,8 @@ pub(super) struct AppendResponse {
 /// Stores the messages in order, in one transaction (the workstream is
 /// created on first use); with `finalize`, then ends the turn: the
 /// workstream is measured against its trigger and a compaction is
-/// requested when it is over. An empty `messages` with `finalize` ends a turn that added
-/// nothing (404 for a workstream that does not exist).
+/// requested when it is over. An empty `messages` with `finalize` ends a
+/// turn that added nothing (404 for a workstream that does not exist).
 ///
 /// Safe to retry: messages with a `client_id`, or every message of a
 /// request with an `Idempotency-Key`, are stored once however often the
