@@ -109,8 +109,10 @@ pub enum ClientError {
 /// A message as app code hands it over (the store assigns its id).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct IncomingMessage {
     pub role: Role,
+    #[cfg_attr(feature = "openapi", schema(min_items = 1))]
     pub parts: Vec<Part>,
     /// Never compacted.
     #[serde(default)]
@@ -121,6 +123,14 @@ pub struct IncomingMessage {
     /// message again and answers with the stored message's id. Lets a
     /// client retry an append safely.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(
+            min_length = 1,
+            max_length = 255,
+            pattern = "^[^\\u0000-\\u001F\\u007F-\\u009F]+$"
+        )
+    )]
     pub client_id: Option<String>,
 }
 
@@ -196,6 +206,7 @@ pub struct AppendOutcome {
 /// What `finalize_turn` did.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "outcome", rename_all = "snake_case")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub enum TurnOutcome {
     /// Under the trigger: nothing requested.
     NotDue {
@@ -242,6 +253,7 @@ impl TurnOutcome {
 /// What a wait covers.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub enum WaitMode {
     /// The whole requested compaction: queued, running, and backing off
     /// between attempts (and a follow-up requested meanwhile).
@@ -264,6 +276,7 @@ impl WaitMode {
 /// Where a requested compaction stood when a wait gave up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub enum WaitPhase {
     /// Waiting for a worker to take it.
     Queued,
@@ -278,12 +291,14 @@ pub enum WaitPhase {
 /// "waited_ms": …, …}`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "outcome", rename_all = "snake_case")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub enum Readiness {
     /// Nothing is requested or pending: build the context. `event`: what
     /// the last run that ended during the wait did (skipped, failed,
     /// conflict), if one did and it did not commit.
     Ready {
         #[serde(rename = "waited_ms", serialize_with = "as_millis")]
+        #[cfg_attr(feature = "openapi", schema(value_type = u64))]
         waited: Duration,
         event: Option<CompactionEvent>,
     },
@@ -291,6 +306,7 @@ pub enum Readiness {
     /// build the context, it is compacted. `event`: what it did.
     Compacted {
         #[serde(rename = "waited_ms", serialize_with = "as_millis")]
+        #[cfg_attr(feature = "openapi", schema(value_type = u64))]
         waited: Duration,
         event: CompactionEvent,
     },
@@ -299,6 +315,7 @@ pub enum Readiness {
     /// there is one (a lease can be held without).
     TimedOut {
         #[serde(rename = "waited_ms", serialize_with = "as_millis")]
+        #[cfg_attr(feature = "openapi", schema(value_type = u64))]
         waited: Duration,
         phase: WaitPhase,
         job_id: Option<u64>,
@@ -308,6 +325,7 @@ pub enum Readiness {
     /// as it is.
     NoLiveWorker {
         #[serde(rename = "waited_ms", serialize_with = "as_millis")]
+        #[cfg_attr(feature = "openapi", schema(value_type = u64))]
         waited: Duration,
         phase: WaitPhase,
         job_id: u64,
@@ -366,11 +384,12 @@ struct Heard {
     committed: Option<CompactionEvent>,
 }
 
-/// What [`Compactor::build_context`] returns: the context for the next
+/// What `Compactor::build_context` returns: the context for the next
 /// turn, and whether the un-compacted history it was built from was over
 /// the load bound (`[database] context_max_messages` / `context_max_tokens`).
-/// Serialized flat: the fields of [`BuiltContext`], then these.
+/// Serialized flat: the fields of `BuiltContext`, then these.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct TurnContext {
     #[serde(flatten)]
     pub context: BuiltContext,
@@ -402,6 +421,7 @@ impl std::ops::Deref for TurnContext {
 
 /// A workstream's compaction status (for operators).
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct WorkstreamStatus {
     pub domain: String,
     pub entity_id: String,

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 /// How the run that held the entity ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub enum EventOutcome {
     /// A new summary was committed.
     Compacted,
@@ -21,6 +22,7 @@ pub enum EventOutcome {
 
 /// Published on the entity's release channel when its lease is released.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct CompactionEvent {
     pub domain: String,
     pub entity_id: String,

@@ -82,6 +82,7 @@ pub struct ContextInput<'a> {
 
 /// A message of the built context; `source` is `None` for synthesized ones.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ContextMessage {
     pub role: Role,
     pub parts: Vec<Part>,
@@ -91,6 +92,7 @@ pub struct ContextMessage {
 
 /// The built context and what the guards did.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct BuiltContext {
     pub messages: Vec<ContextMessage>,
     /// Estimated tokens of the whole context.

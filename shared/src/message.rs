@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
     Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, Default,
 )]
 #[serde(transparent)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct MessageId(pub i64);
 
 impl std::fmt::Display for MessageId {
@@ -26,6 +27,7 @@ impl std::fmt::Display for MessageId {
 /// Who produced a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub enum Role {
     System,
     User,
@@ -48,6 +50,7 @@ impl Role {
 /// with an error naming the accepted kinds, never silently dropped.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub enum Part {
     Text {
         text: String,
@@ -66,7 +69,7 @@ pub enum Part {
         #[serde(default, skip_serializing_if = "is_false")]
         is_error: bool,
         /// Set by tool-output pruning: the output stays stored but is shown
-        /// to the model as [`PRUNED_PLACEHOLDER`].
+        /// to the model as `PRUNED_PLACEHOLDER` ("[Old tool result content cleared]").
         #[serde(default, skip_serializing_if = "is_false")]
         pruned: bool,
     },

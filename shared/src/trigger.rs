@@ -18,13 +18,66 @@
 
 use serde::{Deserialize, Serialize};
 
-/// Token usage reported by a model provider for the last step.
+/// Token usage reported by a model provider for the last step. Each
+/// count is a whole number; one written with a zero fraction (`3170.0`, as
+/// clients in languages without an integer type send it) is read as that
+/// number, as JSON Schema's `integer` allows.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Usage {
+    #[serde(deserialize_with = "whole_number")]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(format = "uint64", maximum = 18_446_744_073_709_551_615_u64)
+    )]
     pub input_tokens: u64,
+    #[serde(deserialize_with = "whole_number")]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(format = "uint64", maximum = 18_446_744_073_709_551_615_u64)
+    )]
     pub cache_read_tokens: u64,
+    #[serde(deserialize_with = "whole_number")]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(format = "uint64", maximum = 18_446_744_073_709_551_615_u64)
+    )]
     pub output_tokens: u64,
+}
+
+/// A `u64`, also from a float with no fraction within range.
+fn whole_number<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<u64, D::Error> {
+    struct WholeNumber;
+
+    impl serde::de::Visitor<'_> for WholeNumber {
+        type Value = u64;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a whole number of tokens, 0 or more")
+        }
+
+        fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<u64, E> {
+            Ok(v)
+        }
+
+        fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<u64, E> {
+            u64::try_from(v).map_err(|_| E::invalid_value(serde::de::Unexpected::Signed(v), &self))
+        }
+
+        fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<u64, E> {
+            // 2^64 as f64: every whole float below it fits a u64.
+            const LIMIT: f64 = 18_446_744_073_709_551_616.0;
+            if v.fract() == 0.0 && (0.0..LIMIT).contains(&v) {
+                #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+                Ok(v as u64)
+            } else {
+                Err(E::invalid_value(serde::de::Unexpected::Float(v), &self))
+            }
+        }
+    }
+
+    deserializer.deserialize_any(WholeNumber)
 }
 
 impl Usage {
@@ -262,6 +315,35 @@ fn scale(tokens: u64, ratio: f64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn usage_counts_are_whole_numbers_also_written_as_floats() {
+        let read = |json: &str| serde_json::from_str::<Usage>(json);
+        assert_eq!(
+            read(r#"{"input_tokens": 3170.0, "output_tokens": 12}"#).unwrap(),
+            Usage {
+                input_tokens: 3170,
+                cache_read_tokens: 0,
+                output_tokens: 12,
+            }
+        );
+        assert_eq!(
+            read(r#"{"cache_read_tokens": 18446744073709551615}"#)
+                .unwrap()
+                .cache_read_tokens,
+            u64::MAX
+        );
+        for bad in [
+            r#"{"input_tokens": 1.5}"#,
+            r#"{"input_tokens": -1}"#,
+            r#"{"input_tokens": -1.0}"#,
+            r#"{"input_tokens": 1e30}"#,
+            r#"{"input_tokens": "12"}"#,
+            r#"{"input_tokens": null}"#,
+        ] {
+            assert!(read(bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn seed_threshold_is_140k_of_200k() {

@@ -95,6 +95,7 @@ impl Default for QueueConfig {
 /// What a compaction request did.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "outcome", rename_all = "snake_case")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub enum EnqueueOutcome {
     /// A new job was added.
     Added { job_id: u64 },
@@ -234,6 +235,7 @@ pub struct DeadLetter {
 /// State of an entity's job, as seen by inspection.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "state", rename_all = "snake_case")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub enum JobState {
     Waiting {
         job_id: u64,

@@ -21,6 +21,7 @@ use super::{Store, StoreError};
 
 /// Who holds the lease of a workstream, and until when.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Lease {
     pub owner: String,
     /// Unix milliseconds, application clock.

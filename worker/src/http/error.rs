@@ -15,8 +15,9 @@ use axum::Json;
 use compactor_producer::client::ClientError;
 use compactor_producer::queue::QueueError;
 use compactor_producer::store::StoreError;
-use serde_json::json;
+use serde::Serialize;
 use tracing::{debug, warn};
+use utoipa::ToSchema;
 
 /// Why a request failed.
 #[derive(Debug, thiserror::Error)]
@@ -73,27 +74,33 @@ pub enum ApiError {
 }
 
 impl ApiError {
-    /// The stable, machine-readable code (documented in docs/openapi.yaml).
+    /// The stable, machine-readable code (in the OpenAPI document's
+    /// [`ErrorCode`] schema).
     pub fn code(&self) -> &'static str {
+        self.error_code().as_str()
+    }
+
+    /// The code as the typed value the OpenAPI document lists.
+    pub fn error_code(&self) -> ErrorCode {
         match self {
-            ApiError::InvalidKey(_) => "invalid_key",
-            ApiError::InvalidBody(_) => "invalid_body",
-            ApiError::InvalidMessage(_) => "invalid_message",
-            ApiError::InvalidQuery(_) => "invalid_query",
-            ApiError::InvalidHeader(_) => "invalid_header",
-            ApiError::ClientIdConflict(_) => "client_id_conflict",
-            ApiError::Unauthorized(_) => "unauthorized",
-            ApiError::UnknownWorkstream(_) => "unknown_workstream",
-            ApiError::NotFound(_) => "not_found",
-            ApiError::MethodNotAllowed => "method_not_allowed",
-            ApiError::PayloadTooLarge(_) => "payload_too_large",
-            ApiError::RedisUnavailable(_) => "redis_unavailable",
-            ApiError::DatabaseUnavailable(_) => "database_unavailable",
-            ApiError::SchemaMismatch(_) => "schema_mismatch",
-            ApiError::ShuttingDown => "shutting_down",
-            ApiError::RequestTimeout(_) => "request_timeout",
-            ApiError::Overloaded(_) => "overloaded",
-            ApiError::Internal(_) => "internal",
+            ApiError::InvalidKey(_) => ErrorCode::InvalidKey,
+            ApiError::InvalidBody(_) => ErrorCode::InvalidBody,
+            ApiError::InvalidMessage(_) => ErrorCode::InvalidMessage,
+            ApiError::InvalidQuery(_) => ErrorCode::InvalidQuery,
+            ApiError::InvalidHeader(_) => ErrorCode::InvalidHeader,
+            ApiError::ClientIdConflict(_) => ErrorCode::ClientIdConflict,
+            ApiError::Unauthorized(_) => ErrorCode::Unauthorized,
+            ApiError::UnknownWorkstream(_) => ErrorCode::UnknownWorkstream,
+            ApiError::NotFound(_) => ErrorCode::NotFound,
+            ApiError::MethodNotAllowed => ErrorCode::MethodNotAllowed,
+            ApiError::PayloadTooLarge(_) => ErrorCode::PayloadTooLarge,
+            ApiError::RedisUnavailable(_) => ErrorCode::RedisUnavailable,
+            ApiError::DatabaseUnavailable(_) => ErrorCode::DatabaseUnavailable,
+            ApiError::SchemaMismatch(_) => ErrorCode::SchemaMismatch,
+            ApiError::ShuttingDown => ErrorCode::ShuttingDown,
+            ApiError::RequestTimeout(_) => ErrorCode::RequestTimeout,
+            ApiError::Overloaded(_) => ErrorCode::Overloaded,
+            ApiError::Internal(_) => ErrorCode::Internal,
         }
     }
 
@@ -166,9 +173,131 @@ impl From<QueueError> for ApiError {
 /// slot frees as soon as any wait ends, so a short pause is enough.
 pub const RETRY_AFTER_SECS: &str = "1";
 
-/// The JSON body of an error.
-pub fn error_body(code: &str, message: &str) -> serde_json::Value {
-    json!({ "error": { "code": code, "message": message } })
+/// Every code an error body can carry: the `/v1` routes' errors (`ApiError`),
+/// and `not_ready` of the readiness probes. By status: 400 `invalid_key`,
+/// `invalid_body`, `invalid_message`, `invalid_query`, `invalid_header`;
+/// 401 `unauthorized`; 404 `unknown_workstream`, `not_found`; 405
+/// `method_not_allowed`; 409 `client_id_conflict`; 413
+/// `payload_too_large`; 500 `internal`; 503 `redis_unavailable`,
+/// `database_unavailable`, `schema_mismatch`, `shutting_down`,
+/// `not_ready`, `request_timeout`, `overloaded`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCode {
+    /// 400: the domain or entity of the path is not a valid key.
+    InvalidKey,
+    /// 400: the body is not JSON, or not the JSON the route takes.
+    InvalidBody,
+    /// 400: a message was refused (no parts, too large).
+    InvalidMessage,
+    /// 400: the query string is malformed or out of range.
+    InvalidQuery,
+    /// 400: `Idempotency-Key` is malformed.
+    InvalidHeader,
+    /// 409: a client id names a stored message with other content.
+    ClientIdConflict,
+    /// 401: the bearer token is missing or wrong.
+    Unauthorized,
+    /// 404: no such workstream.
+    UnknownWorkstream,
+    /// 404: no such route.
+    NotFound,
+    /// 405: the route does not take this method.
+    MethodNotAllowed,
+    /// 413: the body is larger than `admin.max_body_bytes`.
+    PayloadTooLarge,
+    /// 503: Redis did not answer.
+    RedisUnavailable,
+    /// 503: the database did not answer (or a statement outlasted
+    /// `database.statement_timeout`).
+    DatabaseUnavailable,
+    /// 503: the database schema is not the one this build expects.
+    SchemaMismatch,
+    /// 503: the worker is stopping.
+    ShuttingDown,
+    /// 503: a readiness check failed.
+    NotReady,
+    /// 503: the request outlasted its bound (`admin.request_timeout`).
+    RequestTimeout,
+    /// 503: too many long polls at once (with `Retry-After`).
+    Overloaded,
+    /// 500: a fault of this program.
+    Internal,
+}
+
+impl ErrorCode {
+    /// Every code, for tests and documentation.
+    pub const ALL: [ErrorCode; 19] = [
+        ErrorCode::InvalidKey,
+        ErrorCode::InvalidBody,
+        ErrorCode::InvalidMessage,
+        ErrorCode::InvalidQuery,
+        ErrorCode::InvalidHeader,
+        ErrorCode::ClientIdConflict,
+        ErrorCode::Unauthorized,
+        ErrorCode::UnknownWorkstream,
+        ErrorCode::NotFound,
+        ErrorCode::MethodNotAllowed,
+        ErrorCode::PayloadTooLarge,
+        ErrorCode::RedisUnavailable,
+        ErrorCode::DatabaseUnavailable,
+        ErrorCode::SchemaMismatch,
+        ErrorCode::ShuttingDown,
+        ErrorCode::NotReady,
+        ErrorCode::RequestTimeout,
+        ErrorCode::Overloaded,
+        ErrorCode::Internal,
+    ];
+
+    /// The code as it is sent (its serde name).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::InvalidKey => "invalid_key",
+            ErrorCode::InvalidBody => "invalid_body",
+            ErrorCode::InvalidMessage => "invalid_message",
+            ErrorCode::InvalidQuery => "invalid_query",
+            ErrorCode::InvalidHeader => "invalid_header",
+            ErrorCode::ClientIdConflict => "client_id_conflict",
+            ErrorCode::Unauthorized => "unauthorized",
+            ErrorCode::UnknownWorkstream => "unknown_workstream",
+            ErrorCode::NotFound => "not_found",
+            ErrorCode::MethodNotAllowed => "method_not_allowed",
+            ErrorCode::PayloadTooLarge => "payload_too_large",
+            ErrorCode::RedisUnavailable => "redis_unavailable",
+            ErrorCode::DatabaseUnavailable => "database_unavailable",
+            ErrorCode::SchemaMismatch => "schema_mismatch",
+            ErrorCode::ShuttingDown => "shutting_down",
+            ErrorCode::NotReady => "not_ready",
+            ErrorCode::RequestTimeout => "request_timeout",
+            ErrorCode::Overloaded => "overloaded",
+            ErrorCode::Internal => "internal",
+        }
+    }
+}
+
+/// The body of every error: `{"error": {"code", "message"}}`.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ErrorBody {
+    pub error: ErrorDetail,
+}
+
+/// What went wrong.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ErrorDetail {
+    pub code: ErrorCode,
+    /// For people: what was refused and why (it may quote the request).
+    pub message: String,
+}
+
+impl ErrorBody {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> ErrorBody {
+        ErrorBody {
+            error: ErrorDetail {
+                code,
+                message: message.into(),
+            },
+        }
+    }
 }
 
 impl IntoResponse for ApiError {
@@ -176,12 +305,13 @@ impl IntoResponse for ApiError {
         let status = self.status();
         let code = self.code();
         let message = self.to_string();
+        let body = ErrorBody::new(self.error_code(), message.as_str());
         if status.is_server_error() {
             warn!(code, error = %message, "admin request failed");
         } else {
             debug!(code, "admin request refused");
         }
-        let mut response = (status, Json(error_body(code, &message))).into_response();
+        let mut response = (status, Json(body)).into_response();
         if matches!(self, ApiError::Overloaded(_)) {
             response.headers_mut().insert(
                 header::RETRY_AFTER,
@@ -195,5 +325,20 @@ impl IntoResponse for ApiError {
             );
         }
         response
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ErrorCode;
+
+    #[test]
+    fn every_error_code_is_sent_as_its_documented_name() {
+        for code in ErrorCode::ALL {
+            assert_eq!(
+                serde_json::to_value(code).unwrap(),
+                serde_json::Value::from(code.as_str())
+            );
+        }
     }
 }

@@ -9,6 +9,8 @@ use axum::http::StatusCode;
 use compactor_producer::client::{IdempotencyKey, IDEMPOTENCY_KEY_MAX_BYTES};
 use compactor_shared::EntityKey;
 use serde::de::DeserializeOwned;
+use serde::Deserialize;
+use utoipa::IntoParams;
 
 use super::error::ApiError;
 
@@ -22,13 +24,30 @@ impl<S: Send + Sync> FromRequestParts<S> for Workstream {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
-        let Path((domain, entity)) = Path::<(String, String)>::from_request_parts(parts, state)
-            .await
-            .map_err(|rejection| ApiError::InvalidKey(rejection.body_text()))?;
+        let Path(WorkstreamPath { domain, entity }) =
+            Path::<WorkstreamPath>::from_request_parts(parts, state)
+                .await
+                .map_err(|rejection| ApiError::InvalidKey(rejection.body_text()))?;
         EntityKey::parse(&domain, &entity)
             .map(Workstream)
             .map_err(|e| ApiError::InvalidKey(e.to_string()))
     }
+}
+
+/// The path parameters of a workstream route, as the OpenAPI document
+/// states them (the patterns are [`EntityKey::parse`]'s rules; anything
+/// else is a 400 `invalid_key`).
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Path)]
+pub struct WorkstreamPath {
+    /// The workstream's domain: 1-32 of `a-z 0-9 _ -`, starting with a
+    /// letter.
+    #[param(pattern = "^[a-z][a-z0-9_-]{0,31}$")]
+    domain: String,
+    /// The entity's id: 1-128 of `A-Z a-z 0-9 _ - .`, starting with a
+    /// letter or a digit.
+    #[param(pattern = "^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")]
+    entity: String,
 }
 
 /// The `Idempotency-Key` header, when the request has one: makes an append
@@ -81,8 +100,9 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
     }
 }
 
-/// Like [`JsonBody`], but an empty body stands for `T::default()` (for
-/// routes whose every field is optional).
+/// Like [`JsonBody`], but an empty body, or `null`, stands for
+/// `T::default()` (for routes whose every field is optional, and whose
+/// document says so with an optional, nullable body).
 #[derive(Debug)]
 pub struct OptionalJson<T>(pub T);
 
@@ -94,7 +114,7 @@ impl<S: Send + Sync, T: DeserializeOwned + Default> FromRequest<S> for OptionalJ
         if bytes.iter().all(u8::is_ascii_whitespace) {
             return Ok(OptionalJson(T::default()));
         }
-        parse(&bytes).map(OptionalJson)
+        parse::<Option<T>>(&bytes).map(|body| OptionalJson(body.unwrap_or_default()))
     }
 }
 

@@ -5,7 +5,8 @@
 //!   (and ending a turn), compact, status, context, wait. Behind the bearer
 //!   token when one is configured (`auth`); a listen address beyond
 //!   loopback without one refuses to start (`[admin]` settings).
-//! - `/metrics`, `/healthz`, `/readyz`, `/readyz/worker` (`probes`): open.
+//! - `/metrics`, `/healthz`, `/readyz`, `/readyz/worker` (`probes`), and
+//!   `/openapi.json` ([`openapi`]): open.
 //!
 //! Bounded everywhere: connections (a limit, header-read and idle
 //! timeouts: `server`), requests (a timeout, a limit on long polls, a body
@@ -13,14 +14,16 @@
 //!
 //! Every error is JSON, `{"error": {"code", "message"}}` ([`error`]);
 //! malformed requests are refused by the extractors of [`extract`]. The
-//! routes and their shapes are documented in `docs/openapi.yaml`; a test
-//! checks that document names exactly the routes of [`served_routes`].
+//! routes and their shapes are in the OpenAPI document generated from the
+//! handlers ([`openapi`]); a test checks that it names exactly the routes
+//! of [`served_routes`].
 
 mod access_log;
 mod auth;
 pub mod error;
 pub mod extract;
 pub mod limits;
+pub mod openapi;
 mod probes;
 mod request_metrics;
 mod server;
@@ -184,6 +187,13 @@ fn table() -> Vec<(Method, &'static str, Access, Bound, MethodRouter<AppState>)>
             Access::Open,
             Bound::Request,
             get(probes::worker_readyz),
+        ),
+        (
+            Method::GET,
+            "/openapi.json",
+            Access::Open,
+            Bound::Request,
+            get(openapi::openapi_json),
         ),
     ]
 }

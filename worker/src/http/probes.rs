@@ -18,35 +18,63 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use compactor_producer::store::SchemaStatus;
 use serde::Serialize;
-use serde_json::json;
+use utoipa::ToSchema;
 
-use super::error::error_body;
+use super::error::{ErrorBody, ErrorCode, ErrorDetail};
 use super::AppState;
 
-/// `GET /healthz`: the process is alive and serving (a liveness probe
-/// must not depend on Redis or the database, or their outage would get
-/// every worker restarted).
-pub(super) async fn healthz() -> Json<serde_json::Value> {
-    Json(json!({ "status": "ok" }))
+/// `GET /healthz`: liveness.
+///
+/// The process is alive and serving (a liveness probe must not depend on
+/// Redis or the database, or their outage would get every worker
+/// restarted).
+#[utoipa::path(
+    get,
+    path = "/healthz",
+    tag = "probes",
+    security(()),
+    responses((status = 200, description = "Alive.", body = Health)),
+)]
+pub(super) async fn healthz() -> Json<Health> {
+    Json(Health { status: OK })
+}
+
+/// The body of `/healthz`.
+#[derive(Debug, Serialize, ToSchema)]
+pub(super) struct Health {
+    /// Always `ok`.
+    #[schema(value_type = String, pattern = "^ok$")]
+    status: &'static str,
 }
 
 const OK: &str = "ok";
 
 /// The result of each check of `/readyz`: `"ok"` or what failed.
-#[derive(Debug, Serialize)]
-struct ChatChecks {
+#[derive(Debug, Serialize, ToSchema)]
+pub(super) struct ChatChecks {
     database: String,
     schema: String,
 }
 
-/// `GET /readyz`: whether the chat routes can be served — 200 when the
-/// database answers a trivial query and its schema is the one this build
-/// expects; else 503 saying which failed. Redis is not checked: appending
-/// and `/context` need only the database, so a Redis outage must not take
-/// every pod out of its Service (the worker side reports it apart, on
-/// `/readyz/worker`). Each check is bounded by `admin.ready_timeout`, so a
+/// `GET /readyz`: readiness of the chat routes (the readiness probe).
+///
+/// 200 when the database answers a trivial query and its schema is the
+/// one this build expects; else 503 saying which failed. Redis is not
+/// checked: appending and `/context` need only the database, so a Redis
+/// outage must not take every pod out of its Service (the worker side
+/// reports it apart, on `/readyz/worker`). Each check is bounded by `admin.ready_timeout`, so a
 /// dead host cannot hang the probe. Also 503 once the worker is shutting
 /// down, so traffic moves away during the drain.
+#[utoipa::path(
+    get,
+    path = "/readyz",
+    tag = "probes",
+    security(()),
+    responses(
+        (status = 200, description = "Ready.", body = ChatReadiness),
+        (status = 503, description = "Not ready (`not_ready`): `error.message` and `checks` say which check failed.", body = ChatReadiness),
+    ),
+)]
 pub(super) async fn readyz(State(state): State<AppState>) -> Response {
     let compactor = state.compactor();
     let database = bounded(state.ready_timeout(), async {
@@ -78,23 +106,70 @@ pub(super) async fn readyz(State(state): State<AppState>) -> Response {
         &state,
         [("database", &checks.database), ("schema", &checks.schema)],
     );
-    answer(failed, json!(checks))
+    let error = not_ready(failed);
+    answer(
+        error.is_none(),
+        ChatReadiness {
+            ready: error.is_none(),
+            error,
+            checks,
+        },
+    )
+}
+
+/// The body of `/readyz`: `ready`, each check, and (503) the error.
+#[derive(Debug, Serialize, ToSchema)]
+pub(super) struct ChatReadiness {
+    /// 503 only: `not_ready`, naming the failed checks.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<ErrorDetail>,
+    ready: bool,
+    checks: ChatChecks,
 }
 
 /// The result of each check of `/readyz/worker`.
-#[derive(Debug, Serialize)]
-struct WorkerChecks {
-    /// The queue's Redis answers a PING.
+#[derive(Debug, Serialize, ToSchema)]
+pub(super) struct WorkerChecks {
+    /// The queue's Redis answers a PING: `ok`, or what failed.
     redis: String,
-    /// `running`, or `shutting down`.
-    runtime: &'static str,
+    runtime: RuntimeState,
 }
 
-/// `GET /readyz/worker`: whether this process can take compaction jobs —
+/// Whether the worker runtime takes jobs.
+#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
+pub(super) enum RuntimeState {
+    #[serde(rename = "running")]
+    Running,
+    #[serde(rename = "shutting down")]
+    ShuttingDown,
+}
+
+/// The body of `/readyz/worker`: `ready`, each check, and (503) the error.
+#[derive(Debug, Serialize, ToSchema)]
+pub(super) struct WorkerReadiness {
+    /// 503 only: `not_ready`, naming the failed checks.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<ErrorDetail>,
+    ready: bool,
+    checks: WorkerChecks,
+}
+
+/// `GET /readyz/worker`: health of the worker side (compaction jobs).
+///
 /// 200 when the queue's Redis answers (within `admin.ready_timeout`) and
 /// the runtime is not shutting down; else 503 saying which failed. For
 /// dashboards and alerts, not for a Service's readiness: a Redis outage
 /// stops compactions, not the chat routes.
+#[utoipa::path(
+    get,
+    path = "/readyz/worker",
+    tag = "probes",
+    security(()),
+    responses(
+        (status = 200, description = "Jobs can run.", body = WorkerReadiness),
+        (status = 503, description = "Not ready (`not_ready`): `error.message` and `checks` say which check failed.", body = WorkerReadiness),
+    ),
+)]
 pub(super) async fn worker_readyz(State(state): State<AppState>) -> Response {
     let compactor = state.compactor();
     let redis = bounded(state.ready_timeout(), async {
@@ -104,13 +179,21 @@ pub(super) async fn worker_readyz(State(state): State<AppState>) -> Response {
     let checks = WorkerChecks {
         redis: redis.err().unwrap_or_else(|| OK.to_owned()),
         runtime: if state.shutdown().is_cancelled() {
-            "shutting down"
+            RuntimeState::ShuttingDown
         } else {
-            "running"
+            RuntimeState::Running
         },
     };
     let failed = failures(&state, [("redis", &checks.redis)]);
-    answer(failed, json!(checks))
+    let error = not_ready(failed);
+    answer(
+        error.is_none(),
+        WorkerReadiness {
+            ready: error.is_none(),
+            error,
+            checks,
+        },
+    )
 }
 
 /// The failed checks as `name: why`, the shutdown first.
@@ -129,19 +212,19 @@ fn failures<'a>(
     failed
 }
 
-/// 200 `{"ready": true, "checks"}`, or 503 `not_ready` naming what failed.
-fn answer(failed: Vec<String>, checks: serde_json::Value) -> Response {
-    if failed.is_empty() {
-        return (
-            StatusCode::OK,
-            Json(json!({ "ready": true, "checks": checks })),
-        )
-            .into_response();
-    }
-    let mut body = error_body("not_ready", &failed.join("; "));
-    body["ready"] = json!(false);
-    body["checks"] = checks;
-    (StatusCode::SERVICE_UNAVAILABLE, Json(body)).into_response()
+/// `not_ready` naming what failed, if anything did.
+fn not_ready(failed: Vec<String>) -> Option<ErrorDetail> {
+    (!failed.is_empty()).then(|| ErrorBody::new(ErrorCode::NotReady, failed.join("; ")).error)
+}
+
+/// 200 when ready, else 503, with the body saying why.
+fn answer(ready: bool, body: impl Serialize) -> Response {
+    let status = if ready {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (status, Json(body)).into_response()
 }
 
 /// `check`, or an error saying it did not finish within `limit`.
@@ -154,8 +237,22 @@ async fn bounded<T>(
         .unwrap_or_else(|_| Err(format!("no answer within {limit:?}")))
 }
 
-/// `GET /metrics`: the Prometheus text exposition of every family, and
-/// the process metrics read at this scrape.
+/// `GET /metrics`: Prometheus metrics.
+///
+/// The text exposition of every family, and the process metrics read at
+/// this scrape.
+#[utoipa::path(
+    get,
+    path = "/metrics",
+    tag = "probes",
+    security(()),
+    responses((
+        status = 200,
+        description = "Every `compactor_*` family (README, \"Metrics\"), and the process metrics.",
+        body = String,
+        content_type = "text/plain",
+    )),
+)]
 pub(super) async fn metrics(State(state): State<AppState>) -> Response {
     let mut text = state.metrics().render();
     text.push_str(&crate::observability::process::render());
