@@ -13,8 +13,10 @@ Usage: bench/report.py <results dir> <output .md>   (Python 3.11, stdlib only)
 
 from __future__ import annotations
 
-# Where bench/quality's own section of BENCHMARKS.md starts.
-QUALITY_MARKER = "<!-- Quality: written by bench/quality -->"
+# Sections of BENCHMARKS.md that other scripts (or a hand-made measurement)
+# own start with this marker; bench/run keeps them, from the first such
+# marker to the end of the file, as they are.
+OWN_SECTION = "<!-- own section: "
 
 import json
 import statistics
@@ -438,11 +440,10 @@ def main() -> None:
         w("")
         w(notes.read_text().strip())
         w("")
-    # The quality section belongs to bench/quality, which writes it after
-    # QUALITY_MARKER; keep it as it is.
+    # Sections owned elsewhere (bench/quality's, the HTTP layers'): kept.
     if out.exists():
         previous = out.read_text()
-        at = previous.find(QUALITY_MARKER)
+        at = previous.find(OWN_SECTION)
         if at >= 0:
             md.append(previous[at:].rstrip("\n"))
     out.write_text("\n".join(md) + "\n")
