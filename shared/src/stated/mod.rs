@@ -533,6 +533,33 @@ fn shaped(norm: &str) -> Vec<(String, String)> {
     out
 }
 
+/// `(subject, value)` of every "<two words> at|to|= <value with a digit>"
+/// in the normalized text `norm`: `("the msrv", "1.72")`.
+fn noun_values(norm: &str) -> Vec<(String, String)> {
+    let words: Vec<&str> = norm
+        .split(|c: char| c.is_whitespace() || matches!(c, ',' | ';' | '(' | ')' | '!' | '?'))
+        .map(|w| w.trim_end_matches(['.', ':']))
+        .filter(|w| !w.is_empty())
+        .collect();
+    let mut out = Vec::new();
+    for i in 2..words.len().saturating_sub(1) {
+        if !matches!(words[i], "at" | "to" | "=" | "is") {
+            continue;
+        }
+        let value = words[i + 1];
+        let subject = (words[i - 2], words[i - 1]);
+        let wordy = |w: &str| {
+            w.len() >= 2
+                && w.chars()
+                    .all(|c| c.is_alphanumeric() || c == '_' || c == '-')
+        };
+        if value.bytes().any(|b| b.is_ascii_digit()) && wordy(subject.0) && wordy(subject.1) {
+            out.push((format!("{} {}", subject.0, subject.1), value.to_owned()));
+        }
+    }
+    out
+}
+
 /// Whether the normalized statement `norm` says it replaces something.
 fn replaces(norm: &str) -> bool {
     REPLACING.iter().any(|w| norm.contains(w))
@@ -581,6 +608,15 @@ fn supersedes(new_parsed: &Parsed, old: &Statement, old_parsed: &Parsed) -> bool
         if replaced {
             return true;
         }
+    }
+    // The same two-word subject set to another value: "keep the MSRV at
+    // 1.72" → "bump the MSRV to 1.74" (not "the timeout" → "retry timeout").
+    let new_settings = noun_values(&new_parsed.norm);
+    if noun_values(&old_parsed.norm)
+        .iter()
+        .any(|(n, v)| new_settings.iter().any(|(nn, nv)| nn == n && nv != v))
+    {
+        return true;
     }
     // A new e-mail address "from now on" / "instead" replaces the old one,
     // whatever each was for ("send confirmations to a@x" → "from now on

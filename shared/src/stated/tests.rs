@@ -584,3 +584,26 @@ fn superseded_by(s: &UserStatements, id: i64) -> Option<MessageId> {
         .unwrap_or_else(|| panic!("#{id} not read: {:?}", s.items()))
         .superseded_by
 }
+
+#[test]
+fn the_same_subject_set_to_another_value_supersedes() {
+    let s = recorded(&[
+        user(
+            1,
+            "Keep the MSRV at 1.72: the on-prem customers build with an old toolchain.",
+        ),
+        user(2, "Keep the pool size at 10."),
+        user(
+            8,
+            "Good news: the build box was upgraded, so we can bump the MSRV to 1.74.",
+        ),
+        user(9, "Bump the batch size to 50."),
+    ]);
+    assert_eq!(superseded_by(&s, 1), Some(MessageId(8)), "{:?}", s.items());
+    assert_eq!(
+        superseded_by(&s, 2),
+        None,
+        "another subject: {:?}",
+        s.items()
+    );
+}
