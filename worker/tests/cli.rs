@@ -133,21 +133,8 @@ impl World {
 
 impl Drop for World {
     fn drop(&mut self) {
-        let Ok(client) = redis::Client::open(redis_url()) else {
-            return;
-        };
-        let Ok(mut conn) = client.get_connection() else {
-            return;
-        };
-        let prefix = Keys::new(&QueueName::parse(&self.queue).unwrap())
-            .prefix()
-            .to_owned();
-        let keys: Vec<String> = redis::cmd("KEYS")
-            .arg(format!("{prefix}*"))
-            .query(&mut conn)
-            .unwrap_or_default();
-        if !keys.is_empty() {
-            let _: Result<(), _> = redis::cmd("DEL").arg(keys).query(&mut conn);
+        if let Ok(name) = QueueName::parse(&self.queue) {
+            compactor_e2e::delete_queue_keys(&redis_url(), &name);
         }
     }
 }

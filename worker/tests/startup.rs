@@ -13,7 +13,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
-use compactor_producer::queue::{Keys, QueueName};
+use compactor_producer::queue::QueueName;
 use serde_json::Value;
 
 const WORKER: &str = env!("CARGO_BIN_EXE_compactor-worker");
@@ -219,18 +219,8 @@ struct QueueKeys(String);
 
 impl Drop for QueueKeys {
     fn drop(&mut self) {
-        let Ok(mut conn) = redis::Client::open(redis_url()).and_then(|c| c.get_connection()) else {
-            return;
-        };
-        let prefix = Keys::new(&QueueName::parse(&self.0).unwrap())
-            .prefix()
-            .to_owned();
-        let keys: Vec<String> = redis::cmd("KEYS")
-            .arg(format!("{prefix}*"))
-            .query(&mut conn)
-            .unwrap_or_default();
-        if !keys.is_empty() {
-            let _: Result<(), _> = redis::cmd("DEL").arg(keys).query(&mut conn);
+        if let Ok(name) = QueueName::parse(&self.0) {
+            compactor_e2e::delete_queue_keys(&redis_url(), &name);
         }
     }
 }
