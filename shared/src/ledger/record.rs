@@ -157,9 +157,8 @@ impl ArtifactLedger {
             turn[i] = *n;
             *n += 1;
         }
-        let position: HashMap<usize, usize> =
-            order.iter().enumerate().map(|(p, &i)| (i, p)).collect();
-        order.sort_by_key(|&i| (std::cmp::Reverse(ranks[i].0), turn[i], position[&i]));
+        // A stable sort: within a turn, the order by rank stands.
+        order.sort_by_key(|&i| (std::cmp::Reverse(ranks[i].0), turn[i]));
 
         let mut kept = vec![false; entries.len()];
         let mut per_kind: HashMap<ArtifactKind, usize> = HashMap::new();

@@ -591,28 +591,21 @@ const FRAMING: &[&str] = &[
     "before",
 ];
 
-/// Connectors a clause may start with: "so we can bump the MSRV to 1.74".
-const CONNECTORS: &[&str] = &[
-    "so", "and", "then", "now", "also", "ok", "okay", "actually", "wait", "oh", "hmm", "sorry",
-];
-
-/// The frames of a declarative clause, most specific first; failing them,
-/// the same frames after a colon, a leading connector or a framing phrase
-/// (at most six words: "for the local job store").
+/// The frames of a declarative clause (its leading fillers already
+/// stripped), most specific first; failing them, the same frames after a
+/// colon (fillers stripped there too) or a framing phrase (at most six
+/// words: "for the local job store").
 fn clause_kind(c: &[Tok]) -> Option<StatementKind> {
     if let Some(kind) = frames(c) {
         return Some(kind);
     }
     // "We're staying longer: make the hotel 3 nights".
     if let Some(k) = c.iter().position(|t| t.colon).filter(|&k| k + 2 < c.len()) {
-        if let Some(kind) = frames(&c[k + 1..]) {
+        if let Some(kind) = frames(strip_fillers(&c[k + 1..])) {
             return Some(kind);
         }
     }
     let first = w(c, 0);
-    if CONNECTORS.contains(&first) && c.len() > 2 {
-        return frames(&c[1..]);
-    }
     if !FRAMING.contains(&first) {
         return None;
     }
