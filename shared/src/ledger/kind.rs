@@ -123,9 +123,10 @@ pub enum Source {
 }
 
 /// How much a value counts when the ledger must drop some: what a person
-/// stated outranks what was written or failed, which outranks what was
-/// only read, which outranks one item of a listing. Ordered:
-/// `Listed < Read < Written < Stated`.
+/// stated outranks what was written or failed, which outranks what a
+/// reading call answered in a few lines, which outranks what was only read
+/// in bulk, which outranks one item of a listing. Ordered:
+/// `Listed < Read < Answered < Written < Stated`.
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default, Serialize, Deserialize,
 )]
@@ -139,6 +140,11 @@ pub enum Salience {
     /// Only read: the output of calls that only read, and inputs of tools
     /// that only read (`read_file`, `grep`, `web_fetch`, …).
     Read,
+    /// What a reading call answered in a few lines (`rustc --version`, the
+    /// last three lines of a log, one row of a query): a brief output is
+    /// what the call was made to learn, where the values of a long one are
+    /// mostly incidental (the crate versions a test run prints).
+    Answered,
     /// Written or failed: assistant text, inputs of tools that act, failed
     /// tool output, and what a user pasted (fenced code, very long text).
     /// Entries stored before salience was kept rank here: the old extractor

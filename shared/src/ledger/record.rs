@@ -149,11 +149,16 @@ impl ArtifactLedger {
         // kind, then the second best of each, and so on. A kind that comes
         // in bulk (the product codes of every search, the names of every
         // passing test) cannot crowd the one refund amount out of the
-        // budget.
+        // budget. Clock times take their own turns beside dates: the times
+        // of every calendar and tracking log cannot crowd out the one
+        // delivery date.
         let mut turn = vec![0usize; entries.len()];
-        let mut taken: HashMap<(Salience, ArtifactKind), usize> = HashMap::new();
+        let mut taken: HashMap<(Salience, ArtifactKind, bool), usize> = HashMap::new();
         for &i in &order {
-            let n = taken.entry((ranks[i].0, entries[i].kind)).or_insert(0);
+            let a = &entries[i];
+            let n = taken
+                .entry((ranks[i].0, a.kind, clock_time_only(a)))
+                .or_insert(0);
             turn[i] = *n;
             *n += 1;
         }
@@ -329,7 +334,7 @@ impl Book {
             Some(c) if c != i => {
                 let holder = &self.entries[c];
                 let may_replace =
-                    salience >= Salience::Written || holder.salience <= Salience::Read;
+                    salience >= Salience::Written || holder.salience < Salience::Written;
                 if may_replace && at >= holder.last_seen {
                     self.entries[c].superseded = true;
                     self.entries[i].superseded = false;
@@ -344,4 +349,24 @@ impl Book {
             }
         }
     }
+}
+
+/// Whether a date-and-time value is only a time of day (`14:35`, `9am`,
+/// `20:30 WET`), with no calendar date (`2025-03-21`, `12 Nov`, `Friday`).
+fn clock_time_only(a: &Artifact) -> bool {
+    if a.kind != ArtifactKind::DateTime {
+        return false;
+    }
+    let v = a.value.to_ascii_lowercase();
+    let calendar = [
+        "jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec", "mon",
+        "tue", "wed", "thu", "fri", "sat", "sun", "today", "tomorrow",
+    ];
+    let dated = calendar.iter().any(|m| v.contains(m))
+        || v.split(|c: char| !c.is_ascii_digit()).any(|d| d.len() == 4)
+        || v.bytes()
+            .filter(|b| matches!(b, b'-' | b'/' | b'.'))
+            .count()
+            >= 2;
+    !dated
 }

@@ -24,7 +24,7 @@ fn setting(key: &str, value: &str, id: i64, salience: Salience) -> Artifact {
     let source = match salience {
         Salience::Stated => Source::User,
         Salience::Written => Source::Assistant,
-        Salience::Read | Salience::Listed => Source::ToolOutput,
+        Salience::Read | Salience::Answered | Salience::Listed => Source::ToolOutput,
     };
     Artifact::setting(key, value, MessageId(id)).said_by(source, salience)
 }

@@ -373,8 +373,12 @@ pub(crate) fn classify(sentence: &str) -> Option<StatementKind> {
         }
         let kind = if question {
             // "Could you deliver it to my office instead?" changes what
-            // holds; "can you refund 4.50 EUR?" asks for one action.
-            imperative(c).filter(|_| changes_something(c))
+            // holds; "can you refund 4.50 EUR?" asks for one action; "the
+            // move got pushed to 5 July, can you tell the movers?" reports
+            // a change before it asks.
+            imperative(c)
+                .filter(|_| changes_something(c))
+                .or_else(|| moved_report(c).filter(|_| !*request))
         } else if *request {
             // A request is read as the imperative it stands for.
             imperative(c)
@@ -386,11 +390,93 @@ pub(crate) fn classify(sentence: &str) -> Option<StatementKind> {
             break;
         }
     }
+    if found.is_none() && !question {
+        found = contrast(&parts);
+    }
     // "From now on, reply in English" is a standing rule, whatever its shape.
     match found {
         Some(_) | None if standing_rule && !question => Some(Constraint),
         kind => kind,
     }
+}
+
+/// "14A if possible", "the 09:15 please", "Tuesday, ideally": a value
+/// chosen in a fragment with no verb, meaningful only with the sentence
+/// before it (see `extract`).
+pub(crate) fn value_fragment(sentence: &str) -> bool {
+    let trimmed = sentence.trim();
+    if trimmed.ends_with('?') {
+        return false;
+    }
+    let toks = tokens(trimmed);
+    let Some(first_value) = toks.iter().position(|t| t.value && !t.quoted) else {
+        return false;
+    };
+    let polite = [
+        "if possible",
+        "please",
+        "preferably",
+        "ideally",
+        "if you can",
+    ]
+    .iter()
+    .any(|p| phrase_at(&toks, p).is_some());
+    toks.len() <= 6
+        && first_value <= 1
+        && polite
+        && toks[first_value].w.chars().any(|c| c.is_ascii_digit())
+}
+
+/// After "X, not …": words that make it a judgement or a reply ("good, not
+/// great", "soon, not yet"), not a choice between two things.
+const CONTRAST_CASUAL: &[&str] = &[
+    "yet",
+    "really",
+    "sure",
+    "exactly",
+    "quite",
+    "necessarily",
+    "bad",
+    "great",
+    "good",
+    "much",
+    "now",
+    "so",
+    "too",
+    "that",
+    "this",
+    "me",
+    "just",
+    "even",
+    "always",
+    "ideal",
+    "perfect",
+];
+
+/// "To the original card, not store credit", "aisle, not window", "email,
+/// not phone": a short phrase set against another names what must hold,
+/// though it has no verb. Not when the first part is a statement about
+/// something ("it's the cache, not the database") or tells what happened
+/// ("that was Tuesday, not Monday").
+fn contrast(parts: &[(&[Tok], bool)]) -> Option<StatementKind> {
+    parts.windows(2).find_map(|pair| {
+        let (a, b) = (pair[0].0, pair[1].0);
+        let chosen = (1..=8).contains(&a.len())
+            && !PRONOUNS.contains(&w(a, 0))
+            && !THIRD_PARTY.contains(&w(a, 0))
+            && !matches!(
+                w(a, 0),
+                "it" | "it's" | "that" | "that's" | "this" | "there" | "not"
+            )
+            && !a
+                .iter()
+                .any(|t| is_past(t.cue()) || matches!(t.cue(), "is" | "was" | "are" | "were"));
+        let against = (2..=5).contains(&b.len())
+            && w(b, 0) == "not"
+            && !CONTRAST_CASUAL.contains(&w(b, 1))
+            && !b.iter().any(|t| is_past(t.cue()));
+        (chosen && against).then_some(Constraint)
+    })
 }
 
 /// The word at `i` as a cue ("" past the end, a placeholder when quoted).
@@ -629,6 +715,8 @@ fn frames(c: &[Tok]) -> Option<StatementKind> {
         .or_else(|| toggle(c))
         .or_else(|| decided(c))
         .or_else(|| future_choice(c))
+        .or_else(|| dated_plan(c))
+        .or_else(|| moved_report(c))
         .or_else(|| setting_imperative(c))
         .or_else(|| personal(c))
         .or_else(|| we_policy(c))
@@ -1182,6 +1270,113 @@ fn sets_a_value(c: &[Tok], from: usize) -> bool {
         }
     }
     false
+}
+
+/// Words of a calendar: a value after "on" that names a day is a date.
+const CALENDAR: &[&str] = &[
+    "monday",
+    "tuesday",
+    "wednesday",
+    "thursday",
+    "friday",
+    "saturday",
+    "sunday",
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+    "tomorrow",
+    "today",
+    "tonight",
+];
+
+/// Progressive verbs that report a state of mind or a try, not a plan.
+const NOT_PLANS: &[&str] = &[
+    "seeing",
+    "getting",
+    "having",
+    "trying",
+    "looking",
+    "thinking",
+    "wondering",
+    "going",
+    "hoping",
+    "waiting",
+    "running",
+    "hitting",
+    "debugging",
+    "investigating",
+    "checking",
+];
+
+/// "we're moving house on 28 June", "I'm flying to Lisbon on Friday": a
+/// plan of the speaker's, fixed to a date.
+fn dated_plan(c: &[Tok]) -> Option<StatementKind> {
+    let verb_at = match (w(c, 0), w(c, 1)) {
+        ("we're" | "i'm", _) => 1,
+        ("we" | "i", "are" | "am") => 2,
+        _ => return None,
+    };
+    let verb = w(c, verb_at);
+    if verb.len() < 5 || !verb.ends_with("ing") || NOT_PLANS.contains(&verb) {
+        return None;
+    }
+    let dated = c.iter().enumerate().skip(verb_at + 1).any(|(i, t)| {
+        matches!(t.cue(), "on" | "for") && {
+            let next = &c[(i + 1).min(c.len())..];
+            next.iter().take(3).any(|v| {
+                (v.value && v.w.chars().any(|ch| ch.is_ascii_digit()))
+                    || CALENDAR.contains(&v.cue())
+            })
+        }
+    });
+    dated.then_some(Decision)
+}
+
+/// Participles that report a plan moved: "got pushed to", "was moved to".
+const MOVED: &[&str] = &[
+    "pushed",
+    "moved",
+    "postponed",
+    "rescheduled",
+    "changed",
+    "shifted",
+    "delayed",
+    "bumped",
+    "brought",
+];
+
+/// "the move got pushed to 5 July", "the launch was moved to Monday", "my
+/// flight has been changed to LH 2040": the user reports that a plan of
+/// theirs now holds another value.
+fn moved_report(c: &[Tok]) -> Option<StatementKind> {
+    let first = w(c, 0);
+    if PRONOUNS.contains(&first) && !matches!(first, "it" | "that" | "this") {
+        return None;
+    }
+    let at = c.iter().position(|t| MOVED.contains(&t.cue()))?;
+    // "got pushed", "was moved", or a noun right before ("the release
+    // moved to …"; not "it moved to the left").
+    let auxiliary = at > 0
+        && (matches!(
+            w(c, at - 1),
+            "got" | "was" | "were" | "is" | "been" | "has" | "have" | "it's" | "gets"
+        ) || (at > 1 && !PRONOUNS.contains(&w(c, at - 1)) && !is_past(w(c, at - 1))));
+    let to = (at + 1..(at + 4).min(c.len())).find(|&k| w(c, k) == "to")?;
+    let valued = c
+        .iter()
+        .skip(to + 1)
+        .take(4)
+        .any(|v| v.value || CALENDAR.contains(&v.cue()));
+    (auxiliary && valued).then_some(Decision)
 }
 
 /// "let's go with SQLite", "we'll use Postgres", "I'll take the 9:40 train",
@@ -1761,6 +1956,10 @@ mod tests {
     #[test]
     fn decisions_across_domains() {
         for s in [
+            "We're moving house on 28 June.",
+            "I'm flying to Lisbon on Friday.",
+            "The move got pushed to 5 July, can you tell the movers?",
+            "The launch was moved to Monday.",
             "We'll go with SQLite.",
             "Let's use Postgres for the ledger.",
             "Use Postgres for the ledger.",
@@ -1811,6 +2010,9 @@ mod tests {
     #[test]
     fn constraints_across_domains() {
         for s in [
+            "To the original card, not store credit.",
+            "Aisle seat, not window.",
+            "By email, not phone.",
             "Never push to main.",
             "Don't use emojis in commit messages.",
             "Do not deploy on Fridays.",
@@ -1859,6 +2061,16 @@ mod tests {
     #[test]
     fn casual_remarks_questions_hypotheticals_and_reports_are_not_statements() {
         for s in [
+            "Good, not great.",
+            "We're seeing timeouts on Monday.",
+            "I'm thinking of moving on Friday.",
+            "Can you check whether it got moved?",
+            "It moved to the left.",
+            "It's the cache, not the database.",
+            "That was Tuesday, not Monday.",
+            "Not yet, sorry.",
+            "Soon, not yet.",
+            "The tests passed, not the lints.",
             "never mind, found it",
             "Never mind.",
             "nevermind, it works now",

@@ -127,10 +127,24 @@ pub fn extract(messages: &[Message]) -> Vec<Statement> {
         let mut index = 0u32;
         for part in &message.parts {
             let Part::Text { text } = part else { continue };
+            let mut previous: Option<&str> = None;
             for candidate in sentence::candidates(text) {
                 if let Some(kind) = classify::classify(candidate) {
                     out.push(Statement::new(kind, candidate, message.id, index));
+                } else if let Some(context) =
+                    previous.filter(|_| classify::value_fragment(candidate))
+                {
+                    // "Can you ask for a window seat? 14A if possible.": the
+                    // value chosen, with the sentence that says what it is.
+                    let text = format!("{context} {candidate}");
+                    out.push(Statement::new(
+                        StatementKind::Decision,
+                        text,
+                        message.id,
+                        index,
+                    ));
                 }
+                previous = Some(candidate);
                 index = index.saturating_add(1);
             }
         }
@@ -277,6 +291,7 @@ impl UserStatements {
         if let Some(k) = (0..at)
             .rev()
             .find(|&k| mine.subject.can_refer_to(&parsed[k].subject))
+            .or_else(|| respecified(&mine, &parsed[..at]))
         {
             let target = &mut self.items[k];
             if target.is_current() {
@@ -395,6 +410,7 @@ impl UserStatements {
     }
 
     pub fn outdated(&self) -> Outdated {
+        let current: Vec<String> = self.current().map(|s| s.text.to_lowercase()).collect();
         let entries = self
             .superseded()
             .map(|old| {
@@ -421,8 +437,15 @@ impl UserStatements {
                     })
                     .cloned()
                     .collect();
+                let bare = words::tokens(&old.text)
+                    .into_iter()
+                    .filter(|t| t.value && !t.quoted && t.w.chars().count() >= 4)
+                    .map(|t| t.w)
+                    .filter(|v| !current.iter().any(|c| c.contains(v.as_str())))
+                    .collect();
                 OutdatedEntry {
                     by,
+                    bare,
                     text: normalize(&old.text),
                     old_values,
                     key_words,
@@ -430,7 +453,8 @@ impl UserStatements {
                 }
             })
             .collect();
-        Outdated { entries }
+        let current = current.iter().map(|c| normalize(c)).collect();
+        Outdated { entries, current }
     }
 }
 
@@ -448,15 +472,164 @@ pub const MAX_BATCH: usize = 256;
 struct Parsed {
     norm: String,
     subject: Subject,
+    /// Every value the statement names (a word with a digit, a technical
+    /// name, a capitalized word inside the sentence), lower-cased.
+    values: BTreeSet<String>,
+    /// Stems of its content words that are not values (`mov` for "move"
+    /// and "moving"), to tell whether two statements are about one thing.
+    stems: BTreeSet<String>,
+    /// The stems without the first one, the verb of a request ("book" in
+    /// "could you book dinner"): what the statement is about.
+    object_stems: BTreeSet<String>,
 }
 
 impl Parsed {
     fn of(statement: &Statement) -> Parsed {
+        let toks = words::tokens(&statement.text);
+        let values = toks
+            .iter()
+            .filter(|t| t.value && !t.quoted)
+            .map(|t| t.w.clone())
+            .collect();
+        let content: Vec<&words::Tok> = toks
+            .iter()
+            .filter(|t| !t.value && words::is_content(&t.w))
+            .collect();
+        let stems_of = |toks: &[&words::Tok]| -> BTreeSet<String> {
+            toks.iter()
+                .filter(|t| !GENERIC_WORDS.contains(&t.w.as_str()) && !is_month(&t.w))
+                .map(|t| stem(&t.w).to_owned())
+                .filter(|s| s.len() >= 3)
+                .collect()
+        };
         Parsed {
             norm: normalize(&statement.text),
             subject: Subject::of(&statement.text),
+            values,
+            stems: stems_of(&content),
+            object_stems: stems_of(content.get(1..).unwrap_or_default()),
         }
     }
+
+    /// Whether the two statements share a content word's stem.
+    fn same_topic(&self, other: &Parsed) -> bool {
+        !self.stems.is_disjoint(&other.stems)
+    }
+}
+
+/// "Actually make it an aisle seat, 18C" after "… a window seat? 14A if
+/// possible": a change that names no earlier value refers to the latest
+/// earlier statement on the same topic with a value of the same pattern
+/// (`9a` and `18c`: digits then a letter). Not when it names a value of
+/// any earlier statement: then it says itself what it replaces ("book the
+/// 09:15 one, the 07:40 is too early").
+fn respecified(mine: &Parsed, earlier: &[Parsed]) -> Option<usize> {
+    if !changes(&mine.norm) {
+        return None;
+    }
+    let patterned = |p: &Parsed| -> BTreeSet<String> {
+        p.values
+            .iter()
+            .filter(|v| v.bytes().any(|b| b.is_ascii_digit()))
+            .map(|v| {
+                let mut shape: Vec<char> = v
+                    .chars()
+                    .map(|c| match c {
+                        '0'..='9' => '9',
+                        c if c.is_alphabetic() => 'a',
+                        c => c,
+                    })
+                    .collect();
+                // Runs collapse: `9a` and `13c` have one pattern.
+                shape.dedup();
+                shape.into_iter().collect::<String>()
+            })
+            .collect()
+    };
+    let mine_patterns = patterned(mine);
+    if mine_patterns.is_empty() || earlier.iter().any(|p| !p.values.is_disjoint(&mine.values)) {
+        return None;
+    }
+    (0..earlier.len()).rev().find(|&k| {
+        !mine.object_stems.is_disjoint(&earlier[k].object_stems)
+            && !patterned(&earlier[k]).is_disjoint(&mine_patterns)
+    })
+}
+
+/// The word without an inflection: "moving", "move" and "moved" → `mov`;
+/// "deliveries" → `deliver`.
+fn stem(word: &str) -> &str {
+    for suffix in ["ies", "ing", "ed", "es", "s", "e"] {
+        if word.len() > suffix.len() + 2 {
+            if let Some(s) = word.strip_suffix(suffix) {
+                return s;
+            }
+        }
+    }
+    word
+}
+
+fn is_month(word: &str) -> bool {
+    const MONTHS: &[&str] = &[
+        "january",
+        "february",
+        "march",
+        "april",
+        "may",
+        "june",
+        "july",
+        "august",
+        "september",
+        "october",
+        "november",
+        "december",
+        "jan",
+        "feb",
+        "mar",
+        "apr",
+        "jun",
+        "jul",
+        "aug",
+        "sep",
+        "sept",
+        "oct",
+        "nov",
+        "dec",
+    ];
+    MONTHS.contains(&word)
+}
+
+/// Calendar dates in the normalized text `norm`, as `"<day> <month>"`
+/// ("28 june", "june 28th" → "28 june").
+fn dates(norm: &str) -> BTreeSet<String> {
+    let words: Vec<&str> = norm
+        .split(|c: char| c.is_whitespace() || matches!(c, ',' | ';' | '(' | ')' | '!' | '?'))
+        .map(|w| w.trim_end_matches(['.', ':']))
+        .filter(|w| !w.is_empty())
+        .collect();
+    let day = |w: &str| -> Option<u32> {
+        let digits = w.trim_end_matches(['s', 't', 'n', 'd', 'r', 'h']);
+        (1..=2)
+            .contains(&digits.len())
+            .then(|| digits.parse::<u32>().ok())
+            .flatten()
+            .filter(|d| (1..=31).contains(d))
+    };
+    let mut out = BTreeSet::new();
+    for (i, w) in words.iter().enumerate() {
+        if !is_month(w) {
+            continue;
+        }
+        let around = [i.checked_sub(1), Some(i + 1)];
+        if let Some(d) = around
+            .into_iter()
+            .flatten()
+            .find_map(|k| words.get(k).and_then(|x| day(x)))
+        {
+            out.insert(format!("{d} {}", &w[..3]));
+        }
+    }
+    out
 }
 
 /// Words that say a statement replaces what was said before.
@@ -479,6 +652,10 @@ const REPLACING: &[&str] = &[
 const CHANGING: &[&str] = &[
     "no wait",
     "actually",
+    "rename",
+    "postpone",
+    "reschedule",
+    "brought forward",
     "rather",
     "make it",
     "make the",
@@ -609,6 +786,46 @@ fn supersedes(new_parsed: &Parsed, old: &Statement, old_parsed: &Parsed) -> bool
             return true;
         }
     }
+    if changes(&new_parsed.norm) {
+        // The same value spelled anew: "rename the route to /v2/fx/snapshots"
+        // after "/v2/fx-snapshots".
+        let skeleton = |v: &str| -> String { v.chars().filter(|c| c.is_alphanumeric()).collect() };
+        let respelled = new_parsed.values.iter().any(|nv| {
+            let sk = skeleton(nv);
+            sk.len() >= 4
+                && !old_parsed.values.contains(nv)
+                && old_parsed
+                    .values
+                    .iter()
+                    .any(|ov| ov != nv && skeleton(ov) == sk)
+        });
+        // A date moved, on the same topic: "the move got pushed to 5 July"
+        // after "we're moving house on 28 June" (not "book dinner for 5 July").
+        let (new_dates, old_dates) = (dates(&new_parsed.norm), dates(&old_parsed.norm));
+        let moved = !new_dates.is_empty()
+            && !old_dates.is_empty()
+            && new_dates.is_disjoint(&old_dates)
+            && new_parsed.same_topic(old_parsed);
+        if respelled || moved {
+            return true;
+        }
+    }
+    // "From now on" the same act with other values: "from now on deliver
+    // everything to 39 Calton Road" after "deliveries go to 14 Harbour
+    // Street" (not "from now on send invoices to …").
+    let digits = |p: &Parsed| -> BTreeSet<String> {
+        p.values
+            .iter()
+            .filter(|v| v.bytes().any(|b| b.is_ascii_digit()))
+            .cloned()
+            .collect()
+    };
+    if replaces(&new_parsed.norm) && new_parsed.same_topic(old_parsed) {
+        let (new_digits, old_digits) = (digits(new_parsed), digits(old_parsed));
+        if !new_digits.is_empty() && !old_digits.is_empty() && new_digits.is_disjoint(&old_digits) {
+            return true;
+        }
+    }
     // The same two-word subject set to another value: "keep the MSRV at
     // 1.72" → "bump the MSRV to 1.74" (not "the timeout" → "retry timeout").
     let new_settings = noun_values(&new_parsed.norm);
@@ -650,6 +867,10 @@ struct OutdatedEntry {
     old_values: BTreeSet<String>,
     key_words: BTreeSet<String>,
     new_values: BTreeSet<String>,
+    /// Values the superseded statement named that no current statement
+    /// names: a line that is only one of them (an artifact list's
+    /// `- /v2/fx-snapshots`) is outdated.
+    bare: BTreeSet<String>,
 }
 
 /// Finds lines that still state something the user superseded, so they
@@ -660,6 +881,9 @@ struct OutdatedEntry {
 /// "switched the ledger from Postgres to SQLite").
 pub struct Outdated {
     entries: Vec<OutdatedEntry>,
+    /// The current statements, normalized: a line quoting one of them is
+    /// never outdated by a fragment rule.
+    current: Vec<String>,
 }
 
 /// What [`Outdated::mark`] appends to an outdated line.
@@ -689,8 +913,33 @@ impl Outdated {
                         && (w.starts_with(key.as_str()) || key.starts_with(w.as_str())))
             })
         };
+        // A line that quotes part of a superseded statement ("User: 14A if
+        // possible." from "Can you ask for a window seat? 14A if
+        // possible."), and of no current one.
+        let quoted = {
+            let body = line.trim().trim_start_matches(['-', '*', '•']).trim_start();
+            let body = body
+                .split_once(':')
+                .filter(|(speaker, _)| {
+                    let speaker = speaker.trim().to_ascii_lowercase();
+                    speaker.ends_with("user") && speaker.len() <= 12
+                })
+                .map_or(body, |(_, rest)| rest);
+            Some(normalize(body))
+                .filter(|b| b.chars().count() >= 8)
+                .filter(|b| !self.current.iter().any(|c| c.contains(b.as_str())))
+        };
+        let only = {
+            let toks = words::tokens(line.trim().trim_start_matches(['-', '*', '•']));
+            (toks.len() == 1).then(|| toks[0].w.clone())
+        };
         self.entries.iter().find_map(|e| {
             if e.text.chars().count() >= 8 && normalized.contains(&e.text) {
+                return Some(e.by);
+            }
+            if only.as_ref().is_some_and(|v| e.bare.contains(v))
+                || quoted.as_ref().is_some_and(|q| e.text.contains(q.as_str()))
+            {
                 return Some(e.by);
             }
             if e.old_values.is_empty()

@@ -179,6 +179,30 @@ fn supersession_across_domains() {
             "Use Postgres for the ledger.",
             "Hmm, let's go with SQLite instead.",
         ),
+        // The same value spelled anew ("rename … to …").
+        (
+            "Expose the snapshots read-only under /v2/fx-snapshots.",
+            "Rename the route to /v2/fx/snapshots, it matches the other v2 routes.",
+        ),
+        // A date moved, on the same subject.
+        (
+            "We're moving house on 28 June.",
+            "The move got pushed to 5 July, can you tell the movers?",
+        ),
+        (
+            "Let's ship the release on 3 March.",
+            "Actually the release moved to March 10.",
+        ),
+        // A value chosen in a fragment, changed with "actually make it".
+        (
+            "Can you ask for a window seat on the flight? 9A if possible.",
+            "Actually make it an aisle seat, 13C: my knee.",
+        ),
+        // "From now on" the same act with another value.
+        (
+            "Deliveries go to 14 Harbour Street, Leith, only there, not to my office.",
+            "From now on deliver everything to Flat 3, 39 Calton Road, Edinburgh EH8 8DL.",
+        ),
     ] {
         let stated = recorded(&[user(1, earlier), user(2, later)]);
         let current = current_texts(&stated);
@@ -214,6 +238,26 @@ fn unrelated_statements_never_supersede_each_other() {
         (
             "Never store secrets in Postgres.",
             "scrap Postgres, we'll go with SQLite instead",
+        ),
+        // Two dates on different subjects, even said as a change.
+        (
+            "We're moving house on 28 June.",
+            "Actually book dinner for the 5 July.",
+        ),
+        // A value like another, without a change.
+        (
+            "Expose the snapshots under /v2/fx-snapshots.",
+            "Serve the export under /v2/fx/snapshots.",
+        ),
+        // A change that shares only the act with an earlier statement.
+        (
+            "Could you book dinner for two on the 13th, 20:30 WET?",
+            "Actually book the train at 09:15.",
+        ),
+        // "From now on" on another act.
+        (
+            "Deliveries go to 14 Harbour Street, only there, not to my office.",
+            "From now on send invoices to Flat 3, 39 Calton Road.",
         ),
     ] {
         let stated = recorded(&[user(1, a), user(2, b)]);
@@ -404,12 +448,19 @@ fn outdated_lines_are_found_by_sentence_or_by_old_value_on_the_same_subject() {
         user(1, "Set the request timeout to 37s."),
         user(2, "Use Postgres for the ledger."),
         user(3, "Please deliver to Kastanienallee 12."),
+        user(4, "Expose the snapshots under /v2/fx-snapshots."),
         user(7, "make the timeout 45s"),
         user(8, "scrap Postgres, we'll go with SQLite instead"),
         user(
             9,
             "please deliver to my office at Friedrichstraße 5 instead",
         ),
+        user(10, "Rename the route to /v2/fx/snapshots."),
+        user(
+            11,
+            "Can you ask for a window seat on the flight? 14A if possible.",
+        ),
+        user(12, "Actually make it an aisle seat, 18C: my knee."),
     ]);
     let outdated = stated.outdated();
     for (line, by) in [
@@ -420,6 +471,10 @@ fn outdated_lines_are_found_by_sentence_or_by_old_value_on_the_same_subject() {
         ("Request timeout is 37s", 7),
         ("The ledger is stored in Postgres.", 8),
         ("Deliveries go to Kastanienallee 12", 9),
+        // A list item that is only a value the superseded statement named.
+        ("- /v2/fx-snapshots", 10),
+        // A line quoting part of a superseded statement.
+        ("- User: 14A if possible.", 12),
     ] {
         assert_eq!(outdated.superseded_by(line), Some(MessageId(by)), "{line}");
     }
@@ -430,6 +485,9 @@ fn outdated_lines_are_found_by_sentence_or_by_old_value_on_the_same_subject() {
         "Postgres 16 is installed on the build host.",
         "Request timeout 37s [superseded by the user at #7]",
         "make the timeout 45s",
+        "- /v2/fx/snapshots",
+        "- Postgres",
+        "- User: Actually make it an aisle seat, 18C: my knee.",
     ] {
         assert_eq!(outdated.superseded_by(line), None, "{line}");
     }

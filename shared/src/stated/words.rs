@@ -181,11 +181,19 @@ fn looks_like_value(word: &str, lower: &str, first: bool) -> bool {
 }
 
 /// Clauses of `toks`: ranges ending at a token with `brk` set.
+///
+/// A comma before a value with a digit does not end a clause that holds no
+/// value yet: the value is the clause's own, set off ("make it an aisle
+/// seat, 16C", "yes, 2 nights").
 pub(crate) fn clauses(toks: &[Tok]) -> Vec<&[Tok]> {
     let mut out = Vec::new();
     let mut start = 0;
     for (i, t) in toks.iter().enumerate() {
-        if t.brk {
+        let appositive = toks
+            .get(i + 1)
+            .is_some_and(|n| n.value && n.w.chars().any(|c| c.is_ascii_digit()) && !n.quoted)
+            && !toks[start..=i].iter().any(|t| t.value);
+        if t.brk && !appositive {
             out.push(&toks[start..=i]);
             start = i + 1;
         }

@@ -40,6 +40,10 @@ pub const MAX_BULK_PER_KIND: usize = 8;
 /// Values of one kind in one reading call's output that make it a
 /// listing (see [`Salience::Listed`]).
 pub(crate) const LISTING: usize = 3;
+/// A reading call's output of at most this many non-blank lines…
+pub(crate) const BRIEF_LINES: usize = 4;
+/// …and at most this many bytes is an answer (see [`Salience::Answered`]).
+pub(crate) const BRIEF_BYTES: usize = 600;
 /// A text part longer than this (in bytes) is bulk: pasted, not written.
 pub const LONG_TEXT: usize = 8_000;
 /// JSON nesting followed in tool inputs.
@@ -439,8 +443,14 @@ impl Found {
             salience: Salience::Written,
             bulk: true,
         };
+        let brief = output.len() <= BRIEF_BYTES
+            && output.lines().filter(|l| !l.trim().is_empty()).count() <= BRIEF_LINES;
         let read = Said {
-            salience: Salience::Read,
+            salience: if brief {
+                Salience::Answered
+            } else {
+                Salience::Read
+            },
             ..written
         };
         let json = json_document(output);

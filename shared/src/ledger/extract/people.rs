@@ -89,7 +89,7 @@ pattern!(
 );
 pattern!(
     GATE_NAME,
-    r"Mr|Mrs|Ms|Mx|Dr|Prof|Herr|Frau|Mme|Mlle|Sr|Sra|(?i-u:contact|ask for|speak|talk to|name|passenger|guest|recipient|attn|attention|i am|i'm|call me|landlord|landlady|partner|wife|husband|manager|colleague|friend|neighbo|boss|lawyer|solicitor|accountant|doctor|dentist|driver|agent|sister|brother|mother|father|son|daughter|teacher|tenant|owner|host|mover|contractor|plumber|electrician)|’m"
+    r"Mr|Mrs|Ms|Mx|Dr|Prof|Herr|Frau|Mme|Mlle|Sr|Sra|(?i-u:contact|ask for|speak|talk to|name|passenger|guest|recipient|attn|attention|i am|i'm|call me|landlord|landlady|partner|wife|husband|manager|colleague|friend|neighbo|boss|lawyer|solicitor|accountant|doctor|dentist|driver|agent|sister|brother|mother|father|son|daughter|teacher|tenant|owner|host|mover|contractor|plumber|electrician|on call|on-call|in charge|responsible|owns|handles|leads|manages|approves|reviews)|’m"
 );
 pattern!(
     EMAIL,
@@ -187,6 +187,13 @@ pattern!(
     r"\b(?i-u:table|seat|room|gate|platform|coach|carriage|cabin|berth|locker|desk|bay|pier|terminal|track|stand)[ ](?:(?i-u:number|no\.?|nr\.?)[ ])?([A-Z]{0,2}-?[0-9]{1,6}[A-Z]?)\b"
 );
 pattern!(
+    /// An access code with what it opens: "the door code 1242", "gate PIN:
+    /// 4471", "wifi password is Hx7-22k". Kept whole: the digits alone say
+    /// nothing of what they open.
+    ACCESS_CODE,
+    r"\b((?i-u:door|gate|front door|building|entry|entrance|access|alarm|lock|lockbox|key ?box|key ?safe|garage|safe|wifi|wi-fi|locker|padlock)[ ](?i-u:code|pin|password|passcode|combination)(?:[ ](?i-u:is)|:)?[ ][A-Za-z0-9][A-Za-z0-9#*-]{2,15})\b"
+);
+pattern!(
     STREET_NUMBER_FIRST,
     r"\b[0-9]{1,5}[A-Za-z]?[ ]+(?:[A-Z][a-z]+[ ]+){1,3}(?:Street|St|Avenue|Ave|Road|Rd|Lane|Ln|Boulevard|Blvd|Drive|Dr|Way|Place|Pl|Court|Ct|Square|Sq|Terrace|Close|Crescent|Parkway|Pkwy|Highway|Hwy|Row|Mews|Gardens)\b"
 );
@@ -262,6 +269,21 @@ pattern!(
         r"\b(?i-u:contact(?: person)?|ask for|speak (?:to|with)|talk to|in the name of|under the name(?: of)?|(?:full|first|last|guest|passenger|customer|contact|my) name(?: is)?|passenger|guest|recipient|attn\.?|attention|(?:my|our|the|new|old|your)[ ](?:new[ ]|old[ ])?(?:landlord|landlady|partner|wife|husband|manager|colleague|friend|neighbou?r|boss|lawyer|solicitor|accountant|doctor|dentist|driver|agent|sister|brother|mother|father|son|daughter|teacher|tenant|owner|host|mover|contractor|plumber|electrician))[ ]?[:,]?[ ](",
         name!(),
         ")"
+    )
+);
+pattern!(
+    /// A full name (two words or more) as the subject of a role: "Priya
+    /// Raman is on call", "Jonas Eklund owns the export", "Ana Díaz will
+    /// approve it". One capitalised word is not enough here ("Billing is
+    /// on call" names a team).
+    NAME_ROLE,
+    concat!(
+        r"(",
+        name_word!(),
+        r"(?:[ ](?:(?:van|von|de|da|del|der|den|di|du|la|le|bin|al|ter|dos|das)[ ])*",
+        name_word!(),
+        r"){1,2}",
+        r")[ ](?:(?:is|was|will be|'s|’s)[ ](?:(?:also|now|still)[ ])?(?:on[ -]call|in charge|responsible|the (?:owner|contact|lead|reviewer|approver)|our (?:contact|lead|owner|reviewer))|(?:will[ ])?(?:owns?|handles?|leads?|manages?|approves?|reviews?)[ ])"
     )
 );
 pattern!(
@@ -479,6 +501,11 @@ pub(super) fn references(s: &mut Scan<'_>) {
         }
     }
     if s.has_digit {
+        for m in matches(&ACCESS_CODE, text) {
+            if m.as_str().bytes().any(|b| b.is_ascii_digit()) {
+                s.take(m.range(), ArtifactKind::Reference, m.as_str());
+            }
+        }
         for re in [&FLIGHT, &PLACE] {
             for caps in captures(re, text) {
                 if let Some(m) = caps.get(1).filter(|m| m.as_str().len() >= 2) {
@@ -578,8 +605,11 @@ pub(super) fn names(s: &mut Scan<'_>, self_names: bool) {
     for m in matches(&HONORIFIC, text) {
         s.take(m.range(), ArtifactKind::Person, m.as_str());
     }
-    let cued: [(&'static super::scan::Pattern, bool); 2] =
-        [(&NAME_CUE, true), (&SELF_INTRO, self_names)];
+    let cued: [(&'static super::scan::Pattern, bool); 3] = [
+        (&NAME_CUE, true),
+        (&NAME_ROLE, true),
+        (&SELF_INTRO, self_names),
+    ];
     for (re, wanted) in cued {
         if !wanted {
             continue;

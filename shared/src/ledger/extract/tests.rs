@@ -531,6 +531,23 @@ fn references_are_kept_whole() {
 }
 
 #[test]
+fn access_codes_keep_what_they_open() {
+    assert_eq!(
+        values_of(
+            "My sister picks up the keys at 11:00; the door code 1242. Gate PIN: 4471.",
+            ArtifactKind::Reference
+        ),
+        ["door code 1242", "Gate PIN: 4471"]
+    );
+    for prose in ["the door code is in the drawer", "use the access code"] {
+        assert!(
+            values_of(prose, ArtifactKind::Reference).is_empty(),
+            "{prose}"
+        );
+    }
+}
+
+#[test]
 fn amounts_with_currency() {
     let text = "It was €249.99, then USD 1,200, a refund of 1.200,50 EUR, $18 and £5.50 — 20 euros in cash.";
     assert_eq!(
@@ -642,7 +659,17 @@ fn names_as_the_user_gives_them() {
         values_of("I'm Priya, thanks!", ArtifactKind::Person),
         ["Priya"]
     );
+    // A full name as the subject of a role needs no other cue.
+    assert_eq!(
+        values_of(
+            "Priya Raman is on call for billing this week. Jonas Eklund owns the export.",
+            ArtifactKind::Person
+        ),
+        ["Priya Raman", "Jonas Eklund"]
+    );
     for prose in [
+        "Billing is on call this week.",
+        "The Team is responsible for it.",
         "I'm Sorry about that.",
         "I'm French.",
         "I am Not sure.",
@@ -763,7 +790,7 @@ fn each_value_records_who_said_it() {
         ("src/b.rs", Source::Assistant, Salience::Written, 2),
         ("src/c.rs", Source::ToolInput, Salience::Written, 2),
         ("src/d.rs", Source::ToolInput, Salience::Read, 2),
-        ("src/e.rs", Source::ToolOutput, Salience::Read, 3),
+        ("src/e.rs", Source::ToolOutput, Salience::Answered, 3),
         ("src/f.rs", Source::ToolOutput, Salience::Written, 4),
         ("docs/spec.pdf", Source::User, Salience::Stated, 5),
         ("/srv/app/config.toml", Source::System, Salience::Stated, 6),
@@ -955,9 +982,9 @@ fn what_an_acting_call_answered_ranks_as_written_and_a_reading_calls_output_as_r
         Some(Salience::Written),
         "{found:?}"
     );
-    assert_eq!(salience_of(&found, "4e5d6c7"), Some(Salience::Read));
+    assert_eq!(salience_of(&found, "4e5d6c7"), Some(Salience::Answered));
     assert_eq!(salience_of(&found, "RF-54569194"), Some(Salience::Written));
-    assert_eq!(salience_of(&found, "USD 133.65"), Some(Salience::Read));
+    assert_eq!(salience_of(&found, "USD 133.65"), Some(Salience::Answered));
 }
 
 #[test]
@@ -984,7 +1011,7 @@ fn failure_lines_of_a_reading_calls_output_rank_as_written() {
         "{found:?}"
     );
     assert_eq!(salience_of(&found, "E0502"), Some(Salience::Written));
-    assert_eq!(salience_of(&found, "v1.4.2"), Some(Salience::Read));
+    assert_eq!(salience_of(&found, "v1.4.2"), Some(Salience::Answered));
 }
 
 #[test]
@@ -1010,7 +1037,33 @@ fn values_of_a_listing_rank_below_a_value_answered_alone() {
         Some(Salience::Listed),
         "{found:?}"
     );
-    assert_eq!(salience_of(&found, "€1,359.00"), Some(Salience::Read));
+    assert_eq!(salience_of(&found, "€1,359.00"), Some(Salience::Answered));
+}
+
+#[test]
+fn a_brief_output_is_an_answer_and_a_long_ones_values_are_only_read() {
+    let mut log = String::from("   Compiling billing-core v0.14.2 (crates/billing-core)\n");
+    for i in 0..12 {
+        log.push_str(&format!("test export::tests::case_{i} ... ok\n"));
+    }
+    let found = extract(&[
+        call(
+            1,
+            "a",
+            "bash",
+            serde_json::json!({"command": "rustc --version"}),
+        ),
+        result(2, "a", "bash", "rustc 1.78.0 (9b00956e5 2024-04-29)\n"),
+        call(3, "b", "bash", serde_json::json!({"command": "cargo test"})),
+        result(4, "b", "bash", &log),
+    ]);
+    assert_eq!(
+        salience_of(&found, "1.78.0"),
+        Some(Salience::Answered),
+        "{found:?}"
+    );
+    assert_eq!(salience_of(&found, "v0.14.2"), Some(Salience::Read));
+    assert!(Salience::Answered > Salience::Read && Salience::Answered < Salience::Written);
 }
 
 #[test]
