@@ -3,7 +3,7 @@
 //! names are the embedded defaults of `config/default.toml`, and every
 //! relative link of the README, BENCHMARKS.md and `docs/*.md` leads to a
 //! file that exists (and, for a `#fragment` into Markdown, to a heading
-//! there).
+//! there); and every repository path they name in inline code exists.
 //!
 //! **A figure** is a number in the README's prose — outside fenced code
 //! blocks, inline code and link targets — followed (directly or after one
@@ -432,4 +432,55 @@ fn every_relative_link_of_the_docs_resolves() {
     }
     assert!(checked >= 20, "only {checked} relative links found");
     assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
+}
+
+/// Paths the docs name that exist only after a run (fuzzing's output).
+const MADE_BY_RUNS: &[&str] = &["fuzz/artifacts/", "fuzz/target/"];
+
+#[test]
+fn every_repository_path_the_docs_name_exists() {
+    // A path in inline code that starts at a top-level folder of the
+    // repository, e.g. `tests/smoke/readme` or `worker/src/runtime/`;
+    // patterns (`<name>`, `…`, `*`) are not paths.
+    let code = Regex::new(r"`([^`\s]+)`").unwrap();
+    let tops = [
+        "shared/",
+        "producer/",
+        "worker/",
+        "migrations/",
+        "tests/",
+        "config/",
+        "deploy/",
+        "bench/",
+        "fuzz/",
+        "docs/",
+        ".ci/",
+    ];
+    let root = root();
+    let mut missing = Vec::new();
+    let mut checked = 0;
+    for file in documents() {
+        for (i, line) in read(&file).lines().enumerate() {
+            for caps in code.captures_iter(line) {
+                // `tests/tests/http.rs::a_test` names a file too.
+                let path = caps[1].split("::").next().unwrap_or_default();
+                if !tops.iter().any(|top| path.starts_with(top))
+                    || path.contains(['<', '…', '*', '{'])
+                    || MADE_BY_RUNS.contains(&path)
+                {
+                    continue;
+                }
+                checked += 1;
+                if !root.join(path).exists() {
+                    missing.push(format!("{}:{}: {path}", file.display(), i + 1));
+                }
+            }
+        }
+    }
+    assert!(checked >= 20, "only {checked} paths found");
+    assert!(
+        missing.is_empty(),
+        "paths named in the docs that do not exist:\n{}",
+        missing.join("\n")
+    );
 }
