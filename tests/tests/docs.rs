@@ -1,6 +1,7 @@
 //! The documentation checked against its sources, with no services: every
 //! figure the README quotes comes from BENCHMARKS.md, the addresses it
-//! names are the embedded defaults of `config/default.toml`, and every
+//! names are the embedded defaults of `config/default.toml` and its Rust
+//! version is the workspace's `rust-version`, every
 //! relative link of the README, BENCHMARKS.md and `docs/*.md` leads to a
 //! file that exists (and, for a `#fragment` into Markdown, to a heading
 //! there); and every repository path they name in inline code exists.
@@ -332,6 +333,17 @@ fn the_addresses_the_readme_names_are_the_embedded_defaults() {
     }
     // The admin address is `[admin] listen`'s value, which the README names.
     assert!(readme.contains("`[admin] listen`"));
+}
+
+#[test]
+fn the_rust_version_the_readme_names_is_the_workspaces() {
+    let readme = read(&root().join("README.md"));
+    let manifest = toml_values(&read(&root().join("Cargo.toml")));
+    let version = &manifest["workspace.package.rust-version"];
+    assert!(
+        readme.contains(&format!("Rust toolchain ({version} or newer")),
+        "README.md does not name the workspace's rust-version {version}"
+    );
 }
 
 /// GitHub's anchor of a heading: lower case, letters, digits, spaces,
