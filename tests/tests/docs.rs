@@ -1,10 +1,10 @@
 //! The documentation checked against its sources, with no services: every
-//! figure the README quotes comes from BENCHMARKS.md, the addresses it
-//! names are the embedded defaults of `config/default.toml` and its Rust
-//! version is the workspace's `rust-version`, every
-//! relative link of the README, BENCHMARKS.md and `docs/*.md` leads to a
-//! file that exists (and, for a `#fragment` into Markdown, to a heading
-//! there); and every repository path they name in inline code exists.
+//! figure the README quotes comes from BENCHMARKS.md; the addresses it
+//! names are the embedded defaults of `config/default.toml`, and its Rust
+//! version is the workspace's `rust-version`; every relative link of the
+//! README, BENCHMARKS.md and `docs/*.md` leads to a file that exists (and,
+//! for a `#fragment` into Markdown, to a heading there); and every
+//! repository path they name in inline code exists.
 //!
 //! **A figure** is a number in the README's prose — outside fenced code
 //! blocks, inline code and link targets — followed (directly or after one
