@@ -42,7 +42,7 @@
 //! shutdown) is `compactor-worker`'s `runtime` module. The payload format is
 //! pure data and lives in `compactor_shared::payload`, so it can be fuzzed
 //! without a Redis client.
-
+//!
 //! # Layout
 //!
 //! One concern per file, one file per operation (as mini-redis's `cmd/`):
@@ -79,6 +79,7 @@ mod repair;
 mod scripts;
 mod settle;
 mod workers;
+
 pub use compactor_shared::payload;
 
 pub use claim::{ClaimOutcome, ClaimedJob};
