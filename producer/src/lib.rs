@@ -13,6 +13,7 @@
 //! - [`events`]: what a finished compaction announces.
 //! - [`reconcile`]: re-requesting compactions the queue lost.
 //! - [`settings`]: loading configuration (file, environment).
+//! - [`redact`]: hiding passwords in connection strings.
 //! - [`metrics`]: the names of every metric recorded.
 
 pub mod backoff;
@@ -22,6 +23,7 @@ pub mod metrics;
 pub mod queue;
 mod ready;
 pub mod reconcile;
+pub mod redact;
 pub mod settings;
 pub mod store;
 

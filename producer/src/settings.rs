@@ -98,7 +98,7 @@ where
 /// a support ticket or a debug dump must not carry it);
 /// [`ConnectionUrl::expose`] gives the real one. Redaction does not depend
 /// on the URL being well formed: a mistyped scheme or an unencoded password
-/// is hidden too ([`crate::store::redact_url`]).
+/// is hidden too ([`crate::redact::redact_url`]).
 #[derive(Clone, PartialEq, Eq, Deserialize)]
 #[serde(transparent)]
 pub struct ConnectionUrl(String);
@@ -115,7 +115,7 @@ impl ConnectionUrl {
 
     /// `scheme://***@host/…` when the URL has credentials.
     pub fn redacted(&self) -> String {
-        crate::store::redact_url(&self.0)
+        crate::redact::redact_url(&self.0)
     }
 }
 
@@ -217,7 +217,7 @@ impl RedisSettings {
     /// name a cluster (`redis://a,redis://b` without `cluster = true` is a
     /// mistake, refused rather than guessed at). Returns the problem.
     pub fn validate(&self) -> Result<(), &'static str> {
-        let urls = crate::store::split_url_list(self.url.expose());
+        let urls = crate::redact::split_url_list(self.url.expose());
         if urls.is_empty() {
             return Err("no Redis URL given");
         }

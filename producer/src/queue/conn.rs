@@ -23,9 +23,10 @@ use redis::cluster::ClusterClientBuilder;
 use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, Pipeline, RedisFuture, Value};
 
-use super::client::{QueueConfig, QueueError};
+use super::config::QueueConfig;
+use super::error::QueueError;
+use crate::redact::{redact_url, split_url_list};
 use crate::settings::RedisSettings;
-use crate::store::{redact_url, split_url_list};
 
 /// Attempts of one cluster request (redirections, reconnections and
 /// retries after a failover all count), all within `response_timeout`.

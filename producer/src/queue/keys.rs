@@ -5,6 +5,12 @@
 //! queue runs unchanged on a cluster. Entity parts come from a parsed
 //! [`EntityKey`], whose alphabet has no `{`, `}`, `:` or glob characters, so
 //! no user input can change which slot or key is addressed.
+//!
+//! Scripts get most keys in `KEYS`, built here. The names they derive
+//! themselves (a job record from a member, a dead letter's record, an
+//! entity's release channel) come from the builders at the top of
+//! `scripts/prelude.lua`, which a test in the `scripts` module checks
+//! against these.
 
 use compactor_shared::EntityKey;
 

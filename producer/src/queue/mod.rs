@@ -42,22 +42,59 @@
 //! shutdown) is `compactor-worker`'s `runtime` module. The payload format is
 //! pure data and lives in `compactor_shared::payload`, so it can be fuzzed
 //! without a Redis client.
+//!
+//! # Layout
+//!
+//! One concern per file, one file per operation (as mini-redis's `cmd/`):
+//!
+//! - `handle`: [`Queue`], connecting and `PING`; `conn`: its connections
+//!   (one server or a cluster); `config`: the `[queue]` settings;
+//!   `error`: [`QueueError`].
+//! - `keys`: every key name; `scripts`: the Lua scripts (`scripts/*.lua`)
+//!   and their loading; `convert`: script arguments and replies.
+//! - Operations, each an `impl Queue` block: `enqueue` (app code's
+//!   requests), `settle` (complete and claim in one round trip), `claim`
+//!   (the leased job, renewing its lease), `fail` (retry, postpone,
+//!   dead-letter, hand back), `recover` (expired leases), `repair`
+//!   (records that lost their set entry), `dead_letters`, `inspect`
+//!   (job state, counts), `pubsub` (wake-ups and release announcements),
+//!   `workers` (the registry of live workers) and `progress` (where a
+//!   job stands, for waiters).
 
-mod client;
+mod claim;
+mod config;
 mod conn;
+mod convert;
+mod dead_letters;
+mod enqueue;
+mod error;
+mod fail;
+mod handle;
+mod inspect;
 pub mod keys;
 mod progress;
+mod pubsub;
+mod recover;
 mod repair;
+mod scripts;
+mod settle;
 mod workers;
+
 pub use compactor_shared::payload;
 
-pub use client::{
-    ClaimOutcome, ClaimedJob, Completion, DeadLetter, EnqueueOutcome, FailAction, Failure,
-    JobState, Notice, Queue, QueueConfig, QueueConfigError, QueueCounts, QueueError, Recovery,
-    Settled, Subscription, MAX_SETTLE_BATCH,
-};
+pub use claim::{ClaimOutcome, ClaimedJob};
+pub use config::{QueueConfig, QueueConfigError};
+pub use dead_letters::DeadLetter;
+pub use enqueue::EnqueueOutcome;
+pub use error::QueueError;
+pub use fail::{FailAction, Failure};
+pub use handle::Queue;
+pub use inspect::{JobState, QueueCounts};
 pub use keys::{Keys, QueueName};
 pub use payload::{Payload, PayloadError, Trigger};
 pub use progress::{JobProgress, JobStage};
+pub use pubsub::{Notice, Subscription};
+pub use recover::Recovery;
 pub use repair::Repair;
+pub use settle::{Completion, Settled, MAX_SETTLE_BATCH};
 pub use workers::{WorkerInfo, WorkerRegistration};

@@ -9,7 +9,9 @@ use std::time::Duration;
 
 use compactor_shared::EntityKey;
 
-use super::client::{parse_id, redis_error, Queue, QueueError};
+use super::convert::parse_id;
+use super::error::{redis_error, QueueError};
+use super::handle::Queue;
 use super::keys::Keys;
 
 /// The stage of an entity's job.

@@ -12,7 +12,8 @@
 
 use compactor_shared::EntityKey;
 
-use super::client::{redis_error, Queue, QueueError};
+use super::error::{redis_error, QueueError};
+use super::handle::Queue;
 use super::keys::Keys;
 
 /// What a repair did.

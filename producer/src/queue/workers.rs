@@ -20,7 +20,9 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use super::client::{millis, redis_error, Queue, QueueError};
+use super::convert::millis;
+use super::error::{redis_error, QueueError};
+use super::handle::Queue;
 
 /// What a worker says about itself when it registers.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

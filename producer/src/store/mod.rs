@@ -61,8 +61,9 @@ mod runs;
 mod schema;
 mod workstreams;
 
+pub use crate::redact::{redact_url, split_url_list};
 pub use commit::{Commit, CommitOutcome, ConflictReason, MemoryFold, PrunedMessage};
-pub use error::{redact_url, split_url_list, StoreError};
+pub use error::StoreError;
 pub use lease::{Lease, LeaseTaken};
 pub use memory::MemoryEntry;
 pub use messages::{Appended, HistoryWindow, NewMessage, CLIENT_ID_MAX_BYTES};
@@ -145,7 +146,7 @@ impl Store {
             Ok(Ok(db)) => Ok(Store { db, history }),
             Ok(Err(err)) => Err(StoreError::Connect {
                 url: redact_url(url),
-                detail: error::scrub(&err.to_string(), url),
+                detail: crate::redact::scrub(&err.to_string(), url),
             }),
             Err(_) => Err(StoreError::ConnectTimeout {
                 url: redact_url(url),
@@ -206,7 +207,7 @@ async fn probe_postgres(url: &str) -> Result<(), StoreError> {
 
     let connect_error = |err: sea_orm::sqlx::Error| StoreError::Connect {
         url: redact_url(url),
-        detail: error::scrub(&err.to_string(), url),
+        detail: crate::redact::scrub(&err.to_string(), url),
     };
     let attempt = async {
         let options: PgConnectOptions = url.parse().map_err(connect_error)?;

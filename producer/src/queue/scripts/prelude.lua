@@ -21,6 +21,36 @@
 -- before anything is written. Derived keys met in a batch (a job record of
 -- another type) are skipped, never a reason to fail half-way.
 
+-- Names the scripts build themselves, from the queue's key prefix
+-- (`{cq:<queue>}:`, an argument) and an entity's member. They must be the
+-- names `Keys` builds in Rust (a test in the `scripts` module checks it),
+-- and no script builds a key any other way.
+
+-- An entity's job record (`Keys::job`).
+local function job_key(prefix, member)
+  return prefix .. 'job:' .. member
+end
+
+-- The member a job record's key names (the inverse of job_key).
+local function member_of_job_key(prefix, key)
+  return string.sub(key, #job_key(prefix, '') + 1)
+end
+
+-- An entry of the done and dead sets: one job of an entity.
+local function set_entry(member, job_id)
+  return member .. '|' .. job_id
+end
+
+-- The record of a dead-lettered job (`Keys::dead_record`).
+local function dead_record_key(prefix, entry)
+  return prefix .. 'dead:' .. entry
+end
+
+-- An entity's release channel (`Keys::released_channel`).
+local function released_channel(prefix, member)
+  return prefix .. 'released:' .. member
+end
+
 -- Refuses, with a WRONGTYPE error and before any write, unless each key
 -- holds the type given after it (or nothing). Pairs: key, type, ….
 local function expect_types(...)
@@ -79,7 +109,7 @@ end
 -- to do), and because the worker announces before the queue has recorded
 -- the end: a waiter that looks again on this notice sees the job settled.
 local function announce_settled(prefix, member, what)
-  redis.call('PUBLISH', prefix .. 'released:' .. member, '{"settled":"' .. what .. '"}')
+  redis.call('PUBLISH', released_channel(prefix, member), '{"settled":"' .. what .. '"}')
 end
 
 -- Replaces the entity's job record with a new waiting job and wakes a
@@ -121,7 +151,7 @@ local function trim_dead(dead, prefix, now, max_count, max_age)
   for _, list in ipairs({old, excess}) do
     for _, e in ipairs(list) do
       redis.call('ZREM', dead, e)
-      redis.call('DEL', prefix .. 'dead:' .. e)
+      redis.call('DEL', dead_record_key(prefix, e))
     end
   end
 end
@@ -132,8 +162,8 @@ end
 local function dead_letter(job, dead, prefix, member, reason, now, max_count, max_age)
   local f = redis.call('HMGET', job, 'job_id', 'payload', 'attempts', 'stalls')
   local job_id = f[1] or '0'
-  local entry = member .. '|' .. job_id
-  local record = prefix .. 'dead:' .. entry
+  local entry = set_entry(member, job_id)
+  local record = dead_record_key(prefix, entry)
   redis.call('DEL', record)
   redis.call('HSET', record, 'member', member, 'job_id', job_id, 'payload', f[2] or '',
     'attempts', f[3] or '0', 'stalls', f[4] or '0', 'reason', reason, 'failed_at', now)
@@ -164,14 +194,14 @@ end
 local function complete_jobs(prefix, running, waiting, done, seq, channel, members, tokens, now, done_max_age)
   local completions, finished, done_entries = {}, {}, {}
   for i, member in ipairs(members) do
-    local job = prefix .. 'job:' .. member
+    local job = job_key(prefix, member)
     local f = job_fields(job, 'state', 'lease', 'job_id', 'followup')
     if f[1] ~= 'running' or f[2] ~= tokens[i] then
       completions[i] = {'lost'}
     else
       finished[#finished + 1] = member
       done_entries[#done_entries + 1] = now
-      done_entries[#done_entries + 1] = member .. '|' .. (f[3] or '0')
+      done_entries[#done_entries + 1] = set_entry(member, f[3] or '0')
       if f[4] then
         completions[i] = {'followup', tostring(add_job(job, waiting, seq, channel, member, f[4], now))}
         announce_settled(prefix, member, 'followup')
@@ -201,7 +231,7 @@ local function trim_done(prefix, done, now, max_count, max_age)
   for _, entry in ipairs(excess) do
     local member, job_id = string.match(entry, '^(.*)|(%d+)$')
     if member then
-      local job = prefix .. 'job:' .. member
+      local job = job_key(prefix, member)
       local f = job_fields(job, 'state', 'job_id')
       if f[1] == 'done' and f[2] == job_id then
         redis.call('DEL', job)
@@ -234,13 +264,13 @@ local function claim_some(waiting, running, prefix, lease_ttl, worker, nonce, no
     -- Every record of the batch is read before anything changes.
     local records = {}
     for i, member in ipairs(members) do
-      records[i] = job_fields(prefix .. 'job:' .. member,
+      records[i] = job_fields(job_key(prefix, member),
         'state', 'job_id', 'attempts', 'enqueued_at', 'payload')
     end
     redis.call('ZREM', waiting, unpack(members))
     local leased = {}
     for i, member in ipairs(members) do
-      local job = prefix .. 'job:' .. member
+      local job = job_key(prefix, member)
       local f = records[i]
       if f[1] ~= 'waiting' then
         entries[#entries + 1] = {'orphan', member}

@@ -17,7 +17,7 @@ local expired = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, to
 local recovered, dead = 0, 0
 for _, member in ipairs(expired) do
   redis.call('ZREM', KEYS[1], member)
-  local job = ARGV[1] .. 'job:' .. member
+  local job = job_key(ARGV[1], member)
   local f = job_fields(job, 'state', 'job_id', 'followup')
   if f[1] == 'running' then
     local stalls = bump(job, 'stalls', 1)

@@ -16,11 +16,10 @@ if ARGV[3] == 'scan' then
   if not string.match(cursor, '^%d+$') then
     cursor = '0'
   end
-  local reply = redis.call('SCAN', cursor, 'MATCH', ARGV[1] .. 'job:*', 'COUNT', tonumber(ARGV[4]))
+  local reply = redis.call('SCAN', cursor, 'MATCH', job_key(ARGV[1], '*'), 'COUNT', tonumber(ARGV[4]))
   scan_cursor = reply[1]
-  local skip = #ARGV[1] + 5
   for _, key in ipairs(reply[2]) do
-    members[#members + 1] = string.sub(key, skip)
+    members[#members + 1] = member_of_job_key(ARGV[1], key)
   end
 else
   for i = 4, #ARGV do
@@ -29,7 +28,7 @@ else
 end
 local requeued, relisted = 0, 0
 for _, member in ipairs(members) do
-  local done = repair_job(ARGV[1] .. 'job:' .. member, KEYS[1], KEYS[2], ARGV[2], member, now)
+  local done = repair_job(job_key(ARGV[1], member), KEYS[1], KEYS[2], ARGV[2], member, now)
   if done == 'requeued' then
     requeued = requeued + 1
   elseif done == 'relisted' then

@@ -1,0 +1,217 @@
+//! The operator's view of the dead-letter set: listing dead-lettered jobs,
+//! requesting their entity again, and purging them. Each dead letter is an
+//! entry `<member>|<job_id>` in the `dead` sorted set (scored by when it
+//! died) plus a record of its own, a copy of the job made when it died, so
+//! a newer job of the same entity cannot overwrite what the operator needs
+//! to see. Both are bounded by count and age by the scripts that
+//! dead-letter (`dead_letter` and `trim_dead` in the prelude).
+
+use std::collections::HashMap;
+
+use compactor_shared::payload::{Payload, Trigger};
+use compactor_shared::EntityKey;
+use serde::Serialize;
+
+use super::enqueue::EnqueueOutcome;
+use super::error::{redis_error, QueueError};
+use super::handle::Queue;
+
+/// A dead-lettered job.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DeadLetter {
+    /// Its id in the dead-letter set, `<member>|<job_id>`.
+    pub entry: String,
+    /// The entity's job key, `compact:{domain}:{entity_id}`.
+    pub member: String,
+    pub job_id: u64,
+    pub attempts: u32,
+    pub stalls: u32,
+    pub reason: String,
+    pub failed_at_ms: u64,
+    /// The payload as stored (it may be the reason it died).
+    pub payload: String,
+}
+
+impl Queue {
+    /// The newest dead-lettered jobs, newest first.
+    pub async fn dead_letters(&self, limit: usize) -> Result<Vec<DeadLetter>, QueueError> {
+        let mut conn = self.conn.clone();
+        let redis_err = redis_error("dead_letters");
+        let stop = isize::try_from(limit)
+            .unwrap_or(isize::MAX)
+            .saturating_sub(1);
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let entries: Vec<String> = redis::cmd("ZREVRANGE")
+            .arg(self.keys.dead())
+            .arg(0)
+            .arg(stop)
+            .query_async(&mut conn)
+            .await
+            .map_err(redis_err)?;
+        if entries.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut pipe = redis::pipe();
+        for entry in &entries {
+            pipe.hgetall(self.keys.dead_record(entry));
+        }
+        let records: Vec<HashMap<String, String>> =
+            pipe.query_async(&mut conn).await.map_err(redis_err)?;
+        // An entry whose record expired (its age bound passed before a
+        // sweep trimmed the set) is not shown.
+        Ok(entries
+            .into_iter()
+            .zip(records)
+            .filter(|(_, r)| !r.is_empty())
+            .map(|(entry, r)| dead_letter(entry, &r))
+            .collect())
+    }
+
+    /// Requests the entity of a dead-lettered job again (with the trigger
+    /// it had, or a manual one if its payload is unusable) and removes the
+    /// dead letter. `None` when there is no such entry.
+    pub async fn retry_dead(&self, entry: &str) -> Result<Option<EnqueueOutcome>, QueueError> {
+        let mut conn = self.conn.clone();
+        let record: HashMap<String, String> = redis::cmd("HGETALL")
+            .arg(self.keys.dead_record(entry))
+            .query_async(&mut conn)
+            .await
+            .map_err(redis_error("retry_dead"))?;
+        let Some(member) = record.get("member").cloned() else {
+            // No record (never was, or it expired): nothing to retry, and
+            // an index entry left without its record goes.
+            self.purge_dead(Some(entry)).await?;
+            return Ok(None);
+        };
+        let key: EntityKey = member.parse().map_err(|e| QueueError::Protocol {
+            op: "retry_dead",
+            detail: format!("dead letter {entry:?} names no valid entity: {e}"),
+        })?;
+        let outcome = self
+            .request_compaction(&key, retry_trigger(&record))
+            .await?;
+        self.purge_dead(Some(entry)).await?;
+        Ok(Some(outcome))
+    }
+
+    /// Deletes one dead letter, or all of them; returns how many.
+    pub async fn purge_dead(&self, entry: Option<&str>) -> Result<u64, QueueError> {
+        let mut conn = self.conn.clone();
+        let redis_err = redis_error("purge_dead");
+        let entries: Vec<String> = match entry {
+            Some(e) => vec![e.to_owned()],
+            None => redis::cmd("ZRANGE")
+                .arg(self.keys.dead())
+                .arg(0)
+                .arg(-1)
+                .query_async(&mut conn)
+                .await
+                .map_err(redis_err)?,
+        };
+        let mut removed = 0;
+        for chunk in entries.chunks(500) {
+            let mut pipe = redis::pipe();
+            pipe.cmd("ZREM").arg(self.keys.dead()).arg(chunk);
+            for e in chunk {
+                pipe.del(self.keys.dead_record(e)).ignore();
+            }
+            let (n,): (u64,) = pipe.query_async(&mut conn).await.map_err(redis_err)?;
+            removed += n;
+        }
+        Ok(removed)
+    }
+}
+
+/// A dead letter from its set entry and its record (as written by
+/// `dead_letter` in the prelude). Fields a hand-edited record lacks read
+/// as empty or zero; the member falls back to the entry's.
+fn dead_letter(entry: String, r: &HashMap<String, String>) -> DeadLetter {
+    let num = |f: &str| r.get(f).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    DeadLetter {
+        member: r
+            .get("member")
+            .cloned()
+            .unwrap_or_else(|| entry.split('|').next().unwrap_or_default().to_owned()),
+        job_id: num("job_id"),
+        attempts: u32::try_from(num("attempts")).unwrap_or(u32::MAX),
+        stalls: u32::try_from(num("stalls")).unwrap_or(u32::MAX),
+        reason: r.get("reason").cloned().unwrap_or_default(),
+        failed_at_ms: num("failed_at"),
+        payload: r.get("payload").cloned().unwrap_or_default(),
+        entry,
+    }
+}
+
+/// The trigger a retried dead letter is requested with: the one it had, or
+/// a manual one when its payload is unusable.
+fn retry_trigger(record: &HashMap<String, String>) -> Trigger {
+    record
+        .get("payload")
+        .and_then(|p| Payload::decode(p.as_bytes()).ok())
+        .map_or(Trigger::Manual { instructions: None }, |p| p.trigger)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(fields: &[(&str, &str)]) -> HashMap<String, String> {
+        fields
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn a_dead_letter_reads_its_record() {
+        let r = record(&[
+            ("member", "compact:chat:7f3c"),
+            ("job_id", "12"),
+            ("attempts", "3"),
+            ("stalls", "1"),
+            ("reason", "llm: 500"),
+            ("failed_at", "1700000000000"),
+            ("payload", "{}"),
+        ]);
+        let letter = dead_letter("compact:chat:7f3c|12".into(), &r);
+        assert_eq!(
+            letter,
+            DeadLetter {
+                entry: "compact:chat:7f3c|12".into(),
+                member: "compact:chat:7f3c".into(),
+                job_id: 12,
+                attempts: 3,
+                stalls: 1,
+                reason: "llm: 500".into(),
+                failed_at_ms: 1_700_000_000_000,
+                payload: "{}".into(),
+            }
+        );
+    }
+
+    #[test]
+    fn a_hand_edited_record_still_names_its_entity() {
+        let letter = dead_letter(
+            "compact:chat:7f3c|12".into(),
+            &record(&[("attempts", "many")]),
+        );
+        assert_eq!(letter.member, "compact:chat:7f3c");
+        assert_eq!(letter.attempts, 0);
+        assert_eq!(letter.reason, "");
+    }
+
+    #[test]
+    fn a_retry_keeps_the_trigger_unless_the_payload_is_unusable() {
+        let key = EntityKey::parse("chat", "7f3c").unwrap();
+        let payload = Payload::new(key, Trigger::FollowUp).unwrap().encode();
+        assert_eq!(
+            retry_trigger(&record(&[("payload", &payload)])),
+            Trigger::FollowUp
+        );
+        let manual = Trigger::Manual { instructions: None };
+        assert_eq!(retry_trigger(&record(&[("payload", "{not json")])), manual);
+        assert_eq!(retry_trigger(&record(&[])), manual);
+    }
+}

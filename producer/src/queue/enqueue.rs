@@ -1,0 +1,206 @@
+//! Requesting compactions: the step app code takes. One script call per
+//! entity decides, by the state of the entity's job, whether the request
+//! adds a job, joins the waiting one, or is remembered as the follow-up of
+//! the running one (the table in the module docs of `queue`). Many
+//! requests go in one pipelined round trip.
+
+use compactor_shared::payload::{Payload, Trigger};
+use compactor_shared::EntityKey;
+use serde::Serialize;
+
+use super::convert::parse_id;
+use super::error::{redis_error, QueueError};
+use super::handle::Queue;
+use super::keys::Keys;
+use crate::metrics::names;
+
+/// What a compaction request did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub enum EnqueueOutcome {
+    /// A new job was added.
+    Added { job_id: u64 },
+    /// A job for the entity was waiting; the request joined it.
+    Coalesced { job_id: u64 },
+    /// A job for the entity is running; one follow-up will run after it.
+    /// Serialized `followup`, the word of the HTTP API and the metrics.
+    #[serde(rename = "followup")]
+    FollowUpRecorded { job_id: u64 },
+}
+
+impl EnqueueOutcome {
+    /// Bounded label for metrics.
+    pub fn label(&self) -> &'static str {
+        match self {
+            EnqueueOutcome::Added { .. } => "added",
+            EnqueueOutcome::Coalesced { .. } => "coalesced",
+            EnqueueOutcome::FollowUpRecorded { .. } => "followup",
+        }
+    }
+}
+
+impl Queue {
+    /// Requests a compaction of `key`, in one round trip.
+    pub async fn request_compaction(
+        &self,
+        key: &EntityKey,
+        trigger: Trigger,
+    ) -> Result<EnqueueOutcome, QueueError> {
+        let result = self.enqueue_one(key, trigger).await;
+        self.count_enqueue(&result);
+        result
+    }
+
+    /// Requests compactions of many entities in one pipelined round trip.
+    /// Outcomes are in request order.
+    pub async fn enqueue_many(
+        &self,
+        requests: &[(EntityKey, Trigger)],
+    ) -> Result<Vec<EnqueueOutcome>, QueueError> {
+        let result = self.enqueue_many_unrecorded(requests).await;
+        match &result {
+            Ok(outcomes) => {
+                for outcome in outcomes {
+                    self.count_enqueue(&Ok(outcome.clone()));
+                }
+            }
+            Err(_) => {
+                let label = self.config.name.as_str().to_owned();
+                metrics::counter!(names::ENQUEUE_TOTAL, "queue" => label, "outcome" => "error")
+                    .increment(requests.len() as u64);
+            }
+        }
+        result
+    }
+
+    fn enqueue_invocation(
+        &self,
+        key: &EntityKey,
+        trigger: Trigger,
+    ) -> Result<redis::ScriptInvocation<'_>, QueueError> {
+        let manual = trigger.is_manual();
+        let followup_trigger = if manual {
+            trigger.clone()
+        } else {
+            Trigger::FollowUp
+        };
+        let payload = Payload::new(key.clone(), trigger)?.encode();
+        let followup = Payload::new(key.clone(), followup_trigger)?.encode();
+        let mut inv = self.scripts.enqueue.prepare_invoke();
+        inv.key(self.keys.job(key))
+            .key(self.keys.waiting())
+            .key(self.keys.seq())
+            .key(self.keys.running())
+            .arg(Keys::member(key))
+            .arg(payload)
+            .arg(followup)
+            .arg(if manual { "1" } else { "0" })
+            .arg(self.keys.wake_channel());
+        Ok(inv)
+    }
+
+    async fn enqueue_one(
+        &self,
+        key: &EntityKey,
+        trigger: Trigger,
+    ) -> Result<EnqueueOutcome, QueueError> {
+        let inv = self.enqueue_invocation(key, trigger)?;
+        let mut conn = self.conn.clone();
+        let reply: Vec<String> = inv
+            .invoke_async(&mut conn)
+            .await
+            .map_err(redis_error("enqueue"))?;
+        enqueue_outcome(&reply)
+    }
+
+    fn count_enqueue(&self, result: &Result<EnqueueOutcome, QueueError>) {
+        let outcome = match result {
+            Ok(outcome) => outcome.label(),
+            Err(_) => "error",
+        };
+        metrics::counter!(names::ENQUEUE_TOTAL, "queue" => self.config.name.as_str().to_owned(), "outcome" => outcome)
+            .increment(1);
+    }
+
+    async fn enqueue_many_unrecorded(
+        &self,
+        requests: &[(EntityKey, Trigger)],
+    ) -> Result<Vec<EnqueueOutcome>, QueueError> {
+        if requests.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut pipe = redis::pipe();
+        for (key, trigger) in requests {
+            let inv = self.enqueue_invocation(key, trigger.clone())?;
+            pipe.invoke_script(&inv);
+        }
+        let mut conn = self.conn.clone();
+        let replies: Vec<Vec<String>> = match pipe.query_async(&mut conn).await {
+            Ok(r) => r,
+            // The server lost its scripts (restart, SCRIPT FLUSH): load and
+            // retry once. Enqueue is idempotent per entity, so a partial first
+            // run cannot add a job twice.
+            Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
+                self.load_scripts().await?;
+                pipe.query_async(&mut conn)
+                    .await
+                    .map_err(redis_error("enqueue_many"))?
+            }
+            Err(source) => {
+                return Err(QueueError::Redis {
+                    op: "enqueue_many",
+                    source,
+                })
+            }
+        };
+        replies.iter().map(|r| enqueue_outcome(r)).collect()
+    }
+}
+
+/// Reads `enqueue.lua`'s reply: `{outcome, job_id}`.
+fn enqueue_outcome(reply: &[String]) -> Result<EnqueueOutcome, QueueError> {
+    let job_id = parse_id(reply.get(1), "enqueue")?;
+    match reply.first().map(String::as_str) {
+        Some("added") => Ok(EnqueueOutcome::Added { job_id }),
+        Some("coalesced") => Ok(EnqueueOutcome::Coalesced { job_id }),
+        Some("followup") => Ok(EnqueueOutcome::FollowUpRecorded { job_id }),
+        other => Err(QueueError::Protocol {
+            op: "enqueue",
+            detail: format!("unknown outcome {other:?}"),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reply(parts: &[&str]) -> Vec<String> {
+        parts.iter().map(|p| (*p).to_owned()).collect()
+    }
+
+    #[test]
+    fn each_enqueue_reply_reads_as_its_outcome() {
+        for (word, outcome) in [
+            ("added", EnqueueOutcome::Added { job_id: 7 }),
+            ("coalesced", EnqueueOutcome::Coalesced { job_id: 7 }),
+            ("followup", EnqueueOutcome::FollowUpRecorded { job_id: 7 }),
+        ] {
+            assert_eq!(enqueue_outcome(&reply(&[word, "7"])).unwrap(), outcome);
+            // The label of the metrics is the word of the script.
+            assert_eq!(outcome.label(), word);
+        }
+        assert!(enqueue_outcome(&reply(&["added"])).is_err());
+        assert!(enqueue_outcome(&reply(&["queued", "7"])).is_err());
+    }
+
+    #[test]
+    fn a_recorded_follow_up_is_serialized_as_followup() {
+        let json = serde_json::to_value(EnqueueOutcome::FollowUpRecorded { job_id: 3 }).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({"outcome": "followup", "job_id": 3})
+        );
+    }
+}

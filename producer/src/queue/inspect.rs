@@ -1,0 +1,143 @@
+//! Read-only views for operators and the admin API: the state of one
+//! entity's job and the number of jobs in each state. Plain reads, no
+//! script: they change nothing, and a reply this build does not
+//! understand is an error rather than a guess.
+
+use compactor_shared::EntityKey;
+use serde::Serialize;
+
+use super::convert::parse_id;
+use super::error::{redis_error, QueueError};
+use super::handle::Queue;
+
+/// State of an entity's job, as seen by inspection.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub enum JobState {
+    Waiting {
+        job_id: u64,
+    },
+    Running {
+        job_id: u64,
+        attempt: u32,
+        followup_pending: bool,
+    },
+    Done {
+        job_id: u64,
+    },
+    /// The last job of the entity was dead-lettered.
+    Dead {
+        job_id: u64,
+    },
+}
+
+/// How many jobs are in each state.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct QueueCounts {
+    pub waiting: u64,
+    pub running: u64,
+    pub done: u64,
+    pub dead: u64,
+}
+
+impl Queue {
+    /// The state of `key`'s job, if there is one.
+    pub async fn job_state(&self, key: &EntityKey) -> Result<Option<JobState>, QueueError> {
+        let mut conn = self.conn.clone();
+        let fields: Vec<Option<String>> = redis::cmd("HMGET")
+            .arg(self.keys.job(key))
+            .arg(&["state", "job_id", "attempts", "followup"])
+            .query_async(&mut conn)
+            .await
+            .map_err(redis_error("job_state"))?;
+        job_state(&fields)
+    }
+
+    /// Job counts by state.
+    pub async fn counts(&self) -> Result<QueueCounts, QueueError> {
+        let mut conn = self.conn.clone();
+        let (waiting, running, done, dead): (u64, u64, u64, u64) = redis::pipe()
+            .zcard(self.keys.waiting())
+            .zcard(self.keys.running())
+            .zcard(self.keys.done())
+            .zcard(self.keys.dead())
+            .query_async(&mut conn)
+            .await
+            .map_err(redis_error("counts"))?;
+        Ok(QueueCounts {
+            waiting,
+            running,
+            done,
+            dead,
+        })
+    }
+}
+
+/// Reads a job record's `state`, `job_id`, `attempts` and `followup`
+/// fields, in that order.
+fn job_state(fields: &[Option<String>]) -> Result<Option<JobState>, QueueError> {
+    let get = |i: usize| fields.get(i).cloned().flatten();
+    let job_id = || parse_id(get(1).as_ref(), "job_state");
+    match get(0).as_deref() {
+        None => Ok(None),
+        Some("waiting") => Ok(Some(JobState::Waiting { job_id: job_id()? })),
+        Some("running") => Ok(Some(JobState::Running {
+            job_id: job_id()?,
+            attempt: get(2).and_then(|a| a.parse().ok()).unwrap_or(0),
+            followup_pending: get(3).is_some(),
+        })),
+        Some("done") => Ok(Some(JobState::Done { job_id: job_id()? })),
+        Some("dead") => Ok(Some(JobState::Dead { job_id: job_id()? })),
+        Some(other) => Err(QueueError::Protocol {
+            op: "job_state",
+            detail: format!("unknown state {other:?}"),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fields(values: &[Option<&str>]) -> Vec<Option<String>> {
+        values.iter().map(|v| v.map(str::to_owned)).collect()
+    }
+
+    #[test]
+    fn each_state_of_a_record_reads_as_its_job_state() {
+        assert_eq!(job_state(&fields(&[None, None, None, None])).unwrap(), None);
+        assert_eq!(
+            job_state(&fields(&[Some("waiting"), Some("5"), Some("0"), None])).unwrap(),
+            Some(JobState::Waiting { job_id: 5 })
+        );
+        assert_eq!(
+            job_state(&fields(&[
+                Some("running"),
+                Some("5"),
+                Some("2"),
+                Some("{}")
+            ]))
+            .unwrap(),
+            Some(JobState::Running {
+                job_id: 5,
+                attempt: 2,
+                followup_pending: true,
+            })
+        );
+        assert_eq!(
+            job_state(&fields(&[Some("done"), Some("5"), None, None])).unwrap(),
+            Some(JobState::Done { job_id: 5 })
+        );
+        assert_eq!(
+            job_state(&fields(&[Some("dead"), Some("5"), None, None])).unwrap(),
+            Some(JobState::Dead { job_id: 5 })
+        );
+    }
+
+    #[test]
+    fn an_unknown_state_or_id_is_an_error() {
+        assert!(job_state(&fields(&[Some("paused"), Some("5"), None, None])).is_err());
+        assert!(job_state(&fields(&[Some("waiting"), None, None, None])).is_err());
+    }
+}

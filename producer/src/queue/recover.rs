@@ -1,0 +1,47 @@
+//! Recovering jobs whose worker died: a lease that expired without being
+//! renewed returns its job to the queue at its original place in line, and
+//! a job that has stalled `max_stalls` times is dead-lettered instead (it
+//! may be what kills its workers). Every worker sweeps; each expired job
+//! is handled once, whichever sweep sees it first.
+
+use super::convert::millis;
+use super::error::{redis_error, QueueError};
+use super::handle::Queue;
+
+/// Result of one recovery sweep.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Recovery {
+    /// Jobs whose lease expired, returned to the queue.
+    pub recovered: u64,
+    /// Jobs over the stall bound, dead-lettered.
+    pub dead_lettered: u64,
+}
+
+impl Queue {
+    /// Returns jobs with an expired lease to the queue (at most `batch` per
+    /// call), dead-lettering those over `max_stalls`. Safe to run from every
+    /// worker concurrently: each expired job is handled once.
+    pub async fn recover(&self, batch: u32) -> Result<Recovery, QueueError> {
+        let mut conn = self.conn.clone();
+        let (recovered, dead_lettered): (u64, u64) = self
+            .scripts
+            .recover
+            .key(self.keys.running())
+            .key(self.keys.waiting())
+            .key(self.keys.dead())
+            .key(self.keys.seq())
+            .arg(self.keys.prefix())
+            .arg(self.config.max_stalls)
+            .arg(batch.max(1))
+            .arg(self.config.dead_max_count.max(1))
+            .arg(millis(self.config.dead_max_age))
+            .arg(self.keys.wake_channel())
+            .invoke_async(&mut conn)
+            .await
+            .map_err(redis_error("recover"))?;
+        Ok(Recovery {
+            recovered,
+            dead_lettered,
+        })
+    }
+}

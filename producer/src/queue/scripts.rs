@@ -1,0 +1,204 @@
+//! The Lua scripts of the queue, one per transition (`scripts/*.lua`),
+//! each with the shared prelude (`scripts/prelude.lua`) in front: Redis Lua
+//! has no includes. Built once per [`Queue`](super::Queue) and loaded on
+//! every node at connect time, so pipelines can call them by SHA;
+//! `redis::Script` reloads a script on `NOSCRIPT` by itself.
+
+use redis::Script;
+
+use super::conn::Conn;
+use super::error::{redis_error, QueueError};
+
+/// Every script of the queue. The operations that call them live in the
+/// module of their operation.
+pub(super) struct Scripts {
+    pub(super) enqueue: Script,
+    /// Completes finished jobs and claims due ones (`settle` module).
+    pub(super) settle: Script,
+    pub(super) renew: Script,
+    pub(super) fail: Script,
+    pub(super) recover: Script,
+    pub(super) release: Script,
+    /// The worker registry (`workers` module).
+    pub(super) heartbeat: Script,
+    pub(super) workers: Script,
+    /// A job's progress, for chat-side waiters (`progress` module).
+    pub(super) progress: Script,
+    /// Puts records back in their set (`repair` module).
+    pub(super) repair: Script,
+}
+
+/// Builds a script from `scripts/<name>.lua` with the shared prelude
+/// (server time, adding, completing, claiming and dead-lettering jobs).
+macro_rules! script {
+    ($name:literal) => {
+        Script::new(concat!(
+            include_str!("scripts/prelude.lua"),
+            include_str!(concat!("scripts/", $name, ".lua"))
+        ))
+    };
+}
+
+impl Scripts {
+    pub(super) fn new() -> Scripts {
+        Scripts {
+            enqueue: script!("enqueue"),
+            settle: script!("settle"),
+            renew: script!("renew"),
+            fail: script!("fail"),
+            recover: script!("recover"),
+            release: script!("release"),
+            heartbeat: script!("heartbeat"),
+            workers: script!("workers"),
+            progress: script!("progress"),
+            repair: script!("repair"),
+        }
+    }
+
+    /// `SCRIPT LOAD`s every script, so pipelines can call them by SHA. On a
+    /// cluster the client sends `SCRIPT LOAD` to every node, so whichever
+    /// node owns the queue's slot (now, or after a failover) has them.
+    pub(super) async fn load(&self, conn: &Conn) -> Result<(), QueueError> {
+        let mut conn = conn.clone();
+        for script in [
+            &self.enqueue,
+            &self.settle,
+            &self.renew,
+            &self.fail,
+            &self.recover,
+            &self.release,
+            &self.heartbeat,
+            &self.workers,
+            &self.progress,
+            &self.repair,
+        ] {
+            script
+                .prepare_invoke()
+                .load_async(&mut conn)
+                .await
+                .map_err(redis_error("SCRIPT LOAD"))?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use compactor_shared::EntityKey;
+    use redis::Script;
+
+    use crate::queue::keys::{Keys, QueueName};
+
+    const PRELUDE: &str = include_str!("scripts/prelude.lua");
+
+    /// Every script's own source, the prelude included.
+    const SOURCES: [(&str, &str); 11] = [
+        ("prelude", PRELUDE),
+        ("enqueue", include_str!("scripts/enqueue.lua")),
+        ("settle", include_str!("scripts/settle.lua")),
+        ("renew", include_str!("scripts/renew.lua")),
+        ("fail", include_str!("scripts/fail.lua")),
+        ("recover", include_str!("scripts/recover.lua")),
+        ("release", include_str!("scripts/release.lua")),
+        ("heartbeat", include_str!("scripts/heartbeat.lua")),
+        ("workers", include_str!("scripts/workers.lua")),
+        ("progress", include_str!("scripts/progress.lua")),
+        ("repair", include_str!("scripts/repair.lua")),
+    ];
+
+    fn redis_url() -> String {
+        std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned())
+    }
+
+    /// The key names the prelude's builders make: run on Redis, as the
+    /// scripts run them (the prelude is plain Lua, but only Redis runs it).
+    /// Touches no key.
+    #[tokio::test]
+    async fn lua_builds_the_key_names_keys_builds() {
+        let keys = Keys::new(&QueueName::parse("key-names").unwrap());
+        let key = EntityKey::parse("chat", "7f3c").unwrap();
+        let member = Keys::member(&key);
+        let check = Script::new(&format!(
+            "{PRELUDE}\n\
+             local prefix, member, job_id = ARGV[1], ARGV[2], ARGV[3]\n\
+             return {{\n\
+               job_key(prefix, member),\n\
+               job_key(prefix, '*'),\n\
+               member_of_job_key(prefix, job_key(prefix, member)),\n\
+               set_entry(member, job_id),\n\
+               dead_record_key(prefix, set_entry(member, job_id)),\n\
+               released_channel(prefix, member),\n\
+             }}"
+        ));
+        let client = redis::Client::open(redis_url()).unwrap();
+        let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+        let built: Vec<String> = check
+            .arg(keys.prefix())
+            .arg(&member)
+            .arg("12")
+            .invoke_async(&mut conn)
+            .await
+            .unwrap();
+        let entry = format!("{member}|12");
+        assert_eq!(
+            built,
+            [
+                keys.job(&key),
+                // The repair walk's SCAN pattern: every job record.
+                keys.job_of_member("*"),
+                member.clone(),
+                entry.clone(),
+                keys.dead_record(&entry),
+                keys.released_channel(&key),
+            ]
+        );
+        // What Rust reads back from those names.
+        assert_eq!(keys.member_of_released(&built[5]), Some(member.as_str()));
+        assert_eq!(entry.split('|').next(), Some(member.as_str()));
+    }
+
+    /// Whether a line of Lua joins something to a key prefix: the queue's
+    /// (`prefix ..`) or one passed in (`ARGV[1] ..`).
+    fn joins_to_prefix(code: &str) -> bool {
+        let mut pieces: Vec<&str> = code.split("..").map(str::trim_end).collect();
+        pieces.pop(); // What follows the last `..` is joined, not joined to.
+        pieces.into_iter().any(|before| {
+            before.ends_with("prefix")
+                || before.rsplit_once("ARGV[").is_some_and(|(_, index)| {
+                    index
+                        .strip_suffix(']')
+                        .is_some_and(|i| i.parse::<u32>().is_ok())
+                })
+        })
+    }
+
+    /// Keys a script does not get in `KEYS` it builds with the prelude's
+    /// builders only, so the test above covers every name Lua makes: no
+    /// other line joins anything to a prefix, and only `set_entry` joins
+    /// with `|`.
+    #[test]
+    fn no_script_builds_a_key_name_outside_the_builders() {
+        assert!(joins_to_prefix("  local job = ARGV[1] .. 'job:' .. member"));
+        assert!(joins_to_prefix("redis.call('DEL', prefix .. 'dead:' .. e)"));
+        assert!(!joins_to_prefix("local token = f[2] .. ':' .. attempt"));
+        assert!(!joins_to_prefix("redis.call('SET', KEYS[3], ARGV[1])"));
+        let mut joins = Vec::new();
+        for (name, source) in SOURCES {
+            for line in source.lines() {
+                let code = line.split("--").next().unwrap_or_default();
+                if joins_to_prefix(code) || code.contains("'|'") || code.contains("\"|\"") {
+                    joins.push(format!("{name}: {}", line.trim()));
+                }
+            }
+        }
+        assert_eq!(
+            joins,
+            [
+                "prelude: return prefix .. 'job:' .. member",
+                "prelude: return member .. '|' .. job_id",
+                "prelude: return prefix .. 'dead:' .. entry",
+                "prelude: return prefix .. 'released:' .. member",
+            ]
+        );
+    }
+}
