@@ -31,69 +31,10 @@ use crate::llm::metrics as llm_metrics;
 use crate::llm::Provider;
 use crate::runtime::QUEUE_ERROR_OPS;
 
-/// From milliseconds to ten minutes: queue waits (a job claimed at once,
-/// or after a backlog drains) and chat-side waits on a running compaction.
-const WAIT_SECONDS: &[f64] = &[
-    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
-    120.0, 300.0, 600.0,
-];
-
-/// From 50 ms to ten minutes: one job attempt (an instant extractive run
-/// up to the 5-minute lock duration) and one LLM request (up to a slow
-/// model's two-minute timeout, and beyond when configured).
-const RUN_SECONDS: &[f64] = &[
-    0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 180.0, 300.0, 600.0,
-];
-
-/// From 100 tokens to a million: a context before and after compaction.
-const TOKENS: &[f64] = &[
-    100.0,
-    250.0,
-    500.0,
-    1_000.0,
-    2_500.0,
-    5_000.0,
-    10_000.0,
-    25_000.0,
-    50_000.0,
-    100_000.0,
-    200_000.0,
-    500_000.0,
-    1_000_000.0,
-];
-
-/// Messages folded by one compaction: a few to a 100,000-message backlog.
-const MESSAGES: &[f64] = &[
-    1.0, 2.0, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1_000.0, 2_500.0, 5_000.0, 10_000.0,
-    25_000.0, 50_000.0, 100_000.0,
-];
-
-/// Summarizer chunks of one compaction (120,000 chars each).
-const CHUNKS: &[f64] = &[
-    1.0, 2.0, 3.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1_000.0,
-];
-
-/// One admin HTTP request: a millisecond read to a minute-long poll.
-const HTTP_SECONDS: &[f64] = &[
-    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
-];
-
-/// Rollup passes of one compaction: usually none.
-const ROLLUPS: &[f64] = &[0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 10.0];
-
-/// The buckets of every histogram family. A histogram missing here would
-/// be rendered as a summary (a unit test checks none is).
-pub const HISTOGRAM_BUCKETS: &[(&str, &[f64])] = &[
-    (names::JOB_QUEUE_WAIT_SECONDS, WAIT_SECONDS),
-    (names::LEASE_WAIT_SECONDS, WAIT_SECONDS),
-    (names::JOB_RUN_SECONDS, RUN_SECONDS),
-    (llm_metrics::LLM_REQUEST_SECONDS, RUN_SECONDS),
-    (names::COMPACTION_TOKENS, TOKENS),
-    (names::COMPACTION_MESSAGES, MESSAGES),
-    (names::COMPACTION_CHUNKS, CHUNKS),
-    (names::COMPACTION_ROLLUPS, ROLLUPS),
-    (names::HTTP_REQUEST_SECONDS, HTTP_SECONDS),
-];
+/// The buckets of every histogram family, from the catalogue (a
+/// histogram missing there would be rendered as a summary; a unit test
+/// checks none is).
+pub use compactor_producer::events::catalogue::HISTOGRAM_BUCKETS;
 
 /// How often histogram samples are folded into their buckets between
 /// scrapes (bounds the memory of samples waiting for a scrape).
