@@ -23,6 +23,7 @@ pub mod process;
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
+use compactor_producer::events::catalogue::DeadLetterReason;
 use compactor_producer::metrics::{allow_domains, domain_labels, labels, names, OTHER_DOMAIN};
 use metrics_exporter_prometheus::{BuildError, Matcher, PrometheusBuilder, PrometheusHandle};
 use tracing::warn;
@@ -131,14 +132,13 @@ pub fn register_known_series(queue: &str, provider: Provider, domains: &[String]
             metrics::counter!(names::JOBS_FAILED_TOTAL, "queue" => q(), "domain" => d(), "reason" => reason)
                 .increment(0);
         }
-        for reason in labels::DEAD_LETTER_REASONS {
+        for reason in DeadLetterReason::ALL {
             // The runtime's own dead letters (unusable, stalled) have no
             // domain to tell: they are `other` only.
-            let runtime_only = matches!(reason, "unusable" | "stalled");
-            if runtime_only && domain != OTHER_DOMAIN {
+            if reason.domain_unknown() && domain != OTHER_DOMAIN {
                 continue;
             }
-            metrics::counter!(names::JOBS_DEAD_LETTERED_TOTAL, "queue" => q(), "domain" => d(), "reason" => reason)
+            metrics::counter!(names::JOBS_DEAD_LETTERED_TOTAL, "queue" => q(), "domain" => d(), "reason" => reason.as_str())
                 .increment(0);
         }
         for (outcome, degraded) in labels::COMPACTION_OUTCOMES {
@@ -192,6 +192,16 @@ mod tests {
             assert!(buckets.windows(2).all(|w| w[0] < w[1]), "{}", family.name);
         }
         assert_eq!(HISTOGRAM_BUCKETS.len(), 9);
+    }
+
+    #[test]
+    fn the_runtime_counts_queue_errors_under_the_catalogue_ops() {
+        // Until the runtime records through events, its own list must be
+        // the catalogue's.
+        assert_eq!(
+            QUEUE_ERROR_OPS,
+            compactor_producer::events::catalogue::QueueOp::LABELS
+        );
     }
 
     #[test]
