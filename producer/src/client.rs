@@ -35,7 +35,10 @@ use tokio::sync::broadcast::error::RecvError;
 use tokio::time::Instant;
 
 use crate::events::{CompactionEvent, EventOutcome};
-use crate::events::{InternalEvent, TurnFinalized, WaitEnded};
+use crate::events::{
+    HistoryTruncated, InternalEvent, QueueUnreadableWhileWaiting, ReleaseSubscriptionPending,
+    TurnFinalized, WaitEnded,
+};
 use crate::queue::{
     EnqueueOutcome, JobStage, JobState, Payload, PayloadError, Queue, QueueConfig, QueueError,
     Trigger,
@@ -481,7 +484,7 @@ impl Compactor {
         let releases = Releases::start(queue.clone());
         let limit = queue.config().connect_timeout;
         if !releases.ready(limit).await {
-            tracing::warn!("release subscription not up yet: waiters fall back to lease deadlines");
+            ReleaseSubscriptionPending { waited: limit }.emit();
         }
         Compactor {
             inner: Arc::new(Inner {
@@ -735,7 +738,7 @@ impl Compactor {
                 Err(ClientError::Queue(error))
                     if error.is_unavailable() && Instant::now() < give_up =>
                 {
-                    tracing::debug!(%error, "queue unreadable while waiting; holding on");
+                    QueueUnreadableWhileWaiting { error: &error }.emit();
                     let wake_at = give_up.min(Instant::now() + WAIT_OUTAGE_RECHECK_EVERY);
                     wait_for_news(&mut releases, &member, &mut heard, wake_at).await;
                     continue;
@@ -982,13 +985,11 @@ impl Compactor {
         }
         let window = self.inner.store.uncompacted_window(ws.id).await?;
         if window.truncated() {
-            tracing::warn!(
-                domain = key.domain(),
-                omitted_messages = window.omitted_messages,
-                omitted_tokens = window.omitted_tokens,
-                loaded_messages = window.messages,
-                "un-compacted history over [database] context_max_*: only its newest messages are in the context"
-            );
+            HistoryTruncated {
+                key,
+                window: &window,
+            }
+            .emit();
         }
         // From the message before the window's first.
         let after = window.first.map(|first| MessageId(first.0 - 1));

@@ -13,7 +13,8 @@
 //! - `enqueue`: a compaction request answered by the queue.
 //! - `turn`: a `finalize_turn` decision.
 //! - `wait`: the end of a chat request's wait for a compaction.
-//! - `notify`: the client's release subscription failing.
+//! - `notify`: the client's release subscription failing, or not up yet.
+//! - `context`: a turn's context clipped to its bound (log only).
 //! - `reconcile`: a reconciliation sweep that found lost work.
 //! - [`CompactionEvent`]: not an internal event but the announcement a
 //!   worker publishes when a compaction ends (what a chat UI shows as
@@ -21,6 +22,7 @@
 
 pub mod catalogue;
 mod compaction;
+mod context;
 mod enqueue;
 mod notify;
 mod reconcile;
@@ -33,11 +35,12 @@ pub(crate) mod capture;
 mod source_tree;
 
 pub use compaction::{CompactionEvent, EventOutcome};
+pub(crate) use context::HistoryTruncated;
 pub(crate) use enqueue::{CompactionRequested, EnqueueFailed};
-pub(crate) use notify::ReleaseSubscriptionFailed;
+pub(crate) use notify::{ReleaseSubscriptionFailed, ReleaseSubscriptionPending};
 pub(crate) use reconcile::Reconciled;
 pub(crate) use turn::TurnFinalized;
-pub(crate) use wait::WaitEnded;
+pub(crate) use wait::{QueueUnreadableWhileWaiting, WaitEnded};
 
 /// One observable occurrence. `emit` writes the log line (if any) and
 /// records the metrics, all from the event's own fields.

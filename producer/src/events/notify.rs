@@ -27,6 +27,24 @@ impl InternalEvent for ReleaseSubscriptionFailed<'_> {
     }
 }
 
+/// A new client's release subscription was not up within `waited` (the
+/// queue's connect timeout): until it is, waiters wake at lease deadlines
+/// instead of at announcements. Log only: the failures behind it are
+/// counted by [`ReleaseSubscriptionFailed`].
+#[derive(Debug)]
+pub(crate) struct ReleaseSubscriptionPending {
+    pub waited: std::time::Duration,
+}
+
+impl InternalEvent for ReleaseSubscriptionPending {
+    fn emit(&self) {
+        warn!(
+            waited_ms = self.waited.as_millis() as u64,
+            "release subscription not up yet: waiters fall back to lease deadlines"
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -54,6 +54,20 @@ impl InternalEvent for WaitEnded<'_> {
     }
 }
 
+/// The queue could not be read while waiting on a compaction (Redis down):
+/// the wait holds on and looks again, until its timeout. Debug level and
+/// no metric: it repeats for the outage, whose errors the worker counts.
+#[derive(Debug)]
+pub(crate) struct QueueUnreadableWhileWaiting<'a> {
+    pub error: &'a crate::queue::QueueError,
+}
+
+impl InternalEvent for QueueUnreadableWhileWaiting<'_> {
+    fn emit(&self) {
+        debug!(error = %self.error, "queue unreadable while waiting; holding on");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
