@@ -77,6 +77,11 @@ mod tests {
                 current_tokens: 1,
                 threshold_tokens: Some(2),
             },
+            TurnOutcome::Requested {
+                current_tokens: 3,
+                threshold_tokens: Some(2),
+                enqueue: crate::queue::EnqueueOutcome::Added { job_id: 1 },
+            },
             TurnOutcome::Unavailable {
                 current_tokens: 3,
                 threshold_tokens: Some(2),

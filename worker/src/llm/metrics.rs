@@ -1,5 +1,6 @@
-//! The LLM clients' metrics (ARCHITECTURE.md §6): their names, help texts,
-//! and the only place they are recorded. Labels are bounded: `provider`
+//! The LLM clients' metrics (ARCHITECTURE.md §6): the only place they are
+//! recorded. Their names and help texts are in the one catalogue,
+//! `compactor_producer::events::catalogue`. Labels are bounded: `provider`
 //! (openai, anthropic), `outcome` ([`OUTCOMES`]), `direction` (input,
 //! output), `reason` ([`Rejection::LABELS`] for rejected answers,
 //! [`DegradedReason`] for fallbacks), `problem` ([`ParseProblem::LABELS`])
