@@ -332,16 +332,27 @@ label_enum! {
     /// `op` of [`names::QUEUE_ERRORS_TOTAL`]: the worker's Redis operation
     /// that failed.
     QueueOp {
+        /// Taking waiting jobs.
         Claim => "claim",
+        /// Acknowledging finished jobs in a batch.
         Settle => "settle",
+        /// Extending a running job's queue lease.
         Renew => "renew",
+        /// Marking one job done.
         Complete => "complete",
+        /// Recording a failed attempt (retry or dead letter).
         Fail => "fail",
+        /// Handing a job back unfinished (shutdown, no slot in time).
         Release => "release",
+        /// Returning jobs whose lease expired.
         Recover => "recover",
+        /// Reading the queue's depth for the gauges.
         Counts => "counts",
+        /// Subscribing to wake-ups for new jobs.
         Subscribe => "subscribe",
+        /// Refreshing this worker's entry in the worker registry.
         Heartbeat => "heartbeat",
+        /// Removing this worker from the registry at shutdown.
         Deregister => "deregister",
     }
 }
@@ -349,9 +360,13 @@ label_enum! {
 label_enum! {
     /// `state` of [`names::QUEUE_DEPTH`].
     QueueState {
+        /// In the waiting set: queued, not claimed.
         Waiting => "waiting",
+        /// Claimed by a worker, lease held.
         Running => "running",
+        /// Finished records kept for inspection.
         Done => "done",
+        /// In the dead-letter set.
         Dead => "dead",
     }
 }
@@ -376,7 +391,9 @@ label_enum! {
 label_enum! {
     /// `stage` of [`names::COMPACTION_TOKENS`].
     TokenStage {
+        /// The context before the compaction.
         Before => "before",
+        /// The context after it (summary plus what was kept).
         After => "after",
     }
 }
@@ -384,7 +401,9 @@ label_enum! {
 label_enum! {
     /// `direction` of [`names::LLM_TOKENS_TOTAL`].
     TokenDirection {
+        /// Prompt tokens.
         Input => "input",
+        /// Completion tokens.
         Output => "output",
     }
 }
@@ -393,15 +412,25 @@ label_enum! {
     /// `outcome` of [`names::LLM_REQUESTS_TOTAL`] and
     /// [`names::LLM_REQUEST_SECONDS`].
     LlmOutcome {
+        /// An answer came back.
         Ok => "ok",
+        /// 429.
         RateLimited => "rate_limited",
+        /// 5xx.
         ServerError => "server_error",
+        /// No reply within the request timeout.
         Timeout => "timeout",
+        /// The connection could not be made.
         Connect => "connect",
+        /// The prompt is over the model's context window.
         ContextLength => "context_length",
+        /// Another 4xx (the request itself is wrong).
         BadRequest => "bad_request",
+        /// 401 or 403.
         Auth => "auth",
+        /// A reply that is not the provider's format.
         Malformed => "malformed",
+        /// A well-formed reply with no text.
         Empty => "empty",
     }
 }
@@ -410,8 +439,11 @@ label_enum! {
     /// `status` of [`names::HTTP_REQUESTS_TOTAL`] created at zero (the
     /// admin API answers no 1xx or 3xx).
     StatusClass {
+        /// Answered.
         Success => "2xx",
+        /// The caller's request was wrong.
         ClientError => "4xx",
+        /// The worker or a service behind it failed.
         ServerError => "5xx",
     }
 }
