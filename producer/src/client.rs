@@ -35,7 +35,10 @@ use tokio::sync::broadcast::error::RecvError;
 use tokio::time::Instant;
 
 use crate::events::{CompactionEvent, EventOutcome};
-use crate::metrics::{domain_label, names};
+use crate::events::{
+    HistoryTruncated, InternalEvent, QueueUnreadableWhileWaiting, ReleaseSubscriptionPending,
+    TurnFinalized, WaitEnded,
+};
 use crate::queue::{
     EnqueueOutcome, JobStage, JobState, Payload, PayloadError, Queue, QueueConfig, QueueError,
     Trigger,
@@ -241,12 +244,7 @@ pub enum TurnOutcome {
 impl TurnOutcome {
     /// Bounded label for metrics and output.
     pub fn label(&self) -> &'static str {
-        match self {
-            TurnOutcome::NotDue { .. } => "not_due",
-            TurnOutcome::Requested { .. } => "requested",
-            TurnOutcome::BreakerOpen { .. } => "breaker_open",
-            TurnOutcome::Unavailable { .. } => "unavailable",
-        }
+        self.result().as_str()
     }
 }
 
@@ -486,7 +484,7 @@ impl Compactor {
         let releases = Releases::start(queue.clone());
         let limit = queue.config().connect_timeout;
         if !releases.ready(limit).await {
-            tracing::warn!("release subscription not up yet: waiters fall back to lease deadlines");
+            ReleaseSubscriptionPending { waited: limit }.emit();
         }
         Compactor {
             inner: Arc::new(Inner {
@@ -634,8 +632,6 @@ impl Compactor {
                 threshold_tokens: decision.threshold_tokens,
             }
         } else if ws.breaker_open() {
-            metrics::counter!(names::BREAKER_SKIPS_TOTAL, "domain" => domain_label(key.domain()))
-                .increment(1);
             TurnOutcome::BreakerOpen {
                 current_tokens: decision.current_tokens,
                 consecutive_failures: ws.consecutive_failures,
@@ -654,19 +650,19 @@ impl Compactor {
                 },
                 // The turn is stored either way: say that the request could
                 // not be queued rather than fail what did succeed.
-                Err(error) if error.is_unavailable() => {
-                    tracing::warn!(%error, "compaction due but not requested: Redis unavailable");
-                    TurnOutcome::Unavailable {
-                        current_tokens: decision.current_tokens,
-                        threshold_tokens: decision.threshold_tokens,
-                        reason: error.to_string(),
-                    }
-                }
+                Err(error) if error.is_unavailable() => TurnOutcome::Unavailable {
+                    current_tokens: decision.current_tokens,
+                    threshold_tokens: decision.threshold_tokens,
+                    reason: error.to_string(),
+                },
                 Err(error) => return Err(error.into()),
             }
         };
-        metrics::counter!(names::TURNS_TOTAL, "domain" => domain_label(key.domain()), "outcome" => outcome.label())
-            .increment(1);
+        TurnFinalized {
+            key,
+            outcome: &outcome,
+        }
+        .emit();
         Ok(outcome)
     }
 
@@ -742,7 +738,7 @@ impl Compactor {
                 Err(ClientError::Queue(error))
                     if error.is_unavailable() && Instant::now() < give_up =>
                 {
-                    tracing::debug!(%error, "queue unreadable while waiting; holding on");
+                    QueueUnreadableWhileWaiting { error: &error }.emit();
                     let wake_at = give_up.min(Instant::now() + WAIT_OUTAGE_RECHECK_EVERY);
                     wait_for_news(&mut releases, &member, &mut heard, wake_at).await;
                     continue;
@@ -770,7 +766,12 @@ impl Compactor {
                     continue;
                 }
             };
-            record_wait(key, timeout, &readiness);
+            WaitEnded {
+                key,
+                timeout,
+                readiness: &readiness,
+            }
+            .emit();
             return Ok(readiness);
         }
     }
@@ -984,13 +985,11 @@ impl Compactor {
         }
         let window = self.inner.store.uncompacted_window(ws.id).await?;
         if window.truncated() {
-            tracing::warn!(
-                domain = key.domain(),
-                omitted_messages = window.omitted_messages,
-                omitted_tokens = window.omitted_tokens,
-                loaded_messages = window.messages,
-                "un-compacted history over [database] context_max_*: only its newest messages are in the context"
-            );
+            HistoryTruncated {
+                key,
+                window: &window,
+            }
+            .emit();
         }
         // From the message before the window's first.
         let after = window.first.map(|first| MessageId(first.0 - 1));
@@ -1087,26 +1086,6 @@ async fn wait_for_news(
             },
             () = tokio::time::sleep_until(wake_at) => return,
         }
-    }
-}
-
-/// Counts a wait by how it ended. A wait with a zero timeout that found
-/// the compaction pending is a poll (`polled`): the client asked whether
-/// one is pending and chose not to wait, so it is no timeout — the
-/// timeout counter (and the alert on it) counts only waits that waited
-/// and gave up.
-fn record_wait(key: &EntityKey, timeout: Duration, readiness: &Readiness) {
-    let domain = domain_label(key.domain());
-    let timed_out = matches!(readiness, Readiness::TimedOut { .. });
-    let outcome = match readiness {
-        Readiness::TimedOut { .. } if timeout.is_zero() => "polled",
-        Readiness::TimedOut { .. } => "timeout",
-        other => other.label(),
-    };
-    metrics::histogram!(names::LEASE_WAIT_SECONDS, "domain" => domain.clone(), "outcome" => outcome)
-        .record(readiness.waited().as_secs_f64());
-    if timed_out && !timeout.is_zero() {
-        metrics::counter!(names::LEASE_WAIT_TIMEOUTS_TOTAL, "domain" => domain).increment(1);
     }
 }
 

@@ -10,11 +10,15 @@
 //! - [`queue`]: the Redis queue protocol (keys, scripts, payload), its
 //!   client, and the registry of live workers, used by producers and by
 //!   `compactor-worker`.
-//! - [`events`]: what a finished compaction announces.
+//! - [`events`]: everything observable — the catalogue of every metric
+//!   (names, help, typed label values, buckets), the events that write a
+//!   log line and their metrics from the same fields, and what a finished
+//!   compaction announces ([`events::CompactionEvent`]).
 //! - [`reconcile`]: re-requesting compactions the queue lost.
 //! - [`settings`]: loading configuration (file, environment).
 //! - [`redact`]: hiding passwords in connection strings.
-//! - [`metrics`]: the names of every metric recorded.
+//! - [`metrics`]: the `domain` label's allow-list (the catalogue's names
+//!   are re-exported there too).
 
 pub mod backoff;
 pub mod client;

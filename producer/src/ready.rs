@@ -11,10 +11,8 @@ use std::time::Duration;
 
 use tokio::sync::{broadcast, watch};
 use tokio::task::JoinHandle;
-use tracing::{debug, warn};
 
-use crate::events::CompactionEvent;
-use crate::metrics::names;
+use crate::events::{CompactionEvent, InternalEvent, ReleaseSubscriptionFailed};
 use crate::queue::Queue;
 
 /// How many announcements a slow waiter may fall behind before it is told
@@ -105,9 +103,11 @@ async fn listen(queue: Queue, sender: broadcast::Sender<Released>, up: watch::Se
                             });
                         }
                         Err(error) => {
-                            warn!(%error, "release subscription broken; re-subscribing");
-                            metrics::counter!(names::NOTIFY_ERRORS_TOTAL, "op" => "subscribe")
-                                .increment(1);
+                            ReleaseSubscriptionFailed {
+                                error: &error,
+                                was_up: true,
+                            }
+                            .emit();
                             let _ = up.send(false);
                             break;
                         }
@@ -115,8 +115,11 @@ async fn listen(queue: Queue, sender: broadcast::Sender<Released>, up: watch::Se
                 }
             }
             Err(error) => {
-                debug!(%error, "cannot subscribe to releases yet");
-                metrics::counter!(names::NOTIFY_ERRORS_TOTAL, "op" => "subscribe").increment(1);
+                ReleaseSubscriptionFailed {
+                    error: &error,
+                    was_up: false,
+                }
+                .emit();
                 tokio::time::sleep(retry_in.next().unwrap_or(Duration::from_millis(250))).await;
             }
         }

@@ -15,6 +15,7 @@ use compactor_shared::trigger::Measure;
 use compactor_shared::EntityKey;
 use serde::Serialize;
 
+use crate::events::{InternalEvent, Reconciled};
 use crate::queue::{EnqueueOutcome, JobState, Queue, QueueError, Trigger};
 use crate::store::{Store, StoreError};
 
@@ -110,19 +111,11 @@ pub async fn reconcile(
             break;
         }
     }
-    if report.repaired > 0 {
-        tracing::warn!(
-            repaired = report.repaired,
-            "reconciliation put back jobs the queue's sets had lost"
-        );
+    Reconciled {
+        queue: queue.config().name.as_str(),
+        repaired: report.repaired,
+        requested: report.requested,
     }
-    if report.requested > 0 {
-        metrics::counter!(crate::metrics::names::RECONCILE_REQUESTED_TOTAL, "queue" => queue.config().name.as_str().to_owned())
-            .increment(report.requested);
-        tracing::warn!(
-            requested = report.requested,
-            "reconciliation requested compactions the queue had lost"
-        );
-    }
+    .emit();
     Ok(report)
 }

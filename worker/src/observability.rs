@@ -23,6 +23,7 @@ pub mod process;
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
+use compactor_producer::events::catalogue::DeadLetterReason;
 use compactor_producer::metrics::{allow_domains, domain_labels, labels, names, OTHER_DOMAIN};
 use metrics_exporter_prometheus::{BuildError, Matcher, PrometheusBuilder, PrometheusHandle};
 use tracing::warn;
@@ -31,69 +32,10 @@ use crate::llm::metrics as llm_metrics;
 use crate::llm::Provider;
 use crate::runtime::QUEUE_ERROR_OPS;
 
-/// From milliseconds to ten minutes: queue waits (a job claimed at once,
-/// or after a backlog drains) and chat-side waits on a running compaction.
-const WAIT_SECONDS: &[f64] = &[
-    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
-    120.0, 300.0, 600.0,
-];
-
-/// From 50 ms to ten minutes: one job attempt (an instant extractive run
-/// up to the 5-minute lock duration) and one LLM request (up to a slow
-/// model's two-minute timeout, and beyond when configured).
-const RUN_SECONDS: &[f64] = &[
-    0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 180.0, 300.0, 600.0,
-];
-
-/// From 100 tokens to a million: a context before and after compaction.
-const TOKENS: &[f64] = &[
-    100.0,
-    250.0,
-    500.0,
-    1_000.0,
-    2_500.0,
-    5_000.0,
-    10_000.0,
-    25_000.0,
-    50_000.0,
-    100_000.0,
-    200_000.0,
-    500_000.0,
-    1_000_000.0,
-];
-
-/// Messages folded by one compaction: a few to a 100,000-message backlog.
-const MESSAGES: &[f64] = &[
-    1.0, 2.0, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1_000.0, 2_500.0, 5_000.0, 10_000.0,
-    25_000.0, 50_000.0, 100_000.0,
-];
-
-/// Summarizer chunks of one compaction (120,000 chars each).
-const CHUNKS: &[f64] = &[
-    1.0, 2.0, 3.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1_000.0,
-];
-
-/// One admin HTTP request: a millisecond read to a minute-long poll.
-const HTTP_SECONDS: &[f64] = &[
-    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
-];
-
-/// Rollup passes of one compaction: usually none.
-const ROLLUPS: &[f64] = &[0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 10.0];
-
-/// The buckets of every histogram family. A histogram missing here would
-/// be rendered as a summary (a unit test checks none is).
-pub const HISTOGRAM_BUCKETS: &[(&str, &[f64])] = &[
-    (names::JOB_QUEUE_WAIT_SECONDS, WAIT_SECONDS),
-    (names::LEASE_WAIT_SECONDS, WAIT_SECONDS),
-    (names::JOB_RUN_SECONDS, RUN_SECONDS),
-    (llm_metrics::LLM_REQUEST_SECONDS, RUN_SECONDS),
-    (names::COMPACTION_TOKENS, TOKENS),
-    (names::COMPACTION_MESSAGES, MESSAGES),
-    (names::COMPACTION_CHUNKS, CHUNKS),
-    (names::COMPACTION_ROLLUPS, ROLLUPS),
-    (names::HTTP_REQUEST_SECONDS, HTTP_SECONDS),
-];
+/// The buckets of every histogram family, from the catalogue (a
+/// histogram missing there would be rendered as a summary; a unit test
+/// checks none is).
+pub use compactor_producer::events::catalogue::HISTOGRAM_BUCKETS;
 
 /// How often histogram samples are folded into their buckets between
 /// scrapes (bounds the memory of samples waiting for a scrape).
@@ -190,14 +132,13 @@ pub fn register_known_series(queue: &str, provider: Provider, domains: &[String]
             metrics::counter!(names::JOBS_FAILED_TOTAL, "queue" => q(), "domain" => d(), "reason" => reason)
                 .increment(0);
         }
-        for reason in labels::DEAD_LETTER_REASONS {
+        for reason in DeadLetterReason::ALL {
             // The runtime's own dead letters (unusable, stalled) have no
             // domain to tell: they are `other` only.
-            let runtime_only = matches!(reason, "unusable" | "stalled");
-            if runtime_only && domain != OTHER_DOMAIN {
+            if reason.domain_unknown() && domain != OTHER_DOMAIN {
                 continue;
             }
-            metrics::counter!(names::JOBS_DEAD_LETTERED_TOTAL, "queue" => q(), "domain" => d(), "reason" => reason)
+            metrics::counter!(names::JOBS_DEAD_LETTERED_TOTAL, "queue" => q(), "domain" => d(), "reason" => reason.as_str())
                 .increment(0);
         }
         for (outcome, degraded) in labels::COMPACTION_OUTCOMES {
@@ -251,6 +192,16 @@ mod tests {
             assert!(buckets.windows(2).all(|w| w[0] < w[1]), "{}", family.name);
         }
         assert_eq!(HISTOGRAM_BUCKETS.len(), 9);
+    }
+
+    #[test]
+    fn the_runtime_counts_queue_errors_under_the_catalogue_ops() {
+        // Until the runtime records through events, its own list must be
+        // the catalogue's.
+        assert_eq!(
+            QUEUE_ERROR_OPS,
+            compactor_producer::events::catalogue::QueueOp::LABELS
+        );
     }
 
     #[test]

@@ -12,7 +12,8 @@ use super::convert::parse_id;
 use super::error::{redis_error, QueueError};
 use super::handle::Queue;
 use super::keys::Keys;
-use crate::metrics::names;
+use crate::events::catalogue::EnqueueResult;
+use crate::events::{CompactionRequested, EnqueueFailed, InternalEvent};
 
 /// What a compaction request did.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -30,13 +31,18 @@ pub enum EnqueueOutcome {
 }
 
 impl EnqueueOutcome {
+    /// The `outcome` label of `compactor_enqueue_total`.
+    pub fn result(&self) -> EnqueueResult {
+        match self {
+            EnqueueOutcome::Added { .. } => EnqueueResult::Added,
+            EnqueueOutcome::Coalesced { .. } => EnqueueResult::Coalesced,
+            EnqueueOutcome::FollowUpRecorded { .. } => EnqueueResult::FollowUp,
+        }
+    }
+
     /// Bounded label for metrics.
     pub fn label(&self) -> &'static str {
-        match self {
-            EnqueueOutcome::Added { .. } => "added",
-            EnqueueOutcome::Coalesced { .. } => "coalesced",
-            EnqueueOutcome::FollowUpRecorded { .. } => "followup",
-        }
+        self.result().as_str()
     }
 }
 
@@ -62,14 +68,20 @@ impl Queue {
         match &result {
             Ok(outcomes) => {
                 for outcome in outcomes {
-                    self.count_enqueue(&Ok(outcome.clone()));
+                    CompactionRequested {
+                        queue: self.config.name.as_str(),
+                        result: outcome.result(),
+                        requests: 1,
+                    }
+                    .emit();
                 }
             }
-            Err(_) => {
-                let label = self.config.name.as_str().to_owned();
-                metrics::counter!(names::ENQUEUE_TOTAL, "queue" => label, "outcome" => "error")
-                    .increment(requests.len() as u64);
+            Err(error) => EnqueueFailed {
+                queue: self.config.name.as_str(),
+                requests: requests.len() as u64,
+                error,
             }
+            .emit(),
         }
         result
     }
@@ -115,12 +127,21 @@ impl Queue {
     }
 
     fn count_enqueue(&self, result: &Result<EnqueueOutcome, QueueError>) {
-        let outcome = match result {
-            Ok(outcome) => outcome.label(),
-            Err(_) => "error",
-        };
-        metrics::counter!(names::ENQUEUE_TOTAL, "queue" => self.config.name.as_str().to_owned(), "outcome" => outcome)
-            .increment(1);
+        let queue = self.config.name.as_str();
+        match result {
+            Ok(outcome) => CompactionRequested {
+                queue,
+                result: outcome.result(),
+                requests: 1,
+            }
+            .emit(),
+            Err(error) => EnqueueFailed {
+                queue,
+                requests: 1,
+                error,
+            }
+            .emit(),
+        }
     }
 
     async fn enqueue_many_unrecorded(

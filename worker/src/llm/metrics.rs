@@ -1,5 +1,6 @@
-//! The LLM clients' metrics (ARCHITECTURE.md §6): their names, help texts,
-//! and the only place they are recorded. Labels are bounded: `provider`
+//! The LLM clients' metrics (ARCHITECTURE.md §6): the only place they are
+//! recorded. Their names and help texts are in the one catalogue,
+//! `compactor_producer::events::catalogue`. Labels are bounded: `provider`
 //! (openai, anthropic), `outcome` ([`OUTCOMES`]), `direction` (input,
 //! output), `reason` ([`Rejection::LABELS`] for rejected answers,
 //! [`DegradedReason`] for fallbacks), `problem` ([`ParseProblem::LABELS`])
@@ -7,93 +8,25 @@
 
 use std::time::Duration;
 
-use compactor_producer::metrics::{Family, Kind};
+use compactor_producer::events::catalogue::LlmOutcome;
 use compactor_producer::store::DegradedReason;
 use compactor_shared::parse::{ParseProblem, Rejection};
 
 use super::completion::TokenUsage;
 
-/// Counter: HTTP requests to the LLM, by `provider` and `outcome`.
-pub const LLM_REQUESTS_TOTAL: &str = "compactor_llm_requests_total";
-/// Histogram: duration of one HTTP request (reading the reply included),
-/// by `provider` and `outcome`.
-pub const LLM_REQUEST_SECONDS: &str = "compactor_llm_request_seconds";
-/// Counter: tokens the server reported, by `provider` and `direction`.
-pub const LLM_TOKENS_TOTAL: &str = "compactor_llm_tokens_total";
-/// Counter: requests sent again after a retryable failure, by `provider`.
-pub const LLM_RETRIES_TOTAL: &str = "compactor_llm_retries_total";
-
-/// Counter: answers the checks rejected (the summary is not used), by
-/// `provider` and `reason`.
-pub const LLM_ANSWERS_REJECTED_TOTAL: &str = "compactor_llm_answers_rejected_total";
-/// Counter: deviations from the answer format that were worked around, by
-/// `provider` and `problem`.
-pub const LLM_ANSWER_PROBLEMS_TOTAL: &str = "compactor_llm_answer_problems_total";
-/// Gauge: 1 while the provider is healthy, 0 while it is marked unhealthy
-/// (requests paused until a probe is answered), by `provider`.
-pub const LLM_HEALTHY: &str = "compactor_llm_healthy";
-/// Counter: compactions the extractive summarizer wrote instead of the
-/// LLM (degraded runs), by `provider` and `reason`.
-pub const LLM_FALLBACKS_TOTAL: &str = "compactor_llm_fallbacks_total";
-
-/// Every value of the `outcome` label.
-pub const OUTCOMES: [&str; 10] = [
-    "ok",
-    "rate_limited",
-    "server_error",
-    "timeout",
-    "connect",
-    "context_length",
-    "bad_request",
-    "auth",
-    "malformed",
-    "empty",
-];
-
+// The names, help texts, label names and `outcome` values live in the one
+// catalogue (`compactor_producer::events::catalogue`); re-exported here
+// under their old paths.
+pub use compactor_producer::events::catalogue::names::{
+    LLM_ANSWERS_REJECTED_TOTAL, LLM_ANSWER_PROBLEMS_TOTAL, LLM_FALLBACKS_TOTAL, LLM_HEALTHY,
+    LLM_REQUESTS_TOTAL, LLM_REQUEST_SECONDS, LLM_RETRIES_TOTAL, LLM_TOKENS_TOTAL,
+};
 /// The LLM clients' families (see `compactor_producer::metrics::FAMILIES`
 /// for the others).
-pub const FAMILIES: &[Family] = &[
-    Family {
-        name: LLM_REQUESTS_TOTAL,
-        kind: Kind::Counter,
-        help: "HTTP requests to the LLM, by outcome",
-    },
-    Family {
-        name: LLM_REQUEST_SECONDS,
-        kind: Kind::Histogram,
-        help: "Duration of one HTTP request to the LLM, by outcome",
-    },
-    Family {
-        name: LLM_TOKENS_TOTAL,
-        kind: Kind::Counter,
-        help: "Tokens the LLM reported, by direction",
-    },
-    Family {
-        name: LLM_RETRIES_TOTAL,
-        kind: Kind::Counter,
-        help: "LLM requests sent again after a retryable failure",
-    },
-    Family {
-        name: LLM_ANSWERS_REJECTED_TOTAL,
-        kind: Kind::Counter,
-        help: "LLM answers rejected by the checks, by reason",
-    },
-    Family {
-        name: LLM_ANSWER_PROBLEMS_TOTAL,
-        kind: Kind::Counter,
-        help: "Deviations from the answer format that were worked around, by problem",
-    },
-    Family {
-        name: LLM_HEALTHY,
-        kind: Kind::Gauge,
-        help: "1 while the LLM provider is healthy, 0 while requests are paused until a probe is answered",
-    },
-    Family {
-        name: LLM_FALLBACKS_TOTAL,
-        kind: Kind::Counter,
-        help: "Compactions summarized offline instead of by the LLM (degraded), by reason",
-    },
-];
+pub use compactor_producer::events::catalogue::LLM_FAMILIES as FAMILIES;
+
+/// Every value of the `outcome` label.
+pub const OUTCOMES: [&str; 10] = LlmOutcome::LABELS;
 
 /// Registers the help texts with the installed recorder.
 pub fn describe() {
