@@ -17,7 +17,6 @@ use compactor_e2e::bench::{bench_runs, env_or, result};
 use compactor_e2e::db::{Backend, TestDb};
 use compactor_e2e::{conversation, settings, spawn_worker, FakeLlm, TestRedis};
 use compactor_producer::client::Compactor;
-use compactor_shared::trigger::TriggerPolicy;
 use compactor_shared::EntityKey;
 
 async fn run_once(backend: Backend, workstreams: usize, concurrency: usize) -> (f64, u32) {
@@ -28,12 +27,7 @@ async fn run_once(backend: Backend, workstreams: usize, concurrency: usize) -> (
     s.worker.concurrency = concurrency;
     // A small model (8k window, trigger at 5.5k tokens): 200 messages
     // (≈ 7k tokens) are over it.
-    s.engine.trigger = TriggerPolicy::Threshold {
-        context_window: 8_000,
-        ratio: 0.7,
-        output_reserve: 2_000,
-        safety_margin: 500,
-    };
+    s.engine.trigger = compactor_e2e::small_model().trigger;
     let client =
         Compactor::from_parts(db.store.clone(), redis.queue().await, s.engine.clone()).await;
     let keys: Vec<EntityKey> = (0..workstreams)
@@ -74,11 +68,7 @@ fn main() {
     };
     let workstreams = env_or("E2E_BENCH_WORKSTREAMS", 200usize);
     let concurrency = env_or("E2E_BENCH_CONCURRENCY", 2usize);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = compactor_e2e::bench::runtime();
     rt.block_on(async {
         let mut rates = Vec::new();
         let metric = match backend {

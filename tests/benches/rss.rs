@@ -39,11 +39,7 @@ fn main() {
         Ok("postgres") => Backend::Postgres,
         _ => Backend::Sqlite,
     };
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = compactor_e2e::bench::runtime();
     for _ in 0..bench_runs(1) {
         rt.block_on(run_once(messages, backend));
     }

@@ -28,7 +28,6 @@ use compactor_e2e::db::TestDb;
 use compactor_e2e::{conversation, FakeLlm, TestRedis};
 use compactor_producer::client::Compactor;
 use compactor_producer::queue::Trigger;
-use compactor_shared::trigger::TriggerPolicy;
 use compactor_shared::EntityKey;
 
 fn spawn(db: &TestDb, redis: &TestRedis, llm: &FakeLlm, port: u16) -> Child {
@@ -71,16 +70,12 @@ async fn run_once(http: &reqwest::Client, workers: usize, workstreams: usize) ->
     let db = TestDb::postgres().await;
     let redis = TestRedis::new();
     let llm = FakeLlm::start().await;
-    let engine = compactor_shared::config::EngineConfig {
-        trigger: TriggerPolicy::Threshold {
-            context_window: 8_000,
-            ratio: 0.7,
-            output_reserve: 2_000,
-            safety_margin: 500,
-        },
-        ..compactor_shared::config::EngineConfig::default()
-    };
-    let client = Compactor::from_parts(db.store.clone(), redis.queue().await, engine).await;
+    let client = Compactor::from_parts(
+        db.store.clone(),
+        redis.queue().await,
+        compactor_e2e::small_model(),
+    )
+    .await;
     let keys: Vec<EntityKey> = (0..workstreams)
         .map(|i| EntityKey::parse("bench", &format!("w{i}")).unwrap())
         .collect();
@@ -128,16 +123,9 @@ async fn run_once(http: &reqwest::Client, workers: usize, workstreams: usize) ->
 fn main() {
     let workstreams = env_or("SCALE_BENCH_WORKSTREAMS", 400usize);
     let max_workers = env_or("SCALE_BENCH_MAX_WORKERS", 4usize);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = compactor_e2e::bench::runtime();
     rt.block_on(async {
-        let http = reqwest::Client::builder()
-            .timeout(Duration::from_millis(500))
-            .build()
-            .unwrap();
+        let http = compactor_e2e::bench::probe_client();
         for _ in 0..bench_runs(3) {
             for workers in 1..=max_workers {
                 let rate = run_once(&http, workers, workstreams).await;

@@ -21,7 +21,9 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use compactor_e2e::bench::{bench_runs, free_port, result, status_kb, stop_process, worker_binary};
+use compactor_e2e::bench::{
+    bench_runs, free_port, ms, result, status_kb, stop_process, worker_binary,
+};
 use compactor_e2e::db::TestDb;
 use compactor_e2e::TestRedis;
 
@@ -67,19 +69,11 @@ async fn run_once(http: &reqwest::Client) -> (Duration, Duration, u64) {
 }
 
 fn main() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = compactor_e2e::bench::runtime();
     rt.block_on(async {
-        let http = reqwest::Client::builder()
-            .timeout(Duration::from_millis(500))
-            .build()
-            .unwrap();
+        let http = compactor_e2e::bench::probe_client();
         for _ in 0..bench_runs(5) {
             let (healthy, ready, idle_kb) = run_once(&http).await;
-            let ms = |d: Duration| d.as_secs_f64() * 1e3;
             result("startup", "startup_healthz", ms(healthy), "ms");
             result("startup", "startup_readyz", ms(ready), "ms");
             result("startup", "idle_rss", idle_kb as f64 / 1024.0, "MB");

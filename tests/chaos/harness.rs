@@ -11,24 +11,12 @@ use compactor_e2e::db::TestDb;
 use compactor_e2e::{conversation, FakeLlm};
 use compactor_producer::client::{Compactor, TurnOutcome};
 use compactor_producer::queue::{Queue, QueueConfig, QueueName};
-use compactor_shared::config::EngineConfig;
-use compactor_shared::trigger::TriggerPolicy;
 use compactor_shared::EntityKey;
 
 const WORKER: &str = env!("CARGO_BIN_EXE_compactor-worker");
 
 /// A small model: 200 messages (≈ 7k tokens) are over its trigger.
-pub fn engine() -> EngineConfig {
-    EngineConfig {
-        trigger: TriggerPolicy::Threshold {
-            context_window: 8_000,
-            ratio: 0.7,
-            output_reserve: 2_000,
-            safety_margin: 500,
-        },
-        ..EngineConfig::default()
-    }
-}
+pub use compactor_e2e::small_model as engine;
 
 /// Where the fleet's services are.
 #[derive(Debug, Clone)]
