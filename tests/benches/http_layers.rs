@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use compactor_e2e::bench::{bench_runs, env_or, ms, percentile, result};
 use compactor_e2e::db::TestDb;
 use compactor_e2e::{settings, start_worker, TestRedis};
-use compactor_producer::client::{Compactor, IncomingMessage};
+use compactor_producer::client::IncomingMessage;
 use compactor_shared::{EntityKey, Role};
 
 /// The time of one `GET url`, the body read whole and checked.
@@ -43,12 +43,7 @@ async fn run_once(iterations: usize) -> Run {
     let db = TestDb::postgres().await;
     let redis = TestRedis::new();
     let worker = start_worker(settings(&db.url, &redis, None)).await;
-    let client = Compactor::from_parts(
-        db.store.clone(),
-        redis.queue().await,
-        compactor_shared::config::EngineConfig::default(),
-    )
-    .await;
+    let client = compactor_e2e::client(&db, &redis).await;
     let k = EntityKey::parse("bench", "http").unwrap();
     let messages = (0..40)
         .map(|i| {

@@ -20,24 +20,22 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a benchmark: fail loudly
 
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
-use compactor_e2e::bench::{bench_runs, env_or, free_port, result, stop_process, worker_binary};
+use compactor_e2e::bench::{
+    bench_runs, env_or, free_port, result, seed_workstreams, stop_process, until_compacted,
+    worker_command,
+};
 use compactor_e2e::db::TestDb;
-use compactor_e2e::{conversation, FakeLlm, TestRedis};
+use compactor_e2e::{FakeLlm, TestRedis};
 use compactor_producer::client::Compactor;
 use compactor_producer::queue::Trigger;
 use compactor_shared::EntityKey;
 
 fn spawn(db: &TestDb, redis: &TestRedis, llm: &FakeLlm, port: u16) -> Child {
-    Command::new(worker_binary())
+    worker_command(&db.url, redis, &format!("127.0.0.1:{port}"))
         .env_remove("OPENAI_API_KEY")
-        .env("DATABASE_URL", &db.url)
-        .env("REDIS_URL", &redis.url)
-        .env("COMPACTOR__QUEUE__NAME", redis.config.name.as_str())
-        .env("COMPACTOR__ADMIN__LISTEN", format!("127.0.0.1:{port}"))
-        .env("COMPACTOR__LOG__LEVEL", "warn")
         .env("COMPACTOR__LLM__PROVIDER", "openai")
         .env("COMPACTOR__LLM__BASE_URL", llm.url())
         .env("COMPACTOR__LLM__MODEL", "fake-model")
@@ -46,8 +44,6 @@ fn spawn(db: &TestDb, redis: &TestRedis, llm: &FakeLlm, port: u16) -> Child {
         .env("COMPACTOR__ENGINE__TRIGGER__SAFETY_MARGIN", "500")
         // One summarization call must fit the 8k window (at most 17,556).
         .env("COMPACTOR__ENGINE__CHUNK__MAX_CHARS", "16000")
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
         .spawn()
         .unwrap()
 }
@@ -76,13 +72,7 @@ async fn run_once(http: &reqwest::Client, workers: usize, workstreams: usize) ->
         compactor_e2e::small_model(),
     )
     .await;
-    let keys: Vec<EntityKey> = (0..workstreams)
-        .map(|i| EntityKey::parse("bench", &format!("w{i}")).unwrap())
-        .collect();
-    let messages = conversation(50); // 200 messages
-    for k in &keys {
-        client.append_messages(k, messages.clone()).await.unwrap();
-    }
+    let keys = seed_workstreams(&client, workstreams).await;
     let mut children = Vec::new();
     for _ in 0..workers {
         let port = free_port();
@@ -95,19 +85,7 @@ async fn run_once(http: &reqwest::Client, workers: usize, workstreams: usize) ->
     for batch in requests.chunks(1_000) {
         client.queue().enqueue_many(batch).await.unwrap();
     }
-    loop {
-        let done = db
-            .scalar("SELECT COUNT(*) AS n FROM workstreams WHERE compactions > 0")
-            .await;
-        if done as usize == workstreams {
-            break;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(600),
-            "not done in 10 minutes ({done}/{workstreams})"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    until_compacted(&db, workstreams, Duration::from_millis(10)).await;
     let elapsed = started.elapsed();
     for child in children {
         stop_process(child);

@@ -18,11 +18,10 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a benchmark: fail loudly
 
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use compactor_e2e::bench::{
-    bench_runs, free_port, ms, result, status_kb, stop_process, worker_binary,
+    bench_runs, free_port, ms, result, status_kb, stop_process, worker_command,
 };
 use compactor_e2e::db::TestDb;
 use compactor_e2e::TestRedis;
@@ -47,16 +46,8 @@ async fn run_once(http: &reqwest::Client) -> (Duration, Duration, u64) {
     let db = TestDb::sqlite().await;
     let redis = TestRedis::new();
     let port = free_port();
-    let binary = worker_binary();
     let spawned = Instant::now();
-    let child = Command::new(&binary)
-        .env("DATABASE_URL", &db.url)
-        .env("REDIS_URL", &redis.url)
-        .env("COMPACTOR__QUEUE__NAME", redis.config.name.as_str())
-        .env("COMPACTOR__ADMIN__LISTEN", format!("127.0.0.1:{port}"))
-        .env("COMPACTOR__LOG__LEVEL", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
+    let child = worker_command(&db.url, &redis, &format!("127.0.0.1:{port}"))
         .spawn()
         .unwrap();
     let pid = child.id();

@@ -4,9 +4,14 @@
 //! `compactor_testkit::bench`, re-exported here.
 
 use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
-use compactor_producer::client::IncomingMessage;
-use compactor_shared::Part;
+use compactor_producer::client::{Compactor, IncomingMessage};
+use compactor_shared::{EntityKey, Part};
+
+use crate::db::TestDb;
+use crate::{conversation, TestRedis};
 
 pub use compactor_testkit::bench::{
     bench_runs, env_or, ms, percentile, result, status_kb, stop_process,
@@ -32,6 +37,54 @@ pub fn worker_binary() -> PathBuf {
         path.display()
     );
     path
+}
+
+/// The release `compactor-worker` (see [`worker_binary`]) on `db_url` and
+/// `redis`'s queue, its admin API on `listen`, logging warnings only (to
+/// the benchmark's stderr).
+pub fn worker_command(db_url: &str, redis: &TestRedis, listen: &str) -> Command {
+    let mut command = Command::new(worker_binary());
+    command
+        .env("DATABASE_URL", db_url)
+        .env("REDIS_URL", &redis.url)
+        .env("COMPACTOR__QUEUE__NAME", redis.config.name.as_str())
+        .env("COMPACTOR__ADMIN__LISTEN", listen)
+        .env("COMPACTOR__LOG__LEVEL", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit());
+    command
+}
+
+/// `n` workstreams `bench:w0` to `bench:w<n-1>` of 200 messages each
+/// (`conversation(50)`: over [`crate::small_model`]'s trigger).
+pub async fn seed_workstreams(client: &Compactor, n: usize) -> Vec<EntityKey> {
+    let keys: Vec<EntityKey> = (0..n)
+        .map(|i| EntityKey::parse("bench", &format!("w{i}")).unwrap())
+        .collect();
+    let messages = conversation(50);
+    for k in &keys {
+        client.append_messages(k, messages.clone()).await.unwrap();
+    }
+    keys
+}
+
+/// Waits until `n` workstreams of `db` were compacted at least once,
+/// polling every `poll`; panics after 10 minutes.
+pub async fn until_compacted(db: &TestDb, n: usize, poll: Duration) {
+    let started = Instant::now();
+    loop {
+        let done = db
+            .scalar("SELECT COUNT(*) AS n FROM workstreams WHERE compactions > 0")
+            .await;
+        if done as usize == n {
+            return;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(600),
+            "not done in 10 minutes ({done}/{n})"
+        );
+        tokio::time::sleep(poll).await;
+    }
 }
 
 /// Content bytes of messages, counted as the transcript benchmark counts

@@ -20,7 +20,8 @@ pub mod quality;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use compactor_producer::client::IncomingMessage;
+use compactor_producer::client::{Compactor, IncomingMessage};
+use compactor_producer::events::{CompactionEvent, EventOutcome};
 use compactor_producer::queue::{Queue, QueueConfig, QueueName};
 use compactor_shared::config::EngineConfig;
 use compactor_shared::trigger::TriggerPolicy;
@@ -247,6 +248,41 @@ pub fn small_model() -> EngineConfig {
             safety_margin: 500,
         },
         ..EngineConfig::default()
+    }
+}
+
+/// A client on `db` and `redis`'s queue, with the default engine.
+pub async fn client(db: &db::TestDb, redis: &TestRedis) -> Compactor {
+    Compactor::from_parts(
+        db.store.clone(),
+        redis.queue().await,
+        EngineConfig::default(),
+    )
+    .await
+}
+
+/// The event a worker announces when job `job_id` of `domain:entity_id`
+/// ends with `outcome` (its first attempt, 10 messages folded).
+pub fn compaction_event(
+    domain: &str,
+    entity_id: &str,
+    outcome: EventOutcome,
+    job_id: u64,
+) -> CompactionEvent {
+    CompactionEvent {
+        domain: domain.into(),
+        entity_id: entity_id.into(),
+        outcome,
+        trigger: "auto".into(),
+        job_id,
+        attempt: 1,
+        tokens_before: 1_000,
+        tokens_after: 100,
+        messages_compacted: 10,
+        chunks: 1,
+        rollups: 0,
+        degraded: false,
+        error: None,
     }
 }
 

@@ -33,12 +33,7 @@ impl World {
         let db = TestDb::new(Backend::Sqlite).await;
         let redis = TestRedis::new();
         let worker = start_worker(settings(&db.url, &redis, None)).await;
-        let client = Compactor::from_parts(
-            db.store.clone(),
-            redis.queue().await,
-            compactor_shared::config::EngineConfig::default(),
-        )
-        .await;
+        let client = compactor_e2e::client(&db, &redis).await;
         let base = worker.admin_url();
         World {
             _db: db,

@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 
 use compactor_e2e::db::TestDb;
 use compactor_e2e::{
-    conversation, eventually, key, settings, spawn_worker, FakeLlm, Fault, TestRedis,
+    client, compaction_event, conversation, eventually, key, settings, spawn_worker, FakeLlm,
+    Fault, TestRedis,
 };
 use compactor_producer::client::{
     Compactor, IncomingMessage, Readiness, TurnOutcome, WaitMode, WaitPhase,
@@ -21,31 +22,8 @@ use compactor_producer::store::LeaseTaken;
 use compactor_shared::{EntityKey, Role};
 use compactor_worker::settings::Settings;
 
-async fn client(db: &TestDb, redis: &TestRedis) -> Compactor {
-    Compactor::from_parts(
-        db.store.clone(),
-        redis.queue().await,
-        compactor_shared::config::EngineConfig::default(),
-    )
-    .await
-}
-
 fn event(outcome: EventOutcome) -> CompactionEvent {
-    CompactionEvent {
-        domain: "chat".into(),
-        entity_id: "w".into(),
-        outcome,
-        trigger: "auto".into(),
-        job_id: 7,
-        attempt: 1,
-        tokens_before: 1_000,
-        tokens_after: 100,
-        messages_compacted: 10,
-        chunks: 1,
-        rollups: 0,
-        degraded: false,
-        error: None,
-    }
+    compaction_event("chat", "w", outcome, 7)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
