@@ -8,27 +8,25 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use compactor_e2e::db::TestDb;
 use compactor_e2e::proxy::{ChaosProxy, Mode};
-use compactor_e2e::{FakeLlm, TestRedis};
-use compactor_producer::client::Compactor;
 
 use crate::harness::{
-    check_invariants, engine, until_all_compacted, until_compacted, worker_env, Report, Targets,
-    WorkerProcess, Workload,
+    check_invariants, until_all_compacted, until_compacted, worker_env, Report, Scene, Targets,
+    WorkerProcess,
 };
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_database_gone_for_20_seconds_loses_nothing() {
     let _serial = crate::SERIAL.lock().await;
-    let db = TestDb::postgres().await;
-    let redis = TestRedis::new();
-    let llm = FakeLlm::start().await;
-    llm.answer_after(Duration::from_millis(100));
-    let queue = redis.queue().await;
-    let client = Compactor::from_parts(db.store.clone(), queue.clone(), engine()).await;
     let n = 100;
-    let work = Workload::seed(&client, n).await;
+    let scene = Scene::start(Duration::from_millis(100), n).await;
+    let Scene {
+        db,
+        redis,
+        llm,
+        queue,
+        work,
+    } = &scene;
 
     let postgres: SocketAddr = "127.0.0.1:5432".parse().unwrap();
     let proxy = ChaosProxy::start(postgres).await;
@@ -36,9 +34,8 @@ async fn the_database_gone_for_20_seconds_loses_nothing() {
     let through_proxy = db.url.replace("127.0.0.1:5432", &proxy.addr().to_string());
     let env = worker_env(&Targets {
         database_url: through_proxy,
-        redis_url: redis.url.clone(),
-        queue: redis.config.name.as_str().to_owned(),
-        llm_url: llm.url(),
+
+        ..scene.targets()
     });
     let mut fleet: Vec<WorkerProcess> = (0..3).map(|_| WorkerProcess::spawn(&env)).collect();
     let started = Instant::now();

@@ -8,7 +8,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use compactor_e2e::db::TestDb;
-use compactor_e2e::{conversation, FakeLlm};
+use compactor_e2e::{conversation, FakeLlm, TestRedis};
 use compactor_producer::client::{Compactor, TurnOutcome};
 use compactor_producer::queue::{Queue, QueueConfig, QueueName};
 use compactor_shared::EntityKey;
@@ -25,6 +25,47 @@ pub struct Targets {
     pub redis_url: String,
     pub queue: String,
     pub llm_url: String,
+}
+
+/// A scenario's world: a PostgreSQL schema, a queue on the machine's
+/// Redis, the fake LLM answering after a delay, and workstreams over
+/// their trigger.
+pub struct Scene {
+    pub db: TestDb,
+    pub redis: TestRedis,
+    pub llm: FakeLlm,
+    pub queue: Queue,
+    pub work: Workload,
+}
+
+impl Scene {
+    /// With the LLM answering after `llm_delay` and `n` workstreams.
+    pub async fn start(llm_delay: Duration, n: usize) -> Scene {
+        let db = TestDb::postgres().await;
+        let redis = TestRedis::new();
+        let llm = FakeLlm::start().await;
+        llm.answer_after(llm_delay);
+        let queue = redis.queue().await;
+        let client = Compactor::from_parts(db.store.clone(), queue.clone(), engine()).await;
+        let work = Workload::seed(&client, n).await;
+        Scene {
+            db,
+            redis,
+            llm,
+            queue,
+            work,
+        }
+    }
+
+    /// The fleet pointed straight at this scene's services.
+    pub fn targets(&self) -> Targets {
+        Targets {
+            database_url: self.db.url.clone(),
+            redis_url: self.redis.url.clone(),
+            queue: self.redis.config.name.as_str().to_owned(),
+            llm_url: self.llm.url(),
+        }
+    }
 }
 
 /// The environment of a worker process: short leases and check intervals

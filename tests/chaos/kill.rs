@@ -14,31 +14,23 @@
 
 use std::time::{Duration, Instant};
 
-use compactor_e2e::db::TestDb;
-use compactor_e2e::{FakeLlm, TestRedis};
-use compactor_producer::client::Compactor;
-
 use crate::harness::{
-    check_invariants, compacted, engine, until_all_compacted, until_all_compacted_or_stalled,
-    worker_env, Report, Targets, WorkerProcess, Workload,
+    check_invariants, compacted, until_all_compacted, until_all_compacted_or_stalled, worker_env,
+    Report, Scene, WorkerProcess,
 };
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn workers_killed_again_and_again_lose_nothing() {
     let _serial = crate::SERIAL.lock().await;
-    let db = TestDb::postgres().await;
-    let redis = TestRedis::new();
-    let llm = FakeLlm::start().await;
-    llm.answer_after(Duration::from_millis(50));
-    let queue = redis.queue().await;
-    let client = Compactor::from_parts(db.store.clone(), queue.clone(), engine()).await;
-    let work = Workload::seed(&client, 300).await;
-    let env = worker_env(&Targets {
-        database_url: db.url.clone(),
-        redis_url: redis.url.clone(),
-        queue: redis.config.name.as_str().to_owned(),
-        llm_url: llm.url(),
-    });
+    let scene = Scene::start(Duration::from_millis(50), 300).await;
+    let Scene {
+        db,
+        redis,
+        llm,
+        queue,
+        work,
+    } = &scene;
+    let env = worker_env(&scene.targets());
     let mut fleet: Vec<WorkerProcess> = (0..3).map(|_| WorkerProcess::spawn(&env)).collect();
     let started = Instant::now();
     let mut kills = 0;

@@ -5,32 +5,24 @@
 
 use std::time::{Duration, Instant};
 
-use compactor_e2e::db::TestDb;
-use compactor_e2e::{FakeLlm, TestRedis};
-use compactor_producer::client::Compactor;
-
 use crate::harness::{
-    check_invariants, engine, until_all_compacted, until_compacted, worker_env, Report, Targets,
-    WorkerProcess, Workload,
+    check_invariants, until_all_compacted, until_compacted, worker_env, Report, Scene,
+    WorkerProcess,
 };
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rolling_restart_reruns_nothing() {
     let _serial = crate::SERIAL.lock().await;
-    let db = TestDb::postgres().await;
-    let redis = TestRedis::new();
-    let llm = FakeLlm::start().await;
-    llm.answer_after(Duration::from_millis(150));
-    let queue = redis.queue().await;
-    let client = Compactor::from_parts(db.store.clone(), queue.clone(), engine()).await;
     let n = 150;
-    let work = Workload::seed(&client, n).await;
-    let env = worker_env(&Targets {
-        database_url: db.url.clone(),
-        redis_url: redis.url.clone(),
-        queue: redis.config.name.as_str().to_owned(),
-        llm_url: llm.url(),
-    });
+    let scene = Scene::start(Duration::from_millis(150), n).await;
+    let Scene {
+        db,
+        redis,
+        llm,
+        queue,
+        work,
+    } = &scene;
+    let env = worker_env(&scene.targets());
     let mut fleet: Vec<WorkerProcess> = (0..3).map(|_| WorkerProcess::spawn(&env)).collect();
     let started = Instant::now();
     until_compacted(&db, 10, Duration::from_secs(30)).await;

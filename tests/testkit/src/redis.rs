@@ -1,9 +1,11 @@
 //! Redis for tests: the machine's server, shared by every test under
 //! names of their own, and private servers for tests that stop Redis.
 
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::names::unique_name;
 use crate::ports::free_port;
 
 /// The machine's Redis: `REDIS_URL`, else `redis://127.0.0.1:6379`.
@@ -43,10 +45,15 @@ pub fn delete_prefix(url: &str, prefix: &str) {
 }
 
 /// A `redis-server` of the test's own on loopback, for tests that stop
-/// Redis under the code (killed on drop). Nothing is saved to disk.
+/// Redis under the code (killed on drop). Nothing is saved to disk unless
+/// it is [`PrivateRedis::start_persistent`].
 pub struct PrivateRedis {
     pub port: u16,
     child: Option<Child>,
+    /// `requirepass`, if any.
+    password: Option<String>,
+    /// The AOF directory of a persistent server (removed on drop).
+    dir: Option<PathBuf>,
 }
 
 /// How many ports [`PrivateRedis::start`] tries before it gives up.
@@ -59,20 +66,36 @@ impl PrivateRedis {
     /// the server we started must answer with its own process id — and
     /// another port is tried.
     pub fn start() -> PrivateRedis {
-        PrivateRedis::start_requiring(None)
+        PrivateRedis::start_with(None, None)
     }
 
     /// On a free port, refusing clients that do not give `password`
     /// (`requirepass`), for tests of refused credentials.
     pub fn start_with_password(password: &str) -> PrivateRedis {
-        PrivateRedis::start_requiring(Some(password))
+        PrivateRedis::start_with(Some(password.to_owned()), None)
     }
 
-    fn start_requiring(password: Option<&str>) -> PrivateRedis {
+    /// On a free port, with AOF fsynced on every write in a directory of
+    /// its own: killed and [started again](PrivateRedis::start_again), it
+    /// comes back with every acknowledged write.
+    pub fn start_persistent() -> PrivateRedis {
+        let dir = std::env::temp_dir().join(unique_name("redis_aof"));
+        std::fs::create_dir_all(&dir).expect("a directory for the AOF");
+        PrivateRedis::start_with(None, Some(dir))
+    }
+
+    fn start_with(password: Option<String>, dir: Option<PathBuf>) -> PrivateRedis {
+        let mut redis = PrivateRedis {
+            port: 0,
+            child: None,
+            password,
+            dir,
+        };
         let mut last = String::new();
         for _ in 0..START_ATTEMPTS {
-            match PrivateRedis::try_start_on(free_port(), password) {
-                Ok(redis) => return redis,
+            redis.port = free_port();
+            match redis.spawn() {
+                Ok(()) => return redis,
                 Err(why) => last = why,
             }
         }
@@ -82,15 +105,43 @@ impl PrivateRedis {
     /// On `port` (e.g. the port of one that was killed: Redis "coming
     /// back" where a worker expects it). Panics if it cannot bind it.
     pub fn start_on(port: u16) -> PrivateRedis {
-        PrivateRedis::try_start_on(port, None).unwrap_or_else(|why| panic!("{why}"))
+        let mut redis = PrivateRedis {
+            port,
+            child: None,
+            password: None,
+            dir: None,
+        };
+        redis.spawn().unwrap_or_else(|why| panic!("{why}"));
+        redis
     }
 
-    fn try_start_on(port: u16, password: Option<&str>) -> Result<PrivateRedis, String> {
+    /// Starts the server again after [`PrivateRedis::kill`], on the same
+    /// port (and, persistent, the same data). Panics if it cannot bind it.
+    pub fn start_again(&mut self) {
+        self.kill();
+        self.spawn().unwrap_or_else(|why| panic!("{why}"));
+    }
+
+    /// Runs `redis-server` on `self.port` and waits until it answers with
+    /// its own pid; on failure the child is gone and `self.child` `None`.
+    fn spawn(&mut self) -> Result<(), String> {
         let mut command = Command::new("redis-server");
-        command
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no"]);
-        if let Some(password) = password {
+        command.args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"]);
+        match &self.dir {
+            Some(dir) => command
+                .args([
+                    "--appendonly",
+                    "yes",
+                    "--appendfsync",
+                    "always",
+                    "--save",
+                    "",
+                ])
+                .arg("--dir")
+                .arg(dir),
+            None => command.args(["--save", "", "--appendonly", "no"]),
+        };
+        if let Some(password) = &self.password {
             command.args(["--requirepass", password]);
         }
         let child = command
@@ -99,30 +150,29 @@ impl PrivateRedis {
             .stderr(Stdio::null())
             .spawn()
             .map_err(|e| format!("redis-server must be installed for this test: {e}"))?;
-        // Owned from here: dropped on an early return, it kills the child.
-        let mut redis = PrivateRedis {
-            port,
-            child: Some(child),
-        };
-        let pid = redis.child.as_ref().map(Child::id).unwrap_or_default();
+        let pid = child.id();
+        // Owned from here: on an early return, `kill` (or drop) reaps it.
+        self.child = Some(child);
+        let port = self.port;
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
-            if let Some(Ok(Some(status))) = redis.child.as_mut().map(Child::try_wait) {
-                redis.child = None;
+            if let Some(Ok(Some(status))) = self.child.as_mut().map(Child::try_wait) {
+                self.child = None;
                 return Err(format!("redis-server on port {port} exited: {status}"));
             }
-            match server_pid(port, password) {
-                Some(answered) if answered == pid => return Ok(redis),
-                Some(other) => {
-                    return Err(format!(
-                        "port {port} is another redis-server's (pid {other})"
-                    ))
-                }
+            let failure = match server_pid(port, self.password.as_deref()) {
+                Some(answered) if answered == pid => return Ok(()),
+                Some(other) => format!("port {port} is another redis-server's (pid {other})"),
                 None if Instant::now() > deadline => {
-                    return Err(format!("redis-server on port {port} did not start"))
+                    format!("redis-server on port {port} did not start")
                 }
-                None => std::thread::sleep(Duration::from_millis(20)),
-            }
+                None => {
+                    std::thread::sleep(Duration::from_millis(20));
+                    continue;
+                }
+            };
+            self.kill();
+            return Err(failure);
         }
     }
 
@@ -135,7 +185,8 @@ impl PrivateRedis {
         PrivateRedis::url_for(self.port)
     }
 
-    /// Kills the server (SIGKILL) and reaps it: Redis gone at once.
+    /// Kills the server (SIGKILL: no goodbye, no final fsync) and reaps it:
+    /// Redis gone at once.
     pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();
@@ -147,6 +198,9 @@ impl PrivateRedis {
 impl Drop for PrivateRedis {
     fn drop(&mut self) {
         self.kill();
+        if let Some(dir) = &self.dir {
+            let _ = std::fs::remove_dir_all(dir);
+        }
     }
 }
 

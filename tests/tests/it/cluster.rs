@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::worker_support::{
-    eventually, fast_queue, fast_runtime, until_dead, until_done, FnHandler,
+    eventually, fast_queue, fast_runtime, until_dead, until_done, FnHandler, Running,
 };
 use compactor_e2e::cluster::{RedisCluster, NODES};
 use compactor_e2e::db::TestDb;
@@ -30,8 +30,7 @@ use compactor_producer::queue::{
     ClaimOutcome, Completion, EnqueueOutcome, JobState, Queue, QueueConfig, QueueName, Trigger,
 };
 use compactor_producer::settings::RedisSettings;
-use compactor_worker::runtime::{JobError, Runtime, RuntimeConfig, RuntimeError};
-use tokio::sync::oneshot;
+use compactor_worker::runtime::{JobError, RuntimeConfig};
 
 fn cluster() -> &'static RedisCluster {
     RedisCluster::shared()
@@ -55,37 +54,6 @@ impl ClusterQueue {
 impl Drop for ClusterQueue {
     fn drop(&mut self) {
         cluster().delete_queue(&self.name);
-    }
-}
-
-/// A runtime in this process until `stop`.
-struct Running {
-    stop: Option<oneshot::Sender<()>>,
-    task: tokio::task::JoinHandle<Result<(), RuntimeError>>,
-}
-
-impl Running {
-    fn start(queue: &Queue, config: RuntimeConfig, handler: FnHandler) -> Running {
-        let (tx, rx) = oneshot::channel::<()>();
-        let runtime = Runtime::new(queue.clone(), config, handler).unwrap();
-        let task = tokio::spawn(runtime.run(async move {
-            let _ = rx.await;
-        }));
-        Running {
-            stop: Some(tx),
-            task,
-        }
-    }
-
-    async fn stop(mut self) {
-        if let Some(tx) = self.stop.take() {
-            let _ = tx.send(());
-        }
-        tokio::time::timeout(Duration::from_secs(30), &mut self.task)
-            .await
-            .expect("the runtime stops")
-            .expect("the runtime task does not panic")
-            .expect("the runtime stops cleanly");
     }
 }
 

@@ -8,47 +8,12 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::support::{
-    eventually, fast_queue, fast_runtime, key, until_dead, until_done, FnHandler, TestQueue,
+    eventually, fast_queue, fast_runtime, key, until_dead, until_done, FnHandler, Running,
+    TestQueue,
 };
 use compactor_producer::queue::{ClaimOutcome, EnqueueOutcome, JobState, QueueConfig, Trigger};
-use compactor_worker::runtime::{JobError, Runtime, RuntimeConfig};
+use compactor_worker::runtime::{JobError, RuntimeConfig};
 use tokio::sync::oneshot;
-
-/// A runtime running in the background; `stop` shuts it down gracefully.
-struct Running {
-    stop: Option<oneshot::Sender<()>>,
-    task: tokio::task::JoinHandle<Result<(), compactor_worker::runtime::RuntimeError>>,
-}
-
-impl Running {
-    fn start(t: &TestQueue, config: RuntimeConfig, handler: FnHandler) -> Running {
-        let (tx, rx) = oneshot::channel::<()>();
-        let runtime = Runtime::new(t.queue.clone(), config, handler).unwrap();
-        let task = tokio::spawn(runtime.run(async move {
-            let _ = rx.await;
-        }));
-        Running {
-            stop: Some(tx),
-            task,
-        }
-    }
-
-    /// Sends the shutdown signal without waiting for the runtime to stop.
-    fn signal(&mut self) {
-        if let Some(tx) = self.stop.take() {
-            let _ = tx.send(());
-        }
-    }
-
-    async fn stop(mut self) {
-        self.signal();
-        tokio::time::timeout(Duration::from_secs(30), &mut self.task)
-            .await
-            .expect("the runtime stops")
-            .expect("the runtime task does not panic")
-            .expect("the runtime stops cleanly");
-    }
-}
 
 /// One attempt as the handler saw it.
 #[derive(Debug, Clone)]
@@ -96,7 +61,7 @@ async fn an_idle_worker_is_woken_for_a_new_job_without_polling() {
         ..fast_runtime()
     };
     let running = Running::start(
-        &t,
+        &t.queue,
         config,
         FnHandler::new(move |job| {
             let l = l.clone();
@@ -142,7 +107,7 @@ async fn requests_while_a_job_runs_give_exactly_one_follow_up_run() {
     let gate = Arc::new(tokio::sync::Notify::new());
     let (l, g) = (log.clone(), gate.clone());
     let running = Running::start(
-        &t,
+        &t.queue,
         fast_runtime(),
         FnHandler::new(move |job| {
             let (l, g) = (l.clone(), g.clone());
@@ -208,7 +173,7 @@ async fn a_retryable_failure_is_retried_after_the_backoff_then_dead_lettered() {
     let mut config = fast_runtime();
     config.retry.base_delay = Duration::from_millis(400);
     let running = Running::start(
-        &t,
+        &t.queue,
         config,
         FnHandler::new(move |job| {
             let l = l.clone();
@@ -251,7 +216,7 @@ async fn retry_after_is_honoured_when_longer_than_the_backoff() {
     let mut config = fast_runtime();
     config.retry.base_delay = Duration::from_millis(50);
     let running = Running::start(
-        &t,
+        &t.queue,
         config,
         FnHandler::new(move |job| {
             let l = l.clone();
@@ -285,7 +250,7 @@ async fn a_permanent_failure_is_dead_lettered_at_once_and_can_be_retried_from_th
     let runs = Arc::new(AtomicU32::new(0));
     let r = runs.clone();
     let running = Running::start(
-        &t,
+        &t.queue,
         fast_runtime(),
         FnHandler::new(move |_job| {
             let r = r.clone();
@@ -328,7 +293,7 @@ async fn a_panicking_handler_fails_the_attempt_and_the_worker_goes_on() {
     let log = Log::default();
     let l = log.clone();
     let running = Running::start(
-        &t,
+        &t.queue,
         fast_runtime(),
         FnHandler::new(move |job| {
             let l = l.clone();
@@ -374,7 +339,7 @@ async fn a_lost_lease_cancels_the_attempt_and_its_commit_is_refused() {
     let tokens = Arc::new(Mutex::new(Vec::new()));
     let (d, tk) = (dropped_tx.clone(), tokens.clone());
     let running = Running::start(
-        &t,
+        &t.queue,
         fast_runtime(),
         FnHandler::new(move |job| {
             let guard = DropSignal(d.lock().unwrap().take());
@@ -427,7 +392,7 @@ async fn an_attempt_longer_than_the_lock_duration_is_cancelled_and_retried() {
     let mut config = fast_runtime();
     config.lock_duration = Duration::from_millis(600);
     let running = Running::start(
-        &t,
+        &t.queue,
         config,
         FnHandler::new(move |job| {
             let l = l.clone();
@@ -462,7 +427,7 @@ async fn shutdown_lets_an_in_flight_job_finish_and_claims_nothing_more() {
     let gate = Arc::new(tokio::sync::Notify::new());
     let (l, g) = (log.clone(), gate.clone());
     let mut running = Running::start(
-        &t,
+        &t.queue,
         fast_runtime(),
         FnHandler::new(move |job| {
             let (l, g) = (l.clone(), g.clone());
@@ -510,7 +475,7 @@ async fn shutdown_hands_back_a_job_that_outlasts_the_grace_period() {
     let mut config = fast_runtime();
     config.shutdown_grace = Duration::from_millis(300);
     let running = Running::start(
-        &t,
+        &t.queue,
         config,
         FnHandler::new(move |job| {
             let l = l.clone();
@@ -571,7 +536,7 @@ async fn unusable_queue_entries_are_dead_lettered_and_the_worker_goes_on() {
         compactor_e2e::write_raw_job(&mut raw, &keys, member, &payload).await;
     }
     let running = Running::start(
-        &t,
+        &t.queue,
         fast_runtime(),
         FnHandler::new(move |job| {
             let l = l.clone();
@@ -606,7 +571,7 @@ async fn an_unavailable_dependency_postpones_without_using_up_attempts() {
     let log = Log::default();
     let l = log.clone();
     let running = Running::start(
-        &t,
+        &t.queue,
         fast_runtime(),
         FnHandler::new(move |job| {
             let l = l.clone();
@@ -689,7 +654,7 @@ async fn a_job_claimed_ahead_that_finds_no_slot_goes_back_to_the_queue_for_anoth
     // ahead, so when a slow job takes its slot, A holds slow jobs it
     // cannot start.
     let a = Running::start(
-        &t,
+        &t.queue,
         RuntimeConfig {
             concurrency: 1,
             claim_ahead: 2,
@@ -751,7 +716,7 @@ async fn a_job_claimed_ahead_that_finds_no_slot_goes_back_to_the_queue_for_anoth
             .any(|r| r.worker == "A" && r.entity.starts_with("slow"))
     })
     .await;
-    let b = Running::start(&t, fast_runtime(), runs.handler("B"));
+    let b = Running::start(&t.queue, fast_runtime(), runs.handler("B"));
     for i in 0..3 {
         until_done(
             &t.queue,
@@ -826,7 +791,7 @@ async fn the_sweep_puts_back_jobs_whose_set_entry_was_lost() {
 
     let l = log.clone();
     let running = Running::start(
-        &t,
+        &t.queue,
         fast_runtime(),
         FnHandler::new(move |job| {
             let l = l.clone();

@@ -11,8 +11,9 @@ use std::time::Duration;
 
 use compactor_producer::queue::{JobState, Queue, QueueConfig};
 use compactor_shared::EntityKey;
-use compactor_worker::runtime::{Job, JobError, JobHandler, RuntimeConfig};
+use compactor_worker::runtime::{Job, JobError, JobHandler, Runtime, RuntimeConfig, RuntimeError};
 use futures::future::BoxFuture;
+use tokio::sync::oneshot;
 
 pub use compactor_testkit::eventually;
 pub use queue::TestQueue;
@@ -62,6 +63,42 @@ impl FnHandler {
 impl JobHandler for FnHandler {
     fn run(&self, job: Job) -> impl std::future::Future<Output = Result<(), JobError>> + Send {
         (self.0)(job)
+    }
+}
+
+/// A runtime running in the background; `stop` shuts it down gracefully.
+pub struct Running {
+    stop: Option<oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<Result<(), RuntimeError>>,
+}
+
+impl Running {
+    pub fn start(queue: &Queue, config: RuntimeConfig, handler: FnHandler) -> Running {
+        let (tx, rx) = oneshot::channel::<()>();
+        let runtime = Runtime::new(queue.clone(), config, handler).unwrap();
+        let task = tokio::spawn(runtime.run(async move {
+            let _ = rx.await;
+        }));
+        Running {
+            stop: Some(tx),
+            task,
+        }
+    }
+
+    /// Sends the shutdown signal without waiting for the runtime to stop.
+    pub fn signal(&mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+    }
+
+    pub async fn stop(mut self) {
+        self.signal();
+        tokio::time::timeout(Duration::from_secs(30), &mut self.task)
+            .await
+            .expect("the runtime stops")
+            .expect("the runtime task does not panic")
+            .expect("the runtime stops cleanly");
     }
 }
 
