@@ -39,15 +39,15 @@ async fn the_database_gone_for_20_seconds_loses_nothing() {
     });
     let mut fleet: Vec<WorkerProcess> = (0..3).map(|_| WorkerProcess::spawn(&env)).collect();
     let started = Instant::now();
-    until_compacted(&db, 15, Duration::from_secs(60)).await;
+    until_compacted(db, 15, Duration::from_secs(60)).await;
 
     proxy.set(Mode::Cut);
-    let cut_at_done = crate::harness::compacted(&db).await;
+    let cut_at_done = crate::harness::compacted(db).await;
     tokio::time::sleep(Duration::from_secs(20)).await;
     proxy.set(Mode::Pass);
     let restored = Instant::now();
     assert!(cut_at_done < n, "the outage came mid-run");
-    until_all_compacted(&db, n, Duration::from_secs(120)).await;
+    until_all_compacted(db, n, Duration::from_secs(120)).await;
     let recovery = restored.elapsed();
     for worker in &fleet {
         worker.terminate();
@@ -62,6 +62,6 @@ async fn the_database_gone_for_20_seconds_loses_nothing() {
         total: started.elapsed(),
         ..Report::default()
     };
-    check_invariants(&db, &redis.url, &queue, &work, &llm, &mut report).await;
+    check_invariants(db, &redis.url, queue, work, llm, &mut report).await;
     report.print();
 }

@@ -34,14 +34,14 @@ async fn workers_killed_again_and_again_lose_nothing() {
     let mut fleet: Vec<WorkerProcess> = (0..3).map(|_| WorkerProcess::spawn(&env)).collect();
     let started = Instant::now();
     let mut kills = 0;
-    while compacted(&db).await < 300 && kills < 12 {
+    while compacted(db).await < 300 && kills < 12 {
         tokio::time::sleep(Duration::from_millis(700)).await;
         let victim = kills % fleet.len();
         fleet[victim].kill9();
         fleet[victim] = WorkerProcess::spawn(&env);
         kills += 1;
     }
-    let recovery = until_all_compacted_or_stalled(&db, &queue, 300, Duration::from_secs(120)).await;
+    let recovery = until_all_compacted_or_stalled(db, queue, 300, Duration::from_secs(120)).await;
     let stalled = queue.dead_letters(300).await.expect("dead letters");
     for dead in &stalled {
         assert!(
@@ -54,7 +54,7 @@ async fn workers_killed_again_and_again_lose_nothing() {
             .expect("retry a dead letter")
             .expect("the dead letter is there");
     }
-    until_all_compacted(&db, 300, Duration::from_secs(60)).await;
+    until_all_compacted(db, 300, Duration::from_secs(60)).await;
     for worker in &fleet {
         worker.terminate();
     }
@@ -69,7 +69,7 @@ async fn workers_killed_again_and_again_lose_nothing() {
         total: started.elapsed(),
         ..Report::default()
     };
-    check_invariants(&db, &redis.url, &queue, &work, &llm, &mut report).await;
+    check_invariants(db, &redis.url, queue, work, llm, &mut report).await;
     report.print();
     assert!(kills >= 3, "the chaos happened: {kills} kills");
 }

@@ -32,7 +32,7 @@ async fn an_llm_that_hangs_resets_and_babbles_loses_nothing() {
     });
     let mut fleet: Vec<WorkerProcess> = (0..3).map(|_| WorkerProcess::spawn(&env)).collect();
     let started = Instant::now();
-    until_compacted(&db, 10, Duration::from_secs(60)).await;
+    until_compacted(db, 10, Duration::from_secs(60)).await;
 
     proxy.set(Mode::Hang);
     tokio::time::sleep(Duration::from_secs(3)).await;
@@ -44,7 +44,7 @@ async fn an_llm_that_hangs_resets_and_babbles_loses_nothing() {
     llm.fail_always(None);
     let healed = Instant::now();
 
-    until_all_compacted(&db, n, Duration::from_secs(120)).await;
+    until_all_compacted(db, n, Duration::from_secs(120)).await;
     let recovery = healed.elapsed();
     for worker in &fleet {
         worker.terminate();
@@ -59,6 +59,6 @@ async fn an_llm_that_hangs_resets_and_babbles_loses_nothing() {
         total: started.elapsed(),
         ..Report::default()
     };
-    check_invariants(&db, &redis.url, &queue, &work, &llm, &mut report).await;
+    check_invariants(db, &redis.url, queue, work, llm, &mut report).await;
     report.print();
 }

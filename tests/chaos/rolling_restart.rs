@@ -25,7 +25,7 @@ async fn a_rolling_restart_reruns_nothing() {
     let env = worker_env(&scene.targets());
     let mut fleet: Vec<WorkerProcess> = (0..3).map(|_| WorkerProcess::spawn(&env)).collect();
     let started = Instant::now();
-    until_compacted(&db, 10, Duration::from_secs(30)).await;
+    until_compacted(db, 10, Duration::from_secs(30)).await;
     for (i, worker) in fleet.iter_mut().enumerate() {
         worker.terminate();
         let status = worker.wait_exit(Duration::from_secs(15)).await;
@@ -36,7 +36,7 @@ async fn a_rolling_restart_reruns_nothing() {
         *worker = WorkerProcess::spawn(&env);
     }
     let restarted_at = Instant::now();
-    until_all_compacted(&db, n, Duration::from_secs(120)).await;
+    until_all_compacted(db, n, Duration::from_secs(120)).await;
     for worker in &fleet {
         worker.terminate();
     }
@@ -50,7 +50,7 @@ async fn a_rolling_restart_reruns_nothing() {
         total: started.elapsed(),
         ..Report::default()
     };
-    check_invariants(&db, &redis.url, &queue, &work, &llm, &mut report).await;
+    check_invariants(db, &redis.url, queue, work, llm, &mut report).await;
     report.print();
     assert_eq!(
         report.llm_calls, n,
