@@ -57,6 +57,22 @@ impl Scene {
         }
     }
 
+    /// Checks the invariants after the scenario ([`check_invariants`])
+    /// and prints its report, which it returns with what the check found.
+    pub async fn finish(&self, mut report: Report) -> Report {
+        check_invariants(
+            &self.db,
+            &self.redis.url,
+            &self.queue,
+            &self.work,
+            &self.llm,
+            &mut report,
+        )
+        .await;
+        report.print();
+        report
+    }
+
     /// The fleet pointed straight at this scene's services.
     pub fn targets(&self) -> Targets {
         Targets {
@@ -65,6 +81,17 @@ impl Scene {
             queue: self.redis.config.name.as_str().to_owned(),
             llm_url: self.llm.url(),
         }
+    }
+}
+
+/// Stops every worker of `fleet` with SIGTERM (all at once, as a
+/// deployment would) and requires each to exit 0.
+pub async fn stop_fleet(fleet: &mut [WorkerProcess]) {
+    for worker in fleet.iter() {
+        worker.terminate();
+    }
+    for worker in fleet.iter_mut() {
+        assert!(worker.wait_exit(Duration::from_secs(15)).await.success());
     }
 }
 

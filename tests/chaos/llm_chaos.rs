@@ -9,7 +9,7 @@ use compactor_e2e::proxy::{ChaosProxy, Mode};
 use compactor_e2e::Fault;
 
 use crate::harness::{
-    check_invariants, until_all_compacted, until_compacted, worker_env, Report, Scene, Targets,
+    stop_fleet, until_all_compacted, until_compacted, worker_env, Report, Scene, Targets,
     WorkerProcess,
 };
 
@@ -18,47 +18,34 @@ async fn an_llm_that_hangs_resets_and_babbles_loses_nothing() {
     let _serial = crate::SERIAL.lock().await;
     let n = 100;
     let scene = Scene::start(Duration::from_millis(50), n).await;
-    let Scene {
-        db,
-        redis,
-        llm,
-        queue,
-        work,
-    } = &scene;
-    let proxy = ChaosProxy::start(*llm.server.address()).await;
+    let proxy = ChaosProxy::start(*scene.llm.server.address()).await;
     let env = worker_env(&Targets {
         llm_url: format!("http://{}", proxy.addr()),
         ..scene.targets()
     });
     let mut fleet: Vec<WorkerProcess> = (0..3).map(|_| WorkerProcess::spawn(&env)).collect();
     let started = Instant::now();
-    until_compacted(db, 10, Duration::from_secs(60)).await;
+    until_compacted(&scene.db, 10, Duration::from_secs(60)).await;
 
     proxy.set(Mode::Hang);
     tokio::time::sleep(Duration::from_secs(3)).await;
     proxy.set(Mode::Cut);
     tokio::time::sleep(Duration::from_secs(3)).await;
     proxy.set(Mode::Pass);
-    llm.fail_always(Some(Fault::Malformed));
+    scene.llm.fail_always(Some(Fault::Malformed));
     tokio::time::sleep(Duration::from_secs(3)).await;
-    llm.fail_always(None);
+    scene.llm.fail_always(None);
     let healed = Instant::now();
 
-    until_all_compacted(db, n, Duration::from_secs(120)).await;
+    until_all_compacted(&scene.db, n, Duration::from_secs(120)).await;
     let recovery = healed.elapsed();
-    for worker in &fleet {
-        worker.terminate();
-    }
-    for worker in &mut fleet {
-        assert!(worker.wait_exit(Duration::from_secs(15)).await.success());
-    }
-    let mut report = Report {
+    stop_fleet(&mut fleet).await;
+    let report = Report {
         scenario: "LLM hangs, resets connections, answers garbage (9 s)",
         disruptions: 3,
         recovery,
         total: started.elapsed(),
         ..Report::default()
     };
-    check_invariants(db, &redis.url, queue, work, llm, &mut report).await;
-    report.print();
+    scene.finish(report).await;
 }

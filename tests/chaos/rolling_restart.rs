@@ -6,8 +6,7 @@
 use std::time::{Duration, Instant};
 
 use crate::harness::{
-    check_invariants, until_all_compacted, until_compacted, worker_env, Report, Scene,
-    WorkerProcess,
+    stop_fleet, until_all_compacted, until_compacted, worker_env, Report, Scene, WorkerProcess,
 };
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -15,17 +14,10 @@ async fn a_rolling_restart_reruns_nothing() {
     let _serial = crate::SERIAL.lock().await;
     let n = 150;
     let scene = Scene::start(Duration::from_millis(150), n).await;
-    let Scene {
-        db,
-        redis,
-        llm,
-        queue,
-        work,
-    } = &scene;
     let env = worker_env(&scene.targets());
     let mut fleet: Vec<WorkerProcess> = (0..3).map(|_| WorkerProcess::spawn(&env)).collect();
     let started = Instant::now();
-    until_compacted(db, 10, Duration::from_secs(30)).await;
+    until_compacted(&scene.db, 10, Duration::from_secs(30)).await;
     for (i, worker) in fleet.iter_mut().enumerate() {
         worker.terminate();
         let status = worker.wait_exit(Duration::from_secs(15)).await;
@@ -36,22 +28,16 @@ async fn a_rolling_restart_reruns_nothing() {
         *worker = WorkerProcess::spawn(&env);
     }
     let restarted_at = Instant::now();
-    until_all_compacted(db, n, Duration::from_secs(120)).await;
-    for worker in &fleet {
-        worker.terminate();
-    }
-    for worker in &mut fleet {
-        assert!(worker.wait_exit(Duration::from_secs(15)).await.success());
-    }
-    let mut report = Report {
+    until_all_compacted(&scene.db, n, Duration::from_secs(120)).await;
+    stop_fleet(&mut fleet).await;
+    let report = Report {
         scenario: "rolling restart (SIGTERM each of 3 workers in turn)",
         disruptions: 3,
         recovery: restarted_at.elapsed(),
         total: started.elapsed(),
         ..Report::default()
     };
-    check_invariants(db, &redis.url, queue, work, llm, &mut report).await;
-    report.print();
+    let report = scene.finish(report).await;
     assert_eq!(
         report.llm_calls, n,
         "one LLM call per workstream: nothing re-ran"
