@@ -1,5 +1,5 @@
 //! A Redis Cluster of three primaries on free loopback ports, for the
-//! cluster tests (`tests/tests/cluster.rs`).
+//! cluster tests (`tests/tests/it/cluster.rs`).
 //!
 //! Start-up: three `redis-server --cluster-enabled yes` on ports of their
 //! own (their cluster-bus ports chosen too, so a data port near the top of
