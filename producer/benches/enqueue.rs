@@ -11,64 +11,23 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a benchmark: fail loudly
 
+/// A queue of its own, deleted on drop, and entity keys (the producer's
+/// tests' helpers).
+#[path = "../tests/it/support/queue.rs"]
+mod test_queue;
+use test_queue::{entity_keys as keys, TestQueue};
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use compactor_producer::queue::{ClaimOutcome, Queue, QueueConfig, QueueName, Trigger};
+use compactor_producer::queue::{ClaimOutcome, Trigger};
 use compactor_shared::EntityKey;
+use compactor_testkit::bench::{bench_runs, percentile, result};
+use compactor_testkit::redis_url;
 
-fn bench_runs() -> usize {
-    std::env::var("BENCH_RUNS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(3)
-}
-
-/// One measurement, for `bench/report.py`.
-fn result(metric: &str, value: f64, unit: &str) {
-    println!(
-        "BENCH_RESULT {{\"suite\":\"queue\",\"impl\":\"compactor\",\"metric\":\"{metric}\",\"value\":{value},\"unit\":\"{unit}\"}}"
-    );
-}
-
-fn redis_url() -> String {
-    std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned())
-}
-
-async fn fresh_queue(tag: &str) -> Queue {
-    let name = format!("bench-{tag}-{}", std::process::id());
-    let config = QueueConfig {
-        name: QueueName::parse(&name).unwrap(),
-        ..QueueConfig::default()
-    };
-    let q = Queue::connect(&redis_url(), config).await.unwrap();
-    cleanup(&q);
-    q
-}
-
-fn cleanup(q: &Queue) {
-    let client = redis::Client::open(redis_url()).unwrap();
-    let mut conn = client.get_connection().unwrap();
-    let keys: Vec<String> = redis::cmd("KEYS")
-        .arg(format!("{}*", q.keys().prefix()))
-        .query(&mut conn)
-        .unwrap();
-    for chunk in keys.chunks(1_000) {
-        let _: () = redis::cmd("DEL").arg(chunk).query(&mut conn).unwrap();
-    }
-}
-
-fn keys(n: usize) -> Vec<EntityKey> {
-    (0..n)
-        .map(|i| EntityKey::parse("bench", &format!("e{i}")).unwrap())
-        .collect()
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i.min(sorted.len() - 1)]
-}
+/// The suite of this benchmark's `BENCH_RESULT` lines.
+const SUITE: &str = "queue";
 
 struct Sample {
     per_sec: f64,
@@ -78,10 +37,20 @@ struct Sample {
 
 fn report(name: &str, metric: &str, samples: &mut [Sample]) {
     for s in samples.iter() {
-        result(metric, s.per_sec, "ops/s");
+        result(SUITE, metric, s.per_sec, "ops/s");
         if let (Some(p50), Some(p99)) = (s.p50, s.p99) {
-            result(&format!("{metric}_p50"), p50.as_secs_f64() * 1e3, "ms");
-            result(&format!("{metric}_p99"), p99.as_secs_f64() * 1e3, "ms");
+            result(
+                SUITE,
+                &format!("{metric}_p50"),
+                p50.as_secs_f64() * 1e3,
+                "ms",
+            );
+            result(
+                SUITE,
+                &format!("{metric}_p99"),
+                p99.as_secs_f64() * 1e3,
+                "ms",
+            );
         }
     }
     samples.sort_by(|a, b| a.per_sec.total_cmp(&b.per_sec));
@@ -103,8 +72,9 @@ fn report(name: &str, metric: &str, samples: &mut [Sample]) {
     println!();
 }
 
-async fn sequential(tag: &str, n: usize, same_key: bool) -> Sample {
-    let q = fresh_queue(tag).await;
+async fn sequential(n: usize, same_key: bool) -> Sample {
+    let t = TestQueue::new().await;
+    let q = &t.queue;
     let ks = keys(if same_key { 1 } else { n });
     let mut lat = Vec::with_capacity(n);
     let start = Instant::now();
@@ -115,7 +85,7 @@ async fn sequential(tag: &str, n: usize, same_key: bool) -> Sample {
         lat.push(t.elapsed());
     }
     let total = start.elapsed();
-    cleanup(&q);
+    drop(t);
     lat.sort();
     Sample {
         per_sec: n as f64 / total.as_secs_f64(),
@@ -125,7 +95,8 @@ async fn sequential(tag: &str, n: usize, same_key: bool) -> Sample {
 }
 
 async fn in_flight(n: usize, parallel: usize) -> Sample {
-    let q = fresh_queue("inflight").await;
+    let t = TestQueue::new().await;
+    let q = &t.queue;
     let ks = Arc::new(keys(n));
     let next = Arc::new(AtomicUsize::new(0));
     let start = Instant::now();
@@ -147,7 +118,7 @@ async fn in_flight(n: usize, parallel: usize) -> Sample {
         t.await.unwrap();
     }
     let total = start.elapsed();
-    cleanup(&q);
+    drop(t);
     Sample {
         per_sec: n as f64 / total.as_secs_f64(),
         p50: None,
@@ -156,7 +127,8 @@ async fn in_flight(n: usize, parallel: usize) -> Sample {
 }
 
 async fn bulk(n: usize, batch: usize) -> Sample {
-    let q = fresh_queue("bulk").await;
+    let t = TestQueue::new().await;
+    let q = &t.queue;
     let requests: Vec<(EntityKey, Trigger)> =
         keys(n).into_iter().map(|k| (k, Trigger::Auto)).collect();
     let start = Instant::now();
@@ -164,7 +136,7 @@ async fn bulk(n: usize, batch: usize) -> Sample {
         q.enqueue_many(chunk).await.unwrap();
     }
     let total = start.elapsed();
-    cleanup(&q);
+    drop(t);
     Sample {
         per_sec: n as f64 / total.as_secs_f64(),
         p50: None,
@@ -176,7 +148,8 @@ async fn bulk(n: usize, batch: usize) -> Sample {
 /// `complete` + `claim` (two round trips per job) or `complete_and_claim`
 /// (one).
 async fn process(n: usize, concurrency: usize, combined: bool) -> Sample {
-    let q = fresh_queue("process").await;
+    let t = TestQueue::new().await;
+    let q = &t.queue;
     let requests: Vec<(EntityKey, Trigger)> =
         keys(n).into_iter().map(|k| (k, Trigger::Auto)).collect();
     for chunk in requests.chunks(1_000) {
@@ -212,7 +185,7 @@ async fn process(n: usize, concurrency: usize, combined: bool) -> Sample {
     }
     let total = start.elapsed();
     assert_eq!(done.load(Ordering::Relaxed), n);
-    cleanup(&q);
+    drop(t);
     Sample {
         per_sec: n as f64 / total.as_secs_f64(),
         p50: None,
@@ -232,8 +205,8 @@ async fn run() {
     // `cargo bench` passes `--bench`; nothing else is accepted.
     println!("queue protocol benchmark, Redis at {}", redis_url());
     let mut s: Vec<Sample> = Vec::new();
-    for _ in 0..bench_runs() {
-        s.push(sequential("seq", 20_000, false).await);
+    for _ in 0..bench_runs(3) {
+        s.push(sequential(20_000, false).await);
     }
     report(
         "enqueue, sequential, new jobs (20k)",
@@ -241,8 +214,8 @@ async fn run() {
         &mut s,
     );
     s.clear();
-    for _ in 0..bench_runs() {
-        s.push(sequential("dedup", 20_000, true).await);
+    for _ in 0..bench_runs(3) {
+        s.push(sequential(20_000, true).await);
     }
     report(
         "enqueue, sequential, one key (coalesced, 20k)",
@@ -250,7 +223,7 @@ async fn run() {
         &mut s,
     );
     s.clear();
-    for _ in 0..bench_runs() {
+    for _ in 0..bench_runs(3) {
         s.push(in_flight(50_000, 100).await);
     }
     report(
@@ -259,7 +232,7 @@ async fn run() {
         &mut s,
     );
     s.clear();
-    for _ in 0..bench_runs() {
+    for _ in 0..bench_runs(3) {
         s.push(bulk(100_000, 500).await);
     }
     report(
@@ -270,7 +243,7 @@ async fn run() {
     for concurrency in [2, 50] {
         for combined in [false, true] {
             s.clear();
-            for _ in 0..bench_runs() {
+            for _ in 0..bench_runs(3) {
                 s.push(process(20_000, concurrency, combined).await);
             }
             let how = if combined {

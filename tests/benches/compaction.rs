@@ -13,12 +13,10 @@
 
 use std::time::{Duration, Instant};
 
-use compactor_e2e::bench::{bench_runs, env_or, result};
+use compactor_e2e::bench::{bench_runs, env_or, result, seed_workstreams, until_compacted};
 use compactor_e2e::db::{Backend, TestDb};
-use compactor_e2e::{conversation, settings, spawn_worker, FakeLlm, TestRedis};
+use compactor_e2e::{settings, spawn_worker, FakeLlm, TestRedis};
 use compactor_producer::client::Compactor;
-use compactor_shared::trigger::TriggerPolicy;
-use compactor_shared::EntityKey;
 
 async fn run_once(backend: Backend, workstreams: usize, concurrency: usize) -> (f64, u32) {
     let db = TestDb::new(backend).await;
@@ -28,20 +26,11 @@ async fn run_once(backend: Backend, workstreams: usize, concurrency: usize) -> (
     s.worker.concurrency = concurrency;
     // A small model (8k window, trigger at 5.5k tokens): 200 messages
     // (≈ 7k tokens) are over it.
-    s.engine.trigger = TriggerPolicy::Threshold {
-        context_window: 8_000,
-        ratio: 0.7,
-        output_reserve: 2_000,
-        safety_margin: 500,
-    };
+    s.engine.trigger = compactor_e2e::small_model().trigger;
     let client =
         Compactor::from_parts(db.store.clone(), redis.queue().await, s.engine.clone()).await;
-    let keys: Vec<EntityKey> = (0..workstreams)
-        .map(|i| EntityKey::parse("bench", &format!("w{i}")).unwrap())
-        .collect();
-    let messages = conversation(50); // 200 messages
+    let keys = seed_workstreams(&client, workstreams).await;
     for k in &keys {
-        client.append_messages(k, messages.clone()).await.unwrap();
         let turn = client.finalize_turn(k, None).await.unwrap();
         assert!(
             matches!(
@@ -53,15 +42,7 @@ async fn run_once(backend: Backend, workstreams: usize, concurrency: usize) -> (
     }
     let started = Instant::now();
     let worker = spawn_worker(s);
-    loop {
-        let done = db
-            .scalar("SELECT COUNT(*) AS n FROM workstreams WHERE compactions > 0")
-            .await;
-        if done as usize == workstreams {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    until_compacted(&db, workstreams, Duration::from_millis(5)).await;
     let elapsed = started.elapsed();
     worker.stop().await;
     (workstreams as f64 / elapsed.as_secs_f64(), llm.summaries())
@@ -74,11 +55,7 @@ fn main() {
     };
     let workstreams = env_or("E2E_BENCH_WORKSTREAMS", 200usize);
     let concurrency = env_or("E2E_BENCH_CONCURRENCY", 2usize);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = compactor_e2e::bench::runtime();
     rt.block_on(async {
         let mut rates = Vec::new();
         let metric = match backend {

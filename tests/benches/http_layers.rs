@@ -16,20 +16,11 @@
 
 use std::time::{Duration, Instant};
 
-use compactor_e2e::bench::{bench_runs, env_or, result};
+use compactor_e2e::bench::{bench_runs, env_or, ms, percentile, result};
 use compactor_e2e::db::TestDb;
 use compactor_e2e::{settings, start_worker, TestRedis};
-use compactor_producer::client::{Compactor, IncomingMessage};
+use compactor_producer::client::IncomingMessage;
 use compactor_shared::{EntityKey, Role};
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i.min(sorted.len() - 1)]
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e3
-}
 
 /// The time of one `GET url`, the body read whole and checked.
 async fn timed_get(http: &reqwest::Client, url: &str) -> Duration {
@@ -52,12 +43,7 @@ async fn run_once(iterations: usize) -> Run {
     let db = TestDb::postgres().await;
     let redis = TestRedis::new();
     let worker = start_worker(settings(&db.url, &redis, None)).await;
-    let client = Compactor::from_parts(
-        db.store.clone(),
-        redis.queue().await,
-        compactor_shared::config::EngineConfig::default(),
-    )
-    .await;
+    let client = compactor_e2e::client(&db, &redis).await;
     let k = EntityKey::parse("bench", "http").unwrap();
     let messages = (0..40)
         .map(|i| {
@@ -95,11 +81,7 @@ async fn run_once(iterations: usize) -> Run {
 
 fn main() {
     let iterations = env_or("HTTP_BENCH_ITERATIONS", 2_000usize);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = compactor_e2e::bench::runtime();
     rt.block_on(async {
         for _ in 0..bench_runs(3) {
             let run = run_once(iterations).await;

@@ -28,7 +28,6 @@ use compactor_e2e::db::TestDb;
 use compactor_e2e::{settings, start_worker, FakeLlm, Fault, TestRedis};
 use compactor_producer::client::{Compactor, IncomingMessage, TurnOutcome};
 use compactor_producer::store::RunRow;
-use compactor_shared::trigger::TriggerPolicy;
 use compactor_shared::{EntityKey, Role};
 use compactor_worker::llm::{LlmConfig, Provider};
 use compactor_worker::settings::Settings;
@@ -56,14 +55,6 @@ fn messages(round: usize) -> Vec<IncomingMessage> {
             )
         })
         .collect()
-}
-
-fn closed_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// Requests a compaction of `key` and waits for its commit; returns the
@@ -101,7 +92,7 @@ async fn run_once(llm: Llm, health: bool) -> Vec<(&'static str, f64, RunRow)> {
     let redis = TestRedis::new();
     let fake = FakeLlm::start().await;
     let base_url = match llm {
-        Llm::Refused => format!("http://127.0.0.1:{}/v1", closed_port()),
+        Llm::Refused => format!("http://127.0.0.1:{}/v1", compactor_e2e::bench::free_port()),
         Llm::ServerErrors { .. } => fake.url(),
     };
     let mut s = settings(&db.url, &redis, None);
@@ -119,12 +110,7 @@ async fn run_once(llm: Llm, health: bool) -> Vec<(&'static str, f64, RunRow)> {
         },
         ..defaults.llm.clone()
     };
-    s.engine.trigger = TriggerPolicy::Threshold {
-        context_window: 8_000,
-        ratio: 0.7,
-        output_reserve: 2_000,
-        safety_margin: 500,
-    };
+    s.engine.trigger = compactor_e2e::small_model().trigger;
     let client =
         Compactor::from_parts(db.store.clone(), redis.queue().await, s.engine.clone()).await;
     let worker = start_worker(s).await;
@@ -155,11 +141,7 @@ async fn run_once(llm: Llm, health: bool) -> Vec<(&'static str, f64, RunRow)> {
 }
 
 fn main() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = compactor_e2e::bench::runtime();
     let baseline = std::env::var("OUTAGE_BENCH_BASELINE").is_ok_and(|v| v == "1");
     rt.block_on(async {
         let mut all: Vec<(String, Vec<f64>)> = Vec::new();

@@ -61,11 +61,7 @@ fn main() {
     if let Some(dir) = &spec.dump {
         std::fs::create_dir_all(dir).unwrap_or_else(|e| panic!("create {}: {e}", dir.display()));
     }
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = compactor_e2e::bench::runtime();
     let mut results = Vec::new();
     rt.block_on(async {
         for shape in shapes {

@@ -21,16 +21,14 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a benchmark: fail loudly
 
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use compactor_e2e::bench::{
     bench_runs, content_bytes, env_or, result, status_kb, stop_process, worker_binary,
+    worker_command,
 };
 use compactor_e2e::db::{Backend, TestDb};
 use compactor_e2e::{conversation, TestRedis};
-use compactor_producer::client::Compactor;
-use compactor_shared::config::EngineConfig;
 use compactor_shared::EntityKey;
 
 fn main() {
@@ -39,26 +37,18 @@ fn main() {
         Ok("postgres") => Backend::Postgres,
         _ => Backend::Sqlite,
     };
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = compactor_e2e::bench::runtime();
     for _ in 0..bench_runs(1) {
         rt.block_on(run_once(messages, backend));
     }
 }
 
 async fn run_once(messages: usize, backend: Backend) {
-    let binary = worker_binary();
+    // Fails now, before the long set-up, if the release binary is missing.
+    worker_binary();
     let db = TestDb::new(backend).await;
     let redis = TestRedis::new();
-    let client = Compactor::from_parts(
-        db.store.clone(),
-        redis.queue().await,
-        EngineConfig::default(),
-    )
-    .await;
+    let client = compactor_e2e::client(&db, &redis).await;
     let k = EntityKey::parse("bench", "huge").unwrap();
     let started = Instant::now();
     let mut bytes = 0;
@@ -71,15 +61,8 @@ async fn run_once(messages: usize, backend: Backend) {
         started.elapsed().as_secs_f64()
     );
 
-    let child = Command::new(&binary)
-        .env("DATABASE_URL", &db.url)
-        .env("REDIS_URL", &redis.url)
-        .env("COMPACTOR__QUEUE__NAME", redis.config.name.as_str())
-        .env("COMPACTOR__ADMIN__LISTEN", "127.0.0.1:0")
+    let child = worker_command(&db.url, &redis, "127.0.0.1:0")
         .env("COMPACTOR__WORKER__LOCK_DURATION", "1h")
-        .env("COMPACTOR__LOG__LEVEL", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
         .spawn()
         .unwrap();
     let pid = child.id();

@@ -20,25 +20,22 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a benchmark: fail loudly
 
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
-use compactor_e2e::bench::{bench_runs, env_or, free_port, result, stop_process, worker_binary};
+use compactor_e2e::bench::{
+    bench_runs, env_or, free_port, result, seed_workstreams, stop_process, until_compacted,
+    worker_command,
+};
 use compactor_e2e::db::TestDb;
-use compactor_e2e::{conversation, FakeLlm, TestRedis};
+use compactor_e2e::{FakeLlm, TestRedis};
 use compactor_producer::client::Compactor;
 use compactor_producer::queue::Trigger;
-use compactor_shared::trigger::TriggerPolicy;
 use compactor_shared::EntityKey;
 
 fn spawn(db: &TestDb, redis: &TestRedis, llm: &FakeLlm, port: u16) -> Child {
-    Command::new(worker_binary())
+    worker_command(&db.url, redis, &format!("127.0.0.1:{port}"))
         .env_remove("OPENAI_API_KEY")
-        .env("DATABASE_URL", &db.url)
-        .env("REDIS_URL", &redis.url)
-        .env("COMPACTOR__QUEUE__NAME", redis.config.name.as_str())
-        .env("COMPACTOR__ADMIN__LISTEN", format!("127.0.0.1:{port}"))
-        .env("COMPACTOR__LOG__LEVEL", "warn")
         .env("COMPACTOR__LLM__PROVIDER", "openai")
         .env("COMPACTOR__LLM__BASE_URL", llm.url())
         .env("COMPACTOR__LLM__MODEL", "fake-model")
@@ -47,8 +44,6 @@ fn spawn(db: &TestDb, redis: &TestRedis, llm: &FakeLlm, port: u16) -> Child {
         .env("COMPACTOR__ENGINE__TRIGGER__SAFETY_MARGIN", "500")
         // One summarization call must fit the 8k window (at most 17,556).
         .env("COMPACTOR__ENGINE__CHUNK__MAX_CHARS", "16000")
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
         .spawn()
         .unwrap()
 }
@@ -71,23 +66,13 @@ async fn run_once(http: &reqwest::Client, workers: usize, workstreams: usize) ->
     let db = TestDb::postgres().await;
     let redis = TestRedis::new();
     let llm = FakeLlm::start().await;
-    let engine = compactor_shared::config::EngineConfig {
-        trigger: TriggerPolicy::Threshold {
-            context_window: 8_000,
-            ratio: 0.7,
-            output_reserve: 2_000,
-            safety_margin: 500,
-        },
-        ..compactor_shared::config::EngineConfig::default()
-    };
-    let client = Compactor::from_parts(db.store.clone(), redis.queue().await, engine).await;
-    let keys: Vec<EntityKey> = (0..workstreams)
-        .map(|i| EntityKey::parse("bench", &format!("w{i}")).unwrap())
-        .collect();
-    let messages = conversation(50); // 200 messages
-    for k in &keys {
-        client.append_messages(k, messages.clone()).await.unwrap();
-    }
+    let client = Compactor::from_parts(
+        db.store.clone(),
+        redis.queue().await,
+        compactor_e2e::small_model(),
+    )
+    .await;
+    let keys = seed_workstreams(&client, workstreams).await;
     let mut children = Vec::new();
     for _ in 0..workers {
         let port = free_port();
@@ -100,19 +85,7 @@ async fn run_once(http: &reqwest::Client, workers: usize, workstreams: usize) ->
     for batch in requests.chunks(1_000) {
         client.queue().enqueue_many(batch).await.unwrap();
     }
-    loop {
-        let done = db
-            .scalar("SELECT COUNT(*) AS n FROM workstreams WHERE compactions > 0")
-            .await;
-        if done as usize == workstreams {
-            break;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(600),
-            "not done in 10 minutes ({done}/{workstreams})"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    until_compacted(&db, workstreams, Duration::from_millis(10)).await;
     let elapsed = started.elapsed();
     for child in children {
         stop_process(child);
@@ -128,16 +101,9 @@ async fn run_once(http: &reqwest::Client, workers: usize, workstreams: usize) ->
 fn main() {
     let workstreams = env_or("SCALE_BENCH_WORKSTREAMS", 400usize);
     let max_workers = env_or("SCALE_BENCH_MAX_WORKERS", 4usize);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = compactor_e2e::bench::runtime();
     rt.block_on(async {
-        let http = reqwest::Client::builder()
-            .timeout(Duration::from_millis(500))
-            .build()
-            .unwrap();
+        let http = compactor_e2e::bench::probe_client();
         for _ in 0..bench_runs(3) {
             for workers in 1..=max_workers {
                 let rate = run_once(&http, workers, workstreams).await;

@@ -18,10 +18,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a benchmark: fail loudly
 
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use compactor_e2e::bench::{bench_runs, free_port, result, status_kb, stop_process, worker_binary};
+use compactor_e2e::bench::{
+    bench_runs, free_port, ms, result, status_kb, stop_process, worker_command,
+};
 use compactor_e2e::db::TestDb;
 use compactor_e2e::TestRedis;
 
@@ -45,16 +46,8 @@ async fn run_once(http: &reqwest::Client) -> (Duration, Duration, u64) {
     let db = TestDb::sqlite().await;
     let redis = TestRedis::new();
     let port = free_port();
-    let binary = worker_binary();
     let spawned = Instant::now();
-    let child = Command::new(&binary)
-        .env("DATABASE_URL", &db.url)
-        .env("REDIS_URL", &redis.url)
-        .env("COMPACTOR__QUEUE__NAME", redis.config.name.as_str())
-        .env("COMPACTOR__ADMIN__LISTEN", format!("127.0.0.1:{port}"))
-        .env("COMPACTOR__LOG__LEVEL", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
+    let child = worker_command(&db.url, &redis, &format!("127.0.0.1:{port}"))
         .spawn()
         .unwrap();
     let pid = child.id();
@@ -67,19 +60,11 @@ async fn run_once(http: &reqwest::Client) -> (Duration, Duration, u64) {
 }
 
 fn main() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = compactor_e2e::bench::runtime();
     rt.block_on(async {
-        let http = reqwest::Client::builder()
-            .timeout(Duration::from_millis(500))
-            .build()
-            .unwrap();
+        let http = compactor_e2e::bench::probe_client();
         for _ in 0..bench_runs(5) {
             let (healthy, ready, idle_kb) = run_once(&http).await;
-            let ms = |d: Duration| d.as_secs_f64() * 1e3;
             result("startup", "startup_healthz", ms(healthy), "ms");
             result("startup", "startup_readyz", ms(ready), "ms");
             result("startup", "idle_rss", idle_kb as f64 / 1024.0, "MB");

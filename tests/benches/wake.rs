@@ -24,22 +24,13 @@
 
 use std::time::{Duration, Instant};
 
-use compactor_e2e::bench::{bench_runs, env_or, result};
+use compactor_e2e::bench::{bench_runs, env_or, ms, percentile, result};
 use compactor_e2e::db::TestDb;
-use compactor_e2e::TestRedis;
+use compactor_e2e::{compaction_event, TestRedis};
 use compactor_producer::client::{Compactor, IncomingMessage, Readiness, WaitMode};
-use compactor_producer::events::{CompactionEvent, EventOutcome};
+use compactor_producer::events::EventOutcome;
 use compactor_producer::store::LeaseTaken;
 use compactor_shared::{EntityKey, Role};
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i.min(sorted.len() - 1)]
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e3
-}
 
 struct Run {
     from_announcement: Vec<Duration>,
@@ -64,21 +55,7 @@ async fn run_once(iterations: usize, mode: WaitMode) -> Run {
         .await
         .unwrap();
     let ws = db.store.workstream(&k).await.unwrap().unwrap();
-    let event = CompactionEvent {
-        domain: "bench".into(),
-        entity_id: "wake".into(),
-        outcome: EventOutcome::Compacted,
-        trigger: "auto".into(),
-        job_id: 1,
-        attempt: 1,
-        tokens_before: 1_000,
-        tokens_after: 100,
-        messages_compacted: 10,
-        chunks: 1,
-        rollups: 0,
-        degraded: false,
-        error: None,
-    };
+    let event = compaction_event("bench", "wake", EventOutcome::Compacted, 1);
     // Warm up: subscription established, connections and statements ready.
     let warm = waiter
         .wait_until_ready(&k, Duration::from_secs(5))
@@ -138,11 +115,7 @@ fn main() {
         Ok("requested") | Err(_) => (WaitMode::Requested, "wake"),
         Ok(other) => panic!("WAKE_BENCH_MODE: requested or running, not {other:?}"),
     };
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = compactor_e2e::bench::runtime();
     rt.block_on(async {
         for _ in 0..bench_runs(3) {
             let run = run_once(iterations, mode).await;

@@ -8,63 +8,50 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use compactor_e2e::db::TestDb;
 use compactor_e2e::proxy::{ChaosProxy, Mode};
-use compactor_e2e::{FakeLlm, TestRedis};
-use compactor_producer::client::Compactor;
 
 use crate::harness::{
-    check_invariants, engine, until_all_compacted, until_compacted, worker_env, Report, Targets,
-    WorkerProcess, Workload,
+    stop_fleet, until_all_compacted, until_compacted, worker_env, Report, Scene, Targets,
+    WorkerProcess,
 };
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_database_gone_for_20_seconds_loses_nothing() {
     let _serial = crate::SERIAL.lock().await;
-    let db = TestDb::postgres().await;
-    let redis = TestRedis::new();
-    let llm = FakeLlm::start().await;
-    llm.answer_after(Duration::from_millis(100));
-    let queue = redis.queue().await;
-    let client = Compactor::from_parts(db.store.clone(), queue.clone(), engine()).await;
     let n = 100;
-    let work = Workload::seed(&client, n).await;
+    let scene = Scene::start(Duration::from_millis(100), n).await;
 
     let postgres: SocketAddr = "127.0.0.1:5432".parse().unwrap();
     let proxy = ChaosProxy::start(postgres).await;
-    assert!(db.url.contains("127.0.0.1:5432"), "{}", db.url);
-    let through_proxy = db.url.replace("127.0.0.1:5432", &proxy.addr().to_string());
+    assert!(scene.db.url.contains("127.0.0.1:5432"), "{}", scene.db.url);
+    let through_proxy = scene
+        .db
+        .url
+        .replace("127.0.0.1:5432", &proxy.addr().to_string());
     let env = worker_env(&Targets {
         database_url: through_proxy,
-        redis_url: redis.url.clone(),
-        queue: redis.config.name.as_str().to_owned(),
-        llm_url: llm.url(),
+
+        ..scene.targets()
     });
     let mut fleet: Vec<WorkerProcess> = (0..3).map(|_| WorkerProcess::spawn(&env)).collect();
     let started = Instant::now();
-    until_compacted(&db, 15, Duration::from_secs(60)).await;
+    until_compacted(&scene.db, 15, Duration::from_secs(60)).await;
 
     proxy.set(Mode::Cut);
-    let cut_at_done = crate::harness::compacted(&db).await;
+    let cut_at_done = crate::harness::compacted(&scene.db).await;
     tokio::time::sleep(Duration::from_secs(20)).await;
     proxy.set(Mode::Pass);
     let restored = Instant::now();
     assert!(cut_at_done < n, "the outage came mid-run");
-    until_all_compacted(&db, n, Duration::from_secs(120)).await;
+    until_all_compacted(&scene.db, n, Duration::from_secs(120)).await;
     let recovery = restored.elapsed();
-    for worker in &fleet {
-        worker.terminate();
-    }
-    for worker in &mut fleet {
-        assert!(worker.wait_exit(Duration::from_secs(15)).await.success());
-    }
-    let mut report = Report {
+    stop_fleet(&mut fleet).await;
+    let report = Report {
         scenario: "database unreachable for 20 s mid-run",
         disruptions: 1,
         recovery,
         total: started.elapsed(),
         ..Report::default()
     };
-    check_invariants(&db, &redis.url, &queue, &work, &llm, &mut report).await;
-    report.print();
+    scene.finish(report).await;
 }

@@ -8,27 +8,15 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use compactor_e2e::db::TestDb;
-use compactor_e2e::{conversation, FakeLlm};
+use compactor_e2e::{conversation, FakeLlm, TestRedis};
 use compactor_producer::client::{Compactor, TurnOutcome};
 use compactor_producer::queue::{Queue, QueueConfig, QueueName};
-use compactor_shared::config::EngineConfig;
-use compactor_shared::trigger::TriggerPolicy;
 use compactor_shared::EntityKey;
 
 const WORKER: &str = env!("CARGO_BIN_EXE_compactor-worker");
 
 /// A small model: 200 messages (≈ 7k tokens) are over its trigger.
-pub fn engine() -> EngineConfig {
-    EngineConfig {
-        trigger: TriggerPolicy::Threshold {
-            context_window: 8_000,
-            ratio: 0.7,
-            output_reserve: 2_000,
-            safety_margin: 500,
-        },
-        ..EngineConfig::default()
-    }
-}
+pub use compactor_e2e::small_model as engine;
 
 /// Where the fleet's services are.
 #[derive(Debug, Clone)]
@@ -37,6 +25,74 @@ pub struct Targets {
     pub redis_url: String,
     pub queue: String,
     pub llm_url: String,
+}
+
+/// A scenario's world: a PostgreSQL schema, a queue on the machine's
+/// Redis, the fake LLM answering after a delay, and workstreams over
+/// their trigger.
+pub struct Scene {
+    pub db: TestDb,
+    pub redis: TestRedis,
+    pub llm: FakeLlm,
+    pub queue: Queue,
+    pub work: Workload,
+}
+
+impl Scene {
+    /// With the LLM answering after `llm_delay` and `n` workstreams.
+    pub async fn start(llm_delay: Duration, n: usize) -> Scene {
+        let db = TestDb::postgres().await;
+        let redis = TestRedis::new();
+        let llm = FakeLlm::start().await;
+        llm.answer_after(llm_delay);
+        let queue = redis.queue().await;
+        let client = Compactor::from_parts(db.store.clone(), queue.clone(), engine()).await;
+        let work = Workload::seed(&client, n).await;
+        Scene {
+            db,
+            redis,
+            llm,
+            queue,
+            work,
+        }
+    }
+
+    /// Checks the invariants after the scenario ([`check_invariants`])
+    /// and prints its report, which it returns with what the check found.
+    pub async fn finish(&self, mut report: Report) -> Report {
+        check_invariants(
+            &self.db,
+            &self.redis.url,
+            &self.queue,
+            &self.work,
+            &self.llm,
+            &mut report,
+        )
+        .await;
+        report.print();
+        report
+    }
+
+    /// The fleet pointed straight at this scene's services.
+    pub fn targets(&self) -> Targets {
+        Targets {
+            database_url: self.db.url.clone(),
+            redis_url: self.redis.url.clone(),
+            queue: self.redis.config.name.as_str().to_owned(),
+            llm_url: self.llm.url(),
+        }
+    }
+}
+
+/// Stops every worker of `fleet` with SIGTERM (all at once, as a
+/// deployment would) and requires each to exit 0.
+pub async fn stop_fleet(fleet: &mut [WorkerProcess]) {
+    for worker in fleet.iter() {
+        worker.terminate();
+    }
+    for worker in fleet.iter_mut() {
+        assert!(worker.wait_exit(Duration::from_secs(15)).await.success());
+    }
 }
 
 /// The environment of a worker process: short leases and check intervals

@@ -14,62 +14,45 @@
 
 use std::time::{Duration, Instant};
 
-use compactor_e2e::db::TestDb;
-use compactor_e2e::{FakeLlm, TestRedis};
-use compactor_producer::client::Compactor;
-
 use crate::harness::{
-    check_invariants, compacted, engine, until_all_compacted, until_all_compacted_or_stalled,
-    worker_env, Report, Targets, WorkerProcess, Workload,
+    compacted, stop_fleet, until_all_compacted, until_all_compacted_or_stalled, worker_env, Report,
+    Scene, WorkerProcess,
 };
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn workers_killed_again_and_again_lose_nothing() {
     let _serial = crate::SERIAL.lock().await;
-    let db = TestDb::postgres().await;
-    let redis = TestRedis::new();
-    let llm = FakeLlm::start().await;
-    llm.answer_after(Duration::from_millis(50));
-    let queue = redis.queue().await;
-    let client = Compactor::from_parts(db.store.clone(), queue.clone(), engine()).await;
-    let work = Workload::seed(&client, 300).await;
-    let env = worker_env(&Targets {
-        database_url: db.url.clone(),
-        redis_url: redis.url.clone(),
-        queue: redis.config.name.as_str().to_owned(),
-        llm_url: llm.url(),
-    });
+    let scene = Scene::start(Duration::from_millis(50), 300).await;
+    let env = worker_env(&scene.targets());
     let mut fleet: Vec<WorkerProcess> = (0..3).map(|_| WorkerProcess::spawn(&env)).collect();
     let started = Instant::now();
     let mut kills = 0;
-    while compacted(&db).await < 300 && kills < 12 {
+    while compacted(&scene.db).await < 300 && kills < 12 {
         tokio::time::sleep(Duration::from_millis(700)).await;
         let victim = kills % fleet.len();
         fleet[victim].kill9();
         fleet[victim] = WorkerProcess::spawn(&env);
         kills += 1;
     }
-    let recovery = until_all_compacted_or_stalled(&db, &queue, 300, Duration::from_secs(120)).await;
-    let stalled = queue.dead_letters(300).await.expect("dead letters");
+    let recovery =
+        until_all_compacted_or_stalled(&scene.db, &scene.queue, 300, Duration::from_secs(120))
+            .await;
+    let stalled = scene.queue.dead_letters(300).await.expect("dead letters");
     for dead in &stalled {
         assert!(
             dead.reason.starts_with("stalled"),
             "only the stall bound may dead-letter here: {dead:?}"
         );
-        queue
+        scene
+            .queue
             .retry_dead(&dead.entry)
             .await
             .expect("retry a dead letter")
             .expect("the dead letter is there");
     }
-    until_all_compacted(&db, 300, Duration::from_secs(60)).await;
-    for worker in &fleet {
-        worker.terminate();
-    }
-    for worker in &mut fleet {
-        assert!(worker.wait_exit(Duration::from_secs(15)).await.success());
-    }
-    let mut report = Report {
+    until_all_compacted(&scene.db, 300, Duration::from_secs(60)).await;
+    stop_fleet(&mut fleet).await;
+    let report = Report {
         scenario: "kill -9 one of 3 workers repeatedly",
         disruptions: kills,
         recovery,
@@ -77,7 +60,6 @@ async fn workers_killed_again_and_again_lose_nothing() {
         total: started.elapsed(),
         ..Report::default()
     };
-    check_invariants(&db, &redis.url, &queue, &work, &llm, &mut report).await;
-    report.print();
+    scene.finish(report).await;
     assert!(kills >= 3, "the chaos happened: {kills} kills");
 }

@@ -5,63 +5,47 @@
 
 use std::time::{Duration, Instant};
 
-use compactor_e2e::db::TestDb;
 use compactor_e2e::proxy::{ChaosProxy, Mode};
-use compactor_e2e::{FakeLlm, Fault, TestRedis};
-use compactor_producer::client::Compactor;
+use compactor_e2e::Fault;
 
 use crate::harness::{
-    check_invariants, engine, until_all_compacted, until_compacted, worker_env, Report, Targets,
-    WorkerProcess, Workload,
+    stop_fleet, until_all_compacted, until_compacted, worker_env, Report, Scene, Targets,
+    WorkerProcess,
 };
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_llm_that_hangs_resets_and_babbles_loses_nothing() {
     let _serial = crate::SERIAL.lock().await;
-    let db = TestDb::postgres().await;
-    let redis = TestRedis::new();
-    let llm = FakeLlm::start().await;
-    llm.answer_after(Duration::from_millis(50));
-    let proxy = ChaosProxy::start(*llm.server.address()).await;
-    let queue = redis.queue().await;
-    let client = Compactor::from_parts(db.store.clone(), queue.clone(), engine()).await;
     let n = 100;
-    let work = Workload::seed(&client, n).await;
+    let scene = Scene::start(Duration::from_millis(50), n).await;
+    let proxy = ChaosProxy::start(*scene.llm.server.address()).await;
     let env = worker_env(&Targets {
-        database_url: db.url.clone(),
-        redis_url: redis.url.clone(),
-        queue: redis.config.name.as_str().to_owned(),
         llm_url: format!("http://{}", proxy.addr()),
+        ..scene.targets()
     });
     let mut fleet: Vec<WorkerProcess> = (0..3).map(|_| WorkerProcess::spawn(&env)).collect();
     let started = Instant::now();
-    until_compacted(&db, 10, Duration::from_secs(60)).await;
+    until_compacted(&scene.db, 10, Duration::from_secs(60)).await;
 
     proxy.set(Mode::Hang);
     tokio::time::sleep(Duration::from_secs(3)).await;
     proxy.set(Mode::Cut);
     tokio::time::sleep(Duration::from_secs(3)).await;
     proxy.set(Mode::Pass);
-    llm.fail_always(Some(Fault::Malformed));
+    scene.llm.fail_always(Some(Fault::Malformed));
     tokio::time::sleep(Duration::from_secs(3)).await;
-    llm.fail_always(None);
+    scene.llm.fail_always(None);
     let healed = Instant::now();
 
-    until_all_compacted(&db, n, Duration::from_secs(120)).await;
+    until_all_compacted(&scene.db, n, Duration::from_secs(120)).await;
     let recovery = healed.elapsed();
-    for worker in &fleet {
-        worker.terminate();
-    }
-    for worker in &mut fleet {
-        assert!(worker.wait_exit(Duration::from_secs(15)).await.success());
-    }
-    let mut report = Report {
+    stop_fleet(&mut fleet).await;
+    let report = Report {
         scenario: "LLM hangs, resets connections, answers garbage (9 s)",
         disruptions: 3,
         recovery,
         total: started.elapsed(),
         ..Report::default()
     };
-    check_invariants(&db, &redis.url, &queue, &work, &llm, &mut report).await;
-    report.print();
+    scene.finish(report).await;
 }

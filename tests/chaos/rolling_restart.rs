@@ -5,35 +5,19 @@
 
 use std::time::{Duration, Instant};
 
-use compactor_e2e::db::TestDb;
-use compactor_e2e::{FakeLlm, TestRedis};
-use compactor_producer::client::Compactor;
-
 use crate::harness::{
-    check_invariants, engine, until_all_compacted, until_compacted, worker_env, Report, Targets,
-    WorkerProcess, Workload,
+    stop_fleet, until_all_compacted, until_compacted, worker_env, Report, Scene, WorkerProcess,
 };
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rolling_restart_reruns_nothing() {
     let _serial = crate::SERIAL.lock().await;
-    let db = TestDb::postgres().await;
-    let redis = TestRedis::new();
-    let llm = FakeLlm::start().await;
-    llm.answer_after(Duration::from_millis(150));
-    let queue = redis.queue().await;
-    let client = Compactor::from_parts(db.store.clone(), queue.clone(), engine()).await;
     let n = 150;
-    let work = Workload::seed(&client, n).await;
-    let env = worker_env(&Targets {
-        database_url: db.url.clone(),
-        redis_url: redis.url.clone(),
-        queue: redis.config.name.as_str().to_owned(),
-        llm_url: llm.url(),
-    });
+    let scene = Scene::start(Duration::from_millis(150), n).await;
+    let env = worker_env(&scene.targets());
     let mut fleet: Vec<WorkerProcess> = (0..3).map(|_| WorkerProcess::spawn(&env)).collect();
     let started = Instant::now();
-    until_compacted(&db, 10, Duration::from_secs(30)).await;
+    until_compacted(&scene.db, 10, Duration::from_secs(30)).await;
     for (i, worker) in fleet.iter_mut().enumerate() {
         worker.terminate();
         let status = worker.wait_exit(Duration::from_secs(15)).await;
@@ -44,22 +28,16 @@ async fn a_rolling_restart_reruns_nothing() {
         *worker = WorkerProcess::spawn(&env);
     }
     let restarted_at = Instant::now();
-    until_all_compacted(&db, n, Duration::from_secs(120)).await;
-    for worker in &fleet {
-        worker.terminate();
-    }
-    for worker in &mut fleet {
-        assert!(worker.wait_exit(Duration::from_secs(15)).await.success());
-    }
-    let mut report = Report {
+    until_all_compacted(&scene.db, n, Duration::from_secs(120)).await;
+    stop_fleet(&mut fleet).await;
+    let report = Report {
         scenario: "rolling restart (SIGTERM each of 3 workers in turn)",
         disruptions: 3,
         recovery: restarted_at.elapsed(),
         total: started.elapsed(),
         ..Report::default()
     };
-    check_invariants(&db, &redis.url, &queue, &work, &llm, &mut report).await;
-    report.print();
+    let report = scene.finish(report).await;
     assert_eq!(
         report.llm_calls, n,
         "one LLM call per workstream: nothing re-ran"

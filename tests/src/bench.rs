@@ -1,37 +1,22 @@
-//! Helpers of the benchmarks (`tests/benches/*.rs`): how many runs
-//! (`BENCH_RUNS`), the machine-readable result lines `bench/run` collects,
-//! the release `compactor-worker` binary, process memory and free ports.
+//! Helpers of the benchmarks (`tests/benches/*.rs`) that know compactor:
+//! the release `compactor-worker` binary and the size of a transcript; the
+//! rest (runs, result lines, percentiles, process memory, free ports) is
+//! `compactor_testkit::bench`, re-exported here.
 
 use std::path::PathBuf;
-use std::process::{Child, Command};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
-use compactor_producer::client::IncomingMessage;
-use compactor_shared::Part;
+use compactor_producer::client::{Compactor, IncomingMessage};
+use compactor_shared::{EntityKey, Part};
 
-/// Runs per scenario: `BENCH_RUNS`, else `default`.
-pub fn bench_runs(default: usize) -> usize {
-    env_or("BENCH_RUNS", default)
-}
+use crate::db::TestDb;
+use crate::{conversation, TestRedis};
 
-/// An environment variable parsed, else `default`.
-pub fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-/// One measurement, as a `BENCH_RESULT {json}` line for `bench/report.py`.
-pub fn result(suite: &str, metric: &str, value: f64, unit: &str) {
-    let line = serde_json::json!({
-        "suite": suite,
-        "impl": "compactor",
-        "metric": metric,
-        "value": value,
-        "unit": unit,
-    });
-    println!("BENCH_RESULT {line}");
-}
+pub use compactor_testkit::bench::{
+    bench_runs, env_or, ms, percentile, result, status_kb, stop_process,
+};
+pub use compactor_testkit::free_port;
 
 /// The release `compactor-worker`: `COMPACTOR_WORKER_BIN`, else
 /// `$CARGO_TARGET_DIR/release/compactor-worker`, else the workspace's
@@ -54,30 +39,52 @@ pub fn worker_binary() -> PathBuf {
     path
 }
 
-/// A field of `/proc/<pid>/status`, in kB (0 when unreadable).
-pub fn status_kb(pid: u32, field: &str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix(field))
-        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0)
+/// The release `compactor-worker` (see [`worker_binary`]) on `db_url` and
+/// `redis`'s queue, its admin API on `listen`, logging warnings only (to
+/// the benchmark's stderr).
+pub fn worker_command(db_url: &str, redis: &TestRedis, listen: &str) -> Command {
+    let mut command = Command::new(worker_binary());
+    command
+        .env("DATABASE_URL", db_url)
+        .env("REDIS_URL", &redis.url)
+        .env("COMPACTOR__QUEUE__NAME", redis.config.name.as_str())
+        .env("COMPACTOR__ADMIN__LISTEN", listen)
+        .env("COMPACTOR__LOG__LEVEL", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit());
+    command
 }
 
-/// Stops a worker process gracefully (SIGTERM) and reaps it.
-pub fn stop_process(mut child: Child) {
-    let _ = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status();
-    let _ = child.wait();
+/// `n` workstreams `bench:w0` to `bench:w<n-1>` of 200 messages each
+/// (`conversation(50)`: over [`crate::small_model`]'s trigger).
+pub async fn seed_workstreams(client: &Compactor, n: usize) -> Vec<EntityKey> {
+    let keys: Vec<EntityKey> = (0..n)
+        .map(|i| EntityKey::parse("bench", &format!("w{i}")).unwrap())
+        .collect();
+    let messages = conversation(50);
+    for k in &keys {
+        client.append_messages(k, messages.clone()).await.unwrap();
+    }
+    keys
 }
 
-/// A loopback port free right now.
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free loopback port")
+/// Waits until `n` workstreams of `db` were compacted at least once,
+/// polling every `poll`; panics after 10 minutes.
+pub async fn until_compacted(db: &TestDb, n: usize, poll: Duration) {
+    let started = Instant::now();
+    loop {
+        let done = db
+            .scalar("SELECT COUNT(*) AS n FROM workstreams WHERE compactions > 0")
+            .await;
+        if done as usize == n {
+            return;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(600),
+            "not done in 10 minutes ({done}/{n})"
+        );
+        tokio::time::sleep(poll).await;
+    }
 }
 
 /// Content bytes of messages, counted as the transcript benchmark counts
@@ -93,4 +100,23 @@ pub fn content_bytes(messages: &[IncomingMessage]) -> usize {
             Part::File { uri, .. } => uri.len(),
         })
         .sum()
+}
+
+/// The benchmarks' async runtime: two worker threads, as the machine the
+/// figures in BENCHMARKS.md come from has two cores.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a tokio runtime")
+}
+
+/// An HTTP client for polling a worker's health endpoints: a request that
+/// takes longer than 500 ms counts as not answered yet.
+pub fn probe_client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .timeout(std::time::Duration::from_millis(500))
+        .build()
+        .expect("an HTTP client")
 }

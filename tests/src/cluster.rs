@@ -1,5 +1,5 @@
 //! A Redis Cluster of three primaries on free loopback ports, for the
-//! cluster tests (`tests/tests/cluster.rs`).
+//! cluster tests (`tests/tests/it/cluster.rs`).
 //!
 //! Start-up: three `redis-server --cluster-enabled yes` on ports of their
 //! own (their cluster-bus ports chosen too, so a data port near the top of
@@ -67,7 +67,7 @@ impl RedisCluster {
             N.fetch_add(1, Ordering::Relaxed)
         ));
         std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-        let free = free_ports(2 * NODES);
+        let free = compactor_testkit::ports::free_ports(2 * NODES);
         let (ports, bus_ports) = free.split_at(NODES);
         let mut cluster = RedisCluster {
             ports: ports.to_vec(),
@@ -300,15 +300,4 @@ fn cluster_info(port: u16) -> Option<String> {
         .get_connection_with_timeout(Duration::from_secs(1))
         .ok()?;
     redis::cmd("CLUSTER").arg("INFO").query(&mut conn).ok()
-}
-
-/// `n` distinct ports free right now (held open together while chosen).
-fn free_ports(n: usize) -> Vec<u16> {
-    let listeners: Vec<std::net::TcpListener> = (0..n)
-        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").expect("a free port"))
-        .collect();
-    listeners
-        .iter()
-        .map(|l| l.local_addr().expect("bound").port())
-        .collect()
 }

@@ -1,53 +1,37 @@
-//! Helpers of the end-to-end tests (`tests/tests/*.rs`): a database of its
-//! own per test ([`db::TestDb`], PostgreSQL schema or SQLite file), a queue
-//! of its own on the machine's Redis ([`TestRedis`]), an LLM faked at the
-//! HTTP boundary ([`FakeLlm`]), a worker started through the same
-//! `startup::Application::build` as the binary ([`spawn_worker`],
-//! [`start_worker`] when the test talks to its admin API), a `redis-server`
-//! of its own to stop ([`PrivateRedis`]), a Redis Cluster of three
-//! primaries ([`cluster::RedisCluster`]), and generated conversations.
+//! Helpers of the end-to-end tests (`tests/tests/it/`), built on
+//! `compactor-testkit` (Redis, databases, the fake LLM, ports, `eventually`,
+//! re-exported here) with what needs the compactor crates: a database of
+//! its own per test holding a `Store` ([`db::TestDb`]), a queue of its own
+//! on the machine's Redis ([`TestRedis`]), a worker started through the
+//! same `startup::Application::build` as the binary ([`spawn_worker`],
+//! [`start_worker`] when the test talks to its admin API), a Redis Cluster
+//! of three primaries ([`cluster::RedisCluster`]), and generated
+//! conversations.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, unreachable_pub)] // test support: a panic is a failed test
 
 pub mod bench;
 pub mod cluster;
-#[path = "../../producer/tests/support/db.rs"]
+#[path = "../../producer/tests/it/support/db.rs"]
 pub mod db;
-pub mod llm;
 pub mod proxy;
 pub mod quality;
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use compactor_producer::client::IncomingMessage;
+use compactor_producer::client::{Compactor, IncomingMessage};
+use compactor_producer::events::{CompactionEvent, EventOutcome};
 use compactor_producer::queue::{Queue, QueueConfig, QueueName};
+use compactor_shared::config::EngineConfig;
+use compactor_shared::trigger::TriggerPolicy;
 use compactor_shared::{EntityKey, Part, Role};
 use compactor_worker::settings::Settings;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-pub use llm::{FakeLlm, Fault};
-
-/// The machine's Redis (or `REDIS_URL`).
-pub fn redis_url() -> String {
-    std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned())
-}
-
-/// A name no other test (or run) uses.
-pub fn unique_name(prefix: &str) -> String {
-    static N: AtomicU32 = AtomicU32::new(0);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or_default();
-    format!(
-        "{prefix}-{}-{}-{nanos}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    )
-}
+pub use compactor_testkit::llm;
+pub use compactor_testkit::{eventually, redis_url, unique_name, FakeLlm, Fault, PrivateRedis};
 
 /// A queue of its own on the machine's Redis (or on a Redis Cluster); its
 /// keys are deleted on drop.
@@ -118,20 +102,7 @@ pub fn delete_queue_keys(urls: &str, name: &QueueName) {
         .prefix()
         .to_owned();
     for url in compactor_producer::store::split_url_list(urls) {
-        let Ok(client) = redis::Client::open(url) else {
-            continue;
-        };
-        let Ok(mut conn) = client.get_connection_with_timeout(Duration::from_secs(1)) else {
-            continue;
-        };
-        // The prefix is `{cq:<validated name>}:`: no glob characters.
-        let keys: Vec<String> = redis::cmd("KEYS")
-            .arg(format!("{prefix}*"))
-            .query(&mut conn)
-            .unwrap_or_default();
-        if !keys.is_empty() {
-            let _: Result<(), _> = redis::cmd("DEL").arg(keys).query(&mut conn);
-        }
+        compactor_testkit::redis::delete_prefix(url, &prefix);
     }
 }
 
@@ -218,76 +189,6 @@ impl Worker {
     }
 }
 
-/// A private `redis-server` on a free loopback port, for tests that stop
-/// Redis under a running worker (killed on drop).
-pub struct PrivateRedis {
-    pub port: u16,
-    child: Option<std::process::Child>,
-}
-
-impl PrivateRedis {
-    /// On a free port.
-    pub fn start() -> PrivateRedis {
-        PrivateRedis::start_on(PrivateRedis::free_port())
-    }
-
-    /// A loopback port free now (for a test that points a worker at Redis
-    /// before starting it there).
-    pub fn free_port() -> u16 {
-        std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port()
-    }
-
-    /// `redis://127.0.0.1:<port>`.
-    pub fn url_for(port: u16) -> String {
-        format!("redis://127.0.0.1:{port}")
-    }
-
-    /// On `port` (e.g. the port of one that was killed: Redis "coming
-    /// back").
-    pub fn start_on(port: u16) -> PrivateRedis {
-        let child = std::process::Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no"])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("redis-server must be installed for this test");
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "redis-server did not start"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        PrivateRedis {
-            port,
-            child: Some(child),
-        }
-    }
-
-    pub fn url(&self) -> String {
-        PrivateRedis::url_for(self.port)
-    }
-
-    pub fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
-impl Drop for PrivateRedis {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
 /// Writes a waiting job with `payload` for `member` straight into the
 /// queue's keys — as a buggy producer in another language might — and
 /// announces it, bypassing every check of [`Queue::request_compaction`].
@@ -322,19 +223,66 @@ pub async fn write_raw_job(
         .expect("the raw job is written");
 }
 
-/// Polls `check` every 20 ms until it is true; panics after `limit`.
-pub async fn eventually<F, Fut>(what: &str, limit: Duration, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = tokio::time::Instant::now() + limit;
-    while !check().await {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "not within {limit:?}: {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
+/// The engine for a model with a 20k-token window (trigger at 10.5k
+/// tokens): a few hundred messages of [`conversation`] are over it.
+pub fn small_window() -> EngineConfig {
+    EngineConfig {
+        trigger: TriggerPolicy::Threshold {
+            context_window: 20_000,
+            ratio: 0.7,
+            output_reserve: 4_000,
+            safety_margin: 1_000,
+        },
+        ..EngineConfig::default()
+    }
+}
+
+/// The engine for a small model (an 8k window, trigger at 5.5k tokens):
+/// 200 messages (≈ 7k tokens, `conversation(50)`) are over it.
+pub fn small_model() -> EngineConfig {
+    EngineConfig {
+        trigger: TriggerPolicy::Threshold {
+            context_window: 8_000,
+            ratio: 0.7,
+            output_reserve: 2_000,
+            safety_margin: 500,
+        },
+        ..EngineConfig::default()
+    }
+}
+
+/// A client on `db` and `redis`'s queue, with the default engine.
+pub async fn client(db: &db::TestDb, redis: &TestRedis) -> Compactor {
+    Compactor::from_parts(
+        db.store.clone(),
+        redis.queue().await,
+        EngineConfig::default(),
+    )
+    .await
+}
+
+/// The event a worker announces when job `job_id` of `domain:entity_id`
+/// ends with `outcome` (its first attempt, 10 messages folded).
+pub fn compaction_event(
+    domain: &str,
+    entity_id: &str,
+    outcome: EventOutcome,
+    job_id: u64,
+) -> CompactionEvent {
+    CompactionEvent {
+        domain: domain.into(),
+        entity_id: entity_id.into(),
+        outcome,
+        trigger: "auto".into(),
+        job_id,
+        attempt: 1,
+        tokens_before: 1_000,
+        tokens_after: 100,
+        messages_compacted: 10,
+        chunks: 1,
+        rollups: 0,
+        degraded: false,
+        error: None,
     }
 }
 

@@ -16,66 +16,25 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a benchmark: fail loudly
 
+/// A queue of its own, deleted on drop, and entity keys (the producer's
+/// tests' helpers).
+#[path = "../../producer/tests/it/support/queue.rs"]
+mod test_queue;
+use test_queue::{entity_keys as keys, TestQueue};
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use compactor_producer::queue::{Queue, QueueConfig, QueueName, Trigger};
+use compactor_producer::queue::Trigger;
 use compactor_shared::EntityKey;
+use compactor_testkit::bench::{bench_runs, percentile, result};
+use compactor_testkit::redis_url;
 use compactor_worker::runtime::{Job, JobError, JobHandler, Runtime, RuntimeConfig};
 use tokio::sync::{mpsc, oneshot};
 
-fn bench_runs() -> usize {
-    std::env::var("BENCH_RUNS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(3)
-}
-
-/// One measurement, for `bench/report.py`.
-fn result(metric: &str, value: f64, unit: &str) {
-    println!(
-        "BENCH_RESULT {{\"suite\":\"runtime\",\"impl\":\"compactor\",\"metric\":\"{metric}\",\"value\":{value},\"unit\":\"{unit}\"}}"
-    );
-}
-
-fn redis_url() -> String {
-    std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned())
-}
-
-async fn fresh_queue(tag: &str) -> Queue {
-    let name = format!("bench-rt-{tag}-{}", std::process::id());
-    let config = QueueConfig {
-        name: QueueName::parse(&name).unwrap(),
-        ..QueueConfig::default()
-    };
-    let q = Queue::connect(&redis_url(), config).await.unwrap();
-    cleanup(&q);
-    q
-}
-
-fn cleanup(q: &Queue) {
-    let client = redis::Client::open(redis_url()).unwrap();
-    let mut conn = client.get_connection().unwrap();
-    let keys: Vec<String> = redis::cmd("KEYS")
-        .arg(format!("{}*", q.keys().prefix()))
-        .query(&mut conn)
-        .unwrap();
-    for chunk in keys.chunks(1_000) {
-        let _: () = redis::cmd("DEL").arg(chunk).query(&mut conn).unwrap();
-    }
-}
-
-fn keys(n: usize) -> Vec<EntityKey> {
-    (0..n)
-        .map(|i| EntityKey::parse("bench", &format!("e{i}")).unwrap())
-        .collect()
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i.min(sorted.len() - 1)]
-}
+/// The suite of this benchmark's `BENCH_RESULT` lines.
+const SUITE: &str = "runtime";
 
 /// Counts handler calls and reports when the expected number is reached.
 struct Counting {
@@ -155,7 +114,8 @@ struct Drain {
 
 /// Drains a backlog of `n` jobs at `concurrency`.
 async fn noop(n: usize, concurrency: usize) -> Drain {
-    let q = fresh_queue(&format!("noop{concurrency}")).await;
+    let t = TestQueue::new().await;
+    let q = &t.queue;
     let ks = keys(n);
     for batch in ks.chunks(1_000) {
         let requests: Vec<_> = batch.iter().map(|k| (k.clone(), Trigger::Auto)).collect();
@@ -180,7 +140,7 @@ async fn noop(n: usize, concurrency: usize) -> Drain {
     task.await.unwrap().unwrap();
     let counts = q.counts().await.unwrap();
     assert_eq!((counts.waiting, counts.running), (0, 0), "all acknowledged");
-    cleanup(&q);
+    drop(t);
     Drain {
         per_sec: n as f64 / (finished - start).as_secs_f64(),
         redis_us: (redis1 - redis0) * 1e6 / n as f64,
@@ -190,7 +150,8 @@ async fn noop(n: usize, concurrency: usize) -> Drain {
 
 /// Pickup latencies (sorted) of `n` requests to an idle runtime.
 async fn pickup(n: usize) -> Vec<Duration> {
-    let q = fresh_queue("pickup").await;
+    let t = TestQueue::new().await;
+    let q = &t.queue;
     let (tx, mut rx) = mpsc::unbounded_channel();
     let (stop_tx, stop_rx) = oneshot::channel::<()>();
     let runtime = Runtime::new(q.clone(), config(2), Started(tx)).unwrap();
@@ -215,7 +176,7 @@ async fn pickup(n: usize) -> Vec<Duration> {
     }
     let _ = stop_tx.send(());
     task.await.unwrap().unwrap();
-    cleanup(&q);
+    drop(t);
     lat.sort();
     lat
 }
@@ -241,17 +202,19 @@ fn main() {
                 continue;
             }
             let mut runs = Vec::new();
-            for _ in 0..bench_runs() {
+            for _ in 0..bench_runs(3) {
                 runs.push(noop(n, concurrency).await);
             }
             for r in &runs {
-                result(&format!("noop_c{concurrency}"), r.per_sec, "jobs/s");
+                result(SUITE, &format!("noop_c{concurrency}"), r.per_sec, "jobs/s");
                 result(
+                    SUITE,
                     &format!("noop_c{concurrency}_redis_cpu_per_job"),
                     r.redis_us,
                     "µs",
                 );
                 result(
+                    SUITE,
                     &format!("noop_c{concurrency}_worker_cpu_per_job"),
                     r.worker_us,
                     "µs",
@@ -272,16 +235,18 @@ fn main() {
             return;
         }
         let mut runs = Vec::new();
-        for _ in 0..bench_runs() {
+        for _ in 0..bench_runs(3) {
             runs.push(pickup(1_000).await);
         }
         for lat in &runs {
             result(
+                SUITE,
                 "pickup_p50",
                 percentile(lat, 0.50).as_secs_f64() * 1e3,
                 "ms",
             );
             result(
+                SUITE,
                 "pickup_p99",
                 percentile(lat, 0.99).as_secs_f64() * 1e3,
                 "ms",

@@ -1,0 +1,1320 @@
+//! The queue semantics of ARCHITECTURE.md §4, against the real Redis
+//! (127.0.0.1:6379, or `REDIS_URL`). Each test runs on its own queue name
+//! and deletes its keys when done, so tests run in parallel and re-run.
+
+use std::time::Duration;
+
+use compactor_producer::queue::{
+    ClaimOutcome, ClaimedJob, Completion, EnqueueOutcome, FailAction, Failure, JobStage, JobState,
+    Keys, Queue, QueueConfig, QueueError, Recovery, Subscription, Trigger, WorkerRegistration,
+};
+use compactor_shared::EntityKey;
+use compactor_testkit::{redis_url, PrivateRedis};
+
+use crate::support::queue::TestQueue;
+
+fn key(entity: &str) -> EntityKey {
+    EntityKey::parse("chat", entity).unwrap()
+}
+
+async fn claim(q: &Queue) -> ClaimedJob {
+    match q.claim("w1").await.unwrap() {
+        ClaimOutcome::Claimed(job) => job,
+        other => panic!("expected a job, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_request_adds_then_coalesces_while_waiting() {
+    let t = TestQueue::new().await;
+    let q = &t.queue;
+    let k = key("a");
+    let first = q.request_compaction(&k, Trigger::Auto).await.unwrap();
+    let EnqueueOutcome::Added { job_id } = first else {
+        panic!("{first:?}")
+    };
+    assert_eq!(
+        q.request_compaction(&k, Trigger::Auto).await.unwrap(),
+        EnqueueOutcome::Coalesced { job_id }
+    );
+    assert_eq!(
+        q.job_state(&k).await.unwrap(),
+        Some(JobState::Waiting { job_id })
+    );
+    assert_eq!(q.counts().await.unwrap().waiting, 1);
+}
+
+#[tokio::test]
+async fn a_thousand_concurrent_requests_while_waiting_make_one_job() {
+    let t = TestQueue::new().await;
+    let k = key("hot");
+    let tasks: Vec<_> = (0..1_000)
+        .map(|_| {
+            let q = t.queue.clone();
+            let k = k.clone();
+            tokio::spawn(async move { q.request_compaction(&k, Trigger::Auto).await.unwrap() })
+        })
+        .collect();
+    let mut added = 0;
+    let mut coalesced = 0;
+    for task in tasks {
+        match task.await.unwrap() {
+            EnqueueOutcome::Added { .. } => added += 1,
+            EnqueueOutcome::Coalesced { .. } => coalesced += 1,
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!((added, coalesced), (1, 999));
+    let counts = t.queue.counts().await.unwrap();
+    assert_eq!((counts.waiting, counts.running), (1, 0));
+    claim(&t.queue).await;
+    assert!(matches!(
+        t.queue.claim("w2").await.unwrap(),
+        ClaimOutcome::Empty { .. }
+    ));
+}
+
+#[tokio::test]
+async fn requests_while_running_add_exactly_one_follow_up_after_it() {
+    let t = TestQueue::new().await;
+    let q = &t.queue;
+    let k = key("busy");
+    q.request_compaction(&k, Trigger::Auto).await.unwrap();
+    let job = claim(q).await;
+    assert_eq!(job.attempt, 1);
+    assert_eq!(job.payload.trigger, Trigger::Auto);
+
+    let tasks: Vec<_> = (0..1_000)
+        .map(|_| {
+            let q = q.clone();
+            let k = k.clone();
+            tokio::spawn(async move { q.request_compaction(&k, Trigger::Auto).await.unwrap() })
+        })
+        .collect();
+    for task in tasks {
+        assert_eq!(
+            task.await.unwrap(),
+            EnqueueOutcome::FollowUpRecorded { job_id: job.job_id }
+        );
+    }
+    assert_eq!(
+        q.counts().await.unwrap().waiting,
+        0,
+        "nothing runs beside it"
+    );
+    assert!(matches!(
+        q.job_state(&k).await.unwrap(),
+        Some(JobState::Running {
+            followup_pending: true,
+            ..
+        })
+    ));
+
+    let Completion::FollowUpAdded { job_id } = q.complete(&job).await.unwrap() else {
+        panic!("expected a follow-up")
+    };
+    assert_ne!(job_id, job.job_id);
+    assert_eq!(
+        q.counts().await.unwrap().waiting,
+        1,
+        "exactly one follow-up"
+    );
+    let follow_up = claim(q).await;
+    assert_eq!(follow_up.job_id, job_id);
+    assert_eq!(follow_up.payload.trigger, Trigger::FollowUp);
+    assert_eq!(q.complete(&follow_up).await.unwrap(), Completion::Done);
+    assert!(matches!(
+        q.claim("w1").await.unwrap(),
+        ClaimOutcome::Empty { next_due_in: None }
+    ));
+    assert!(matches!(
+        q.job_state(&k).await.unwrap(),
+        Some(JobState::Done { .. })
+    ));
+    // After it is done, a new request adds a new job.
+    assert!(matches!(
+        q.request_compaction(&k, Trigger::Auto).await.unwrap(),
+        EnqueueOutcome::Added { .. }
+    ));
+}
+
+#[tokio::test]
+async fn a_manual_request_keeps_its_instructions_when_coalesced_or_following_up() {
+    let t = TestQueue::new().await;
+    let q = &t.queue;
+    let k = key("m");
+    let manual = Trigger::Manual {
+        instructions: Some("focus on the migration".into()),
+    };
+    q.request_compaction(&k, Trigger::Auto).await.unwrap();
+    q.request_compaction(&k, manual.clone()).await.unwrap();
+    let job = claim(q).await;
+    assert_eq!(
+        job.payload.trigger, manual,
+        "manual upgrades the waiting job"
+    );
+
+    q.request_compaction(&k, manual.clone()).await.unwrap();
+    q.request_compaction(&k, Trigger::Auto).await.unwrap();
+    q.complete(&job).await.unwrap();
+    let follow_up = claim(q).await;
+    assert_eq!(
+        follow_up.payload.trigger, manual,
+        "a later auto request does not erase it"
+    );
+}
+
+#[tokio::test]
+async fn only_the_lease_holder_can_renew_or_complete() {
+    let t = TestQueue::new().await;
+    let q = &t.queue;
+    let k = key("fenced");
+    q.request_compaction(&k, Trigger::Auto).await.unwrap();
+    let job = claim(q).await;
+    assert!(q.renew(&job).await.unwrap());
+    let impostor = ClaimedJob {
+        lease_token: format!("{}x", job.lease_token),
+        ..job.clone()
+    };
+    assert!(!q.renew(&impostor).await.unwrap());
+    assert_eq!(q.complete(&impostor).await.unwrap(), Completion::LeaseLost);
+    assert!(matches!(
+        q.job_state(&k).await.unwrap(),
+        Some(JobState::Running { .. })
+    ));
+    assert_eq!(q.complete(&job).await.unwrap(), Completion::Done);
+    assert_eq!(
+        q.complete(&job).await.unwrap(),
+        Completion::LeaseLost,
+        "not twice"
+    );
+}
+
+#[tokio::test]
+async fn enqueue_many_is_pipelined_and_keeps_request_order() {
+    let t = TestQueue::new().await;
+    let q = &t.queue;
+    let mut requests: Vec<(EntityKey, Trigger)> = (0..200)
+        .map(|i| (key(&format!("e{i}")), Trigger::Auto))
+        .collect();
+    requests.push((key("e0"), Trigger::Auto));
+    let outcomes = q.enqueue_many(&requests).await.unwrap();
+    assert_eq!(outcomes.len(), 201);
+    assert!(outcomes[..200]
+        .iter()
+        .all(|o| matches!(o, EnqueueOutcome::Added { .. })));
+    let EnqueueOutcome::Added { job_id } = outcomes[0] else {
+        panic!()
+    };
+    assert_eq!(outcomes[200], EnqueueOutcome::Coalesced { job_id });
+    assert_eq!(q.counts().await.unwrap().waiting, 200);
+}
+
+#[tokio::test]
+async fn scripts_are_reloaded_after_a_script_flush() {
+    let t = TestQueue::new().await;
+    let q = &t.queue;
+    let client = redis::Client::open(redis_url()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let _: () = redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(matches!(
+        q.request_compaction(&key("s"), Trigger::Auto)
+            .await
+            .unwrap(),
+        EnqueueOutcome::Added { .. }
+    ));
+    let _: () = redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let outcomes = q.enqueue_many(&[(key("s2"), Trigger::Auto)]).await.unwrap();
+    assert!(matches!(outcomes[0], EnqueueOutcome::Added { .. }));
+}
+
+#[tokio::test]
+async fn a_malformed_payload_in_redis_is_reported_not_run() {
+    let t = TestQueue::new().await;
+    let q = &t.queue;
+    let k = key("bad");
+    q.request_compaction(&k, Trigger::Auto).await.unwrap();
+    let client = redis::Client::open(redis_url()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let _: () = redis::cmd("HSET")
+        .arg(q.keys().job(&k))
+        .arg("payload")
+        .arg(r#"{"v":9,"key":{"domain":"chat","entity_id":"bad"},"trigger":{"kind":"auto"}}"#)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    match q.claim("w1").await.unwrap() {
+        ClaimOutcome::Unusable { member, error } => {
+            assert_eq!(member, "compact:chat:bad");
+            assert!(error.contains("version 9"), "{error}");
+        }
+        other => panic!("{other:?}"),
+    }
+    let dead = q.dead_letters(10).await.unwrap();
+    assert_eq!(dead.len(), 1, "dead-lettered, never retried");
+    assert!(dead[0].reason.contains("version 9"));
+    assert!(matches!(
+        q.claim("w1").await.unwrap(),
+        ClaimOutcome::Empty { .. }
+    ));
+}
+
+#[tokio::test]
+async fn an_unreachable_redis_is_a_typed_error_without_the_password() {
+    let config = QueueConfig::default();
+    // Port 1 on loopback: nothing listens there.
+    let err = tokio::time::timeout(
+        Duration::from_secs(10),
+        Queue::connect("redis://user:hunter2@127.0.0.1:1/0", config),
+    )
+    .await
+    .expect("fails fast")
+    .unwrap_err();
+    assert!(matches!(err, QueueError::Connect { .. }), "{err}");
+    let text = err.to_string();
+    assert!(
+        text.contains("127.0.0.1:1") && !text.contains("hunter2"),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn a_retryable_failure_runs_again_after_its_delay() {
+    let t = TestQueue::new().await;
+    let q = &t.queue;
+    let k = key("retry");
+    q.request_compaction(&k, Trigger::Auto).await.unwrap();
+    let job = claim(q).await;
+    let failure = q
+        .fail(
+            &job,
+            FailAction::Retry {
+                delay: Duration::ZERO,
+            },
+            "llm timeout",
+        )
+        .await
+        .unwrap();
+    assert_eq!(failure, Failure::RetryScheduled);
+    let again = claim(q).await;
+    assert_eq!((again.job_id, again.attempt), (job.job_id, 2));
+    assert_ne!(again.lease_token, job.lease_token);
+    assert_eq!(
+        q.fail(&job, FailAction::DeadLetter, "stale").await.unwrap(),
+        Failure::LeaseLost
+    );
+
+    let delayed = q
+        .fail(
+            &again,
+            FailAction::Retry {
+                delay: Duration::from_secs(60),
+            },
+            "429",
+        )
+        .await
+        .unwrap();
+    assert_eq!(delayed, Failure::RetryScheduled);
+    let ClaimOutcome::Empty {
+        next_due_in: Some(next),
+    } = q.claim("w1").await.unwrap()
+    else {
+        panic!("the retry is not due yet")
+    };
+    assert!(
+        next > Duration::from_secs(50) && next <= Duration::from_secs(60),
+        "due in about a minute, not {next:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_permanent_failure_is_dead_lettered_with_its_reason_and_can_be_retried() {
+    let t = TestQueue::new().await;
+    let q = &t.queue;
+    let k = key("perm");
+    q.request_compaction(&k, Trigger::Auto).await.unwrap();
+    let job = claim(q).await;
+    let failure = q
+        .fail(&job, FailAction::DeadLetter, "unknown workstream")
+        .await
+        .unwrap();
+    assert_eq!(failure, Failure::DeadLettered);
+    assert_eq!(
+        q.job_state(&k).await.unwrap(),
+        Some(JobState::Dead { job_id: job.job_id })
+    );
+    let dead = q.dead_letters(10).await.unwrap();
+    assert_eq!(dead.len(), 1);
+    assert_eq!(
+        (dead[0].member.as_str(), dead[0].job_id),
+        ("compact:chat:perm", job.job_id)
+    );
+    assert_eq!(
+        (dead[0].reason.as_str(), dead[0].attempts),
+        ("unknown workstream", 1)
+    );
+    assert_eq!(q.counts().await.unwrap().dead, 1);
+
+    let retried = q.retry_dead(&dead[0].entry).await.unwrap();
+    assert!(matches!(retried, Some(EnqueueOutcome::Added { .. })));
+    assert_eq!(q.counts().await.unwrap().dead, 0);
+    assert_eq!(
+        q.retry_dead(&dead[0].entry).await.unwrap(),
+        None,
+        "gone after retry"
+    );
+    let rerun = claim(q).await;
+    assert_eq!(rerun.payload.trigger, Trigger::Auto);
+    assert_eq!(rerun.attempt, 1);
+
+    q.fail(&rerun, FailAction::DeadLetter, "again")
+        .await
+        .unwrap();
+    assert_eq!(q.purge_dead(None).await.unwrap(), 1);
+    assert!(q.dead_letters(10).await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn a_dead_lettered_run_still_gets_its_follow_up() {
+    let t = TestQueue::new().await;
+    let q = &t.queue;
+    let k = key("dead-follow");
+    q.request_compaction(&k, Trigger::Auto).await.unwrap();
+    let job = claim(q).await;
+    q.request_compaction(&k, Trigger::Auto).await.unwrap();
+    let failure = q.fail(&job, FailAction::DeadLetter, "boom").await.unwrap();
+    assert!(matches!(failure, Failure::DeadLetteredFollowUpAdded { .. }));
+    let follow_up = claim(q).await;
+    assert_eq!(follow_up.payload.trigger, Trigger::FollowUp);
+}
+
+/// Calls `recover` until it reports something (the lease must expire on
+/// the server clock first); bounded by a timeout.
+async fn recover_until_something(q: &Queue) -> Recovery {
+    tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            let r = q.recover(100).await.unwrap();
+            if r != Recovery::default() {
+                return r;
+            }
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("the lease expires")
+}
+
+#[tokio::test]
+async fn an_expired_lease_returns_the_job_and_stalls_end_in_the_dead_letter_set() {
+    let t = TestQueue::with(QueueConfig {
+        lease_ttl: Duration::from_millis(20),
+        max_stalls: 2,
+        ..QueueConfig::default()
+    })
+    .await;
+    let q = &t.queue;
+    let k = key("crashy");
+    q.request_compaction(&k, Trigger::Auto).await.unwrap();
+    // A worker claims it and "crashes": it never renews or completes.
+    let first = claim(q).await;
+    assert_eq!(
+        recover_until_something(q).await,
+        Recovery {
+            recovered: 1,
+            dead_lettered: 0
+        }
+    );
+    assert!(
+        !q.renew(&first).await.unwrap(),
+        "the crashed worker's lease is gone"
+    );
+    let second = claim(q).await;
+    assert_eq!(
+        (second.job_id, second.attempt),
+        (first.job_id, 1),
+        "a stall does not use up an attempt (stalls have their own bound)"
+    );
+    assert_ne!(second.lease_token, first.lease_token);
+    assert_eq!(
+        q.complete(&first).await.unwrap(),
+        Completion::LeaseLost,
+        "fenced"
+    );
+    assert_eq!(
+        recover_until_something(q).await,
+        Recovery {
+            recovered: 1,
+            dead_lettered: 0
+        }
+    );
+    claim(q).await;
+    assert_eq!(
+        recover_until_something(q).await,
+        Recovery {
+            recovered: 0,
+            dead_lettered: 1
+        }
+    );
+    let dead = q.dead_letters(10).await.unwrap();
+    assert_eq!(dead.len(), 1);
+    assert_eq!(dead[0].stalls, 3);
+    assert!(dead[0].reason.starts_with("stalled"), "{}", dead[0].reason);
+    assert!(matches!(
+        q.claim("w1").await.unwrap(),
+        ClaimOutcome::Empty { .. }
+    ));
+}
+
+#[tokio::test]
+async fn dead_letters_are_bounded_by_count() {
+    let t = TestQueue::with(QueueConfig {
+        dead_max_count: 3,
+        ..QueueConfig::default()
+    })
+    .await;
+    let q = &t.queue;
+    for i in 0..5 {
+        q.request_compaction(&key(&format!("d{i}")), Trigger::Auto)
+            .await
+            .unwrap();
+        let job = claim(q).await;
+        q.fail(&job, FailAction::DeadLetter, &format!("reason {i}"))
+            .await
+            .unwrap();
+    }
+    let dead = q.dead_letters(10).await.unwrap();
+    let reasons: Vec<&str> = dead.iter().map(|d| d.reason.as_str()).collect();
+    assert_eq!(
+        reasons,
+        ["reason 4", "reason 3", "reason 2"],
+        "newest first, oldest evicted"
+    );
+}
+
+#[tokio::test]
+async fn a_released_job_runs_again_without_losing_an_attempt_or_instructions() {
+    let t = TestQueue::new().await;
+    let q = &t.queue;
+    let k = key("shutdown");
+    q.request_compaction(&k, Trigger::Auto).await.unwrap();
+    let job = claim(q).await;
+    let manual = Trigger::Manual {
+        instructions: Some("keep the API names".into()),
+    };
+    q.request_compaction(&k, manual.clone()).await.unwrap();
+    assert!(q.release(&job).await.unwrap());
+    assert!(!q.release(&job).await.unwrap(), "only once");
+    assert_eq!(q.counts().await.unwrap().running, 0);
+    let again = claim(q).await;
+    assert_eq!(
+        (again.job_id, again.attempt),
+        (job.job_id, 1),
+        "the attempt was not used up"
+    );
+    assert_eq!(
+        again.payload.trigger, manual,
+        "the manual follow-up is folded in"
+    );
+    assert_eq!(
+        q.complete(&again).await.unwrap(),
+        Completion::Done,
+        "no extra follow-up"
+    );
+}
+
+#[tokio::test]
+async fn when_redis_goes_away_requests_fail_instead_of_pretending() {
+    let mut redis = PrivateRedis::start();
+    let config = QueueConfig {
+        response_timeout: Duration::from_secs(2),
+        ..QueueConfig::default()
+    };
+    let q = Queue::connect(&redis.url(), config).await.unwrap();
+    assert!(matches!(
+        q.request_compaction(&key("x"), Trigger::Auto)
+            .await
+            .unwrap(),
+        EnqueueOutcome::Added { .. }
+    ));
+    redis.kill();
+    let err = q
+        .request_compaction(&key("y"), Trigger::Auto)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, QueueError::Redis { op: "enqueue", .. }),
+        "{err}"
+    );
+    assert!(q.enqueue_many(&[(key("z"), Trigger::Auto)]).await.is_err());
+    assert!(q.claim("w1").await.is_err());
+}
+
+#[tokio::test]
+async fn complete_and_claim_acks_and_takes_the_next_job_in_one_step() {
+    let t = TestQueue::new().await;
+    let q = &t.queue;
+    q.request_compaction(&key("one"), Trigger::Auto)
+        .await
+        .unwrap();
+    q.request_compaction(&key("two"), Trigger::Auto)
+        .await
+        .unwrap();
+    let first = claim(q).await;
+    // A request for the running entity: its follow-up goes behind "two".
+    q.request_compaction(&first.key, Trigger::Auto)
+        .await
+        .unwrap();
+    let (completion, next) = q.complete_and_claim(&first, "w1").await.unwrap();
+    assert!(matches!(completion, Completion::FollowUpAdded { .. }));
+    let ClaimOutcome::Claimed(second) = next else {
+        panic!("{next:?}")
+    };
+    assert_eq!(second.key, key("two"));
+    // A stale holder completes nothing.
+    assert_eq!(q.complete(&first).await.unwrap(), Completion::LeaseLost);
+    assert_eq!(
+        q.counts().await.unwrap().waiting,
+        1,
+        "the follow-up is still waiting"
+    );
+    let (_, next) = q.complete_and_claim(&second, "w1").await.unwrap();
+    let ClaimOutcome::Claimed(follow_up) = next else {
+        panic!("{next:?}")
+    };
+    assert_eq!(
+        (follow_up.key, follow_up.payload.trigger),
+        (key("one"), Trigger::FollowUp)
+    );
+}
+
+#[tokio::test]
+async fn a_backlog_of_100k_waiting_jobs_is_served_oldest_first() {
+    let t = TestQueue::new().await;
+    let q = &t.queue;
+    let requests: Vec<(EntityKey, Trigger)> = (0..100_000)
+        .map(|i| (key(&format!("b{i}")), Trigger::Auto))
+        .collect();
+    for chunk in requests.chunks(5_000) {
+        q.enqueue_many(chunk).await.unwrap();
+    }
+    assert_eq!(q.counts().await.unwrap().waiting, 100_000);
+    // Served in the order they were added, also within one millisecond
+    // (b10 sorts before b2 by name, so name order would fail here).
+    let mut job = claim(q).await;
+    for i in 0..12 {
+        assert_eq!(job.key, key(&format!("b{i}")));
+        if i == 11 {
+            break;
+        }
+        let (_, next) = q.complete_and_claim(&job, "w1").await.unwrap();
+        let ClaimOutcome::Claimed(j) = next else {
+            panic!("{next:?}")
+        };
+        job = j;
+    }
+    let counts = q.counts().await.unwrap();
+    assert_eq!(
+        (counts.waiting, counts.running, counts.done),
+        (99_988, 1, 11)
+    );
+}
+
+#[tokio::test]
+async fn settle_acknowledges_many_jobs_and_fills_their_slots_in_one_step() {
+    let t = TestQueue::new().await;
+    let q = &t.queue;
+    for e in ["a", "b", "c", "d", "e"] {
+        q.request_compaction(&key(e), Trigger::Auto).await.unwrap();
+    }
+    let settled = q.settle(&[], 3, "w1").await.unwrap();
+    let running: Vec<ClaimedJob> = settled
+        .claimed
+        .into_iter()
+        .map(|c| match c {
+            ClaimOutcome::Claimed(job) => job,
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(
+        running.iter().map(|j| j.key.clone()).collect::<Vec<_>>(),
+        vec![key("a"), key("b"), key("c")],
+        "oldest first"
+    );
+    // "b" gets a follow-up request; "c" lost its lease to someone else.
+    q.request_compaction(&key("b"), Trigger::Auto)
+        .await
+        .unwrap();
+    let stale_c = ClaimedJob {
+        lease_token: "stale".into(),
+        ..running[2].clone()
+    };
+    let settled = q
+        .settle(&[&running[0], &running[1], &stale_c], 3, "w1")
+        .await
+        .unwrap();
+    assert_eq!(settled.completions.len(), 3);
+    assert_eq!(settled.completions[0], Completion::Done);
+    assert!(matches!(
+        settled.completions[1],
+        Completion::FollowUpAdded { .. }
+    ));
+    assert_eq!(settled.completions[2], Completion::LeaseLost);
+    let next: Vec<EntityKey> = settled
+        .claimed
+        .iter()
+        .map(|c| match c {
+            ClaimOutcome::Claimed(job) => job.key.clone(),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(
+        next,
+        vec![key("d"), key("e"), key("b")],
+        "the follow-up queues behind the jobs added before it"
+    );
+    assert_eq!(settled.next_due_in, None, "nothing else waits");
+    assert!(matches!(
+        q.job_state(&key("c")).await.unwrap(),
+        Some(JobState::Running { .. })
+    ));
+    let counts = q.counts().await.unwrap();
+    assert_eq!((counts.waiting, counts.running, counts.done), (0, 4, 2));
+}
+
+#[tokio::test]
+async fn a_wake_up_is_announced_for_every_job_that_becomes_ready() {
+    let t = TestQueue::new().await;
+    let q = &t.queue;
+    let mut wake = q.subscribe_wakeups().await.unwrap();
+    let within = Duration::from_secs(5);
+    let check = Duration::from_secs(1);
+    q.request_compaction(&key("w"), Trigger::Auto)
+        .await
+        .unwrap();
+    tokio::time::timeout(within, wake.next(check))
+        .await
+        .expect("announced when added")
+        .unwrap();
+    // Coalesced and follow-up requests add nothing: no announcement.
+    q.request_compaction(&key("w"), Trigger::Auto)
+        .await
+        .unwrap();
+    let job = claim(q).await;
+    q.request_compaction(&key("w"), Trigger::Auto)
+        .await
+        .unwrap();
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), wake.next(check))
+            .await
+            .is_err(),
+        "nothing new was ready"
+    );
+    // The follow-up is added when the run ends.
+    q.complete(&job).await.unwrap();
+    tokio::time::timeout(within, wake.next(check))
+        .await
+        .expect("announced when the follow-up was added")
+        .unwrap();
+    // A retry is announced so idle workers learn when it is due.
+    let follow_up = claim(q).await;
+    q.fail(
+        &follow_up,
+        FailAction::Retry {
+            delay: Duration::from_millis(10),
+        },
+        "503",
+    )
+    .await
+    .unwrap();
+    tokio::time::timeout(within, wake.next(check))
+        .await
+        .expect("announced when retried")
+        .unwrap();
+}
+
+#[tokio::test]
+async fn a_handed_back_job_keeps_its_place_in_line() {
+    let t = TestQueue::new().await;
+    let q = &t.queue;
+    q.request_compaction(&key("first"), Trigger::Auto)
+        .await
+        .unwrap();
+    let first = claim(q).await;
+    q.request_compaction(&key("second"), Trigger::Auto)
+        .await
+        .unwrap();
+    assert!(q.release(&first).await.unwrap());
+    let again = claim(q).await;
+    assert_eq!(again.key, key("first"), "ahead of the job added after it");
+    assert_eq!(again.attempt, 1, "the hand-back did not use an attempt");
+}
+
+#[tokio::test]
+async fn finished_records_beyond_the_count_bound_are_deleted() {
+    let t = TestQueue::with(QueueConfig {
+        done_max_count: 2,
+        ..QueueConfig::default()
+    })
+    .await;
+    let q = &t.queue;
+    for e in ["d1", "d2", "d3"] {
+        q.request_compaction(&key(e), Trigger::Auto).await.unwrap();
+        let job = claim(q).await;
+        assert_eq!(q.complete(&job).await.unwrap(), Completion::Done);
+    }
+    assert_eq!(q.counts().await.unwrap().done, 2);
+    assert_eq!(
+        q.job_state(&key("d1")).await.unwrap(),
+        None,
+        "the oldest record is gone, not just unindexed"
+    );
+    assert!(matches!(
+        q.job_state(&key("d3")).await.unwrap(),
+        Some(JobState::Done { .. })
+    ));
+    // An entity whose record is trimmed while it has a newer job keeps it.
+    q.request_compaction(&key("d2"), Trigger::Auto)
+        .await
+        .unwrap();
+    q.request_compaction(&key("d4"), Trigger::Auto)
+        .await
+        .unwrap();
+    let d2 = claim(q).await;
+    assert_eq!(d2.key, key("d2"));
+    let d4 = claim(q).await;
+    q.complete(&d4).await.unwrap();
+    assert!(
+        matches!(
+            q.job_state(&key("d2")).await.unwrap(),
+            Some(JobState::Running { .. })
+        ),
+        "the running job of d2 survives the trim of its old record"
+    );
+}
+
+#[tokio::test]
+async fn dead_letters_past_their_age_leave_the_set_even_in_a_quiet_queue() {
+    let t = TestQueue::with(QueueConfig {
+        dead_max_age: Duration::from_millis(200),
+        ..QueueConfig::default()
+    })
+    .await;
+    let q = &t.queue;
+    q.request_compaction(&key("old"), Trigger::Auto)
+        .await
+        .unwrap();
+    let job = claim(q).await;
+    q.fail(&job, FailAction::DeadLetter, "bad").await.unwrap();
+    assert_eq!(q.counts().await.unwrap().dead, 1);
+    // No new dead letter arrives; the recovery sweep trims by age.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        q.recover(10).await.unwrap();
+        if q.counts().await.unwrap().dead == 0 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "never trimmed");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(q.dead_letters(10).await.unwrap().is_empty());
+}
+
+// ------------------------------------------------ worker registry, progress
+
+fn registration(id: &str) -> WorkerRegistration {
+    WorkerRegistration {
+        id: id.to_owned(),
+        name: "compactor-worker".to_owned(),
+        host: "box-1".to_owned(),
+        pid: 4242,
+        version: "0.1.0".to_owned(),
+        concurrency: 4,
+        started_at_ms: 1_700_000_000_000,
+    }
+}
+
+#[tokio::test]
+async fn workers_are_live_while_they_beat_and_drop_out_when_they_stop() {
+    let t = TestQueue::new().await;
+    let q = &t.queue;
+    assert!(q.live_workers().await.unwrap().is_empty());
+    let a = registration("worker-a-1");
+    let b = registration("worker-b-2");
+    q.heartbeat(&a, Duration::from_secs(30)).await.unwrap();
+    q.heartbeat(&b, Duration::from_millis(300)).await.unwrap();
+    let mut live = q.live_workers().await.unwrap();
+    live.sort_by(|x, y| x.registration.id.cmp(&y.registration.id));
+    assert_eq!(live.len(), 2);
+    assert_eq!(live[0].registration, a, "listed as it registered");
+    assert!(live[0].heartbeat_at_ms > 0);
+    assert_eq!(live[0].expires_at_ms, live[0].heartbeat_at_ms + 30_000);
+    let before = live[0].heartbeat_at_ms;
+
+    // b stops beating: it drops out once its TTL has passed; a beats on.
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    q.heartbeat(&a, Duration::from_secs(30)).await.unwrap();
+    let live = q.live_workers().await.unwrap();
+    assert_eq!(live.len(), 1, "{live:?}");
+    assert_eq!(live[0].registration.id, "worker-a-1");
+    assert!(live[0].heartbeat_at_ms >= before + 400);
+    let progress = q.job_progress(&key("any")).await.unwrap();
+    assert_eq!(progress.live_workers, 1);
+
+    // A stopping worker leaves at once.
+    assert!(q.deregister("worker-a-1").await.unwrap());
+    assert!(!q.deregister("worker-a-1").await.unwrap());
+    assert!(q.live_workers().await.unwrap().is_empty());
+    assert_eq!(q.job_progress(&key("any")).await.unwrap().live_workers, 0);
+}
+
+#[tokio::test]
+async fn job_progress_follows_a_job_from_queued_to_backing_off_to_done() {
+    let t = TestQueue::new().await;
+    let q = &t.queue;
+    let k = key("progress");
+    let none = q.job_progress(&k).await.unwrap();
+    assert_eq!(none.stage, None);
+    assert!(!none.pending());
+
+    q.request_compaction(&k, Trigger::Auto).await.unwrap();
+    let queued = q.job_progress(&k).await.unwrap();
+    let Some(JobStage::Waiting {
+        job_id,
+        attempts: 0,
+        due_in,
+    }) = queued.stage
+    else {
+        panic!("{queued:?}")
+    };
+    assert_eq!(due_in, Duration::ZERO, "due at once");
+    assert!(queued.pending());
+
+    let job = claim(q).await;
+    let running = q.job_progress(&k).await.unwrap();
+    let Some(JobStage::Running {
+        job_id: running_id,
+        attempt: 1,
+        lease_left,
+    }) = running.stage
+    else {
+        panic!("{running:?}")
+    };
+    assert_eq!(running_id, job_id);
+    assert!(lease_left > Duration::from_secs(20), "{lease_left:?}");
+
+    q.fail(
+        &job,
+        FailAction::Retry {
+            delay: Duration::from_secs(60),
+        },
+        "503",
+    )
+    .await
+    .unwrap();
+    let backing_off = q.job_progress(&k).await.unwrap();
+    let Some(JobStage::Waiting {
+        attempts: 1,
+        due_in,
+        ..
+    }) = backing_off.stage
+    else {
+        panic!("{backing_off:?}")
+    };
+    assert!(
+        due_in > Duration::from_secs(50) && due_in <= Duration::from_secs(60),
+        "{due_in:?}"
+    );
+
+    q.fail(
+        &claim_when_due(q, &k).await,
+        FailAction::DeadLetter,
+        "gave up",
+    )
+    .await
+    .unwrap();
+    let dead = q.job_progress(&k).await.unwrap();
+    assert_eq!(dead.stage, Some(JobStage::Dead { job_id }));
+    assert!(!dead.pending());
+
+    q.request_compaction(&k, Trigger::Auto).await.unwrap();
+    let again = claim(q).await;
+    q.complete(&again).await.unwrap();
+    let done = q.job_progress(&k).await.unwrap();
+    assert_eq!(
+        done.stage,
+        Some(JobStage::Done {
+            job_id: again.job_id
+        })
+    );
+}
+
+/// Moves `k`'s delayed retry to now (as time passing would) and claims it.
+async fn claim_when_due(q: &Queue, k: &EntityKey) -> ClaimedJob {
+    let client = redis::Client::open(redis_url()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let _: () = redis::cmd("ZADD")
+        .arg(q.keys().waiting())
+        .arg(0)
+        .arg(compactor_producer::queue::Keys::member(k))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    claim(q).await
+}
+
+/// The next notice on `sub` for `member`'s release channel, as text.
+async fn next_release_notice(q: &Queue, sub: &mut Subscription, k: &EntityKey) -> String {
+    let channel = q.keys().released_channel(k);
+    loop {
+        let notice = tokio::time::timeout(Duration::from_secs(5), sub.next(Duration::from_secs(1)))
+            .await
+            .expect("a notice within 5 s")
+            .unwrap();
+        if notice.channel == channel {
+            return String::from_utf8(notice.payload).unwrap();
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_queue_announces_every_job_that_settles_on_its_release_channel() {
+    let t = TestQueue::with(QueueConfig {
+        lease_ttl: Duration::from_millis(20),
+        max_stalls: 0,
+        ..QueueConfig::default()
+    })
+    .await;
+    let q = &t.queue;
+    let k = key("settles");
+    let mut sub = q.subscribe_releases().await.unwrap();
+
+    q.request_compaction(&k, Trigger::Auto).await.unwrap();
+    let job = claim(q).await;
+    q.request_compaction(&k, Trigger::Auto).await.unwrap();
+    q.complete(&job).await.unwrap();
+    assert_eq!(
+        next_release_notice(q, &mut sub, &k).await,
+        r#"{"settled":"followup"}"#
+    );
+    let follow_up = claim(q).await;
+    q.fail(
+        &follow_up,
+        FailAction::Retry {
+            delay: Duration::ZERO,
+        },
+        "503",
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        next_release_notice(q, &mut sub, &k).await,
+        r#"{"settled":"retry"}"#
+    );
+    let retry = claim(q).await;
+    q.complete(&retry).await.unwrap();
+    assert_eq!(
+        next_release_notice(q, &mut sub, &k).await,
+        r#"{"settled":"done"}"#
+    );
+    q.request_compaction(&k, Trigger::Auto).await.unwrap();
+    let doomed = claim(q).await;
+    q.fail(&doomed, FailAction::DeadLetter, "permanent")
+        .await
+        .unwrap();
+    assert_eq!(
+        next_release_notice(q, &mut sub, &k).await,
+        r#"{"settled":"dead"}"#
+    );
+    // A stall over the bound (0 here) dead-letters it in the sweep.
+    q.request_compaction(&k, Trigger::Auto).await.unwrap();
+    claim(q).await;
+    assert_eq!(recover_until_something(q).await.dead_lettered, 1);
+    assert_eq!(
+        next_release_notice(q, &mut sub, &k).await,
+        r#"{"settled":"dead"}"#
+    );
+}
+
+/// A plain connection for tampering with a queue's keys.
+async fn raw() -> redis::aio::MultiplexedConnection {
+    compactor_testkit::redis::connection(&redis_url()).await
+}
+
+/// The fields of a job record, as stored.
+async fn record(
+    conn: &mut redis::aio::MultiplexedConnection,
+    q: &Queue,
+    k: &EntityKey,
+) -> std::collections::HashMap<String, String> {
+    redis::cmd("HGETALL")
+        .arg(q.keys().job(k))
+        .query_async(conn)
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_script_that_meets_a_key_of_the_wrong_type_changes_nothing() {
+    let t = TestQueue::new().await;
+    let q = &t.queue;
+    let mut conn = raw().await;
+    let k = key("tampered");
+    // The waiting set replaced by a string (tampered with, or a clash of
+    // names): the request fails, and leaves no record behind that would
+    // coalesce every later request into a job that never runs.
+    let _: () = redis::cmd("SET")
+        .arg(q.keys().waiting())
+        .arg("not a sorted set")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let error = q.request_compaction(&k, Trigger::Auto).await.unwrap_err();
+    println!("{error}");
+    assert!(error.to_string().contains("WRONGTYPE"), "{error}");
+    assert!(!error.is_unavailable(), "not an outage: {error}");
+    assert_eq!(q.job_state(&k).await.unwrap(), None, "nothing was written");
+    let seq: Option<String> = redis::cmd("GET")
+        .arg(q.keys().seq())
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(seq, None, "no job id was used up");
+    let _: () = redis::cmd("DEL")
+        .arg(q.keys().waiting())
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(matches!(
+        q.request_compaction(&k, Trigger::Auto).await.unwrap(),
+        EnqueueOutcome::Added { .. }
+    ));
+
+    // A retry whose waiting set is not a set: the run keeps its lease and
+    // its place in the running set, as if the call had not been made.
+    let job = claim(q).await;
+    let _: () = redis::cmd("SET")
+        .arg(q.keys().waiting())
+        .arg("not a sorted set")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let delay = FailAction::Retry {
+        delay: Duration::from_millis(1),
+    };
+    let error = q.fail(&job, delay, "boom").await.unwrap_err();
+    assert!(error.to_string().contains("WRONGTYPE"), "{error}");
+    let fields = record(&mut conn, q, &k).await;
+    assert_eq!(fields.get("state").map(String::as_str), Some("running"));
+    assert_eq!(fields.get("lease"), Some(&job.lease_token));
+    assert_eq!(fields.get("last_error"), None);
+    let in_running: Option<f64> = redis::cmd("ZSCORE")
+        .arg(q.keys().running())
+        .arg(Keys::member(&k))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(in_running.is_some(), "still tracked as running");
+    let _: () = redis::cmd("DEL")
+        .arg(q.keys().waiting())
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(
+        q.fail(&job, delay, "boom").await.unwrap(),
+        Failure::RetryScheduled
+    );
+
+    // A completion whose running set is not a set: the record is not
+    // marked done while the running set still lists it.
+    let job = claim_when_due(q, &k).await;
+    let _: () = redis::cmd("SET")
+        .arg(q.keys().done())
+        .arg("not a sorted set")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let error = q.complete(&job).await.unwrap_err();
+    assert!(error.to_string().contains("WRONGTYPE"), "{error}");
+    let fields = record(&mut conn, q, &k).await;
+    assert_eq!(fields.get("state").map(String::as_str), Some("running"));
+    let _: () = redis::cmd("DEL")
+        .arg(q.keys().done())
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(q.complete(&job).await.unwrap(), Completion::Done);
+
+    // A job id counter that is not a number: refused before the record is
+    // replaced.
+    let other = key("counter");
+    let _: () = redis::cmd("SET")
+        .arg(q.keys().seq())
+        .arg("not a number")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let error = q
+        .request_compaction(&other, Trigger::Auto)
+        .await
+        .unwrap_err();
+    assert!(error.to_string().contains("WRONGTYPE"), "{error}");
+    assert_eq!(q.job_state(&other).await.unwrap(), None);
+    let _: () = redis::cmd("SET")
+        .arg(q.keys().seq())
+        .arg(100)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+
+    // A waiting entry whose job key holds a string: the claim reports it
+    // unusable and goes on to the next job, instead of failing half-way.
+    let clash = "compact:chat:clash";
+    let _: () = redis::pipe()
+        .cmd("SET")
+        .arg(q.keys().job_of_member(clash))
+        .arg("a string")
+        .ignore()
+        .cmd("ZADD")
+        .arg(q.keys().waiting())
+        .arg(0)
+        .arg(clash)
+        .ignore()
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    q.request_compaction(&other, Trigger::Auto).await.unwrap();
+    let settled = q.settle(&[], 2, "w1").await.unwrap();
+    assert_eq!(settled.claimed.len(), 2, "{:?}", settled.claimed);
+    assert!(
+        matches!(&settled.claimed[0], ClaimOutcome::Unusable { member, .. } if member == clash),
+        "{:?}",
+        settled.claimed
+    );
+    assert!(
+        matches!(&settled.claimed[1], ClaimOutcome::Claimed(job) if job.key == other),
+        "{:?}",
+        settled.claimed
+    );
+}
+
+#[tokio::test]
+async fn the_repair_walk_puts_back_every_record_its_set_lost() {
+    let t = TestQueue::new().await;
+    let q = &t.queue;
+    let mut conn = raw().await;
+    let keys: Vec<EntityKey> = (0..50).map(|i| key(&format!("walk{i}"))).collect();
+    for k in &keys {
+        q.request_compaction(k, Trigger::Auto).await.unwrap();
+    }
+    let _: () = redis::cmd("DEL")
+        .arg(q.keys().waiting())
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(q.counts().await.unwrap().waiting, 0);
+    // One walk over the whole keyspace (other tests' keys included).
+    let mut requeued = 0;
+    loop {
+        let step = q.repair_step(1_000).await.unwrap();
+        requeued += step.requeued;
+        assert_eq!(step.relisted, 0);
+        if step.walk_ended {
+            break;
+        }
+    }
+    assert_eq!(requeued, 50);
+    assert_eq!(q.counts().await.unwrap().waiting, 50);
+    // Nothing more to repair: a second walk changes nothing.
+    loop {
+        let step = q.repair_step(1_000).await.unwrap();
+        assert_eq!(step.repaired(), 0);
+        if step.walk_ended {
+            break;
+        }
+    }
+    // In their original order.
+    let first = claim(q).await;
+    assert_eq!(first.key, keys[0]);
+    assert_eq!(
+        q.repair_jobs(&keys).await.unwrap().repaired(),
+        0,
+        "named records in their sets are left alone"
+    );
+}
+
+#[tokio::test]
+async fn a_waiting_record_missing_from_the_waiting_set_is_put_back_by_the_next_request() {
+    let t = TestQueue::new().await;
+    let q = &t.queue;
+    let mut conn = raw().await;
+    let k = key("evicted");
+    let EnqueueOutcome::Added { job_id } = q.request_compaction(&k, Trigger::Auto).await.unwrap()
+    else {
+        panic!("a new job")
+    };
+    // The waiting set is lost (evicted), the record survives.
+    let _: () = redis::cmd("DEL")
+        .arg(q.keys().waiting())
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(matches!(
+        q.claim("w1").await.unwrap(),
+        ClaimOutcome::Empty { .. }
+    ));
+    assert_eq!(
+        q.request_compaction(&k, Trigger::Auto).await.unwrap(),
+        EnqueueOutcome::Coalesced { job_id },
+        "the request joins the job the record names…"
+    );
+    let job = claim(q).await;
+    assert_eq!(job.job_id, job_id, "…and that job is in line again");
+    assert_eq!(job.key, k);
+}
+
+#[tokio::test]
+async fn a_running_record_missing_from_the_running_set_is_recovered_as_an_expired_lease() {
+    let t = TestQueue::with(QueueConfig {
+        lease_ttl: Duration::from_millis(20),
+        ..QueueConfig::default()
+    })
+    .await;
+    let q = &t.queue;
+    let mut conn = raw().await;
+    let k = key("untracked");
+    q.request_compaction(&k, Trigger::Auto).await.unwrap();
+    let crashed = claim(q).await;
+    // Its worker died, and the running set lost its entry: no sweep would
+    // ever find the expired lease.
+    let _: () = redis::cmd("ZREM")
+        .arg(q.keys().running())
+        .arg(Keys::member(&k))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(
+        q.request_compaction(&k, Trigger::Auto).await.unwrap(),
+        EnqueueOutcome::FollowUpRecorded {
+            job_id: crashed.job_id
+        }
+    );
+    assert_eq!(
+        recover_until_something(q).await,
+        Recovery {
+            recovered: 1,
+            dead_lettered: 0
+        },
+        "the request put the lease back where the sweep finds it"
+    );
+    let again = claim(q).await;
+    assert_eq!(again.job_id, crashed.job_id);
+    assert_ne!(again.lease_token, crashed.lease_token);
+}

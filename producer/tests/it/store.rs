@@ -1,0 +1,1411 @@
+//! The repository (`compactor_producer::store`) against real databases:
+//! every scenario runs on PostgreSQL (its own schema) and on SQLite (its
+//! own file). See `support/db.rs`.
+
+use std::time::{Duration, Instant};
+
+use crate::support::db::{Backend, TestDb};
+use chrono::Utc;
+use compactor_migrations::{migration_names, Migrator, MigratorTrait};
+use compactor_producer::store::{
+    Commit, CommitOutcome, ConflictReason, DegradedReason, LeaseTaken, MemoryFold, NewMessage,
+    NewRun, PrunedMessage, RunOutcome, SchemaStatus, Store, StoreError, WorkstreamRow,
+};
+use compactor_shared::state::StateItem;
+use compactor_shared::{EntityKey, MessageId, Part, Role, Summary, WorkstreamState};
+use sea_orm::ConnectionTrait;
+
+/// Runs each listed scenario `async fn name(backend: Backend)` once per
+/// backend, as `postgres::name` and `sqlite::name`.
+macro_rules! on_both_backends {
+    ($($name:ident),* $(,)?) => {
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name(super::Backend::Postgres).await
+                }
+            )*
+        }
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name(super::Backend::Sqlite).await
+                }
+            )*
+        }
+    };
+}
+
+on_both_backends!(
+    migrate_twice_is_a_no_op_and_status_follows,
+    a_database_ahead_of_the_build_is_reported_and_not_migrated,
+    racing_ensure_workstream_creates_one_row,
+    ten_thousand_messages_append_in_one_call,
+    pages_stream_in_order_and_respect_after,
+    pages_are_bounded_by_the_tokens_they_hold,
+    a_corrupt_row_is_an_error_not_a_panic_or_a_gap,
+    lease_take_hold_expire_renew_release,
+    the_fenced_commit_writes_exactly_what_it_says,
+    a_stale_watermark_conflicts_and_writes_nothing,
+    a_lost_lease_conflicts_and_writes_nothing,
+    racing_commits_commit_exactly_once,
+    an_error_inside_the_commit_leaves_nothing_half_written,
+    failures_open_the_breaker_and_new_messages_close_it,
+    a_commit_without_progress_counts_towards_the_breaker,
+    memory_entries_append_and_fold,
+    runs_are_listed_newest_first,
+    a_run_row_says_why_it_was_degraded_and_what_the_llm_cost,
+    runs_recorded_before_the_llm_audit_columns_still_read,
+    a_retried_append_with_client_ids_stores_nothing_twice,
+    a_client_id_with_other_content_is_refused_and_nothing_is_stored,
+    racing_tries_of_one_append_store_it_once,
+);
+
+// ---------------------------------------------------------------- helpers
+
+fn key(entity: &str) -> EntityKey {
+    EntityKey::parse("chat", entity).unwrap()
+}
+
+fn msg(text: &str, tokens: u64) -> NewMessage {
+    NewMessage {
+        role: Role::User,
+        parts: vec![Part::text(text)],
+        pinned: false,
+        token_estimate: tokens,
+        client_id: None,
+    }
+}
+
+fn msg_with_id(text: &str, tokens: u64, client_id: &str) -> NewMessage {
+    NewMessage {
+        client_id: Some(client_id.to_owned()),
+        ..msg(text, tokens)
+    }
+}
+
+fn make_run(outcome: RunOutcome) -> NewRun {
+    NewRun {
+        job_id: 7,
+        attempt: 1,
+        trigger: "auto".to_owned(),
+        started_at: Utc::now(),
+        finished_at: Utc::now(),
+        outcome,
+        degraded: false,
+        degraded_reason: None,
+        tokens_before: 1000,
+        tokens_after: 200,
+        messages_compacted: 5,
+        chunks: 1,
+        rollups: 0,
+        llm_model: Some("extractive".to_owned()),
+        llm_calls: 1,
+        llm_failed_calls: 0,
+        llm_tokens_in: 900,
+        llm_tokens_out: 100,
+        error: None,
+        summary: Some("KEY FACTS\n- x".to_owned()),
+    }
+}
+
+fn make_summary(fact: &str) -> Summary {
+    Summary {
+        key_facts: vec![fact.to_owned()],
+        ..Summary::default()
+    }
+}
+
+fn make_state(decision: &str) -> WorkstreamState {
+    WorkstreamState {
+        key_decisions: vec![StateItem::new(decision)],
+        ..WorkstreamState::default()
+    }
+}
+
+/// A commit of `(expected, new]` by `owner` with no extras.
+fn plain_commit<'a>(
+    ws: &WorkstreamRow,
+    owner: &'a str,
+    expected: Option<MessageId>,
+    new: MessageId,
+    summary: &'a Summary,
+    state: &'a WorkstreamState,
+    run: &'a NewRun,
+) -> Commit<'a> {
+    Commit {
+        workstream_id: ws.id,
+        lease_owner: owner,
+        expected_watermark: expected,
+        new_watermark: new,
+        keep: &[],
+        compacted_tokens: 0,
+        summary,
+        summary_tokens: 10,
+        state,
+        memory_fold: None,
+        pruned: &[],
+        just_auto_compacted: true,
+        progress: true,
+        run,
+    }
+}
+
+const TTL: Duration = Duration::from_secs(30);
+
+/// `(id, is_compacted, token_estimate)` of every message of a workstream.
+async fn message_rows(db: &TestDb, workstream_id: i64) -> Vec<(i64, bool, i64)> {
+    let sql = format!(
+        "SELECT id, is_compacted, token_estimate FROM messages WHERE workstream_id = {workstream_id} ORDER BY id"
+    );
+    db.store
+        .connection()
+        .query_all_raw(sea_orm::Statement::from_string(db.db_backend(), sql))
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r.try_get::<i64>("", "id").unwrap(),
+                r.try_get::<bool>("", "is_compacted").unwrap(),
+                r.try_get::<i64>("", "token_estimate").unwrap(),
+            )
+        })
+        .collect()
+}
+
+async fn count(db: &TestDb, table: &str, workstream_id: i64) -> i64 {
+    db.scalar(&format!(
+        "SELECT COUNT(*) AS n FROM {table} WHERE workstream_id = {workstream_id}"
+    ))
+    .await
+}
+
+async fn all_uncompacted(store: &Store, workstream_id: i64) -> Vec<i64> {
+    let mut ids = Vec::new();
+    let mut after = None;
+    loop {
+        let page = store
+            .uncompacted_page(workstream_id, after, 1000)
+            .await
+            .unwrap();
+        let Some(last) = page.last() else { break };
+        after = Some(last.id);
+        ids.extend(page.iter().map(|m| m.id.0));
+    }
+    ids
+}
+
+/// A workstream with `n` messages of 10 tokens each, and the ids.
+async fn with_messages(db: &TestDb, entity: &str, n: usize) -> (WorkstreamRow, Vec<MessageId>) {
+    let messages: Vec<NewMessage> = (0..n).map(|i| msg(&format!("m{i}"), 10)).collect();
+    let appended = db
+        .store
+        .append_messages(&key(entity), &messages)
+        .await
+        .unwrap();
+    let ws = db.store.workstream(&key(entity)).await.unwrap().unwrap();
+    (ws, appended.ids)
+}
+
+// ---------------------------------------------------------------- schema
+
+async fn migrate_twice_is_a_no_op_and_status_follows(backend: Backend) {
+    let db = TestDb::unmigrated(backend).await;
+    assert_eq!(
+        db.store.schema_status().await.unwrap(),
+        SchemaStatus::Behind {
+            pending: migration_names()
+        }
+    );
+    assert_eq!(db.store.migrate().await.unwrap(), migration_names());
+    assert_eq!(
+        db.store.schema_status().await.unwrap(),
+        SchemaStatus::Current
+    );
+    assert!(db.store.migrate().await.unwrap().is_empty());
+    assert_eq!(
+        db.store.schema_status().await.unwrap(),
+        SchemaStatus::Current
+    );
+    // The schema works after the second run.
+    db.store.ensure_workstream(&key("a")).await.unwrap();
+}
+
+async fn a_database_ahead_of_the_build_is_reported_and_not_migrated(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    db.exec(
+        "INSERT INTO seaql_migrations (version, applied_at) VALUES ('m29990101_000001_from_the_future', 0)",
+    )
+    .await;
+    assert_eq!(
+        db.store.schema_status().await.unwrap(),
+        SchemaStatus::Ahead {
+            unknown: vec!["m29990101_000001_from_the_future".to_owned()]
+        }
+    );
+    let err = db.store.migrate().await.unwrap_err();
+    assert!(err.to_string().contains("from_the_future"), "{err}");
+}
+
+// ---------------------------------------------------------------- workstreams and messages
+
+async fn racing_ensure_workstream_creates_one_row(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    let tasks: Vec<_> = (0..8)
+        .map(|_| {
+            let store = db.store.clone();
+            tokio::spawn(async move { store.ensure_workstream(&key("race")).await.unwrap() })
+        })
+        .collect();
+    let mut ids = Vec::new();
+    for task in tasks {
+        ids.push(task.await.unwrap().id);
+    }
+    ids.dedup();
+    assert_eq!(ids.len(), 1, "{ids:?}");
+    assert_eq!(db.scalar("SELECT COUNT(*) AS n FROM workstreams").await, 1);
+    let row = db.store.workstream(&key("race")).await.unwrap().unwrap();
+    assert_eq!(row.key, key("race"));
+    assert_eq!(row.state, WorkstreamState::default());
+    assert_eq!(row.summary, None);
+    assert_eq!(row.version, 0);
+    assert_eq!(row.lease, None);
+    assert!(db.store.workstream(&key("other")).await.unwrap().is_none());
+}
+
+async fn ten_thousand_messages_append_in_one_call(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    let messages: Vec<NewMessage> = (0..10_000).map(|i| msg(&format!("m{i}"), 3)).collect();
+    let appended = db
+        .store
+        .append_messages(&key("big"), &messages)
+        .await
+        .unwrap();
+    assert_eq!(appended.ids.len(), 10_000);
+    assert!(appended.ids.windows(2).all(|w| w[0] < w[1]));
+    assert_eq!(appended.uncompacted_tokens, 30_000);
+    let ws = db.store.workstream(&key("big")).await.unwrap().unwrap();
+    assert_eq!(ws.id, appended.workstream_id);
+    assert_eq!(ws.last_message_id, appended.ids.last().copied());
+    assert_eq!(ws.uncompacted_tokens, 30_000);
+    // Ids are given in the order of the input: message i says "m{i}".
+    let page = db
+        .store
+        .uncompacted_page(ws.id, Some(appended.ids[4_999]), 3)
+        .await
+        .unwrap();
+    assert_eq!(page[0].id, appended.ids[5_000]);
+    assert_eq!(page[0].parts, vec![Part::text("m5000")]);
+    assert_eq!(
+        all_uncompacted(&db.store, ws.id).await,
+        appended.ids.iter().map(|m| m.0).collect::<Vec<_>>()
+    );
+}
+
+async fn pages_stream_in_order_and_respect_after(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    let first = db
+        .store
+        .append_messages(
+            &key("p"),
+            &[
+                NewMessage {
+                    role: Role::Assistant,
+                    parts: vec![
+                        Part::text("running it"),
+                        Part::tool_call("c1", "bash", serde_json::json!({"cmd": "ls"})),
+                    ],
+                    pinned: true,
+                    token_estimate: 5,
+                    client_id: None,
+                },
+                NewMessage {
+                    role: Role::Tool,
+                    parts: vec![Part::tool_result("c1", "bash", "Cargo.toml")],
+                    pinned: false,
+                    token_estimate: 4,
+                    client_id: None,
+                },
+            ],
+        )
+        .await
+        .unwrap();
+    // Another workstream's messages interleave; they never show up.
+    db.store
+        .append_messages(&key("q"), &[msg("other", 1)])
+        .await
+        .unwrap();
+    let second = db
+        .store
+        .append_messages(&key("p"), &[msg("a", 1), msg("b", 1), msg("c", 1)])
+        .await
+        .unwrap();
+    assert_eq!(second.uncompacted_tokens, 12);
+    let ws = first.workstream_id;
+    let all: Vec<MessageId> = first.ids.iter().chain(&second.ids).copied().collect();
+
+    let page1 = db.store.uncompacted_page(ws, None, 2).await.unwrap();
+    assert_eq!(page1.iter().map(|m| m.id).collect::<Vec<_>>(), all[..2]);
+    assert_eq!(page1[0].role, Role::Assistant);
+    assert!(page1[0].pinned);
+    assert_eq!(page1[0].tool_calls().collect::<Vec<_>>(), ["c1"]);
+    assert_eq!(page1[1].role, Role::Tool);
+    assert!(!page1[1].pinned);
+    let page2 = db
+        .store
+        .uncompacted_page(ws, Some(page1[1].id), 2)
+        .await
+        .unwrap();
+    assert_eq!(page2.iter().map(|m| m.id).collect::<Vec<_>>(), all[2..4]);
+    let page3 = db
+        .store
+        .uncompacted_page(ws, Some(page2[1].id), 2)
+        .await
+        .unwrap();
+    assert_eq!(page3.iter().map(|m| m.id).collect::<Vec<_>>(), all[4..]);
+    assert!(db
+        .store
+        .uncompacted_page(ws, Some(page3[0].id), 2)
+        .await
+        .unwrap()
+        .is_empty());
+}
+
+async fn pages_are_bounded_by_the_tokens_they_hold(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    let sizes = [10u64, 10, 500, 10, 10, 10];
+    let messages: Vec<NewMessage> = sizes
+        .iter()
+        .enumerate()
+        .map(|(i, &t)| msg(&format!("m{i}"), t))
+        .collect();
+    let appended = db
+        .store
+        .append_messages(&key("b"), &messages)
+        .await
+        .unwrap();
+    let ws = db.store.workstream(&key("b")).await.unwrap().unwrap();
+    let page = |after: Option<MessageId>| {
+        let store = db.store.clone();
+        async move {
+            store
+                .uncompacted_page_within(ws.id, after, 100, 100)
+                .await
+                .unwrap()
+                .iter()
+                .map(|m| m.id)
+                .collect::<Vec<_>>()
+        }
+    };
+    let ids = &appended.ids;
+    // 10 + 10 fit; the 500-token message would not: the page stops.
+    assert_eq!(page(None).await, ids[..2].to_vec());
+    // A message bigger than the budget alone still makes a page.
+    assert_eq!(page(Some(ids[1])).await, ids[2..3].to_vec());
+    assert_eq!(page(Some(ids[2])).await, ids[3..].to_vec());
+    assert!(page(Some(ids[5])).await.is_empty());
+}
+
+async fn a_corrupt_row_is_an_error_not_a_panic_or_a_gap(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    let (ws, ids) = with_messages(&db, "corrupt", 3).await;
+    db.exec(&format!(
+        "UPDATE messages SET parts = '[{{\"type\":\"image\"}}' WHERE id = {}",
+        ids[1]
+    ))
+    .await;
+    match db.store.uncompacted_page(ws.id, None, 10).await {
+        Err(StoreError::CorruptRow { table, id, detail }) => {
+            assert_eq!((table, id), ("messages", ids[1].0));
+            assert!(detail.starts_with("parts"), "{detail}");
+        }
+        other => panic!("expected CorruptRow, got {other:?}"),
+    }
+    // The rows before it still read.
+    assert_eq!(
+        db.store
+            .uncompacted_page(ws.id, None, 1)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    db.exec(&format!(
+        "UPDATE messages SET role = 'robot' WHERE id = {}",
+        ids[2]
+    ))
+    .await;
+    assert!(matches!(
+        db.store.uncompacted_page(ws.id, Some(ids[1]), 10).await,
+        Err(StoreError::CorruptRow { id, .. }) if id == ids[2].0
+    ));
+    db.exec(&format!(
+        "UPDATE workstreams SET state = 'nope' WHERE id = {}",
+        ws.id
+    ))
+    .await;
+    assert!(matches!(
+        db.store.workstream(&key("corrupt")).await,
+        Err(StoreError::CorruptRow {
+            table: "workstreams",
+            ..
+        })
+    ));
+}
+
+// ---------------------------------------------------------------- lease
+
+async fn lease_take_hold_expire_renew_release(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    let ws = db.store.ensure_workstream(&key("lease")).await.unwrap();
+    let s = &db.store;
+
+    assert_eq!(
+        s.take_lease(ws.id, "a", TTL).await.unwrap(),
+        LeaseTaken::Taken { reclaimed: None }
+    );
+    let held = s.workstream(&key("lease")).await.unwrap().unwrap();
+    let lease = held.lease.clone().unwrap();
+    assert_eq!(lease.owner, "a");
+    let now_ms = Utc::now().timestamp_millis();
+    assert!(lease.deadline_ms > now_ms + 20_000, "{lease:?}");
+    assert_eq!(held.lease_live(now_ms), Some(&lease));
+
+    match s.take_lease(ws.id, "b", TTL).await.unwrap() {
+        LeaseTaken::Held(l) => assert_eq!(l.owner, "a"),
+        other => panic!("{other:?}"),
+    }
+    // The holder re-taking extends its lease.
+    assert_eq!(
+        s.take_lease(ws.id, "a", Duration::from_secs(60))
+            .await
+            .unwrap(),
+        LeaseTaken::Taken { reclaimed: None }
+    );
+    let extended = s
+        .workstream(&key("lease"))
+        .await
+        .unwrap()
+        .unwrap()
+        .lease
+        .unwrap();
+    assert!(extended.deadline_ms >= lease.deadline_ms + 25_000);
+
+    assert!(!s.renew_lease(ws.id, "b", TTL).await.unwrap());
+    assert!(!s.release_lease(ws.id, "b").await.unwrap());
+    assert!(s.renew_lease(ws.id, "a", TTL).await.unwrap());
+
+    // "a" stalls: its deadline passes, "b" reclaims the lease.
+    db.exec(&format!(
+        "UPDATE workstreams SET lease_deadline_ms = 1 WHERE id = {}",
+        ws.id
+    ))
+    .await;
+    let expired = s.workstream(&key("lease")).await.unwrap().unwrap();
+    assert!(expired.lease.is_some());
+    assert_eq!(expired.lease_live(Utc::now().timestamp_millis()), None);
+    match s.take_lease(ws.id, "b", TTL).await.unwrap() {
+        LeaseTaken::Taken {
+            reclaimed: Some(old),
+        } => assert_eq!((old.owner.as_str(), old.deadline_ms), ("a", 1)),
+        other => panic!("{other:?}"),
+    }
+    assert!(!s.renew_lease(ws.id, "a", TTL).await.unwrap());
+    assert!(!s.release_lease(ws.id, "a").await.unwrap());
+    assert!(s.release_lease(ws.id, "b").await.unwrap());
+    assert_eq!(
+        s.workstream(&key("lease")).await.unwrap().unwrap().lease,
+        None
+    );
+    assert!(!s.release_lease(ws.id, "b").await.unwrap());
+    // A free lease is taken without reclaiming anything.
+    assert_eq!(
+        s.take_lease(ws.id, "c", TTL).await.unwrap(),
+        LeaseTaken::Taken { reclaimed: None }
+    );
+    assert!(matches!(
+        s.take_lease(ws.id + 1000, "c", TTL).await,
+        Err(StoreError::UnknownWorkstream { .. })
+    ));
+}
+
+// ---------------------------------------------------------------- the fenced commit
+
+async fn the_fenced_commit_writes_exactly_what_it_says(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    let (ws, ids) = with_messages(&db, "commit", 10).await;
+    assert_eq!(ws.uncompacted_tokens, 100);
+    db.store.take_lease(ws.id, "job-1", TTL).await.unwrap();
+
+    let (summary, state, run) = (
+        make_summary("uses postgres"),
+        make_state("ship it"),
+        make_run(RunOutcome::Committed),
+    );
+    let pruned = [PrunedMessage {
+        id: ids[8],
+        parts: vec![Part::text("[pruned]")],
+        token_estimate: 4,
+    }];
+    let commit = Commit {
+        keep: &[ids[2]],
+        compacted_tokens: 50, // ids[0..6] minus ids[2]
+        pruned: &pruned,
+        ..plain_commit(&ws, "job-1", None, ids[5], &summary, &state, &run)
+    };
+    assert_eq!(
+        db.store.commit(&commit).await.unwrap(),
+        CommitOutcome::Committed { version: 1 }
+    );
+
+    let rows = message_rows(&db, ws.id).await;
+    let compacted: Vec<i64> = rows.iter().filter(|r| r.1).map(|r| r.0).collect();
+    assert_eq!(
+        compacted,
+        [ids[0], ids[1], ids[3], ids[4], ids[5]].map(|m| m.0)
+    );
+    assert_eq!(rows[8].2, 4, "pruned estimate");
+    let after = db.store.workstream(&key("commit")).await.unwrap().unwrap();
+    assert_eq!(after.last_compacted_message_id, Some(ids[5]));
+    assert_eq!(after.uncompacted_tokens, 100 - 50 - 6);
+    assert_eq!(after.version, 1);
+    assert_eq!(after.compactions, 1);
+    assert_eq!(after.lease, None, "the commit releases the lease");
+    assert_eq!(after.summary, Some(summary.clone()));
+    assert_eq!(after.summary_tokens, 10);
+    assert_eq!(after.state, state);
+    assert!(after.just_auto_compacted);
+    assert!(after.last_compacted_at.is_some());
+    assert_eq!(
+        all_uncompacted(&db.store, ws.id).await,
+        [ids[2], ids[6], ids[7], ids[8], ids[9]].map(|m| m.0)
+    );
+    let page = db
+        .store
+        .uncompacted_page(ws.id, Some(ids[7]), 1)
+        .await
+        .unwrap();
+    assert_eq!(page[0].parts, vec![Part::text("[pruned]")]);
+    let runs = db.store.runs(&key("commit"), 10).await.unwrap();
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0].outcome, RunOutcome::Committed);
+    assert_eq!(runs[0].workstream_id, ws.id);
+    assert_eq!(runs[0].llm_model.as_deref(), Some("extractive"));
+
+    // A second compaction continues from the new watermark; compacted
+    // tokens never take the counter below zero.
+    db.append_and_check_just_auto_compacted_resets().await;
+    db.store.take_lease(ws.id, "job-2", TTL).await.unwrap();
+    let commit = Commit {
+        compacted_tokens: 1_000_000,
+        ..plain_commit(
+            &after,
+            "job-2",
+            Some(ids[5]),
+            ids[7],
+            &summary,
+            &state,
+            &run,
+        )
+    };
+    assert_eq!(
+        db.store.commit(&commit).await.unwrap(),
+        CommitOutcome::Committed { version: 2 }
+    );
+    let after2 = db.store.workstream(&key("commit")).await.unwrap().unwrap();
+    assert_eq!(after2.uncompacted_tokens, 0);
+    assert_eq!(after2.compactions, 2);
+    assert_eq!(
+        all_uncompacted(&db.store, ws.id).await[..3],
+        [ids[2], ids[8], ids[9]].map(|m| m.0)
+    );
+}
+
+impl TestDb {
+    /// Appending after a commit clears `just_auto_compacted`.
+    async fn append_and_check_just_auto_compacted_resets(&self) {
+        assert!(
+            self.store
+                .workstream(&key("commit"))
+                .await
+                .unwrap()
+                .unwrap()
+                .just_auto_compacted
+        );
+        self.store
+            .append_messages(&key("commit"), &[msg("new", 1)])
+            .await
+            .unwrap();
+        assert!(
+            !self
+                .store
+                .workstream(&key("commit"))
+                .await
+                .unwrap()
+                .unwrap()
+                .just_auto_compacted
+        );
+    }
+}
+
+async fn a_stale_watermark_conflicts_and_writes_nothing(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    let (ws, ids) = with_messages(&db, "stale", 6).await;
+    let (summary, state, run) = (
+        make_summary("a"),
+        make_state("b"),
+        make_run(RunOutcome::Committed),
+    );
+    db.store.take_lease(ws.id, "job-1", TTL).await.unwrap();
+    let first = plain_commit(&ws, "job-1", None, ids[2], &summary, &state, &run);
+    assert!(matches!(
+        db.store.commit(&first).await.unwrap(),
+        CommitOutcome::Committed { .. }
+    ));
+
+    // The same job (or a retry of it) commits again from what it loaded.
+    db.store.take_lease(ws.id, "job-1", TTL).await.unwrap();
+    let before = db.store.workstream(&key("stale")).await.unwrap().unwrap();
+    let messages_before = message_rows(&db, ws.id).await;
+    let (other_summary, other_state) = (make_summary("other"), make_state("other"));
+    let stale = Commit {
+        compacted_tokens: 30,
+        ..plain_commit(
+            &ws,
+            "job-1",
+            None,
+            ids[5],
+            &other_summary,
+            &other_state,
+            &run,
+        )
+    };
+    assert_eq!(
+        db.store.commit(&stale).await.unwrap(),
+        CommitOutcome::Conflict(ConflictReason::WatermarkMoved)
+    );
+    assert_eq!(
+        db.store.workstream(&key("stale")).await.unwrap().unwrap(),
+        before,
+        "nothing of the refused commit was written"
+    );
+    assert_eq!(message_rows(&db, ws.id).await, messages_before);
+    let runs = db.store.runs(&key("stale"), 10).await.unwrap();
+    assert_eq!(
+        runs.iter().map(|r| r.outcome).collect::<Vec<_>>(),
+        [RunOutcome::Conflict, RunOutcome::Committed],
+        "the conflict is audited"
+    );
+}
+
+async fn a_lost_lease_conflicts_and_writes_nothing(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    let (ws, ids) = with_messages(&db, "lost", 4).await;
+    let (summary, state, run) = (
+        make_summary("a"),
+        make_state("b"),
+        make_run(RunOutcome::Committed),
+    );
+
+    // Never taken.
+    let commit = plain_commit(&ws, "job-1", None, ids[1], &summary, &state, &run);
+    assert_eq!(
+        db.store.commit(&commit).await.unwrap(),
+        CommitOutcome::Conflict(ConflictReason::LeaseLost)
+    );
+    // Taken over by another job after it expired.
+    db.store.take_lease(ws.id, "job-1", TTL).await.unwrap();
+    db.exec(&format!(
+        "UPDATE workstreams SET lease_deadline_ms = 1 WHERE id = {}",
+        ws.id
+    ))
+    .await;
+    db.store.take_lease(ws.id, "job-2", TTL).await.unwrap();
+    let before = db.store.workstream(&key("lost")).await.unwrap().unwrap();
+    assert_eq!(
+        db.store.commit(&commit).await.unwrap(),
+        CommitOutcome::Conflict(ConflictReason::LeaseLost)
+    );
+    assert_eq!(
+        db.store.workstream(&key("lost")).await.unwrap().unwrap(),
+        before
+    );
+    assert!(message_rows(&db, ws.id).await.iter().all(|r| !r.1));
+    assert_eq!(
+        before.lease.unwrap().owner,
+        "job-2",
+        "the new holder keeps it"
+    );
+    assert_eq!(count(&db, "compaction_runs", ws.id).await, 2);
+}
+
+async fn racing_commits_commit_exactly_once(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    let (ws, ids) = with_messages(&db, "racing", 20).await;
+    db.store.take_lease(ws.id, "job", TTL).await.unwrap();
+    let tasks: Vec<_> = (0..2)
+        .map(|i| {
+            let store = db.store.clone();
+            let ws = ws.clone();
+            let new = ids[10 + i];
+            tokio::spawn(async move {
+                let (summary, state, run) = (
+                    make_summary("s"),
+                    make_state("d"),
+                    make_run(RunOutcome::Committed),
+                );
+                let commit = plain_commit(&ws, "job", None, new, &summary, &state, &run);
+                store.commit(&commit).await.unwrap()
+            })
+        })
+        .collect();
+    let mut outcomes = Vec::new();
+    for task in tasks {
+        outcomes.push(task.await.unwrap());
+    }
+    let committed = outcomes
+        .iter()
+        .filter(|o| matches!(o, CommitOutcome::Committed { version: 1 }))
+        .count();
+    assert_eq!(committed, 1, "{outcomes:?}");
+    assert!(outcomes
+        .iter()
+        .any(|o| matches!(o, CommitOutcome::Conflict(_))));
+    let after = db.store.workstream(&key("racing")).await.unwrap().unwrap();
+    assert_eq!(after.version, 1);
+    let marked = message_rows(&db, ws.id)
+        .await
+        .iter()
+        .filter(|r| r.1)
+        .count();
+    let watermark = after.last_compacted_message_id.unwrap();
+    assert_eq!(marked, ids.iter().filter(|id| **id <= watermark).count());
+}
+
+async fn an_error_inside_the_commit_leaves_nothing_half_written(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    let (ws, ids) = with_messages(&db, "atomic", 6).await;
+    let (_, other_ids) = with_messages(&db, "neighbour", 1).await;
+    db.store.take_lease(ws.id, "job", TTL).await.unwrap();
+    let before = db.store.workstream(&key("atomic")).await.unwrap().unwrap();
+    let (summary, state, run) = (
+        make_summary("a"),
+        make_state("b"),
+        make_run(RunOutcome::Committed),
+    );
+    for bad in [MessageId(ids[5].0 + 100_000), other_ids[0]] {
+        let pruned = [PrunedMessage {
+            id: bad,
+            parts: vec![Part::text("x")],
+            token_estimate: 1,
+        }];
+        let commit = Commit {
+            keep: &[],
+            compacted_tokens: 30,
+            pruned: &pruned,
+            ..plain_commit(&ws, "job", None, ids[2], &summary, &state, &run)
+        };
+        match db.store.commit(&commit).await {
+            Err(StoreError::UnknownMessage { message_id, .. }) => assert_eq!(message_id, bad),
+            other => panic!("expected UnknownMessage, got {other:?}"),
+        }
+        assert_eq!(
+            db.store.workstream(&key("atomic")).await.unwrap().unwrap(),
+            before,
+            "still leased, same watermark, version, summary"
+        );
+        assert!(message_rows(&db, ws.id).await.iter().all(|r| !r.1));
+        assert_eq!(count(&db, "compaction_runs", ws.id).await, 0);
+    }
+    // The job can still commit properly.
+    let commit = plain_commit(&ws, "job", None, ids[2], &summary, &state, &run);
+    assert!(matches!(
+        db.store.commit(&commit).await.unwrap(),
+        CommitOutcome::Committed { version: 1 }
+    ));
+}
+
+// ---------------------------------------------------------------- breaker
+
+async fn failures_open_the_breaker_and_new_messages_close_it(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    let (ws, ids) = with_messages(&db, "breaker", 3).await;
+    let failed = NewRun {
+        error: Some("LLM said 500".to_owned()),
+        ..make_run(RunOutcome::Failed)
+    };
+    for n in 1..=3u32 {
+        db.store.take_lease(ws.id, "job", TTL).await.unwrap();
+        assert!(db
+            .store
+            .record_failure(ws.id, "job", &failed, true)
+            .await
+            .unwrap());
+        let row = db.store.workstream(&key("breaker")).await.unwrap().unwrap();
+        assert_eq!(row.consecutive_failures, n);
+        assert_eq!(row.lease, None, "the failure path releases the lease");
+        assert_eq!(row.breaker_open(), n == 3);
+        assert_eq!(
+            row.breaker_message_id,
+            (n == 3).then_some(ids[2]),
+            "opens at the newest message"
+        );
+    }
+    // Not counted (e.g. a cancelled attempt): recorded, no change.
+    db.store.take_lease(ws.id, "job", TTL).await.unwrap();
+    assert!(db
+        .store
+        .record_failure(ws.id, "job", &failed, false)
+        .await
+        .unwrap());
+    assert_eq!(
+        db.store
+            .workstream(&key("breaker"))
+            .await
+            .unwrap()
+            .unwrap()
+            .consecutive_failures,
+        3
+    );
+    // A stranger's failure only leaves its audit row.
+    db.store.take_lease(ws.id, "job", TTL).await.unwrap();
+    assert!(!db
+        .store
+        .record_failure(ws.id, "ghost", &failed, true)
+        .await
+        .unwrap());
+    let row = db.store.workstream(&key("breaker")).await.unwrap().unwrap();
+    assert_eq!(row.consecutive_failures, 3);
+    assert_eq!(row.lease.unwrap().owner, "job");
+    assert_eq!(count(&db, "compaction_runs", ws.id).await, 5);
+    db.store.release_lease(ws.id, "job").await.unwrap();
+
+    db.store
+        .append_messages(&key("breaker"), &[msg("new", 1)])
+        .await
+        .unwrap();
+    let row = db.store.workstream(&key("breaker")).await.unwrap().unwrap();
+    assert!(!row.breaker_open(), "a newer message closes the breaker");
+    assert_eq!(row.consecutive_failures, 3);
+
+    db.store.reset_breaker(ws.id).await.unwrap();
+    let row = db.store.workstream(&key("breaker")).await.unwrap().unwrap();
+    assert_eq!(
+        (row.consecutive_failures, row.breaker_message_id),
+        (0, None)
+    );
+    assert!(matches!(
+        db.store.reset_breaker(ws.id + 1000).await,
+        Err(StoreError::UnknownWorkstream { .. })
+    ));
+}
+
+async fn a_commit_without_progress_counts_towards_the_breaker(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    let (mut ws, ids) = with_messages(&db, "noprogress", 8).await;
+    let (summary, state, run) = (
+        make_summary("a"),
+        make_state("b"),
+        make_run(RunOutcome::NoProgress),
+    );
+    for (n, &new_watermark) in (1..=3usize).zip(&ids[1..]) {
+        db.store.take_lease(ws.id, "job", TTL).await.unwrap();
+        let commit = Commit {
+            progress: false,
+            ..plain_commit(
+                &ws,
+                "job",
+                ws.last_compacted_message_id,
+                new_watermark,
+                &summary,
+                &state,
+                &run,
+            )
+        };
+        assert!(matches!(
+            db.store.commit(&commit).await.unwrap(),
+            CommitOutcome::Committed { .. }
+        ));
+        ws = db
+            .store
+            .workstream(&key("noprogress"))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(ws.consecutive_failures as usize, n);
+    }
+    assert!(ws.breaker_open());
+    assert_eq!(ws.breaker_message_id, Some(ids[7]));
+    // A commit with progress clears it.
+    db.store.take_lease(ws.id, "job", TTL).await.unwrap();
+    let commit = plain_commit(
+        &ws,
+        "job",
+        ws.last_compacted_message_id,
+        ids[5],
+        &summary,
+        &state,
+        &run,
+    );
+    db.store.commit(&commit).await.unwrap();
+    let ws = db
+        .store
+        .workstream(&key("noprogress"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((ws.consecutive_failures, ws.breaker_message_id), (0, None));
+}
+
+// ---------------------------------------------------------------- memory and runs
+
+async fn memory_entries_append_and_fold(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    let entries: Vec<String> = (0..4).map(|i| format!("entry {i}")).collect();
+    assert_eq!(
+        db.store
+            .append_memory_entries(&key("mem"), &entries[..3])
+            .await
+            .unwrap(),
+        3
+    );
+    assert_eq!(
+        db.store
+            .append_memory_entries(&key("mem"), &entries[3..])
+            .await
+            .unwrap(),
+        4
+    );
+    let ws = db.store.workstream(&key("mem")).await.unwrap().unwrap();
+    let unfolded = db.store.unfolded_memory_entries(ws.id).await.unwrap();
+    assert_eq!(
+        unfolded
+            .iter()
+            .map(|e| e.content.as_str())
+            .collect::<Vec<_>>(),
+        ["entry 0", "entry 1", "entry 2", "entry 3"]
+    );
+
+    let (ws, ids) = {
+        let appended = db
+            .store
+            .append_messages(&key("mem"), &[msg("x", 1)])
+            .await
+            .unwrap();
+        (
+            db.store.workstream(&key("mem")).await.unwrap().unwrap(),
+            appended.ids,
+        )
+    };
+    db.store.take_lease(ws.id, "job", TTL).await.unwrap();
+    let (summary, state, run) = (
+        make_summary("a"),
+        make_state("b"),
+        make_run(RunOutcome::Committed),
+    );
+    let folded = [unfolded[0].id, unfolded[1].id];
+    let commit = Commit {
+        memory_fold: Some(MemoryFold {
+            summary: "entries 0 and 1",
+            folded: &folded,
+        }),
+        ..plain_commit(&ws, "job", None, ids[0], &summary, &state, &run)
+    };
+    db.store.commit(&commit).await.unwrap();
+    let ws = db.store.workstream(&key("mem")).await.unwrap().unwrap();
+    assert_eq!(ws.memory_block_summary.as_deref(), Some("entries 0 and 1"));
+    assert_eq!(
+        db.store
+            .unfolded_memory_entries(ws.id)
+            .await
+            .unwrap()
+            .iter()
+            .map(|e| e.content.as_str())
+            .collect::<Vec<_>>(),
+        ["entry 2", "entry 3"]
+    );
+    assert_eq!(
+        db.store
+            .append_memory_entries(&key("mem"), &[])
+            .await
+            .unwrap(),
+        2
+    );
+}
+
+async fn runs_are_listed_newest_first(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    let ws = db.store.ensure_workstream(&key("runs")).await.unwrap();
+    for attempt in 1..=3 {
+        let run = NewRun {
+            attempt,
+            ..make_run(RunOutcome::Failed)
+        };
+        db.store.record_run(ws.id, &run).await.unwrap();
+    }
+    let runs = db.store.runs(&key("runs"), 2).await.unwrap();
+    assert_eq!(runs.iter().map(|r| r.attempt).collect::<Vec<_>>(), [3, 2]);
+    assert_eq!(runs[0].outcome, RunOutcome::Failed);
+    assert_eq!(runs[0].trigger, "auto");
+    assert_eq!(runs[0].summary.as_deref(), Some("KEY FACTS\n- x"));
+    assert!(db.store.runs(&key("none"), 10).await.unwrap().is_empty());
+}
+
+async fn a_run_row_says_why_it_was_degraded_and_what_the_llm_cost(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    let ws = db.store.ensure_workstream(&key("audit")).await.unwrap();
+    for reason in DegradedReason::ALL {
+        let run = NewRun {
+            degraded: true,
+            degraded_reason: Some(reason),
+            llm_model: Some("gpt-test".to_owned()),
+            llm_calls: 4,
+            llm_failed_calls: 3,
+            llm_tokens_in: 1_234,
+            llm_tokens_out: 56,
+            error: Some("summarizer: the answer was rejected".to_owned()),
+            ..make_run(RunOutcome::Committed)
+        };
+        db.store.record_run(ws.id, &run).await.unwrap();
+        let row = db.store.runs(&key("audit"), 1).await.unwrap().remove(0);
+        assert_eq!(row.degraded_reason, Some(reason));
+        assert_eq!(DegradedReason::parse(reason.as_str()), Some(reason));
+        assert!(row.degraded);
+        assert_eq!(row.llm_model.as_deref(), Some("gpt-test"));
+        assert_eq!((row.llm_calls, row.llm_failed_calls), (4, 3));
+        assert_eq!((row.llm_tokens_in, row.llm_tokens_out), (1_234, 56));
+        assert_eq!(row.error, run.error);
+        let json = serde_json::to_value(&row).unwrap();
+        assert_eq!(json["degraded_reason"], reason.as_str());
+        assert_eq!(json["llm_failed_calls"], 3);
+    }
+
+    // An unknown reason (a manual edit, a newer build) is a typed error.
+    db.exec("UPDATE compaction_runs SET degraded_reason = 'gremlins'")
+        .await;
+    match db.store.runs(&key("audit"), 1).await {
+        Err(StoreError::CorruptRow { table, detail, .. }) => {
+            assert_eq!(table, "compaction_runs");
+            assert!(detail.contains("gremlins"), "{detail}");
+        }
+        other => panic!("expected CorruptRow, got {other:?}"),
+    }
+}
+
+/// A database migrated by the previous build holds runs without the audit
+/// columns; after `migrate` they read as not degraded for a known reason,
+/// with no calls counted.
+async fn runs_recorded_before_the_llm_audit_columns_still_read(backend: Backend) {
+    let db = TestDb::unmigrated(backend).await;
+    let before = migration_names().len() - 1;
+    Migrator::up(db.store.connection(), Some(u32::try_from(before).unwrap()))
+        .await
+        .unwrap();
+    let ws = db.store.ensure_workstream(&key("old")).await.unwrap();
+    db.exec(&format!(
+        "INSERT INTO compaction_runs (workstream_id, job_id, attempt, \"trigger\", started_at, \
+         finished_at, outcome, degraded, tokens_before, tokens_after, messages_compacted, chunks, \
+         rollups, llm_model, llm_tokens_in, llm_tokens_out, error, summary) VALUES ({}, 3, 2, \
+         'auto', '2026-01-01T00:00:00+00:00', '2026-01-01T00:00:05+00:00', 'committed', true, \
+         900, 300, 12, 1, 0, 'old-model', 800, 90, NULL, 'KEY FACTS:')",
+        ws.id
+    ))
+    .await;
+    assert_eq!(
+        db.store.migrate().await.unwrap(),
+        [migration_names().pop().unwrap()]
+    );
+    let row = db.store.runs(&key("old"), 1).await.unwrap().remove(0);
+    assert!(row.degraded);
+    assert_eq!(row.degraded_reason, None);
+    assert_eq!((row.llm_calls, row.llm_failed_calls), (0, 0));
+    assert_eq!(row.llm_model.as_deref(), Some("old-model"));
+    assert_eq!((row.llm_tokens_in, row.llm_tokens_out), (800, 90));
+    assert_eq!(row.outcome, RunOutcome::Committed);
+
+    // And new rows are written beside it.
+    let run = NewRun {
+        degraded_reason: Some(DegradedReason::LlmUnhealthy),
+        degraded: true,
+        ..make_run(RunOutcome::Committed)
+    };
+    db.store.record_run(ws.id, &run).await.unwrap();
+    let rows = db.store.runs(&key("old"), 10).await.unwrap();
+    assert_eq!(rows.len(), 2);
+    assert_eq!(rows[0].degraded_reason, Some(DegradedReason::LlmUnhealthy));
+
+    // The migration is reversible: down removes the columns again.
+    Migrator::down(db.store.connection(), Some(1))
+        .await
+        .unwrap();
+    assert_eq!(
+        db.store.schema_status().await.unwrap(),
+        SchemaStatus::Behind {
+            pending: vec![migration_names().pop().unwrap()]
+        }
+    );
+}
+
+// ---------------------------------------------------------------- connecting
+
+#[tokio::test]
+async fn an_unreachable_postgres_is_a_prompt_typed_error_without_the_password() {
+    let started = Instant::now();
+    let err = Store::connect("postgres://postgres:hunter2@127.0.0.1:1/x")
+        .await
+        .unwrap_err();
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(
+        matches!(
+            err,
+            StoreError::Connect { .. } | StoreError::ConnectTimeout { .. }
+        ),
+        "{err:?}"
+    );
+    let text = format!("{err} {err:?}");
+    eprintln!("after {:?}: {err}", started.elapsed());
+    assert!(!text.contains("hunter2"), "{text}");
+    assert!(
+        text.contains("postgres://postgres:***@127.0.0.1:1/x"),
+        "{text}"
+    );
+    assert!(err.is_transient());
+}
+
+#[tokio::test]
+async fn a_database_that_never_answers_times_out_with_a_typed_error() {
+    // Accepts TCP connections (the kernel does) but never speaks.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = silent.local_addr().unwrap().port();
+    let started = Instant::now();
+    let err = Store::connect(&format!("postgres://postgres:hunter2@127.0.0.1:{port}/x"))
+        .await
+        .unwrap_err();
+    let elapsed = started.elapsed();
+    assert!(
+        matches!(err, StoreError::ConnectTimeout { .. }),
+        "{err:?} after {elapsed:?}"
+    );
+    assert!(elapsed < Duration::from_secs(15), "{elapsed:?}");
+    assert!(!format!("{err} {err:?}").contains("hunter2"));
+    drop(silent);
+}
+
+#[tokio::test]
+async fn an_unsupported_or_unopenable_url_is_a_connect_error_without_the_password() {
+    let err = Store::connect("mysql://root:hunter2@127.0.0.1/x")
+        .await
+        .unwrap_err();
+    let text = format!("{err} {err:?}");
+    assert!(matches!(err, StoreError::Connect { .. }), "{text}");
+    assert!(!text.contains("hunter2"), "{text}");
+
+    let err = Store::connect("sqlite:///nonexistent-dir-for-compactor-tests/x.db?mode=rwc")
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::Connect { .. }), "{err:?}");
+}
+
+#[tokio::test]
+async fn a_sqlite_file_is_created_and_shared_by_two_stores() {
+    let db = TestDb::sqlite().await;
+    let other = Store::connect(&db.url).await.unwrap();
+    assert_eq!(other.schema_status().await.unwrap(), SchemaStatus::Current);
+    // Two stores writing the same file concurrently wait for each other.
+    let a = db.store.clone();
+    let writers = [a, other].map(|store| {
+        tokio::spawn(async move {
+            for i in 0..20 {
+                store
+                    .append_messages(&key("shared"), &[msg(&format!("m{i}"), 1)])
+                    .await
+                    .unwrap();
+            }
+        })
+    });
+    for writer in writers {
+        writer.await.unwrap();
+    }
+    let ws = db.store.workstream(&key("shared")).await.unwrap().unwrap();
+    assert_eq!(ws.uncompacted_tokens, 40);
+    assert_eq!(all_uncompacted(&db.store, ws.id).await.len(), 40);
+}
+
+// ------------------------------------------------------- idempotent appends
+
+async fn count_messages(db: &TestDb, entity: &str) -> i64 {
+    let ws = db.store.workstream(&key(entity)).await.unwrap().unwrap();
+    db.scalar(&format!(
+        "SELECT COUNT(*) AS n FROM messages WHERE workstream_id = {}",
+        ws.id
+    ))
+    .await
+}
+
+async fn a_retried_append_with_client_ids_stores_nothing_twice(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    let k = key("idem");
+    let batch = [
+        msg_with_id("one", 10, "req-1#0"),
+        msg("no id: stored every time", 1),
+        msg_with_id("two", 20, "req-1#2"),
+    ];
+    let first = db.store.append_messages(&k, &batch).await.unwrap();
+    assert_eq!(first.ids.len(), 3);
+    assert_eq!(first.already_stored, 0);
+    assert_eq!(first.uncompacted_tokens, 31);
+
+    let again = db.store.append_messages(&k, &batch).await.unwrap();
+    assert_eq!(again.ids[0], first.ids[0], "the stored message's id");
+    assert_eq!(again.ids[2], first.ids[2]);
+    assert!(
+        again.ids[1] > first.ids[2],
+        "a message without an id is new"
+    );
+    assert_eq!(again.already_stored, 2);
+    assert_eq!(again.uncompacted_tokens, 32, "only the new message counts");
+    assert_eq!(count_messages(&db, "idem").await, 4);
+
+    // A retry that also carries a message the first try did not: the
+    // stored ones keep their ids, the new one is stored after them.
+    let mut longer = vec![batch[0].clone(), batch[2].clone()];
+    longer.push(msg_with_id("three", 5, "req-1#3"));
+    let third = db.store.append_messages(&k, &longer).await.unwrap();
+    assert_eq!(third.ids[..2], [first.ids[0], first.ids[2]]);
+    assert!(third.ids[2] > again.ids[1]);
+    assert_eq!(third.already_stored, 2);
+    assert_eq!(count_messages(&db, "idem").await, 5);
+    let ws = db.store.workstream(&k).await.unwrap().unwrap();
+    assert_eq!(ws.last_message_id, Some(third.ids[2]));
+    assert_eq!(ws.uncompacted_tokens, 37);
+
+    // Everything stored already: nothing changes, the ids come back.
+    let replay = db.store.append_messages(&k, &longer).await.unwrap();
+    assert_eq!(replay.ids, third.ids);
+    assert_eq!(replay.already_stored, 3);
+    assert_eq!(replay.uncompacted_tokens, 37);
+    let after = db.store.workstream(&k).await.unwrap().unwrap();
+    assert_eq!(after.last_message_id, ws.last_message_id);
+
+    // The same id twice in one append names one message.
+    let twice = db
+        .store
+        .append_messages(
+            &k,
+            &[
+                msg_with_id("four", 3, "req-2#0"),
+                msg_with_id("four", 3, "req-2#0"),
+            ],
+        )
+        .await
+        .unwrap();
+    assert_eq!(twice.ids[0], twice.ids[1]);
+    assert_eq!(twice.already_stored, 1);
+    assert_eq!(count_messages(&db, "idem").await, 6);
+
+    // Client ids are per workstream: another one may use the same.
+    let other = db
+        .store
+        .append_messages(&key("idem-other"), &[msg_with_id("one", 10, "req-1#0")])
+        .await
+        .unwrap();
+    assert_eq!(other.already_stored, 0);
+    assert_ne!(other.ids[0], first.ids[0]);
+}
+
+async fn a_client_id_with_other_content_is_refused_and_nothing_is_stored(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    let k = key("clash");
+    db.store
+        .append_messages(&k, &[msg_with_id("original", 4, "m-1")])
+        .await
+        .unwrap();
+    for (index, clash) in [
+        msg_with_id("edited", 4, "m-1"),
+        NewMessage {
+            role: Role::Assistant,
+            ..msg_with_id("original", 4, "m-1")
+        },
+        NewMessage {
+            pinned: true,
+            ..msg_with_id("original", 4, "m-1")
+        },
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let err = db
+            .store
+            .append_messages(&k, &[msg("new", 1), clash])
+            .await
+            .unwrap_err();
+        match err {
+            StoreError::ClientIdConflict {
+                client_id,
+                index: at,
+                ..
+            } => {
+                assert_eq!(client_id, "m-1", "case {index}");
+                assert_eq!(at, 1, "case {index}");
+            }
+            other => panic!("case {index}: {other:?}"),
+        }
+    }
+    // Within one append too.
+    let err = db
+        .store
+        .append_messages(
+            &k,
+            &[msg_with_id("a", 1, "m-2"), msg_with_id("b", 1, "m-2")],
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, StoreError::ClientIdConflict { index: 1, .. }),
+        "{err:?}"
+    );
+    assert_eq!(count_messages(&db, "clash").await, 1, "nothing else stored");
+    let ws = db.store.workstream(&k).await.unwrap().unwrap();
+    assert_eq!(ws.uncompacted_tokens, 4);
+}
+
+async fn racing_tries_of_one_append_store_it_once(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    let k = key("race");
+    // The workstream exists, as it does when a client retries.
+    db.store
+        .append_messages(&k, &[msg("hello", 1)])
+        .await
+        .unwrap();
+    let batch: Vec<NewMessage> = (0..50)
+        .map(|i| msg_with_id(&format!("m{i}"), 2, &format!("req#{i}")))
+        .collect();
+    let tries = (0..8).map(|_| {
+        let store = db.store.clone();
+        let (k, batch) = (k.clone(), batch.clone());
+        tokio::spawn(async move { store.append_messages(&k, &batch).await.unwrap() })
+    });
+    let results: Vec<_> = futures::future::join_all(tries)
+        .await
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    for r in &results {
+        assert_eq!(r.ids, results[0].ids, "every try answers the same ids");
+    }
+    assert_eq!(
+        results.iter().filter(|r| r.already_stored == 0).count(),
+        1,
+        "one try stored them"
+    );
+    assert_eq!(count_messages(&db, "race").await, 51);
+    let ws = db.store.workstream(&k).await.unwrap().unwrap();
+    assert_eq!(ws.uncompacted_tokens, 101);
+}

@@ -1,0 +1,20 @@
+//! Waiting for something that happens in another task or process.
+
+use std::time::Duration;
+
+/// Polls `check` every 20 ms until it is true; panics after `limit`,
+/// naming `what` did not happen.
+pub async fn eventually<F, Fut>(what: &str, limit: Duration, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + limit;
+    while !check().await {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "not within {limit:?}: {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

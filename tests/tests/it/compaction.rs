@@ -1,0 +1,268 @@
+//! End to end: a chat backend appends a long conversation and finishes a
+//! turn; a worker (started as the binary starts it) compacts it through the
+//! LLM in several chunks; the next context is summary + tail. Real Redis,
+//! real PostgreSQL and a SQLite file, the LLM faked at the HTTP boundary.
+
+use std::time::Duration;
+
+use compactor_e2e::db::{Backend, TestDb};
+use compactor_e2e::{conversation, eventually, key, settings, spawn_worker, FakeLlm, TestRedis};
+use compactor_producer::client::{Compactor, Readiness, TurnOutcome};
+use compactor_producer::queue::EnqueueOutcome;
+use compactor_shared::boundary;
+use compactor_shared::chunk;
+use compactor_shared::transcript;
+use compactor_shared::{CharEstimator, Message, MessageId, Part, Role};
+
+async fn three_thousand_messages_compact_in_chunks(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    let redis = TestRedis::new();
+    let llm = FakeLlm::start().await;
+    let mut settings = settings(&db.url, &redis, Some(&llm.url()));
+    // A 100k-token model: the trigger is at 60k tokens.
+    settings.engine.trigger = compactor_shared::trigger::TriggerPolicy::Threshold {
+        context_window: 100_000,
+        ratio: 0.7,
+        output_reserve: 32_000,
+        safety_margin: 8_000,
+    };
+    let engine = settings.engine.clone();
+    let compactor =
+        Compactor::from_parts(db.store.clone(), redis.queue().await, engine.clone()).await;
+    let k = key("long");
+
+    let incoming = conversation(750);
+    assert_eq!(incoming.len(), 3_000);
+    let appended = compactor
+        .append_messages(&k, incoming.clone())
+        .await
+        .unwrap();
+    assert_eq!(appended.ids.len(), 3_000);
+
+    // What the engine will do with these messages, computed independently.
+    let messages: Vec<Message> = incoming
+        .iter()
+        .zip(&appended.ids)
+        .map(|(m, id)| Message {
+            id: *id,
+            role: m.role,
+            parts: m.parts.clone(),
+            pinned: false,
+        })
+        .collect();
+    let plan = boundary::plan(&messages, &engine.boundary, &CharEstimator::default()).unwrap();
+    assert_eq!(plan.tail_start, 2_994, "the last 6 messages stay verbatim");
+    let compacted = &messages[..plan.tail_start];
+    let expected_chunks = chunk::chunk(
+        &transcript::extract(compacted, &engine.transcript),
+        engine.chunk.max_chars,
+    )
+    .len();
+    assert!(expected_chunks >= 3, "several chunks: {expected_chunks}");
+    println!("{backend:?}: {expected_chunks} chunks expected");
+
+    let turn = compactor.finalize_turn(&k, None).await.unwrap();
+    let TurnOutcome::Requested {
+        enqueue: EnqueueOutcome::Added { .. },
+        ..
+    } = turn
+    else {
+        panic!("over the trigger: {turn:?}")
+    };
+
+    let worker = spawn_worker(settings);
+    eventually(
+        "the workstream is compacted",
+        Duration::from_secs(60),
+        || async { compactor.status(&k).await.unwrap().compactions == 1 },
+    )
+    .await;
+    let ready = compactor
+        .wait_until_ready(&k, Duration::from_secs(5))
+        .await
+        .unwrap();
+    // The job may still be settling in the queue after the commit: then the
+    // wait answers `compacted` once it has.
+    assert!(
+        matches!(ready, Readiness::Ready { .. } | Readiness::Compacted { .. }),
+        "{ready:?}"
+    );
+    worker.stop().await;
+
+    // One LLM call per chunk, each carrying the summary of the one before.
+    let calls = llm.calls();
+    assert_eq!(calls.len(), expected_chunks, "one call per chunk");
+    assert!(calls[0]
+        .user
+        .contains("<previous-summary>\n(none)\n</previous-summary>"));
+    for (i, call) in calls.iter().enumerate().skip(1) {
+        assert!(
+            call.user.contains(&format!("summary generation {i}\n")),
+            "chunk {} carried the previous summary",
+            i + 1
+        );
+    }
+    assert!(
+        calls[expected_chunks - 1].user.contains("[#"),
+        "transcript sent"
+    );
+
+    // The commit marked exactly the prefix.
+    let compacted_rows = db
+        .scalar("SELECT COUNT(*) AS n FROM messages WHERE is_compacted = true")
+        .await;
+    assert_eq!(compacted_rows, 2_994);
+    let watermark = plan.watermark.0;
+    let outside = db
+        .scalar(&format!(
+            "SELECT COUNT(*) AS n FROM messages WHERE (is_compacted = true AND id > {watermark}) \
+             OR (is_compacted = false AND id <= {watermark})"
+        ))
+        .await;
+    assert_eq!(outside, 0, "compacted ⇔ at or before the watermark");
+    let status = compactor.status(&k).await.unwrap();
+    assert_eq!(status.last_compacted_message_id, Some(MessageId(watermark)));
+    assert!(status.lease.is_none(), "lease released");
+    let runs = db.store.runs(&k, 10).await.unwrap();
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0].chunks as usize, expected_chunks);
+    assert_eq!(runs[0].messages_compacted, 2_994);
+    assert!(
+        runs[0].tokens_after < runs[0].tokens_before / 10,
+        "{runs:?}"
+    );
+    assert_eq!(runs[0].llm_model.as_deref(), Some("fake-model"));
+
+    // The next turn's context: the summary first, then the 6-message tail.
+    let context = compactor.build_context(&k).await.unwrap();
+    assert_eq!(context.messages.len(), 7, "summary + 6 messages");
+    assert_eq!(context.messages[0].role, Role::System);
+    let preamble: String = context.messages[0]
+        .parts
+        .iter()
+        .filter_map(|p| match p {
+            Part::Text { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert!(preamble.contains(&format!("summary generation {expected_chunks}")));
+    assert!(
+        preamble.contains("src/module_"),
+        "exact values carried by the ledger"
+    );
+    assert_eq!(context.orphans_neutralized, 0, "no orphan tool halves");
+    for (got, want) in context.messages[1..].iter().zip(&messages[2_994..]) {
+        assert_eq!(got.source, Some(want.id));
+    }
+    assert!(!context.over_budget);
+    assert!(context.tokens <= engine.trigger.context_window());
+    assert!(matches!(
+        compactor.finalize_turn(&k, None).await.unwrap(),
+        TurnOutcome::NotDue { .. }
+    ));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_conversation_is_compacted_in_chunks_on_postgres() {
+    three_thousand_messages_compact_in_chunks(Backend::Postgres).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_conversation_is_compacted_in_chunks_on_sqlite() {
+    three_thousand_messages_compact_in_chunks(Backend::Sqlite).await;
+}
+
+/// The worker's compaction job runs the engine's one pipeline
+/// (`compactor_shared::pipeline::compact`): what it commits is exactly what
+/// that function computes for the same stored workstream. The planted-fact
+/// test and the quality benchmark drive the same function (directly, and
+/// through this worker), so they measure what production does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_worker_commits_exactly_what_the_pipeline_computes() {
+    use compactor_shared::pipeline;
+
+    let db = TestDb::new(Backend::Sqlite).await;
+    let redis = TestRedis::new();
+    let mut settings = settings(&db.url, &redis, None);
+    settings.engine.trigger = compactor_shared::trigger::TriggerPolicy::Threshold {
+        context_window: 8_000,
+        ratio: 0.7,
+        output_reserve: 2_000,
+        safety_margin: 500,
+    };
+    let engine = settings.engine.clone();
+    let compactor =
+        Compactor::from_parts(db.store.clone(), redis.queue().await, engine.clone()).await;
+    let k = key("same-pipeline");
+    let incoming = conversation(60);
+    let appended = compactor
+        .append_messages(&k, incoming.clone())
+        .await
+        .unwrap();
+    let messages: Vec<Message> = incoming
+        .iter()
+        .zip(&appended.ids)
+        .map(|(m, id)| Message {
+            id: *id,
+            role: m.role,
+            parts: m.parts.clone(),
+            pinned: false,
+        })
+        .collect();
+
+    // What the pipeline computes, in memory, with the offline summarizer.
+    let stored = db.store.workstream(&k).await.unwrap().unwrap();
+    let e = CharEstimator::new(engine.chars_per_token);
+    let expected = pipeline::now_or_never(pipeline::compact(
+        &pipeline::Workstream {
+            summary: stored.summary.clone(),
+            state: stored.state.clone(),
+            memory_block_summary: stored.memory_block_summary.clone(),
+            memory_entries: Vec::new(),
+            summary_tokens: stored.summary_tokens,
+            uncompacted_tokens: stored.uncompacted_tokens,
+        },
+        &pipeline::Request::default(),
+        &engine,
+        &e,
+        4_000,
+        &mut pipeline::InMemory::new(&messages, 1_000),
+        &mut pipeline::Extractive {
+            engine: &engine,
+            estimator: &e,
+        },
+    ))
+    .unwrap()
+    .unwrap();
+    let pipeline::Outcome::Compacted(expected) = expected else {
+        panic!("over the trigger: something to compact")
+    };
+
+    // What the worker commits.
+    assert!(matches!(
+        compactor.finalize_turn(&k, None).await.unwrap(),
+        TurnOutcome::Requested { .. }
+    ));
+    let worker = spawn_worker(settings);
+    eventually(
+        "the workstream is compacted",
+        Duration::from_secs(60),
+        || async { compactor.status(&k).await.unwrap().compactions == 1 },
+    )
+    .await;
+    worker.stop().await;
+    let committed = db.store.workstream(&k).await.unwrap().unwrap();
+    assert_eq!(
+        committed.last_compacted_message_id,
+        Some(expected.watermark)
+    );
+    assert_eq!(committed.summary.as_ref(), Some(&expected.summary));
+    assert_eq!(committed.state, expected.state);
+    assert_eq!(committed.summary_tokens, expected.summary_tokens);
+    let runs = db.store.runs(&k, 10).await.unwrap();
+    assert_eq!(runs[0].tokens_after, expected.report.tokens_after);
+    assert_eq!(
+        runs[0].messages_compacted,
+        expected.report.messages_compacted
+    );
+}

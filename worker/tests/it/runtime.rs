@@ -1,0 +1,817 @@
+//! The worker runtime against the real Redis (127.0.0.1:6379 or
+//! `REDIS_URL`): pickup, follow-ups, retries, dead letters, lost leases,
+//! the lock-duration cap, panics, shutdown, unusable payloads. Each test
+//! has its own queue.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::support::{
+    eventually, fast_queue, fast_runtime, key, until_dead, until_done, FnHandler, Running,
+    TestQueue,
+};
+use compactor_producer::queue::{ClaimOutcome, EnqueueOutcome, JobState, QueueConfig, Trigger};
+use compactor_worker::runtime::{JobError, RuntimeConfig};
+use tokio::sync::oneshot;
+
+/// One attempt as the handler saw it.
+#[derive(Debug, Clone)]
+struct Attempt {
+    job_id: u64,
+    attempt: u32,
+    started: Instant,
+    ended: Option<Instant>,
+}
+
+/// Records each attempt's start and end.
+#[derive(Default, Clone)]
+struct Log(Arc<Mutex<Vec<Attempt>>>);
+
+impl Log {
+    fn start(&self, job: &compactor_worker::runtime::Job) -> usize {
+        let mut v = self.0.lock().unwrap();
+        v.push(Attempt {
+            job_id: job.job_id,
+            attempt: job.attempt,
+            started: Instant::now(),
+            ended: None,
+        });
+        v.len() - 1
+    }
+    fn end(&self, i: usize) {
+        self.0.lock().unwrap()[i].ended = Some(Instant::now());
+    }
+    fn len(&self) -> usize {
+        self.0.lock().unwrap().len()
+    }
+    fn get(&self, i: usize) -> Attempt {
+        self.0.lock().unwrap()[i].clone()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_worker_is_woken_for_a_new_job_without_polling() {
+    let t = TestQueue::with(fast_queue()).await;
+    let log = Log::default();
+    let l = log.clone();
+    // A minute between fallback claims: only the wake-up can be this fast.
+    let config = RuntimeConfig {
+        check_interval: Duration::from_secs(60),
+        ..fast_runtime()
+    };
+    let running = Running::start(
+        &t.queue,
+        config,
+        FnHandler::new(move |job| {
+            let l = l.clone();
+            async move {
+                let i = l.start(&job);
+                l.end(i);
+                Ok(())
+            }
+        }),
+    );
+    // Each job finds the worker idle: it ran the one before and found the
+    // queue empty since.
+    for entity in ["a", "b", "c"] {
+        let outcome = t
+            .queue
+            .request_compaction(&key(entity), Trigger::Auto)
+            .await
+            .unwrap();
+        let EnqueueOutcome::Added { job_id } = outcome else {
+            panic!("{outcome:?}")
+        };
+        eventually("the job is done", Duration::from_secs(5), || async {
+            t.queue.job_state(&key(entity)).await.unwrap() == Some(JobState::Done { job_id })
+        })
+        .await;
+    }
+    assert_eq!(log.len(), 3);
+    assert_eq!(log.get(0).attempt, 1, "first attempt");
+    running.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_while_a_job_runs_give_exactly_one_follow_up_run() {
+    // A lease that outlasts a loaded machine's scheduling delays: the first
+    // run waits on a gate while 1,000 requests are made, and an expiry would
+    // (rightly) run it again.
+    let t = TestQueue::with(QueueConfig {
+        lease_ttl: Duration::from_secs(10),
+        ..fast_queue()
+    })
+    .await;
+    let log = Log::default();
+    let gate = Arc::new(tokio::sync::Notify::new());
+    let (l, g) = (log.clone(), gate.clone());
+    let running = Running::start(
+        &t.queue,
+        fast_runtime(),
+        FnHandler::new(move |job| {
+            let (l, g) = (l.clone(), g.clone());
+            async move {
+                let i = l.start(&job);
+                if i == 0 {
+                    g.notified().await;
+                }
+                l.end(i);
+                Ok(())
+            }
+        }),
+    );
+    let k = key("busy");
+    t.queue.request_compaction(&k, Trigger::Auto).await.unwrap();
+    eventually("the first run started", Duration::from_secs(5), || async {
+        log.len() == 1
+    })
+    .await;
+    let requests = (0..1_000).map(|_| {
+        let q = t.queue.clone();
+        let k = k.clone();
+        tokio::spawn(async move { q.request_compaction(&k, Trigger::Auto).await.unwrap() })
+    });
+    for r in futures::future::join_all(requests).await {
+        assert!(matches!(
+            r.unwrap(),
+            EnqueueOutcome::FollowUpRecorded { .. }
+        ));
+    }
+    gate.notify_one();
+    eventually("the follow-up ran", Duration::from_secs(5), || async {
+        matches!(
+            t.queue.job_state(&k).await.unwrap(),
+            Some(JobState::Done { .. })
+        ) && log.len() == 2
+    })
+    .await;
+    let (first, second) = (log.get(0), log.get(1));
+    assert_ne!(
+        first.job_id, second.job_id,
+        "the follow-up is a job of its own"
+    );
+    assert!(
+        second.started >= first.ended.unwrap(),
+        "the follow-up started after the first run ended"
+    );
+    let counts = t.queue.counts().await.unwrap();
+    assert_eq!(
+        (counts.waiting, counts.running),
+        (0, 0),
+        "nothing more to run"
+    );
+    running.stop().await;
+    assert_eq!(log.len(), 2, "exactly one follow-up");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retryable_failure_is_retried_after_the_backoff_then_dead_lettered() {
+    let t = TestQueue::with(fast_queue()).await;
+    let log = Log::default();
+    let l = log.clone();
+    let mut config = fast_runtime();
+    config.retry.base_delay = Duration::from_millis(400);
+    let running = Running::start(
+        &t.queue,
+        config,
+        FnHandler::new(move |job| {
+            let l = l.clone();
+            async move {
+                let i = l.start(&job);
+                l.end(i);
+                Err(JobError::retryable("upstream 503"))
+            }
+        }),
+    );
+    t.queue
+        .request_compaction(&key("flaky"), Trigger::Auto)
+        .await
+        .unwrap();
+    until_dead(&t.queue, &key("flaky"), "the job is dead-lettered").await;
+    assert_eq!(log.len(), 2, "two attempts in all");
+    let (first, second) = (log.get(0), log.get(1));
+    assert_eq!((first.attempt, second.attempt), (1, 2));
+    let gap = second.started - first.ended.unwrap();
+    assert!(
+        gap >= Duration::from_millis(400),
+        "backoff honoured: {gap:?}"
+    );
+    println!("retry gap with a 400 ms base: {gap:?}");
+    let dead = t.queue.dead_letters(10).await.unwrap();
+    assert_eq!(dead.len(), 1);
+    assert!(
+        dead[0].reason.contains("gave up after 2 attempts") && dead[0].reason.contains("503"),
+        "{}",
+        dead[0].reason
+    );
+    running.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retry_after_is_honoured_when_longer_than_the_backoff() {
+    let t = TestQueue::with(fast_queue()).await;
+    let log = Log::default();
+    let l = log.clone();
+    let mut config = fast_runtime();
+    config.retry.base_delay = Duration::from_millis(50);
+    let running = Running::start(
+        &t.queue,
+        config,
+        FnHandler::new(move |job| {
+            let l = l.clone();
+            async move {
+                let i = l.start(&job);
+                l.end(i);
+                if job.attempt == 1 {
+                    Err(JobError::retry_after("429", Duration::from_millis(1_200)))
+                } else {
+                    Ok(())
+                }
+            }
+        }),
+    );
+    t.queue
+        .request_compaction(&key("limited"), Trigger::Auto)
+        .await
+        .unwrap();
+    until_done(&t.queue, &key("limited"), "the second attempt succeeded").await;
+    let gap = log.get(1).started - log.get(0).ended.unwrap();
+    assert!(
+        gap >= Duration::from_millis(1_200),
+        "Retry-After honoured: {gap:?}"
+    );
+    running.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_permanent_failure_is_dead_lettered_at_once_and_can_be_retried_from_the_api() {
+    let t = TestQueue::with(fast_queue()).await;
+    let runs = Arc::new(AtomicU32::new(0));
+    let r = runs.clone();
+    let running = Running::start(
+        &t.queue,
+        fast_runtime(),
+        FnHandler::new(move |_job| {
+            let r = r.clone();
+            async move {
+                if r.fetch_add(1, Ordering::SeqCst) == 0 {
+                    Err(JobError::permanent("unknown workstream"))
+                } else {
+                    Ok(())
+                }
+            }
+        }),
+    );
+    let k = key("gone");
+    t.queue.request_compaction(&k, Trigger::Auto).await.unwrap();
+    until_dead(&t.queue, &k, "dead-lettered").await;
+    assert_eq!(runs.load(Ordering::SeqCst), 1, "never retried");
+    let dead = t.queue.dead_letters(10).await.unwrap();
+    assert_eq!(dead[0].reason, "unknown workstream");
+
+    // The operator fixes the cause and retries it.
+    let retried = t.queue.retry_dead(&dead[0].entry).await.unwrap();
+    assert!(matches!(retried, Some(EnqueueOutcome::Added { .. })));
+    until_done(&t.queue, &k, "the retried job ran").await;
+    assert_eq!(runs.load(Ordering::SeqCst), 2);
+    assert!(t.queue.dead_letters(10).await.unwrap().is_empty());
+    running.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panicking_handler_fails_the_attempt_and_the_worker_goes_on() {
+    // A lease long enough to outlast the panic hook: with RUST_BACKTRACE set
+    // it symbolizes a backtrace on the panicking thread, which on a loaded
+    // machine took over a second (the 1 s lease of `fast_queue` then expired
+    // and recovery rightly ran the attempt again).
+    let t = TestQueue::with(QueueConfig {
+        lease_ttl: Duration::from_secs(10),
+        ..fast_queue()
+    })
+    .await;
+    let log = Log::default();
+    let l = log.clone();
+    let running = Running::start(
+        &t.queue,
+        fast_runtime(),
+        FnHandler::new(move |job| {
+            let l = l.clone();
+            async move {
+                let i = l.start(&job);
+                l.end(i);
+                if job.key.entity_id() == "boom" && job.attempt == 1 {
+                    panic!("handler bug");
+                }
+                Ok(())
+            }
+        }),
+    );
+    t.queue
+        .request_compaction(&key("boom"), Trigger::Auto)
+        .await
+        .unwrap();
+    until_done(&t.queue, &key("boom"), "the second attempt succeeded").await;
+    t.queue
+        .request_compaction(&key("after"), Trigger::Auto)
+        .await
+        .unwrap();
+    until_done(&t.queue, &key("after"), "the worker still runs jobs").await;
+    assert_eq!(log.len(), 3);
+    running.stop().await;
+}
+
+/// Signals when dropped: shows a handler's future was cancelled.
+struct DropSignal(Option<oneshot::Sender<()>>);
+impl Drop for DropSignal {
+    fn drop(&mut self) {
+        if let Some(tx) = self.0.take() {
+            let _ = tx.send(());
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_lease_cancels_the_attempt_and_its_commit_is_refused() {
+    let t = TestQueue::with(fast_queue()).await;
+    let (dropped_tx, dropped_rx) = oneshot::channel();
+    let dropped_tx = Arc::new(Mutex::new(Some(dropped_tx)));
+    let tokens = Arc::new(Mutex::new(Vec::new()));
+    let (d, tk) = (dropped_tx.clone(), tokens.clone());
+    let running = Running::start(
+        &t.queue,
+        fast_runtime(),
+        FnHandler::new(move |job| {
+            let guard = DropSignal(d.lock().unwrap().take());
+            tk.lock().unwrap().push(job.lease_token.clone());
+            async move {
+                let _guard = guard;
+                std::future::pending::<()>().await;
+                Ok(())
+            }
+        }),
+    );
+    let k = key("stolen");
+    t.queue.request_compaction(&k, Trigger::Auto).await.unwrap();
+    eventually("the job runs", Duration::from_secs(5), || async {
+        !tokens.lock().unwrap().is_empty()
+    })
+    .await;
+    // Someone else now holds the entity (as after an expiry and reclaim).
+    let mut raw = t.raw().await;
+    let _: () = redis::cmd("HSET")
+        .arg(t.queue.keys().job(&k))
+        .arg("lease")
+        .arg("another-worker-token")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    tokio::time::timeout(Duration::from_secs(5), dropped_rx)
+        .await
+        .expect("the attempt is cancelled within a renew interval or two")
+        .unwrap();
+    let lease: String = redis::cmd("HGET")
+        .arg(t.queue.keys().job(&k))
+        .arg("lease")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    assert_eq!(lease, "another-worker-token", "the new holder is untouched");
+    assert!(matches!(
+        t.queue.job_state(&k).await.unwrap(),
+        Some(JobState::Running { .. })
+    ));
+    running.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_attempt_longer_than_the_lock_duration_is_cancelled_and_retried() {
+    let t = TestQueue::with(fast_queue()).await;
+    let log = Log::default();
+    let l = log.clone();
+    let mut config = fast_runtime();
+    config.lock_duration = Duration::from_millis(600);
+    let running = Running::start(
+        &t.queue,
+        config,
+        FnHandler::new(move |job| {
+            let l = l.clone();
+            async move {
+                let i = l.start(&job);
+                if job.attempt == 1 {
+                    tokio::time::sleep(Duration::from_secs(60)).await;
+                }
+                l.end(i);
+                Ok(())
+            }
+        }),
+    );
+    t.queue
+        .request_compaction(&key("slow"), Trigger::Auto)
+        .await
+        .unwrap();
+    until_done(&t.queue, &key("slow"), "the second attempt succeeded").await;
+    assert_eq!(log.len(), 2);
+    assert!(
+        log.get(0).ended.is_none(),
+        "the first attempt never finished"
+    );
+    assert_eq!(log.get(1).attempt, 2);
+    running.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_lets_an_in_flight_job_finish_and_claims_nothing_more() {
+    let t = TestQueue::with(fast_queue()).await;
+    let log = Log::default();
+    let gate = Arc::new(tokio::sync::Notify::new());
+    let (l, g) = (log.clone(), gate.clone());
+    let mut running = Running::start(
+        &t.queue,
+        fast_runtime(),
+        FnHandler::new(move |job| {
+            let (l, g) = (l.clone(), g.clone());
+            async move {
+                let i = l.start(&job);
+                g.notified().await;
+                l.end(i);
+                Ok(())
+            }
+        }),
+    );
+    t.queue
+        .request_compaction(&key("inflight"), Trigger::Auto)
+        .await
+        .unwrap();
+    eventually("the job runs", Duration::from_secs(5), || async {
+        log.len() == 1
+    })
+    .await;
+    running.signal();
+    // Arrives during the grace period, with a slot free: must not start.
+    t.queue
+        .request_compaction(&key("later"), Trigger::Auto)
+        .await
+        .unwrap();
+    gate.notify_one();
+    running.stop().await;
+    assert!(log.get(0).ended.is_some(), "it finished");
+    assert!(matches!(
+        t.queue.job_state(&key("inflight")).await.unwrap(),
+        Some(JobState::Done { .. })
+    ));
+    assert_eq!(log.len(), 1, "nothing was started after the signal");
+    assert!(matches!(
+        t.queue.job_state(&key("later")).await.unwrap(),
+        Some(JobState::Waiting { .. })
+    ));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_hands_back_a_job_that_outlasts_the_grace_period() {
+    let t = TestQueue::with(fast_queue()).await;
+    let log = Log::default();
+    let l = log.clone();
+    let mut config = fast_runtime();
+    config.shutdown_grace = Duration::from_millis(300);
+    let running = Running::start(
+        &t.queue,
+        config,
+        FnHandler::new(move |job| {
+            let l = l.clone();
+            async move {
+                let i = l.start(&job);
+                tokio::time::sleep(Duration::from_secs(60)).await;
+                l.end(i);
+                Ok(())
+            }
+        }),
+    );
+    let k = key("long");
+    let EnqueueOutcome::Added { job_id } =
+        t.queue.request_compaction(&k, Trigger::Auto).await.unwrap()
+    else {
+        panic!()
+    };
+    eventually("the job runs", Duration::from_secs(5), || async {
+        log.len() == 1
+    })
+    .await;
+    let stopped = Instant::now();
+    running.stop().await;
+    println!("stopped {:?} after the signal", stopped.elapsed());
+    assert_eq!(
+        t.queue.job_state(&k).await.unwrap(),
+        Some(JobState::Waiting { job_id }),
+        "handed back, not lost"
+    );
+    // The hand-back did not use up an attempt.
+    match t.queue.claim("next-worker").await.unwrap() {
+        ClaimOutcome::Claimed(job) => assert_eq!((job.job_id, job.attempt), (job_id, 1)),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unusable_queue_entries_are_dead_lettered_and_the_worker_goes_on() {
+    let t = TestQueue::with(fast_queue()).await;
+    let log = Log::default();
+    let l = log.clone();
+    let mut raw = t.raw().await;
+    let keys = t.queue.keys().clone();
+    // A payload that is not JSON, one of an unknown version, one naming an
+    // invalid key: written straight into Redis as a buggy producer might.
+    for (member, payload) in [
+        ("compact:chat:garbage", "not json at all".to_owned()),
+        (
+            "compact:chat:future",
+            r#"{"v":99,"key":"compact:chat:future","trigger":{"kind":"auto"}}"#.to_owned(),
+        ),
+        (
+            "compact:chat:badkey",
+            r#"{"v":1,"key":{"domain":"BAD KEY{x}","entity_id":"1"},"trigger":{"kind":"auto"}}"#
+                .to_owned(),
+        ),
+    ] {
+        compactor_e2e::write_raw_job(&mut raw, &keys, member, &payload).await;
+    }
+    let running = Running::start(
+        &t.queue,
+        fast_runtime(),
+        FnHandler::new(move |job| {
+            let l = l.clone();
+            async move {
+                l.start(&job);
+                Ok(())
+            }
+        }),
+    );
+    t.queue
+        .request_compaction(&key("fine"), Trigger::Auto)
+        .await
+        .unwrap();
+    until_done(&t.queue, &key("fine"), "the valid job ran").await;
+    assert_eq!(log.len(), 1, "only the valid job reached the handler");
+    let dead = t.queue.dead_letters(10).await.unwrap();
+    assert_eq!(dead.len(), 3, "{dead:?}");
+    for d in &dead {
+        assert!(!d.reason.is_empty());
+        println!("{}: {}", d.member, d.reason);
+    }
+    assert!(
+        dead.iter().any(|d| d.reason.contains("version")),
+        "{dead:?}"
+    );
+    running.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unavailable_dependency_postpones_without_using_up_attempts() {
+    let t = TestQueue::with(fast_queue()).await;
+    let log = Log::default();
+    let l = log.clone();
+    let running = Running::start(
+        &t.queue,
+        fast_runtime(),
+        FnHandler::new(move |job| {
+            let l = l.clone();
+            async move {
+                let i = l.start(&job);
+                l.end(i);
+                // Down for the first four attempts: more than max_attempts.
+                if l.len() <= 4 {
+                    Err(JobError::unavailable("database unreachable"))
+                } else {
+                    Ok(())
+                }
+            }
+        }),
+    );
+    let k = key("outage");
+    t.queue.request_compaction(&k, Trigger::Auto).await.unwrap();
+    until_done(&t.queue, &k, "done once the database is back").await;
+    assert_eq!(log.len(), 5);
+    assert!(
+        (0..5).all(|i| log.get(i).attempt == 1),
+        "no attempt was counted"
+    );
+    assert!(t.queue.dead_letters(10).await.unwrap().is_empty());
+    running.stop().await;
+}
+
+/// One run: which worker ran which entity, and when.
+#[derive(Debug, Clone)]
+struct Run {
+    worker: &'static str,
+    entity: String,
+    started: Instant,
+    ended: Option<Instant>,
+}
+
+/// Every run, in start order.
+#[derive(Default, Clone)]
+struct Runs(Arc<Mutex<Vec<Run>>>);
+
+impl Runs {
+    /// A handler for worker `who`: entities named `slow…` take 2 s, others
+    /// return at once.
+    fn handler(&self, who: &'static str) -> FnHandler {
+        let runs = self.clone();
+        FnHandler::new(move |job| {
+            let runs = runs.clone();
+            async move {
+                let entity = job.key.entity_id().to_owned();
+                let i = {
+                    let mut v = runs.0.lock().unwrap();
+                    v.push(Run {
+                        worker: who,
+                        entity: entity.clone(),
+                        started: Instant::now(),
+                        ended: None,
+                    });
+                    v.len() - 1
+                };
+                if entity.starts_with("slow") {
+                    tokio::time::sleep(Duration::from_secs(2)).await;
+                }
+                runs.0.lock().unwrap()[i].ended = Some(Instant::now());
+                Ok(())
+            }
+        })
+    }
+
+    fn all(&self) -> Vec<Run> {
+        self.0.lock().unwrap().clone()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_claimed_ahead_that_finds_no_slot_goes_back_to_the_queue_for_another_worker() {
+    let t = TestQueue::with(fast_queue()).await;
+    let runs = Runs::default();
+    let mut wakeups = t.queue.subscribe_wakeups().await.unwrap();
+    // Worker A: one slot and two jobs ahead. Its short jobs make it claim
+    // ahead, so when a slow job takes its slot, A holds slow jobs it
+    // cannot start.
+    let a = Running::start(
+        &t.queue,
+        RuntimeConfig {
+            concurrency: 1,
+            claim_ahead: 2,
+            ..fast_runtime()
+        },
+        runs.handler("A"),
+    );
+    let mut requests: Vec<_> = (0..20)
+        .map(|i| (key(&format!("short{i}")), Trigger::Auto))
+        .collect();
+    for i in 0..3 {
+        requests.push((key(&format!("slow{i}")), Trigger::Auto));
+    }
+    let outcomes = t.queue.enqueue_many(&requests).await.unwrap();
+    let slow_ids: Vec<Vec<u8>> = outcomes[20..]
+        .iter()
+        .map(|o| match o {
+            EnqueueOutcome::Added { job_id } => job_id.to_string().into_bytes(),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    // A job is announced when added and again when it goes back to the
+    // queue: wait for a slow job's second announcement.
+    let mut announced = [0; 3];
+    let handed_back = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            let notice = wakeups.next(Duration::from_secs(1)).await.unwrap();
+            if let Some(i) = slow_ids.iter().position(|id| *id == notice.payload) {
+                announced[i] += 1;
+                if announced[i] == 2 {
+                    return i;
+                }
+            }
+        }
+    })
+    .await
+    .expect("a slow job claimed ahead by A goes back to the queue");
+    // Handed back, not recovered after its lease expired: recovery would
+    // have counted a stall.
+    let mut conn = redis::Client::open(t.url.as_str())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let stalls: Option<u32> = redis::cmd("HGET")
+        .arg(t.queue.keys().job(&key(&format!("slow{handed_back}"))))
+        .arg("stalls")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(
+        stalls, None,
+        "slow{handed_back} was handed back, not recovered"
+    );
+    // Worker B, idle, takes what A handed back while A's slot is busy.
+    eventually("A runs a slow job", Duration::from_secs(5), || async {
+        runs.all()
+            .iter()
+            .any(|r| r.worker == "A" && r.entity.starts_with("slow"))
+    })
+    .await;
+    let b = Running::start(&t.queue, fast_runtime(), runs.handler("B"));
+    for i in 0..3 {
+        until_done(
+            &t.queue,
+            &key(&format!("slow{i}")),
+            "the slow jobs are done",
+        )
+        .await;
+    }
+    let all = runs.all();
+    for (entity, _) in &requests {
+        let n = all
+            .iter()
+            .filter(|r| r.entity == entity.entity_id())
+            .count();
+        assert_eq!(n, 1, "{entity} ran once: {all:?}");
+    }
+    let on_a = all
+        .iter()
+        .find(|r| r.worker == "A" && r.entity.starts_with("slow"))
+        .unwrap();
+    let a_slot_free = on_a.ended.unwrap();
+    assert!(
+        all.iter()
+            .any(|r| r.worker == "B" && r.entity.starts_with("slow") && r.started < a_slot_free),
+        "a slow job A had claimed ahead ran on B without waiting for A's slot: {all:?}"
+    );
+    a.stop().await;
+    b.stop().await;
+    let counts = t.queue.counts().await.unwrap();
+    assert_eq!((counts.waiting, counts.running), (0, 0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sweep_puts_back_jobs_whose_set_entry_was_lost() {
+    let t = TestQueue::with(fast_queue()).await;
+    let log = Log::default();
+    let mut raw = t.raw().await;
+    let keys = t.queue.keys().clone();
+    // A waiting job whose waiting-set entry is gone (an eviction, a
+    // tampered set): nothing would ever claim it, and no request comes to
+    // put it back.
+    let waiting = key("lost-waiting");
+    t.queue
+        .request_compaction(&waiting, Trigger::Auto)
+        .await
+        .unwrap();
+    let _: () = redis::cmd("ZREM")
+        .arg(keys.waiting())
+        .arg(waiting.job_key())
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    // A running job whose worker died, and whose running-set entry is gone
+    // too: no sweep would find its expired lease.
+    let running_key = key("lost-running");
+    t.queue
+        .request_compaction(&running_key, Trigger::Auto)
+        .await
+        .unwrap();
+    let ClaimOutcome::Claimed(crashed) = t.queue.claim("crashed-worker").await.unwrap() else {
+        panic!("the job is claimed")
+    };
+    assert_eq!(crashed.key, running_key);
+    let _: () = redis::cmd("ZREM")
+        .arg(keys.running())
+        .arg(running_key.job_key())
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    let counts = t.queue.counts().await.unwrap();
+    assert_eq!((counts.waiting, counts.running), (0, 0), "both untracked");
+
+    let l = log.clone();
+    let running = Running::start(
+        &t.queue,
+        fast_runtime(),
+        FnHandler::new(move |job| {
+            let l = l.clone();
+            async move {
+                let i = l.start(&job);
+                l.end(i);
+                Ok(())
+            }
+        }),
+    );
+    until_done(&t.queue, &waiting, "the lost waiting job ran").await;
+    until_done(&t.queue, &running_key, "the lost running job ran").await;
+    assert_eq!(log.len(), 2, "each ran once");
+    let attempt = (0..log.len())
+        .map(|i| log.get(i))
+        .find(|a| a.job_id == crashed.job_id)
+        .unwrap();
+    assert_eq!(
+        attempt.attempt, 1,
+        "the crashed claim was a stall, not a failed attempt"
+    );
+    running.stop().await;
+}
