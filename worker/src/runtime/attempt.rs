@@ -1,0 +1,116 @@
+//! One attempt of a claimed job, as it passes through the runtime's
+//! layers (`layers`): the request every layer's service takes, the
+//! ways an attempt can stop short of success (every layer's error), and the
+//! innermost service, which runs the [`JobHandler`].
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use compactor_producer::queue::ClaimedJob;
+use tokio_util::sync::CancellationToken;
+
+use super::handler::{Job, JobError, JobHandler};
+
+/// The request of the attempt's layers.
+#[derive(Debug)]
+pub(crate) struct Attempt {
+    /// Shared with the acknowledgement, which needs the job once the
+    /// attempt has ended.
+    pub(crate) job: Arc<ClaimedJob>,
+    /// The job's `domain` metric label (`metrics::domain_label`: `other`
+    /// unless allowed), taken once so every metric of the attempt agrees.
+    pub(crate) domain: String,
+    /// When the lock duration is over. Set when the attempt begins, not by
+    /// the timeout layer that enforces it, because the handler must know it
+    /// too: it cuts work short to leave time to commit.
+    pub(crate) deadline: tokio::time::Instant,
+    /// Cancelled once the handler's future is gone, finished or dropped by
+    /// a layer that ended the attempt: this reaches work the handler
+    /// spawned.
+    pub(crate) cancel: CancellationToken,
+}
+
+/// Why an attempt stopped without succeeding: the error of every layer.
+#[derive(Debug)]
+pub(crate) enum Stop {
+    /// The handler failed.
+    Failed(JobError),
+    /// The handler panicked; treated as a retryable failure.
+    Panicked(String),
+    /// The attempt ran longer than the lock duration.
+    TimedOut,
+    /// Renewal failed: someone else may hold the entity now.
+    LeaseLost,
+    /// Shutdown grace period over: hand the job back unfinished.
+    HandBack,
+}
+
+/// How an attempt ended.
+pub(crate) type Outcome = Result<(), Stop>;
+
+/// The `outcome` label of the run-time histogram.
+pub(crate) fn outcome_label(outcome: &Outcome) -> &'static str {
+    match outcome {
+        Ok(()) => "completed",
+        Err(Stop::Failed(JobError::Retryable { .. })) => "error",
+        Err(Stop::Failed(JobError::Permanent { .. })) => "permanent",
+        Err(Stop::Failed(JobError::Unavailable { .. })) => "unavailable",
+        Err(Stop::Panicked(_)) => "panic",
+        Err(Stop::TimedOut) => "timeout",
+        Err(Stop::LeaseLost) => "lease_lost",
+        Err(Stop::HandBack) => "released",
+    }
+}
+
+/// The innermost service: runs the handler on the attempt.
+pub(crate) struct HandlerService<H> {
+    handler: Arc<H>,
+    /// Attempts in all (the retry policy's), told to the handler.
+    max_attempts: u32,
+}
+
+impl<H> HandlerService<H> {
+    pub(crate) fn new(handler: Arc<H>, max_attempts: u32) -> HandlerService<H> {
+        HandlerService {
+            handler,
+            max_attempts,
+        }
+    }
+}
+
+impl<H> Clone for HandlerService<H> {
+    fn clone(&self) -> Self {
+        HandlerService {
+            handler: Arc::clone(&self.handler),
+            max_attempts: self.max_attempts,
+        }
+    }
+}
+
+impl<H: JobHandler> tower::Service<Attempt> for HandlerService<H> {
+    type Response = ();
+    type Error = Stop;
+    type Future = Pin<Box<dyn Future<Output = Outcome> + Send>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Stop>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, attempt: Attempt) -> Self::Future {
+        let handler = Arc::clone(&self.handler);
+        let job = Job::from_claim(
+            &attempt.job,
+            self.max_attempts,
+            attempt.deadline,
+            attempt.cancel.clone(),
+        );
+        // Dropped with this future, however it ends.
+        let cancel_on_end = attempt.cancel.drop_guard();
+        Box::pin(async move {
+            let _cancel_on_end = cancel_on_end;
+            handler.run(job).await.map_err(Stop::Failed)
+        })
+    }
+}
