@@ -114,3 +114,79 @@ impl<H: JobHandler> tower::Service<Attempt> for HandlerService<H> {
         })
     }
 }
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use compactor_producer::queue::{ClaimedJob, Payload, Trigger};
+    use compactor_shared::EntityKey;
+    use tokio_util::sync::CancellationToken;
+
+    use super::{Attempt, HandlerService, Stop};
+    use crate::runtime::handler::{Job, JobError, JobHandler};
+
+    /// An attempt of a made-up job, its lock duration `lock` from now.
+    pub(crate) fn attempt(lock: Duration) -> Attempt {
+        let key = EntityKey::parse("unit", "e1").expect("a valid key");
+        let job = ClaimedJob {
+            payload: Payload::new(key.clone(), Trigger::Auto).expect("a valid payload"),
+            key,
+            job_id: 1,
+            attempt: 1,
+            lease_token: "token".into(),
+            enqueued_at_ms: 0,
+            queue_wait: Duration::ZERO,
+        };
+        Attempt {
+            job: Arc::new(job),
+            domain: "other".into(),
+            deadline: tokio::time::Instant::now() + lock,
+            cancel: CancellationToken::new(),
+        }
+    }
+
+    /// A handler that never finishes.
+    pub(crate) struct Forever;
+
+    impl JobHandler for Forever {
+        async fn run(&self, _job: Job) -> Result<(), JobError> {
+            std::future::pending().await
+        }
+    }
+
+    /// A handler that panics.
+    pub(crate) struct Panics;
+
+    impl JobHandler for Panics {
+        async fn run(&self, _job: Job) -> Result<(), JobError> {
+            panic!("handler bug")
+        }
+    }
+
+    /// The handler service over `handler`.
+    pub(crate) fn service<H: JobHandler>(handler: H) -> HandlerService<H> {
+        HandlerService::new(Arc::new(handler), 2)
+    }
+
+    #[tokio::test]
+    async fn the_handler_sees_the_attempt_and_its_failure_is_the_outcome() {
+        struct Fails;
+        impl JobHandler for Fails {
+            async fn run(&self, job: Job) -> Result<(), JobError> {
+                assert_eq!((job.job_id, job.attempt, job.max_attempts), (1, 1, 2));
+                assert_eq!(job.lease_token, "token");
+                Err(JobError::permanent("bad payload"))
+            }
+        }
+        let attempt = attempt(Duration::from_secs(60));
+        let cancel = attempt.cancel.clone();
+        let outcome = tower::Service::call(&mut service(Fails), attempt).await;
+        assert!(matches!(
+            outcome,
+            Err(Stop::Failed(JobError::Permanent { .. }))
+        ));
+        assert!(cancel.is_cancelled(), "work the handler spawned is told");
+    }
+}

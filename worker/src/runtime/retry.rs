@@ -94,12 +94,7 @@ where
     Fut: Future<Output = Result<T, QueueError>>,
 {
     let give_up = Instant::now() + shared.queue.config().lease_ttl;
-    let backoff = ExponentialBuilder::new()
-        .with_min_delay(Duration::from_millis(50))
-        .with_max_delay(Duration::from_secs(2))
-        .with_factor(2.0)
-        .without_max_times();
-    step.retry(backoff)
+    step.retry(queue_step_backoff())
         .adjust(|error, delay| {
             shared.count_error(op, error);
             delay.filter(|delay| Instant::now() + *delay < give_up)
@@ -109,6 +104,16 @@ where
             error!(op, %error, "queue step failed; the lease will expire and recovery will re-run the job");
         })
         .ok()
+}
+
+/// Pauses between tries of a queue step: 50 ms doubling to 2 s, no jitter
+/// (one worker's steps, not a crowd's).
+fn queue_step_backoff() -> ExponentialBuilder {
+    ExponentialBuilder::new()
+        .with_min_delay(Duration::from_millis(50))
+        .with_max_delay(Duration::from_secs(2))
+        .with_factor(2.0)
+        .without_max_times()
 }
 
 /// Pauses between tries to reach Redis while it fails (claims, the wake-up
@@ -187,5 +192,15 @@ mod tests {
             ..RetryPolicy::default()
         };
         assert_eq!(p.delay(30, None), Duration::from_secs(10));
+    }
+
+    #[test]
+    fn queue_steps_are_tried_again_after_50_ms_doubling_to_2_s() {
+        let ms: Vec<u128> = queue_step_backoff()
+            .build()
+            .take(8)
+            .map(|d| d.as_millis())
+            .collect();
+        assert_eq!(ms, [50, 100, 200, 400, 800, 1600, 2000, 2000]);
     }
 }

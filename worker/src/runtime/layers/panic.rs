@@ -68,11 +68,28 @@ fn message(panic: &(dyn Any + Send)) -> String {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
+    use tower::{Layer, Service};
+
+    use super::CatchPanicLayer;
+    use crate::runtime::attempt::tests::{attempt, service, Panics};
+    use crate::runtime::attempt::Stop;
+
     #[test]
     fn the_message_is_the_payload_cut_short() {
         let long = "x".repeat(500);
         assert_eq!(super::message(&"boom"), "boom");
         assert_eq!(super::message(&long).len(), 200);
         assert_eq!(super::message(&42_u8), "non-string panic payload");
+    }
+
+    #[tokio::test]
+    async fn a_panicking_handler_ends_the_attempt_and_cancels_its_work() {
+        let attempt = attempt(Duration::from_secs(60));
+        let cancel = attempt.cancel.clone();
+        let outcome = CatchPanicLayer.layer(service(Panics)).call(attempt).await;
+        assert!(matches!(outcome, Err(Stop::Panicked(m)) if m == "handler bug"));
+        assert!(cancel.is_cancelled());
     }
 }

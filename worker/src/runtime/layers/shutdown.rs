@@ -64,3 +64,28 @@ where
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use tokio_util::sync::CancellationToken;
+    use tower::{Layer, Service};
+
+    use super::HandBackLayer;
+    use crate::runtime::attempt::tests::{attempt, service, Forever};
+    use crate::runtime::attempt::Stop;
+
+    #[tokio::test]
+    async fn an_attempt_running_when_the_grace_period_ends_is_handed_back() {
+        let hand_back = CancellationToken::new();
+        let attempt = attempt(Duration::from_secs(60));
+        let cancel = attempt.cancel.clone();
+        let run = HandBackLayer::new(hand_back.clone())
+            .layer(service(Forever))
+            .call(attempt);
+        hand_back.cancel();
+        assert!(matches!(run.await, Err(Stop::HandBack)));
+        assert!(cancel.is_cancelled());
+    }
+}

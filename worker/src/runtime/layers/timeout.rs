@@ -54,3 +54,28 @@ where
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use tower::{Layer, Service};
+
+    use super::LockDurationLayer;
+    use crate::runtime::attempt::tests::{attempt, service, Forever};
+    use crate::runtime::attempt::Stop;
+
+    #[tokio::test]
+    async fn an_attempt_is_cancelled_at_its_deadline() {
+        let attempt = attempt(Duration::from_millis(50));
+        let cancel = attempt.cancel.clone();
+        let started = Instant::now();
+        let outcome = LockDurationLayer
+            .layer(service(Forever))
+            .call(attempt)
+            .await;
+        assert!(matches!(outcome, Err(Stop::TimedOut)));
+        assert!(started.elapsed() >= Duration::from_millis(50));
+        assert!(cancel.is_cancelled());
+    }
+}
