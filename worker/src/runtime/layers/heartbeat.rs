@@ -8,6 +8,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
+use compactor_producer::queue::ClaimedJob;
 use tower::{Layer, Service};
 use tracing::warn;
 
@@ -70,7 +71,7 @@ where
 }
 
 /// Renews the job's lease; resolves only when it is lost.
-async fn keep_lease(shared: &Shared, job: &compactor_producer::queue::ClaimedJob) {
+async fn keep_lease(shared: &Shared, job: &ClaimedJob) {
     let lost = lease::keep(
         shared.queue.config().lease_ttl,
         shared.config.renew_interval,
