@@ -47,6 +47,21 @@ pub(crate) enum Stop {
     HandBack,
 }
 
+impl Stop {
+    /// The `reason` label of a failed attempt, and its `outcome` label.
+    pub(crate) fn label(&self) -> &'static str {
+        match self {
+            Stop::Failed(JobError::Retryable { .. }) => "error",
+            Stop::Failed(JobError::Permanent { .. }) => "permanent",
+            Stop::Failed(JobError::Unavailable { .. }) => "unavailable",
+            Stop::Panicked(_) => "panic",
+            Stop::TimedOut => "timeout",
+            Stop::LeaseLost => "lease_lost",
+            Stop::HandBack => "released",
+        }
+    }
+}
+
 /// How an attempt ended.
 pub(crate) type Outcome = Result<(), Stop>;
 
@@ -54,13 +69,7 @@ pub(crate) type Outcome = Result<(), Stop>;
 pub(crate) fn outcome_label(outcome: &Outcome) -> &'static str {
     match outcome {
         Ok(()) => "completed",
-        Err(Stop::Failed(JobError::Retryable { .. })) => "error",
-        Err(Stop::Failed(JobError::Permanent { .. })) => "permanent",
-        Err(Stop::Failed(JobError::Unavailable { .. })) => "unavailable",
-        Err(Stop::Panicked(_)) => "panic",
-        Err(Stop::TimedOut) => "timeout",
-        Err(Stop::LeaseLost) => "lease_lost",
-        Err(Stop::HandBack) => "released",
+        Err(stop) => stop.label(),
     }
 }
 

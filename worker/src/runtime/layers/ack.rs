@@ -15,6 +15,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use apalis_core::task::Task;
 use compactor_producer::metrics::{domain_label, names};
@@ -109,59 +110,55 @@ where
     }
 }
 
-/// Tells the queue how the attempt ended.
-/// `domain`: the job's metric label.
+/// Tells the queue how the attempt ended. `domain`: the job's metric
+/// label.
 async fn acknowledge(shared: &Arc<Shared>, job: Arc<ClaimedJob>, domain: String, outcome: Outcome) {
-    let queue = shared.queue_label();
-    let failed = |reason: &'static str| {
-        metrics::counter!(names::JOBS_FAILED_TOTAL, "queue" => queue.clone(), "domain" => domain.clone(), "reason" => reason)
-            .increment(1);
-    };
     match outcome {
-        Ok(()) => shared.acks.complete(
-            shared,
-            AckRequest {
-                job,
-                domain,
-                span: Span::current(),
-            },
-        ),
-        Err(Stop::LeaseLost) => {
-            failed("lease_lost");
-            shared.lease_lost("attempt cancelled");
+        Ok(()) => {
+            let span = Span::current();
+            shared
+                .acks
+                .complete(shared, AckRequest { job, domain, span });
         }
-        Err(Stop::HandBack) => {
-            match with_retries(shared, "release", || shared.queue.release(&job)).await {
-                Some(true) => {
-                    info!("handed back at shutdown");
-                    metrics::counter!(names::JOBS_RELEASED_TOTAL, "queue" => queue.clone())
-                        .increment(1);
-                }
-                Some(false) => shared.lease_lost("lease gone before hand-back"),
-                None => {}
+        // Not a failure: the job goes back to the queue unfinished.
+        Err(Stop::HandBack) => hand_back(shared, &job).await,
+        Err(stop) => {
+            metrics::counter!(names::JOBS_FAILED_TOTAL, "queue" => shared.queue_label(), "domain" => domain.clone(), "reason" => stop.label())
+                .increment(1);
+            match failure(stop, shared.config.lock_duration) {
+                Some(error) => fail(shared, &job, &error, &domain).await,
+                // Another worker may hold the job now: it is not ours to fail.
+                None => shared.lease_lost("attempt cancelled"),
             }
         }
-        Err(Stop::Failed(error)) => {
-            failed(match error {
-                JobError::Permanent { .. } => "permanent",
-                JobError::Unavailable { .. } => "unavailable",
-                JobError::Retryable { .. } => "error",
-            });
-            fail(shared, &job, &error, &domain).await;
+    }
+}
+
+/// The failure to record for an attempt that stopped; `None` when there is
+/// none to record (the lease was lost, or the job handed back).
+fn failure(stop: Stop, lock_duration: Duration) -> Option<JobError> {
+    match stop {
+        Stop::Failed(error) => Some(error),
+        Stop::Panicked(message) => {
+            Some(JobError::retryable(format!("handler panicked: {message}")))
         }
-        Err(Stop::Panicked(message)) => {
-            failed("panic");
-            let error = JobError::retryable(format!("handler panicked: {message}"));
-            fail(shared, &job, &error, &domain).await;
+        Stop::TimedOut => Some(JobError::retryable(format!(
+            "attempt ran longer than the lock duration ({lock_duration:?})"
+        ))),
+        Stop::LeaseLost | Stop::HandBack => None,
+    }
+}
+
+/// Hands the job back to the queue at shutdown, its attempt not counted.
+async fn hand_back(shared: &Shared, job: &ClaimedJob) {
+    match with_retries(shared, "release", || shared.queue.release(job)).await {
+        Some(true) => {
+            info!("handed back at shutdown");
+            metrics::counter!(names::JOBS_RELEASED_TOTAL, "queue" => shared.queue_label())
+                .increment(1);
         }
-        Err(Stop::TimedOut) => {
-            failed("timeout");
-            let error = JobError::retryable(format!(
-                "attempt ran longer than the lock duration ({:?})",
-                shared.config.lock_duration
-            ));
-            fail(shared, &job, &error, &domain).await;
-        }
+        Some(false) => shared.lease_lost("lease gone before hand-back"),
+        None => {}
     }
 }
 
@@ -202,5 +199,35 @@ async fn fail(shared: &Shared, job: &ClaimedJob, error: &JobError, domain: &str)
         }
         Some(Failure::LeaseLost) => shared.lease_lost("failed after the lease was lost"),
         None => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::failure;
+    use crate::runtime::attempt::Stop;
+    use crate::runtime::handler::JobError;
+
+    #[test]
+    fn stops_are_failed_with_a_reason_unless_the_job_is_no_longer_ours() {
+        let lock = Duration::from_secs(300);
+        assert_eq!(
+            failure(Stop::Panicked("index out of bounds".into()), lock),
+            Some(JobError::retryable("handler panicked: index out of bounds"))
+        );
+        assert_eq!(
+            failure(Stop::TimedOut, lock),
+            Some(JobError::retryable(
+                "attempt ran longer than the lock duration (300s)"
+            ))
+        );
+        assert_eq!(
+            failure(Stop::Failed(JobError::permanent("bad")), lock),
+            Some(JobError::permanent("bad"))
+        );
+        assert_eq!(failure(Stop::LeaseLost, lock), None);
+        assert_eq!(failure(Stop::HandBack, lock), None);
     }
 }
