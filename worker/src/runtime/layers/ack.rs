@@ -1,5 +1,6 @@
-//! Acknowledgement, the outermost layer and the service apalis calls: it
-//! opens the attempt's span, starts the [`Attempt`], and tells the queue how
+//! Acknowledgement, the outermost of the runtime's layers (the service
+//! apalis calls, inside its concurrency limit): it opens the attempt's
+//! span, starts the [`Attempt`], and tells the queue how
 //! it ended — a success joins the group acknowledgement
 //! ([`settle`](crate::runtime::settle)) and frees the slot at once; a
 //! failure is retried later or dead-lettered, by the retry policy; a lost
