@@ -51,6 +51,7 @@ use tracing::{debug, info, warn};
 
 use super::summarizer::{Fallback, LlmUsage, SummarizeError, Summarizer};
 use crate::llm::{metrics as llm_metrics, Calls};
+use crate::runtime::lease::{self, Lost};
 use crate::runtime::{Job, JobError, JobHandler};
 
 /// How often a held entity lease is looked at again while waiting for it.
@@ -532,27 +533,22 @@ impl CompactHandler {
     /// work ends (this future is dropped).
     async fn keep_lease(&self, workstream_id: i64, owner: &str) -> CompactError {
         let ttl = self.settings.lease_ttl;
-        // The lease runs from when a renewal was *sent* (the database set
-        // the deadline no earlier); give up a renewal interval before it
-        // ends, so this run stops before anyone may take over.
-        let mut held_until = Instant::now() + ttl;
-        loop {
-            tokio::time::sleep(self.settings.renew_interval).await;
-            let sent = Instant::now();
-            match self.store.renew_lease(workstream_id, owner, ttl).await {
-                Ok(true) => held_until = sent + ttl,
-                Ok(false) => {
-                    warn!("entity lease lost: renewal refused");
-                    return CompactError::LeaseLost;
-                }
-                Err(e) => {
-                    warn!(error = %e, "entity lease renewal failed");
-                    if Instant::now() + self.settings.renew_interval >= held_until {
-                        warn!("entity lease lost: not renewed within its TTL");
-                        // Unreachable, not refused: the database's fault.
-                        return CompactError::Store(e);
-                    }
-                }
+        let lost = lease::keep(
+            ttl,
+            self.settings.renew_interval,
+            move || self.store.renew_lease(workstream_id, owner, ttl),
+            |e| warn!(error = %e, "entity lease renewal failed"),
+        )
+        .await;
+        match lost {
+            Lost::Refused => {
+                warn!("entity lease lost: renewal refused");
+                CompactError::LeaseLost
+            }
+            Lost::Unreachable(e) => {
+                warn!("entity lease lost: not renewed within its TTL");
+                // Unreachable, not refused: the database's fault.
+                CompactError::Store(e)
             }
         }
     }

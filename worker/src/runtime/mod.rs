@@ -3,14 +3,21 @@
 //!
 //! - [`backend`]: an apalis backend that claims a job only when a slot is
 //!   free and, while the queue is empty, waits for a wake-up (no polling).
+//! - [`handoff`]: jobs claimed for slots about to free, waiting for them.
 //! - [`wake`]: the subscription that wakes an idle worker when a job is
 //!   announced.
-//! - [`job`]: the service around the handler: lease heartbeat, lock-duration
-//!   cap, cancellation on a lost lease, and the acknowledgement (complete,
-//!   retry with backoff, dead-letter, hand back).
-//! - [`ack`]: completions of many jobs, and claims for the slots they
+//! - [`layers`]: the service apalis calls for each job, as tower layers
+//!   around the handler: acknowledgement (complete, retry with backoff,
+//!   dead-letter, hand back), metrics, the shutdown grace period, the lock
+//!   duration, the lease heartbeat, panic capture.
+//! - [`attempt`]: what passes through those layers, and the innermost
+//!   service, which runs the [`JobHandler`].
+//! - [`lease`]: the one heartbeat loop, for the job's lease and the
+//!   compaction's entity lease alike.
+//! - [`settle`]: completions of many jobs, and claims for the slots they
 //!   freed, settled in one round trip.
-//! - [`retry`]: backoff and `Retry-After`.
+//! - [`retry`]: backoff (attempts, queue steps, reconnects) and
+//!   `Retry-After`.
 //! - [`sweep`]: recovery of expired leases and queue-depth gauges.
 //! - [`registry`]: this process's entry in the queue's worker registry
 //!   (heartbeat), so chat requests know a worker is live to run their jobs.
@@ -19,12 +26,15 @@
 //! stop claiming; in-flight jobs have `shutdown_grace` to finish, then they
 //! are cancelled and handed back to the queue (their attempt not counted).
 
-mod ack;
+mod attempt;
 mod backend;
 pub mod handler;
-mod job;
+mod handoff;
+mod layers;
+pub(crate) mod lease;
 mod registry;
 pub mod retry;
+mod settle;
 mod sweep;
 mod wake;
 
@@ -43,8 +53,8 @@ use tracing::{info, warn};
 pub use handler::{Job, JobError, JobHandler};
 pub use retry::RetryPolicy;
 
-use backend::{Handoff, QueueBackend};
-use job::JobService;
+use backend::QueueBackend;
+use handoff::Handoff;
 
 /// Settings of the worker runtime: the `[worker]` section of the
 /// configuration (the queue's own are in
@@ -176,12 +186,12 @@ pub(crate) struct Shared {
     hand_back: CancellationToken,
     handoff: Handoff,
     /// A permit here means "claim again": a job was announced on the
-    /// queue's channel ([`wake`]) or handed off ([`ack`]). One stored
+    /// queue's channel ([`wake`]) or handed off ([`settle`]). One stored
     /// permit covers any number of announcements; the fetcher is its only
     /// waiter.
     wake: Notify,
     /// Succeeded jobs being acknowledged together.
-    acks: ack::Acks,
+    acks: settle::Acks,
     /// Attempts whose handler is running now.
     running: AtomicUsize,
 }
@@ -199,6 +209,13 @@ impl Shared {
         warn!(op, %error, "queue operation failed");
         metrics::counter!(names::QUEUE_ERRORS_TOTAL, "queue" => self.queue_label(), "op" => op)
             .increment(1);
+    }
+
+    /// A lease this worker held is gone (`what`: when it noticed): another
+    /// worker may run the job now.
+    fn lease_lost(&self, what: &'static str) {
+        warn!(what, "lease lost");
+        metrics::counter!(names::LEASES_LOST_TOTAL, "queue" => self.queue_label()).increment(1);
     }
 
     fn count_unusable(&self, member: &str, error: &str) {
@@ -290,7 +307,7 @@ impl<H: JobHandler> Runtime<H> {
             hand_back: CancellationToken::new(),
             handoff: Handoff::default(),
             wake: Notify::new(),
-            acks: ack::Acks::default(),
+            acks: settle::Acks::default(),
             running: AtomicUsize::new(0),
         });
         // Live in the registry before the first claim: a chat request that
@@ -301,7 +318,7 @@ impl<H: JobHandler> Runtime<H> {
         let heartbeat = tokio::spawn(registry::run(Arc::clone(&shared), me));
         let sweep = tokio::spawn(sweep::run(Arc::clone(&shared)));
         let wake = tokio::spawn(wake::run(Arc::clone(&shared)));
-        let expire = tokio::spawn(backend::expire(Arc::clone(&shared)));
+        let expire = tokio::spawn(handoff::expire(Arc::clone(&shared)));
 
         let signal = {
             let shared = Arc::clone(&shared);
@@ -327,7 +344,7 @@ impl<H: JobHandler> Runtime<H> {
                 WorkerBuilder::new(format!("{}-{restarts}", shared.worker_id))
                     .backend(QueueBackend::new(Arc::clone(&shared)))
                     .concurrency(concurrency)
-                    .build(JobService::new(Arc::clone(&shared), Arc::clone(&handler)))
+                    .build(layers::attempt_service(&shared, Arc::clone(&handler)))
             }
         };
         let result = Monitor::new()
@@ -349,7 +366,7 @@ impl<H: JobHandler> Runtime<H> {
             }
         }
         // Jobs claimed for slots freed just as shutdown began, or ahead.
-        backend::release_unstarted(&shared, shared.handoff.drain()).await;
+        handoff::release_unstarted(&shared, shared.handoff.drain()).await;
         info!(worker = %id, "worker stopped");
         result.map_err(|e| RuntimeError::Monitor(e.to_string()))
     }

@@ -1,13 +1,20 @@
-//! When a failed attempt runs again: exponential backoff with jitter
-//! (`backon`), never sooner than a `Retry-After` the dependency gave, and
-//! never more attempts than configured.
+//! When failed work runs again, every pause from `backon`:
+//! - a failed attempt ([`RetryPolicy`]): exponential backoff with jitter,
+//!   never sooner than a `Retry-After` the dependency gave, and never more
+//!   attempts than configured;
+//! - a failed queue step telling how an attempt ended ([`with_retries`]):
+//!   short pauses, for as long as the job's lease lasts;
+//! - a lost Redis connection ([`reconnect_backoff`]): until it is back.
 
-use std::time::Duration;
+use std::future::Future;
+use std::time::{Duration, Instant};
 
-use backon::{BackoffBuilder, ExponentialBuilder};
-use compactor_producer::queue::FailAction;
+use backon::{BackoffBuilder, ExponentialBuilder, Retryable};
+use compactor_producer::queue::{FailAction, QueueError};
+use tracing::error;
 
 use super::handler::JobError;
+use super::Shared;
 
 /// Retry settings. The seed's: 2 attempts in all, backoff from 3 s.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -75,6 +82,44 @@ impl RetryPolicy {
             None => backoff,
         }
     }
+}
+
+/// Runs a queue step, retrying Redis errors (each counted) after 50 ms
+/// doubling to 2 s, for at most one lease TTL: past that the lease has
+/// expired and recovery re-runs the job, so further tries are pointless.
+/// `None` when it never succeeded.
+pub(crate) async fn with_retries<T, F, Fut>(shared: &Shared, op: &'static str, step: F) -> Option<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, QueueError>>,
+{
+    let give_up = Instant::now() + shared.queue.config().lease_ttl;
+    step.retry(queue_step_backoff())
+        .adjust(|error, delay| {
+            shared.count_error(op, error);
+            delay.filter(|delay| Instant::now() + *delay < give_up)
+        })
+        .await
+        .map_err(|error| {
+            error!(op, %error, "queue step failed; the lease will expire and recovery will re-run the job");
+        })
+        .ok()
+}
+
+/// Pauses between tries of a queue step: 50 ms doubling to 2 s, no jitter
+/// (one worker's steps, not a crowd's).
+fn queue_step_backoff() -> ExponentialBuilder {
+    ExponentialBuilder::new()
+        .with_min_delay(Duration::from_millis(50))
+        .with_max_delay(Duration::from_secs(2))
+        .with_factor(2.0)
+        .without_max_times()
+}
+
+/// Pauses between tries to reach Redis while it fails (claims, the wake-up
+/// subscription): 100 ms doubling to 5 s.
+pub(crate) fn reconnect_backoff() -> impl Iterator<Item = Duration> {
+    compactor_producer::backoff::reconnect(Duration::from_millis(100), Duration::from_secs(5))
 }
 
 #[cfg(test)]
@@ -147,5 +192,15 @@ mod tests {
             ..RetryPolicy::default()
         };
         assert_eq!(p.delay(30, None), Duration::from_secs(10));
+    }
+
+    #[test]
+    fn queue_steps_are_tried_again_after_50_ms_doubling_to_2_s() {
+        let ms: Vec<u128> = queue_step_backoff()
+            .build()
+            .take(8)
+            .map(|d| d.as_millis())
+            .collect();
+        assert_eq!(ms, [50, 100, 200, 400, 800, 1600, 2000, 2000]);
     }
 }

@@ -14,12 +14,12 @@ use std::sync::Arc;
 
 use tracing::{debug, info};
 
-use super::backend::error_backoff;
+use super::retry::reconnect_backoff;
 use super::Shared;
 
 /// Runs until the runtime stops.
 pub(crate) async fn run(shared: Arc<Shared>) {
-    let mut retry_in = error_backoff();
+    let mut retry_in = reconnect_backoff();
     let mut connected_before = false;
     loop {
         let subscribed = tokio::select! {
@@ -28,7 +28,7 @@ pub(crate) async fn run(shared: Arc<Shared>) {
         };
         match subscribed {
             Ok(mut subscription) => {
-                retry_in = error_backoff();
+                retry_in = reconnect_backoff();
                 if connected_before {
                     info!("wake-up subscription restored");
                 }

@@ -6,15 +6,15 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use compactor_producer::client::{
-    ClientSettings, Compactor, IdempotencyKey, IncomingMessage, Readiness, TurnOutcome, WaitMode,
+    ClientSettings, IdempotencyKey, IncomingMessage, Readiness, TurnOutcome, WaitMode,
 };
 use compactor_producer::events::EventOutcome;
-use compactor_producer::queue::{EnqueueOutcome, Queue, Trigger};
+use compactor_producer::queue::{EnqueueOutcome, Trigger};
 use compactor_producer::store::{SchemaStatus, Store};
-use compactor_shared::context::BuiltContext;
-use compactor_shared::{EntityKey, Part};
+use compactor_shared::EntityKey;
 use serde::Serialize;
 
+use crate::connect::{client, queue};
 use crate::failure::Failure;
 use crate::human;
 use crate::output::{Output, NO};
@@ -110,14 +110,6 @@ where
 
 pub(crate) fn key_of(target: &Target) -> Result<EntityKey, Failure> {
     EntityKey::parse(&target.domain, &target.entity).map_err(Failure::key)
-}
-
-pub(crate) async fn client(settings: &ClientSettings) -> Result<Compactor, Failure> {
-    Ok(Compactor::connect(settings).await?)
-}
-
-async fn queue(settings: &ClientSettings) -> Result<Queue, Failure> {
-    Ok(Queue::connect_with(&settings.redis, settings.queue.clone()).await?)
 }
 
 async fn migrate(settings: &ClientSettings, check: bool, out: Output) -> ExitCode {
@@ -459,41 +451,6 @@ fn describe_wait(key: &EntityKey, readiness: &Readiness) -> String {
     }
 }
 
-/// A built context for people: one block per message.
-pub(crate) fn render_context(context: &BuiltContext) -> String {
-    let mut t = format!(
-        "{} messages, ~{} tokens{}\n",
-        context.messages.len(),
-        context.tokens,
-        if context.over_budget {
-            " (over the window even after shrinking the summary)"
-        } else {
-            ""
-        }
-    );
-    for m in &context.messages {
-        let source = m
-            .source
-            .map_or("synthesized".to_owned(), |id| format!("#{id}"));
-        t.push_str(&format!("\n--- {} ({source})\n", m.role.as_str()));
-        for part in &m.parts {
-            match part {
-                Part::Text { text } => t.push_str(text),
-                Part::ToolCall {
-                    tool_name, input, ..
-                } => t.push_str(&format!("[tool call {tool_name}] {input}")),
-                Part::ToolResult {
-                    tool_name, output, ..
-                } => t.push_str(&format!("[tool result {tool_name}] {output}")),
-                Part::Reasoning { .. } => t.push_str("[reasoning]"),
-                Part::File { uri, .. } => t.push_str(&format!("[file {uri}]")),
-            }
-            t.push('\n');
-        }
-    }
-    t
-}
-
 async fn context(settings: &ClientSettings, target: &Target, out: Output) -> ExitCode {
     report(out, async {
         let key = key_of(target)?;
@@ -508,7 +465,7 @@ async fn context(settings: &ClientSettings, target: &Target, out: Output) -> Exi
                     context.omitted_messages, context.omitted_tokens
                 ));
             }
-            text.push_str(&render_context(&context));
+            text.push_str(&human::render_context(&context));
             text
         });
         Ok(ExitCode::SUCCESS)

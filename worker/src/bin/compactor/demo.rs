@@ -11,8 +11,9 @@ use compactor_producer::client::{ClientSettings, IncomingMessage};
 use compactor_shared::{EntityKey, Part, Role};
 use serde::Serialize;
 
-use crate::commands::{client, render_context};
+use crate::connect::client;
 use crate::failure::{codes, Failure};
+use crate::human::render_context;
 use crate::output::Output;
 
 /// The conversation: a debugging session on a payments service. Each turn

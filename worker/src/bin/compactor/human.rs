@@ -5,6 +5,8 @@
 
 use chrono::{DateTime, Utc};
 use compactor_producer::queue::JobState;
+use compactor_shared::context::BuiltContext;
+use compactor_shared::Part;
 
 /// `2026-11-25 17:35:01 UTC (5 min ago)`, or `(in 42 s)` for a future time.
 pub(crate) fn time(at: DateTime<Utc>, now: DateTime<Utc>) -> String {
@@ -104,6 +106,41 @@ pub(crate) fn table(header: &[&str], rows: &[Vec<String>]) -> String {
         text.push_str(&line(&mut row.iter().map(String::as_str)));
     }
     text
+}
+
+/// A built context for people: one block per message.
+pub(crate) fn render_context(context: &BuiltContext) -> String {
+    let mut t = format!(
+        "{} messages, ~{} tokens{}\n",
+        context.messages.len(),
+        context.tokens,
+        if context.over_budget {
+            " (over the window even after shrinking the summary)"
+        } else {
+            ""
+        }
+    );
+    for m in &context.messages {
+        let source = m
+            .source
+            .map_or("synthesized".to_owned(), |id| format!("#{id}"));
+        t.push_str(&format!("\n--- {} ({source})\n", m.role.as_str()));
+        for part in &m.parts {
+            match part {
+                Part::Text { text } => t.push_str(text),
+                Part::ToolCall {
+                    tool_name, input, ..
+                } => t.push_str(&format!("[tool call {tool_name}] {input}")),
+                Part::ToolResult {
+                    tool_name, output, ..
+                } => t.push_str(&format!("[tool result {tool_name}] {output}")),
+                Part::Reasoning { .. } => t.push_str("[reasoning]"),
+                Part::File { uri, .. } => t.push_str(&format!("[file {uri}]")),
+            }
+            t.push('\n');
+        }
+    }
+    t
 }
 
 #[cfg(test)]

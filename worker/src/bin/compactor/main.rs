@@ -8,6 +8,7 @@
 //! usage or configuration, 3 the database or Redis failed.
 
 mod commands;
+mod connect;
 mod demo;
 mod failure;
 mod human;

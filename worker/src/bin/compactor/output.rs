@@ -35,7 +35,7 @@ impl Output {
     /// Reports an error and returns `exit` as the exit code. With `--json`
     /// it is also printed as `{"error": {"code": …, "message": …}}`, the
     /// shape and the codes of the admin HTTP API's errors (`invalid_key`,
-    /// `unknown_workstream`, `redis_unavailable`, …; see [`crate::failure::codes`]),
+    /// `unknown_workstream`, `redis_unavailable`, …; see `failure::codes`),
     /// so a script reads the same words from either.
     pub(crate) fn fail(&self, exit: u8, code: &str, message: impl std::fmt::Display) -> ExitCode {
         if self.json {

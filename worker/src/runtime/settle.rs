@@ -3,7 +3,7 @@
 //! settled in the background, together with every other job that finished
 //! meanwhile, in one `settle` round trip that also claims jobs for the
 //! slots that are free by then (and, for short jobs, `claim_ahead` more:
-//! see [`Handoff`](super::backend::Handoff)). Under load one round trip
+//! see [`Handoff`](super::handoff::Handoff)). Under load one round trip
 //! settles dozens of jobs; an idle worker pays one round trip per job, as
 //! it would alone.
 //!
@@ -20,7 +20,7 @@
 //! jobs this worker holds unstarted or running up to `concurrency` (plus
 //! `claim_ahead` for short jobs), counting what other calls are claiming,
 //! so a worker never leases more than that. Claimed jobs go to the
-//! [`Handoff`](super::backend::Handoff) and the fetcher is woken; while a
+//! [`Handoff`](super::handoff::Handoff) and the fetcher is woken; while a
 //! settle call is under way the fetcher does not claim on its own (that
 //! call claims for the slot).
 
@@ -33,6 +33,7 @@ use compactor_producer::queue::{ClaimOutcome, ClaimedJob, Completion, MAX_SETTLE
 use tokio_util::task::TaskTracker;
 use tracing::{debug, info, Span};
 
+use super::retry::with_retries;
 use super::Shared;
 
 /// Most settle calls on their way at once. Two, so that while one round
@@ -41,7 +42,7 @@ const MAX_IN_FLIGHT: usize = 2;
 
 /// Claim ahead only while the median of the last [`RECENT_RUNS`] attempts
 /// ran this briefly: then a job claimed ahead starts within a fraction of
-/// [`super::backend::CLAIM_AHEAD_HOLD`]. Compactions (LLM calls, seconds)
+/// [`super::handoff::CLAIM_AHEAD_HOLD`]. Compactions (LLM calls, seconds)
 /// never qualify, so they are never leased before a slot is free. A median,
 /// not a mean: one attempt stretched by the OS descheduling its thread
 /// must not switch claiming ahead off.
@@ -92,7 +93,7 @@ struct AckState {
 /// A finished job waiting for its completion to be settled.
 #[derive(Debug)]
 pub(crate) struct AckRequest {
-    pub(crate) job: ClaimedJob,
+    pub(crate) job: Arc<ClaimedJob>,
     /// The job's `domain` metric label (`metrics::domain_label`: `other`
     /// unless allowed).
     pub(crate) domain: String,
@@ -200,7 +201,7 @@ fn wanted(shared: &Shared, claiming: usize) -> usize {
 
 /// Settles one batch and claims `wanted` jobs.
 async fn settle(shared: &Arc<Shared>, batch: Vec<AckRequest>, wanted: usize) {
-    let jobs: Vec<&ClaimedJob> = batch.iter().map(|r| &r.job).collect();
+    let jobs: Vec<&ClaimedJob> = batch.iter().map(|r| &*r.job).collect();
     let result = shared.queue.settle(&jobs, wanted, &shared.worker_id).await;
     // Claimed jobs are in the handoff before the claim is counted done, so
     // the fetcher, once woken, finds them there.
@@ -234,10 +235,7 @@ async fn settle(shared: &Arc<Shared>, batch: Vec<AckRequest>, wanted: usize) {
             Some(completion) => Some(completion),
             // The group call failed: this job completes itself, retrying
             // for as long as its lease lasts.
-            None => {
-                super::job::with_retries(shared, "complete", || shared.queue.complete(&request.job))
-                    .await
-            }
+            None => with_retries(shared, "complete", || shared.queue.complete(&request.job)).await,
         };
         record(shared, &request, completion);
     }
@@ -252,7 +250,7 @@ fn record(shared: &Shared, request: &AckRequest, completion: Option<Completion>)
             info!(followup_job_id = job_id, "completed; follow-up added");
         }
         Some(Completion::LeaseLost) => {
-            super::job::lease_lost(shared, "completed after the lease was lost");
+            shared.lease_lost("completed after the lease was lost");
         }
         None => {}
     }
