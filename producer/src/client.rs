@@ -874,23 +874,26 @@ impl Compactor {
         ws: &WorkstreamRow,
     ) -> Result<CompactionEvent, ClientError> {
         let runs = self.inner.store.runs(key, 20).await?;
-        let run = runs
-            .into_iter()
-            .find(|r| matches!(r.outcome, RunOutcome::Committed | RunOutcome::NoProgress));
+        let run = runs.into_iter().find(|r| {
+            matches!(
+                r.run.outcome,
+                RunOutcome::Committed | RunOutcome::NoProgress
+            )
+        });
         Ok(match run {
             Some(run) => CompactionEvent {
                 domain: key.domain().to_owned(),
                 entity_id: key.entity_id().to_owned(),
                 outcome: EventOutcome::Compacted,
-                trigger: run.trigger,
-                job_id: u64::try_from(run.job_id).unwrap_or(0),
-                attempt: run.attempt,
-                tokens_before: run.tokens_before,
-                tokens_after: run.tokens_after,
-                messages_compacted: run.messages_compacted,
-                chunks: run.chunks,
-                rollups: run.rollups,
-                degraded: run.degraded,
+                trigger: run.run.trigger,
+                job_id: u64::try_from(run.run.job_id).unwrap_or(0),
+                attempt: run.run.attempt,
+                tokens_before: run.run.tokens_before,
+                tokens_after: run.run.tokens_after,
+                messages_compacted: run.run.messages_compacted,
+                chunks: run.run.chunks,
+                rollups: run.run.rollups,
+                degraded: run.run.degraded,
                 error: None,
             },
             // The commit writes its run row in its own transaction, so this

@@ -128,7 +128,7 @@ async fn run_once(llm: Llm, health: bool) -> Vec<(&'static str, f64, RunRow)> {
         }
         Llm::ServerErrors { from_start: false } => {
             let (_, run) = compact(&db, &client, &key, 0).await;
-            assert!(!run.degraded, "the first compaction used the LLM");
+            assert!(!run.run.degraded, "the first compaction used the LLM");
             fake.fail_always(Some(Fault::ServerError));
             let (took, run) = compact(&db, &client, &key, 1).await;
             out.push(("5xx_mid_session", took, run));
@@ -148,11 +148,11 @@ fn main() {
         let mut record = |name: String, took: f64, run: &RunRow| {
             println!(
                 "{name}: committed in {took:.2} s (degraded {:?}, reason {:?}, {} LLM calls, {} failed, attempt {})",
-                run.degraded,
-                run.degraded_reason.map(|r| r.as_str()),
-                run.llm_calls,
-                run.llm_failed_calls,
-                run.attempt
+                run.run.degraded,
+                run.run.degraded_reason.map(|r| r.as_str()),
+                run.run.llm_calls,
+                run.run.llm_failed_calls,
+                run.run.attempt
             );
             result("llm_outage", &name, took, "s");
             match all.iter_mut().find(|(n, _)| *n == name) {

@@ -91,11 +91,11 @@ async fn run_once(messages: usize, backend: Backend) {
     let run = &db.store.runs(&k, 1).await.unwrap()[0];
     println!(
         "compacted {} messages in {:.1} s ({} chunks, tokens {} → {})",
-        run.messages_compacted,
+        run.run.messages_compacted,
         elapsed.as_secs_f64(),
-        run.chunks,
-        run.tokens_before,
-        run.tokens_after
+        run.run.chunks,
+        run.run.tokens_before,
+        run.run.tokens_after
     );
     println!(
         "worker RSS: idle {:.1} MB, peak {:.1} MB (VmHWM), largest sample {:.1} MB",

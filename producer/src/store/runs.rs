@@ -101,8 +101,8 @@ impl std::fmt::Display for DegradedReason {
     }
 }
 
-/// A run to record.
-#[derive(Debug, Clone, PartialEq)]
+/// A run to record; a recorded one is a [`RunRow`], which holds it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct NewRun {
     pub job_id: i64,
     pub attempt: u32,
@@ -138,34 +138,18 @@ pub struct NewRun {
     pub summary: Option<String>,
 }
 
-/// A recorded run.
+/// A recorded run: the run as it was recorded, with its row id and
+/// workstream. Serialized flat (`{"id": …, "workstream_id": …, "job_id": …}`),
+/// as the CLI's `--json` prints it.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct RunRow {
     pub id: i64,
     pub workstream_id: i64,
-    pub job_id: i64,
-    pub attempt: u32,
-    pub trigger: String,
-    pub started_at: DateTime<Utc>,
-    pub finished_at: DateTime<Utc>,
-    pub outcome: RunOutcome,
-    pub degraded: bool,
-    /// `None` on runs that are not degraded, and on rows written before
-    /// the reason was recorded.
-    pub degraded_reason: Option<DegradedReason>,
-    pub tokens_before: u64,
-    pub tokens_after: u64,
-    pub messages_compacted: u64,
-    pub chunks: u32,
-    pub rollups: u32,
-    pub llm_model: Option<String>,
-    /// 0 on rows written before calls were counted.
-    pub llm_calls: u32,
-    pub llm_failed_calls: u32,
-    pub llm_tokens_in: u64,
-    pub llm_tokens_out: u64,
-    pub error: Option<String>,
-    pub summary: Option<String>,
+    /// `degraded_reason` is `None` on rows written before the reason was
+    /// recorded, and the LLM call counts are 0 on rows written before
+    /// calls were counted.
+    #[serde(flatten)]
+    pub run: NewRun,
 }
 
 impl Store {
@@ -252,25 +236,27 @@ fn to_row(m: compaction_run::Model) -> Result<RunRow, StoreError> {
     Ok(RunRow {
         id: m.id,
         workstream_id: m.workstream_id,
-        job_id: m.job_id,
-        attempt: to_u32(m.attempt),
-        trigger: m.trigger,
-        started_at: m.started_at,
-        finished_at: m.finished_at,
-        outcome,
-        degraded: m.degraded,
-        degraded_reason,
-        tokens_before: to_u64(m.tokens_before),
-        tokens_after: to_u64(m.tokens_after),
-        messages_compacted: to_u64(m.messages_compacted),
-        chunks: to_u32(m.chunks),
-        rollups: to_u32(m.rollups),
-        llm_model: m.llm_model,
-        llm_calls: to_u32(m.llm_calls),
-        llm_failed_calls: to_u32(m.llm_failed_calls),
-        llm_tokens_in: to_u64(m.llm_tokens_in),
-        llm_tokens_out: to_u64(m.llm_tokens_out),
-        error: m.error,
-        summary: m.summary,
+        run: NewRun {
+            job_id: m.job_id,
+            attempt: to_u32(m.attempt),
+            trigger: m.trigger,
+            started_at: m.started_at,
+            finished_at: m.finished_at,
+            outcome,
+            degraded: m.degraded,
+            degraded_reason,
+            tokens_before: to_u64(m.tokens_before),
+            tokens_after: to_u64(m.tokens_after),
+            messages_compacted: to_u64(m.messages_compacted),
+            chunks: to_u32(m.chunks),
+            rollups: to_u32(m.rollups),
+            llm_model: m.llm_model,
+            llm_calls: to_u32(m.llm_calls),
+            llm_failed_calls: to_u32(m.llm_failed_calls),
+            llm_tokens_in: to_u64(m.llm_tokens_in),
+            llm_tokens_out: to_u64(m.llm_tokens_out),
+            error: m.error,
+            summary: m.summary,
+        },
     })
 }

@@ -591,9 +591,9 @@ async fn the_fenced_commit_writes_exactly_what_it_says(backend: Backend) {
     assert_eq!(page[0].parts, vec![Part::text("[pruned]")]);
     let runs = db.store.runs(&key("commit"), 10).await.unwrap();
     assert_eq!(runs.len(), 1);
-    assert_eq!(runs[0].outcome, RunOutcome::Committed);
+    assert_eq!(runs[0].run.outcome, RunOutcome::Committed);
     assert_eq!(runs[0].workstream_id, ws.id);
-    assert_eq!(runs[0].llm_model.as_deref(), Some("extractive"));
+    assert_eq!(runs[0].run.llm_model.as_deref(), Some("extractive"));
 
     // A second compaction continues from the new watermark; compacted
     // tokens never take the counter below zero.
@@ -695,7 +695,7 @@ async fn a_stale_watermark_conflicts_and_writes_nothing(backend: Backend) {
     assert_eq!(message_rows(&db, ws.id).await, messages_before);
     let runs = db.store.runs(&key("stale"), 10).await.unwrap();
     assert_eq!(
-        runs.iter().map(|r| r.outcome).collect::<Vec<_>>(),
+        runs.iter().map(|r| r.run.outcome).collect::<Vec<_>>(),
         [RunOutcome::Conflict, RunOutcome::Committed],
         "the conflict is audited"
     );
@@ -1047,10 +1047,13 @@ async fn runs_are_listed_newest_first(backend: Backend) {
         db.store.record_run(ws.id, &run).await.unwrap();
     }
     let runs = db.store.runs(&key("runs"), 2).await.unwrap();
-    assert_eq!(runs.iter().map(|r| r.attempt).collect::<Vec<_>>(), [3, 2]);
-    assert_eq!(runs[0].outcome, RunOutcome::Failed);
-    assert_eq!(runs[0].trigger, "auto");
-    assert_eq!(runs[0].summary.as_deref(), Some("KEY FACTS\n- x"));
+    assert_eq!(
+        runs.iter().map(|r| r.run.attempt).collect::<Vec<_>>(),
+        [3, 2]
+    );
+    assert_eq!(runs[0].run.outcome, RunOutcome::Failed);
+    assert_eq!(runs[0].run.trigger, "auto");
+    assert_eq!(runs[0].run.summary.as_deref(), Some("KEY FACTS\n- x"));
     assert!(db.store.runs(&key("none"), 10).await.unwrap().is_empty());
 }
 
@@ -1071,13 +1074,13 @@ async fn a_run_row_says_why_it_was_degraded_and_what_the_llm_cost(backend: Backe
         };
         db.store.record_run(ws.id, &run).await.unwrap();
         let row = db.store.runs(&key("audit"), 1).await.unwrap().remove(0);
-        assert_eq!(row.degraded_reason, Some(reason));
+        assert_eq!(row.run.degraded_reason, Some(reason));
         assert_eq!(DegradedReason::parse(reason.as_str()), Some(reason));
-        assert!(row.degraded);
-        assert_eq!(row.llm_model.as_deref(), Some("gpt-test"));
-        assert_eq!((row.llm_calls, row.llm_failed_calls), (4, 3));
-        assert_eq!((row.llm_tokens_in, row.llm_tokens_out), (1_234, 56));
-        assert_eq!(row.error, run.error);
+        assert!(row.run.degraded);
+        assert_eq!(row.run.llm_model.as_deref(), Some("gpt-test"));
+        assert_eq!((row.run.llm_calls, row.run.llm_failed_calls), (4, 3));
+        assert_eq!((row.run.llm_tokens_in, row.run.llm_tokens_out), (1_234, 56));
+        assert_eq!(row.run.error, run.error);
         let json = serde_json::to_value(&row).unwrap();
         assert_eq!(json["degraded_reason"], reason.as_str());
         assert_eq!(json["llm_failed_calls"], 3);
@@ -1119,12 +1122,12 @@ async fn runs_recorded_before_the_llm_audit_columns_still_read(backend: Backend)
         [migration_names().pop().unwrap()]
     );
     let row = db.store.runs(&key("old"), 1).await.unwrap().remove(0);
-    assert!(row.degraded);
-    assert_eq!(row.degraded_reason, None);
-    assert_eq!((row.llm_calls, row.llm_failed_calls), (0, 0));
-    assert_eq!(row.llm_model.as_deref(), Some("old-model"));
-    assert_eq!((row.llm_tokens_in, row.llm_tokens_out), (800, 90));
-    assert_eq!(row.outcome, RunOutcome::Committed);
+    assert!(row.run.degraded);
+    assert_eq!(row.run.degraded_reason, None);
+    assert_eq!((row.run.llm_calls, row.run.llm_failed_calls), (0, 0));
+    assert_eq!(row.run.llm_model.as_deref(), Some("old-model"));
+    assert_eq!((row.run.llm_tokens_in, row.run.llm_tokens_out), (800, 90));
+    assert_eq!(row.run.outcome, RunOutcome::Committed);
 
     // And new rows are written beside it.
     let run = NewRun {
@@ -1135,7 +1138,10 @@ async fn runs_recorded_before_the_llm_audit_columns_still_read(backend: Backend)
     db.store.record_run(ws.id, &run).await.unwrap();
     let rows = db.store.runs(&key("old"), 10).await.unwrap();
     assert_eq!(rows.len(), 2);
-    assert_eq!(rows[0].degraded_reason, Some(DegradedReason::LlmUnhealthy));
+    assert_eq!(
+        rows[0].run.degraded_reason,
+        Some(DegradedReason::LlmUnhealthy)
+    );
 
     // The migration is reversible: down removes the columns again.
     Migrator::down(db.store.connection(), Some(1))

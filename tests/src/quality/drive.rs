@@ -209,8 +209,8 @@ pub async fn run(session: &Session, mode: Mode, spec: &RunSpec) -> SessionRun {
             tokens_before,
             due,
             committed,
-            outcome: run.as_ref().map(|r| r.outcome.as_str().to_owned()),
-            degraded: run.as_ref().is_some_and(|r| r.degraded),
+            outcome: run.as_ref().map(|r| r.run.outcome.as_str().to_owned()),
+            degraded: run.as_ref().is_some_and(|r| r.run.degraded),
             score: score(session, appended, &view),
         });
     }

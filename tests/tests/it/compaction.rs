@@ -125,13 +125,13 @@ async fn three_thousand_messages_compact_in_chunks(backend: Backend) {
     assert!(status.lease.is_none(), "lease released");
     let runs = db.store.runs(&k, 10).await.unwrap();
     assert_eq!(runs.len(), 1);
-    assert_eq!(runs[0].chunks as usize, expected_chunks);
-    assert_eq!(runs[0].messages_compacted, 2_994);
+    assert_eq!(runs[0].run.chunks as usize, expected_chunks);
+    assert_eq!(runs[0].run.messages_compacted, 2_994);
     assert!(
-        runs[0].tokens_after < runs[0].tokens_before / 10,
+        runs[0].run.tokens_after < runs[0].run.tokens_before / 10,
         "{runs:?}"
     );
-    assert_eq!(runs[0].llm_model.as_deref(), Some("fake-model"));
+    assert_eq!(runs[0].run.llm_model.as_deref(), Some("fake-model"));
 
     // The next turn's context: the summary first, then the 6-message tail.
     let context = compactor.build_context(&k).await.unwrap();
@@ -260,9 +260,9 @@ async fn the_worker_commits_exactly_what_the_pipeline_computes() {
     assert_eq!(committed.state, expected.state);
     assert_eq!(committed.summary_tokens, expected.summary_tokens);
     let runs = db.store.runs(&k, 10).await.unwrap();
-    assert_eq!(runs[0].tokens_after, expected.report.tokens_after);
+    assert_eq!(runs[0].run.tokens_after, expected.report.tokens_after);
     assert_eq!(
-        runs[0].messages_compacted,
+        runs[0].run.messages_compacted,
         expected.report.messages_compacted
     );
 }

@@ -116,7 +116,7 @@ async fn racing_runs_commit_once_and_the_loser_is_fenced_off() {
         compacted_after_b
     );
     let runs = db.store.runs(&k, 10).await.unwrap();
-    let outcomes: Vec<RunOutcome> = runs.iter().map(|r| r.outcome).collect();
+    let outcomes: Vec<RunOutcome> = runs.iter().map(|r| r.run.outcome).collect();
     assert_eq!(outcomes, vec![RunOutcome::Conflict, RunOutcome::Committed]);
     let rendered = metrics.render();
     assert_eq!(

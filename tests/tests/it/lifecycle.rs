@@ -222,7 +222,7 @@ async fn a_lease_left_by_a_crashed_attempt_is_waited_out_not_failed() {
     let runs = db.store.runs(&k, 10).await.unwrap();
     assert_eq!(runs.len(), 1);
     assert_eq!(
-        runs[0].outcome,
+        runs[0].run.outcome,
         compactor_producer::store::RunOutcome::Committed
     );
 }
@@ -271,7 +271,7 @@ async fn a_lease_handed_back_wakes_the_next_taker_before_its_deadline() {
     );
     let runs = db.store.runs(&k, 10).await.unwrap();
     assert_eq!(
-        runs[0].outcome,
+        runs[0].run.outcome,
         compactor_producer::store::RunOutcome::Committed
     );
 }

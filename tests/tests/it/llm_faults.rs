@@ -104,10 +104,10 @@ impl Case {
         let runs = self.db.store.runs(&self.key, 10).await.unwrap();
         let committed: Vec<_> = runs
             .iter()
-            .filter(|r| r.outcome == RunOutcome::Committed)
+            .filter(|r| r.run.outcome == RunOutcome::Committed)
             .collect();
         assert_eq!(committed.len(), 1, "{runs:?}");
-        assert_eq!(committed[0].degraded, degraded);
+        assert_eq!(committed[0].run.degraded, degraded);
     }
 
     /// Nothing written but the audit row of the failed attempt; the lease
@@ -127,7 +127,7 @@ impl Case {
         );
         let runs = self.db.store.runs(&self.key, 10).await.unwrap();
         assert!(
-            runs.iter().all(|r| r.outcome == RunOutcome::Failed),
+            runs.iter().all(|r| r.run.outcome == RunOutcome::Failed),
             "{runs:?}"
         );
     }
@@ -194,7 +194,7 @@ async fn a_chunk_too_long_for_the_model_is_halved() {
     c.assert_committed(false).await;
     let runs = c.db.store.runs(&c.key, 1).await.unwrap();
     assert_eq!(
-        runs[0].chunks as usize,
+        runs[0].run.chunks as usize,
         lens.len() - 1,
         "every piece folded in"
     );
@@ -240,11 +240,14 @@ async fn an_llm_that_stays_down_fails_the_attempt_then_degrades_on_the_last() {
     let ws = c.db.store.workstream(&c.key).await.unwrap().unwrap();
     assert!(!ws.summary.unwrap().is_empty(), "the extractive summary");
     let run = c.last_run().await;
-    assert_eq!(run.degraded_reason, Some(DegradedReason::LlmUnavailable));
-    assert_eq!((run.llm_calls, run.llm_failed_calls), (3, 3));
-    assert_eq!(run.llm_model.as_deref(), Some("fake-model"));
+    assert_eq!(
+        run.run.degraded_reason,
+        Some(DegradedReason::LlmUnavailable)
+    );
+    assert_eq!((run.run.llm_calls, run.run.llm_failed_calls), (3, 3));
+    assert_eq!(run.run.llm_model.as_deref(), Some("fake-model"));
     assert!(
-        run.error.as_deref().unwrap_or_default().contains("500"),
+        run.run.error.as_deref().unwrap_or_default().contains("500"),
         "{run:?}"
     );
 }
@@ -264,6 +267,7 @@ async fn without_fallback_the_last_failure_is_recorded_and_nothing_written() {
     assert_eq!(ws.consecutive_failures, 1);
     let runs = c.db.store.runs(&c.key, 1).await.unwrap();
     assert!(runs[0]
+        .run
         .error
         .as_deref()
         .unwrap_or_default()
@@ -378,27 +382,34 @@ async fn rejected_answers_fail_the_attempt_then_the_fallback_commits_with_reason
     assert!(err.to_string().contains("invalid_output"), "{err}");
     c.assert_untouched().await;
     let failed = c.last_run().await;
-    assert_eq!(failed.outcome, RunOutcome::Failed);
-    let error = failed.error.clone().unwrap_or_default();
+    assert_eq!(failed.run.outcome, RunOutcome::Failed);
+    let error = failed.run.error.clone().unwrap_or_default();
     assert!(
         error.contains("invalid_output") && error.contains("no_sections"),
         "the run row says why: {error}"
     );
     assert!(!error.contains("foo"), "never the answer itself: {error}");
-    assert_eq!((failed.llm_calls, failed.llm_failed_calls), (1, 1));
-    assert_eq!(failed.llm_tokens_in, 100, "a rejected call's tokens count");
-    assert_eq!(failed.llm_model.as_deref(), Some("fake-model"));
+    assert_eq!((failed.run.llm_calls, failed.run.llm_failed_calls), (1, 1));
+    assert_eq!(
+        failed.run.llm_tokens_in, 100,
+        "a rejected call's tokens count"
+    );
+    assert_eq!(failed.run.llm_model.as_deref(), Some("fake-model"));
 
     // The last attempt: rejected again, then the extractive summary.
     c.run(2).await.unwrap();
     c.assert_committed(true).await;
     let run = c.last_run().await;
-    assert!(run.degraded);
-    assert_eq!(run.degraded_reason, Some(DegradedReason::InvalidOutput));
-    assert_eq!((run.llm_calls, run.llm_failed_calls), (1, 1));
-    assert!(run.llm_tokens_in > 0 && run.llm_tokens_out > 0, "{run:?}");
+    assert!(run.run.degraded);
+    assert_eq!(run.run.degraded_reason, Some(DegradedReason::InvalidOutput));
+    assert_eq!((run.run.llm_calls, run.run.llm_failed_calls), (1, 1));
     assert!(
-        run.error
+        run.run.llm_tokens_in > 0 && run.run.llm_tokens_out > 0,
+        "{run:?}"
+    );
+    assert!(
+        run.run
+            .error
             .as_deref()
             .unwrap_or_default()
             .contains("no_sections"),
@@ -437,9 +448,13 @@ async fn an_empty_answer_never_replaces_a_summary_with_content() {
     assert_eq!(after.summary, Some(summary), "the summary is kept");
     assert_eq!(after.compactions, 1);
     let run = c.last_run().await;
-    assert_eq!(run.outcome, RunOutcome::Failed);
+    assert_eq!(run.run.outcome, RunOutcome::Failed);
     assert!(
-        run.error.as_deref().unwrap_or_default().contains("emptied"),
+        run.run
+            .error
+            .as_deref()
+            .unwrap_or_default()
+            .contains("emptied"),
         "{run:?}"
     );
 }
@@ -455,8 +470,8 @@ async fn an_answer_cut_off_at_the_output_limit_is_asked_again_with_a_larger_budg
     let (first, second) = (calls[0].max_tokens.unwrap(), calls[1].max_tokens.unwrap());
     assert_eq!(second, first * 2);
     let run = c.last_run().await;
-    assert_eq!((run.llm_calls, run.llm_failed_calls), (2, 1));
-    assert_eq!(run.degraded_reason, None);
+    assert_eq!((run.run.llm_calls, run.run.llm_failed_calls), (2, 1));
+    assert_eq!(run.run.degraded_reason, None);
     let ws = c.db.store.workstream(&c.key).await.unwrap().unwrap();
     assert!(
         !ws.summary.unwrap().render().contains("the failing te\n"),
@@ -469,8 +484,8 @@ async fn an_answer_cut_off_at_the_output_limit_is_asked_again_with_a_larger_budg
     let err = c.run(1).await.unwrap_err();
     assert!(err.to_string().contains("truncated"), "{err}");
     let run = c.last_run().await;
-    assert_eq!(run.outcome, RunOutcome::Failed);
-    assert_eq!((run.llm_calls, run.llm_failed_calls), (2, 2));
+    assert_eq!(run.run.outcome, RunOutcome::Failed);
+    assert_eq!((run.run.llm_calls, run.run.llm_failed_calls), (2, 2));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -483,7 +498,7 @@ async fn a_provider_that_goes_down_is_skipped_until_a_probe_is_answered() {
     .await;
     // A compaction while the provider is up.
     c.run(1).await.unwrap();
-    assert!(!c.last_run().await.degraded);
+    assert!(!c.last_run().await.run.degraded);
 
     // It goes down: the next compaction meets the outage on its first
     // attempt (not the last), stops after 3 failed requests of the 5
@@ -494,9 +509,12 @@ async fn a_provider_that_goes_down_is_skipped_until_a_probe_is_answered() {
     c.run(1).await.unwrap();
     assert_eq!(c.summarizations() - before, 3);
     let run = c.last_run().await;
-    assert!(run.degraded);
-    assert_eq!(run.degraded_reason, Some(DegradedReason::LlmUnavailable));
-    assert_eq!((run.llm_calls, run.llm_failed_calls), (3, 3));
+    assert!(run.run.degraded);
+    assert_eq!(
+        run.run.degraded_reason,
+        Some(DegradedReason::LlmUnavailable)
+    );
+    assert_eq!((run.run.llm_calls, run.run.llm_failed_calls), (3, 3));
 
     // While it is unhealthy, compactions do not ask it at all.
     c.grow().await;
@@ -504,10 +522,10 @@ async fn a_provider_that_goes_down_is_skipped_until_a_probe_is_answered() {
     c.run(1).await.unwrap();
     assert_eq!(c.summarizations(), before, "no request while unhealthy");
     let run = c.last_run().await;
-    assert!(run.degraded);
-    assert_eq!(run.degraded_reason, Some(DegradedReason::LlmUnhealthy));
-    assert_eq!((run.llm_calls, run.llm_failed_calls), (0, 0));
-    assert_eq!(run.llm_model.as_deref(), Some("fake-model"));
+    assert!(run.run.degraded);
+    assert_eq!(run.run.degraded_reason, Some(DegradedReason::LlmUnhealthy));
+    assert_eq!((run.run.llm_calls, run.run.llm_failed_calls), (0, 0));
+    assert_eq!(run.run.llm_model.as_deref(), Some("fake-model"));
     assert!(c.llm.calls().iter().any(|call| call.is_probe()), "probed");
 
     // It comes back: a probe is answered, and compactions use it again.
@@ -518,13 +536,13 @@ async fn a_provider_that_goes_down_is_skipped_until_a_probe_is_answered() {
         || async {
             c.grow().await;
             c.run(1).await.unwrap();
-            !c.last_run().await.degraded
+            !c.last_run().await.run.degraded
         },
     )
     .await;
     let run = c.last_run().await;
-    assert_eq!(run.degraded_reason, None);
-    assert_eq!((run.llm_calls, run.llm_failed_calls), (1, 0));
+    assert_eq!(run.run.degraded_reason, None);
+    assert_eq!((run.run.llm_calls, run.run.llm_failed_calls), (1, 0));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -534,7 +552,7 @@ async fn a_chunk_too_long_even_at_the_minimum_falls_back_at_once_with_reason_con
     c.run(1).await.unwrap();
     c.assert_committed(true).await;
     let run = c.last_run().await;
-    assert_eq!(run.degraded_reason, Some(DegradedReason::ContextLength));
-    assert!(run.llm_calls >= 1);
-    assert_eq!(run.llm_calls, run.llm_failed_calls);
+    assert_eq!(run.run.degraded_reason, Some(DegradedReason::ContextLength));
+    assert!(run.run.llm_calls >= 1);
+    assert_eq!(run.run.llm_calls, run.run.llm_failed_calls);
 }

@@ -561,23 +561,24 @@ async fn runs(settings: &ClientSettings, target: &Target, limit: u64, out: Outpu
             let now = chrono::Utc::now();
             let mut text = String::new();
             for r in &runs {
-                let outcome = match (r.degraded, r.degraded_reason) {
-                    (false, _) => human::words(r.outcome.as_str()),
-                    (true, None) => format!("{}, degraded", human::words(r.outcome.as_str())),
+                let outcome = match (r.run.degraded, r.run.degraded_reason) {
+                    (false, _) => human::words(r.run.outcome.as_str()),
+                    (true, None) => format!("{}, degraded", human::words(r.run.outcome.as_str())),
                     (true, Some(reason)) => format!(
                         "{}, degraded: {}",
-                        human::words(r.outcome.as_str()),
+                        human::words(r.run.outcome.as_str()),
                         human::words(reason.as_str())
                     ),
                 };
                 let mut rows = vec![
-                    vec!["started".to_owned(), human::time(r.started_at, now)],
+                    vec!["started".to_owned(), human::time(r.run.started_at, now)],
                     vec![
                         "took".to_owned(),
                         format!(
                             "{} ms",
-                            r.finished_at
-                                .signed_duration_since(r.started_at)
+                            r.run
+                                .finished_at
+                                .signed_duration_since(r.run.started_at)
                                 .num_milliseconds()
                                 .max(0)
                         ),
@@ -586,34 +587,37 @@ async fn runs(settings: &ClientSettings, target: &Target, limit: u64, out: Outpu
                         "job".to_owned(),
                         format!(
                             "{}, attempt {}, {}",
-                            r.job_id,
-                            r.attempt,
-                            human::words(&r.trigger)
+                            r.run.job_id,
+                            r.run.attempt,
+                            human::words(&r.run.trigger)
                         ),
                     ],
                     vec!["outcome".to_owned(), outcome],
                     vec![
                         "tokens".to_owned(),
-                        format!("{} → {}", r.tokens_before, r.tokens_after),
+                        format!("{} → {}", r.run.tokens_before, r.run.tokens_after),
                     ],
                     vec![
                         "messages".to_owned(),
                         format!(
                             "{} compacted, {} chunks, {} rollups",
-                            r.messages_compacted, r.chunks, r.rollups
+                            r.run.messages_compacted, r.run.chunks, r.run.rollups
                         ),
                     ],
                 ];
-                if let Some(model) = &r.llm_model {
+                if let Some(model) = &r.run.llm_model {
                     rows.push(vec![
                         "llm".to_owned(),
                         format!(
                             "{model}: {} calls ({} failed), {} tokens in, {} out",
-                            r.llm_calls, r.llm_failed_calls, r.llm_tokens_in, r.llm_tokens_out
+                            r.run.llm_calls,
+                            r.run.llm_failed_calls,
+                            r.run.llm_tokens_in,
+                            r.run.llm_tokens_out
                         ),
                     ]);
                 }
-                if let Some(error) = &r.error {
+                if let Some(error) = &r.run.error {
                     rows.push(vec!["error".to_owned(), error.clone()]);
                 }
                 if !text.is_empty() {

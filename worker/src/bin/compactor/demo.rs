@@ -167,11 +167,11 @@ pub(crate) async fn run(
             domain: key.domain().to_owned(),
             entity_id: key.entity_id().to_owned(),
             messages: count,
-            tokens_before: run.tokens_before,
-            tokens_after: run.tokens_after,
-            messages_compacted: run.messages_compacted,
-            degraded: run.degraded,
-            summary: run.summary.clone(),
+            tokens_before: run.run.tokens_before,
+            tokens_after: run.run.tokens_after,
+            messages_compacted: run.run.messages_compacted,
+            degraded: run.run.degraded,
+            summary: run.run.summary.clone(),
             context,
         };
         out.print(&report, || {
