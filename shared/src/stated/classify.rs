@@ -14,7 +14,7 @@
 //! summary and in the messages kept verbatim, while a casual remark taken
 //! for a rule would be shown as one on every later turn.
 
-use super::words::{clauses, is_participle, is_past, strip_fillers, tokens, Tok};
+use super::words::{clauses, is_participle, is_past, strip_fillers, tokens, Tok, DATE_WORDS};
 use super::StatementKind::{self, Constraint, Decision};
 
 /// Verbs that set or choose something when a value or "instead" comes with
@@ -1272,32 +1272,6 @@ fn sets_a_value(c: &[Tok], from: usize) -> bool {
     false
 }
 
-/// Words of a calendar: a value after "on" that names a day is a date.
-const CALENDAR: &[&str] = &[
-    "monday",
-    "tuesday",
-    "wednesday",
-    "thursday",
-    "friday",
-    "saturday",
-    "sunday",
-    "january",
-    "february",
-    "march",
-    "april",
-    "may",
-    "june",
-    "july",
-    "august",
-    "september",
-    "october",
-    "november",
-    "december",
-    "tomorrow",
-    "today",
-    "tonight",
-];
-
 /// Progressive verbs that report a state of mind or a try, not a plan.
 const NOT_PLANS: &[&str] = &[
     "seeing",
@@ -1334,7 +1308,7 @@ fn dated_plan(c: &[Tok]) -> Option<StatementKind> {
             let next = &c[(i + 1).min(c.len())..];
             next.iter().take(3).any(|v| {
                 (v.value && v.w.chars().any(|ch| ch.is_ascii_digit()))
-                    || CALENDAR.contains(&v.cue())
+                    || DATE_WORDS.contains(&v.cue())
             })
         }
     });
@@ -1375,7 +1349,7 @@ fn moved_report(c: &[Tok]) -> Option<StatementKind> {
         .iter()
         .skip(to + 1)
         .take(4)
-        .any(|v| v.value || CALENDAR.contains(&v.cue()));
+        .any(|v| v.value || DATE_WORDS.contains(&v.cue()));
     (auxiliary && valued).then_some(Decision)
 }
 

@@ -497,7 +497,7 @@ impl Parsed {
             .collect();
         let stems_of = |toks: &[&words::Tok]| -> BTreeSet<String> {
             toks.iter()
-                .filter(|t| !GENERIC_WORDS.contains(&t.w.as_str()) && !is_month(&t.w))
+                .filter(|t| !GENERIC_WORDS.contains(&t.w.as_str()) && !words::is_month(&t.w))
                 .map(|t| stem(&t.w).to_owned())
                 .filter(|s| s.len() >= 3)
                 .collect()
@@ -569,36 +569,6 @@ fn stem(word: &str) -> &str {
     word
 }
 
-fn is_month(word: &str) -> bool {
-    const MONTHS: &[&str] = &[
-        "january",
-        "february",
-        "march",
-        "april",
-        "may",
-        "june",
-        "july",
-        "august",
-        "september",
-        "october",
-        "november",
-        "december",
-        "jan",
-        "feb",
-        "mar",
-        "apr",
-        "jun",
-        "jul",
-        "aug",
-        "sep",
-        "sept",
-        "oct",
-        "nov",
-        "dec",
-    ];
-    MONTHS.contains(&word)
-}
-
 /// Calendar dates in the normalized text `norm`, as `"<day> <month>"`
 /// ("28 june", "june 28th" → "28 june").
 fn dates(norm: &str) -> BTreeSet<String> {
@@ -617,7 +587,7 @@ fn dates(norm: &str) -> BTreeSet<String> {
     };
     let mut out = BTreeSet::new();
     for (i, w) in words.iter().enumerate() {
-        if !is_month(w) {
+        if !words::is_month(w) {
             continue;
         }
         let around = [i.checked_sub(1), Some(i + 1)];

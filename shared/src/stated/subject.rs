@@ -26,7 +26,7 @@
 
 use std::collections::BTreeSet;
 
-use super::words::{clauses, is_content, strip_fillers, tokens, Tok};
+use super::words::{clauses, is_content, strip_fillers, tokens, Tok, DATE_WORDS};
 
 /// The parsed subject of one statement.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -206,30 +206,6 @@ const DURATION_UNITS: &[&str] = &[
 const SIZE_UNITS: &[&str] = &["kb", "mb", "gb", "tb", "kib", "mib", "gib", "tib"];
 const MONEY_UNITS: &[&str] = &[
     "eur", "usd", "gbp", "chf", "euro", "euros", "dollar", "dollars", "pounds", "€", "$", "£",
-];
-const DATE_WORDS: &[&str] = &[
-    "monday",
-    "tuesday",
-    "wednesday",
-    "thursday",
-    "friday",
-    "saturday",
-    "sunday",
-    "january",
-    "february",
-    "march",
-    "april",
-    "may",
-    "june",
-    "july",
-    "august",
-    "september",
-    "october",
-    "november",
-    "december",
-    "tomorrow",
-    "today",
-    "tonight",
 ];
 
 /// The shapes of a statement's values: a number with its unit (written in

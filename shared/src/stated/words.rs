@@ -37,7 +37,9 @@ impl Tok {
     }
 }
 
-const WEEKDAYS_MONTHS: &[&str] = &[
+/// Weekdays, months and the days named from today: date words of a
+/// statement ("ship on Friday", "moving on 28 June").
+pub(crate) const DATE_WORDS: &[&str] = &[
     "monday",
     "tuesday",
     "wednesday",
@@ -49,6 +51,7 @@ const WEEKDAYS_MONTHS: &[&str] = &[
     "february",
     "march",
     "april",
+    "may",
     "june",
     "july",
     "august",
@@ -57,9 +60,17 @@ const WEEKDAYS_MONTHS: &[&str] = &[
     "november",
     "december",
     "tomorrow",
-    "tonight",
     "today",
+    "tonight",
 ];
+
+/// Whether `word` (lower-case) names a month, in full or abbreviated.
+pub(crate) fn is_month(word: &str) -> bool {
+    const ABBREVIATED: &[&str] = &[
+        "jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec",
+    ];
+    DATE_WORDS[7..19].contains(&word) || ABBREVIATED.contains(&word)
+}
 
 /// Words that begin a new clause after `and` / `but` / `so`.
 const CLAUSE_OPENERS: &[&str] = &[
@@ -161,7 +172,8 @@ fn looks_like_value(word: &str, lower: &str, first: bool) -> bool {
     if word.chars().any(|c| c.is_ascii_digit()) {
         return true;
     }
-    if WEEKDAYS_MONTHS.contains(&lower) {
+    // "may" is mostly the verb.
+    if DATE_WORDS.contains(&lower) && lower != "may" {
         return true;
     }
     // Technical names: dotted, snake_case, paths, e-mail addresses.

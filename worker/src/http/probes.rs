@@ -248,7 +248,7 @@ async fn bounded<T>(
     security(()),
     responses((
         status = 200,
-        description = "Every `compactor_*` family (README, \"Metrics\"), and the process metrics.",
+        description = "Every `compactor_*` family (docs/OPERATIONS.md, \"Metrics\"), and the process metrics.",
         body = String,
         content_type = "text/plain",
     )),
