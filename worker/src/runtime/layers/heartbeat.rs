@@ -8,6 +8,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
+use compactor_producer::events::catalogue::QueueOp;
 use compactor_producer::queue::ClaimedJob;
 use tower::{Layer, Service};
 use tracing::warn;
@@ -76,7 +77,7 @@ async fn keep_lease(shared: &Shared, job: &ClaimedJob) {
         shared.queue.config().lease_ttl,
         shared.config.renew_interval,
         move || shared.queue.renew(job),
-        move |error| shared.count_error("renew", error),
+        move |error| shared.count_error(QueueOp::Renew, error),
     )
     .await;
     match lost {
