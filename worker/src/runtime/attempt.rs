@@ -42,8 +42,10 @@ pub(crate) enum Stop {
     Panicked(String),
     /// The attempt ran longer than the lock duration.
     TimedOut,
-    /// Renewal failed: someone else may hold the entity now.
-    LeaseLost,
+    /// Renewal failed (how: refused, or Redis unreachable for longer than
+    /// the lease): someone else may hold the job now. Logged once, with
+    /// how, when the attempt is acknowledged.
+    LeaseLost(&'static str),
     /// Shutdown grace period over: hand the job back unfinished.
     HandBack,
 }
@@ -59,7 +61,7 @@ impl Stop {
             Stop::Failed(JobError::Unavailable { .. }) => RunOutcome::Unavailable,
             Stop::Panicked(_) => RunOutcome::Panic,
             Stop::TimedOut => RunOutcome::Timeout,
-            Stop::LeaseLost => RunOutcome::LeaseLost,
+            Stop::LeaseLost(_) => RunOutcome::LeaseLost,
             Stop::HandBack => RunOutcome::Released,
         }
     }

@@ -135,10 +135,14 @@ async fn acknowledge(shared: &Arc<Shared>, job: Arc<ClaimedJob>, domain: String,
                 }
                 .emit();
             }
+            let lost = match stop {
+                Stop::LeaseLost(what) => what,
+                _ => "attempt cancelled",
+            };
             match failure(stop, shared.config.lock_duration) {
                 Some(error) => fail(shared, &job, &error, &domain).await,
                 // Another worker may hold the job now: it is not ours to fail.
-                None => shared.lease_lost("attempt cancelled"),
+                None => shared.lease_lost(lost),
             }
         }
     }
@@ -155,7 +159,7 @@ fn failure(stop: Stop, lock_duration: Duration) -> Option<JobError> {
         Stop::TimedOut => Some(JobError::retryable(format!(
             "attempt ran longer than the lock duration ({lock_duration:?})"
         ))),
-        Stop::LeaseLost | Stop::HandBack => None,
+        Stop::LeaseLost(_) | Stop::HandBack => None,
     }
 }
 
@@ -241,7 +245,7 @@ mod tests {
             failure(Stop::Failed(JobError::permanent("bad")), lock),
             Some(JobError::permanent("bad"))
         );
-        assert_eq!(failure(Stop::LeaseLost, lock), None);
+        assert_eq!(failure(Stop::LeaseLost("renewal refused"), lock), None);
         assert_eq!(failure(Stop::HandBack, lock), None);
     }
 }
