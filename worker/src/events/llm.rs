@@ -9,26 +9,25 @@
 
 use std::time::Duration;
 
-use compactor_producer::events::catalogue::{names, TokenDirection};
+use compactor_producer::events::catalogue::{names, LlmOutcome, TokenDirection};
 use compactor_producer::store::DegradedReason;
 
 use super::InternalEvent;
 use crate::llm::completion::TokenUsage;
 
-/// One HTTP attempt ended with `outcome` (`ok`, or the error's outcome
-/// label) after `elapsed`.
+/// One HTTP attempt ended with `outcome` after `elapsed`.
 #[derive(Debug)]
 pub(crate) struct LlmRequestFinished {
     pub provider: &'static str,
-    pub outcome: &'static str,
+    pub outcome: LlmOutcome,
     pub elapsed: Duration,
 }
 
 impl InternalEvent for LlmRequestFinished {
     fn emit(&self) {
-        metrics::counter!(names::LLM_REQUESTS_TOTAL, "provider" => self.provider, "outcome" => self.outcome)
+        metrics::counter!(names::LLM_REQUESTS_TOTAL, "provider" => self.provider, "outcome" => self.outcome.as_str())
             .increment(1);
-        metrics::histogram!(names::LLM_REQUEST_SECONDS, "provider" => self.provider, "outcome" => self.outcome)
+        metrics::histogram!(names::LLM_REQUEST_SECONDS, "provider" => self.provider, "outcome" => self.outcome.as_str())
             .record(self.elapsed.as_secs_f64());
     }
 }
@@ -134,7 +133,7 @@ mod tests {
         let recorded = capture(|| {
             LlmRequestFinished {
                 provider: P,
-                outcome: "rate_limited",
+                outcome: LlmOutcome::RateLimited,
                 elapsed: Duration::from_millis(250),
             }
             .emit();

@@ -6,6 +6,7 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use backon::{BackoffBuilder, ExponentialBuilder};
+use compactor_producer::events::catalogue::LlmOutcome;
 use reqwest::header::{HeaderName, HeaderValue, AUTHORIZATION, CONTENT_TYPE};
 use secrecy::{ExposeSecret, SecretString};
 use tokio::time::Instant;
@@ -424,15 +425,19 @@ impl LlmClient {
             Err(_elapsed) => Err(LlmError::Timeout { after: timeout }.into()),
         };
         let outcome = match &result {
-            Ok(_) => "ok",
-            Err(failure) => failure.error.outcome_label(),
+            Ok(_) => Some(LlmOutcome::Ok),
+            Err(failure) => failure.error.request_outcome(),
         };
-        LlmRequestFinished {
-            provider: self.provider(),
-            outcome,
-            elapsed: started.elapsed(),
+        // Always `Some`: one request never ends unhealthy, past the
+        // deadline or misconfigured (those are errors of the whole call).
+        if let Some(outcome) = outcome {
+            LlmRequestFinished {
+                provider: self.provider(),
+                outcome,
+                elapsed: started.elapsed(),
+            }
+            .emit();
         }
-        .emit();
         let health = &self.inner.health;
         let transition = match &result {
             Ok(response) => {
@@ -460,7 +465,11 @@ impl LlmClient {
                 truncated = response.truncated,
                 "LLM reply"
             ),
-            Err(failure) => tracing::debug!(outcome, error = %failure.error, "LLM request failed"),
+            Err(failure) => tracing::debug!(
+                outcome = failure.error.outcome_label(),
+                error = %failure.error,
+                "LLM request failed"
+            ),
         }
         result
     }
