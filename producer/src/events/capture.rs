@@ -2,7 +2,9 @@
 //! `DebuggingRecorder` (thread-local, so tests in one binary run side by
 //! side, each seeing only its own metrics) and returns what was recorded.
 //! Every recorded metric is checked against the catalogue: its family
-//! exists, with that kind and exactly those label names.
+//! exists, with that kind and exactly those label names. Other crates'
+//! tests (the worker's events) use it through the `test-util` feature, so
+//! there is one such helper in the workspace.
 
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 use metrics_util::MetricKind;
