@@ -16,6 +16,7 @@
 //! - [`telemetry`]: the log subscriber.
 
 pub mod connect;
+mod events;
 pub mod http;
 pub mod jobs;
 pub mod llm;

@@ -23,14 +23,13 @@ pub mod process;
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
-use compactor_producer::events::catalogue::DeadLetterReason;
-use compactor_producer::metrics::{allow_domains, domain_labels, labels, names, OTHER_DOMAIN};
+use compactor_producer::metrics::{allow_domains, labels};
 use metrics_exporter_prometheus::{BuildError, Matcher, PrometheusBuilder, PrometheusHandle};
 use tracing::warn;
 
+use crate::events;
 use crate::llm::metrics as llm_metrics;
 use crate::llm::Provider;
-use crate::runtime::QUEUE_ERROR_OPS;
 
 /// The buckets of every histogram family, from the catalogue (a
 /// histogram missing there would be rendered as a summary; a unit test
@@ -103,72 +102,13 @@ fn spawn_upkeep(handle: PrometheusHandle) {
 /// requests).
 pub fn register_known_series(queue: &str, provider: Provider, domains: &[String]) {
     allow_domains(domains);
-    let q = || queue.to_owned();
-    metrics::gauge!(names::BUILD_INFO, "version" => env!("CARGO_PKG_VERSION")).set(1.0);
-
-    // The queue's and the runtime's.
-    for outcome in labels::ENQUEUE_OUTCOMES {
-        metrics::counter!(names::ENQUEUE_TOTAL, "queue" => q(), "outcome" => outcome).increment(0);
-    }
-    metrics::counter!(names::JOBS_RECOVERED_TOTAL, "queue" => q()).increment(0);
-    metrics::counter!(names::JOBS_RELEASED_TOTAL, "queue" => q()).increment(0);
-    metrics::counter!(names::LEASES_LOST_TOTAL, "queue" => q()).increment(0);
-    metrics::counter!(names::RECONCILE_REQUESTED_TOTAL, "queue" => q()).increment(0);
-    for op in QUEUE_ERROR_OPS {
-        metrics::counter!(names::QUEUE_ERRORS_TOTAL, "queue" => q(), "op" => op).increment(0);
-    }
-    for op in labels::NOTIFY_OPS {
-        metrics::counter!(names::NOTIFY_ERRORS_TOTAL, "op" => op).increment(0);
-    }
-
-    // Per domain: the runtime's, the compaction job's, the chat side's.
-    for domain in domain_labels() {
-        let d = || domain.clone();
-        metrics::counter!(names::JOBS_STARTED_TOTAL, "queue" => q(), "domain" => d()).increment(0);
-        metrics::counter!(names::JOBS_COMPLETED_TOTAL, "queue" => q(), "domain" => d())
-            .increment(0);
-        metrics::counter!(names::JOBS_RETRIED_TOTAL, "queue" => q(), "domain" => d()).increment(0);
-        for reason in labels::FAILURE_REASONS {
-            metrics::counter!(names::JOBS_FAILED_TOTAL, "queue" => q(), "domain" => d(), "reason" => reason)
-                .increment(0);
-        }
-        for reason in DeadLetterReason::ALL {
-            // The runtime's own dead letters (unusable, stalled) have no
-            // domain to tell: they are `other` only.
-            if reason.domain_unknown() && domain != OTHER_DOMAIN {
-                continue;
-            }
-            metrics::counter!(names::JOBS_DEAD_LETTERED_TOTAL, "queue" => q(), "domain" => d(), "reason" => reason.as_str())
-                .increment(0);
-        }
-        for (outcome, degraded) in labels::COMPACTION_OUTCOMES {
-            metrics::counter!(names::COMPACTIONS_TOTAL, "domain" => d(), "outcome" => outcome, "degraded" => degraded)
-                .increment(0);
-        }
-        metrics::counter!(names::FENCE_CONFLICTS_TOTAL, "domain" => d()).increment(0);
-        metrics::counter!(names::ENTITY_LEASES_LOST_TOTAL, "domain" => d()).increment(0);
-        metrics::counter!(names::BREAKER_SKIPS_TOTAL, "domain" => d()).increment(0);
-        for outcome in labels::TURN_OUTCOMES {
-            metrics::counter!(names::TURNS_TOTAL, "domain" => d(), "outcome" => outcome)
-                .increment(0);
-        }
-        metrics::counter!(names::LEASE_WAIT_TIMEOUTS_TOTAL, "domain" => d()).increment(0);
-    }
-
-    // The admin API's, by route template.
     let routes = crate::http::served_routes()
         .into_iter()
         .map(|(_, route)| route)
         .chain(std::iter::once(labels::UNMATCHED_ROUTE));
-    for route in routes {
-        for status in labels::HTTP_STATUS_CLASSES {
-            metrics::counter!(names::HTTP_REQUESTS_TOTAL, "route" => route, "status" => status)
-                .increment(0);
-        }
-    }
-
+    events::create_series(queue, routes);
     if provider != Provider::Extractive {
-        llm_metrics::register_known_series(provider.as_str());
+        events::create_llm_series(provider.as_str());
     }
 }
 
@@ -195,25 +135,20 @@ mod tests {
     }
 
     #[test]
-    fn the_runtime_counts_queue_errors_under_the_catalogue_ops() {
-        // Until the runtime records through events, its own list must be
-        // the catalogue's.
-        assert_eq!(
-            QUEUE_ERROR_OPS,
-            compactor_producer::events::catalogue::QueueOp::LABELS
-        );
-    }
-
-    #[test]
     fn installing_twice_returns_the_same_recorder() {
         let first = install().unwrap();
         let second = install().unwrap();
-        metrics::counter!("compactor_observability_test_total").increment(3);
-        assert!(first
-            .render()
-            .contains("compactor_observability_test_total 3"));
-        assert!(second
-            .render()
-            .contains("compactor_observability_test_total 3"));
+        // A route no table has: no other test records under it.
+        let served = events::RequestServed {
+            route: "/observability-test",
+            status: "2xx",
+            elapsed: Duration::from_millis(1),
+        };
+        for _ in 0..3 {
+            events::InternalEvent::emit(&served);
+        }
+        let line = r#"compactor_http_requests_total{route="/observability-test",status="2xx"} 3"#;
+        assert!(first.render().contains(line));
+        assert!(second.render().contains(line));
     }
 }

@@ -2,7 +2,9 @@
 //! `DebuggingRecorder` (thread-local, so tests in one binary run side by
 //! side, each seeing only its own metrics) and returns what was recorded.
 //! Every recorded metric is checked against the catalogue: its family
-//! exists, with that kind and exactly those label names.
+//! exists, with that kind and exactly those label names. Other crates'
+//! tests (the worker's events) use it through the `test-util` feature, so
+//! there is one such helper in the workspace.
 
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 use metrics_util::MetricKind;
@@ -11,7 +13,7 @@ use super::catalogue::{family_named, Kind};
 
 /// A recorded value.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) enum Value {
+pub enum Value {
     Counter(u64),
     Gauge(f64),
     Histogram(Vec<f64>),
@@ -19,7 +21,7 @@ pub(crate) enum Value {
 
 /// One recorded series.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Recorded {
+pub struct Recorded {
     pub name: String,
     pub labels: Vec<(String, String)>,
     pub value: Value,
@@ -27,23 +29,23 @@ pub(crate) struct Recorded {
 
 /// Everything a closure recorded.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Captured(Vec<Recorded>);
+pub struct Captured(Vec<Recorded>);
 
 impl Captured {
     /// How many series were recorded.
-    pub(crate) fn len(&self) -> usize {
+    pub fn len(&self) -> usize {
         self.0.len()
     }
 
     /// Whether nothing was recorded.
-    pub(crate) fn is_empty(&self) -> bool {
+    pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
 
     /// Asserts that exactly one series `name{labels}` was recorded (labels
     /// in any order), with `value`.
     #[track_caller]
-    pub(crate) fn assert_one(&self, name: &str, labels: &[(&str, &str)], value: Value) {
+    pub fn assert_one(&self, name: &str, labels: &[(&str, &str)], value: Value) {
         let mut want: Vec<(String, String)> = labels
             .iter()
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
@@ -66,7 +68,7 @@ impl Captured {
 /// Runs `f` with a fresh recorder installed on this thread and returns
 /// what it recorded.
 #[track_caller]
-pub(crate) fn capture(f: impl FnOnce()) -> Captured {
+pub fn capture(f: impl FnOnce()) -> Captured {
     let recorder = DebuggingRecorder::new();
     let snapshotter = recorder.snapshotter();
     metrics::with_local_recorder(&recorder, f);

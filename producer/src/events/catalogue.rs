@@ -328,6 +328,22 @@ label_enum! {
     }
 }
 
+impl RunOutcome {
+    /// The `reason` of [`names::JOBS_FAILED_TOTAL`] this outcome counts
+    /// under: none for a completed or released attempt (not failures).
+    pub const fn failure_reason(self) -> Option<FailureReason> {
+        match self {
+            RunOutcome::Completed | RunOutcome::Released => None,
+            RunOutcome::Error => Some(FailureReason::Error),
+            RunOutcome::Permanent => Some(FailureReason::Permanent),
+            RunOutcome::Unavailable => Some(FailureReason::Unavailable),
+            RunOutcome::Panic => Some(FailureReason::Panic),
+            RunOutcome::Timeout => Some(FailureReason::Timeout),
+            RunOutcome::LeaseLost => Some(FailureReason::LeaseLost),
+        }
+    }
+}
+
 label_enum! {
     /// `op` of [`names::QUEUE_ERRORS_TOTAL`]: the worker's Redis operation
     /// that failed.

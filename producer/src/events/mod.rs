@@ -29,8 +29,10 @@ mod reconcile;
 mod turn;
 mod wait;
 
-#[cfg(test)]
-pub(crate) mod capture;
+/// The per-test recorder: the producer's tests, and other crates' with
+/// the `test-util` feature.
+#[cfg(any(test, feature = "test-util"))]
+pub mod capture;
 #[cfg(test)]
 mod source_tree;
 

@@ -15,7 +15,9 @@ use axum::extract::{MatchedPath, Request};
 use axum::http::StatusCode;
 use axum::middleware::Next;
 use axum::response::Response;
-use compactor_producer::metrics::{labels, names};
+use compactor_producer::metrics::labels;
+
+use crate::events::{InternalEvent, RequestServed};
 
 /// Counts the request and records how long its answer took (until the
 /// response head; a body is written after).
@@ -27,10 +29,12 @@ pub(super) async fn record(request: Request, next: Next) -> Response {
     let started = Instant::now();
     let response = next.run(request).await;
     let status = status_class(response.status());
-    metrics::counter!(names::HTTP_REQUESTS_TOTAL, "route" => route, "status" => status)
-        .increment(1);
-    metrics::histogram!(names::HTTP_REQUEST_SECONDS, "route" => route, "status" => status)
-        .record(started.elapsed().as_secs_f64());
+    RequestServed {
+        route,
+        status,
+        elapsed: started.elapsed(),
+    }
+    .emit();
     response
 }
 

@@ -32,7 +32,7 @@ use std::time::Duration;
 
 use chrono::Utc;
 use compactor_producer::events::{CompactionEvent, EventOutcome};
-use compactor_producer::metrics::{domain_label, names};
+use compactor_producer::metrics::domain_label;
 use compactor_producer::queue::{Queue, Trigger};
 use compactor_producer::store::{
     Commit, CommitOutcome, ConflictReason, DegradedReason, LeaseTaken, MemoryFold, NewRun,
@@ -50,7 +50,11 @@ use tokio_util::task::TaskTracker;
 use tracing::{debug, info, warn};
 
 use super::summarizer::{Fallback, LlmUsage, SummarizeError, Summarizer};
-use crate::llm::{metrics as llm_metrics, Calls};
+use crate::events::{
+    Compacted, CompactionConflicted, CompactionFailed, CompactionSkipped, FellBack, InternalEvent,
+    ReleaseNotAnnounced,
+};
+use crate::llm::Calls;
 use crate::runtime::lease::{self, Lost};
 use crate::runtime::{Job, JobError, JobHandler};
 
@@ -236,6 +240,10 @@ struct Report {
     degraded: bool,
     /// The workstream ended below its trigger.
     progress: bool,
+    /// The workstream's version after the commit.
+    version: i64,
+    /// From the attempt's start to the commit.
+    duration_ms: i64,
 }
 
 /// Everything a commit writes, prepared while holding the lease.
@@ -625,7 +633,11 @@ impl CompactHandler {
         calls: Calls,
         fallback: Fallback,
     ) -> Result<Option<Prepared>, CompactError> {
-        llm_metrics::fell_back(self.summarizer.provider(), fallback.reason);
+        FellBack {
+            provider: self.summarizer.provider(),
+            reason: fallback.reason,
+        }
+        .emit();
         let mut prepared = self
             .prepare(job, ws, &Summarizer::Extractive, deadline)
             .await?;
@@ -729,6 +741,8 @@ impl CompactHandler {
                 rollups: report.rollups,
                 degraded: false,
                 progress: report.progress,
+                version: 0,
+                duration_ms: 0,
             },
         }))
     }
@@ -751,7 +765,7 @@ impl CompactHandler {
             memory_fold,
             pruned,
             usage,
-            report,
+            mut report,
         } = prepared;
         let progress = report.progress;
         let run = NewRun {
@@ -805,17 +819,10 @@ impl CompactHandler {
         };
         match self.store.commit(&commit).await? {
             CommitOutcome::Committed { version } => {
-                info!(
-                    version,
-                    tokens_before = report.tokens_before,
-                    tokens_after = report.tokens_after,
-                    messages = report.messages_compacted,
-                    chunks = report.chunks,
-                    degraded = report.degraded,
-                    progress,
-                    duration_ms = since_ms(started),
-                    "compacted"
-                );
+                // Logged with its metrics when the attempt ends
+                // (`events::Compacted`).
+                report.version = version;
+                report.duration_ms = since_ms(started);
                 Ok(Held::Committed(report))
             }
             CommitOutcome::Conflict(reason) => Ok(Held::Conflict(reason)),
@@ -848,9 +855,7 @@ impl CompactHandler {
 
     async fn announce(&self, key: &EntityKey, event: &CompactionEvent) {
         if let Err(e) = self.queue.publish_release(key, event).await {
-            // Waiters still wake at the lease deadline or their timeout.
-            warn!(error = %e, "could not announce the release");
-            metrics::counter!(names::NOTIFY_ERRORS_TOTAL, "op" => "publish").increment(1);
+            ReleaseNotAnnounced { error: &e }.emit();
         }
     }
 }
@@ -940,48 +945,42 @@ impl pipeline::Summarize for Step<'_> {
 
 impl JobHandler for CompactHandler {
     async fn run(&self, job: Job) -> Result<(), JobError> {
-        let domain = domain_label(job.key.domain());
-        let count = |outcome: &'static str, degraded: bool| {
-            metrics::counter!(names::COMPACTIONS_TOTAL, "domain" => domain.clone(), "outcome" => outcome, "degraded" => if degraded { "true" } else { "false" })
-                .increment(1);
-        };
+        let domain = &domain_label(job.key.domain());
         match self.attempt(&job).await {
             Ok(Done::Skipped) => {
-                count("skipped", false);
+                CompactionSkipped { domain }.emit();
                 Ok(())
             }
             Ok(Done::Committed(report)) => {
-                let outcome = if report.progress {
-                    "committed"
-                } else {
-                    "no_progress"
-                };
-                count(outcome, report.degraded);
-                metrics::histogram!(names::COMPACTION_TOKENS, "domain" => domain.clone(), "stage" => "before")
-                    .record(report.tokens_before as f64);
-                metrics::histogram!(names::COMPACTION_TOKENS, "domain" => domain.clone(), "stage" => "after")
-                    .record(report.tokens_after as f64);
-                metrics::histogram!(names::COMPACTION_MESSAGES, "domain" => domain.clone())
-                    .record(report.messages_compacted as f64);
-                metrics::histogram!(names::COMPACTION_CHUNKS, "domain" => domain.clone())
-                    .record(f64::from(report.chunks));
-                metrics::histogram!(names::COMPACTION_ROLLUPS, "domain" => domain.clone())
-                    .record(f64::from(report.rollups));
+                Compacted {
+                    domain,
+                    version: report.version,
+                    tokens_before: report.tokens_before,
+                    tokens_after: report.tokens_after,
+                    messages_compacted: report.messages_compacted,
+                    chunks: report.chunks,
+                    rollups: report.rollups,
+                    degraded: report.degraded,
+                    progress: report.progress,
+                    duration_ms: report.duration_ms,
+                }
+                .emit();
                 Ok(())
             }
             Ok(Done::Conflict(reason)) => {
-                count("conflict", false);
-                metrics::counter!(names::FENCE_CONFLICTS_TOTAL, "domain" => domain.clone())
-                    .increment(1);
-                warn!(?reason, "commit refused by the fence; nothing written");
+                CompactionConflicted {
+                    domain,
+                    reason: &reason,
+                }
+                .emit();
                 Ok(())
             }
             Err(error) => {
-                count("failed", false);
-                if matches!(error, CompactError::LeaseLost) {
-                    metrics::counter!(names::ENTITY_LEASES_LOST_TOTAL, "domain" => domain.clone())
-                        .increment(1);
+                CompactionFailed {
+                    domain,
+                    entity_lease_lost: matches!(error, CompactError::LeaseLost),
                 }
+                .emit();
                 Err(error.into_job_error())
             }
         }

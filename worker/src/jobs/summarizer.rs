@@ -25,7 +25,8 @@ use compactor_shared::{extractive, Summary, TokenEstimator};
 use tokio::time::Instant;
 use tracing::{debug, warn};
 
-use crate::llm::{metrics as llm_metrics, Calls, LlmClient, LlmError, LlmRequest};
+use crate::events::{AnswerProblem, AnswerRejected, InternalEvent};
+use crate::llm::{Calls, LlmClient, LlmError, LlmRequest};
 
 /// Why a summarization step failed, with what the LLM calls of the
 /// compaction had cost up to then (`calls`): a failed or degraded run's
@@ -383,7 +384,11 @@ fn record_rejection(
     problems: &[ParseProblem],
 ) {
     usage.calls.failed = usage.calls.failed.saturating_add(1);
-    llm_metrics::answer_rejected(client.provider(), rejection.label());
+    AnswerRejected {
+        provider: client.provider(),
+        reason: rejection.label(),
+    }
+    .emit();
     warn!(
         provider = client.provider(),
         model = client.model(),
@@ -401,7 +406,11 @@ fn report_problems(client: &LlmClient, step: Step, problems: &[ParseProblem]) {
         return;
     }
     for problem in problems {
-        llm_metrics::answer_problem(client.provider(), problem.label());
+        AnswerProblem {
+            provider: client.provider(),
+            problem: problem.label(),
+        }
+        .emit();
     }
     warn!(
         provider = client.provider(),

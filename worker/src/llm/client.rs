@@ -6,6 +6,7 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use backon::{BackoffBuilder, ExponentialBuilder};
+use compactor_producer::events::catalogue::LlmOutcome;
 use reqwest::header::{HeaderName, HeaderValue, AUTHORIZATION, CONTENT_TYPE};
 use secrecy::{ExposeSecret, SecretString};
 use tokio::time::Instant;
@@ -15,7 +16,10 @@ use super::completion::{Calls, LlmRequest, LlmResponse, TokenUsage};
 use super::config::{LlmConfig, LlmConfigError, Provider};
 use super::error::{classify_status, LlmError};
 use super::health::{Health, Transition};
-use super::{anthropic, metrics, openai, retry_after};
+use super::{anthropic, openai, retry_after};
+use crate::events::{
+    InternalEvent, LlmHealthChanged, LlmRequestFinished, LlmRetried, LlmTokensUsed,
+};
 
 /// Largest reply body read; a longer one is malformed (a summary is a few
 /// thousand tokens).
@@ -313,7 +317,10 @@ impl LlmClient {
                     last: Box::new(error),
                 });
             }
-            metrics::retried(self.provider());
+            LlmRetried {
+                provider: self.provider(),
+            }
+            .emit();
             tracing::warn!(
                 provider = self.provider(),
                 attempt,
@@ -363,7 +370,11 @@ impl LlmClient {
                     probe_interval_ms = crate::telemetry::millis(interval),
                     "LLM provider marked unhealthy: no more requests, compactions summarize offline (degraded) until a probe is answered"
                 );
-                metrics::health_changed(self.provider(), false);
+                LlmHealthChanged {
+                    provider: self.provider(),
+                    healthy: false,
+                }
+                .emit();
                 self.start_probe();
             }
             Transition::Recovered => {
@@ -372,7 +383,11 @@ impl LlmClient {
                     model = %self.inner.model,
                     "LLM provider answers again: marked healthy"
                 );
-                metrics::health_changed(self.provider(), true);
+                LlmHealthChanged {
+                    provider: self.provider(),
+                    healthy: true,
+                }
+                .emit();
             }
         }
     }
@@ -410,10 +425,19 @@ impl LlmClient {
             Err(_elapsed) => Err(LlmError::Timeout { after: timeout }.into()),
         };
         let outcome = match &result {
-            Ok(_) => "ok",
-            Err(failure) => failure.error.outcome_label(),
+            Ok(_) => Some(LlmOutcome::Ok),
+            Err(failure) => failure.error.request_outcome(),
         };
-        metrics::request_finished(self.provider(), outcome, started.elapsed());
+        // Always `Some`: one request never ends unhealthy, past the
+        // deadline or misconfigured (those are errors of the whole call).
+        if let Some(outcome) = outcome {
+            LlmRequestFinished {
+                provider: self.provider(),
+                outcome,
+                elapsed: started.elapsed(),
+            }
+            .emit();
+        }
         let health = &self.inner.health;
         let transition = match &result {
             Ok(response) => {
@@ -441,7 +465,11 @@ impl LlmClient {
                 truncated = response.truncated,
                 "LLM reply"
             ),
-            Err(failure) => tracing::debug!(outcome, error = %failure.error, "LLM request failed"),
+            Err(failure) => tracing::debug!(
+                outcome = failure.error.outcome_label(),
+                error = %failure.error,
+                "LLM request failed"
+            ),
         }
         result
     }
@@ -488,7 +516,11 @@ impl LlmClient {
             Api::OpenAi => openai::parse(&body, &inner.model, key),
             Api::Anthropic => anthropic::parse(&body, &inner.model, key),
         }?;
-        metrics::tokens_used(self.provider(), response.usage);
+        LlmTokensUsed {
+            provider: self.provider(),
+            usage: response.usage,
+        }
+        .emit();
         if response.text.trim().is_empty() {
             return Err(Failure {
                 error: LlmError::Empty,

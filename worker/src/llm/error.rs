@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use compactor_producer::events::catalogue::LlmOutcome;
 use reqwest::StatusCode;
 
 use super::config::LlmConfigError;
@@ -142,20 +143,35 @@ impl LlmError {
     /// bad_request, auth, malformed, empty, unhealthy, deadline_exceeded,
     /// config. (Per-request metrics never see the last three.)
     pub fn outcome_label(&self) -> &'static str {
-        match self {
-            LlmError::Timeout { .. } => "timeout",
-            LlmError::Connect { .. } => "connect",
-            LlmError::RateLimited { .. } => "rate_limited",
-            LlmError::Server { .. } => "server_error",
-            LlmError::ContextLength { .. } => "context_length",
-            LlmError::BadRequest { .. } => "bad_request",
-            LlmError::Auth { .. } => "auth",
-            LlmError::Malformed { .. } => "malformed",
-            LlmError::Empty => "empty",
-            LlmError::Unhealthy { .. } => "unhealthy",
-            LlmError::DeadlineExceeded { .. } => "deadline_exceeded",
-            LlmError::Config(_) => "config",
+        match self.request_outcome() {
+            Some(outcome) => outcome.as_str(),
+            None => match self {
+                LlmError::Unhealthy { .. } => "unhealthy",
+                LlmError::DeadlineExceeded { .. } => "deadline_exceeded",
+                _ => "config",
+            },
         }
+    }
+
+    /// The catalogue's `outcome` of one HTTP request that failed so (the
+    /// one mapping [`LlmError::outcome_label`] spells too); `None` for the
+    /// errors no single request ends with: unhealthy, deadline exceeded,
+    /// config.
+    pub fn request_outcome(&self) -> Option<LlmOutcome> {
+        Some(match self {
+            LlmError::Timeout { .. } => LlmOutcome::Timeout,
+            LlmError::Connect { .. } => LlmOutcome::Connect,
+            LlmError::RateLimited { .. } => LlmOutcome::RateLimited,
+            LlmError::Server { .. } => LlmOutcome::ServerError,
+            LlmError::ContextLength { .. } => LlmOutcome::ContextLength,
+            LlmError::BadRequest { .. } => LlmOutcome::BadRequest,
+            LlmError::Auth { .. } => LlmOutcome::Auth,
+            LlmError::Malformed { .. } => LlmOutcome::Malformed,
+            LlmError::Empty => LlmOutcome::Empty,
+            LlmError::Unhealthy { .. }
+            | LlmError::DeadlineExceeded { .. }
+            | LlmError::Config(_) => return None,
+        })
     }
 
     /// A transport failure from reqwest. The detail is the error and its

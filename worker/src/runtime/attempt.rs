@@ -8,6 +8,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
+use compactor_producer::events::catalogue::RunOutcome;
 use compactor_producer::queue::ClaimedJob;
 use tokio_util::sync::CancellationToken;
 
@@ -41,23 +42,27 @@ pub(crate) enum Stop {
     Panicked(String),
     /// The attempt ran longer than the lock duration.
     TimedOut,
-    /// Renewal failed: someone else may hold the entity now.
-    LeaseLost,
+    /// Renewal failed (how: refused, or Redis unreachable for longer than
+    /// the lease): someone else may hold the job now. Logged once, with
+    /// how, when the attempt is acknowledged.
+    LeaseLost(&'static str),
     /// Shutdown grace period over: hand the job back unfinished.
     HandBack,
 }
 
 impl Stop {
-    /// The `reason` label of a failed attempt, and its `outcome` label.
-    pub(crate) fn label(&self) -> &'static str {
+    /// How the attempt ended, in the catalogue's one mapping: its
+    /// `outcome` label, and through [`RunOutcome::failure_reason`] the
+    /// `reason` it fails under.
+    pub(crate) fn outcome(&self) -> RunOutcome {
         match self {
-            Stop::Failed(JobError::Retryable { .. }) => "error",
-            Stop::Failed(JobError::Permanent { .. }) => "permanent",
-            Stop::Failed(JobError::Unavailable { .. }) => "unavailable",
-            Stop::Panicked(_) => "panic",
-            Stop::TimedOut => "timeout",
-            Stop::LeaseLost => "lease_lost",
-            Stop::HandBack => "released",
+            Stop::Failed(JobError::Retryable { .. }) => RunOutcome::Error,
+            Stop::Failed(JobError::Permanent { .. }) => RunOutcome::Permanent,
+            Stop::Failed(JobError::Unavailable { .. }) => RunOutcome::Unavailable,
+            Stop::Panicked(_) => RunOutcome::Panic,
+            Stop::TimedOut => RunOutcome::Timeout,
+            Stop::LeaseLost(_) => RunOutcome::LeaseLost,
+            Stop::HandBack => RunOutcome::Released,
         }
     }
 }
@@ -65,11 +70,11 @@ impl Stop {
 /// How an attempt ended.
 pub(crate) type Outcome = Result<(), Stop>;
 
-/// The `outcome` label of the run-time histogram.
-pub(crate) fn outcome_label(outcome: &Outcome) -> &'static str {
+/// The `outcome` of the run-time histogram.
+pub(crate) fn run_outcome(outcome: &Outcome) -> RunOutcome {
     match outcome {
-        Ok(()) => "completed",
-        Err(stop) => stop.label(),
+        Ok(()) => RunOutcome::Completed,
+        Err(stop) => stop.outcome(),
     }
 }
 

@@ -20,6 +20,7 @@ use std::time::Duration;
 use apalis_core::backend::{Backend, BackendConfig};
 use apalis_core::task::Task;
 use apalis_core::worker::context::WorkerContext;
+use compactor_producer::events::catalogue::QueueOp;
 use compactor_producer::queue::{ClaimOutcome, ClaimedJob};
 use futures::future::BoxFuture;
 
@@ -89,7 +90,7 @@ async fn next_job(shared: Arc<Shared>) -> Option<ClaimedJob> {
                 })
             }
             Err(error) => {
-                shared.count_error("claim", &error);
+                shared.count_error(QueueOp::Claim, &error);
                 let delay = errors.next().unwrap_or(Duration::from_secs(5));
                 tokio::select! {
                     () = tokio::time::sleep(delay) => {}

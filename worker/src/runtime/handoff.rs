@@ -10,12 +10,12 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use compactor_producer::metrics::names;
 use compactor_producer::queue::ClaimedJob;
 use tokio::sync::Notify;
 use tracing::{debug, warn};
 
 use super::Shared;
+use crate::events::{InternalEvent, JobHandedBack};
 
 /// Longest a claimed job may wait in the [`Handoff`] for a slot before it
 /// is handed back to the queue. A job claimed for a freed slot is taken
@@ -105,8 +105,11 @@ pub(crate) async fn release_unstarted(shared: &Shared, jobs: Vec<ClaimedJob>) {
         match shared.queue.release(&job).await {
             Ok(false) => {}
             Ok(true) => {
-                metrics::counter!(names::JOBS_RELEASED_TOTAL, "queue" => shared.queue_label())
-                    .increment(1);
+                JobHandedBack {
+                    queue: &shared.queue_label(),
+                    was_running: false,
+                }
+                .emit();
             }
             Err(error) => {
                 // Its lease expires and recovery returns it to the queue.

@@ -44,11 +44,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use apalis::prelude::{Monitor, WorkerBuilder, WorkerBuilderExt};
-use compactor_producer::metrics::{names, OTHER_DOMAIN};
+use compactor_producer::events::catalogue::QueueOp;
 use compactor_producer::queue::{Queue, QueueError};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
+
+use crate::events::{InternalEvent, LeaseLost, QueueOpFailed, UnusableEntryDeadLettered};
 
 pub use handler::{Job, JobError, JobHandler};
 pub use retry::RetryPolicy;
@@ -201,47 +203,39 @@ impl Shared {
         self.queue.config().name.as_str().to_owned()
     }
 
-    fn count_error(&self, op: &'static str, error: &QueueError) {
-        debug_assert!(
-            QUEUE_ERROR_OPS.contains(&op),
-            "{op} missing from QUEUE_ERROR_OPS"
-        );
-        warn!(op, %error, "queue operation failed");
-        metrics::counter!(names::QUEUE_ERRORS_TOTAL, "queue" => self.queue_label(), "op" => op)
-            .increment(1);
+    fn count_error(&self, op: QueueOp, error: &QueueError) {
+        QueueOpFailed {
+            queue: &self.queue_label(),
+            op,
+            error,
+        }
+        .emit();
     }
 
     /// A lease this worker held is gone (`what`: when it noticed): another
     /// worker may run the job now.
     fn lease_lost(&self, what: &'static str) {
-        warn!(what, "lease lost");
-        metrics::counter!(names::LEASES_LOST_TOTAL, "queue" => self.queue_label()).increment(1);
+        LeaseLost {
+            queue: &self.queue_label(),
+            what,
+        }
+        .emit();
     }
 
     fn count_unusable(&self, member: &str, error: &str) {
-        warn!(entry = member, error, "unusable queue entry dead-lettered");
-        metrics::counter!(names::JOBS_DEAD_LETTERED_TOTAL, "queue" => self.queue_label(), "domain" => OTHER_DOMAIN, "reason" => "unusable")
-            .increment(1);
+        UnusableEntryDeadLettered {
+            queue: &self.queue_label(),
+            entry: member,
+            error,
+        }
+        .emit();
     }
 }
 
 /// Every `op` label Redis failures of the runtime are counted under
-/// (`compactor_queue_errors_total`); the series are created at zero at
-/// start-up, so this list and the calls of `count_error` must agree (checked
-/// in debug builds).
-pub const QUEUE_ERROR_OPS: [&str; 11] = [
-    "claim",
-    "settle",
-    "renew",
-    "complete",
-    "fail",
-    "release",
-    "recover",
-    "counts",
-    "subscribe",
-    "heartbeat",
-    "deregister",
-];
+/// (`compactor_queue_errors_total`): the catalogue's [`QueueOp`], which
+/// `count_error` takes, so the two cannot disagree.
+pub const QUEUE_ERROR_OPS: [&str; QueueOp::COUNT] = QueueOp::LABELS;
 
 /// A unique worker identity for this process start.
 fn worker_id(name: &str) -> String {

@@ -15,6 +15,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use compactor_producer::events::catalogue::QueueOp;
 use compactor_producer::queue::WorkerRegistration;
 use tracing::debug;
 
@@ -60,14 +61,14 @@ pub(crate) async fn run(shared: Arc<Shared>, me: WorkerRegistration) {
     }
     match shared.queue.deregister(&me.id).await {
         Ok(_) => debug!(worker = %me.id, "deregistered"),
-        Err(error) => shared.count_error("deregister", &error),
+        Err(error) => shared.count_error(QueueOp::Deregister, &error),
     }
 }
 
 async fn beat(shared: &Shared, me: &WorkerRegistration) {
     let ttl = (shared.config.check_interval * MISSED_BEATS).max(shared.queue.config().lease_ttl);
     if let Err(error) = shared.queue.heartbeat(me, ttl).await {
-        shared.count_error("heartbeat", &error);
+        shared.count_error(QueueOp::Heartbeat, &error);
     }
 }
 

@@ -10,6 +10,7 @@ use std::future::Future;
 use std::time::{Duration, Instant};
 
 use backon::{BackoffBuilder, ExponentialBuilder, Retryable};
+use compactor_producer::events::catalogue::QueueOp;
 use compactor_producer::queue::{FailAction, QueueError};
 use tracing::error;
 
@@ -88,7 +89,7 @@ impl RetryPolicy {
 /// doubling to 2 s, for at most one lease TTL: past that the lease has
 /// expired and recovery re-runs the job, so further tries are pointless.
 /// `None` when it never succeeded.
-pub(crate) async fn with_retries<T, F, Fut>(shared: &Shared, op: &'static str, step: F) -> Option<T>
+pub(crate) async fn with_retries<T, F, Fut>(shared: &Shared, op: QueueOp, step: F) -> Option<T>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, QueueError>>,
@@ -101,7 +102,7 @@ where
         })
         .await
         .map_err(|error| {
-            error!(op, %error, "queue step failed; the lease will expire and recovery will re-run the job");
+            error!(op = op.as_str(), %error, "queue step failed; the lease will expire and recovery will re-run the job");
         })
         .ok()
 }

@@ -28,13 +28,14 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use compactor_producer::metrics::names;
+use compactor_producer::events::catalogue::QueueOp;
 use compactor_producer::queue::{ClaimOutcome, ClaimedJob, Completion, MAX_SETTLE_BATCH};
 use tokio_util::task::TaskTracker;
-use tracing::{debug, info, Span};
+use tracing::Span;
 
 use super::retry::with_retries;
 use super::Shared;
+use crate::events::{InternalEvent, JobCompleted};
 
 /// Most settle calls on their way at once. Two, so that while one round
 /// trip is under way the next batch is already being sent.
@@ -219,7 +220,7 @@ async fn settle(shared: &Arc<Shared>, batch: Vec<AckRequest>, wanted: usize) {
             settled.completions.into_iter().map(Some).collect()
         }
         Err(error) => {
-            shared.count_error("settle", &error);
+            shared.count_error(QueueOp::Settle, &error);
             vec![None; batch.len()]
         }
     };
@@ -235,7 +236,12 @@ async fn settle(shared: &Arc<Shared>, batch: Vec<AckRequest>, wanted: usize) {
             Some(completion) => Some(completion),
             // The group call failed: this job completes itself, retrying
             // for as long as its lease lasts.
-            None => with_retries(shared, "complete", || shared.queue.complete(&request.job)).await,
+            None => {
+                with_retries(shared, QueueOp::Complete, || {
+                    shared.queue.complete(&request.job)
+                })
+                .await
+            }
         };
         record(shared, &request, completion);
     }
@@ -244,21 +250,20 @@ async fn settle(shared: &Arc<Shared>, batch: Vec<AckRequest>, wanted: usize) {
 /// Counts and logs how a completion ended, inside the attempt's span.
 fn record(shared: &Shared, request: &AckRequest, completion: Option<Completion>) {
     let _entered = request.span.enter();
-    match completion {
-        Some(Completion::Done) => debug!("completed"),
-        Some(Completion::FollowUpAdded { job_id }) => {
-            info!(followup_job_id = job_id, "completed; follow-up added");
+    let completed = |follow_up| {
+        JobCompleted {
+            queue: &shared.queue_label(),
+            domain: &request.domain,
+            follow_up,
         }
+        .emit();
+    };
+    match completion {
+        Some(Completion::Done) => completed(None),
+        Some(Completion::FollowUpAdded { job_id }) => completed(Some(job_id)),
         Some(Completion::LeaseLost) => {
             shared.lease_lost("completed after the lease was lost");
         }
         None => {}
-    }
-    if matches!(
-        completion,
-        Some(Completion::Done | Completion::FollowUpAdded { .. })
-    ) {
-        metrics::counter!(names::JOBS_COMPLETED_TOTAL, "queue" => shared.queue_label(), "domain" => request.domain.clone())
-            .increment(1);
     }
 }

@@ -6,10 +6,11 @@
 
 use std::sync::Arc;
 
-use compactor_producer::metrics::{names, OTHER_DOMAIN};
-use tracing::{info, warn};
+use compactor_producer::events::catalogue::QueueOp;
+use tracing::warn;
 
 use super::Shared;
+use crate::events::{DepthSampled, InternalEvent, LeasesSwept};
 
 /// Runs until the runtime stops.
 pub(crate) async fn run(shared: Arc<Shared>) {
@@ -56,7 +57,7 @@ async fn repair(shared: &Shared) {
             }
             Err(error) => {
                 // Counted with recovery, the sweep it is a part of.
-                shared.count_error("recover", &error);
+                shared.count_error(QueueOp::Recover, &error);
                 return;
             }
         }
@@ -69,23 +70,18 @@ async fn recover(shared: &Shared) {
     loop {
         match shared.queue.recover(batch).await {
             Ok(r) => {
-                if r.recovered > 0 || r.dead_lettered > 0 {
-                    info!(
-                        recovered = r.recovered,
-                        dead_lettered = r.dead_lettered,
-                        "expired leases swept"
-                    );
+                LeasesSwept {
+                    queue: &queue,
+                    recovered: r.recovered,
+                    dead_lettered: r.dead_lettered,
                 }
-                metrics::counter!(names::JOBS_RECOVERED_TOTAL, "queue" => queue.clone())
-                    .increment(r.recovered);
-                metrics::counter!(names::JOBS_DEAD_LETTERED_TOTAL, "queue" => queue.clone(), "domain" => OTHER_DOMAIN, "reason" => "stalled")
-                    .increment(r.dead_lettered);
+                .emit();
                 if r.recovered + r.dead_lettered < u64::from(batch) {
                     return;
                 }
             }
             Err(error) => {
-                shared.count_error("recover", &error);
+                shared.count_error(QueueOp::Recover, &error);
                 return;
             }
         }
@@ -95,21 +91,14 @@ async fn recover(shared: &Shared) {
 async fn sample_depth(shared: &Shared) {
     let queue = shared.queue_label();
     match shared.queue.counts().await {
-        Ok(c) => {
-            for (state, n) in [
-                ("waiting", c.waiting),
-                ("running", c.running),
-                ("done", c.done),
-                ("dead", c.dead),
-            ] {
-                metrics::gauge!(names::QUEUE_DEPTH, "queue" => queue.clone(), "state" => state)
-                    .set(n as f64);
-            }
-            metrics::gauge!(names::DEAD_LETTER_SIZE, "queue" => queue).set(c.dead as f64);
+        Ok(counts) => DepthSampled {
+            queue: &queue,
+            counts,
         }
+        .emit(),
+        // Logged once, by the failure's event.
         Err(error) => {
-            warn!(%error, "queue depth not sampled");
-            shared.count_error("counts", &error);
+            shared.count_error(QueueOp::Counts, &error);
         }
     }
 }

@@ -12,6 +12,7 @@
 
 use std::sync::Arc;
 
+use compactor_producer::events::catalogue::QueueOp;
 use tracing::{debug, info};
 
 use super::retry::reconnect_backoff;
@@ -40,7 +41,7 @@ pub(crate) async fn run(shared: Arc<Shared>) {
                         woken = subscription.next(shared.config.check_interval) => match woken {
                             Ok(_) => shared.wake.notify_one(),
                             Err(error) => {
-                                shared.count_error("subscribe", &error);
+                                shared.count_error(QueueOp::Subscribe, &error);
                                 break;
                             }
                         },
@@ -49,7 +50,7 @@ pub(crate) async fn run(shared: Arc<Shared>) {
                 }
             }
             Err(error) => {
-                shared.count_error("subscribe", &error);
+                shared.count_error(QueueOp::Subscribe, &error);
                 let delay = retry_in.next().unwrap_or(std::time::Duration::from_secs(5));
                 debug!(
                     retry_in_ms = crate::telemetry::millis(delay),

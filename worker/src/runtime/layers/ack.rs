@@ -19,12 +19,15 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use apalis_core::task::Task;
-use compactor_producer::metrics::{domain_label, names};
+use compactor_producer::events::catalogue::DeadLetterReason;
+use compactor_producer::events::catalogue::QueueOp;
+use compactor_producer::metrics::domain_label;
 use compactor_producer::queue::{ClaimedJob, FailAction, Failure};
 use tokio_util::sync::CancellationToken;
 use tower::{Layer, Service};
-use tracing::{error, info, info_span, warn, Instrument, Span};
+use tracing::{info_span, Instrument, Span};
 
+use crate::events::{AttemptFailed, InternalEvent, JobDeadLettered, JobHandedBack, RetryScheduled};
 use crate::runtime::attempt::{Attempt, Outcome, Stop};
 use crate::runtime::handler::JobError;
 use crate::runtime::retry::with_retries;
@@ -124,12 +127,22 @@ async fn acknowledge(shared: &Arc<Shared>, job: Arc<ClaimedJob>, domain: String,
         // Not a failure: the job goes back to the queue unfinished.
         Err(Stop::HandBack) => hand_back(shared, &job).await,
         Err(stop) => {
-            metrics::counter!(names::JOBS_FAILED_TOTAL, "queue" => shared.queue_label(), "domain" => domain.clone(), "reason" => stop.label())
-                .increment(1);
+            if let Some(reason) = stop.outcome().failure_reason() {
+                AttemptFailed {
+                    queue: &shared.queue_label(),
+                    domain: &domain,
+                    reason,
+                }
+                .emit();
+            }
+            let lost = match stop {
+                Stop::LeaseLost(what) => what,
+                _ => "attempt cancelled",
+            };
             match failure(stop, shared.config.lock_duration) {
                 Some(error) => fail(shared, &job, &error, &domain).await,
                 // Another worker may hold the job now: it is not ours to fail.
-                None => shared.lease_lost("attempt cancelled"),
+                None => shared.lease_lost(lost),
             }
         }
     }
@@ -146,17 +159,19 @@ fn failure(stop: Stop, lock_duration: Duration) -> Option<JobError> {
         Stop::TimedOut => Some(JobError::retryable(format!(
             "attempt ran longer than the lock duration ({lock_duration:?})"
         ))),
-        Stop::LeaseLost | Stop::HandBack => None,
+        Stop::LeaseLost(_) | Stop::HandBack => None,
     }
 }
 
 /// Hands the job back to the queue at shutdown, its attempt not counted.
 async fn hand_back(shared: &Shared, job: &ClaimedJob) {
-    match with_retries(shared, "release", || shared.queue.release(job)).await {
+    match with_retries(shared, QueueOp::Release, || shared.queue.release(job)).await {
         Some(true) => {
-            info!("handed back at shutdown");
-            metrics::counter!(names::JOBS_RELEASED_TOTAL, "queue" => shared.queue_label())
-                .increment(1);
+            JobHandedBack {
+                queue: &shared.queue_label(),
+                was_running: true,
+            }
+            .emit();
         }
         Some(false) => shared.lease_lost("lease gone before hand-back"),
         None => {}
@@ -175,28 +190,30 @@ async fn fail(shared: &Shared, job: &ClaimedJob, error: &JobError, domain: &str)
         (_, error) => error.to_string(),
     };
     let dead_reason = if matches!(error, JobError::Permanent { .. }) {
-        "permanent"
+        DeadLetterReason::Permanent
     } else {
-        "exhausted"
+        DeadLetterReason::Exhausted
     };
-    match with_retries(shared, "fail", || shared.queue.fail(job, action, &reason)).await {
-        Some(Failure::RetryScheduled) => {
-            match action {
-                FailAction::Retry { delay } => {
-                    warn!(delay_ms = crate::telemetry::millis(delay), %reason, "attempt failed; retry scheduled");
-                }
-                FailAction::Postpone { delay } => {
-                    warn!(delay_ms = crate::telemetry::millis(delay), %reason, "a service the job needs is unavailable; postponed, attempt not counted");
-                }
-                FailAction::DeadLetter => {}
-            }
-            metrics::counter!(names::JOBS_RETRIED_TOTAL, "queue" => queue, "domain" => domain.to_owned())
-                .increment(1);
+    match with_retries(shared, QueueOp::Fail, || {
+        shared.queue.fail(job, action, &reason)
+    })
+    .await
+    {
+        Some(Failure::RetryScheduled) => RetryScheduled {
+            queue: &queue,
+            domain,
+            action,
+            reason: &reason,
         }
+        .emit(),
         Some(Failure::DeadLettered | Failure::DeadLetteredFollowUpAdded { .. }) => {
-            error!(%reason, "dead-lettered");
-            metrics::counter!(names::JOBS_DEAD_LETTERED_TOTAL, "queue" => queue, "domain" => domain.to_owned(), "reason" => dead_reason)
-                .increment(1);
+            JobDeadLettered {
+                queue: &queue,
+                domain,
+                reason: dead_reason,
+                message: &reason,
+            }
+            .emit();
         }
         Some(Failure::LeaseLost) => shared.lease_lost("failed after the lease was lost"),
         None => {}
@@ -228,7 +245,7 @@ mod tests {
             failure(Stop::Failed(JobError::permanent("bad")), lock),
             Some(JobError::permanent("bad"))
         );
-        assert_eq!(failure(Stop::LeaseLost, lock), None);
+        assert_eq!(failure(Stop::LeaseLost("renewal refused"), lock), None);
         assert_eq!(failure(Stop::HandBack, lock), None);
     }
 }

@@ -8,9 +8,9 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
+use compactor_producer::events::catalogue::QueueOp;
 use compactor_producer::queue::ClaimedJob;
 use tower::{Layer, Service};
-use tracing::warn;
 
 use crate::runtime::attempt::{Attempt, Outcome, Stop};
 use crate::runtime::lease::{self, Lost};
@@ -64,23 +64,24 @@ where
         Box::pin(async move {
             tokio::select! {
                 outcome = run => outcome,
-                () = keep_lease(&shared, &job) => Err(Stop::LeaseLost),
+                what = keep_lease(&shared, &job) => Err(Stop::LeaseLost(what)),
             }
         })
     }
 }
 
-/// Renews the job's lease; resolves only when it is lost.
-async fn keep_lease(shared: &Shared, job: &ClaimedJob) {
+/// Renews the job's lease; resolves only when it is lost, with how (the
+/// acknowledgement logs it, with the lost lease's count).
+async fn keep_lease(shared: &Shared, job: &ClaimedJob) -> &'static str {
     let lost = lease::keep(
         shared.queue.config().lease_ttl,
         shared.config.renew_interval,
         move || shared.queue.renew(job),
-        move |error| shared.count_error("renew", error),
+        move |error| shared.count_error(QueueOp::Renew, error),
     )
     .await;
     match lost {
-        Lost::Refused => warn!("lease lost: renewal refused"),
-        Lost::Unreachable(_) => warn!("lease lost: Redis unreachable for longer than the lease"),
+        Lost::Refused => "renewal refused",
+        Lost::Unreachable(_) => "Redis unreachable for longer than the lease",
     }
 }

@@ -14,11 +14,11 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
-use compactor_producer::metrics::names;
 use tower::{Layer, Service};
-use tracing::{debug, Span};
+use tracing::Span;
 
-use crate::runtime::attempt::{outcome_label, Attempt, Outcome, Stop};
+use crate::events::{AttemptEnded, AttemptStarted, InternalEvent};
+use crate::runtime::attempt::{run_outcome, Attempt, Outcome, Stop};
 use crate::runtime::Shared;
 
 #[derive(Clone)]
@@ -69,14 +69,12 @@ where
         let waited = attempt.job.queue_wait;
         let run = self.inner.call(attempt);
         Box::pin(async move {
-            metrics::counter!(names::JOBS_STARTED_TOTAL, "queue" => queue.clone(), "domain" => domain.clone())
-                .increment(1);
-            metrics::histogram!(names::JOB_QUEUE_WAIT_SECONDS, "queue" => queue.clone(), "domain" => domain.clone())
-                .record(waited.as_secs_f64());
-            debug!(
-                waited_ms = crate::telemetry::millis(waited),
-                "attempt started"
-            );
+            AttemptStarted {
+                queue: &queue,
+                domain: &domain,
+                waited,
+            }
+            .emit();
             let started = Instant::now();
             shared.running.fetch_add(1, Ordering::Relaxed);
             let outcome = run.await;
@@ -84,8 +82,13 @@ where
             let elapsed = started.elapsed();
             Span::current().record("duration_ms", crate::telemetry::millis(elapsed));
             shared.acks.record_run(elapsed);
-            metrics::histogram!(names::JOB_RUN_SECONDS, "queue" => queue, "domain" => domain, "outcome" => outcome_label(&outcome))
-                .record(elapsed.as_secs_f64());
+            AttemptEnded {
+                queue: &queue,
+                domain: &domain,
+                outcome: run_outcome(&outcome),
+                elapsed,
+            }
+            .emit();
             outcome
         })
     }

@@ -1,0 +1,46 @@
+//! What the worker makes observable, vector-style, as the client library
+//! does (`compactor_producer::events`): each occurrence is a struct whose
+//! one [`InternalEvent::emit`] writes its log line and records its metrics
+//! from the same fields, with the names and typed label values of the one
+//! catalogue (`compactor_producer::events::catalogue`). Code outside this
+//! module records no metric (a test over the source tree, in the producer,
+//! checks the whole workspace).
+//!
+//! # Layout
+//!
+//! - `queue`: the runtime's dealings with the Redis queue — an operation
+//!   failing, a lease lost, an unusable entry, the recovery sweep, the
+//!   depth gauges, a job handed back.
+//! - `job`: one attempt's life — started, ended, failed, and the job
+//!   completed, retried or dead-lettered.
+//! - `compaction`: how a compaction job ended, and its announcement failing.
+//! - `http`: an admin API request answered.
+//! - `llm`: the LLM clients' requests, tokens, retries, answers, health
+//!   and fallbacks.
+//! - `series`: every series created at zero at start-up (the only place
+//!   that names each family and label set up front).
+
+mod compaction;
+mod http;
+mod job;
+mod llm;
+mod queue;
+mod series;
+
+pub(crate) use compactor_producer::events::InternalEvent;
+
+pub(crate) use compaction::{
+    Compacted, CompactionConflicted, CompactionFailed, CompactionSkipped, ReleaseNotAnnounced,
+};
+pub(crate) use http::RequestServed;
+pub(crate) use job::{
+    AttemptEnded, AttemptFailed, AttemptStarted, JobCompleted, JobDeadLettered, RetryScheduled,
+};
+pub(crate) use llm::{
+    AnswerProblem, AnswerRejected, FellBack, LlmHealthChanged, LlmRequestFinished, LlmRetried,
+    LlmTokensUsed,
+};
+pub(crate) use queue::{
+    DepthSampled, JobHandedBack, LeaseLost, LeasesSwept, QueueOpFailed, UnusableEntryDeadLettered,
+};
+pub(crate) use series::{create_llm_series, create_series};
