@@ -569,14 +569,19 @@ fn stem(word: &str) -> &str {
     word
 }
 
+/// The words of the normalized text `norm`, split at spaces and clause
+/// punctuation, a sentence's `.` or `:` trimmed off each.
+fn norm_words(norm: &str) -> Vec<&str> {
+    norm.split(|c: char| c.is_whitespace() || matches!(c, ',' | ';' | '(' | ')' | '!' | '?'))
+        .map(|w| w.trim_end_matches(['.', ':']))
+        .filter(|w| !w.is_empty())
+        .collect()
+}
+
 /// Calendar dates in the normalized text `norm`, as `"<day> <month>"`
 /// ("28 june", "june 28th" → "28 june").
 fn dates(norm: &str) -> BTreeSet<String> {
-    let words: Vec<&str> = norm
-        .split(|c: char| c.is_whitespace() || matches!(c, ',' | ';' | '(' | ')' | '!' | '?'))
-        .map(|w| w.trim_end_matches(['.', ':']))
-        .filter(|w| !w.is_empty())
-        .collect();
+    let words = norm_words(norm);
     let day = |w: &str| -> Option<u32> {
         let digits = w.trim_end_matches(['s', 't', 'n', 'd', 'r', 'h']);
         (1..=2)
@@ -651,11 +656,7 @@ fn shaped(norm: &str) -> Vec<(String, String)> {
         "of", "to", "and", "or", "in", "at", "on", "for", "the", "a", "an", "is", "are", "was",
         "with", "by", "from", "one", "more", "less", "pm", "am",
     ];
-    let words: Vec<&str> = norm
-        .split(|c: char| c.is_whitespace() || matches!(c, ',' | ';' | '(' | ')' | '!' | '?'))
-        .map(|w| w.trim_end_matches(['.', ':']))
-        .filter(|w| !w.is_empty())
-        .collect();
+    let words = norm_words(norm);
     let mut out = Vec::new();
     for (i, w) in words.iter().enumerate() {
         let time = w.split_once(':').is_some_and(|(h, m)| {
@@ -683,11 +684,7 @@ fn shaped(norm: &str) -> Vec<(String, String)> {
 /// `(subject, value)` of every "<two words> at|to|= <value with a digit>"
 /// in the normalized text `norm`: `("the msrv", "1.72")`.
 fn noun_values(norm: &str) -> Vec<(String, String)> {
-    let words: Vec<&str> = norm
-        .split(|c: char| c.is_whitespace() || matches!(c, ',' | ';' | '(' | ')' | '!' | '?'))
-        .map(|w| w.trim_end_matches(['.', ':']))
-        .filter(|w| !w.is_empty())
-        .collect();
+    let words = norm_words(norm);
     let mut out = Vec::new();
     for i in 2..words.len().saturating_sub(1) {
         if !matches!(words[i], "at" | "to" | "=" | "is") {
