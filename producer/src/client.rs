@@ -138,14 +138,19 @@ pub struct IncomingMessage {
 }
 
 impl IncomingMessage {
-    /// A message with one text part.
-    pub fn text(role: Role, text: impl Into<String>) -> IncomingMessage {
+    /// A message of `parts`, not pinned, without a client id.
+    pub fn new(role: Role, parts: Vec<Part>) -> IncomingMessage {
         IncomingMessage {
             role,
-            parts: vec![Part::text(text)],
+            parts,
             pinned: false,
             client_id: None,
         }
+    }
+
+    /// A message with one text part.
+    pub fn text(role: Role, text: impl Into<String>) -> IncomingMessage {
+        IncomingMessage::new(role, vec![Part::text(text)])
     }
 
     /// The same message with the client's id for it.

@@ -36,13 +36,13 @@ use compactor_producer::metrics::domain_label;
 use compactor_producer::queue::{Queue, Trigger};
 use compactor_producer::store::{
     Commit, CommitOutcome, ConflictReason, DegradedReason, LeaseTaken, MemoryFold, NewRun,
-    PrunedMessage, RunOutcome, Store, StoreError, WorkstreamRow,
+    RunOutcome, Store, StoreError, WorkstreamRow,
 };
 use compactor_shared::config::EngineConfig;
 use compactor_shared::pipeline::{self, PipelineError};
 use compactor_shared::prompt::CompactionInput;
 use compactor_shared::summary::SummarizerOutput;
-use compactor_shared::{CharEstimator, WorkstreamState};
+use compactor_shared::CharEstimator;
 use compactor_shared::{EntityKey, Message, MessageId, Summary, TokenEstimator};
 use futures::future::BoxFuture;
 use tokio::time::Instant;
@@ -229,17 +229,13 @@ enum Done {
     Conflict(ConflictReason),
 }
 
-/// Figures of a committed compaction.
+/// Figures of a committed compaction: the pipeline's, and what the
+/// attempt adds to them.
 #[derive(Debug, Clone, Default)]
 struct Report {
-    tokens_before: u64,
-    tokens_after: u64,
-    messages_compacted: u64,
-    chunks: u32,
-    rollups: u32,
+    figures: pipeline::Report,
+    /// Summarized offline in place of the LLM.
     degraded: bool,
-    /// The workstream ended below its trigger.
-    progress: bool,
     /// The workstream's version after the commit.
     version: i64,
     /// From the attempt's start to the commit.
@@ -248,16 +244,11 @@ struct Report {
 
 /// Everything a commit writes, prepared while holding the lease.
 struct Prepared {
-    watermark: MessageId,
-    keep: Vec<MessageId>,
-    compacted_tokens: u64,
-    summary: Summary,
-    summary_tokens: u64,
-    state: WorkstreamState,
-    memory_fold: Option<(String, Vec<i64>)>,
-    pruned: Vec<PrunedMessage>,
+    compacted: pipeline::Compacted,
+    /// What the summarizer's calls cost, and why the LLM was stood in for.
     usage: LlmUsage,
-    report: Report,
+    /// Summarized offline in place of the LLM.
+    degraded: bool,
 }
 
 impl CompactHandler {
@@ -642,7 +633,7 @@ impl CompactHandler {
             .prepare(job, ws, &Summarizer::Extractive, deadline)
             .await?;
         if let Some(p) = prepared.as_mut() {
-            p.report.degraded = true;
+            p.degraded = true;
             p.usage = LlmUsage {
                 calls,
                 fallback: Some(fallback),
@@ -712,38 +703,10 @@ impl CompactHandler {
                 return Err(CompactError::ChunkTooLong { chars, source })
             }
         };
-        let pipeline::Compacted {
-            watermark,
-            keep,
-            compacted_tokens,
-            summary,
-            summary_tokens,
-            state,
-            memory_fold,
-            pruned,
-            report,
-        } = compacted;
         Ok(Some(Prepared {
-            watermark,
-            keep,
-            compacted_tokens,
-            summary,
-            summary_tokens,
-            state,
-            memory_fold: memory_fold.map(|f| (f.summary, f.folded)),
-            pruned,
+            compacted,
             usage: step.usage,
-            report: Report {
-                tokens_before: report.tokens_before,
-                tokens_after: report.tokens_after,
-                messages_compacted: report.messages_compacted,
-                chunks: report.chunks,
-                rollups: report.rollups,
-                degraded: false,
-                progress: report.progress,
-                version: 0,
-                duration_ms: 0,
-            },
+            degraded: false,
         }))
     }
 
@@ -756,6 +719,11 @@ impl CompactHandler {
         started: chrono::DateTime<Utc>,
     ) -> Result<Held, CompactError> {
         let Prepared {
+            compacted,
+            usage,
+            degraded,
+        } = prepared;
+        let pipeline::Compacted {
             watermark,
             keep,
             compacted_tokens,
@@ -764,10 +732,9 @@ impl CompactHandler {
             state,
             memory_fold,
             pruned,
-            usage,
-            mut report,
-        } = prepared;
-        let progress = report.progress;
+            report: figures,
+        } = compacted;
+        let progress = figures.progress;
         let run = NewRun {
             job_id: i64::try_from(job.job_id).unwrap_or(i64::MAX),
             attempt: job.attempt,
@@ -779,13 +746,13 @@ impl CompactHandler {
             } else {
                 RunOutcome::NoProgress
             },
-            degraded: report.degraded,
+            degraded,
             degraded_reason: usage.fallback.as_ref().map(|f| f.reason),
-            tokens_before: report.tokens_before,
-            tokens_after: report.tokens_after,
-            messages_compacted: report.messages_compacted,
-            chunks: report.chunks,
-            rollups: report.rollups,
+            tokens_before: figures.tokens_before,
+            tokens_after: figures.tokens_after,
+            messages_compacted: figures.messages_compacted,
+            chunks: figures.chunks,
+            rollups: figures.rollups,
             llm_model: usage
                 .calls
                 .model
@@ -808,9 +775,9 @@ impl CompactHandler {
             summary: &summary,
             summary_tokens,
             state: &state,
-            memory_fold: memory_fold.as_ref().map(|(s, ids)| MemoryFold {
-                summary: s,
-                folded: ids,
+            memory_fold: memory_fold.as_ref().map(|fold| MemoryFold {
+                summary: &fold.summary,
+                folded: &fold.folded,
             }),
             pruned: &pruned,
             just_auto_compacted: !job.trigger.is_manual(),
@@ -821,9 +788,12 @@ impl CompactHandler {
             CommitOutcome::Committed { version } => {
                 // Logged with its metrics when the attempt ends
                 // (`events::Compacted`).
-                report.version = version;
-                report.duration_ms = since_ms(started);
-                Ok(Held::Committed(report))
+                Ok(Held::Committed(Report {
+                    figures,
+                    degraded,
+                    version,
+                    duration_ms: since_ms(started),
+                }))
             }
             CommitOutcome::Conflict(reason) => Ok(Held::Conflict(reason)),
         }
@@ -843,11 +813,11 @@ impl CompactHandler {
             trigger: job.trigger.label().to_owned(),
             job_id: job.job_id,
             attempt: job.attempt,
-            tokens_before: report.tokens_before,
-            tokens_after: report.tokens_after,
-            messages_compacted: report.messages_compacted,
-            chunks: report.chunks,
-            rollups: report.rollups,
+            tokens_before: report.figures.tokens_before,
+            tokens_after: report.figures.tokens_after,
+            messages_compacted: report.figures.messages_compacted,
+            chunks: report.figures.chunks,
+            rollups: report.figures.rollups,
             degraded: report.degraded,
             error,
         }
@@ -955,13 +925,13 @@ impl JobHandler for CompactHandler {
                 Compacted {
                     domain,
                     version: report.version,
-                    tokens_before: report.tokens_before,
-                    tokens_after: report.tokens_after,
-                    messages_compacted: report.messages_compacted,
-                    chunks: report.chunks,
-                    rollups: report.rollups,
+                    tokens_before: report.figures.tokens_before,
+                    tokens_after: report.figures.tokens_after,
+                    messages_compacted: report.figures.messages_compacted,
+                    chunks: report.figures.chunks,
+                    rollups: report.figures.rollups,
                     degraded: report.degraded,
-                    progress: report.progress,
+                    progress: report.figures.progress,
                     duration_ms: report.duration_ms,
                 }
                 .emit();

@@ -71,26 +71,22 @@ fn conversation(turns: usize) -> Vec<IncomingMessage> {
             ),
         ));
         let call_id = format!("demo-call-{t}");
-        out.push(IncomingMessage {
-            role: Role::Assistant,
-            parts: vec![Part::tool_call(
+        out.push(IncomingMessage::new(
+            Role::Assistant,
+            vec![Part::tool_call(
                 call_id.clone(),
                 "bash",
                 serde_json::json!({ "cmd": command }),
             )],
-            pinned: false,
-            client_id: None,
-        });
-        out.push(IncomingMessage {
-            role: Role::Tool,
-            parts: vec![Part::tool_result(
+        ));
+        out.push(IncomingMessage::new(
+            Role::Tool,
+            vec![Part::tool_result(
                 call_id,
                 "bash",
                 format!("$ {command}\n... {} lines of output ...\nresult: {code} reproduced at step {t}", 40 + t % 17),
             )],
-            pinned: false,
-            client_id: None,
-        });
+        ));
     }
     out
 }

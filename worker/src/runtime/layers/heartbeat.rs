@@ -4,63 +4,35 @@
 //! because another worker may be running the job by then.
 
 use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 
 use compactor_producer::events::catalogue::QueueOp;
 use compactor_producer::queue::ClaimedJob;
-use tower::{Layer, Service};
 
+use super::around::{AroundAttempt, Run};
 use crate::runtime::attempt::{Attempt, Outcome, Stop};
 use crate::runtime::lease::{self, Lost};
 use crate::runtime::Shared;
 
 #[derive(Clone)]
-pub(crate) struct HeartbeatLayer {
+pub(crate) struct Heartbeat {
     shared: Arc<Shared>,
 }
 
-impl HeartbeatLayer {
-    pub(crate) fn new(shared: Arc<Shared>) -> HeartbeatLayer {
-        HeartbeatLayer { shared }
+impl Heartbeat {
+    pub(crate) fn new(shared: Arc<Shared>) -> Heartbeat {
+        Heartbeat { shared }
     }
 }
 
-impl<S> Layer<S> for HeartbeatLayer {
-    type Service = Heartbeat<S>;
-
-    fn layer(&self, inner: S) -> Heartbeat<S> {
-        Heartbeat {
-            inner,
-            shared: Arc::clone(&self.shared),
-        }
-    }
-}
-
-#[derive(Clone)]
-pub(crate) struct Heartbeat<S> {
-    inner: S,
-    shared: Arc<Shared>,
-}
-
-impl<S> Service<Attempt> for Heartbeat<S>
-where
-    S: Service<Attempt, Response = (), Error = Stop>,
-    S::Future: Send + 'static,
-{
-    type Response = ();
-    type Error = Stop;
-    type Future = Pin<Box<dyn Future<Output = Outcome> + Send>>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Stop>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, attempt: Attempt) -> Self::Future {
+impl AroundAttempt for Heartbeat {
+    fn around<F>(&self, attempt: Attempt, inner: impl FnOnce(Attempt) -> F) -> Run
+    where
+        F: Future<Output = Outcome> + Send + 'static,
+    {
         let shared = Arc::clone(&self.shared);
         let job = Arc::clone(&attempt.job);
-        let run = self.inner.call(attempt);
+        let run = inner(attempt);
         Box::pin(async move {
             tokio::select! {
                 outcome = run => outcome,

@@ -8,66 +8,38 @@
 //! as recorded, before the outcome is told to the queue.
 
 use std::future::Future;
-use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::Instant;
 
-use tower::{Layer, Service};
 use tracing::Span;
 
+use super::around::{AroundAttempt, Run};
 use crate::events::{AttemptEnded, AttemptStarted, InternalEvent};
-use crate::runtime::attempt::{run_outcome, Attempt, Outcome, Stop};
+use crate::runtime::attempt::{run_outcome, Attempt, Outcome};
 use crate::runtime::Shared;
 
 #[derive(Clone)]
-pub(crate) struct MeasureLayer {
+pub(crate) struct Measure {
     shared: Arc<Shared>,
 }
 
-impl MeasureLayer {
-    pub(crate) fn new(shared: Arc<Shared>) -> MeasureLayer {
-        MeasureLayer { shared }
+impl Measure {
+    pub(crate) fn new(shared: Arc<Shared>) -> Measure {
+        Measure { shared }
     }
 }
 
-impl<S> Layer<S> for MeasureLayer {
-    type Service = Measure<S>;
-
-    fn layer(&self, inner: S) -> Measure<S> {
-        Measure {
-            inner,
-            shared: Arc::clone(&self.shared),
-        }
-    }
-}
-
-#[derive(Clone)]
-pub(crate) struct Measure<S> {
-    inner: S,
-    shared: Arc<Shared>,
-}
-
-impl<S> Service<Attempt> for Measure<S>
-where
-    S: Service<Attempt, Response = (), Error = Stop>,
-    S::Future: Send + 'static,
-{
-    type Response = ();
-    type Error = Stop;
-    type Future = Pin<Box<dyn Future<Output = Outcome> + Send>>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Stop>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, attempt: Attempt) -> Self::Future {
+impl AroundAttempt for Measure {
+    fn around<F>(&self, attempt: Attempt, inner: impl FnOnce(Attempt) -> F) -> Run
+    where
+        F: Future<Output = Outcome> + Send + 'static,
+    {
         let shared = Arc::clone(&self.shared);
         let queue = shared.queue_label();
         let domain = attempt.domain.clone();
         let waited = attempt.job.queue_wait;
-        let run = self.inner.call(attempt);
+        let run = inner(attempt);
         Box::pin(async move {
             AttemptStarted {
                 queue: &queue,

@@ -13,7 +13,9 @@
 //! ```
 //!
 //! Each layer below `ack` takes an [`Attempt`](super::attempt::Attempt) and
-//! answers how it ended ([`Outcome`](super::attempt::Outcome)); a layer that
+//! answers how it ended ([`Outcome`](super::attempt::Outcome)): it is a
+//! behaviour implementing [`AroundAttempt`], made a tower layer by
+//! [`AroundLayer`] (one `Layer`/`Service` plumbing for all five). A layer that
 //! ends an attempt early drops the layers inside it, the handler's future
 //! included, which cancels the work the handler spawned. `measure` sits
 //! inside `ack` so an attempt's slot is free, and its run recorded, before
@@ -23,6 +25,7 @@
 //! [`Runtime::run`](super::Runtime::run)).
 
 mod ack;
+mod around;
 mod heartbeat;
 mod measure;
 mod panic;
@@ -38,15 +41,24 @@ use super::handler::JobHandler;
 use super::Shared;
 
 pub(crate) use ack::{Ack, AckLayer};
-pub(crate) use heartbeat::{Heartbeat, HeartbeatLayer};
-pub(crate) use measure::{Measure, MeasureLayer};
-pub(crate) use panic::{CatchPanic, CatchPanicLayer};
-pub(crate) use shutdown::{HandBack, HandBackLayer};
-pub(crate) use timeout::{LockDuration, LockDurationLayer};
+pub(crate) use around::{Around, AroundLayer};
+use heartbeat::Heartbeat;
+use measure::Measure;
+use panic::CatchPanic;
+use shutdown::HandBack;
+use timeout::LockDuration;
 
-/// The service apalis calls for each job run by handler `H`.
-pub(crate) type AttemptService<H> =
-    Ack<Measure<HandBack<LockDuration<Heartbeat<CatchPanic<HandlerService<H>>>>>>>;
+/// The service apalis calls for each job run by handler `H` (innermost
+/// first in the nesting, outermost first in [`attempt_service`]).
+pub(crate) type AttemptService<H> = Ack<
+    Around<
+        Around<
+            Around<Around<Around<HandlerService<H>, CatchPanic>, Heartbeat>, LockDuration>,
+            HandBack,
+        >,
+        Measure,
+    >,
+>;
 
 /// Stacks the layers over `handler`.
 pub(crate) fn attempt_service<H: JobHandler>(
@@ -55,11 +67,11 @@ pub(crate) fn attempt_service<H: JobHandler>(
 ) -> AttemptService<H> {
     ServiceBuilder::new()
         .layer(AckLayer::new(Arc::clone(shared)))
-        .layer(MeasureLayer::new(Arc::clone(shared)))
-        .layer(HandBackLayer::new(shared.hand_back.clone()))
-        .layer(LockDurationLayer)
-        .layer(HeartbeatLayer::new(Arc::clone(shared)))
-        .layer(CatchPanicLayer)
+        .layer(AroundLayer(Measure::new(Arc::clone(shared))))
+        .layer(AroundLayer(HandBack::new(shared.hand_back.clone())))
+        .layer(AroundLayer(LockDuration))
+        .layer(AroundLayer(Heartbeat::new(Arc::clone(shared))))
+        .layer(AroundLayer(CatchPanic))
         .service(HandlerService::new(
             handler,
             shared.config.retry.max_attempts,

@@ -4,50 +4,26 @@
 use std::any::Any;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
-use std::pin::Pin;
-use std::task::{Context, Poll};
 
 use futures::FutureExt;
-use tower::{Layer, Service};
 
+use super::around::{AroundAttempt, Run};
 use crate::runtime::attempt::{Attempt, Outcome, Stop};
 
 /// Longest panic message kept (it becomes the job's failure reason).
 const MAX_MESSAGE_CHARS: usize = 200;
 
 #[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct CatchPanicLayer;
+pub(crate) struct CatchPanic;
 
-impl<S> Layer<S> for CatchPanicLayer {
-    type Service = CatchPanic<S>;
-
-    fn layer(&self, inner: S) -> CatchPanic<S> {
-        CatchPanic { inner }
-    }
-}
-
-#[derive(Debug, Clone)]
-pub(crate) struct CatchPanic<S> {
-    inner: S,
-}
-
-impl<S> Service<Attempt> for CatchPanic<S>
-where
-    S: Service<Attempt, Response = (), Error = Stop>,
-    S::Future: Send + 'static,
-{
-    type Response = ();
-    type Error = Stop;
-    type Future = Pin<Box<dyn Future<Output = Outcome> + Send>>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Stop>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, attempt: Attempt) -> Self::Future {
+impl AroundAttempt for CatchPanic {
+    fn around<F>(&self, attempt: Attempt, inner: impl FnOnce(Attempt) -> F) -> Run
+    where
+        F: Future<Output = Outcome> + Send + 'static,
+    {
         // The handler holds no state the runtime looks at after a panic:
         // its future is dropped, and the job is failed from its claim.
-        let run = AssertUnwindSafe(self.inner.call(attempt)).catch_unwind();
+        let run = AssertUnwindSafe(inner(attempt)).catch_unwind();
         Box::pin(async move {
             match run.await {
                 Ok(outcome) => outcome,
@@ -72,7 +48,8 @@ mod tests {
 
     use tower::{Layer, Service};
 
-    use super::CatchPanicLayer;
+    use super::super::around::AroundLayer;
+    use super::CatchPanic;
     use crate::runtime::attempt::tests::{attempt, service, Panics};
     use crate::runtime::attempt::Stop;
 
@@ -88,7 +65,10 @@ mod tests {
     async fn a_panicking_handler_ends_the_attempt_and_cancels_its_work() {
         let attempt = attempt(Duration::from_secs(60));
         let cancel = attempt.cancel.clone();
-        let outcome = CatchPanicLayer.layer(service(Panics)).call(attempt).await;
+        let outcome = AroundLayer(CatchPanic)
+            .layer(service(Panics))
+            .call(attempt)
+            .await;
         assert!(matches!(outcome, Err(Stop::Panicked(m)) if m == "handler bug"));
         assert!(cancel.is_cancelled());
     }

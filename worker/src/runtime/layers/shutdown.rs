@@ -3,59 +3,31 @@
 //! the queue, the attempt not counted.
 
 use std::future::Future;
-use std::pin::Pin;
-use std::task::{Context, Poll};
 
 use tokio_util::sync::CancellationToken;
-use tower::{Layer, Service};
 
+use super::around::{AroundAttempt, Run};
 use crate::runtime::attempt::{Attempt, Outcome, Stop};
 
 #[derive(Debug, Clone)]
-pub(crate) struct HandBackLayer {
+pub(crate) struct HandBack {
     /// Cancelled when the grace period ends.
     hand_back: CancellationToken,
 }
 
-impl HandBackLayer {
-    pub(crate) fn new(hand_back: CancellationToken) -> HandBackLayer {
-        HandBackLayer { hand_back }
+impl HandBack {
+    pub(crate) fn new(hand_back: CancellationToken) -> HandBack {
+        HandBack { hand_back }
     }
 }
 
-impl<S> Layer<S> for HandBackLayer {
-    type Service = HandBack<S>;
-
-    fn layer(&self, inner: S) -> HandBack<S> {
-        HandBack {
-            inner,
-            hand_back: self.hand_back.clone(),
-        }
-    }
-}
-
-#[derive(Debug, Clone)]
-pub(crate) struct HandBack<S> {
-    inner: S,
-    hand_back: CancellationToken,
-}
-
-impl<S> Service<Attempt> for HandBack<S>
-where
-    S: Service<Attempt, Response = (), Error = Stop>,
-    S::Future: Send + 'static,
-{
-    type Response = ();
-    type Error = Stop;
-    type Future = Pin<Box<dyn Future<Output = Outcome> + Send>>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Stop>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, attempt: Attempt) -> Self::Future {
+impl AroundAttempt for HandBack {
+    fn around<F>(&self, attempt: Attempt, inner: impl FnOnce(Attempt) -> F) -> Run
+    where
+        F: Future<Output = Outcome> + Send + 'static,
+    {
         let hand_back = self.hand_back.clone();
-        let run = self.inner.call(attempt);
+        let run = inner(attempt);
         Box::pin(async move {
             tokio::select! {
                 outcome = run => outcome,
@@ -72,7 +44,8 @@ mod tests {
     use tokio_util::sync::CancellationToken;
     use tower::{Layer, Service};
 
-    use super::HandBackLayer;
+    use super::super::around::AroundLayer;
+    use super::HandBack;
     use crate::runtime::attempt::tests::{attempt, service, Forever};
     use crate::runtime::attempt::Stop;
 
@@ -81,7 +54,7 @@ mod tests {
         let hand_back = CancellationToken::new();
         let attempt = attempt(Duration::from_secs(60));
         let cancel = attempt.cancel.clone();
-        let run = HandBackLayer::new(hand_back.clone())
+        let run = AroundLayer(HandBack::new(hand_back.clone()))
             .layer(service(Forever))
             .call(attempt);
         hand_back.cancel();

@@ -7,45 +7,20 @@
 //! acknowledge, not an error to box.
 
 use std::future::Future;
-use std::pin::Pin;
-use std::task::{Context, Poll};
 
-use tower::{Layer, Service};
-
+use super::around::{AroundAttempt, Run};
 use crate::runtime::attempt::{Attempt, Outcome, Stop};
 
 #[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct LockDurationLayer;
+pub(crate) struct LockDuration;
 
-impl<S> Layer<S> for LockDurationLayer {
-    type Service = LockDuration<S>;
-
-    fn layer(&self, inner: S) -> LockDuration<S> {
-        LockDuration { inner }
-    }
-}
-
-#[derive(Debug, Clone)]
-pub(crate) struct LockDuration<S> {
-    inner: S,
-}
-
-impl<S> Service<Attempt> for LockDuration<S>
-where
-    S: Service<Attempt, Response = (), Error = Stop>,
-    S::Future: Send + 'static,
-{
-    type Response = ();
-    type Error = Stop;
-    type Future = Pin<Box<dyn Future<Output = Outcome> + Send>>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Stop>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, attempt: Attempt) -> Self::Future {
+impl AroundAttempt for LockDuration {
+    fn around<F>(&self, attempt: Attempt, inner: impl FnOnce(Attempt) -> F) -> Run
+    where
+        F: Future<Output = Outcome> + Send + 'static,
+    {
         let deadline = attempt.deadline;
-        let run = self.inner.call(attempt);
+        let run = inner(attempt);
         Box::pin(async move {
             tokio::select! {
                 outcome = run => outcome,
@@ -61,7 +36,8 @@ mod tests {
 
     use tower::{Layer, Service};
 
-    use super::LockDurationLayer;
+    use super::super::around::AroundLayer;
+    use super::LockDuration;
     use crate::runtime::attempt::tests::{attempt, service, Forever};
     use crate::runtime::attempt::Stop;
 
@@ -70,7 +46,7 @@ mod tests {
         let attempt = attempt(Duration::from_millis(50));
         let cancel = attempt.cancel.clone();
         let started = Instant::now();
-        let outcome = LockDurationLayer
+        let outcome = AroundLayer(LockDuration)
             .layer(service(Forever))
             .call(attempt)
             .await;
