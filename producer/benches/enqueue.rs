@@ -35,6 +35,17 @@ struct Sample {
     p99: Option<Duration>,
 }
 
+impl Sample {
+    /// `n` operations in `total`, with no latencies measured.
+    fn throughput(n: usize, total: Duration) -> Sample {
+        Sample {
+            per_sec: n as f64 / total.as_secs_f64(),
+            p50: None,
+            p99: None,
+        }
+    }
+}
+
 fn report(name: &str, metric: &str, samples: &mut [Sample]) {
     for s in samples.iter() {
         result(SUITE, metric, s.per_sec, "ops/s");
@@ -72,6 +83,12 @@ fn report(name: &str, metric: &str, samples: &mut [Sample]) {
     println!();
 }
 
+/// An automatic request for each of `n` distinct entities, for
+/// `enqueue_many`.
+fn auto_requests(n: usize) -> Vec<(EntityKey, Trigger)> {
+    keys(n).into_iter().map(|k| (k, Trigger::Auto)).collect()
+}
+
 async fn sequential(n: usize, same_key: bool) -> Sample {
     let t = TestQueue::new().await;
     let q = &t.queue;
@@ -88,9 +105,9 @@ async fn sequential(n: usize, same_key: bool) -> Sample {
     drop(t);
     lat.sort();
     Sample {
-        per_sec: n as f64 / total.as_secs_f64(),
         p50: Some(percentile(&lat, 0.50)),
         p99: Some(percentile(&lat, 0.99)),
+        ..Sample::throughput(n, total)
     }
 }
 
@@ -119,29 +136,20 @@ async fn in_flight(n: usize, parallel: usize) -> Sample {
     }
     let total = start.elapsed();
     drop(t);
-    Sample {
-        per_sec: n as f64 / total.as_secs_f64(),
-        p50: None,
-        p99: None,
-    }
+    Sample::throughput(n, total)
 }
 
 async fn bulk(n: usize, batch: usize) -> Sample {
     let t = TestQueue::new().await;
     let q = &t.queue;
-    let requests: Vec<(EntityKey, Trigger)> =
-        keys(n).into_iter().map(|k| (k, Trigger::Auto)).collect();
+    let requests = auto_requests(n);
     let start = Instant::now();
     for chunk in requests.chunks(batch) {
         q.enqueue_many(chunk).await.unwrap();
     }
     let total = start.elapsed();
     drop(t);
-    Sample {
-        per_sec: n as f64 / total.as_secs_f64(),
-        p50: None,
-        p99: None,
-    }
+    Sample::throughput(n, total)
 }
 
 /// `concurrency` loops over `n` waiting jobs: claim, then either
@@ -150,8 +158,7 @@ async fn bulk(n: usize, batch: usize) -> Sample {
 async fn process(n: usize, concurrency: usize, combined: bool) -> Sample {
     let t = TestQueue::new().await;
     let q = &t.queue;
-    let requests: Vec<(EntityKey, Trigger)> =
-        keys(n).into_iter().map(|k| (k, Trigger::Auto)).collect();
+    let requests = auto_requests(n);
     for chunk in requests.chunks(1_000) {
         q.enqueue_many(chunk).await.unwrap();
     }
@@ -186,11 +193,7 @@ async fn process(n: usize, concurrency: usize, combined: bool) -> Sample {
     let total = start.elapsed();
     assert_eq!(done.load(Ordering::Relaxed), n);
     drop(t);
-    Sample {
-        per_sec: n as f64 / total.as_secs_f64(),
-        p50: None,
-        p99: None,
-    }
+    Sample::throughput(n, total)
 }
 
 #[tokio::main(flavor = "multi_thread")]
@@ -201,51 +204,48 @@ async fn main() {
     tokio::spawn(run()).await.unwrap();
 }
 
+/// Runs `scenario` `BENCH_RUNS` times (default 3), each run on a fresh
+/// queue of its own, and reports the runs as `name` and `metric`.
+async fn measure<F>(name: &str, metric: &str, mut scenario: impl FnMut() -> F)
+where
+    F: std::future::Future<Output = Sample>,
+{
+    let mut samples: Vec<Sample> = Vec::new();
+    for _ in 0..bench_runs(3) {
+        samples.push(scenario().await);
+    }
+    report(name, metric, &mut samples);
+}
+
 async fn run() {
     // `cargo bench` passes `--bench`; nothing else is accepted.
     println!("queue protocol benchmark, Redis at {}", redis_url());
-    let mut s: Vec<Sample> = Vec::new();
-    for _ in 0..bench_runs(3) {
-        s.push(sequential(20_000, false).await);
-    }
-    report(
+    measure(
         "enqueue, sequential, new jobs (20k)",
         "enqueue_seq_new",
-        &mut s,
-    );
-    s.clear();
-    for _ in 0..bench_runs(3) {
-        s.push(sequential(20_000, true).await);
-    }
-    report(
+        || sequential(20_000, false),
+    )
+    .await;
+    measure(
         "enqueue, sequential, one key (coalesced, 20k)",
         "enqueue_seq_coalesced",
-        &mut s,
-    );
-    s.clear();
-    for _ in 0..bench_runs(3) {
-        s.push(in_flight(50_000, 100).await);
-    }
-    report(
+        || sequential(20_000, true),
+    )
+    .await;
+    measure(
         "enqueue, 100 in flight (50k)",
         "enqueue_inflight100",
-        &mut s,
-    );
-    s.clear();
-    for _ in 0..bench_runs(3) {
-        s.push(bulk(100_000, 500).await);
-    }
-    report(
+        || in_flight(50_000, 100),
+    )
+    .await;
+    measure(
         "enqueue_many, batches of 500 (100k)",
         "enqueue_bulk500",
-        &mut s,
-    );
+        || bulk(100_000, 500),
+    )
+    .await;
     for concurrency in [2, 50] {
         for combined in [false, true] {
-            s.clear();
-            for _ in 0..bench_runs(3) {
-                s.push(process(20_000, concurrency, combined).await);
-            }
             let how = if combined {
                 "complete_and_claim"
             } else {
@@ -256,11 +256,12 @@ async fn run() {
             } else {
                 format!("protocol_complete_claim_c{concurrency}")
             };
-            report(
+            measure(
                 &format!("{how}, concurrency {concurrency} (20k)"),
                 &metric,
-                &mut s,
-            );
+                || process(20_000, concurrency, combined),
+            )
+            .await;
         }
     }
 }

@@ -6,10 +6,13 @@ use std::time::Duration;
 
 use compactor_producer::queue::{
     ClaimOutcome, ClaimedJob, Completion, EnqueueOutcome, FailAction, Failure, JobStage, JobState,
-    Keys, Queue, QueueConfig, QueueError, Recovery, Subscription, Trigger, WorkerRegistration,
+    Keys, Notice, Queue, QueueConfig, QueueError, Recovery, Subscription, Trigger,
+    WorkerRegistration,
 };
 use compactor_shared::EntityKey;
 use compactor_testkit::{redis_url, PrivateRedis};
+use redis::aio::MultiplexedConnection;
+use redis::ToRedisArgs;
 
 use crate::support::queue::TestQueue;
 
@@ -18,10 +21,86 @@ fn key(entity: &str) -> EntityKey {
 }
 
 async fn claim(q: &Queue) -> ClaimedJob {
-    match q.claim("w1").await.unwrap() {
+    claimed(q.claim("w1").await.unwrap())
+}
+
+/// The job a claim took, where the scenario needs one to have been there
+/// (`claim`, `complete_and_claim` and `settle` answer alike).
+fn claimed(outcome: ClaimOutcome) -> ClaimedJob {
+    match outcome {
         ClaimOutcome::Claimed(job) => job,
         other => panic!("expected a job, got {other:?}"),
     }
+}
+
+/// An automatic request for `k`'s compaction: the request most scenarios
+/// make, in one line instead of three.
+async fn request(q: &Queue, k: &EntityKey) -> EnqueueOutcome {
+    q.request_compaction(k, Trigger::Auto).await.unwrap()
+}
+
+/// Requests `k`'s compaction and claims the next job (`k`'s, where nothing
+/// else waits): the run in flight that most scenarios start from.
+async fn request_and_claim(q: &Queue, k: &EntityKey) -> ClaimedJob {
+    request(q, k).await;
+    claim(q).await
+}
+
+/// `n` automatic requests for `k` at once, each on a task of its own: the
+/// race that must make one job. Their outcomes in the order of the tasks.
+async fn request_concurrently(q: &Queue, k: &EntityKey, n: usize) -> Vec<EnqueueOutcome> {
+    let tasks = (0..n).map(|_| {
+        let (q, k) = (q.clone(), k.clone());
+        tokio::spawn(async move { request(&q, &k).await })
+    });
+    futures::future::join_all(tasks)
+        .await
+        .into_iter()
+        .map(Result::unwrap)
+        .collect()
+}
+
+/// A retry after `delay`, in one line where the literal takes three.
+fn retry_after(delay: Duration) -> FailAction {
+    FailAction::Retry { delay }
+}
+
+/// Leases that expire at once, as a crashed worker's do.
+fn short_leases() -> QueueConfig {
+    QueueConfig {
+        lease_ttl: Duration::from_millis(20),
+        ..QueueConfig::default()
+    }
+}
+
+/// A recovery sweep that returned one expired lease to the queue.
+const ONE_RECOVERED: Recovery = Recovery {
+    recovered: 1,
+    dead_lettered: 0,
+};
+
+/// A recovery sweep that dead-lettered one job over its stall bound.
+const ONE_DEAD_LETTERED: Recovery = Recovery {
+    recovered: 0,
+    dead_lettered: 1,
+};
+
+/// Asserts that a claim now finds nothing to run (how a scenario checks
+/// that a job is gone from the line).
+async fn assert_nothing_to_claim(q: &Queue) {
+    assert!(matches!(
+        q.claim("w1").await.unwrap(),
+        ClaimOutcome::Empty { .. }
+    ));
+}
+
+/// The next notice on `sub` within 5 s (the subscription checked every
+/// second); `what` says in the panic which notice did not come.
+async fn next_notice(sub: &mut Subscription, what: &str) -> Notice {
+    tokio::time::timeout(Duration::from_secs(5), sub.next(Duration::from_secs(1)))
+        .await
+        .expect(what)
+        .unwrap()
 }
 
 #[tokio::test]
@@ -29,14 +108,11 @@ async fn a_request_adds_then_coalesces_while_waiting() {
     let t = TestQueue::new().await;
     let q = &t.queue;
     let k = key("a");
-    let first = q.request_compaction(&k, Trigger::Auto).await.unwrap();
+    let first = request(q, &k).await;
     let EnqueueOutcome::Added { job_id } = first else {
         panic!("{first:?}")
     };
-    assert_eq!(
-        q.request_compaction(&k, Trigger::Auto).await.unwrap(),
-        EnqueueOutcome::Coalesced { job_id }
-    );
+    assert_eq!(request(q, &k).await, EnqueueOutcome::Coalesced { job_id });
     assert_eq!(
         q.job_state(&k).await.unwrap(),
         Some(JobState::Waiting { job_id })
@@ -48,17 +124,10 @@ async fn a_request_adds_then_coalesces_while_waiting() {
 async fn a_thousand_concurrent_requests_while_waiting_make_one_job() {
     let t = TestQueue::new().await;
     let k = key("hot");
-    let tasks: Vec<_> = (0..1_000)
-        .map(|_| {
-            let q = t.queue.clone();
-            let k = k.clone();
-            tokio::spawn(async move { q.request_compaction(&k, Trigger::Auto).await.unwrap() })
-        })
-        .collect();
     let mut added = 0;
     let mut coalesced = 0;
-    for task in tasks {
-        match task.await.unwrap() {
+    for outcome in request_concurrently(&t.queue, &k, 1_000).await {
+        match outcome {
             EnqueueOutcome::Added { .. } => added += 1,
             EnqueueOutcome::Coalesced { .. } => coalesced += 1,
             other => panic!("{other:?}"),
@@ -79,21 +148,13 @@ async fn requests_while_running_add_exactly_one_follow_up_after_it() {
     let t = TestQueue::new().await;
     let q = &t.queue;
     let k = key("busy");
-    q.request_compaction(&k, Trigger::Auto).await.unwrap();
-    let job = claim(q).await;
+    let job = request_and_claim(q, &k).await;
     assert_eq!(job.attempt, 1);
     assert_eq!(job.payload.trigger, Trigger::Auto);
 
-    let tasks: Vec<_> = (0..1_000)
-        .map(|_| {
-            let q = q.clone();
-            let k = k.clone();
-            tokio::spawn(async move { q.request_compaction(&k, Trigger::Auto).await.unwrap() })
-        })
-        .collect();
-    for task in tasks {
+    for outcome in request_concurrently(q, &k, 1_000).await {
         assert_eq!(
-            task.await.unwrap(),
+            outcome,
             EnqueueOutcome::FollowUpRecorded { job_id: job.job_id }
         );
     }
@@ -132,10 +193,7 @@ async fn requests_while_running_add_exactly_one_follow_up_after_it() {
         Some(JobState::Done { .. })
     ));
     // After it is done, a new request adds a new job.
-    assert!(matches!(
-        q.request_compaction(&k, Trigger::Auto).await.unwrap(),
-        EnqueueOutcome::Added { .. }
-    ));
+    assert!(matches!(request(q, &k).await, EnqueueOutcome::Added { .. }));
 }
 
 #[tokio::test]
@@ -146,7 +204,7 @@ async fn a_manual_request_keeps_its_instructions_when_coalesced_or_following_up(
     let manual = Trigger::Manual {
         instructions: Some("focus on the migration".into()),
     };
-    q.request_compaction(&k, Trigger::Auto).await.unwrap();
+    request(q, &k).await;
     q.request_compaction(&k, manual.clone()).await.unwrap();
     let job = claim(q).await;
     assert_eq!(
@@ -155,7 +213,7 @@ async fn a_manual_request_keeps_its_instructions_when_coalesced_or_following_up(
     );
 
     q.request_compaction(&k, manual.clone()).await.unwrap();
-    q.request_compaction(&k, Trigger::Auto).await.unwrap();
+    request(q, &k).await;
     q.complete(&job).await.unwrap();
     let follow_up = claim(q).await;
     assert_eq!(
@@ -169,8 +227,7 @@ async fn only_the_lease_holder_can_renew_or_complete() {
     let t = TestQueue::new().await;
     let q = &t.queue;
     let k = key("fenced");
-    q.request_compaction(&k, Trigger::Auto).await.unwrap();
-    let job = claim(q).await;
+    let job = request_and_claim(q, &k).await;
     assert!(q.renew(&job).await.unwrap());
     let impostor = ClaimedJob {
         lease_token: format!("{}x", job.lease_token),
@@ -214,24 +271,13 @@ async fn enqueue_many_is_pipelined_and_keeps_request_order() {
 async fn scripts_are_reloaded_after_a_script_flush() {
     let t = TestQueue::new().await;
     let q = &t.queue;
-    let client = redis::Client::open(redis_url()).unwrap();
-    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
-    let _: () = redis::cmd("SCRIPT")
-        .arg("FLUSH")
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    let mut conn = raw().await;
+    exec(&mut conn, redis::cmd("SCRIPT").arg("FLUSH")).await;
     assert!(matches!(
-        q.request_compaction(&key("s"), Trigger::Auto)
-            .await
-            .unwrap(),
+        request(q, &key("s")).await,
         EnqueueOutcome::Added { .. }
     ));
-    let _: () = redis::cmd("SCRIPT")
-        .arg("FLUSH")
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    exec(&mut conn, redis::cmd("SCRIPT").arg("FLUSH")).await;
     let outcomes = q.enqueue_many(&[(key("s2"), Trigger::Auto)]).await.unwrap();
     assert!(matches!(outcomes[0], EnqueueOutcome::Added { .. }));
 }
@@ -241,16 +287,15 @@ async fn a_malformed_payload_in_redis_is_reported_not_run() {
     let t = TestQueue::new().await;
     let q = &t.queue;
     let k = key("bad");
-    q.request_compaction(&k, Trigger::Auto).await.unwrap();
-    let client = redis::Client::open(redis_url()).unwrap();
-    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
-    let _: () = redis::cmd("HSET")
-        .arg(q.keys().job(&k))
-        .arg("payload")
-        .arg(r#"{"v":9,"key":{"domain":"chat","entity_id":"bad"},"trigger":{"kind":"auto"}}"#)
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    request(q, &k).await;
+    exec(
+        &mut raw().await,
+        redis::cmd("HSET")
+            .arg(q.keys().job(&k))
+            .arg("payload")
+            .arg(r#"{"v":9,"key":{"domain":"chat","entity_id":"bad"},"trigger":{"kind":"auto"}}"#),
+    )
+    .await;
     match q.claim("w1").await.unwrap() {
         ClaimOutcome::Unusable { member, error } => {
             assert_eq!(member, "compact:chat:bad");
@@ -261,10 +306,7 @@ async fn a_malformed_payload_in_redis_is_reported_not_run() {
     let dead = q.dead_letters(10).await.unwrap();
     assert_eq!(dead.len(), 1, "dead-lettered, never retried");
     assert!(dead[0].reason.contains("version 9"));
-    assert!(matches!(
-        q.claim("w1").await.unwrap(),
-        ClaimOutcome::Empty { .. }
-    ));
+    assert_nothing_to_claim(q).await;
 }
 
 #[tokio::test]
@@ -290,17 +332,9 @@ async fn an_unreachable_redis_is_a_typed_error_without_the_password() {
 async fn a_retryable_failure_runs_again_after_its_delay() {
     let t = TestQueue::new().await;
     let q = &t.queue;
-    let k = key("retry");
-    q.request_compaction(&k, Trigger::Auto).await.unwrap();
-    let job = claim(q).await;
+    let job = request_and_claim(q, &key("retry")).await;
     let failure = q
-        .fail(
-            &job,
-            FailAction::Retry {
-                delay: Duration::ZERO,
-            },
-            "llm timeout",
-        )
+        .fail(&job, retry_after(Duration::ZERO), "llm timeout")
         .await
         .unwrap();
     assert_eq!(failure, Failure::RetryScheduled);
@@ -313,13 +347,7 @@ async fn a_retryable_failure_runs_again_after_its_delay() {
     );
 
     let delayed = q
-        .fail(
-            &again,
-            FailAction::Retry {
-                delay: Duration::from_secs(60),
-            },
-            "429",
-        )
+        .fail(&again, retry_after(Duration::from_secs(60)), "429")
         .await
         .unwrap();
     assert_eq!(delayed, Failure::RetryScheduled);
@@ -340,8 +368,7 @@ async fn a_permanent_failure_is_dead_lettered_with_its_reason_and_can_be_retried
     let t = TestQueue::new().await;
     let q = &t.queue;
     let k = key("perm");
-    q.request_compaction(&k, Trigger::Auto).await.unwrap();
-    let job = claim(q).await;
+    let job = request_and_claim(q, &k).await;
     let failure = q
         .fail(&job, FailAction::DeadLetter, "unknown workstream")
         .await
@@ -387,9 +414,8 @@ async fn a_dead_lettered_run_still_gets_its_follow_up() {
     let t = TestQueue::new().await;
     let q = &t.queue;
     let k = key("dead-follow");
-    q.request_compaction(&k, Trigger::Auto).await.unwrap();
-    let job = claim(q).await;
-    q.request_compaction(&k, Trigger::Auto).await.unwrap();
+    let job = request_and_claim(q, &k).await;
+    request(q, &k).await;
     let failure = q.fail(&job, FailAction::DeadLetter, "boom").await.unwrap();
     assert!(matches!(failure, Failure::DeadLetteredFollowUpAdded { .. }));
     let follow_up = claim(q).await;
@@ -415,23 +441,14 @@ async fn recover_until_something(q: &Queue) -> Recovery {
 #[tokio::test]
 async fn an_expired_lease_returns_the_job_and_stalls_end_in_the_dead_letter_set() {
     let t = TestQueue::with(QueueConfig {
-        lease_ttl: Duration::from_millis(20),
         max_stalls: 2,
-        ..QueueConfig::default()
+        ..short_leases()
     })
     .await;
     let q = &t.queue;
-    let k = key("crashy");
-    q.request_compaction(&k, Trigger::Auto).await.unwrap();
     // A worker claims it and "crashes": it never renews or completes.
-    let first = claim(q).await;
-    assert_eq!(
-        recover_until_something(q).await,
-        Recovery {
-            recovered: 1,
-            dead_lettered: 0
-        }
-    );
+    let first = request_and_claim(q, &key("crashy")).await;
+    assert_eq!(recover_until_something(q).await, ONE_RECOVERED);
     assert!(
         !q.renew(&first).await.unwrap(),
         "the crashed worker's lease is gone"
@@ -448,29 +465,14 @@ async fn an_expired_lease_returns_the_job_and_stalls_end_in_the_dead_letter_set(
         Completion::LeaseLost,
         "fenced"
     );
-    assert_eq!(
-        recover_until_something(q).await,
-        Recovery {
-            recovered: 1,
-            dead_lettered: 0
-        }
-    );
+    assert_eq!(recover_until_something(q).await, ONE_RECOVERED);
     claim(q).await;
-    assert_eq!(
-        recover_until_something(q).await,
-        Recovery {
-            recovered: 0,
-            dead_lettered: 1
-        }
-    );
+    assert_eq!(recover_until_something(q).await, ONE_DEAD_LETTERED);
     let dead = q.dead_letters(10).await.unwrap();
     assert_eq!(dead.len(), 1);
     assert_eq!(dead[0].stalls, 3);
     assert!(dead[0].reason.starts_with("stalled"), "{}", dead[0].reason);
-    assert!(matches!(
-        q.claim("w1").await.unwrap(),
-        ClaimOutcome::Empty { .. }
-    ));
+    assert_nothing_to_claim(q).await;
 }
 
 #[tokio::test]
@@ -482,10 +484,7 @@ async fn dead_letters_are_bounded_by_count() {
     .await;
     let q = &t.queue;
     for i in 0..5 {
-        q.request_compaction(&key(&format!("d{i}")), Trigger::Auto)
-            .await
-            .unwrap();
-        let job = claim(q).await;
+        let job = request_and_claim(q, &key(&format!("d{i}"))).await;
         q.fail(&job, FailAction::DeadLetter, &format!("reason {i}"))
             .await
             .unwrap();
@@ -504,8 +503,7 @@ async fn a_released_job_runs_again_without_losing_an_attempt_or_instructions() {
     let t = TestQueue::new().await;
     let q = &t.queue;
     let k = key("shutdown");
-    q.request_compaction(&k, Trigger::Auto).await.unwrap();
-    let job = claim(q).await;
+    let job = request_and_claim(q, &k).await;
     let manual = Trigger::Manual {
         instructions: Some("keep the API names".into()),
     };
@@ -539,9 +537,7 @@ async fn when_redis_goes_away_requests_fail_instead_of_pretending() {
     };
     let q = Queue::connect(&redis.url(), config).await.unwrap();
     assert!(matches!(
-        q.request_compaction(&key("x"), Trigger::Auto)
-            .await
-            .unwrap(),
+        request(&q, &key("x")).await,
         EnqueueOutcome::Added { .. }
     ));
     redis.kill();
@@ -561,22 +557,14 @@ async fn when_redis_goes_away_requests_fail_instead_of_pretending() {
 async fn complete_and_claim_acks_and_takes_the_next_job_in_one_step() {
     let t = TestQueue::new().await;
     let q = &t.queue;
-    q.request_compaction(&key("one"), Trigger::Auto)
-        .await
-        .unwrap();
-    q.request_compaction(&key("two"), Trigger::Auto)
-        .await
-        .unwrap();
+    request(q, &key("one")).await;
+    request(q, &key("two")).await;
     let first = claim(q).await;
     // A request for the running entity: its follow-up goes behind "two".
-    q.request_compaction(&first.key, Trigger::Auto)
-        .await
-        .unwrap();
+    request(q, &first.key).await;
     let (completion, next) = q.complete_and_claim(&first, "w1").await.unwrap();
     assert!(matches!(completion, Completion::FollowUpAdded { .. }));
-    let ClaimOutcome::Claimed(second) = next else {
-        panic!("{next:?}")
-    };
+    let second = claimed(next);
     assert_eq!(second.key, key("two"));
     // A stale holder completes nothing.
     assert_eq!(q.complete(&first).await.unwrap(), Completion::LeaseLost);
@@ -586,9 +574,7 @@ async fn complete_and_claim_acks_and_takes_the_next_job_in_one_step() {
         "the follow-up is still waiting"
     );
     let (_, next) = q.complete_and_claim(&second, "w1").await.unwrap();
-    let ClaimOutcome::Claimed(follow_up) = next else {
-        panic!("{next:?}")
-    };
+    let follow_up = claimed(next);
     assert_eq!(
         (follow_up.key, follow_up.payload.trigger),
         (key("one"), Trigger::FollowUp)
@@ -615,10 +601,7 @@ async fn a_backlog_of_100k_waiting_jobs_is_served_oldest_first() {
             break;
         }
         let (_, next) = q.complete_and_claim(&job, "w1").await.unwrap();
-        let ClaimOutcome::Claimed(j) = next else {
-            panic!("{next:?}")
-        };
-        job = j;
+        job = claimed(next);
     }
     let counts = q.counts().await.unwrap();
     assert_eq!(
@@ -632,26 +615,17 @@ async fn settle_acknowledges_many_jobs_and_fills_their_slots_in_one_step() {
     let t = TestQueue::new().await;
     let q = &t.queue;
     for e in ["a", "b", "c", "d", "e"] {
-        q.request_compaction(&key(e), Trigger::Auto).await.unwrap();
+        request(q, &key(e)).await;
     }
     let settled = q.settle(&[], 3, "w1").await.unwrap();
-    let running: Vec<ClaimedJob> = settled
-        .claimed
-        .into_iter()
-        .map(|c| match c {
-            ClaimOutcome::Claimed(job) => job,
-            other => panic!("{other:?}"),
-        })
-        .collect();
+    let running: Vec<ClaimedJob> = settled.claimed.into_iter().map(claimed).collect();
     assert_eq!(
         running.iter().map(|j| j.key.clone()).collect::<Vec<_>>(),
         vec![key("a"), key("b"), key("c")],
         "oldest first"
     );
     // "b" gets a follow-up request; "c" lost its lease to someone else.
-    q.request_compaction(&key("b"), Trigger::Auto)
-        .await
-        .unwrap();
+    request(q, &key("b")).await;
     let stale_c = ClaimedJob {
         lease_token: "stale".into(),
         ..running[2].clone()
@@ -669,11 +643,8 @@ async fn settle_acknowledges_many_jobs_and_fills_their_slots_in_one_step() {
     assert_eq!(settled.completions[2], Completion::LeaseLost);
     let next: Vec<EntityKey> = settled
         .claimed
-        .iter()
-        .map(|c| match c {
-            ClaimOutcome::Claimed(job) => job.key.clone(),
-            other => panic!("{other:?}"),
-        })
+        .into_iter()
+        .map(|c| claimed(c).key)
         .collect();
     assert_eq!(
         next,
@@ -694,63 +665,38 @@ async fn a_wake_up_is_announced_for_every_job_that_becomes_ready() {
     let t = TestQueue::new().await;
     let q = &t.queue;
     let mut wake = q.subscribe_wakeups().await.unwrap();
-    let within = Duration::from_secs(5);
-    let check = Duration::from_secs(1);
-    q.request_compaction(&key("w"), Trigger::Auto)
-        .await
-        .unwrap();
-    tokio::time::timeout(within, wake.next(check))
-        .await
-        .expect("announced when added")
-        .unwrap();
+    request(q, &key("w")).await;
+    next_notice(&mut wake, "announced when added").await;
     // Coalesced and follow-up requests add nothing: no announcement.
-    q.request_compaction(&key("w"), Trigger::Auto)
-        .await
-        .unwrap();
+    request(q, &key("w")).await;
     let job = claim(q).await;
-    q.request_compaction(&key("w"), Trigger::Auto)
-        .await
-        .unwrap();
+    request(q, &key("w")).await;
     assert!(
-        tokio::time::timeout(Duration::from_millis(300), wake.next(check))
-            .await
-            .is_err(),
+        tokio::time::timeout(
+            Duration::from_millis(300),
+            wake.next(Duration::from_secs(1))
+        )
+        .await
+        .is_err(),
         "nothing new was ready"
     );
     // The follow-up is added when the run ends.
     q.complete(&job).await.unwrap();
-    tokio::time::timeout(within, wake.next(check))
-        .await
-        .expect("announced when the follow-up was added")
-        .unwrap();
+    next_notice(&mut wake, "announced when the follow-up was added").await;
     // A retry is announced so idle workers learn when it is due.
     let follow_up = claim(q).await;
-    q.fail(
-        &follow_up,
-        FailAction::Retry {
-            delay: Duration::from_millis(10),
-        },
-        "503",
-    )
-    .await
-    .unwrap();
-    tokio::time::timeout(within, wake.next(check))
+    q.fail(&follow_up, retry_after(Duration::from_millis(10)), "503")
         .await
-        .expect("announced when retried")
         .unwrap();
+    next_notice(&mut wake, "announced when retried").await;
 }
 
 #[tokio::test]
 async fn a_handed_back_job_keeps_its_place_in_line() {
     let t = TestQueue::new().await;
     let q = &t.queue;
-    q.request_compaction(&key("first"), Trigger::Auto)
-        .await
-        .unwrap();
-    let first = claim(q).await;
-    q.request_compaction(&key("second"), Trigger::Auto)
-        .await
-        .unwrap();
+    let first = request_and_claim(q, &key("first")).await;
+    request(q, &key("second")).await;
     assert!(q.release(&first).await.unwrap());
     let again = claim(q).await;
     assert_eq!(again.key, key("first"), "ahead of the job added after it");
@@ -766,8 +712,7 @@ async fn finished_records_beyond_the_count_bound_are_deleted() {
     .await;
     let q = &t.queue;
     for e in ["d1", "d2", "d3"] {
-        q.request_compaction(&key(e), Trigger::Auto).await.unwrap();
-        let job = claim(q).await;
+        let job = request_and_claim(q, &key(e)).await;
         assert_eq!(q.complete(&job).await.unwrap(), Completion::Done);
     }
     assert_eq!(q.counts().await.unwrap().done, 2);
@@ -781,12 +726,8 @@ async fn finished_records_beyond_the_count_bound_are_deleted() {
         Some(JobState::Done { .. })
     ));
     // An entity whose record is trimmed while it has a newer job keeps it.
-    q.request_compaction(&key("d2"), Trigger::Auto)
-        .await
-        .unwrap();
-    q.request_compaction(&key("d4"), Trigger::Auto)
-        .await
-        .unwrap();
+    request(q, &key("d2")).await;
+    request(q, &key("d4")).await;
     let d2 = claim(q).await;
     assert_eq!(d2.key, key("d2"));
     let d4 = claim(q).await;
@@ -808,10 +749,7 @@ async fn dead_letters_past_their_age_leave_the_set_even_in_a_quiet_queue() {
     })
     .await;
     let q = &t.queue;
-    q.request_compaction(&key("old"), Trigger::Auto)
-        .await
-        .unwrap();
-    let job = claim(q).await;
+    let job = request_and_claim(q, &key("old")).await;
     q.fail(&job, FailAction::DeadLetter, "bad").await.unwrap();
     assert_eq!(q.counts().await.unwrap().dead, 1);
     // No new dead letter arrives; the recovery sweep trims by age.
@@ -884,7 +822,7 @@ async fn job_progress_follows_a_job_from_queued_to_backing_off_to_done() {
     assert_eq!(none.stage, None);
     assert!(!none.pending());
 
-    q.request_compaction(&k, Trigger::Auto).await.unwrap();
+    request(q, &k).await;
     let queued = q.job_progress(&k).await.unwrap();
     let Some(JobStage::Waiting {
         job_id,
@@ -910,15 +848,9 @@ async fn job_progress_follows_a_job_from_queued_to_backing_off_to_done() {
     assert_eq!(running_id, job_id);
     assert!(lease_left > Duration::from_secs(20), "{lease_left:?}");
 
-    q.fail(
-        &job,
-        FailAction::Retry {
-            delay: Duration::from_secs(60),
-        },
-        "503",
-    )
-    .await
-    .unwrap();
+    q.fail(&job, retry_after(Duration::from_secs(60)), "503")
+        .await
+        .unwrap();
     let backing_off = q.job_progress(&k).await.unwrap();
     let Some(JobStage::Waiting {
         attempts: 1,
@@ -944,8 +876,7 @@ async fn job_progress_follows_a_job_from_queued_to_backing_off_to_done() {
     assert_eq!(dead.stage, Some(JobStage::Dead { job_id }));
     assert!(!dead.pending());
 
-    q.request_compaction(&k, Trigger::Auto).await.unwrap();
-    let again = claim(q).await;
+    let again = request_and_claim(q, &k).await;
     q.complete(&again).await.unwrap();
     let done = q.job_progress(&k).await.unwrap();
     assert_eq!(
@@ -958,15 +889,14 @@ async fn job_progress_follows_a_job_from_queued_to_backing_off_to_done() {
 
 /// Moves `k`'s delayed retry to now (as time passing would) and claims it.
 async fn claim_when_due(q: &Queue, k: &EntityKey) -> ClaimedJob {
-    let client = redis::Client::open(redis_url()).unwrap();
-    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
-    let _: () = redis::cmd("ZADD")
-        .arg(q.keys().waiting())
-        .arg(0)
-        .arg(compactor_producer::queue::Keys::member(k))
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    exec(
+        &mut raw().await,
+        redis::cmd("ZADD")
+            .arg(q.keys().waiting())
+            .arg(0)
+            .arg(Keys::member(k)),
+    )
+    .await;
     claim(q).await
 }
 
@@ -974,10 +904,7 @@ async fn claim_when_due(q: &Queue, k: &EntityKey) -> ClaimedJob {
 async fn next_release_notice(q: &Queue, sub: &mut Subscription, k: &EntityKey) -> String {
     let channel = q.keys().released_channel(k);
     loop {
-        let notice = tokio::time::timeout(Duration::from_secs(5), sub.next(Duration::from_secs(1)))
-            .await
-            .expect("a notice within 5 s")
-            .unwrap();
+        let notice = next_notice(sub, "a notice within 5 s").await;
         if notice.channel == channel {
             return String::from_utf8(notice.payload).unwrap();
         }
@@ -987,33 +914,25 @@ async fn next_release_notice(q: &Queue, sub: &mut Subscription, k: &EntityKey) -
 #[tokio::test]
 async fn the_queue_announces_every_job_that_settles_on_its_release_channel() {
     let t = TestQueue::with(QueueConfig {
-        lease_ttl: Duration::from_millis(20),
         max_stalls: 0,
-        ..QueueConfig::default()
+        ..short_leases()
     })
     .await;
     let q = &t.queue;
     let k = key("settles");
     let mut sub = q.subscribe_releases().await.unwrap();
 
-    q.request_compaction(&k, Trigger::Auto).await.unwrap();
-    let job = claim(q).await;
-    q.request_compaction(&k, Trigger::Auto).await.unwrap();
+    let job = request_and_claim(q, &k).await;
+    request(q, &k).await;
     q.complete(&job).await.unwrap();
     assert_eq!(
         next_release_notice(q, &mut sub, &k).await,
         r#"{"settled":"followup"}"#
     );
     let follow_up = claim(q).await;
-    q.fail(
-        &follow_up,
-        FailAction::Retry {
-            delay: Duration::ZERO,
-        },
-        "503",
-    )
-    .await
-    .unwrap();
+    q.fail(&follow_up, retry_after(Duration::ZERO), "503")
+        .await
+        .unwrap();
     assert_eq!(
         next_release_notice(q, &mut sub, &k).await,
         r#"{"settled":"retry"}"#
@@ -1024,8 +943,7 @@ async fn the_queue_announces_every_job_that_settles_on_its_release_channel() {
         next_release_notice(q, &mut sub, &k).await,
         r#"{"settled":"done"}"#
     );
-    q.request_compaction(&k, Trigger::Auto).await.unwrap();
-    let doomed = claim(q).await;
+    let doomed = request_and_claim(q, &k).await;
     q.fail(&doomed, FailAction::DeadLetter, "permanent")
         .await
         .unwrap();
@@ -1034,8 +952,7 @@ async fn the_queue_announces_every_job_that_settles_on_its_release_channel() {
         r#"{"settled":"dead"}"#
     );
     // A stall over the bound (0 here) dead-letters it in the sweep.
-    q.request_compaction(&k, Trigger::Auto).await.unwrap();
-    claim(q).await;
+    request_and_claim(q, &k).await;
     assert_eq!(recover_until_something(q).await.dead_lettered, 1);
     assert_eq!(
         next_release_notice(q, &mut sub, &k).await,
@@ -1044,21 +961,39 @@ async fn the_queue_announces_every_job_that_settles_on_its_release_channel() {
 }
 
 /// A plain connection for tampering with a queue's keys.
-async fn raw() -> redis::aio::MultiplexedConnection {
+async fn raw() -> MultiplexedConnection {
     compactor_testkit::redis::connection(&redis_url()).await
+}
+
+/// Runs `cmd` on `conn` and returns its reply: one tampering step in one
+/// call instead of five lines.
+async fn query<T: redis::FromRedisValue>(conn: &mut MultiplexedConnection, cmd: &redis::Cmd) -> T {
+    cmd.query_async(conn).await.unwrap()
+}
+
+/// Runs `cmd` on `conn`, a tampering step whose reply does not matter.
+async fn exec(conn: &mut MultiplexedConnection, cmd: &redis::Cmd) {
+    query::<()>(conn, cmd).await
+}
+
+/// `SET key value`: a string where a script expects another type, or a
+/// counter put right.
+async fn set(conn: &mut MultiplexedConnection, key: impl ToRedisArgs, value: impl ToRedisArgs) {
+    exec(conn, redis::cmd("SET").arg(key).arg(value)).await
+}
+
+/// `DEL key`: a set lost (evicted), or a tampered key put right.
+async fn del(conn: &mut MultiplexedConnection, key: impl ToRedisArgs) {
+    exec(conn, redis::cmd("DEL").arg(key)).await
 }
 
 /// The fields of a job record, as stored.
 async fn record(
-    conn: &mut redis::aio::MultiplexedConnection,
+    conn: &mut MultiplexedConnection,
     q: &Queue,
     k: &EntityKey,
 ) -> std::collections::HashMap<String, String> {
-    redis::cmd("HGETALL")
-        .arg(q.keys().job(k))
-        .query_async(conn)
-        .await
-        .unwrap()
+    query(conn, redis::cmd("HGETALL").arg(q.keys().job(k))).await
 }
 
 #[tokio::test]
@@ -1070,63 +1005,37 @@ async fn a_script_that_meets_a_key_of_the_wrong_type_changes_nothing() {
     // The waiting set replaced by a string (tampered with, or a clash of
     // names): the request fails, and leaves no record behind that would
     // coalesce every later request into a job that never runs.
-    let _: () = redis::cmd("SET")
-        .arg(q.keys().waiting())
-        .arg("not a sorted set")
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    set(&mut conn, q.keys().waiting(), "not a sorted set").await;
     let error = q.request_compaction(&k, Trigger::Auto).await.unwrap_err();
     println!("{error}");
     assert!(error.to_string().contains("WRONGTYPE"), "{error}");
     assert!(!error.is_unavailable(), "not an outage: {error}");
     assert_eq!(q.job_state(&k).await.unwrap(), None, "nothing was written");
-    let seq: Option<String> = redis::cmd("GET")
-        .arg(q.keys().seq())
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    let seq: Option<String> = query(&mut conn, redis::cmd("GET").arg(q.keys().seq())).await;
     assert_eq!(seq, None, "no job id was used up");
-    let _: () = redis::cmd("DEL")
-        .arg(q.keys().waiting())
-        .query_async(&mut conn)
-        .await
-        .unwrap();
-    assert!(matches!(
-        q.request_compaction(&k, Trigger::Auto).await.unwrap(),
-        EnqueueOutcome::Added { .. }
-    ));
+    del(&mut conn, q.keys().waiting()).await;
+    assert!(matches!(request(q, &k).await, EnqueueOutcome::Added { .. }));
 
     // A retry whose waiting set is not a set: the run keeps its lease and
     // its place in the running set, as if the call had not been made.
     let job = claim(q).await;
-    let _: () = redis::cmd("SET")
-        .arg(q.keys().waiting())
-        .arg("not a sorted set")
-        .query_async(&mut conn)
-        .await
-        .unwrap();
-    let delay = FailAction::Retry {
-        delay: Duration::from_millis(1),
-    };
+    set(&mut conn, q.keys().waiting(), "not a sorted set").await;
+    let delay = retry_after(Duration::from_millis(1));
     let error = q.fail(&job, delay, "boom").await.unwrap_err();
     assert!(error.to_string().contains("WRONGTYPE"), "{error}");
     let fields = record(&mut conn, q, &k).await;
     assert_eq!(fields.get("state").map(String::as_str), Some("running"));
     assert_eq!(fields.get("lease"), Some(&job.lease_token));
     assert_eq!(fields.get("last_error"), None);
-    let in_running: Option<f64> = redis::cmd("ZSCORE")
-        .arg(q.keys().running())
-        .arg(Keys::member(&k))
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    let in_running: Option<f64> = query(
+        &mut conn,
+        redis::cmd("ZSCORE")
+            .arg(q.keys().running())
+            .arg(Keys::member(&k)),
+    )
+    .await;
     assert!(in_running.is_some(), "still tracked as running");
-    let _: () = redis::cmd("DEL")
-        .arg(q.keys().waiting())
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    del(&mut conn, q.keys().waiting()).await;
     assert_eq!(
         q.fail(&job, delay, "boom").await.unwrap(),
         Failure::RetryScheduled
@@ -1135,44 +1044,25 @@ async fn a_script_that_meets_a_key_of_the_wrong_type_changes_nothing() {
     // A completion whose running set is not a set: the record is not
     // marked done while the running set still lists it.
     let job = claim_when_due(q, &k).await;
-    let _: () = redis::cmd("SET")
-        .arg(q.keys().done())
-        .arg("not a sorted set")
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    set(&mut conn, q.keys().done(), "not a sorted set").await;
     let error = q.complete(&job).await.unwrap_err();
     assert!(error.to_string().contains("WRONGTYPE"), "{error}");
     let fields = record(&mut conn, q, &k).await;
     assert_eq!(fields.get("state").map(String::as_str), Some("running"));
-    let _: () = redis::cmd("DEL")
-        .arg(q.keys().done())
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    del(&mut conn, q.keys().done()).await;
     assert_eq!(q.complete(&job).await.unwrap(), Completion::Done);
 
     // A job id counter that is not a number: refused before the record is
     // replaced.
     let other = key("counter");
-    let _: () = redis::cmd("SET")
-        .arg(q.keys().seq())
-        .arg("not a number")
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    set(&mut conn, q.keys().seq(), "not a number").await;
     let error = q
         .request_compaction(&other, Trigger::Auto)
         .await
         .unwrap_err();
     assert!(error.to_string().contains("WRONGTYPE"), "{error}");
     assert_eq!(q.job_state(&other).await.unwrap(), None);
-    let _: () = redis::cmd("SET")
-        .arg(q.keys().seq())
-        .arg(100)
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    set(&mut conn, q.keys().seq(), 100).await;
 
     // A waiting entry whose job key holds a string: the claim reports it
     // unusable and goes on to the next job, instead of failing half-way.
@@ -1190,7 +1080,7 @@ async fn a_script_that_meets_a_key_of_the_wrong_type_changes_nothing() {
         .query_async(&mut conn)
         .await
         .unwrap();
-    q.request_compaction(&other, Trigger::Auto).await.unwrap();
+    request(q, &other).await;
     let settled = q.settle(&[], 2, "w1").await.unwrap();
     assert_eq!(settled.claimed.len(), 2, "{:?}", settled.claimed);
     assert!(
@@ -1212,13 +1102,9 @@ async fn the_repair_walk_puts_back_every_record_its_set_lost() {
     let mut conn = raw().await;
     let keys: Vec<EntityKey> = (0..50).map(|i| key(&format!("walk{i}"))).collect();
     for k in &keys {
-        q.request_compaction(k, Trigger::Auto).await.unwrap();
+        request(q, k).await;
     }
-    let _: () = redis::cmd("DEL")
-        .arg(q.keys().waiting())
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    del(&mut conn, q.keys().waiting()).await;
     assert_eq!(q.counts().await.unwrap().waiting, 0);
     // One walk over the whole keyspace (other tests' keys included).
     let mut requeued = 0;
@@ -1256,22 +1142,14 @@ async fn a_waiting_record_missing_from_the_waiting_set_is_put_back_by_the_next_r
     let q = &t.queue;
     let mut conn = raw().await;
     let k = key("evicted");
-    let EnqueueOutcome::Added { job_id } = q.request_compaction(&k, Trigger::Auto).await.unwrap()
-    else {
+    let EnqueueOutcome::Added { job_id } = request(q, &k).await else {
         panic!("a new job")
     };
     // The waiting set is lost (evicted), the record survives.
-    let _: () = redis::cmd("DEL")
-        .arg(q.keys().waiting())
-        .query_async(&mut conn)
-        .await
-        .unwrap();
-    assert!(matches!(
-        q.claim("w1").await.unwrap(),
-        ClaimOutcome::Empty { .. }
-    ));
+    del(&mut conn, q.keys().waiting()).await;
+    assert_nothing_to_claim(q).await;
     assert_eq!(
-        q.request_compaction(&k, Trigger::Auto).await.unwrap(),
+        request(q, &k).await,
         EnqueueOutcome::Coalesced { job_id },
         "the request joins the job the record names…"
     );
@@ -1282,36 +1160,29 @@ async fn a_waiting_record_missing_from_the_waiting_set_is_put_back_by_the_next_r
 
 #[tokio::test]
 async fn a_running_record_missing_from_the_running_set_is_recovered_as_an_expired_lease() {
-    let t = TestQueue::with(QueueConfig {
-        lease_ttl: Duration::from_millis(20),
-        ..QueueConfig::default()
-    })
-    .await;
+    let t = TestQueue::with(short_leases()).await;
     let q = &t.queue;
     let mut conn = raw().await;
     let k = key("untracked");
-    q.request_compaction(&k, Trigger::Auto).await.unwrap();
-    let crashed = claim(q).await;
+    let crashed = request_and_claim(q, &k).await;
     // Its worker died, and the running set lost its entry: no sweep would
     // ever find the expired lease.
-    let _: () = redis::cmd("ZREM")
-        .arg(q.keys().running())
-        .arg(Keys::member(&k))
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    exec(
+        &mut conn,
+        redis::cmd("ZREM")
+            .arg(q.keys().running())
+            .arg(Keys::member(&k)),
+    )
+    .await;
     assert_eq!(
-        q.request_compaction(&k, Trigger::Auto).await.unwrap(),
+        request(q, &k).await,
         EnqueueOutcome::FollowUpRecorded {
             job_id: crashed.job_id
         }
     );
     assert_eq!(
         recover_until_something(q).await,
-        Recovery {
-            recovered: 1,
-            dead_lettered: 0
-        },
+        ONE_RECOVERED,
         "the request put the lease back where the sweep finds it"
     );
     let again = claim(q).await;

@@ -12,7 +12,7 @@ use compactor_producer::store::{
     NewRun, PrunedMessage, RunOutcome, SchemaStatus, Store, StoreError, WorkstreamRow,
 };
 use compactor_shared::state::StateItem;
-use compactor_shared::{EntityKey, MessageId, Part, Role, Summary, WorkstreamState};
+use compactor_shared::{EntityKey, Message, MessageId, Part, Role, Summary, WorkstreamState};
 use sea_orm::ConnectionTrait;
 
 /// Runs each listed scenario `async fn name(backend: Backend)` once per
@@ -153,7 +153,49 @@ fn plain_commit<'a>(
     }
 }
 
+/// The summary, state and run of a commit (the fact and decision tell
+/// commits apart), made in one line instead of five.
+fn commit_parts(
+    fact: &str,
+    decision: &str,
+    outcome: RunOutcome,
+) -> (Summary, WorkstreamState, NewRun) {
+    (make_summary(fact), make_state(decision), make_run(outcome))
+}
+
 const TTL: Duration = Duration::from_secs(30);
+
+/// The row of `entity`'s workstream, which the scenario made.
+async fn workstream(db: &TestDb, entity: &str) -> WorkstreamRow {
+    db.store.workstream(&key(entity)).await.unwrap().unwrap()
+}
+
+/// Up to `limit` uncompacted messages of a workstream after `after`.
+async fn uncompacted_page(
+    db: &TestDb,
+    workstream_id: i64,
+    after: Option<MessageId>,
+    limit: u64,
+) -> Vec<Message> {
+    db.store
+        .uncompacted_page(workstream_id, after, limit)
+        .await
+        .unwrap()
+}
+
+/// The ids of `messages`, in order.
+fn ids_of(messages: &[Message]) -> Vec<MessageId> {
+    messages.iter().map(|m| m.id).collect()
+}
+
+/// Moves the deadline of a workstream's lease into the past, as a holder
+/// that stalled would.
+async fn expire_lease(db: &TestDb, workstream_id: i64) {
+    db.exec(&format!(
+        "UPDATE workstreams SET lease_deadline_ms = 1 WHERE id = {workstream_id}"
+    ))
+    .await;
+}
 
 /// `(id, is_compacted, token_estimate)` of every message of a workstream.
 async fn message_rows(db: &TestDb, workstream_id: i64) -> Vec<(i64, bool, i64)> {
@@ -206,7 +248,7 @@ async fn with_messages(db: &TestDb, entity: &str, n: usize) -> (WorkstreamRow, V
         .append_messages(&key(entity), &messages)
         .await
         .unwrap();
-    let ws = db.store.workstream(&key(entity)).await.unwrap().unwrap();
+    let ws = workstream(db, entity).await;
     (ws, appended.ids)
 }
 
@@ -267,7 +309,7 @@ async fn racing_ensure_workstream_creates_one_row(backend: Backend) {
     ids.dedup();
     assert_eq!(ids.len(), 1, "{ids:?}");
     assert_eq!(db.scalar("SELECT COUNT(*) AS n FROM workstreams").await, 1);
-    let row = db.store.workstream(&key("race")).await.unwrap().unwrap();
+    let row = workstream(&db, "race").await;
     assert_eq!(row.key, key("race"));
     assert_eq!(row.state, WorkstreamState::default());
     assert_eq!(row.summary, None);
@@ -287,16 +329,12 @@ async fn ten_thousand_messages_append_in_one_call(backend: Backend) {
     assert_eq!(appended.ids.len(), 10_000);
     assert!(appended.ids.windows(2).all(|w| w[0] < w[1]));
     assert_eq!(appended.uncompacted_tokens, 30_000);
-    let ws = db.store.workstream(&key("big")).await.unwrap().unwrap();
+    let ws = workstream(&db, "big").await;
     assert_eq!(ws.id, appended.workstream_id);
     assert_eq!(ws.last_message_id, appended.ids.last().copied());
     assert_eq!(ws.uncompacted_tokens, 30_000);
     // Ids are given in the order of the input: message i says "m{i}".
-    let page = db
-        .store
-        .uncompacted_page(ws.id, Some(appended.ids[4_999]), 3)
-        .await
-        .unwrap();
+    let page = uncompacted_page(&db, ws.id, Some(appended.ids[4_999]), 3).await;
     assert_eq!(page[0].id, appended.ids[5_000]);
     assert_eq!(page[0].parts, vec![Part::text("m5000")]);
     assert_eq!(
@@ -347,30 +385,19 @@ async fn pages_stream_in_order_and_respect_after(backend: Backend) {
     let ws = first.workstream_id;
     let all: Vec<MessageId> = first.ids.iter().chain(&second.ids).copied().collect();
 
-    let page1 = db.store.uncompacted_page(ws, None, 2).await.unwrap();
-    assert_eq!(page1.iter().map(|m| m.id).collect::<Vec<_>>(), all[..2]);
+    let page1 = uncompacted_page(&db, ws, None, 2).await;
+    assert_eq!(ids_of(&page1), all[..2]);
     assert_eq!(page1[0].role, Role::Assistant);
     assert!(page1[0].pinned);
     assert_eq!(page1[0].tool_calls().collect::<Vec<_>>(), ["c1"]);
     assert_eq!(page1[1].role, Role::Tool);
     assert!(!page1[1].pinned);
-    let page2 = db
-        .store
-        .uncompacted_page(ws, Some(page1[1].id), 2)
+    let page2 = uncompacted_page(&db, ws, Some(page1[1].id), 2).await;
+    assert_eq!(ids_of(&page2), all[2..4]);
+    let page3 = uncompacted_page(&db, ws, Some(page2[1].id), 2).await;
+    assert_eq!(ids_of(&page3), all[4..]);
+    assert!(uncompacted_page(&db, ws, Some(page3[0].id), 2)
         .await
-        .unwrap();
-    assert_eq!(page2.iter().map(|m| m.id).collect::<Vec<_>>(), all[2..4]);
-    let page3 = db
-        .store
-        .uncompacted_page(ws, Some(page2[1].id), 2)
-        .await
-        .unwrap();
-    assert_eq!(page3.iter().map(|m| m.id).collect::<Vec<_>>(), all[4..]);
-    assert!(db
-        .store
-        .uncompacted_page(ws, Some(page3[0].id), 2)
-        .await
-        .unwrap()
         .is_empty());
 }
 
@@ -387,7 +414,7 @@ async fn pages_are_bounded_by_the_tokens_they_hold(backend: Backend) {
         .append_messages(&key("b"), &messages)
         .await
         .unwrap();
-    let ws = db.store.workstream(&key("b")).await.unwrap().unwrap();
+    let ws = workstream(&db, "b").await;
     let page = |after: Option<MessageId>| {
         let store = db.store.clone();
         async move {
@@ -425,14 +452,7 @@ async fn a_corrupt_row_is_an_error_not_a_panic_or_a_gap(backend: Backend) {
         other => panic!("expected CorruptRow, got {other:?}"),
     }
     // The rows before it still read.
-    assert_eq!(
-        db.store
-            .uncompacted_page(ws.id, None, 1)
-            .await
-            .unwrap()
-            .len(),
-        1
-    );
+    assert_eq!(uncompacted_page(&db, ws.id, None, 1).await.len(), 1);
     db.exec(&format!(
         "UPDATE messages SET role = 'robot' WHERE id = {}",
         ids[2]
@@ -467,7 +487,7 @@ async fn lease_take_hold_expire_renew_release(backend: Backend) {
         s.take_lease(ws.id, "a", TTL).await.unwrap(),
         LeaseTaken::Taken { reclaimed: None }
     );
-    let held = s.workstream(&key("lease")).await.unwrap().unwrap();
+    let held = workstream(&db, "lease").await;
     let lease = held.lease.clone().unwrap();
     assert_eq!(lease.owner, "a");
     let now_ms = Utc::now().timestamp_millis();
@@ -485,13 +505,7 @@ async fn lease_take_hold_expire_renew_release(backend: Backend) {
             .unwrap(),
         LeaseTaken::Taken { reclaimed: None }
     );
-    let extended = s
-        .workstream(&key("lease"))
-        .await
-        .unwrap()
-        .unwrap()
-        .lease
-        .unwrap();
+    let extended = workstream(&db, "lease").await.lease.unwrap();
     assert!(extended.deadline_ms >= lease.deadline_ms + 25_000);
 
     assert!(!s.renew_lease(ws.id, "b", TTL).await.unwrap());
@@ -499,12 +513,8 @@ async fn lease_take_hold_expire_renew_release(backend: Backend) {
     assert!(s.renew_lease(ws.id, "a", TTL).await.unwrap());
 
     // "a" stalls: its deadline passes, "b" reclaims the lease.
-    db.exec(&format!(
-        "UPDATE workstreams SET lease_deadline_ms = 1 WHERE id = {}",
-        ws.id
-    ))
-    .await;
-    let expired = s.workstream(&key("lease")).await.unwrap().unwrap();
+    expire_lease(&db, ws.id).await;
+    let expired = workstream(&db, "lease").await;
     assert!(expired.lease.is_some());
     assert_eq!(expired.lease_live(Utc::now().timestamp_millis()), None);
     match s.take_lease(ws.id, "b", TTL).await.unwrap() {
@@ -516,10 +526,7 @@ async fn lease_take_hold_expire_renew_release(backend: Backend) {
     assert!(!s.renew_lease(ws.id, "a", TTL).await.unwrap());
     assert!(!s.release_lease(ws.id, "a").await.unwrap());
     assert!(s.release_lease(ws.id, "b").await.unwrap());
-    assert_eq!(
-        s.workstream(&key("lease")).await.unwrap().unwrap().lease,
-        None
-    );
+    assert_eq!(workstream(&db, "lease").await.lease, None);
     assert!(!s.release_lease(ws.id, "b").await.unwrap());
     // A free lease is taken without reclaiming anything.
     assert_eq!(
@@ -540,11 +547,7 @@ async fn the_fenced_commit_writes_exactly_what_it_says(backend: Backend) {
     assert_eq!(ws.uncompacted_tokens, 100);
     db.store.take_lease(ws.id, "job-1", TTL).await.unwrap();
 
-    let (summary, state, run) = (
-        make_summary("uses postgres"),
-        make_state("ship it"),
-        make_run(RunOutcome::Committed),
-    );
+    let (summary, state, run) = commit_parts("uses postgres", "ship it", RunOutcome::Committed);
     let pruned = [PrunedMessage {
         id: ids[8],
         parts: vec![Part::text("[pruned]")],
@@ -568,7 +571,7 @@ async fn the_fenced_commit_writes_exactly_what_it_says(backend: Backend) {
         [ids[0], ids[1], ids[3], ids[4], ids[5]].map(|m| m.0)
     );
     assert_eq!(rows[8].2, 4, "pruned estimate");
-    let after = db.store.workstream(&key("commit")).await.unwrap().unwrap();
+    let after = workstream(&db, "commit").await;
     assert_eq!(after.last_compacted_message_id, Some(ids[5]));
     assert_eq!(after.uncompacted_tokens, 100 - 50 - 6);
     assert_eq!(after.version, 1);
@@ -583,11 +586,7 @@ async fn the_fenced_commit_writes_exactly_what_it_says(backend: Backend) {
         all_uncompacted(&db.store, ws.id).await,
         [ids[2], ids[6], ids[7], ids[8], ids[9]].map(|m| m.0)
     );
-    let page = db
-        .store
-        .uncompacted_page(ws.id, Some(ids[7]), 1)
-        .await
-        .unwrap();
+    let page = uncompacted_page(&db, ws.id, Some(ids[7]), 1).await;
     assert_eq!(page[0].parts, vec![Part::text("[pruned]")]);
     let runs = db.store.runs(&key("commit"), 10).await.unwrap();
     assert_eq!(runs.len(), 1);
@@ -615,7 +614,7 @@ async fn the_fenced_commit_writes_exactly_what_it_says(backend: Backend) {
         db.store.commit(&commit).await.unwrap(),
         CommitOutcome::Committed { version: 2 }
     );
-    let after2 = db.store.workstream(&key("commit")).await.unwrap().unwrap();
+    let after2 = workstream(&db, "commit").await;
     assert_eq!(after2.uncompacted_tokens, 0);
     assert_eq!(after2.compactions, 2);
     assert_eq!(
@@ -627,38 +626,19 @@ async fn the_fenced_commit_writes_exactly_what_it_says(backend: Backend) {
 impl TestDb {
     /// Appending after a commit clears `just_auto_compacted`.
     async fn append_and_check_just_auto_compacted_resets(&self) {
-        assert!(
-            self.store
-                .workstream(&key("commit"))
-                .await
-                .unwrap()
-                .unwrap()
-                .just_auto_compacted
-        );
+        assert!(workstream(self, "commit").await.just_auto_compacted);
         self.store
             .append_messages(&key("commit"), &[msg("new", 1)])
             .await
             .unwrap();
-        assert!(
-            !self
-                .store
-                .workstream(&key("commit"))
-                .await
-                .unwrap()
-                .unwrap()
-                .just_auto_compacted
-        );
+        assert!(!workstream(self, "commit").await.just_auto_compacted);
     }
 }
 
 async fn a_stale_watermark_conflicts_and_writes_nothing(backend: Backend) {
     let db = TestDb::new(backend).await;
     let (ws, ids) = with_messages(&db, "stale", 6).await;
-    let (summary, state, run) = (
-        make_summary("a"),
-        make_state("b"),
-        make_run(RunOutcome::Committed),
-    );
+    let (summary, state, run) = commit_parts("a", "b", RunOutcome::Committed);
     db.store.take_lease(ws.id, "job-1", TTL).await.unwrap();
     let first = plain_commit(&ws, "job-1", None, ids[2], &summary, &state, &run);
     assert!(matches!(
@@ -668,7 +648,7 @@ async fn a_stale_watermark_conflicts_and_writes_nothing(backend: Backend) {
 
     // The same job (or a retry of it) commits again from what it loaded.
     db.store.take_lease(ws.id, "job-1", TTL).await.unwrap();
-    let before = db.store.workstream(&key("stale")).await.unwrap().unwrap();
+    let before = workstream(&db, "stale").await;
     let messages_before = message_rows(&db, ws.id).await;
     let (other_summary, other_state) = (make_summary("other"), make_state("other"));
     let stale = Commit {
@@ -688,7 +668,7 @@ async fn a_stale_watermark_conflicts_and_writes_nothing(backend: Backend) {
         CommitOutcome::Conflict(ConflictReason::WatermarkMoved)
     );
     assert_eq!(
-        db.store.workstream(&key("stale")).await.unwrap().unwrap(),
+        workstream(&db, "stale").await,
         before,
         "nothing of the refused commit was written"
     );
@@ -704,11 +684,7 @@ async fn a_stale_watermark_conflicts_and_writes_nothing(backend: Backend) {
 async fn a_lost_lease_conflicts_and_writes_nothing(backend: Backend) {
     let db = TestDb::new(backend).await;
     let (ws, ids) = with_messages(&db, "lost", 4).await;
-    let (summary, state, run) = (
-        make_summary("a"),
-        make_state("b"),
-        make_run(RunOutcome::Committed),
-    );
+    let (summary, state, run) = commit_parts("a", "b", RunOutcome::Committed);
 
     // Never taken.
     let commit = plain_commit(&ws, "job-1", None, ids[1], &summary, &state, &run);
@@ -718,21 +694,14 @@ async fn a_lost_lease_conflicts_and_writes_nothing(backend: Backend) {
     );
     // Taken over by another job after it expired.
     db.store.take_lease(ws.id, "job-1", TTL).await.unwrap();
-    db.exec(&format!(
-        "UPDATE workstreams SET lease_deadline_ms = 1 WHERE id = {}",
-        ws.id
-    ))
-    .await;
+    expire_lease(&db, ws.id).await;
     db.store.take_lease(ws.id, "job-2", TTL).await.unwrap();
-    let before = db.store.workstream(&key("lost")).await.unwrap().unwrap();
+    let before = workstream(&db, "lost").await;
     assert_eq!(
         db.store.commit(&commit).await.unwrap(),
         CommitOutcome::Conflict(ConflictReason::LeaseLost)
     );
-    assert_eq!(
-        db.store.workstream(&key("lost")).await.unwrap().unwrap(),
-        before
-    );
+    assert_eq!(workstream(&db, "lost").await, before);
     assert!(message_rows(&db, ws.id).await.iter().all(|r| !r.1));
     assert_eq!(
         before.lease.unwrap().owner,
@@ -752,11 +721,7 @@ async fn racing_commits_commit_exactly_once(backend: Backend) {
             let ws = ws.clone();
             let new = ids[10 + i];
             tokio::spawn(async move {
-                let (summary, state, run) = (
-                    make_summary("s"),
-                    make_state("d"),
-                    make_run(RunOutcome::Committed),
-                );
+                let (summary, state, run) = commit_parts("s", "d", RunOutcome::Committed);
                 let commit = plain_commit(&ws, "job", None, new, &summary, &state, &run);
                 store.commit(&commit).await.unwrap()
             })
@@ -774,7 +739,7 @@ async fn racing_commits_commit_exactly_once(backend: Backend) {
     assert!(outcomes
         .iter()
         .any(|o| matches!(o, CommitOutcome::Conflict(_))));
-    let after = db.store.workstream(&key("racing")).await.unwrap().unwrap();
+    let after = workstream(&db, "racing").await;
     assert_eq!(after.version, 1);
     let marked = message_rows(&db, ws.id)
         .await
@@ -790,12 +755,8 @@ async fn an_error_inside_the_commit_leaves_nothing_half_written(backend: Backend
     let (ws, ids) = with_messages(&db, "atomic", 6).await;
     let (_, other_ids) = with_messages(&db, "neighbour", 1).await;
     db.store.take_lease(ws.id, "job", TTL).await.unwrap();
-    let before = db.store.workstream(&key("atomic")).await.unwrap().unwrap();
-    let (summary, state, run) = (
-        make_summary("a"),
-        make_state("b"),
-        make_run(RunOutcome::Committed),
-    );
+    let before = workstream(&db, "atomic").await;
+    let (summary, state, run) = commit_parts("a", "b", RunOutcome::Committed);
     for bad in [MessageId(ids[5].0 + 100_000), other_ids[0]] {
         let pruned = [PrunedMessage {
             id: bad,
@@ -813,7 +774,7 @@ async fn an_error_inside_the_commit_leaves_nothing_half_written(backend: Backend
             other => panic!("expected UnknownMessage, got {other:?}"),
         }
         assert_eq!(
-            db.store.workstream(&key("atomic")).await.unwrap().unwrap(),
+            workstream(&db, "atomic").await,
             before,
             "still leased, same watermark, version, summary"
         );
@@ -830,6 +791,23 @@ async fn an_error_inside_the_commit_leaves_nothing_half_written(backend: Backend
 
 // ---------------------------------------------------------------- breaker
 
+/// Takes the lease of workstream `ws_id` as "job", then records `failed`
+/// as `owner`'s failure (`counted` towards the breaker or not): whether it
+/// was taken as the holder's (a stranger's failure is only audited).
+async fn fail_under_lease(
+    db: &TestDb,
+    ws_id: i64,
+    owner: &str,
+    failed: &NewRun,
+    counted: bool,
+) -> bool {
+    db.store.take_lease(ws_id, "job", TTL).await.unwrap();
+    db.store
+        .record_failure(ws_id, owner, failed, counted)
+        .await
+        .unwrap()
+}
+
 async fn failures_open_the_breaker_and_new_messages_close_it(backend: Backend) {
     let db = TestDb::new(backend).await;
     let (ws, ids) = with_messages(&db, "breaker", 3).await;
@@ -838,13 +816,8 @@ async fn failures_open_the_breaker_and_new_messages_close_it(backend: Backend) {
         ..make_run(RunOutcome::Failed)
     };
     for n in 1..=3u32 {
-        db.store.take_lease(ws.id, "job", TTL).await.unwrap();
-        assert!(db
-            .store
-            .record_failure(ws.id, "job", &failed, true)
-            .await
-            .unwrap());
-        let row = db.store.workstream(&key("breaker")).await.unwrap().unwrap();
+        assert!(fail_under_lease(&db, ws.id, "job", &failed, true).await);
+        let row = workstream(&db, "breaker").await;
         assert_eq!(row.consecutive_failures, n);
         assert_eq!(row.lease, None, "the failure path releases the lease");
         assert_eq!(row.breaker_open(), n == 3);
@@ -855,29 +828,11 @@ async fn failures_open_the_breaker_and_new_messages_close_it(backend: Backend) {
         );
     }
     // Not counted (e.g. a cancelled attempt): recorded, no change.
-    db.store.take_lease(ws.id, "job", TTL).await.unwrap();
-    assert!(db
-        .store
-        .record_failure(ws.id, "job", &failed, false)
-        .await
-        .unwrap());
-    assert_eq!(
-        db.store
-            .workstream(&key("breaker"))
-            .await
-            .unwrap()
-            .unwrap()
-            .consecutive_failures,
-        3
-    );
+    assert!(fail_under_lease(&db, ws.id, "job", &failed, false).await);
+    assert_eq!(workstream(&db, "breaker").await.consecutive_failures, 3);
     // A stranger's failure only leaves its audit row.
-    db.store.take_lease(ws.id, "job", TTL).await.unwrap();
-    assert!(!db
-        .store
-        .record_failure(ws.id, "ghost", &failed, true)
-        .await
-        .unwrap());
-    let row = db.store.workstream(&key("breaker")).await.unwrap().unwrap();
+    assert!(!fail_under_lease(&db, ws.id, "ghost", &failed, true).await);
+    let row = workstream(&db, "breaker").await;
     assert_eq!(row.consecutive_failures, 3);
     assert_eq!(row.lease.unwrap().owner, "job");
     assert_eq!(count(&db, "compaction_runs", ws.id).await, 5);
@@ -887,12 +842,12 @@ async fn failures_open_the_breaker_and_new_messages_close_it(backend: Backend) {
         .append_messages(&key("breaker"), &[msg("new", 1)])
         .await
         .unwrap();
-    let row = db.store.workstream(&key("breaker")).await.unwrap().unwrap();
+    let row = workstream(&db, "breaker").await;
     assert!(!row.breaker_open(), "a newer message closes the breaker");
     assert_eq!(row.consecutive_failures, 3);
 
     db.store.reset_breaker(ws.id).await.unwrap();
-    let row = db.store.workstream(&key("breaker")).await.unwrap().unwrap();
+    let row = workstream(&db, "breaker").await;
     assert_eq!(
         (row.consecutive_failures, row.breaker_message_id),
         (0, None)
@@ -906,11 +861,7 @@ async fn failures_open_the_breaker_and_new_messages_close_it(backend: Backend) {
 async fn a_commit_without_progress_counts_towards_the_breaker(backend: Backend) {
     let db = TestDb::new(backend).await;
     let (mut ws, ids) = with_messages(&db, "noprogress", 8).await;
-    let (summary, state, run) = (
-        make_summary("a"),
-        make_state("b"),
-        make_run(RunOutcome::NoProgress),
-    );
+    let (summary, state, run) = commit_parts("a", "b", RunOutcome::NoProgress);
     for (n, &new_watermark) in (1..=3usize).zip(&ids[1..]) {
         db.store.take_lease(ws.id, "job", TTL).await.unwrap();
         let commit = Commit {
@@ -929,12 +880,7 @@ async fn a_commit_without_progress_counts_towards_the_breaker(backend: Backend) 
             db.store.commit(&commit).await.unwrap(),
             CommitOutcome::Committed { .. }
         ));
-        ws = db
-            .store
-            .workstream(&key("noprogress"))
-            .await
-            .unwrap()
-            .unwrap();
+        ws = workstream(&db, "noprogress").await;
         assert_eq!(ws.consecutive_failures as usize, n);
     }
     assert!(ws.breaker_open());
@@ -951,12 +897,7 @@ async fn a_commit_without_progress_counts_towards_the_breaker(backend: Backend) 
         &run,
     );
     db.store.commit(&commit).await.unwrap();
-    let ws = db
-        .store
-        .workstream(&key("noprogress"))
-        .await
-        .unwrap()
-        .unwrap();
+    let ws = workstream(&db, "noprogress").await;
     assert_eq!((ws.consecutive_failures, ws.breaker_message_id), (0, None));
 }
 
@@ -979,7 +920,7 @@ async fn memory_entries_append_and_fold(backend: Backend) {
             .unwrap(),
         4
     );
-    let ws = db.store.workstream(&key("mem")).await.unwrap().unwrap();
+    let ws = workstream(&db, "mem").await;
     let unfolded = db.store.unfolded_memory_entries(ws.id).await.unwrap();
     assert_eq!(
         unfolded
@@ -995,17 +936,10 @@ async fn memory_entries_append_and_fold(backend: Backend) {
             .append_messages(&key("mem"), &[msg("x", 1)])
             .await
             .unwrap();
-        (
-            db.store.workstream(&key("mem")).await.unwrap().unwrap(),
-            appended.ids,
-        )
+        (workstream(&db, "mem").await, appended.ids)
     };
     db.store.take_lease(ws.id, "job", TTL).await.unwrap();
-    let (summary, state, run) = (
-        make_summary("a"),
-        make_state("b"),
-        make_run(RunOutcome::Committed),
-    );
+    let (summary, state, run) = commit_parts("a", "b", RunOutcome::Committed);
     let folded = [unfolded[0].id, unfolded[1].id];
     let commit = Commit {
         memory_fold: Some(MemoryFold {
@@ -1015,7 +949,7 @@ async fn memory_entries_append_and_fold(backend: Backend) {
         ..plain_commit(&ws, "job", None, ids[0], &summary, &state, &run)
     };
     db.store.commit(&commit).await.unwrap();
-    let ws = db.store.workstream(&key("mem")).await.unwrap().unwrap();
+    let ws = workstream(&db, "mem").await;
     assert_eq!(ws.memory_block_summary.as_deref(), Some("entries 0 and 1"));
     assert_eq!(
         db.store
@@ -1239,7 +1173,7 @@ async fn a_sqlite_file_is_created_and_shared_by_two_stores() {
     for writer in writers {
         writer.await.unwrap();
     }
-    let ws = db.store.workstream(&key("shared")).await.unwrap().unwrap();
+    let ws = workstream(&db, "shared").await;
     assert_eq!(ws.uncompacted_tokens, 40);
     assert_eq!(all_uncompacted(&db.store, ws.id).await.len(), 40);
 }
@@ -1247,7 +1181,7 @@ async fn a_sqlite_file_is_created_and_shared_by_two_stores() {
 // ------------------------------------------------------- idempotent appends
 
 async fn count_messages(db: &TestDb, entity: &str) -> i64 {
-    let ws = db.store.workstream(&key(entity)).await.unwrap().unwrap();
+    let ws = workstream(db, entity).await;
     db.scalar(&format!(
         "SELECT COUNT(*) AS n FROM messages WHERE workstream_id = {}",
         ws.id

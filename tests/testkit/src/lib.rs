@@ -14,6 +14,8 @@
 //! - [`llm`]: [`FakeLlm`], an OpenAI-compatible server on loopback that
 //!   answers in the summary format and fails on request.
 //! - [`wait`]: [`eventually`], polling a condition within a time limit.
+//! - [`turns`]: [`one_at_a_time`], starting things (jobs) each only once
+//!   the one before is finished.
 //! - [`config`]: `config/default.toml` and its key paths.
 //! - [`bench`]: how many runs a benchmark makes, percentiles, and the
 //!   `BENCH_RESULT` lines `bench/run` collects.
@@ -39,6 +41,8 @@ pub mod process;
 #[cfg(feature = "redis")]
 pub mod redis;
 #[cfg(feature = "async")]
+pub mod turns;
+#[cfg(feature = "async")]
 pub mod wait;
 
 #[cfg(feature = "db")]
@@ -49,5 +53,7 @@ pub use names::unique_name;
 pub use ports::free_port;
 #[cfg(feature = "redis")]
 pub use redis::{redis_url, PrivateRedis};
+#[cfg(feature = "async")]
+pub use turns::one_at_a_time;
 #[cfg(feature = "async")]
 pub use wait::eventually;

@@ -135,6 +135,45 @@ async fn mount(server: &MockServer, api: Api, response: ResponseTemplate, times:
     mock.mount(server).await;
 }
 
+/// A fake LLM on loopback answering `api`'s path with `response`
+/// (`times` as in [`mount`]): what most tests here start from.
+async fn answering(api: Api, response: ResponseTemplate, times: Option<u64>) -> MockServer {
+    let server = MockServer::start().await;
+    mount(&server, api, response, times).await;
+    server
+}
+
+/// A fake LLM that fails once with `failure`, then answers `text`: a retry
+/// that succeeds.
+async fn failing_once(api: Api, failure: ResponseTemplate, text: &str) -> MockServer {
+    let server = answering(api, failure, Some(1)).await;
+    mount(&server, api, api.ok(text), Some(1)).await;
+    server
+}
+
+/// Runs `work` on a current-thread runtime with a Prometheus recorder
+/// installed for this thread only, so other tests' requests are not
+/// counted; what it recorded, rendered.
+fn recorded(work: impl std::future::Future<Output = ()>) -> String {
+    let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+    let handle = recorder.handle();
+    metrics::with_local_recorder(&recorder, || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(work)
+    });
+    handle.render()
+}
+
+/// Asserts that each of `lines` is in the `rendered` metrics.
+fn assert_rendered(rendered: &str, lines: &[&str]) {
+    for line in lines {
+        assert!(rendered.contains(line), "missing {line} in\n{rendered}");
+    }
+}
+
 async fn requests(server: &MockServer) -> usize {
     server.received_requests().await.unwrap().len()
 }
@@ -234,8 +273,7 @@ async fn the_compaction_model_and_temperature_are_sent_when_configured() {
 
 #[tokio::test]
 async fn a_local_openai_compatible_server_needs_no_key() {
-    let server = MockServer::start().await;
-    mount(&server, Api::OpenAi, Api::OpenAi.ok("hi"), Some(1)).await;
+    let server = answering(Api::OpenAi, Api::OpenAi.ok("hi"), Some(1)).await;
     let c = LlmClient::new(&Api::OpenAi.config(&server), None).unwrap();
     assert_eq!(complete(&c).await.unwrap().text, "hi");
     let sent = &server.received_requests().await.unwrap()[0];
@@ -313,15 +351,8 @@ async fn a_missing_key_names_the_variable_and_extractive_builds_no_client() {
 #[tokio::test]
 async fn a_429_with_retry_after_waits_at_least_that_long_then_succeeds() {
     for api in BOTH {
-        let server = MockServer::start().await;
-        mount(
-            &server,
-            api,
-            ResponseTemplate::new(429).insert_header("retry-after", "1"),
-            Some(1),
-        )
-        .await;
-        mount(&server, api, api.ok("after the wait"), Some(1)).await;
+        let retry_after = ResponseTemplate::new(429).insert_header("retry-after", "1");
+        let server = failing_once(api, retry_after, "after the wait").await;
         let started = Instant::now();
         let r = complete(&api.client(&server)).await.unwrap();
         assert_eq!(r.text, "after the wait");
@@ -336,17 +367,10 @@ async fn a_429_with_retry_after_waits_at_least_that_long_then_succeeds() {
 
 #[tokio::test]
 async fn anthropic_overloaded_529_is_a_rate_limit_and_retried() {
-    let server = MockServer::start().await;
     let overloaded =
         json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}});
-    mount(
-        &server,
-        Api::Anthropic,
-        ResponseTemplate::new(529).set_body_json(overloaded),
-        Some(1),
-    )
-    .await;
-    mount(&server, Api::Anthropic, Api::Anthropic.ok("ok"), Some(1)).await;
+    let overloaded = ResponseTemplate::new(529).set_body_json(overloaded);
+    let server = failing_once(Api::Anthropic, overloaded, "ok").await;
     assert_eq!(
         complete(&Api::Anthropic.client(&server))
             .await
@@ -359,15 +383,8 @@ async fn anthropic_overloaded_529_is_a_rate_limit_and_retried() {
 #[tokio::test]
 async fn a_retry_after_beyond_max_retry_after_is_capped() {
     for api in BOTH {
-        let server = MockServer::start().await;
-        mount(
-            &server,
-            api,
-            ResponseTemplate::new(429).insert_header("retry-after", "3600"),
-            Some(1),
-        )
-        .await;
-        mount(&server, api, api.ok("soon"), Some(1)).await;
+        let retry_after = ResponseTemplate::new(429).insert_header("retry-after", "3600");
+        let server = failing_once(api, retry_after, "soon").await;
         let c = client(&LlmConfig {
             max_retry_after: Duration::from_millis(100),
             ..api.config(&server)
@@ -385,15 +402,8 @@ async fn a_retry_after_beyond_max_retry_after_is_capped() {
 #[tokio::test]
 async fn a_server_error_is_retried_then_succeeds() {
     for api in BOTH {
-        let server = MockServer::start().await;
-        mount(
-            &server,
-            api,
-            ResponseTemplate::new(500).set_body_string("internal error"),
-            Some(1),
-        )
-        .await;
-        mount(&server, api, api.ok("second time"), Some(1)).await;
+        let error = ResponseTemplate::new(500).set_body_string("internal error");
+        let server = failing_once(api, error, "second time").await;
         assert_eq!(
             complete(&api.client(&server)).await.unwrap().text,
             "second time"
@@ -404,14 +414,8 @@ async fn a_server_error_is_retried_then_succeeds() {
 #[tokio::test]
 async fn retries_exhausted_return_the_last_error() {
     for api in BOTH {
-        let server = MockServer::start().await;
-        mount(
-            &server,
-            api,
-            ResponseTemplate::new(503).set_body_string("upstream unavailable"),
-            Some(3),
-        )
-        .await;
+        let unavailable = ResponseTemplate::new(503).set_body_string("upstream unavailable");
+        let server = answering(api, unavailable, Some(3)).await;
         let e = complete(&api.client(&server)).await.unwrap_err();
         match &e {
             LlmError::Server { status, excerpt } => {
@@ -428,9 +432,7 @@ async fn retries_exhausted_return_the_last_error() {
 #[tokio::test]
 async fn a_hanging_server_times_out_and_is_retried() {
     for api in BOTH {
-        let server = MockServer::start().await;
-        mount(
-            &server,
+        let server = answering(
             api,
             api.ok("too late").set_delay(Duration::from_secs(5)),
             None,
@@ -480,14 +482,9 @@ async fn a_malformed_or_truncated_body_is_malformed_and_retried() {
         let full = serde_json::to_string(&api.reply("complete answer", false)).unwrap();
         let half = full[..full.len() / 2].to_owned();
         for body in ["<html>502 Bad Gateway</html>".to_owned(), half] {
-            let server = MockServer::start().await;
-            mount(
-                &server,
-                api,
-                ResponseTemplate::new(200).set_body_raw(body.clone(), "application/json"),
-                Some(2),
-            )
-            .await;
+            let malformed =
+                ResponseTemplate::new(200).set_body_raw(body.clone(), "application/json");
+            let server = answering(api, malformed, Some(2)).await;
             let c = client(&LlmConfig {
                 max_retries: 1,
                 ..api.config(&server)
@@ -499,15 +496,8 @@ async fn a_malformed_or_truncated_body_is_malformed_and_retried() {
             );
 
             // And a good reply after a malformed one is taken.
-            let server = MockServer::start().await;
-            mount(
-                &server,
-                api,
-                ResponseTemplate::new(200).set_body_raw(body, "application/json"),
-                Some(1),
-            )
-            .await;
-            mount(&server, api, api.ok("fine"), Some(1)).await;
+            let malformed = ResponseTemplate::new(200).set_body_raw(body, "application/json");
+            let server = failing_once(api, malformed, "fine").await;
             assert_eq!(complete(&api.client(&server)).await.unwrap().text, "fine");
         }
     }
@@ -516,8 +506,7 @@ async fn a_malformed_or_truncated_body_is_malformed_and_retried() {
 #[tokio::test]
 async fn a_reply_without_text_is_empty_and_retried() {
     for api in BOTH {
-        let server = MockServer::start().await;
-        mount(&server, api, api.empty(), Some(2)).await;
+        let server = answering(api, api.empty(), Some(2)).await;
         let c = client(&LlmConfig {
             max_retries: 1,
             ..api.config(&server)
@@ -530,14 +519,8 @@ async fn a_reply_without_text_is_empty_and_retried() {
 #[tokio::test]
 async fn stopping_on_the_token_limit_returns_the_text_marked_truncated() {
     for api in BOTH {
-        let server = MockServer::start().await;
-        mount(
-            &server,
-            api,
-            ResponseTemplate::new(200).set_body_json(api.reply("KEY FACTS:\n- cut he", true)),
-            Some(1),
-        )
-        .await;
+        let cut = ResponseTemplate::new(200).set_body_json(api.reply("KEY FACTS:\n- cut he", true));
+        let server = answering(api, cut, Some(1)).await;
         let r = complete(&api.client(&server)).await.unwrap();
         assert!(r.truncated, "{api:?}");
         assert_eq!(r.text, "KEY FACTS:\n- cut he");
@@ -576,9 +559,7 @@ async fn context_length_errors_are_not_retried() {
         ),
     ];
     for (api, status, body) in cases {
-        let server = MockServer::start().await;
-        mount(
-            &server,
+        let server = answering(
             api,
             ResponseTemplate::new(status).set_body_json(&body),
             Some(1),
@@ -603,14 +584,8 @@ async fn other_client_errors_and_auth_failures_are_not_retried() {
                 r#"{"error":{"message":"The model `test-model` does not exist"}}"#,
             ),
         ] {
-            let server = MockServer::start().await;
-            mount(
-                &server,
-                api,
-                ResponseTemplate::new(status).set_body_raw(body, "application/json"),
-                Some(1),
-            )
-            .await;
+            let refused = ResponseTemplate::new(status).set_body_raw(body, "application/json");
+            let server = answering(api, refused, Some(1)).await;
             let e = complete(&api.client(&server)).await.unwrap_err();
             match (status, &e) {
                 (401 | 403, LlmError::Auth { status: s }) => assert_eq!(*s, status),
@@ -634,8 +609,7 @@ async fn other_client_errors_and_auth_failures_are_not_retried() {
 #[tokio::test]
 async fn a_deadline_shorter_than_the_backoff_stops_at_once() {
     for api in BOTH {
-        let server = MockServer::start().await;
-        mount(&server, api, ResponseTemplate::new(503), Some(1)).await;
+        let server = answering(api, ResponseTemplate::new(503), Some(1)).await;
         let c = client(&LlmConfig {
             retry_base_delay: Duration::from_secs(10),
             retry_max_delay: Duration::from_secs(10),
@@ -659,14 +633,8 @@ async fn a_deadline_shorter_than_the_backoff_stops_at_once() {
 
 #[tokio::test]
 async fn a_retry_after_past_the_deadline_stops_at_once() {
-    let server = MockServer::start().await;
-    mount(
-        &server,
-        Api::OpenAi,
-        ResponseTemplate::new(429).insert_header("retry-after", "5"),
-        Some(1),
-    )
-    .await;
+    let retry_after = ResponseTemplate::new(429).insert_header("retry-after", "5");
+    let server = answering(Api::OpenAi, retry_after, Some(1)).await;
     let started = Instant::now();
     let e = Api::OpenAi
         .client(&server)
@@ -684,14 +652,7 @@ async fn a_retry_after_past_the_deadline_stops_at_once() {
 #[tokio::test]
 async fn the_deadline_shortens_the_request_timeout() {
     for api in BOTH {
-        let server = MockServer::start().await;
-        mount(
-            &server,
-            api,
-            api.ok("never").set_delay(Duration::from_secs(5)),
-            None,
-        )
-        .await;
+        let server = answering(api, api.ok("never").set_delay(Duration::from_secs(5)), None).await;
         let c = client(&LlmConfig {
             request_timeout: Duration::from_secs(60),
             ..api.config(&server)
@@ -749,33 +710,23 @@ async fn the_key_never_shows_in_debug_or_errors() {
 /// runtime), so other tests' requests are not counted.
 #[test]
 fn every_attempt_is_counted_with_bounded_labels() {
-    let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
-    let handle = recorder.handle();
-    metrics::with_local_recorder(&recorder, || {
+    let rendered = recorded(async {
         llm_metrics::describe();
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap()
-            .block_on(async {
-                let server = MockServer::start().await;
-                let api = Api::OpenAi;
-                mount(&server, api, ResponseTemplate::new(500), Some(1)).await;
-                mount(&server, api, api.ok("done"), Some(1)).await;
-                complete(&api.client(&server)).await.unwrap();
-            });
+        let api = Api::OpenAi;
+        let server = failing_once(api, ResponseTemplate::new(500), "done").await;
+        complete(&api.client(&server)).await.unwrap();
     });
-    let rendered = handle.render();
-    for line in [
-        r#"compactor_llm_requests_total{provider="openai",outcome="server_error"} 1"#,
-        r#"compactor_llm_requests_total{provider="openai",outcome="ok"} 1"#,
-        r#"compactor_llm_retries_total{provider="openai"} 1"#,
-        r#"compactor_llm_tokens_total{provider="openai",direction="input"} 120"#,
-        r#"compactor_llm_tokens_total{provider="openai",direction="output"} 30"#,
-        r#"compactor_llm_request_seconds_count{provider="openai",outcome="ok"} 1"#,
-    ] {
-        assert!(rendered.contains(line), "missing {line} in\n{rendered}");
-    }
+    assert_rendered(
+        &rendered,
+        &[
+            r#"compactor_llm_requests_total{provider="openai",outcome="server_error"} 1"#,
+            r#"compactor_llm_requests_total{provider="openai",outcome="ok"} 1"#,
+            r#"compactor_llm_retries_total{provider="openai"} 1"#,
+            r#"compactor_llm_tokens_total{provider="openai",direction="input"} 120"#,
+            r#"compactor_llm_tokens_total{provider="openai",direction="output"} 30"#,
+            r#"compactor_llm_request_seconds_count{provider="openai",outcome="ok"} 1"#,
+        ],
+    );
     assert_no_key(&rendered);
     for label in rendered
         .lines()
@@ -878,10 +829,8 @@ async fn consecutive_failures_make_the_provider_unhealthy_and_a_probe_heals_it()
 #[tokio::test]
 async fn requests_about_the_request_do_not_count_against_the_provider() {
     let api = Api::OpenAi;
-    let server = MockServer::start().await;
     let too_long = json!({"error": {"message": "maximum context length exceeded", "code": "context_length_exceeded"}});
-    mount(
-        &server,
+    let server = answering(
         api,
         ResponseTemplate::new(400).set_body_json(too_long),
         None,
@@ -932,9 +881,7 @@ async fn requests_about_the_request_do_not_count_against_the_provider() {
 #[tokio::test]
 async fn every_request_is_counted_with_its_tokens_failed_ones_included() {
     let api = Api::Anthropic;
-    let server = MockServer::start().await;
-    mount(&server, api, ResponseTemplate::new(500), Some(1)).await;
-    mount(&server, api, api.ok("done"), Some(1)).await;
+    let server = failing_once(api, ResponseTemplate::new(500), "done").await;
     let mut calls = Calls::default();
     api.client(&server)
         .complete_counted(&request(), in_secs(30), &mut calls)
@@ -1037,8 +984,7 @@ async fn answers_without_a_summary_are_rejected_as_invalid_output() {
         ),
     ];
     for (what, answer, expected) in cases {
-        let server = MockServer::start().await;
-        mount(&server, Api::OpenAi, Api::OpenAi.ok(&answer), Some(1)).await;
+        let server = answering(Api::OpenAi, Api::OpenAi.ok(&answer), Some(1)).await;
         let mut usage = LlmUsage::default();
         let e = summarize(&Api::OpenAi.config(&server), &mut usage)
             .await
@@ -1056,8 +1002,7 @@ async fn answers_without_a_summary_are_rejected_as_invalid_output() {
 
 #[tokio::test]
 async fn a_good_answer_is_accepted_with_its_calls_counted() {
-    let server = MockServer::start().await;
-    mount(&server, Api::OpenAi, Api::OpenAi.ok(GOOD), Some(1)).await;
+    let server = answering(Api::OpenAi, Api::OpenAi.ok(GOOD), Some(1)).await;
     let mut usage = LlmUsage::default();
     let out = summarize(&Api::OpenAi.config(&server), &mut usage)
         .await
@@ -1085,11 +1030,9 @@ async fn budgets(server: &MockServer) -> Vec<u64> {
 #[tokio::test]
 async fn an_answer_cut_off_is_asked_again_with_twice_the_budget() {
     for api in BOTH {
-        let server = MockServer::start().await;
         let cut = ResponseTemplate::new(200)
             .set_body_json(api.reply("KEY FACTS:\n- the cache TTL is 4", true));
-        mount(&server, api, cut, Some(1)).await;
-        mount(&server, api, api.ok(GOOD), Some(1)).await;
+        let server = failing_once(api, cut, GOOD).await;
         let mut usage = LlmUsage::default();
         let out = summarize(&api.config(&server), &mut usage).await.unwrap();
         assert_eq!(
@@ -1108,10 +1051,9 @@ async fn an_answer_cut_off_is_asked_again_with_twice_the_budget() {
 #[tokio::test]
 async fn an_answer_cut_off_twice_is_rejected() {
     for api in BOTH {
-        let server = MockServer::start().await;
         let cut =
             ResponseTemplate::new(200).set_body_json(api.reply("KEY FACTS:\n- the cache", true));
-        mount(&server, api, cut, Some(2)).await;
+        let server = answering(api, cut, Some(2)).await;
         let mut usage = LlmUsage::default();
         let e = summarize(&api.config(&server), &mut usage)
             .await
@@ -1132,9 +1074,8 @@ async fn an_answer_cut_off_twice_is_rejected() {
 async fn the_larger_budget_is_capped_and_a_refused_retry_keeps_the_rejection() {
     let api = Api::OpenAi;
     // At the cap already: no second request.
-    let server = MockServer::start().await;
     let cut = ResponseTemplate::new(200).set_body_json(api.reply("KEY FACTS:\n- x", true));
-    mount(&server, api, cut.clone(), Some(1)).await;
+    let server = answering(api, cut.clone(), Some(1)).await;
     let config = LlmConfig {
         retry_max_output_tokens: 100,
         ..api.config(&server)
@@ -1146,16 +1087,10 @@ async fn the_larger_budget_is_capped_and_a_refused_retry_keeps_the_rejection() {
     assert_eq!(requests(&server).await, 1);
 
     // Twice the budget is over the model's limit: a 400 for the retry.
-    let server = MockServer::start().await;
-    mount(&server, api, cut, Some(1)).await;
+    let server = answering(api, cut, Some(1)).await;
     let too_many = json!({"error": {"message": "max_tokens is too large: 8192. This model supports at most 4096 completion tokens."}});
-    mount(
-        &server,
-        api,
-        ResponseTemplate::new(400).set_body_json(too_many),
-        Some(1),
-    )
-    .await;
+    let too_many = ResponseTemplate::new(400).set_body_json(too_many);
+    mount(&server, api, too_many, Some(1)).await;
     let e = summarize(&api.config(&server), &mut LlmUsage::default())
         .await
         .unwrap_err();
@@ -1171,14 +1106,8 @@ async fn the_larger_budget_is_capped_and_a_refused_retry_keeps_the_rejection() {
 #[tokio::test]
 async fn a_rollup_or_memory_fold_that_empties_its_input_is_rejected() {
     let api = Api::OpenAi;
-    let server = MockServer::start().await;
-    mount(
-        &server,
-        api,
-        api.ok("KEY FACTS:\n- (none)\nCONVERSATION FLOW:\n- n/a\n"),
-        None,
-    )
-    .await;
+    let emptied = api.ok("KEY FACTS:\n- (none)\nCONVERSATION FLOW:\n- n/a\n");
+    let server = answering(api, emptied, None).await;
     let summarizer = Summarizer::Llm(api.client(&server));
     let mut usage = LlmUsage::default();
     let e = summarizer
@@ -1218,33 +1147,24 @@ async fn a_rollup_or_memory_fold_that_empties_its_input_is_rejected() {
 /// labels (a recorder for this thread only, as above).
 #[test]
 fn rejections_and_format_problems_are_counted() {
-    let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
-    let handle = recorder.handle();
-    metrics::with_local_recorder(&recorder, || {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap()
-            .block_on(async {
-                let server = MockServer::start().await;
-                let api = Api::OpenAi;
-                mount(&server, api, api.ok(r#"{"unrelated": true}"#), Some(1)).await;
-                let config = api.config(&server);
-                summarize(&config, &mut LlmUsage::default())
-                    .await
-                    .unwrap_err();
-                let salvaged = format!("Here you go!\n{GOOD}");
-                mount(&server, api, api.ok(&salvaged), Some(1)).await;
-                summarize(&config, &mut LlmUsage::default()).await.unwrap();
-            });
+    let rendered = recorded(async {
+        let api = Api::OpenAi;
+        let server = answering(api, api.ok(r#"{"unrelated": true}"#), Some(1)).await;
+        let config = api.config(&server);
+        summarize(&config, &mut LlmUsage::default())
+            .await
+            .unwrap_err();
+        let salvaged = format!("Here you go!\n{GOOD}");
+        mount(&server, api, api.ok(&salvaged), Some(1)).await;
+        summarize(&config, &mut LlmUsage::default()).await.unwrap();
     });
-    let rendered = handle.render();
-    for line in [
-        r#"compactor_llm_answers_rejected_total{provider="openai",reason="no_sections"} 1"#,
-        r#"compactor_llm_answer_problems_total{provider="openai",problem="text_outside_sections"} 1"#,
-    ] {
-        assert!(rendered.contains(line), "missing {line} in\n{rendered}");
-    }
+    assert_rendered(
+        &rendered,
+        &[
+            r#"compactor_llm_answers_rejected_total{provider="openai",reason="no_sections"} 1"#,
+            r#"compactor_llm_answer_problems_total{provider="openai",problem="text_outside_sections"} 1"#,
+        ],
+    );
     assert!(!rendered.contains("unrelated"), "no content in labels");
 }
 

@@ -8,8 +8,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::support::{eventually, key, until_done, TestQueue};
+use crate::support::{eventually, key, request, state, until_done, TestQueue};
 use compactor_producer::queue::{JobState, QueueConfig, Trigger};
+use compactor_shared::EntityKey;
 use compactor_testkit::{free_port, PrivateRedis};
 
 const PROBE: &str = env!("CARGO_BIN_EXE_compactor-queue-probe");
@@ -21,7 +22,8 @@ struct Probe {
 }
 
 impl Probe {
-    fn spawn(redis: &str, queue: &str, record: &Path, extra: &[&str]) -> Probe {
+    /// `extra`: more arguments, separated by spaces.
+    fn spawn(redis: &str, queue: &str, record: &Path, extra: &str) -> Probe {
         let mut args: Vec<String> = vec![
             "--redis".into(),
             redis.into(),
@@ -36,7 +38,7 @@ impl Probe {
             "--check-ms".into(),
             "250".into(),
         ];
-        args.extend(extra.iter().map(|s| (*s).to_owned()));
+        args.extend(extra.split_whitespace().map(str::to_owned));
         let child = Command::new(PROBE)
             .args(&args)
             .stdout(Stdio::null())
@@ -51,6 +53,21 @@ impl Probe {
 
     fn terminate(&self) {
         compactor_testkit::process::sigterm(&self.child);
+    }
+
+    /// SIGTERM, then the process exits with success within `limit`.
+    fn terminate_cleanly(&mut self, limit: Duration) {
+        self.terminate();
+        let status = self.wait_exit(limit);
+        assert!(status.success(), "{status:?}");
+    }
+
+    /// Waits until the probe recorded something: it runs a job.
+    async fn until_recorded(&self, what: &str) {
+        eventually(what, Duration::from_secs(10), || async {
+            !events(&self.record).is_empty()
+        })
+        .await;
     }
 
     fn wait_exit(&mut self, limit: Duration) -> ExitStatus {
@@ -109,6 +126,13 @@ fn events(path: &Path) -> Vec<Event> {
         .collect()
 }
 
+/// Whether the record at `path` shows a run of `key`'s job that ended.
+fn finished(path: &Path, key: &EntityKey) -> bool {
+    events(path)
+        .iter()
+        .any(|e| !e.start && e.member == key.job_key())
+}
+
 fn temp_dir(test: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!(
         "{test}-{}",
@@ -118,25 +142,46 @@ fn temp_dir(test: &str) -> PathBuf {
     dir
 }
 
+/// A queue of the test's own and a directory for its probes' records:
+/// what the tests here start from (but the one whose Redis is not up yet).
+struct Fixture {
+    t: TestQueue,
+    dir: PathBuf,
+}
+
+impl Fixture {
+    async fn new(test: &str) -> Fixture {
+        Fixture {
+            t: TestQueue::with(QueueConfig::default()).await,
+            dir: temp_dir(test),
+        }
+    }
+
+    /// A probe on this queue recording into `record` in the directory.
+    fn probe(&self, record: &str, extra: &str) -> Probe {
+        Probe::spawn(&self.t.url, self.t.name(), &self.dir.join(record), extra)
+    }
+
+    /// Requests a compaction of `entity`; its key.
+    async fn request(&self, entity: &str) -> EntityKey {
+        let k = key(entity);
+        request(&self.t.queue, &k).await;
+        k
+    }
+
+    /// Removes the records (kept when the test fails, to look at).
+    fn remove_records(&self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn four_worker_processes_never_run_one_entity_twice_at_once() {
-    let t = TestQueue::with(QueueConfig::default()).await;
-    let dir = temp_dir("overlap");
+    let f = Fixture::new("overlap").await;
     let mut probes: Vec<Probe> = (0..4)
         .map(|i| {
-            Probe::spawn(
-                &t.url,
-                t.name(),
-                &dir.join(format!("p{i}.log")),
-                &[
-                    "--handler",
-                    "sleep",
-                    "--sleep-ms",
-                    "3",
-                    "--concurrency",
-                    "4",
-                ],
-            )
+            let record = format!("p{i}.log");
+            f.probe(&record, "--handler sleep --sleep-ms 3 --concurrency 4")
         })
         .collect();
     // 200 entities, requested over and over while their jobs wait and run,
@@ -146,7 +191,7 @@ async fn four_worker_processes_never_run_one_entity_twice_at_once() {
     let mut requests = 0u64;
     while Instant::now() < until {
         let batch = keys.iter().map(|k| {
-            let q = t.queue.clone();
+            let q = f.t.queue.clone();
             let k = k.clone();
             async move { q.request_compaction(&k, Trigger::Auto).await.unwrap() }
         });
@@ -154,7 +199,7 @@ async fn four_worker_processes_never_run_one_entity_twice_at_once() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     eventually("the queue drains", Duration::from_secs(30), || async {
-        let c = t.queue.counts().await.unwrap();
+        let c = f.t.queue.counts().await.unwrap();
         c.waiting == 0 && c.running == 0
     })
     .await;
@@ -210,31 +255,23 @@ async fn four_worker_processes_never_run_one_entity_twice_at_once() {
     assert!(busy_processes >= 2, "the work was shared");
     for k in &keys {
         assert!(matches!(
-            t.queue.job_state(k).await.unwrap(),
+            state(&f.t.queue, k).await,
             Some(JobState::Done { .. })
         ));
     }
-    let _ = std::fs::remove_dir_all(dir);
+    f.remove_records();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_workers_job_runs_again_on_another_worker() {
-    let t = TestQueue::with(QueueConfig::default()).await;
-    let dir = temp_dir("sigkill");
-    let (log_a, log_b) = (dir.join("a.log"), dir.join("b.log"));
-    let mut a = Probe::spawn(
-        &t.url,
-        t.name(),
-        &log_a,
-        &["--handler", "sleep", "--sleep-ms", "60000"],
-    );
-    let k = key("victim");
-    t.queue.request_compaction(&k, Trigger::Auto).await.unwrap();
+    let f = Fixture::new("sigkill").await;
+    let mut a = f.probe("a.log", "--handler sleep --sleep-ms 60000");
+    let k = f.request("victim").await;
     eventually("worker A runs the job", Duration::from_secs(10), || async {
-        events(&log_a).iter().any(|e| e.start)
+        events(&a.record).iter().any(|e| e.start)
     })
     .await;
-    let _b = Probe::spawn(&t.url, t.name(), &log_b, &["--handler", "noop"]);
+    let b = f.probe("b.log", "--handler noop");
     let killed_at = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
@@ -244,14 +281,10 @@ async fn a_killed_workers_job_runs_again_on_another_worker() {
     eventually(
         "worker B re-runs the job",
         Duration::from_secs(15),
-        || async {
-            events(&log_b)
-                .iter()
-                .any(|e| !e.start && e.member == k.job_key())
-        },
+        || async { finished(&b.record, &k) },
     )
     .await;
-    let rerun = events(&log_b).into_iter().find(|e| e.start).unwrap();
+    let rerun = events(&b.record).into_iter().find(|e| e.start).unwrap();
     assert_eq!(
         rerun.attempt, 1,
         "a crash does not use up an attempt (stalls have their own bound)"
@@ -260,35 +293,24 @@ async fn a_killed_workers_job_runs_again_on_another_worker() {
         "recovery after SIGKILL (lease TTL 1 s, check every 250 ms): {} ms",
         (rerun.micros - killed_at) / 1000
     );
-    until_done(&t.queue, &k, "done").await;
-    let _ = std::fs::remove_dir_all(dir);
+    until_done(&f.t.queue, &k, "done").await;
+    f.remove_records();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_that_crashes_every_worker_ends_in_the_dead_letter_set() {
-    let t = TestQueue::with(QueueConfig::default()).await;
-    let dir = temp_dir("crashloop");
-    let log = dir.join("crash.log");
-    let k = key("poison");
-    t.queue.request_compaction(&k, Trigger::Auto).await.unwrap();
+    let f = Fixture::new("crashloop").await;
+    let k = f.request("poison").await;
     let mut crashes = 0;
     for _ in 0..10 {
-        let mut p = Probe::spawn(
-            &t.url,
-            t.name(),
-            &log,
-            &["--handler", "crash", "--max-stalls", "2"],
-        );
+        let mut p = f.probe("crash.log", "--handler crash --max-stalls 2");
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
             if p.child.try_wait().unwrap().is_some() {
                 crashes += 1;
                 break;
             }
-            if matches!(
-                t.queue.job_state(&k).await.unwrap(),
-                Some(JobState::Dead { .. })
-            ) {
+            if matches!(state(&f.t.queue, &k).await, Some(JobState::Dead { .. })) {
                 break;
             }
             assert!(
@@ -297,19 +319,16 @@ async fn a_job_that_crashes_every_worker_ends_in_the_dead_letter_set() {
             );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        if matches!(
-            t.queue.job_state(&k).await.unwrap(),
-            Some(JobState::Dead { .. })
-        ) {
+        if matches!(state(&f.t.queue, &k).await, Some(JobState::Dead { .. })) {
             break;
         }
     }
     assert!(matches!(
-        t.queue.job_state(&k).await.unwrap(),
+        state(&f.t.queue, &k).await,
         Some(JobState::Dead { .. })
     ));
     assert_eq!(crashes, 3, "two stalls allowed, the third ends it");
-    let dead = t.queue.dead_letters(1).await.unwrap();
+    let dead = f.t.queue.dead_letters(1).await.unwrap();
     println!("dead letter: {}", dead[0].reason);
     assert_eq!(dead[0].stalls, 3);
     assert!(
@@ -317,84 +336,40 @@ async fn a_job_that_crashes_every_worker_ends_in_the_dead_letter_set() {
         "{}",
         dead[0].reason
     );
-    let _ = std::fs::remove_dir_all(dir);
+    f.remove_records();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_lets_the_job_in_flight_finish_and_exits_zero() {
-    let t = TestQueue::with(QueueConfig::default()).await;
-    let dir = temp_dir("sigterm");
-    let log = dir.join("p.log");
-    let mut p = Probe::spawn(
-        &t.url,
-        t.name(),
-        &log,
-        &[
-            "--handler",
-            "sleep",
-            "--sleep-ms",
-            "800",
-            "--grace-ms",
-            "10000",
-        ],
-    );
-    let k = key("finish-me");
-    t.queue.request_compaction(&k, Trigger::Auto).await.unwrap();
-    eventually("the job runs", Duration::from_secs(10), || async {
-        !events(&log).is_empty()
-    })
-    .await;
-    p.terminate();
-    let status = p.wait_exit(Duration::from_secs(15));
-    assert!(status.success(), "{status:?}");
-    let ev = events(&log);
+    let f = Fixture::new("sigterm").await;
+    let mut p = f.probe("p.log", "--handler sleep --sleep-ms 800 --grace-ms 10000");
+    let k = f.request("finish-me").await;
+    p.until_recorded("the job runs").await;
+    p.terminate_cleanly(Duration::from_secs(15));
+    let ev = events(&p.record);
     assert_eq!(
         ev.iter().filter(|e| !e.start).count(),
         1,
         "it finished once"
     );
-    assert!(matches!(
-        t.queue.job_state(&k).await.unwrap(),
-        Some(JobState::Done { .. })
-    ));
-    let _ = std::fs::remove_dir_all(dir);
+    let done = state(&f.t.queue, &k).await;
+    assert!(matches!(done, Some(JobState::Done { .. })));
+    f.remove_records();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_hands_back_a_job_that_outlasts_the_grace_and_another_worker_runs_it_once() {
-    let t = TestQueue::with(QueueConfig::default()).await;
-    let dir = temp_dir("handback");
-    let (log_a, log_b) = (dir.join("a.log"), dir.join("b.log"));
-    let mut a = Probe::spawn(
-        &t.url,
-        t.name(),
-        &log_a,
-        &[
-            "--handler",
-            "sleep",
-            "--sleep-ms",
-            "60000",
-            "--grace-ms",
-            "300",
-        ],
-    );
-    let k = key("hand-back");
-    t.queue.request_compaction(&k, Trigger::Auto).await.unwrap();
-    eventually("A runs the job", Duration::from_secs(10), || async {
-        !events(&log_a).is_empty()
-    })
-    .await;
-    a.terminate();
-    assert!(a.wait_exit(Duration::from_secs(10)).success());
-    assert!(matches!(
-        t.queue.job_state(&k).await.unwrap(),
-        Some(JobState::Waiting { .. })
-    ));
-    let mut b = Probe::spawn(&t.url, t.name(), &log_b, &["--handler", "noop"]);
-    until_done(&t.queue, &k, "B runs it").await;
-    b.terminate();
-    assert!(b.wait_exit(Duration::from_secs(10)).success());
-    let (ea, eb) = (events(&log_a), events(&log_b));
+    let f = Fixture::new("handback").await;
+    let mut a = f.probe("a.log", "--handler sleep --sleep-ms 60000 --grace-ms 300");
+    let k = f.request("hand-back").await;
+    a.until_recorded("A runs the job").await;
+    a.terminate_cleanly(Duration::from_secs(10));
+    let handed_back = state(&f.t.queue, &k).await;
+    assert!(matches!(handed_back, Some(JobState::Waiting { .. })));
+    let mut b = f.probe("b.log", "--handler noop");
+    until_done(&f.t.queue, &k, "B runs it").await;
+    b.terminate_cleanly(Duration::from_secs(10));
+    let (ea, eb) = (events(&a.record), events(&b.record));
     assert_eq!(
         ea.iter().filter(|e| !e.start).count(),
         0,
@@ -406,7 +381,7 @@ async fn sigterm_hands_back_a_job_that_outlasts_the_grace_and_another_worker_run
         "B finished it once"
     );
     assert_eq!(eb[0].attempt, 1, "the handed-back attempt was not counted");
-    let _ = std::fs::remove_dir_all(dir);
+    f.remove_records();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -417,7 +392,7 @@ async fn a_worker_waits_for_redis_at_start_and_survives_a_redis_restart() {
     let log = dir.join("p.log");
     let queue_name = compactor_testkit::unique_name("wtest");
     // Redis is not running yet.
-    let mut p = Probe::spawn(&url, &queue_name, &log, &["--handler", "noop"]);
+    let mut p = Probe::spawn(&url, &queue_name, &log, "--handler noop");
     tokio::time::sleep(Duration::from_millis(700)).await;
     assert!(
         p.child.try_wait().unwrap().is_none(),
@@ -439,11 +414,7 @@ async fn a_worker_waits_for_redis_at_start_and_survives_a_redis_restart() {
     eventually(
         "the job ran once Redis came up",
         Duration::from_secs(20),
-        || async {
-            events(&log)
-                .iter()
-                .any(|e| !e.start && e.member == key("one").job_key())
-        },
+        || async { finished(&log, &key("one")) },
     )
     .await;
 
@@ -466,15 +437,10 @@ async fn a_worker_waits_for_redis_at_start_and_survives_a_redis_restart() {
     eventually(
         "the worker reconnected and ran it",
         Duration::from_secs(20),
-        || async {
-            events(&log)
-                .iter()
-                .any(|e| !e.start && e.member == key("two").job_key())
-        },
+        || async { finished(&log, &key("two")) },
     )
     .await;
-    p.terminate();
-    assert!(p.wait_exit(Duration::from_secs(10)).success());
+    p.terminate_cleanly(Duration::from_secs(10));
     let seen: HashSet<String> = events(&log).into_iter().map(|e| e.member).collect();
     assert!(!seen.contains(&key("lost").job_key()));
     let _ = std::fs::remove_dir_all(dir);

@@ -3,17 +3,18 @@
 //! the lock-duration cap, panics, shutdown, unusable payloads. Each test
 //! has its own queue.
 
+use std::future::Future;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::support::{
-    eventually, fast_queue, fast_runtime, key, until_dead, until_done, FnHandler, Running,
-    TestQueue,
+    enqueue_each_until_done, eventually, fails_permanently_once, fast_queue, fast_runtime, key,
+    request, retry_the_dead_letter, state, until_dead, until_done, FnHandler, Running, TestQueue,
 };
 use compactor_producer::queue::{ClaimOutcome, EnqueueOutcome, JobState, QueueConfig, Trigger};
-use compactor_worker::runtime::{JobError, RuntimeConfig};
-use tokio::sync::oneshot;
+use compactor_worker::runtime::{Job, JobError, RuntimeConfig};
+use tokio::sync::{oneshot, Notify};
 
 /// One attempt as the handler saw it.
 #[derive(Debug, Clone)]
@@ -29,7 +30,7 @@ struct Attempt {
 struct Log(Arc<Mutex<Vec<Attempt>>>);
 
 impl Log {
-    fn start(&self, job: &compactor_worker::runtime::Job) -> usize {
+    fn start(&self, job: &Job) -> usize {
         let mut v = self.0.lock().unwrap();
         v.push(Attempt {
             job_id: job.job_id,
@@ -48,46 +49,57 @@ impl Log {
     fn get(&self, i: usize) -> Attempt {
         self.0.lock().unwrap()[i].clone()
     }
+
+    /// A handler that records each attempt's start, runs `body` (given the
+    /// job and the attempt's place in the log), then records its end: the
+    /// tests differ only in what happens in between.
+    fn handler<F, Fut>(&self, body: F) -> FnHandler
+    where
+        F: Fn(Job, usize) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<(), JobError>> + Send + 'static,
+    {
+        let (log, body) = (self.clone(), Arc::new(body));
+        FnHandler::new(move |job| {
+            let (log, body) = (log.clone(), body.clone());
+            async move {
+                let i = log.start(&job);
+                let outcome = body(job, i).await;
+                log.end(i);
+                outcome
+            }
+        })
+    }
+
+    /// Waits until `n` attempts have started.
+    async fn until_started(&self, n: usize, what: &str) {
+        eventually(what, Duration::from_secs(5), || async { self.len() == n }).await;
+    }
+}
+
+/// A queue whose leases outlast a loaded machine's scheduling delays (and
+/// a panic hook's backtrace), where an expiry would rightly run an
+/// attempt again.
+async fn long_lease_queue() -> TestQueue {
+    TestQueue::with(QueueConfig {
+        lease_ttl: Duration::from_secs(10),
+        ..fast_queue()
+    })
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idle_worker_is_woken_for_a_new_job_without_polling() {
     let t = TestQueue::with(fast_queue()).await;
     let log = Log::default();
-    let l = log.clone();
     // A minute between fallback claims: only the wake-up can be this fast.
     let config = RuntimeConfig {
         check_interval: Duration::from_secs(60),
         ..fast_runtime()
     };
-    let running = Running::start(
-        &t.queue,
-        config,
-        FnHandler::new(move |job| {
-            let l = l.clone();
-            async move {
-                let i = l.start(&job);
-                l.end(i);
-                Ok(())
-            }
-        }),
-    );
+    let running = Running::start(&t.queue, config, log.handler(|_, _| async { Ok(()) }));
     // Each job finds the worker idle: it ran the one before and found the
     // queue empty since.
-    for entity in ["a", "b", "c"] {
-        let outcome = t
-            .queue
-            .request_compaction(&key(entity), Trigger::Auto)
-            .await
-            .unwrap();
-        let EnqueueOutcome::Added { job_id } = outcome else {
-            panic!("{outcome:?}")
-        };
-        eventually("the job is done", Duration::from_secs(5), || async {
-            t.queue.job_state(&key(entity)).await.unwrap() == Some(JobState::Done { job_id })
-        })
-        .await;
-    }
+    enqueue_each_until_done(&t.queue, &["a", "b", "c"], "the job is done").await;
     assert_eq!(log.len(), 3);
     assert_eq!(log.get(0).attempt, 1, "first attempt");
     running.stop().await;
@@ -95,38 +107,27 @@ async fn an_idle_worker_is_woken_for_a_new_job_without_polling() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requests_while_a_job_runs_give_exactly_one_follow_up_run() {
-    // A lease that outlasts a loaded machine's scheduling delays: the first
-    // run waits on a gate while 1,000 requests are made, and an expiry would
-    // (rightly) run it again.
-    let t = TestQueue::with(QueueConfig {
-        lease_ttl: Duration::from_secs(10),
-        ..fast_queue()
-    })
-    .await;
+    // The first run waits on a gate while 1,000 requests are made.
+    let t = long_lease_queue().await;
     let log = Log::default();
-    let gate = Arc::new(tokio::sync::Notify::new());
-    let (l, g) = (log.clone(), gate.clone());
+    let gate = Arc::new(Notify::new());
+    let g = gate.clone();
     let running = Running::start(
         &t.queue,
         fast_runtime(),
-        FnHandler::new(move |job| {
-            let (l, g) = (l.clone(), g.clone());
+        log.handler(move |_, i| {
+            let g = g.clone();
             async move {
-                let i = l.start(&job);
                 if i == 0 {
                     g.notified().await;
                 }
-                l.end(i);
                 Ok(())
             }
         }),
     );
     let k = key("busy");
-    t.queue.request_compaction(&k, Trigger::Auto).await.unwrap();
-    eventually("the first run started", Duration::from_secs(5), || async {
-        log.len() == 1
-    })
-    .await;
+    request(&t.queue, &k).await;
+    log.until_started(1, "the first run started").await;
     let requests = (0..1_000).map(|_| {
         let q = t.queue.clone();
         let k = k.clone();
@@ -140,10 +141,7 @@ async fn requests_while_a_job_runs_give_exactly_one_follow_up_run() {
     }
     gate.notify_one();
     eventually("the follow-up ran", Duration::from_secs(5), || async {
-        matches!(
-            t.queue.job_state(&k).await.unwrap(),
-            Some(JobState::Done { .. })
-        ) && log.len() == 2
+        matches!(state(&t.queue, &k).await, Some(JobState::Done { .. })) && log.len() == 2
     })
     .await;
     let (first, second) = (log.get(0), log.get(1));
@@ -169,26 +167,13 @@ async fn requests_while_a_job_runs_give_exactly_one_follow_up_run() {
 async fn a_retryable_failure_is_retried_after_the_backoff_then_dead_lettered() {
     let t = TestQueue::with(fast_queue()).await;
     let log = Log::default();
-    let l = log.clone();
     let mut config = fast_runtime();
     config.retry.base_delay = Duration::from_millis(400);
-    let running = Running::start(
-        &t.queue,
-        config,
-        FnHandler::new(move |job| {
-            let l = l.clone();
-            async move {
-                let i = l.start(&job);
-                l.end(i);
-                Err(JobError::retryable("upstream 503"))
-            }
-        }),
-    );
-    t.queue
-        .request_compaction(&key("flaky"), Trigger::Auto)
-        .await
-        .unwrap();
-    until_dead(&t.queue, &key("flaky"), "the job is dead-lettered").await;
+    let handler = log.handler(|_, _| async { Err(JobError::retryable("upstream 503")) });
+    let running = Running::start(&t.queue, config, handler);
+    let k = key("flaky");
+    request(&t.queue, &k).await;
+    until_dead(&t.queue, &k, "the job is dead-lettered").await;
     assert_eq!(log.len(), 2, "two attempts in all");
     let (first, second) = (log.get(0), log.get(1));
     assert_eq!((first.attempt, second.attempt), (1, 2));
@@ -212,30 +197,19 @@ async fn a_retryable_failure_is_retried_after_the_backoff_then_dead_lettered() {
 async fn retry_after_is_honoured_when_longer_than_the_backoff() {
     let t = TestQueue::with(fast_queue()).await;
     let log = Log::default();
-    let l = log.clone();
     let mut config = fast_runtime();
     config.retry.base_delay = Duration::from_millis(50);
-    let running = Running::start(
-        &t.queue,
-        config,
-        FnHandler::new(move |job| {
-            let l = l.clone();
-            async move {
-                let i = l.start(&job);
-                l.end(i);
-                if job.attempt == 1 {
-                    Err(JobError::retry_after("429", Duration::from_millis(1_200)))
-                } else {
-                    Ok(())
-                }
-            }
-        }),
-    );
-    t.queue
-        .request_compaction(&key("limited"), Trigger::Auto)
-        .await
-        .unwrap();
-    until_done(&t.queue, &key("limited"), "the second attempt succeeded").await;
+    let handler = log.handler(|job, _| async move {
+        if job.attempt == 1 {
+            Err(JobError::retry_after("429", Duration::from_millis(1_200)))
+        } else {
+            Ok(())
+        }
+    });
+    let running = Running::start(&t.queue, config, handler);
+    let k = key("limited");
+    request(&t.queue, &k).await;
+    until_done(&t.queue, &k, "the second attempt succeeded").await;
     let gap = log.get(1).started - log.get(0).ended.unwrap();
     assert!(
         gap >= Duration::from_millis(1_200),
@@ -248,34 +222,16 @@ async fn retry_after_is_honoured_when_longer_than_the_backoff() {
 async fn a_permanent_failure_is_dead_lettered_at_once_and_can_be_retried_from_the_api() {
     let t = TestQueue::with(fast_queue()).await;
     let runs = Arc::new(AtomicU32::new(0));
-    let r = runs.clone();
-    let running = Running::start(
-        &t.queue,
-        fast_runtime(),
-        FnHandler::new(move |_job| {
-            let r = r.clone();
-            async move {
-                if r.fetch_add(1, Ordering::SeqCst) == 0 {
-                    Err(JobError::permanent("unknown workstream"))
-                } else {
-                    Ok(())
-                }
-            }
-        }),
-    );
+    let running = Running::start(&t.queue, fast_runtime(), fails_permanently_once(&runs));
     let k = key("gone");
-    t.queue.request_compaction(&k, Trigger::Auto).await.unwrap();
+    request(&t.queue, &k).await;
     until_dead(&t.queue, &k, "dead-lettered").await;
     assert_eq!(runs.load(Ordering::SeqCst), 1, "never retried");
     let dead = t.queue.dead_letters(10).await.unwrap();
     assert_eq!(dead[0].reason, "unknown workstream");
 
     // The operator fixes the cause and retries it.
-    let retried = t.queue.retry_dead(&dead[0].entry).await.unwrap();
-    assert!(matches!(retried, Some(EnqueueOutcome::Added { .. })));
-    until_done(&t.queue, &k, "the retried job ran").await;
-    assert_eq!(runs.load(Ordering::SeqCst), 2);
-    assert!(t.queue.dead_letters(10).await.unwrap().is_empty());
+    retry_the_dead_letter(&t.queue, &dead[0].entry, &k, &runs).await;
     running.stop().await;
 }
 
@@ -285,38 +241,20 @@ async fn a_panicking_handler_fails_the_attempt_and_the_worker_goes_on() {
     // it symbolizes a backtrace on the panicking thread, which on a loaded
     // machine took over a second (the 1 s lease of `fast_queue` then expired
     // and recovery rightly ran the attempt again).
-    let t = TestQueue::with(QueueConfig {
-        lease_ttl: Duration::from_secs(10),
-        ..fast_queue()
-    })
-    .await;
+    let t = long_lease_queue().await;
     let log = Log::default();
-    let l = log.clone();
-    let running = Running::start(
-        &t.queue,
-        fast_runtime(),
-        FnHandler::new(move |job| {
-            let l = l.clone();
-            async move {
-                let i = l.start(&job);
-                l.end(i);
-                if job.key.entity_id() == "boom" && job.attempt == 1 {
-                    panic!("handler bug");
-                }
-                Ok(())
-            }
-        }),
-    );
-    t.queue
-        .request_compaction(&key("boom"), Trigger::Auto)
-        .await
-        .unwrap();
-    until_done(&t.queue, &key("boom"), "the second attempt succeeded").await;
-    t.queue
-        .request_compaction(&key("after"), Trigger::Auto)
-        .await
-        .unwrap();
-    until_done(&t.queue, &key("after"), "the worker still runs jobs").await;
+    let handler = log.handler(|job, _| async move {
+        if job.key.entity_id() == "boom" && job.attempt == 1 {
+            panic!("handler bug");
+        }
+        Ok(())
+    });
+    let running = Running::start(&t.queue, fast_runtime(), handler);
+    let (boom, after) = (key("boom"), key("after"));
+    request(&t.queue, &boom).await;
+    until_done(&t.queue, &boom, "the second attempt succeeded").await;
+    request(&t.queue, &after).await;
+    until_done(&t.queue, &after, "the worker still runs jobs").await;
     assert_eq!(log.len(), 3);
     running.stop().await;
 }
@@ -352,7 +290,7 @@ async fn a_lost_lease_cancels_the_attempt_and_its_commit_is_refused() {
         }),
     );
     let k = key("stolen");
-    t.queue.request_compaction(&k, Trigger::Auto).await.unwrap();
+    request(&t.queue, &k).await;
     eventually("the job runs", Duration::from_secs(5), || async {
         !tokens.lock().unwrap().is_empty()
     })
@@ -378,7 +316,7 @@ async fn a_lost_lease_cancels_the_attempt_and_its_commit_is_refused() {
         .unwrap();
     assert_eq!(lease, "another-worker-token", "the new holder is untouched");
     assert!(matches!(
-        t.queue.job_state(&k).await.unwrap(),
+        state(&t.queue, &k).await,
         Some(JobState::Running { .. })
     ));
     running.stop().await;
@@ -388,29 +326,18 @@ async fn a_lost_lease_cancels_the_attempt_and_its_commit_is_refused() {
 async fn an_attempt_longer_than_the_lock_duration_is_cancelled_and_retried() {
     let t = TestQueue::with(fast_queue()).await;
     let log = Log::default();
-    let l = log.clone();
     let mut config = fast_runtime();
     config.lock_duration = Duration::from_millis(600);
-    let running = Running::start(
-        &t.queue,
-        config,
-        FnHandler::new(move |job| {
-            let l = l.clone();
-            async move {
-                let i = l.start(&job);
-                if job.attempt == 1 {
-                    tokio::time::sleep(Duration::from_secs(60)).await;
-                }
-                l.end(i);
-                Ok(())
-            }
-        }),
-    );
-    t.queue
-        .request_compaction(&key("slow"), Trigger::Auto)
-        .await
-        .unwrap();
-    until_done(&t.queue, &key("slow"), "the second attempt succeeded").await;
+    let handler = log.handler(|job, _| async move {
+        if job.attempt == 1 {
+            tokio::time::sleep(Duration::from_secs(60)).await;
+        }
+        Ok(())
+    });
+    let running = Running::start(&t.queue, config, handler);
+    let k = key("slow");
+    request(&t.queue, &k).await;
+    until_done(&t.queue, &k, "the second attempt succeeded").await;
     assert_eq!(log.len(), 2);
     assert!(
         log.get(0).ended.is_none(),
@@ -424,84 +351,53 @@ async fn an_attempt_longer_than_the_lock_duration_is_cancelled_and_retried() {
 async fn shutdown_lets_an_in_flight_job_finish_and_claims_nothing_more() {
     let t = TestQueue::with(fast_queue()).await;
     let log = Log::default();
-    let gate = Arc::new(tokio::sync::Notify::new());
-    let (l, g) = (log.clone(), gate.clone());
-    let mut running = Running::start(
-        &t.queue,
-        fast_runtime(),
-        FnHandler::new(move |job| {
-            let (l, g) = (l.clone(), g.clone());
-            async move {
-                let i = l.start(&job);
-                g.notified().await;
-                l.end(i);
-                Ok(())
-            }
-        }),
-    );
-    t.queue
-        .request_compaction(&key("inflight"), Trigger::Auto)
-        .await
-        .unwrap();
-    eventually("the job runs", Duration::from_secs(5), || async {
-        log.len() == 1
-    })
-    .await;
+    let gate = Arc::new(Notify::new());
+    let g = gate.clone();
+    let handler = log.handler(move |_, _| {
+        let g = g.clone();
+        async move {
+            g.notified().await;
+            Ok(())
+        }
+    });
+    let mut running = Running::start(&t.queue, fast_runtime(), handler);
+    let (inflight, later) = (key("inflight"), key("later"));
+    request(&t.queue, &inflight).await;
+    log.until_started(1, "the job runs").await;
     running.signal();
     // Arrives during the grace period, with a slot free: must not start.
-    t.queue
-        .request_compaction(&key("later"), Trigger::Auto)
-        .await
-        .unwrap();
+    request(&t.queue, &later).await;
     gate.notify_one();
     running.stop().await;
     assert!(log.get(0).ended.is_some(), "it finished");
-    assert!(matches!(
-        t.queue.job_state(&key("inflight")).await.unwrap(),
-        Some(JobState::Done { .. })
-    ));
+    let done = state(&t.queue, &inflight).await;
+    assert!(matches!(done, Some(JobState::Done { .. })));
     assert_eq!(log.len(), 1, "nothing was started after the signal");
-    assert!(matches!(
-        t.queue.job_state(&key("later")).await.unwrap(),
-        Some(JobState::Waiting { .. })
-    ));
+    let waiting = state(&t.queue, &later).await;
+    assert!(matches!(waiting, Some(JobState::Waiting { .. })));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_hands_back_a_job_that_outlasts_the_grace_period() {
     let t = TestQueue::with(fast_queue()).await;
     let log = Log::default();
-    let l = log.clone();
     let mut config = fast_runtime();
     config.shutdown_grace = Duration::from_millis(300);
-    let running = Running::start(
-        &t.queue,
-        config,
-        FnHandler::new(move |job| {
-            let l = l.clone();
-            async move {
-                let i = l.start(&job);
-                tokio::time::sleep(Duration::from_secs(60)).await;
-                l.end(i);
-                Ok(())
-            }
-        }),
-    );
+    let handler = log.handler(|_, _| async {
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        Ok(())
+    });
+    let running = Running::start(&t.queue, config, handler);
     let k = key("long");
-    let EnqueueOutcome::Added { job_id } =
-        t.queue.request_compaction(&k, Trigger::Auto).await.unwrap()
-    else {
+    let EnqueueOutcome::Added { job_id } = request(&t.queue, &k).await else {
         panic!()
     };
-    eventually("the job runs", Duration::from_secs(5), || async {
-        log.len() == 1
-    })
-    .await;
+    log.until_started(1, "the job runs").await;
     let stopped = Instant::now();
     running.stop().await;
     println!("stopped {:?} after the signal", stopped.elapsed());
     assert_eq!(
-        t.queue.job_state(&k).await.unwrap(),
+        state(&t.queue, &k).await,
         Some(JobState::Waiting { job_id }),
         "handed back, not lost"
     );
@@ -516,7 +412,6 @@ async fn shutdown_hands_back_a_job_that_outlasts_the_grace_period() {
 async fn unusable_queue_entries_are_dead_lettered_and_the_worker_goes_on() {
     let t = TestQueue::with(fast_queue()).await;
     let log = Log::default();
-    let l = log.clone();
     let mut raw = t.raw().await;
     let keys = t.queue.keys().clone();
     // A payload that is not JSON, one of an unknown version, one naming an
@@ -538,19 +433,11 @@ async fn unusable_queue_entries_are_dead_lettered_and_the_worker_goes_on() {
     let running = Running::start(
         &t.queue,
         fast_runtime(),
-        FnHandler::new(move |job| {
-            let l = l.clone();
-            async move {
-                l.start(&job);
-                Ok(())
-            }
-        }),
+        log.handler(|_, _| async { Ok(()) }),
     );
-    t.queue
-        .request_compaction(&key("fine"), Trigger::Auto)
-        .await
-        .unwrap();
-    until_done(&t.queue, &key("fine"), "the valid job ran").await;
+    let k = key("fine");
+    request(&t.queue, &k).await;
+    until_done(&t.queue, &k, "the valid job ran").await;
     assert_eq!(log.len(), 1, "only the valid job reached the handler");
     let dead = t.queue.dead_letters(10).await.unwrap();
     assert_eq!(dead.len(), 3, "{dead:?}");
@@ -569,26 +456,17 @@ async fn unusable_queue_entries_are_dead_lettered_and_the_worker_goes_on() {
 async fn an_unavailable_dependency_postpones_without_using_up_attempts() {
     let t = TestQueue::with(fast_queue()).await;
     let log = Log::default();
-    let l = log.clone();
-    let running = Running::start(
-        &t.queue,
-        fast_runtime(),
-        FnHandler::new(move |job| {
-            let l = l.clone();
-            async move {
-                let i = l.start(&job);
-                l.end(i);
-                // Down for the first four attempts: more than max_attempts.
-                if l.len() <= 4 {
-                    Err(JobError::unavailable("database unreachable"))
-                } else {
-                    Ok(())
-                }
-            }
-        }),
-    );
+    let handler = log.handler(|_, i| async move {
+        // Down for the first four attempts: more than max_attempts.
+        if i < 4 {
+            Err(JobError::unavailable("database unreachable"))
+        } else {
+            Ok(())
+        }
+    });
+    let running = Running::start(&t.queue, fast_runtime(), handler);
     let k = key("outage");
-    t.queue.request_compaction(&k, Trigger::Auto).await.unwrap();
+    request(&t.queue, &k).await;
     until_done(&t.queue, &k, "done once the database is back").await;
     assert_eq!(log.len(), 5);
     assert!(
@@ -759,48 +637,24 @@ async fn the_sweep_puts_back_jobs_whose_set_entry_was_lost() {
     // tampered set): nothing would ever claim it, and no request comes to
     // put it back.
     let waiting = key("lost-waiting");
-    t.queue
-        .request_compaction(&waiting, Trigger::Auto)
-        .await
-        .unwrap();
-    let _: () = redis::cmd("ZREM")
-        .arg(keys.waiting())
-        .arg(waiting.job_key())
-        .query_async(&mut raw)
-        .await
-        .unwrap();
+    request(&t.queue, &waiting).await;
+    zrem(&mut raw, &keys.waiting(), &waiting.job_key()).await;
     // A running job whose worker died, and whose running-set entry is gone
     // too: no sweep would find its expired lease.
     let running_key = key("lost-running");
-    t.queue
-        .request_compaction(&running_key, Trigger::Auto)
-        .await
-        .unwrap();
+    request(&t.queue, &running_key).await;
     let ClaimOutcome::Claimed(crashed) = t.queue.claim("crashed-worker").await.unwrap() else {
         panic!("the job is claimed")
     };
     assert_eq!(crashed.key, running_key);
-    let _: () = redis::cmd("ZREM")
-        .arg(keys.running())
-        .arg(running_key.job_key())
-        .query_async(&mut raw)
-        .await
-        .unwrap();
+    zrem(&mut raw, &keys.running(), &running_key.job_key()).await;
     let counts = t.queue.counts().await.unwrap();
     assert_eq!((counts.waiting, counts.running), (0, 0), "both untracked");
 
-    let l = log.clone();
     let running = Running::start(
         &t.queue,
         fast_runtime(),
-        FnHandler::new(move |job| {
-            let l = l.clone();
-            async move {
-                let i = l.start(&job);
-                l.end(i);
-                Ok(())
-            }
-        }),
+        log.handler(|_, _| async { Ok(()) }),
     );
     until_done(&t.queue, &waiting, "the lost waiting job ran").await;
     until_done(&t.queue, &running_key, "the lost running job ran").await;
@@ -814,4 +668,15 @@ async fn the_sweep_puts_back_jobs_whose_set_entry_was_lost() {
         "the crashed claim was a stall, not a failed attempt"
     );
     running.stop().await;
+}
+
+/// Removes `member` from the sorted set `set` behind the queue's back, as
+/// an eviction or a tampered set would.
+async fn zrem(raw: &mut redis::aio::MultiplexedConnection, set: &str, member: &str) {
+    let _: () = redis::cmd("ZREM")
+        .arg(set)
+        .arg(member)
+        .query_async(raw)
+        .await
+        .unwrap();
 }
