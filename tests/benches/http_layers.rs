@@ -18,9 +18,8 @@ use std::time::{Duration, Instant};
 
 use compactor_e2e::bench::{bench_runs, env_or, ms, percentile, result};
 use compactor_e2e::db::TestDb;
-use compactor_e2e::{settings, start_worker, TestRedis};
-use compactor_producer::client::IncomingMessage;
-use compactor_shared::{EntityKey, Role};
+use compactor_e2e::{chat, settings, start_worker, TestRedis};
+use compactor_shared::EntityKey;
 
 /// The time of one `GET url`, the body read whole and checked.
 async fn timed_get(http: &reqwest::Client, url: &str) -> Duration {
@@ -45,16 +44,7 @@ async fn run_once(iterations: usize) -> Run {
     let worker = start_worker(settings(&db.url, &redis, None)).await;
     let client = compactor_e2e::client(&db, &redis).await;
     let k = EntityKey::parse("bench", "http").unwrap();
-    let messages = (0..40)
-        .map(|i| {
-            let role = if i % 2 == 0 {
-                Role::User
-            } else {
-                Role::Assistant
-            };
-            IncomingMessage::text(role, format!("message {i}: a short line of chat"))
-        })
-        .collect();
+    let messages = chat(40, |i| format!("message {i}: a short line of chat"));
     client.append_messages(&k, messages).await.unwrap();
 
     let http = reqwest::Client::new();

@@ -28,7 +28,7 @@ use compactor_e2e::db::TestDb;
 use compactor_e2e::{settings, start_worker, FakeLlm, Fault, TestRedis};
 use compactor_producer::client::{Compactor, IncomingMessage, TurnOutcome};
 use compactor_producer::store::RunRow;
-use compactor_shared::{EntityKey, Role};
+use compactor_shared::EntityKey;
 use compactor_worker::llm::{LlmConfig, Provider};
 use compactor_worker::settings::Settings;
 
@@ -43,18 +43,12 @@ enum Llm {
 
 /// Plain-text messages enough to be over the trigger.
 fn messages(round: usize) -> Vec<IncomingMessage> {
-    (0..300)
-        .map(|i| {
-            let role = if i % 2 == 0 { Role::User } else { Role::Assistant };
-            IncomingMessage::text(
-                role,
-                format!(
-                    "Round {round}, message {i}: the deploy of service-{i} to eu-west-1 waits on \
-                     the cache TTL review; keep the retry budget at 5 attempts and log to /var/log/app-{i}.log."
-                ),
-            )
-        })
-        .collect()
+    compactor_e2e::chat(300, |i| {
+        format!(
+            "Round {round}, message {i}: the deploy of service-{i} to eu-west-1 waits on \
+             the cache TTL review; keep the retry budget at 5 attempts and log to /var/log/app-{i}.log."
+        )
+    })
 }
 
 /// Requests a compaction of `key` and waits for its commit; returns the

@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 
 use compactor_e2e::bench::{bench_runs, env_or, ms, percentile, result};
 use compactor_e2e::db::TestDb;
-use compactor_e2e::{compaction_event, TestRedis};
+use compactor_e2e::{compaction_event, still_waiting, TestRedis};
 use compactor_producer::client::{Compactor, IncomingMessage, Readiness, WaitMode};
 use compactor_producer::events::EventOutcome;
 use compactor_producer::store::LeaseTaken;
@@ -84,9 +84,7 @@ async fn run_once(iterations: usize, mode: WaitMode) -> Run {
         };
         // Let the waiter read the lease and block on the announcement.
         assert!(
-            tokio::time::timeout(Duration::from_millis(10), &mut task)
-                .await
-                .is_err(),
+            still_waiting(&mut task, Duration::from_millis(10)).await,
             "the waiter waits while the lease is held"
         );
         let release_start = Instant::now();

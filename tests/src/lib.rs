@@ -5,8 +5,10 @@
 //! on the machine's Redis ([`TestRedis`]), a worker started through the
 //! same `startup::Application::build` as the binary ([`spawn_worker`],
 //! [`start_worker`] when the test talks to its admin API), a Redis Cluster
-//! of three primaries ([`cluster::RedisCluster`]), and generated
-//! conversations.
+//! of three primaries ([`cluster::RedisCluster`]), generated
+//! conversations, and the steps several test files share (a compaction
+//! requested, [`request_compaction`]; a lease taken by hand, [`take_lease`];
+//! a chat request waiting through a compaction, [`wait_through_compaction`]).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, unreachable_pub)] // test support: a panic is a failed test
 
@@ -20,10 +22,11 @@ pub mod quality;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use compactor_producer::client::{Compactor, IncomingMessage};
+use compactor_producer::client::{Compactor, IncomingMessage, Readiness, TurnOutcome};
 use compactor_producer::events::{CompactionEvent, EventOutcome};
-use compactor_producer::queue::{Queue, QueueConfig, QueueName};
+use compactor_producer::queue::{EnqueueOutcome, Queue, QueueConfig, QueueName};
 use compactor_shared::config::EngineConfig;
+use compactor_shared::context::ContextMessage;
 use compactor_shared::trigger::TriggerPolicy;
 use compactor_shared::{EntityKey, Part, Role};
 use compactor_worker::settings::Settings;
@@ -288,6 +291,101 @@ pub fn compaction_event(
 
 pub fn key(entity: &str) -> EntityKey {
     EntityKey::parse("chat", entity).unwrap()
+}
+
+/// The job a turn that ended over the trigger requested: anything but a
+/// new job fails the test.
+pub fn requested_job(turn: &TurnOutcome) -> u64 {
+    match turn {
+        TurnOutcome::Requested {
+            enqueue: EnqueueOutcome::Added { job_id },
+            ..
+        } => *job_id,
+        other => panic!("over the trigger: {other:?}"),
+    }
+}
+
+/// Stores a long conversation (`conversation(200)`, over the trigger of
+/// [`small_window`]) in `k` and ends the turn: a compaction is requested.
+/// Returns its job id.
+pub async fn request_compaction(c: &Compactor, k: &EntityKey) -> u64 {
+    c.append_messages(k, conversation(200)).await.unwrap();
+    requested_job(&c.finalize_turn(k, None).await.unwrap())
+}
+
+/// Waits (at most `limit`) until a compaction holds `k`'s lease: from
+/// then on a waiter finds it running.
+pub async fn until_leased(c: &Compactor, k: &EntityKey, limit: Duration) {
+    eventually("the compaction holds the lease", limit, || async {
+        c.status(k).await.unwrap().lease.is_some()
+    })
+    .await;
+}
+
+/// Waits as a chat request does (at most 30 s) for the compaction that
+/// holds `k` to end, once one holds it (see [`until_leased`]): what it
+/// committed, and how long the chat request waited.
+pub async fn wait_through_compaction(
+    c: &Compactor,
+    k: &EntityKey,
+    limit: Duration,
+) -> (CompactionEvent, Duration) {
+    until_leased(c, k, limit).await;
+    let ready = c
+        .wait_until_ready(k, Duration::from_secs(30))
+        .await
+        .unwrap();
+    let Readiness::Compacted { event, waited } = ready else {
+        panic!("{ready:?}")
+    };
+    (event, waited)
+}
+
+/// Takes `k`'s entity lease for `owner` by hand, as an attempt that then
+/// stalls, dies or is handed back holds it: the workstream's id (to
+/// release or take it again) and what taking it did.
+pub async fn take_lease(
+    db: &db::TestDb,
+    k: &EntityKey,
+    owner: &str,
+    ttl: Duration,
+) -> (i64, compactor_producer::store::LeaseTaken) {
+    let ws = db.store.workstream(k).await.unwrap().unwrap();
+    let taken = db.store.take_lease(ws.id, owner, ttl).await.unwrap();
+    (ws.id, taken)
+}
+
+/// Whether `task` is still running after `within`: a waiter that must be
+/// blocked (on a lease held, a job running) has not returned.
+pub async fn still_waiting<T>(task: &mut JoinHandle<T>, within: Duration) -> bool {
+    tokio::time::timeout(within, task).await.is_err()
+}
+
+/// The text parts of `message` joined: what a summary preamble says.
+pub fn text_of(message: &ContextMessage) -> String {
+    message
+        .parts
+        .iter()
+        .filter_map(|p| match p {
+            Part::Text { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// `n` plain-text messages, user and assistant in turn, message `i`
+/// saying `text(i)`: a chat without tool pairs, cut anywhere.
+pub fn chat(n: usize, text: impl Fn(usize) -> String) -> Vec<IncomingMessage> {
+    (0..n)
+        .map(|i| {
+            let role = if i % 2 == 0 {
+                Role::User
+            } else {
+                Role::Assistant
+            };
+            IncomingMessage::text(role, text(i))
+        })
+        .collect()
 }
 
 /// A coding conversation of `turns` turns, 4 messages each: the user asks,

@@ -40,6 +40,12 @@ fn thousands(n: u64) -> String {
     out
 }
 
+/// The model's window and the trigger of `run`, in tokens with thousands
+/// separated: every table of a run names them.
+fn window_and_trigger(run: &SessionRun) -> (String, String) {
+    (thousands(run.context_window), thousands(run.trigger_tokens))
+}
+
 fn run_label(r: &super::drive::Round) -> String {
     let mut label = if r.committed {
         r.outcome.clone().unwrap_or_else(|| "?".into())
@@ -55,13 +61,12 @@ fn run_label(r: &super::drive::Round) -> String {
 /// The human report of one session in one mode.
 pub fn human(session: &Session, run: &SessionRun) -> String {
     let mut out = String::new();
+    let (window, trigger) = window_and_trigger(run);
     let _ = writeln!(
         out,
-        "\n-- {} | {} | window {} tokens, trigger {} tokens | {:.1} s{}",
+        "\n-- {} | {} | window {window} tokens, trigger {trigger} tokens | {:.1} s{}",
         session.spec.shape.title(),
         run.mode.title(),
-        thousands(run.context_window),
-        thousands(run.trigger_tokens),
         run.seconds,
         run.llm.map_or(String::new(), |l| format!(
             " | LLM calls {} ({} compaction, {} answered malformed)",
@@ -75,20 +80,16 @@ pub fn human(session: &Session, run: &SessionRun) -> String {
     );
     for r in &run.rounds {
         let s = &r.score;
+        let stale = format!("{}/{}", s.superseded_shown, s.superseded);
+        let context = format!("{} / {trigger}", thousands(s.context_tokens));
         let _ = writeln!(
             out,
-            "{:>5} {:>8} {:>14} {:>14} {:>14} {:>10} {:>19}  {}",
+            "{:>5} {:>8} {:>14} {:>14} {:>14} {stale:>10} {context:>19}  {}",
             r.round,
             s.appended,
             s.values.to_string(),
             s.tool_only.to_string(),
             s.statements.to_string(),
-            format!("{}/{}", s.superseded_shown, s.superseded),
-            format!(
-                "{} / {}",
-                thousands(s.context_tokens),
-                thousands(run.trigger_tokens)
-            ),
             run_label(r)
         );
     }
@@ -162,47 +163,12 @@ pub fn bench_lines(session: &Session, run: &SessionRun) {
     let prefix = format!("{}/{}", session.spec.shape.name(), run.mode.name());
     let emit = |metric: String, value: f64, unit: &str| result("quality", &metric, value, unit);
     for r in &run.rounds {
-        let s = &r.score;
         let p = format!("{prefix}/round{:02}", r.round);
-        emit(format!("{p}/values_pct"), s.values.pct(), "%");
-        emit(format!("{p}/tool_only_pct"), s.tool_only.pct(), "%");
-        emit(format!("{p}/decisions_pct"), s.statements.pct(), "%");
-        emit(
-            format!("{p}/superseded_shown"),
-            s.superseded_shown as f64,
-            "items",
-        );
-        emit(
-            format!("{p}/context_tokens"),
-            s.context_tokens as f64,
-            "tokens",
-        );
+        score_lines(&emit, &p, &r.score, false);
     }
     if let Some(last) = run.last() {
         let s = &last.score;
-        emit(format!("{prefix}/values_pct"), s.values.pct(), "%");
-        emit(
-            format!("{prefix}/values_kept"),
-            s.values.kept as f64,
-            "facts",
-        );
-        emit(
-            format!("{prefix}/values_total"),
-            s.values.total as f64,
-            "facts",
-        );
-        emit(format!("{prefix}/tool_only_pct"), s.tool_only.pct(), "%");
-        emit(format!("{prefix}/decisions_pct"), s.statements.pct(), "%");
-        emit(
-            format!("{prefix}/superseded_shown"),
-            s.superseded_shown as f64,
-            "items",
-        );
-        emit(
-            format!("{prefix}/context_tokens"),
-            s.context_tokens as f64,
-            "tokens",
-        );
+        score_lines(&emit, &prefix, s, true);
         emit(
             format!("{prefix}/trigger_tokens"),
             run.trigger_tokens as f64,
@@ -219,8 +185,44 @@ pub fn bench_lines(session: &Session, run: &SessionRun) {
     }
 }
 
+/// The figures of `s` that every round and the last round both report,
+/// under `p`: with `counts` (the last round), the values kept and total
+/// too.
+fn score_lines(emit: &dyn Fn(String, f64, &str), p: &str, s: &Score, counts: bool) {
+    emit(format!("{p}/values_pct"), s.values.pct(), "%");
+    if counts {
+        emit(format!("{p}/values_kept"), s.values.kept as f64, "facts");
+        emit(format!("{p}/values_total"), s.values.total as f64, "facts");
+    }
+    emit(format!("{p}/tool_only_pct"), s.tool_only.pct(), "%");
+    emit(format!("{p}/decisions_pct"), s.statements.pct(), "%");
+    emit(
+        format!("{p}/superseded_shown"),
+        s.superseded_shown as f64,
+        "items",
+    );
+    emit(
+        format!("{p}/context_tokens"),
+        s.context_tokens as f64,
+        "tokens",
+    );
+}
+
 fn cell(t: &Tally) -> String {
     format!("{}/{} ({:.0} %)", t.kept, t.total, t.pct())
+}
+
+/// The columns of `s` both Markdown tables have, in their order: values,
+/// tool-only, decisions & constraints, superseded shown / superseded.
+fn score_cells(s: &Score) -> String {
+    format!(
+        "{} | {} | {} | {} / {}",
+        cell(&s.values),
+        cell(&s.tool_only),
+        cell(&s.statements),
+        s.superseded_shown,
+        s.superseded
+    )
 }
 
 /// Everything in Markdown: the summary over sessions and modes, then per
@@ -237,14 +239,10 @@ pub fn markdown(results: &[(Session, Vec<SessionRun>)]) -> String {
             let s = &last.score;
             let _ = writeln!(
                 out,
-                "| {} | {} | {} | {} | {} | {} / {} | {} / {} | {} |",
+                "| {} | {} | {} | {} / {} | {} |",
                 session.spec.shape.title(),
                 run.mode.title(),
-                cell(&s.values),
-                cell(&s.tool_only),
-                cell(&s.statements),
-                s.superseded_shown,
-                s.superseded,
+                score_cells(s),
                 thousands(s.context_tokens),
                 thousands(run.trigger_tokens),
                 if meets_targets(run) {
@@ -263,26 +261,21 @@ pub fn markdown(results: &[(Session, Vec<SessionRun>)]) -> String {
             session.describe()
         );
         for run in runs {
+            let (window, trigger) = window_and_trigger(run);
             let _ = writeln!(
                 out,
-                "\n#### {}: {} (window {} tokens, trigger {})\n\n| round | messages | values | tool-only | decisions & constraints | superseded shown | context tokens | run |\n|---|---|---|---|---|---|---|---|",
+                "\n#### {}: {} (window {window} tokens, trigger {trigger})\n\n| round | messages | values | tool-only | decisions & constraints | superseded shown | context tokens | run |\n|---|---|---|---|---|---|---|---|",
                 session.spec.shape.title(),
                 run.mode.title(),
-                thousands(run.context_window),
-                thousands(run.trigger_tokens)
             );
             for r in &run.rounds {
                 let s = &r.score;
                 let _ = writeln!(
                     out,
-                    "| {} | {} | {} | {} | {} | {} / {} | {} | {} |",
+                    "| {} | {} | {} | {} | {} |",
                     r.round,
                     s.appended,
-                    cell(&s.values),
-                    cell(&s.tool_only),
-                    cell(&s.statements),
-                    s.superseded_shown,
-                    s.superseded,
+                    score_cells(s),
                     thousands(s.context_tokens),
                     run_label(r)
                 );

@@ -23,8 +23,11 @@ use crate::worker_support::{
 };
 use compactor_e2e::cluster::{RedisCluster, NODES};
 use compactor_e2e::db::TestDb;
-use compactor_e2e::{conversation, key, settings, spawn_worker, FakeLlm, Fault, TestRedis};
-use compactor_producer::client::{ClientSettings, Compactor, Readiness, TurnOutcome};
+use compactor_e2e::{
+    key, request_compaction, settings, small_window, spawn_worker, wait_through_compaction,
+    FakeLlm, Fault, TestRedis,
+};
+use compactor_producer::client::{ClientSettings, Compactor};
 use compactor_producer::events::EventOutcome;
 use compactor_producer::queue::{
     ClaimOutcome, Completion, EnqueueOutcome, JobState, Queue, QueueConfig, QueueName, Trigger,
@@ -67,6 +70,18 @@ impl Runs {
     }
     fn all(&self) -> Vec<(u64, u32)> {
         self.0.lock().unwrap().clone()
+    }
+    /// A handler that records every attempt here and succeeds: what most
+    /// tests run, looking only at which attempts there were.
+    fn recorder(&self) -> FnHandler {
+        let r = self.clone();
+        FnHandler::new(move |job| {
+            let r = r.clone();
+            async move {
+                r.record(&job);
+                Ok(())
+            }
+        })
     }
 }
 
@@ -261,18 +276,7 @@ async fn an_expired_lease_is_recovered_and_the_job_run_again() {
     assert_eq!(ghost.job_id, job_id);
 
     let runs = Runs::default();
-    let r = runs.clone();
-    let running = Running::start(
-        &t.queue,
-        fast_runtime(),
-        FnHandler::new(move |job| {
-            let r = r.clone();
-            async move {
-                r.record(&job);
-                Ok(())
-            }
-        }),
-    );
+    let running = Running::start(&t.queue, fast_runtime(), runs.recorder());
     until_done(&t.queue, &k, "the recovered job ran").await;
     // The stall gave its attempt back: the re-run is attempt 1 again.
     assert_eq!(runs.all(), vec![(job_id, 1)]);
@@ -346,23 +350,12 @@ async fn an_idle_worker_is_woken_without_waiting_for_the_check_interval() {
     let t = ClusterQueue { queue, name };
 
     let runs = Runs::default();
-    let r = runs.clone();
     // A minute between fallback claims: only the wake-up can be this fast.
     let config = RuntimeConfig {
         check_interval: Duration::from_secs(60),
         ..fast_runtime()
     };
-    let running = Running::start(
-        &t.queue,
-        config,
-        FnHandler::new(move |job| {
-            let r = r.clone();
-            async move {
-                r.record(&job);
-                Ok(())
-            }
-        }),
-    );
+    let running = Running::start(&t.queue, config, runs.recorder());
     // Each job finds the worker idle: it ran the one before and found the
     // queue empty since.
     for entity in ["a", "b", "c"] {
@@ -394,12 +387,7 @@ async fn a_conversation_is_compacted_end_to_end_and_the_waiter_woken_by_the_rele
     llm.fail_next([Fault::Hang(Duration::from_secs(3))]);
     let mut settings = settings(&db.url, &redis, Some(&llm.url()));
     assert!(settings.redis.cluster);
-    settings.engine.trigger = compactor_shared::trigger::TriggerPolicy::Threshold {
-        context_window: 20_000,
-        ratio: 0.7,
-        output_reserve: 4_000,
-        safety_margin: 1_000,
-    };
+    settings.engine.trigger = small_window().trigger;
     let client = Compactor::connect(&ClientSettings {
         engine: settings.engine.clone(),
         queue: settings.queue.clone(),
@@ -409,33 +397,10 @@ async fn a_conversation_is_compacted_end_to_end_and_the_waiter_woken_by_the_rele
     .await
     .expect("the client connects to the database and the cluster");
     let k = key("long");
-    client.append_messages(&k, conversation(200)).await.unwrap();
-    let turn = client.finalize_turn(&k, None).await.unwrap();
-    assert!(
-        matches!(
-            turn,
-            TurnOutcome::Requested {
-                enqueue: EnqueueOutcome::Added { .. },
-                ..
-            }
-        ),
-        "over the trigger: {turn:?}"
-    );
+    request_compaction(&client, &k).await;
 
     let worker = spawn_worker(settings);
-    eventually(
-        "the compaction holds the workstream",
-        Duration::from_secs(30),
-        || async { client.status(&k).await.unwrap().lease.is_some() },
-    )
-    .await;
-    let ready = client
-        .wait_until_ready(&k, Duration::from_secs(30))
-        .await
-        .unwrap();
-    let Readiness::Compacted { waited, event } = ready else {
-        panic!("{ready:?}")
-    };
+    let (event, waited) = wait_through_compaction(&client, &k, Duration::from_secs(30)).await;
     assert_eq!(event.outcome, EventOutcome::Compacted, "{event:?}");
     assert!(waited < Duration::from_secs(10), "{waited:?}");
     let status = client.status(&k).await.unwrap();
@@ -467,18 +432,7 @@ async fn a_job_record_its_set_lost_is_put_back_and_run_on_every_node() {
         // The workers' sweep walks the job records (a SCAN inside the
         // script, on the node that owns the queue's slot) and puts it back.
         let runs = Runs::default();
-        let r = runs.clone();
-        let running = Running::start(
-            &t.queue,
-            fast_runtime(),
-            FnHandler::new(move |job| {
-                let r = r.clone();
-                async move {
-                    r.record(&job);
-                    Ok(())
-                }
-            }),
-        );
+        let running = Running::start(&t.queue, fast_runtime(), runs.recorder());
         until_done(&t.queue, &k, "the put-back job ran").await;
         assert_eq!(runs.all(), vec![(job_id, 1)], "node {node}");
         running.stop().await;

@@ -6,13 +6,40 @@
 use std::time::Duration;
 
 use compactor_e2e::db::{Backend, TestDb};
-use compactor_e2e::{conversation, eventually, key, settings, spawn_worker, FakeLlm, TestRedis};
-use compactor_producer::client::{Compactor, Readiness, TurnOutcome};
-use compactor_producer::queue::EnqueueOutcome;
+use compactor_e2e::{
+    conversation, eventually, key, requested_job, settings, small_model, spawn_worker, text_of,
+    FakeLlm, TestRedis,
+};
+use compactor_producer::client::{Compactor, IncomingMessage, Readiness, TurnOutcome};
 use compactor_shared::boundary;
 use compactor_shared::chunk;
 use compactor_shared::transcript;
-use compactor_shared::{CharEstimator, Message, MessageId, Part, Role};
+use compactor_shared::{CharEstimator, EntityKey, Message, MessageId, Role};
+
+/// `incoming` as the store holds it, under the `ids` it gave: what the
+/// engine's functions take, to compute independently what it will do.
+fn as_stored(incoming: &[IncomingMessage], ids: &[MessageId]) -> Vec<Message> {
+    incoming
+        .iter()
+        .zip(ids)
+        .map(|(m, id)| Message {
+            id: *id,
+            role: m.role,
+            parts: m.parts.clone(),
+            pinned: false,
+        })
+        .collect()
+}
+
+/// Waits until the worker has committed `k`'s first compaction.
+async fn until_compacted(compactor: &Compactor, k: &EntityKey) {
+    eventually(
+        "the workstream is compacted",
+        Duration::from_secs(60),
+        || async { compactor.status(k).await.unwrap().compactions == 1 },
+    )
+    .await;
+}
 
 async fn three_thousand_messages_compact_in_chunks(backend: Backend) {
     let db = TestDb::new(backend).await;
@@ -40,16 +67,7 @@ async fn three_thousand_messages_compact_in_chunks(backend: Backend) {
     assert_eq!(appended.ids.len(), 3_000);
 
     // What the engine will do with these messages, computed independently.
-    let messages: Vec<Message> = incoming
-        .iter()
-        .zip(&appended.ids)
-        .map(|(m, id)| Message {
-            id: *id,
-            role: m.role,
-            parts: m.parts.clone(),
-            pinned: false,
-        })
-        .collect();
+    let messages = as_stored(&incoming, &appended.ids);
     let plan = boundary::plan(&messages, &engine.boundary, &CharEstimator::default()).unwrap();
     assert_eq!(plan.tail_start, 2_994, "the last 6 messages stay verbatim");
     let compacted = &messages[..plan.tail_start];
@@ -61,22 +79,10 @@ async fn three_thousand_messages_compact_in_chunks(backend: Backend) {
     assert!(expected_chunks >= 3, "several chunks: {expected_chunks}");
     println!("{backend:?}: {expected_chunks} chunks expected");
 
-    let turn = compactor.finalize_turn(&k, None).await.unwrap();
-    let TurnOutcome::Requested {
-        enqueue: EnqueueOutcome::Added { .. },
-        ..
-    } = turn
-    else {
-        panic!("over the trigger: {turn:?}")
-    };
+    requested_job(&compactor.finalize_turn(&k, None).await.unwrap());
 
     let worker = spawn_worker(settings);
-    eventually(
-        "the workstream is compacted",
-        Duration::from_secs(60),
-        || async { compactor.status(&k).await.unwrap().compactions == 1 },
-    )
-    .await;
+    until_compacted(&compactor, &k).await;
     let ready = compactor
         .wait_until_ready(&k, Duration::from_secs(5))
         .await
@@ -137,14 +143,7 @@ async fn three_thousand_messages_compact_in_chunks(backend: Backend) {
     let context = compactor.build_context(&k).await.unwrap();
     assert_eq!(context.messages.len(), 7, "summary + 6 messages");
     assert_eq!(context.messages[0].role, Role::System);
-    let preamble: String = context.messages[0]
-        .parts
-        .iter()
-        .filter_map(|p| match p {
-            Part::Text { text } => Some(text.as_str()),
-            _ => None,
-        })
-        .collect();
+    let preamble = text_of(&context.messages[0]);
     assert!(preamble.contains(&format!("summary generation {expected_chunks}")));
     assert!(
         preamble.contains("src/module_"),
@@ -184,12 +183,7 @@ async fn the_worker_commits_exactly_what_the_pipeline_computes() {
     let db = TestDb::new(Backend::Sqlite).await;
     let redis = TestRedis::new();
     let mut settings = settings(&db.url, &redis, None);
-    settings.engine.trigger = compactor_shared::trigger::TriggerPolicy::Threshold {
-        context_window: 8_000,
-        ratio: 0.7,
-        output_reserve: 2_000,
-        safety_margin: 500,
-    };
+    settings.engine.trigger = small_model().trigger;
     let engine = settings.engine.clone();
     let compactor =
         Compactor::from_parts(db.store.clone(), redis.queue().await, engine.clone()).await;
@@ -199,16 +193,7 @@ async fn the_worker_commits_exactly_what_the_pipeline_computes() {
         .append_messages(&k, incoming.clone())
         .await
         .unwrap();
-    let messages: Vec<Message> = incoming
-        .iter()
-        .zip(&appended.ids)
-        .map(|(m, id)| Message {
-            id: *id,
-            role: m.role,
-            parts: m.parts.clone(),
-            pinned: false,
-        })
-        .collect();
+    let messages = as_stored(&incoming, &appended.ids);
 
     // What the pipeline computes, in memory, with the offline summarizer.
     let stored = db.store.workstream(&k).await.unwrap().unwrap();
@@ -244,12 +229,7 @@ async fn the_worker_commits_exactly_what_the_pipeline_computes() {
         TurnOutcome::Requested { .. }
     ));
     let worker = spawn_worker(settings);
-    eventually(
-        "the workstream is compacted",
-        Duration::from_secs(60),
-        || async { compactor.status(&k).await.unwrap().compactions == 1 },
-    )
-    .await;
+    until_compacted(&compactor, &k).await;
     worker.stop().await;
     let committed = db.store.workstream(&k).await.unwrap().unwrap();
     assert_eq!(

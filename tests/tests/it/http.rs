@@ -31,6 +31,22 @@ fn small_window(s: &mut Settings) {
     s.engine.trigger = compactor_e2e::small_window().trigger;
 }
 
+/// Starts a worker on `db`, `redis` and the fake `llm` (extractive
+/// without), its settings changed by `configure`, and a client of its
+/// admin API: how the tests here begin.
+async fn serve(
+    db: &TestDb,
+    redis: &TestRedis,
+    llm: Option<&FakeLlm>,
+    configure: impl FnOnce(&mut Settings),
+) -> (Worker, Api) {
+    let mut s = settings(&db.url, redis, llm.map(FakeLlm::url).as_deref());
+    configure(&mut s);
+    let worker = start_worker(s).await;
+    let api = Api::new(&worker);
+    (worker, api)
+}
+
 /// A client of one worker's admin API.
 struct Api {
     base: String,
@@ -67,6 +83,14 @@ impl Reply {
 
     fn message(&self) -> &str {
         self.body["error"]["message"].as_str().unwrap_or_default()
+    }
+
+    /// Asserts this is an error: `status`, `code`, and a message that
+    /// says `says`.
+    fn assert_error(&self, status: StatusCode, code: &str, says: &str) {
+        assert_eq!(self.status, status, "{}", self.text);
+        assert_eq!(self.code(), code, "{}", self.text);
+        assert!(self.message().contains(says), "{}", self.text);
     }
 }
 
@@ -137,15 +161,27 @@ fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()
 }
 
+/// Appends a long conversation (`messages(200)`, over the small window's
+/// trigger) to `entity` and ends the turn; the reply, which must say a
+/// compaction was requested.
+async fn finalize_long(api: &Api, entity: &str) -> Reply {
+    let reply = api
+        .post(
+            &ws(entity, "messages"),
+            &json!({"messages": messages(200), "finalize": true}),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.text);
+    assert_eq!(reply.body["turn"]["outcome"], "requested", "{}", reply.text);
+    reply
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_workstream_routes_store_compact_wait_and_serve_the_context() {
     let db = TestDb::new(Backend::Sqlite).await;
     let redis = TestRedis::new();
     let llm = FakeLlm::start().await;
-    let mut s = settings(&db.url, &redis, Some(&llm.url()));
-    small_window(&mut s);
-    let worker = start_worker(s).await;
-    let api = Api::new(&worker);
+    let (worker, api) = serve(&db, &redis, Some(&llm), small_window).await;
 
     let health = api.get("/healthz").await;
     assert_eq!(health.status, StatusCode::OK);
@@ -308,11 +344,11 @@ async fn the_workstream_routes_store_compact_wait_and_serve_the_context() {
 async fn the_v1_routes_need_the_bearer_token_when_one_is_set() {
     let db = TestDb::new(Backend::Sqlite).await;
     let redis = TestRedis::new();
-    let mut s = settings(&db.url, &redis, None);
     let token = "s3cret-admin-token";
-    s.admin.token = Some(AdminToken::new(token));
-    let worker = start_worker(s).await;
-    let anonymous = Api::new(&worker);
+    let (worker, anonymous) = serve(&db, &redis, None, |s| {
+        s.admin.token = Some(AdminToken::new(token));
+    })
+    .await;
     let wrong = Api::new(&worker).with_token("s3cret-admin-tokeN");
     let authorized = Api::new(&worker).with_token(token);
 
@@ -399,10 +435,7 @@ async fn the_v1_routes_need_the_bearer_token_when_one_is_set() {
 async fn malformed_requests_get_clear_json_errors() {
     let db = TestDb::new(Backend::Sqlite).await;
     let redis = TestRedis::new();
-    let mut s = settings(&db.url, &redis, None);
-    s.admin.max_body_bytes = 64 * 1024;
-    let worker = start_worker(s).await;
-    let api = Api::new(&worker);
+    let (worker, api) = serve(&db, &redis, None, |s| s.admin.max_body_bytes = 64 * 1024).await;
     let one = json!({"messages": [{"role": "user", "parts": [{"type": "text", "text": "hi"}]}]});
     assert_eq!(
         api.post(&ws("known", "messages"), &one).await.status,
@@ -599,10 +632,10 @@ async fn a_redis_outage_leaves_the_chat_routes_ready_and_the_worker_side_says_so
     let db = TestDb::new(Backend::Sqlite).await;
     let redis = TestRedis::new();
     let mut private = PrivateRedis::start();
-    let mut s = settings(&db.url, &redis, None);
-    s.redis.url = compactor_producer::settings::ConnectionUrl::new(private.url());
-    let worker = start_worker(s).await;
-    let api = Api::new(&worker);
+    let (worker, api) = serve(&db, &redis, None, |s| {
+        s.redis.url = compactor_producer::settings::ConnectionUrl::new(private.url());
+    })
+    .await;
     assert_eq!(api.get("/readyz").await.status, StatusCode::OK);
     assert_eq!(api.get("/readyz/worker").await.status, StatusCode::OK);
     let one = json!({"messages": [{"role": "user", "parts": [{"type": "text", "text": "hi"}]}]});
@@ -672,8 +705,7 @@ async fn a_redis_outage_leaves_the_chat_routes_ready_and_the_worker_side_says_so
 async fn readyz_turns_503_when_the_schema_falls_behind() {
     let db = TestDb::new(Backend::Postgres).await;
     let redis = TestRedis::new();
-    let worker = start_worker(settings(&db.url, &redis, None)).await;
-    let api = Api::new(&worker);
+    let (worker, api) = serve(&db, &redis, None, |_| {}).await;
     assert_eq!(api.get("/readyz").await.status, StatusCode::OK);
     let last = compactor_migrations::migration_names().pop().unwrap();
     db.exec(&format!(
@@ -745,9 +777,7 @@ async fn closed_within(stream: &mut TcpStream, limit: Duration) -> bool {
 async fn an_oversized_body_is_refused_before_it_is_sent() {
     let db = TestDb::new(Backend::Sqlite).await;
     let redis = TestRedis::new();
-    let mut s = settings(&db.url, &redis, None);
-    s.admin.max_body_bytes = 64 * 1024;
-    let worker = start_worker(s).await;
+    let (worker, _) = serve(&db, &redis, None, |s| s.admin.max_body_bytes = 64 * 1024).await;
     let mut stream = TcpStream::connect(admin_addr(&worker)).await.unwrap();
     let declared = 100 * 1024 * 1024;
     let head = format!(
@@ -804,11 +834,12 @@ async fn an_oversized_body_is_refused_before_it_is_sent() {
 async fn slow_and_idle_clients_are_cut_off_and_healthz_still_answers() {
     let db = TestDb::new(Backend::Sqlite).await;
     let redis = TestRedis::new();
-    let mut s = settings(&db.url, &redis, None);
-    s.admin.max_connections = 8;
-    s.admin.max_long_polls = 4;
-    s.admin.header_read_timeout = Duration::from_millis(500);
-    let worker = start_worker(s).await;
+    let (worker, _) = serve(&db, &redis, None, |s| {
+        s.admin.max_connections = 8;
+        s.admin.max_long_polls = 4;
+        s.admin.header_read_timeout = Duration::from_millis(500);
+    })
+    .await;
     let addr = admin_addr(&worker);
 
     // 50 clients, each sending a request's headers one byte every 200 ms:
@@ -872,11 +903,12 @@ async fn slow_and_idle_clients_are_cut_off_and_healthz_still_answers() {
 async fn connections_over_the_limit_wait_for_a_free_slot() {
     let db = TestDb::new(Backend::Sqlite).await;
     let redis = TestRedis::new();
-    let mut s = settings(&db.url, &redis, None);
-    s.admin.max_connections = 2;
-    s.admin.max_long_polls = 1;
-    s.admin.header_read_timeout = Duration::from_secs(60);
-    let worker = start_worker(s).await;
+    let (worker, _) = serve(&db, &redis, None, |s| {
+        s.admin.max_connections = 2;
+        s.admin.max_long_polls = 1;
+        s.admin.header_read_timeout = Duration::from_secs(60);
+    })
+    .await;
     let addr = admin_addr(&worker);
     let healthz = |limit: Duration| {
         let url = format!("{}/healthz", worker.admin_url());
@@ -907,10 +939,7 @@ async fn connections_over_the_limit_wait_for_a_free_slot() {
 async fn long_polls_over_the_limit_are_refused_at_once() {
     let db = TestDb::new(Backend::Sqlite).await;
     let redis = TestRedis::new();
-    let mut s = settings(&db.url, &redis, None);
-    s.admin.max_long_polls = 2;
-    let worker = start_worker(s).await;
-    let api = Api::new(&worker);
+    let (worker, api) = serve(&db, &redis, None, |s| s.admin.max_long_polls = 2).await;
     let one = json!({"messages": [{"role": "user", "parts": [{"type": "text", "text": "hi"}]}]});
     assert_eq!(
         api.post(&ws("polled", "messages"), &one).await.status,
@@ -1000,27 +1029,20 @@ async fn requests_and_statements_stuck_on_a_lock_time_out() {
     let one = json!({"messages": [{"role": "user", "parts": [{"type": "text", "text": "hi"}]}]});
 
     // The request timeout (statements may run 30 s).
-    let mut s = settings(&db.url, &redis, None);
-    s.admin.request_timeout = Duration::from_millis(800);
-    let worker = start_worker(s).await;
-    let api = Api::new(&worker);
+    let (worker, api) = serve(&db, &redis, None, |s| {
+        s.admin.request_timeout = Duration::from_millis(800);
+    })
+    .await;
     assert_eq!(
         api.post(&ws("locked", "messages"), &one).await.status,
         StatusCode::OK
     );
     let lock = lock_messages(&db).await;
     let reply = api.get(&ws("locked", "context")).await;
-    assert_eq!(
-        reply.status,
+    reply.assert_error(
         StatusCode::SERVICE_UNAVAILABLE,
-        "{}",
-        reply.text
-    );
-    assert_eq!(reply.code(), "request_timeout", "{}", reply.text);
-    assert!(
-        reply.message().contains("admin.request_timeout"),
-        "{}",
-        reply.text
+        "request_timeout",
+        "admin.request_timeout",
     );
     // Probes do not touch the locked table.
     assert_eq!(api.get("/healthz").await.status, StatusCode::OK);
@@ -1032,23 +1054,16 @@ async fn requests_and_statements_stuck_on_a_lock_time_out() {
     worker.stop().await;
 
     // The statement timeout, shorter than the request timeout.
-    let mut s = settings(&db.url, &redis, None);
-    s.database.statement_timeout = Duration::from_millis(300);
-    let worker = start_worker(s).await;
-    let api = Api::new(&worker);
+    let (worker, api) = serve(&db, &redis, None, |s| {
+        s.database.statement_timeout = Duration::from_millis(300);
+    })
+    .await;
     let lock = lock_messages(&db).await;
     let reply = api.get(&ws("locked", "context")).await;
-    assert_eq!(
-        reply.status,
+    reply.assert_error(
         StatusCode::SERVICE_UNAVAILABLE,
-        "{}",
-        reply.text
-    );
-    assert_eq!(reply.code(), "database_unavailable", "{}", reply.text);
-    assert!(
-        reply.message().contains("statement timeout"),
-        "{}",
-        reply.text
+        "database_unavailable",
+        "statement timeout",
     );
     lock.rollback().await.unwrap();
     worker.stop().await;
@@ -1113,10 +1128,7 @@ async fn the_statement_timeout_is_set_on_the_stores_connections() {
 async fn the_context_loads_a_bounded_history_and_says_what_it_left_out() {
     let db = TestDb::new(Backend::Postgres).await;
     let redis = TestRedis::new();
-    let mut s = settings(&db.url, &redis, None);
-    s.database.context_max_messages = 10;
-    let worker = start_worker(s).await;
-    let api = Api::new(&worker);
+    let (worker, api) = serve(&db, &redis, None, |s| s.database.context_max_messages = 10).await;
     let appended = api
         .post(&ws("long", "messages"), &json!({"messages": messages(10)}))
         .await;
@@ -1196,23 +1208,7 @@ async fn metrics_after_end_to_end_compactions_have_every_family() {
     let db = TestDb::new(Backend::Postgres).await;
     let redis = TestRedis::new();
     let llm = FakeLlm::start().await;
-    let mut s = settings(&db.url, &redis, Some(&llm.url()));
-    small_window(&mut s);
-    let worker = start_worker(s).await;
-    let api = Api::new(&worker);
-    let finalize_long = |entity: &'static str| {
-        let api = &api;
-        async move {
-            let reply = api
-                .post(
-                    &ws(entity, "messages"),
-                    &json!({"messages": messages(200), "finalize": true}),
-                )
-                .await;
-            assert_eq!(reply.status, StatusCode::OK, "{}", reply.text);
-            assert_eq!(reply.body["turn"]["outcome"], "requested", "{}", reply.text);
-        }
-    };
+    let (worker, api) = serve(&db, &redis, Some(&llm), small_window).await;
     let compactions = |entity: &'static str| {
         let api = &api;
         async move { api.get(&ws(entity, "status")).await.body["compactions"].as_i64() }
@@ -1222,7 +1218,7 @@ async fn metrics_after_end_to_end_compactions_have_every_family() {
     //    not retried; a third failure in a row would mark the provider
     //    unhealthy and commit offline at once); the second commits.
     llm.fail_next([Fault::ServerError, Fault::Unauthorized]);
-    finalize_long("m-retried").await;
+    finalize_long(&api, "m-retried").await;
     eventually(
         "compacted on the second attempt",
         Duration::from_secs(30),
@@ -1283,7 +1279,7 @@ async fn metrics_after_end_to_end_compactions_have_every_family() {
     // 4. The watermark moves while the LLM answers: the commit is fenced off.
     let calls = llm.calls().len();
     llm.fail_next([Fault::Hang(Duration::from_millis(1_500))]);
-    finalize_long("m-fenced").await;
+    finalize_long(&api, "m-fenced").await;
     eventually("the LLM is asked", Duration::from_secs(20), || async {
         llm.calls().len() > calls
     })
@@ -1303,7 +1299,7 @@ async fn metrics_after_end_to_end_compactions_have_every_family() {
     //    renewal is refused, the attempt fails, the retry commits.
     let calls = llm.calls().len();
     llm.fail_next([Fault::Hang(Duration::from_millis(2_000))]);
-    finalize_long("m-stolen").await;
+    finalize_long(&api, "m-stolen").await;
     eventually("the LLM is asked", Duration::from_secs(20), || async {
         llm.calls().len() > calls
     })
@@ -1434,10 +1430,10 @@ async fn metrics_start_at_zero_and_no_caller_creates_a_label() {
     let redis = TestRedis::new();
     let queue = redis.config.name.as_str().to_owned();
     let domain = compactor_e2e::unique_name("zero");
-    let mut s = settings(&db.url, &redis, None);
-    s.metrics.domains = vec![domain.clone()];
-    let worker = start_worker(s).await;
-    let api = Api::new(&worker);
+    let (worker, api) = serve(&db, &redis, None, |s| {
+        s.metrics.domains = vec![domain.clone()]
+    })
+    .await;
 
     // 1. At start-up, before anything happened.
     let text = api.get("/metrics").await.text;
@@ -1693,8 +1689,7 @@ fn one_message(text: &str) -> Value {
 async fn a_retried_append_stores_nothing_twice() {
     let db = TestDb::new(Backend::Sqlite).await;
     let redis = TestRedis::new();
-    let worker = start_worker(settings(&db.url, &redis, None)).await;
-    let api = Api::new(&worker);
+    let (worker, api) = serve(&db, &redis, None, |_| {}).await;
     let path = ws("idem", "messages");
     let with_key = |key: &'static str, body: &Value| {
         let (api, path, body) = (&api, &path, serde_json::to_vec(body).unwrap());
@@ -1790,12 +1785,12 @@ async fn an_append_during_a_redis_outage_is_stored_and_says_compaction_is_unavai
     let db = TestDb::new(Backend::Postgres).await;
     let redis = TestRedis::new();
     let mut private = PrivateRedis::start();
-    let mut s = settings(&db.url, &redis, None);
-    small_window(&mut s);
-    s.redis.url = compactor_producer::settings::ConnectionUrl::new(private.url());
-    s.queue.response_timeout = Duration::from_secs(1);
-    let worker = start_worker(s).await;
-    let api = Api::new(&worker);
+    let (worker, api) = serve(&db, &redis, None, |s| {
+        small_window(s);
+        s.redis.url = compactor_producer::settings::ConnectionUrl::new(private.url());
+        s.queue.response_timeout = Duration::from_secs(1);
+    })
+    .await;
     let path = ws("outage", "messages");
     let turn = json!({"messages": messages(200), "finalize": true});
     let send = || {
@@ -1888,33 +1883,22 @@ async fn a_wait_behind_a_busy_worker_says_queued_then_compacted() {
     let db = TestDb::new(Backend::Postgres).await;
     let redis = TestRedis::new();
     let llm = FakeLlm::start().await;
-    let mut s = settings(&db.url, &redis, Some(&llm.url()));
-    small_window(&mut s);
-    s.worker.concurrency = 1;
     llm.answer_after(Duration::from_millis(1_500));
-    let worker = start_worker(s).await;
-    let api = Api::new(&worker);
-    let finalize = |entity: &'static str| {
-        let api = &api;
-        async move {
-            let reply = api
-                .post(
-                    &ws(entity, "messages"),
-                    &json!({"messages": messages(200), "finalize": true}),
-                )
-                .await;
-            assert_eq!(reply.body["turn"]["outcome"], "requested", "{}", reply.text);
-            reply.body["turn"]["enqueue"]["job_id"].as_u64().unwrap()
-        }
-    };
-    finalize("busy-a").await;
+    let (worker, api) = serve(&db, &redis, Some(&llm), |s| {
+        small_window(s);
+        s.worker.concurrency = 1;
+    })
+    .await;
+    finalize_long(&api, "busy-a").await;
     eventually(
         "the worker is busy with a",
         Duration::from_secs(20),
         || async { api.get(&ws("busy-a", "status")).await.body["lease"].is_object() },
     )
     .await;
-    let job_b = finalize("busy-b").await;
+    let job_b = finalize_long(&api, "busy-b").await.body["turn"]["enqueue"]["job_id"]
+        .as_u64()
+        .unwrap();
 
     let queued = api.get(&ws("busy-b", "wait?timeout_ms=300")).await;
     assert_eq!(queued.status, StatusCode::OK, "{}", queued.text);

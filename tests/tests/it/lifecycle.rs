@@ -5,16 +5,46 @@
 use std::time::Duration;
 
 use compactor_e2e::db::{Backend, TestDb};
-use compactor_e2e::{conversation, key, settings, small_window, FakeLlm, Fault, TestRedis};
+use compactor_e2e::{
+    conversation, key, requested_job, settings, small_window, take_lease, text_of, until_leased,
+    FakeLlm, Fault, TestRedis,
+};
 use compactor_producer::client::{Compactor, IncomingMessage, TurnOutcome};
-use compactor_producer::queue::{EnqueueOutcome, Trigger};
+use compactor_producer::queue::{Queue, Trigger};
 use compactor_producer::store::SchemaStatus;
-use compactor_shared::{Part, Role};
+use compactor_shared::{EntityKey, Role};
 use compactor_worker::jobs::{CompactHandler, CompactSettings, Summarizer};
 use compactor_worker::llm::{LlmClient, LlmConfig, Provider};
 use compactor_worker::runtime::{Job, JobHandler};
 use compactor_worker::startup::{self, StartupError};
 use tokio_util::sync::CancellationToken;
+
+/// A queue and a client (on the small window) on `db` and `redis`, and
+/// `messages` stored in workstream `entity`: where the tests that run
+/// attempts by hand start.
+async fn stored(
+    db: &TestDb,
+    redis: &TestRedis,
+    entity: &str,
+    messages: Vec<IncomingMessage>,
+) -> (Queue, Compactor, EntityKey) {
+    let queue = redis.queue().await;
+    let client = Compactor::from_parts(db.store.clone(), queue.clone(), small_window()).await;
+    let k = key(entity);
+    client.append_messages(&k, messages).await.unwrap();
+    (queue, client, k)
+}
+
+/// The compaction job as a worker runs it, summarizing offline
+/// (extractive) on the small window: attempts run by hand, without an LLM.
+fn extractive_handler(db: &TestDb, queue: Queue) -> CompactHandler {
+    CompactHandler::new(
+        db.store.clone(),
+        queue,
+        Summarizer::Extractive,
+        CompactSettings::new(small_window()),
+    )
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_new_database_gets_its_schema_and_one_behind_is_refused() {
@@ -59,12 +89,9 @@ async fn a_new_database_gets_its_schema_and_one_behind_is_refused() {
 async fn failed_compactions_open_the_breaker_until_new_messages_or_a_manual_request() {
     let db = TestDb::postgres().await;
     let redis = TestRedis::new();
-    let queue = redis.queue().await;
     let llm = FakeLlm::start().await;
     llm.fail_always(Some(Fault::Unauthorized));
-    let client = Compactor::from_parts(db.store.clone(), queue.clone(), small_window()).await;
-    let k = key("broken");
-    client.append_messages(&k, conversation(200)).await.unwrap();
+    let (queue, client, k) = stored(&db, &redis, "broken", conversation(200)).await;
     let llm_config = LlmConfig {
         provider: Provider::OpenAi,
         base_url: Some(llm.url()),
@@ -118,17 +145,7 @@ async fn failed_compactions_open_the_breaker_until_new_messages_or_a_manual_requ
         .await
         .unwrap();
     assert!(!client.status(&k).await.unwrap().breaker_open);
-    let turn = client.finalize_turn(&k, None).await.unwrap();
-    assert!(
-        matches!(
-            turn,
-            TurnOutcome::Requested {
-                enqueue: EnqueueOutcome::Added { .. },
-                ..
-            }
-        ),
-        "{turn:?}"
-    );
+    requested_job(&client.finalize_turn(&k, None).await.unwrap());
 
     // Failing again reopens it; a manual request resets it.
     let job = Job::new(k.clone(), Trigger::Auto, 4, 2, 2, "lease-4");
@@ -147,20 +164,12 @@ async fn failed_compactions_open_the_breaker_until_new_messages_or_a_manual_requ
 async fn memory_entries_are_folded_when_fifteen_accumulate() {
     let db = TestDb::sqlite().await;
     let redis = TestRedis::new();
-    let queue = redis.queue().await;
-    let client = Compactor::from_parts(db.store.clone(), queue.clone(), small_window()).await;
-    let k = key("memory");
-    client.append_messages(&k, conversation(50)).await.unwrap();
+    let (queue, client, k) = stored(&db, &redis, "memory", conversation(50)).await;
     let entries: Vec<String> = (0..15)
         .map(|i| format!("The user prefers answer style number {i}."))
         .collect();
     assert_eq!(client.append_memory_entries(&k, entries).await.unwrap(), 15);
-    let handler = CompactHandler::new(
-        db.store.clone(),
-        queue,
-        Summarizer::Extractive,
-        CompactSettings::new(small_window()),
-    );
+    let handler = extractive_handler(&db, queue);
     let job = Job::new(
         k.clone(),
         Trigger::Manual { instructions: None },
@@ -177,14 +186,7 @@ async fn memory_entries_are_folded_when_fifteen_accumulate() {
     let left = db.store.unfolded_memory_entries(ws.id).await.unwrap();
     assert_eq!(left.len(), 5);
     let context = client.build_context(&k).await.unwrap();
-    let preamble: String = context.messages[0]
-        .parts
-        .iter()
-        .filter_map(|p| match p {
-            Part::Text { text } => Some(text.as_str()),
-            _ => None,
-        })
-        .collect();
+    let preamble = text_of(&context.messages[0]);
     assert!(preamble.contains("style number 3") && preamble.contains("style number 14"));
 }
 
@@ -192,22 +194,10 @@ async fn memory_entries_are_folded_when_fifteen_accumulate() {
 async fn a_lease_left_by_a_crashed_attempt_is_waited_out_not_failed() {
     let db = TestDb::postgres().await;
     let redis = TestRedis::new();
-    let queue = redis.queue().await;
-    let client = Compactor::from_parts(db.store.clone(), queue.clone(), small_window()).await;
-    let k = key("after-crash");
-    client.append_messages(&k, conversation(200)).await.unwrap();
-    let ws = db.store.workstream(&k).await.unwrap().unwrap();
+    let (queue, _client, k) = stored(&db, &redis, "after-crash", conversation(200)).await;
     // The previous attempt's worker died holding the entity lease.
-    db.store
-        .take_lease(ws.id, "crashed-attempt", Duration::from_millis(1_000))
-        .await
-        .unwrap();
-    let handler = CompactHandler::new(
-        db.store.clone(),
-        queue,
-        Summarizer::Extractive,
-        CompactSettings::new(small_window()),
-    );
+    take_lease(&db, &k, "crashed-attempt", Duration::from_millis(1_000)).await;
+    let handler = extractive_handler(&db, queue);
     let started = std::time::Instant::now();
     // The re-run is the last attempt: failing it would dead-letter the job.
     handler
@@ -231,31 +221,19 @@ async fn a_lease_left_by_a_crashed_attempt_is_waited_out_not_failed() {
 async fn a_lease_handed_back_wakes_the_next_taker_before_its_deadline() {
     let db = TestDb::postgres().await;
     let redis = TestRedis::new();
-    let queue = redis.queue().await;
-    let client = Compactor::from_parts(db.store.clone(), queue.clone(), small_window()).await;
-    let k = key("handed-back");
-    client.append_messages(&k, conversation(200)).await.unwrap();
-    let ws = db.store.workstream(&k).await.unwrap().unwrap();
+    let (queue, _client, k) = stored(&db, &redis, "handed-back", conversation(200)).await;
     // An attempt holds the lease for 20 s more, then is handed back at a
     // shutdown: its lease is released after 300 ms.
-    db.store
-        .take_lease(ws.id, "handed-back-attempt", Duration::from_secs(20))
-        .await
-        .unwrap();
+    let (ws_id, _) = take_lease(&db, &k, "handed-back-attempt", Duration::from_secs(20)).await;
     let store = db.store.clone();
     let release = tokio::spawn(async move {
         tokio::time::sleep(Duration::from_millis(300)).await;
         store
-            .release_lease(ws.id, "handed-back-attempt")
+            .release_lease(ws_id, "handed-back-attempt")
             .await
             .unwrap();
     });
-    let handler = CompactHandler::new(
-        db.store.clone(),
-        queue,
-        Summarizer::Extractive,
-        CompactSettings::new(small_window()),
-    );
+    let handler = extractive_handler(&db, queue);
     let started = std::time::Instant::now();
     handler
         .run(Job::new(k.clone(), Trigger::Auto, 1, 1, 2, "next"))
@@ -291,20 +269,10 @@ async fn next_release(
 async fn a_compaction_with_nothing_to_cut_still_wakes_waiters() {
     let db = TestDb::postgres().await;
     let redis = TestRedis::new();
-    let queue = redis.queue().await;
-    let client = Compactor::from_parts(db.store.clone(), queue.clone(), small_window()).await;
-    let k = key("short");
-    client
-        .append_messages(&k, vec![IncomingMessage::text(Role::User, "hello")])
-        .await
-        .unwrap();
+    let hello = vec![IncomingMessage::text(Role::User, "hello")];
+    let (queue, client, k) = stored(&db, &redis, "short", hello).await;
     let mut releases = queue.subscribe_releases().await.unwrap();
-    let handler = CompactHandler::new(
-        db.store.clone(),
-        queue,
-        Summarizer::Extractive,
-        CompactSettings::new(small_window()),
-    );
+    let handler = extractive_handler(&db, queue);
     let job = Job::new(
         k.clone(),
         Trigger::Manual { instructions: None },
@@ -326,10 +294,7 @@ async fn a_compaction_with_nothing_to_cut_still_wakes_waiters() {
 async fn a_cancelled_attempt_releases_the_lease_and_says_so() {
     let db = TestDb::postgres().await;
     let redis = TestRedis::new();
-    let queue = redis.queue().await;
-    let client = Compactor::from_parts(db.store.clone(), queue.clone(), small_window()).await;
-    let k = key("cancelled");
-    client.append_messages(&k, conversation(200)).await.unwrap();
+    let (queue, client, k) = stored(&db, &redis, "cancelled", conversation(200)).await;
     let mut releases = queue.subscribe_releases().await.unwrap();
     // The attempt stops at its commit until it is cancelled.
     let at_commit = std::sync::Arc::new(tokio::sync::Notify::new());
@@ -343,13 +308,7 @@ async fn a_cancelled_attempt_releases_the_lease_and_says_so() {
             })
         })
     };
-    let handler = CompactHandler::new(
-        db.store.clone(),
-        queue,
-        Summarizer::Extractive,
-        CompactSettings::new(small_window()),
-    )
-    .with_hooks(compactor_worker::jobs::Hooks {
+    let handler = extractive_handler(&db, queue).with_hooks(compactor_worker::jobs::Hooks {
         before_commit: Some(hook),
     });
     let task = {
@@ -396,12 +355,7 @@ async fn a_job_handed_back_at_shutdown_releases_its_lease_before_the_worker_exit
     client.append_messages(&k, conversation(200)).await.unwrap();
     client.finalize_turn(&k, None).await.unwrap();
     let worker = compactor_e2e::spawn_worker(s);
-    compactor_e2e::eventually(
-        "the compaction holds the lease",
-        Duration::from_secs(20),
-        || async { client.status(&k).await.unwrap().lease.is_some() },
-    )
-    .await;
+    until_leased(&client, &k, Duration::from_secs(20)).await;
     worker.stop().await;
     let status = client.status(&k).await.unwrap();
     assert!(

@@ -11,10 +11,10 @@ use std::time::{Duration, Instant};
 
 use compactor_e2e::db::TestDb;
 use compactor_e2e::{conversation, key, small_window, FakeLlm, Fault, TestRedis};
-use compactor_producer::client::{Compactor, IncomingMessage};
+use compactor_producer::client::Compactor;
 use compactor_producer::queue::{JobState, Trigger};
 use compactor_producer::store::{DegradedReason, RunOutcome, RunRow};
-use compactor_shared::{EntityKey, Role};
+use compactor_shared::EntityKey;
 use compactor_worker::jobs::{CompactHandler, CompactSettings, Summarizer};
 use compactor_worker::llm::{LlmClient, LlmConfig, Provider};
 use compactor_worker::runtime::{Job, JobError, JobHandler, Runtime, RuntimeConfig};
@@ -343,22 +343,12 @@ impl Case {
             .unwrap()
             .unwrap()
             .version;
-        let messages = (0..400)
-            .map(|i| {
-                let role = if i % 2 == 0 {
-                    Role::User
-                } else {
-                    Role::Assistant
-                };
-                IncomingMessage::text(
-                    role,
-                    format!(
-                        "Round {round}, message {i}: the deploy of service-{i} to eu-west-1 \
-                         waits on the cache TTL review; keep the retry budget at 5 attempts."
-                    ),
-                )
-            })
-            .collect();
+        let messages = compactor_e2e::chat(400, |i| {
+            format!(
+                "Round {round}, message {i}: the deploy of service-{i} to eu-west-1 \
+                 waits on the cache TTL review; keep the retry budget at 5 attempts."
+            )
+        });
         client.append_messages(&self.key, messages).await.unwrap();
     }
 

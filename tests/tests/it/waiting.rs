@@ -10,14 +10,14 @@ use std::time::{Duration, Instant};
 
 use compactor_e2e::db::TestDb;
 use compactor_e2e::{
-    client, compaction_event, conversation, eventually, key, settings, spawn_worker, FakeLlm,
-    Fault, TestRedis,
+    client, compaction_event, conversation, eventually, key, request_compaction, settings,
+    spawn_worker, still_waiting, take_lease, wait_through_compaction, FakeLlm, Fault, TestRedis,
 };
-use compactor_producer::client::{
-    Compactor, IncomingMessage, Readiness, TurnOutcome, WaitMode, WaitPhase,
-};
+use compactor_producer::client::{Compactor, IncomingMessage, Readiness, WaitMode, WaitPhase};
 use compactor_producer::events::{CompactionEvent, EventOutcome};
-use compactor_producer::queue::{ClaimOutcome, EnqueueOutcome, JobStage, WorkerRegistration};
+use compactor_producer::queue::{
+    ClaimOutcome, EnqueueOutcome, JobStage, Queue, WorkerRegistration,
+};
 use compactor_producer::store::LeaseTaken;
 use compactor_shared::{EntityKey, Role};
 use compactor_worker::settings::Settings;
@@ -26,15 +26,38 @@ fn event(outcome: EventOutcome) -> CompactionEvent {
     compaction_event("chat", "w", outcome, 7)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn without_a_running_compaction_the_wait_returns_at_once() {
+/// A client on a database and queue of their own, and workstream `entity`
+/// holding one message: where the tests that hold its lease or its job by
+/// hand start.
+async fn one_message(entity: &str) -> (TestDb, TestRedis, Compactor, EntityKey) {
     let db = TestDb::postgres().await;
     let redis = TestRedis::new();
     let c = client(&db, &redis).await;
-    let k = key("w");
+    let k = key(entity);
     c.append_messages(&k, vec![IncomingMessage::text(Role::User, "hi")])
         .await
         .unwrap();
+    (db, redis, c, k)
+}
+
+/// Registers a worker that is live but takes nothing (paused, or busy),
+/// for `ttl`: a queued job stays queued, and is not said to have no worker.
+async fn register_paused_worker(queue: &Queue, id: &str, ttl: Duration) {
+    let paused = WorkerRegistration {
+        id: id.to_owned(),
+        name: "paused".to_owned(),
+        host: "test".to_owned(),
+        pid: 1,
+        version: "test".to_owned(),
+        concurrency: 1,
+        started_at_ms: 0,
+    };
+    queue.heartbeat(&paused, ttl).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_running_compaction_the_wait_returns_at_once() {
+    let (_db, _redis, c, k) = one_message("w").await;
     let ready = c
         .wait_until_ready(&k, Duration::from_secs(5))
         .await
@@ -48,19 +71,8 @@ async fn without_a_running_compaction_the_wait_returns_at_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiter_wakes_as_soon_as_the_lease_is_released() {
-    let db = TestDb::postgres().await;
-    let redis = TestRedis::new();
-    let c = client(&db, &redis).await;
-    let k = key("w");
-    c.append_messages(&k, vec![IncomingMessage::text(Role::User, "hi")])
-        .await
-        .unwrap();
-    let ws = db.store.workstream(&k).await.unwrap().unwrap();
-    let taken = db
-        .store
-        .take_lease(ws.id, "worker-a", Duration::from_secs(60))
-        .await
-        .unwrap();
+    let (db, _redis, c, k) = one_message("w").await;
+    let (ws_id, taken) = take_lease(&db, &k, "worker-a", Duration::from_secs(60)).await;
     assert!(matches!(taken, LeaseTaken::Taken { .. }));
 
     let waiter = {
@@ -75,13 +87,11 @@ async fn a_waiter_wakes_as_soon_as_the_lease_is_released() {
     };
     let mut waiter = waiter;
     assert!(
-        tokio::time::timeout(Duration::from_millis(300), &mut waiter)
-            .await
-            .is_err(),
+        still_waiting(&mut waiter, Duration::from_millis(300)).await,
         "the waiter waits while the lease is held"
     );
     let released_at = Instant::now();
-    assert!(db.store.release_lease(ws.id, "worker-a").await.unwrap());
+    assert!(db.store.release_lease(ws_id, "worker-a").await.unwrap());
     let sent = event(EventOutcome::Compacted);
     c.queue().publish_release(&k, &sent).await.unwrap();
     let (readiness, woke_at) = waiter.await.unwrap();
@@ -97,18 +107,8 @@ async fn a_waiter_wakes_as_soon_as_the_lease_is_released() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stuck_lease_ends_the_wait_at_its_timeout() {
-    let db = TestDb::postgres().await;
-    let redis = TestRedis::new();
-    let c = client(&db, &redis).await;
-    let k = key("w");
-    c.append_messages(&k, vec![IncomingMessage::text(Role::User, "hi")])
-        .await
-        .unwrap();
-    let ws = db.store.workstream(&k).await.unwrap().unwrap();
-    db.store
-        .take_lease(ws.id, "stuck", Duration::from_secs(120))
-        .await
-        .unwrap();
+    let (db, _redis, c, k) = one_message("w").await;
+    take_lease(&db, &k, "stuck", Duration::from_secs(120)).await;
     let started = Instant::now();
     let r = c
         .wait_until_ready(&k, Duration::from_millis(400))
@@ -131,19 +131,9 @@ async fn a_stuck_lease_ends_the_wait_at_its_timeout() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_workers_lease_frees_waiters_at_its_deadline_and_is_taken_over() {
-    let db = TestDb::postgres().await;
-    let redis = TestRedis::new();
-    let c = client(&db, &redis).await;
-    let k = key("w");
-    c.append_messages(&k, vec![IncomingMessage::text(Role::User, "hi")])
-        .await
-        .unwrap();
-    let ws = db.store.workstream(&k).await.unwrap().unwrap();
+    let (db, _redis, c, k) = one_message("w").await;
     // A worker takes the lease and dies: no release, no announcement.
-    db.store
-        .take_lease(ws.id, "dead-worker", Duration::from_millis(800))
-        .await
-        .unwrap();
+    let (ws_id, _) = take_lease(&db, &k, "dead-worker", Duration::from_millis(800)).await;
     let r = c
         .wait_until_ready(&k, Duration::from_secs(20))
         .await
@@ -159,7 +149,7 @@ async fn a_dead_workers_lease_frees_waiters_at_its_deadline_and_is_taken_over() 
     );
     match db
         .store
-        .take_lease(ws.id, "next-worker", Duration::from_secs(30))
+        .take_lease(ws_id, "next-worker", Duration::from_secs(30))
         .await
         .unwrap()
     {
@@ -185,19 +175,7 @@ async fn a_waiter_during_a_real_compaction_gets_its_event() {
     c.append_messages(&k, conversation(200)).await.unwrap();
     c.finalize_turn(&k, None).await.unwrap();
     let worker = spawn_worker(s);
-    eventually(
-        "the compaction holds the lease",
-        Duration::from_secs(20),
-        || async { c.status(&k).await.unwrap().lease.is_some() },
-    )
-    .await;
-    let r = c
-        .wait_until_ready(&k, Duration::from_secs(30))
-        .await
-        .unwrap();
-    let Readiness::Compacted { event, waited } = r else {
-        panic!("{r:?}")
-    };
+    let (event, waited) = wait_through_compaction(&c, &k, Duration::from_secs(20)).await;
     assert_eq!(event.outcome, EventOutcome::Compacted);
     assert_eq!(
         (event.domain.as_str(), event.entity_id.as_str()),
@@ -213,19 +191,6 @@ async fn a_waiter_during_a_real_compaction_gets_its_event() {
 /// A 20,000-token model: `conversation(200)` is over its trigger.
 fn small_window(s: &mut Settings) {
     s.engine.trigger = compactor_e2e::small_window().trigger;
-}
-
-/// Stores a long conversation and ends the turn: a compaction is
-/// requested. Returns its job id.
-async fn request_compaction(c: &Compactor, k: &EntityKey) -> u64 {
-    c.append_messages(k, conversation(200)).await.unwrap();
-    match c.finalize_turn(k, None).await.unwrap() {
-        TurnOutcome::Requested {
-            enqueue: EnqueueOutcome::Added { job_id },
-            ..
-        } => job_id,
-        other => panic!("over the trigger: {other:?}"),
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -270,19 +235,7 @@ async fn a_queued_compaction_is_waited_for_only_while_a_worker_is_live() {
     // A worker is registered but takes nothing (paused, or busy): the
     // wait is the caller's to bound, and says where the job stood.
     let queue = redis.queue().await;
-    let paused = WorkerRegistration {
-        id: "paused-worker-1".to_owned(),
-        name: "paused".to_owned(),
-        host: "test".to_owned(),
-        pid: 1,
-        version: "test".to_owned(),
-        concurrency: 1,
-        started_at_ms: 0,
-    };
-    queue
-        .heartbeat(&paused, Duration::from_secs(60))
-        .await
-        .unwrap();
+    register_paused_worker(&queue, "paused-worker-1", Duration::from_secs(60)).await;
     let still_queued = c
         .wait(&k, WaitMode::Requested, Duration::from_millis(300))
         .await
@@ -401,13 +354,7 @@ async fn a_claimed_job_is_waited_for_before_it_holds_the_workstream() {
     // The gap the issue found: a worker has claimed the job but not yet
     // taken the entity lease. Waiting for the lease alone answered "ready"
     // there; the requested compaction is still to run.
-    let db = TestDb::postgres().await;
-    let redis = TestRedis::new();
-    let c = client(&db, &redis).await;
-    let k = key("claimed");
-    c.append_messages(&k, vec![IncomingMessage::text(Role::User, "hi")])
-        .await
-        .unwrap();
+    let (_db, redis, c, k) = one_message("claimed").await;
     let job_id = match c.compact_now(&k, None).await.unwrap() {
         EnqueueOutcome::Added { job_id } => job_id,
         other => panic!("{other:?}"),
@@ -455,9 +402,7 @@ async fn a_claimed_job_is_waited_for_before_it_holds_the_workstream() {
     };
     let mut waiter = waiter;
     assert!(
-        tokio::time::timeout(Duration::from_millis(300), &mut waiter)
-            .await
-            .is_err(),
+        still_waiting(&mut waiter, Duration::from_millis(300)).await,
         "the waiter waits while the job runs"
     );
     let completed_at = Instant::now();
@@ -525,28 +470,14 @@ async fn a_waiter_rides_out_a_redis_outage_and_looks_again_when_redis_returns() 
     let k = key("outage");
     let job_id = request_compaction(&c, &k).await;
     // A worker is live but takes nothing: the job stays queued.
-    let paused = WorkerRegistration {
-        id: "paused-worker-outage".to_owned(),
-        name: "paused".to_owned(),
-        host: "test".to_owned(),
-        pid: 1,
-        version: "test".to_owned(),
-        concurrency: 1,
-        started_at_ms: 0,
-    };
-    queue
-        .heartbeat(&paused, Duration::from_secs(600))
-        .await
-        .unwrap();
+    register_paused_worker(&queue, "paused-worker-outage", Duration::from_secs(600)).await;
     let timeout = Duration::from_secs(60);
     let mut waiter = {
         let (c, k) = (c.clone(), k.clone());
         tokio::spawn(async move { c.wait(&k, WaitMode::Requested, timeout).await })
     };
     assert!(
-        tokio::time::timeout(Duration::from_millis(300), &mut waiter)
-            .await
-            .is_err(),
+        still_waiting(&mut waiter, Duration::from_millis(300)).await,
         "the waiter waits while the job is queued"
     );
     assert!(matches!(
