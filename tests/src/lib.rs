@@ -411,26 +411,19 @@ pub fn conversation(turns: usize) -> Vec<IncomingMessage> {
             ),
         ));
         let call_id = format!("call-{t}");
-        out.push(IncomingMessage {
-            role: Role::Assistant,
-            parts: vec![Part::tool_call(
+        out.push(IncomingMessage::new(
+            Role::Assistant,
+            vec![Part::tool_call(
                 call_id.clone(),
                 "bash",
                 serde_json::json!({"cmd": format!("cargo test test_case_{t}")}),
             )],
-            pinned: false,
-            client_id: None,
-        });
-        out.push(IncomingMessage {
-            role: Role::Tool,
-            parts: vec![Part::tool_result(
+        ));
+        out.push(IncomingMessage::new(Role::Tool, vec![Part::tool_result(
                 call_id,
                 "bash",
                 format!("running 1 test\ntest test_case_{t} ... FAILED\nassertion failed: left == right (turn {t})"),
-            )],
-            pinned: false,
-            client_id: None,
-        });
+            )]));
     }
     out
 }

@@ -351,30 +351,15 @@ fn deterministic_for_the_same_input() {
     let engine = engine();
     let e = estimator();
     let messages = conversation(50);
-    let once = compacted(
-        run(
-            &messages,
-            &engine,
-            &mut Extractive {
-                engine: &engine,
-                estimator: &e,
-            },
-            4_000,
-        )
-        .unwrap(),
-    );
-    let twice = compacted(
-        run(
-            &messages,
-            &engine,
-            &mut Extractive {
-                engine: &engine,
-                estimator: &e,
-            },
-            4_000,
-        )
-        .unwrap(),
-    );
+    let extractive = || {
+        let mut summarizer = Extractive {
+            engine: &engine,
+            estimator: &e,
+        };
+        compacted(run(&messages, &engine, &mut summarizer, 4_000).unwrap())
+    };
+    let once = extractive();
+    let twice = extractive();
     assert_eq!(once.summary, twice.summary);
     assert_eq!(once.state, twice.state);
     assert_eq!(once.report, twice.report);

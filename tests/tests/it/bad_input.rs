@@ -504,12 +504,10 @@ async fn deep_nesting_and_invalid_utf8_in_bodies_are_refused_or_handled() {
         .client
         .append_messages(
             &k,
-            vec![IncomingMessage {
-                role: Role::Assistant,
-                parts: vec![Part::tool_call("deep-0", "bash", nested(200))],
-                pinned: false,
-                client_id: None,
-            }],
+            vec![IncomingMessage::new(
+                Role::Assistant,
+                vec![Part::tool_call("deep-0", "bash", nested(200))],
+            )],
         )
         .await
         .unwrap_err();
@@ -536,18 +534,11 @@ async fn deep_nesting_and_invalid_utf8_in_bodies_are_refused_or_handled() {
     let input = nested(100);
     let mut messages = vec![
         IncomingMessage::text(Role::User, "run the nested tool"),
-        IncomingMessage {
-            role: Role::Assistant,
-            parts: vec![Part::tool_call("deep-1", "bash", input)],
-            pinned: false,
-            client_id: None,
-        },
-        IncomingMessage {
-            role: Role::Tool,
-            parts: vec![Part::tool_result("deep-1", "bash", "ok")],
-            pinned: false,
-            client_id: None,
-        },
+        IncomingMessage::new(
+            Role::Assistant,
+            vec![Part::tool_call("deep-1", "bash", input)],
+        ),
+        IncomingMessage::new(Role::Tool, vec![Part::tool_result("deep-1", "bash", "ok")]),
     ];
     messages.extend(conversation(20));
     w.client.append_messages(&k, messages).await.unwrap();
@@ -564,11 +555,11 @@ async fn deep_nesting_and_invalid_utf8_in_bodies_are_refused_or_handled() {
 async fn tool_results_without_calls_are_never_sent_as_orphans() {
     let w = World::start().await;
     let k = key("orphans");
-    let orphan = |id: &str| IncomingMessage {
-        role: Role::Tool,
-        parts: vec![Part::tool_result(id, "bash", format!("output of {id}"))],
-        pinned: false,
-        client_id: None,
+    let orphan = |id: &str| {
+        IncomingMessage::new(
+            Role::Tool,
+            vec![Part::tool_result(id, "bash", format!("output of {id}"))],
+        )
     };
     let mut messages = vec![orphan("early-orphan")];
     messages.extend(conversation(20));
@@ -618,22 +609,18 @@ async fn message_ids_cannot_be_chosen_and_reused_call_ids_are_handled() {
     let mut messages = Vec::new();
     for t in 0..30 {
         messages.push(IncomingMessage::text(Role::User, format!("turn {t}")));
-        messages.push(IncomingMessage {
-            role: Role::Assistant,
-            parts: vec![Part::tool_call(
+        messages.push(IncomingMessage::new(
+            Role::Assistant,
+            vec![Part::tool_call(
                 "call-1",
                 "bash",
                 json!({"cmd": format!("ls {t}")}),
             )],
-            pinned: false,
-            client_id: None,
-        });
-        messages.push(IncomingMessage {
-            role: Role::Tool,
-            parts: vec![Part::tool_result("call-1", "bash", format!("listing {t}"))],
-            pinned: false,
-            client_id: None,
-        });
+        ));
+        messages.push(IncomingMessage::new(
+            Role::Tool,
+            vec![Part::tool_result("call-1", "bash", format!("listing {t}"))],
+        ));
     }
     let ids = w.client.append_messages(&k, messages).await.unwrap().ids;
     assert_eq!(

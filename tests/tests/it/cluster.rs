@@ -14,12 +14,13 @@
 //! and one compaction end to end with a chat request woken by the release
 //! announcement.
 
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::AtomicU32;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::worker_support::{
-    eventually, fast_queue, fast_runtime, until_dead, until_done, FnHandler, Running,
+    enqueue_each_until_done, eventually, fails_permanently_once, fast_queue, fast_runtime,
+    retry_the_dead_letter, until_dead, until_done, FnHandler, Running,
 };
 use compactor_e2e::cluster::{RedisCluster, NODES};
 use compactor_e2e::db::TestDb;
@@ -33,7 +34,7 @@ use compactor_producer::queue::{
     ClaimOutcome, Completion, EnqueueOutcome, JobState, Queue, QueueConfig, QueueName, Trigger,
 };
 use compactor_producer::settings::RedisSettings;
-use compactor_worker::runtime::{JobError, RuntimeConfig};
+use compactor_worker::runtime::RuntimeConfig;
 
 fn cluster() -> &'static RedisCluster {
     RedisCluster::shared()
@@ -296,21 +297,7 @@ async fn an_expired_lease_is_recovered_and_the_job_run_again() {
 async fn dead_letters_are_listed_and_retried() {
     let t = ClusterQueue::on(1, fast_queue()).await;
     let runs = Arc::new(AtomicU32::new(0));
-    let r = runs.clone();
-    let running = Running::start(
-        &t.queue,
-        fast_runtime(),
-        FnHandler::new(move |_job| {
-            let r = r.clone();
-            async move {
-                if r.fetch_add(1, Ordering::SeqCst) == 0 {
-                    Err(JobError::permanent("unknown workstream"))
-                } else {
-                    Ok(())
-                }
-            }
-        }),
-    );
+    let running = Running::start(&t.queue, fast_runtime(), fails_permanently_once(&runs));
     let k = key("doomed");
     t.queue.request_compaction(&k, Trigger::Auto).await.unwrap();
     until_dead(&t.queue, &k, "dead-lettered").await;
@@ -320,11 +307,7 @@ async fn dead_letters_are_listed_and_retried() {
     assert_eq!(dead[0].member, k.job_key());
     assert_eq!(t.queue.counts().await.unwrap().dead, 1);
 
-    let retried = t.queue.retry_dead(&dead[0].entry).await.unwrap();
-    assert!(matches!(retried, Some(EnqueueOutcome::Added { .. })));
-    until_done(&t.queue, &k, "the retried job ran").await;
-    assert_eq!(runs.load(Ordering::SeqCst), 2);
-    assert!(t.queue.dead_letters(10).await.unwrap().is_empty());
+    retry_the_dead_letter(&t.queue, &dead[0].entry, &k, &runs).await;
     running.stop().await;
 }
 
@@ -358,20 +341,7 @@ async fn an_idle_worker_is_woken_without_waiting_for_the_check_interval() {
     let running = Running::start(&t.queue, config, runs.recorder());
     // Each job finds the worker idle: it ran the one before and found the
     // queue empty since.
-    for entity in ["a", "b", "c"] {
-        let outcome = t
-            .queue
-            .request_compaction(&key(entity), Trigger::Auto)
-            .await
-            .unwrap();
-        let EnqueueOutcome::Added { job_id } = outcome else {
-            panic!("{outcome:?}")
-        };
-        eventually("the job is picked up", Duration::from_secs(5), || async {
-            t.queue.job_state(&key(entity)).await.unwrap() == Some(JobState::Done { job_id })
-        })
-        .await;
-    }
+    enqueue_each_until_done(&t.queue, &["a", "b", "c"], "the job is picked up").await;
     assert_eq!(runs.all().len(), 3);
     running.stop().await;
 }
