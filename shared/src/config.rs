@@ -35,7 +35,7 @@ use crate::prompt::{self, summary_output_budget, CompactionInput};
 use crate::prune::PruneConfig;
 use crate::state::{StateCaps, WorkstreamState};
 use crate::stated::StatedCaps;
-use crate::summary::SUMMARY_ROLLUP_MAX_TOKENS;
+use crate::summary::{SummaryFormat, SUMMARY_ROLLUP_MAX_TOKENS};
 use crate::tokens::{CharEstimator, TokenEstimator};
 use crate::transcript::TranscriptConfig;
 use crate::trigger::{TriggerConfigError, TriggerPolicy};
@@ -43,10 +43,15 @@ use crate::trigger::{TriggerConfigError, TriggerPolicy};
 /// The smallest `chunk.max_chars` accepted.
 pub const MIN_CHUNK_MAX_CHARS: usize = 1_000;
 
-/// Summary size settings.
+/// Summary format and size settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct SummaryConfig {
+    /// The sections a summary is written in: `sections` (KEY FACTS,
+    /// CONVERSATION FLOW, OPEN THREADS) or `handoff9` (CoWork's nine
+    /// hand-off sections and framing). A summary stored in the other format
+    /// keeps rendering as written and is converted at the next compaction.
+    pub format: SummaryFormat,
     /// Output-token budget of one summarization; `None` derives it from the
     /// context window (4,096, at most 8 % of the window, never below 500).
     pub max_output_tokens: Option<u64>,
@@ -57,6 +62,7 @@ pub struct SummaryConfig {
 impl Default for SummaryConfig {
     fn default() -> Self {
         SummaryConfig {
+            format: SummaryFormat::Sections,
             max_output_tokens: None,
             rollup_max_tokens: SUMMARY_ROLLUP_MAX_TOKENS,
         }
@@ -290,6 +296,7 @@ impl EngineConfig {
                 new_messages: "",
                 instructions: None,
                 split_turn: true,
+                format: self.summary.format,
             },
             answer,
         );
@@ -479,6 +486,7 @@ mod tests {
                 new_messages: &chunk,
                 instructions: None,
                 split_turn: true,
+                format: c.summary.format,
             },
             c.summary_budget(),
         );
@@ -562,6 +570,25 @@ mod tests {
             "{err}"
         );
         assert!(err.contains("at most 272000 fits"), "{err}");
+    }
+
+    #[test]
+    fn the_summary_format_is_read_by_name_and_its_prompt_is_measured() {
+        let c: EngineConfig = toml::from_str("[summary]\nformat = \"handoff9\"\n").unwrap();
+        assert_eq!(c.summary.format, SummaryFormat::Handoff9);
+        c.validate().unwrap();
+        c.validate_llm_calls().unwrap();
+        assert!(
+            c.summarization_call().prompt > EngineConfig::default().summarization_call().prompt,
+            "the nine sections' prompt is the longer one"
+        );
+        let err = toml::from_str::<EngineConfig>("[summary]\nformat = \"nine\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("sections") && err.contains("handoff9"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -10,8 +10,12 @@
 //!   turn; a text note costs nothing.
 //! - **Overflow guard** (CoWork). When preamble plus messages would exceed
 //!   `overflow_guard_ratio` (95 %) of the window, the summary is shrunk —
-//!   oldest conversation-flow bullets first — keeping its sections and the
-//!   hand-off framing, never the exact-value ledger.
+//!   oldest conversation-flow (or completed-work) bullets first — keeping
+//!   its sections and the hand-off framing, never the exact-value ledger.
+//! - **The summary's own format.** A summary is rendered in the format it
+//!   was written in: a `handoff9` summary opens the preamble with CoWork's
+//!   hand-off framing ([`HANDOFF9_FRAMING`]), a `sections` one with
+//!   [`SUMMARY_HEADER`] as before.
 //! - **Nothing superseded shown as current.** The user's current decisions
 //!   and constraints come first, each with its source message; superseded
 //!   ones are listed as such, and a summary bullet that still states a
@@ -23,7 +27,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::message::{Message, MessageId, Part, Role, PRUNED_PLACEHOLDER};
 use crate::state::WorkstreamState;
-use crate::summary::Summary;
+use crate::summary::{Summary, SummaryFormat};
 use crate::tokens::TokenEstimator;
 
 /// First line of the preamble, as the seed's summary injection reads.
@@ -35,6 +39,16 @@ pub const HANDOFF_PREAMBLE: &str =
     "A previous agent produced the summary below to hand off the work. \
 Use it to build on the work already done and avoid duplicating effort. \
 The messages after this one are the most recent part of the conversation, verbatim.";
+
+/// CoWork's hand-off framing, the first words of a context whose summary is
+/// in the `handoff9` format.
+pub const HANDOFF9_FRAMING: &str =
+    "A previous agent produced the structured summary below to hand off the work. \
+Use this to build on the work that has already been done and avoid duplicating effort.";
+
+/// What follows the framing of a `handoff9` summary: the tail is verbatim.
+const HANDOFF9_TAIL_NOTE: &str =
+    "The messages after this one are the most recent part of the conversation, verbatim.";
 
 /// OpenCode's synthetic message after an automatic compaction.
 pub const CONTINUE_MESSAGE: &str = "Continue if you have next steps.";
@@ -131,7 +145,8 @@ pub fn build(
     let mut dropped = 0;
     let limit = guard_limit(input.context_window, config.overflow_guard_ratio);
     if let (Some(limit), Some(s)) = (limit, summary.as_mut()) {
-        let fixed = estimator.count(&render_preamble(None, &rest)) + tail_tokens;
+        // The framing and the headings are fixed: only bullets are cut.
+        let fixed = estimator.count(&render_preamble(s.format, None, &rest)) + tail_tokens;
         let total = fixed + s.tokens(estimator);
         if total > limit {
             dropped = s.fit_to(limit.saturating_sub(fixed), estimator);
@@ -140,7 +155,10 @@ pub fn build(
     let mut out = Vec::with_capacity(messages.len() + 1);
     let mut tokens = tail_tokens;
     if summary.is_some() || !rest.is_empty() {
-        let text = render_preamble(summary.as_ref(), &rest);
+        let format = summary
+            .as_ref()
+            .map_or_else(SummaryFormat::default, |s| s.format);
+        let text = render_preamble(format, summary.as_ref(), &rest);
         tokens += estimator.count(&text);
         out.push(ContextMessage {
             role: config.summary_role,
@@ -168,8 +186,13 @@ fn guard_limit(window: u64, ratio: f64) -> Option<u64> {
 /// `input` starts with, before any overflow guard: what a compaction leaves
 /// behind besides the un-compacted messages. `input.messages` is ignored.
 pub fn preamble_tokens(input: &ContextInput<'_>, estimator: &dyn TokenEstimator) -> u64 {
+    let summary = shown_summary(input);
+    let format = summary
+        .as_ref()
+        .map_or_else(SummaryFormat::default, |s| s.format);
     estimator.count(&render_preamble(
-        shown_summary(input).as_ref(),
+        format,
+        summary.as_ref(),
         &render_rest(input),
     ))
 }
@@ -233,15 +256,26 @@ fn render_rest(input: &ContextInput<'_>) -> String {
     rest
 }
 
-fn render_preamble(summary: Option<&Summary>, rest: &str) -> String {
+/// The preamble: the framing of `format`, the summary (its empty headings
+/// when there is none) and the rest.
+fn render_preamble(format: SummaryFormat, summary: Option<&Summary>, rest: &str) -> String {
     let mut text = String::new();
-    text.push_str(SUMMARY_HEADER);
-    text.push('\n');
-    text.push_str(HANDOFF_PREAMBLE);
+    match format {
+        SummaryFormat::Sections => {
+            text.push_str(SUMMARY_HEADER);
+            text.push('\n');
+            text.push_str(HANDOFF_PREAMBLE);
+        }
+        SummaryFormat::Handoff9 => {
+            text.push_str(HANDOFF9_FRAMING);
+            text.push('\n');
+            text.push_str(HANDOFF9_TAIL_NOTE);
+        }
+    }
     text.push_str("\n\n");
     match summary {
         Some(s) => text.push_str(&s.render()),
-        None => text.push_str(&Summary::default().render()),
+        None => text.push_str(&Summary::empty(format).render()),
     }
     if !rest.is_empty() {
         text.push('\n');
@@ -456,6 +490,7 @@ mod tests {
                 "#1 user: Set the request timeout to 37s. → assistant: Done.".into(),
             ],
             open_threads: vec![],
+            ..Default::default()
         };
         let msgs = vec![Message::text(10, Role::User, "next")];
         let ci = input(Some(&summary), &state, &msgs);
@@ -584,15 +619,22 @@ mod tests {
         );
     }
 
+    /// A fact, a thread, and a story of 2,000 steps that cannot fit a
+    /// 10,000-token window.
+    fn long_summary() -> Summary {
+        let mut summary = Summary {
+            key_facts: vec!["the one fact".into()],
+            open_threads: vec!["what next".into()],
+            ..Default::default()
+        };
+        let story = (0..2_000).map(|i| format!("step {i} of a very long story"));
+        summary.conversation_flow.extend(story);
+        summary
+    }
+
     #[test]
     fn overflow_guard_shrinks_the_summary_but_keeps_its_sections() {
-        let summary = Summary {
-            key_facts: vec!["the one fact".into()],
-            conversation_flow: (0..2_000)
-                .map(|i| format!("step {i} of a very long story"))
-                .collect(),
-            open_threads: vec!["what next".into()],
-        };
+        let summary = long_summary();
         let state = WorkstreamState::default();
         let msgs = vec![Message::text(1, Role::User, "x".repeat(3_000))];
         let ci = ContextInput {
@@ -612,6 +654,42 @@ mod tests {
                 && text.contains("step 1999")
         );
         assert!(!text.contains("step 0 "));
+    }
+
+    #[test]
+    fn a_handoff9_summary_opens_with_the_framing_which_the_overflow_guard_keeps() {
+        // The story becomes the completed work, the fact a technical detail.
+        let mut summary = long_summary().into_format(SummaryFormat::Handoff9);
+        summary.next_step = vec!["run the load test".into()];
+        let state = WorkstreamState::default();
+        let msgs = vec![Message::text(1, Role::User, "x".repeat(3_000))];
+        for window in [200_000, 10_000] {
+            let ci = ContextInput {
+                context_window: window,
+                ..input(Some(&summary), &state, &msgs)
+            };
+            let built = build(&ci, &ContextConfig::default(), &CharEstimator::default());
+            let Part::Text { text } = &built.messages[0].parts[0] else {
+                panic!()
+            };
+            assert!(text.starts_with(HANDOFF9_FRAMING), "{window}: {text}");
+            assert!(!text.contains(SUMMARY_HEADER) && !text.contains("KEY FACTS"));
+            for section in crate::summary::Section::HANDOFF9 {
+                assert!(text.contains(section.heading()), "{window}: {section:?}");
+            }
+            assert!(text.contains("- the one fact") && text.contains("- run the load test"));
+            assert!(text.contains("step 1999"));
+            assert_eq!(built.summary_bullets_dropped > 0, window == 10_000);
+            assert!(built.tokens <= 9_500 || window > 10_000, "{}", built.tokens);
+            assert_eq!(
+                preamble_tokens(&ci, &CharEstimator::default()),
+                CharEstimator::default().count(&render_preamble(
+                    SummaryFormat::Handoff9,
+                    Some(&summary),
+                    ""
+                ))
+            );
+        }
     }
 
     #[test]

@@ -30,6 +30,25 @@
 //! **Budget.** The caps are set for the default output budget of 4,096
 //! tokens and grow in proportion to a larger one; the flow keeps whole user
 //! turns, so the summary uses its budget instead of a fixed share of it.
+//!
+//! **The `handoff9` format** fills CoWork's nine sections from the same
+//! findings:
+//! 1. Primary Request and Intent: the first user message ever compacted,
+//!    the operator's note, and the constraints the user stated;
+//! 2. User Messages: every user turn, `#id user: …`, in the user's words;
+//! 3. Work Completed: the assistant's answer of each turn with its tools,
+//!    and what it said it finished;
+//! 4. Errors and Fixes: sentences about errors, failures and their fixes;
+//! 5. Key Technical Details: the other facts (exact values, specifics);
+//! 6. Decisions Made: the user's decisions, the assistant's decisions and
+//!    corrections;
+//! 7. Pending/Incomplete Work: unanswered questions and stated next steps;
+//! 8. Current State: the latest turn (or the turn the cut splits);
+//! 9. Recommended Next Step: the newest pending item, or finishing the
+//!    split turn.
+//!
+//! Sections 8 and 9 are replaced by each chunk that has turns; the others
+//! accumulate like the three sections do.
 
 use serde::{Deserialize, Serialize};
 
@@ -39,7 +58,7 @@ use crate::state::{normalize, StateDelta, StateItem};
 use crate::stated::{self, Outdated, StatementKind};
 use std::collections::HashSet;
 
-use crate::summary::{Section, SummarizerOutput, Summary};
+use crate::summary::{Section, SummarizerOutput, Summary, SummaryFormat};
 use crate::tokens::TokenEstimator;
 
 /// Extractive summarizer settings.
@@ -107,6 +126,27 @@ const DONE_MARKERS: &[&str] = &[
     " merged ",
     " finished ",
     " resolved ",
+];
+/// Sentences about errors and their fixes (section 4 of `handoff9`).
+const ERROR_MARKERS: &[&str] = &[
+    " error ",
+    " errors ",
+    " failed ",
+    " fails ",
+    " failing ",
+    " failure ",
+    " exception ",
+    " panic ",
+    " panicked ",
+    " crash ",
+    " crashed ",
+    " crashes ",
+    " bug ",
+    " broken ",
+    " traceback ",
+    " root cause ",
+    " the fix was ",
+    " fixed by ",
 ];
 const RISK_MARKERS: &[&str] = &[
     " risk ",
@@ -269,7 +309,7 @@ fn push_unique(list: &mut Vec<String>, bullet: String) {
 /// user superseded is marked so before it is compared.
 struct Bullets<'o> {
     summary: Summary,
-    keys: [HashSet<String>; 3],
+    keys: [HashSet<String>; Section::ALL.len()],
     outdated: &'o Outdated,
 }
 
@@ -460,11 +500,16 @@ fn bullet_key(bullet: &str) -> String {
 /// The first sentence of the assistant's answer in `blocks` that is not
 /// filler.
 fn first_answer<'a>(blocks: &'a [Block<'_>]) -> Option<&'a str> {
+    first_answer_of(blocks).map(|(_, sentence)| sentence)
+}
+
+/// [`first_answer`] with the id of the message it is in.
+fn first_answer_of<'a>(blocks: &'a [Block<'_>]) -> Option<(&'a str, &'a str)> {
     blocks
         .iter()
         .filter(|b| b.speaker == Speaker::Assistant)
-        .flat_map(|b| sentences(&b.text))
-        .find(|s| !is_boilerplate(s))
+        .flat_map(|b| sentences(&b.text).into_iter().map(move |s| (b.id, s)))
+        .find(|(_, s)| !is_boilerplate(s))
 }
 
 /// The user's text of a block as one line (its sentences joined).
@@ -487,20 +532,43 @@ pub fn summarize(
     max_output_tokens: u64,
     estimator: &dyn TokenEstimator,
 ) -> SummarizerOutput {
+    let format = input.format;
+    let handoff = format == SummaryFormat::Handoff9;
     let outdated = input.state.stated.outdated();
-    let mut previous = input.previous_summary.cloned().unwrap_or_default();
+    let converted = input.previous_summary.is_some_and(|s| s.format != format);
+    let mut previous = input
+        .previous_summary
+        .cloned()
+        .map_or_else(|| Summary::empty(format), |s| s.into_format(format));
     outdated.mark_summary(&mut previous);
+    // The first user message ever compacted is the primary request; a
+    // summary converted from the other format has lost track of it.
+    let mut has_request =
+        !previous.primary_request.is_empty() || (converted && !previous.is_empty());
     let mut bullets = Bullets::new(previous, &outdated);
     let mut delta = StateDelta::default();
     let blocks = blocks(input.new_messages);
     let width = config.bullet_chars.max(16);
+    // Where the facts with no more specific home, and what is still open, go.
+    let (facts_section, open_section) = if handoff {
+        (Section::TechnicalDetails, Section::PendingWork)
+    } else {
+        (Section::KeyFacts, Section::OpenThreads)
+    };
 
     if let Some(instructions) = input.instructions.filter(|i| !i.trim().is_empty()) {
+        let note_section = if handoff {
+            Section::PrimaryRequest
+        } else {
+            Section::KeyFacts
+        };
         bullets.push(
-            Section::KeyFacts,
+            note_section,
             shorten(&format!("Operator note: {}", instructions.trim()), width),
         );
     }
+    // The latest turn's flow bullet (`handoff9`'s current state).
+    let mut last_turn: Option<String> = None;
 
     // CONVERSATION FLOW: one bullet per user turn, the user's words first.
     let mut i = 0;
@@ -545,11 +613,49 @@ pub fn summarize(
                 }
             }
         }
-        if !tools.is_empty() {
-            bullet.push_str(&format!(" (tools: {})", tools.join(", ")));
+        let tools = if tools.is_empty() {
+            String::new()
+        } else {
+            format!(" (tools: {})", tools.join(", "))
+        };
+        bullet.push_str(&tools);
+        let bullet = shorten(&bullet, width);
+        if !handoff {
+            bullets.push(Section::ConversationFlow, bullet);
+            continue;
         }
-        bullets.push(Section::ConversationFlow, shorten(&bullet, width));
+        // `handoff9`: the user's words and the assistant's work apart.
+        if block.speaker == Speaker::User {
+            let said = shorten(
+                &format!("#{} user: {}", block.id, joined(&block.text)),
+                width,
+            );
+            if !has_request {
+                bullets.push(Section::PrimaryRequest, said.clone());
+                has_request = true;
+            }
+            bullets.push(Section::UserMessages, said);
+        }
+        let answered = if block.speaker == Speaker::User {
+            &turn[1..]
+        } else {
+            turn
+        };
+        match first_answer_of(answered) {
+            Some((id, answer)) => bullets.push(
+                Section::WorkCompleted,
+                shorten(&format!("#{id} assistant: {answer}{tools}"), width),
+            ),
+            None if !tools.is_empty() => bullets.push(
+                Section::WorkCompleted,
+                shorten(&format!("#{}{tools}", block.id), width),
+            ),
+            None => {}
+        }
+        last_turn = Some(bullet);
     }
+    // `handoff9`'s next step: the newest item still open.
+    let mut newest_open: Option<String> = None;
 
     // KEY FACTS and the delta, sentence by sentence.
     let last_user = blocks.iter().rposition(|b| b.speaker == Speaker::User);
@@ -585,13 +691,27 @@ pub fn summarize(
             } else {
                 (decision || correction || has_artifact(sentence)) && !is_boilerplate(sentence)
             };
-            if fact {
+            // `handoff9` files errors and their fixes apart, even when
+            // they carry no exact value.
+            let error = handoff && has_marker(&lower, ERROR_MARKERS) && !is_boilerplate(sentence);
+            if fact || error {
                 let bullet = if user {
                     shorten(&format!("{USER_FACT}{sentence}"), width)
                 } else {
                     short.clone()
                 };
-                bullets.push(Section::KeyFacts, bullet);
+                let section = if !handoff {
+                    facts_section
+                } else if error {
+                    Section::ErrorsAndFixes
+                } else if decision || correction {
+                    Section::DecisionsMade
+                } else if stated_kind == Some(StatementKind::Constraint) {
+                    Section::PrimaryRequest
+                } else {
+                    facts_section
+                };
+                bullets.push(section, bullet);
             }
             // Items the user's recorded statements already hold, or that a
             // later statement superseded, are not proposed again.
@@ -612,6 +732,12 @@ pub fn summarize(
                     .push(StateItem::new(short.clone()).with_status("open"));
             }
             if block.speaker == Speaker::Assistant && has_marker(&lower, DONE_MARKERS) {
+                if handoff && !is_boilerplate(sentence) {
+                    bullets.push(
+                        Section::WorkCompleted,
+                        shorten(&format!("#{} assistant: {sentence}", block.id), width),
+                    );
+                }
                 let said = normalize(sentence);
                 for task in &input.state.tasks {
                     let t = normalize(&task.text);
@@ -624,12 +750,14 @@ pub fn summarize(
             }
             if user && question && !answered_later {
                 delta.open_questions.push(StateItem::new(short.clone()));
-                bullets.push(Section::OpenThreads, short.clone());
+                bullets.push(open_section, short.clone());
+                newest_open = Some(short.clone());
             }
             // Next steps near the end of the span.
             let near_end = last_user.is_none_or(|lu| index >= lu);
             if near_end && has_marker(&lower, TASK_MARKERS) && !question {
-                bullets.push(Section::OpenThreads, short);
+                bullets.push(open_section, short.clone());
+                newest_open = Some(short);
             }
         }
         for path in paths_in(&block.text) {
@@ -638,6 +766,20 @@ pub fn summarize(
     }
 
     let mut summary = bullets.summary;
+    if handoff {
+        let split = if input.split_turn {
+            last_user.and_then(|lu| first_sentence(&blocks[lu].text).map(|r| (blocks[lu].id, r)))
+        } else {
+            None
+        };
+        let ends = Ending {
+            last_turn,
+            newest_open,
+            split,
+        };
+        finish_handoff(&mut summary, ends, config, max_output_tokens, estimator);
+        return SummarizerOutput { summary, delta };
+    }
     if input.split_turn {
         summary
             .open_threads
@@ -661,6 +803,69 @@ pub fn summarize(
     fit_by_salience(&mut summary, max_output_tokens, estimator);
     summary.fit_to(max_output_tokens, estimator);
     SummarizerOutput { summary, delta }
+}
+
+/// How the chunk ended, for `handoff9`'s sections 8 and 9.
+struct Ending<'a> {
+    /// The flow bullet of the chunk's last turn, if it had turns.
+    last_turn: Option<String>,
+    /// The newest question or next step left open.
+    newest_open: Option<String>,
+    /// The request (id, first sentence) of the turn the cut splits.
+    split: Option<(&'a str, &'a str)>,
+}
+
+/// Sections 8 and 9 of a `handoff9` summary, then its caps and budget.
+fn finish_handoff(
+    summary: &mut Summary,
+    ending: Ending<'_>,
+    config: &ExtractiveConfig,
+    max_output_tokens: u64,
+    estimator: &dyn TokenEstimator,
+) {
+    let width = config.bullet_chars.max(16);
+    // Replaced by a chunk with turns: they say where the work stands now.
+    if let Some((id, request)) = ending.split {
+        summary.current_state = vec![shorten(
+            &format!("Turn in progress: #{id} user: {request}"),
+            width,
+        )];
+        summary.next_step = vec![shorten(
+            &format!("Answer the request of the turn in progress (#{id}): {request}"),
+            width,
+        )];
+    } else if let Some(turn) = ending.last_turn {
+        summary.current_state = vec![turn];
+        summary.next_step = ending
+            .newest_open
+            .map(|open| vec![shorten(&format!("Follow up on: {open}"), width)])
+            .unwrap_or_default();
+    }
+
+    let flow = scaled_cap(config.max_flow, max_output_tokens);
+    let facts = scaled_cap(config.max_key_facts, max_output_tokens);
+    // The original request stays first; later notes and requirements are
+    // kept newest first.
+    if summary.primary_request.len() > config.max_open_threads.max(1) {
+        let keep = config.max_open_threads.max(1) - 1;
+        let first = summary.primary_request.remove(0);
+        keep_newest(&mut summary.primary_request, keep);
+        summary.primary_request.insert(0, first);
+    }
+    keep_newest(&mut summary.user_messages, flow);
+    keep_newest(&mut summary.work_completed, flow);
+    keep_newest(&mut summary.errors_and_fixes, facts);
+    keep_salient_facts(&mut summary.technical_details, facts);
+    keep_salient_facts(&mut summary.decisions_made, facts);
+    keep_newest(&mut summary.pending_work, config.max_open_threads);
+    // Over budget: filler and superseded facts go first, then the oldest
+    // bullets in the format's cut order.
+    if summary.tokens(estimator) > max_output_tokens {
+        for section in [Section::TechnicalDetails, Section::DecisionsMade] {
+            summary.section_mut(section).retain(|f| fact_score(f) > 0);
+        }
+    }
+    summary.fit_to(max_output_tokens, estimator);
 }
 
 /// Keeps the `max` most salient facts (the newest among equals), in order.
@@ -773,8 +978,8 @@ fn paths_in(text: &str) -> Vec<String> {
 
 /// Extractive rollup: duplicate bullets removed, then cut to `target_tokens`.
 pub fn rollup(summary: &Summary, target_tokens: u64, estimator: &dyn TokenEstimator) -> Summary {
-    let mut out = Summary::default();
-    for section in Section::ALL {
+    let mut out = Summary::empty(summary.format);
+    for &section in summary.format.sections() {
         for bullet in summary.section(section) {
             push_unique(out.section_mut(section), bullet.clone());
         }
@@ -823,6 +1028,7 @@ mod tests {
             new_messages: transcript,
             instructions: None,
             split_turn: false,
+            format: SummaryFormat::Sections,
         };
         summarize(
             &input,
@@ -887,6 +1093,7 @@ mod tests {
             ],
             conversation_flow: vec!["#0 user: hello".into()],
             open_threads: vec!["Deploy?".into()],
+            ..Default::default()
         };
         let out = run(T, Some(&previous), &WorkstreamState::default());
         assert_eq!(out.summary.key_facts[0], "Old fact about v1.");
@@ -926,6 +1133,7 @@ mod tests {
             new_messages: "[#1 USER]\nPlease refactor the parser.\n[#2 ASSISTANT]\nStarting.\n",
             instructions: Some("keep the parser details"),
             split_turn: true,
+            format: SummaryFormat::Sections,
         };
         let out = summarize(
             &input,
@@ -946,14 +1154,7 @@ mod tests {
 
     #[test]
     fn caps_and_budget_hold_on_a_large_chunk() {
-        let mut t = String::new();
-        for i in 0..500 {
-            t.push_str(&format!(
-                "[#{} USER]\nTurn {i}: we must keep file src/mod_{i}.rs as is. Why does test_{i} fail?\n[#{} ASSISTANT]\nBecause of E0502 in src/mod_{i}.rs, the fix was a clone.\n",
-                2 * i,
-                2 * i + 1
-            ));
-        }
+        let t = large_chunk();
         assert!(t.len() > 60_000);
         let state = WorkstreamState::default();
         let e = CharEstimator::default();
@@ -964,6 +1165,7 @@ mod tests {
                 new_messages: &t,
                 instructions: None,
                 split_turn: false,
+                format: SummaryFormat::Sections,
             };
             let out = summarize(&input, &ExtractiveConfig::default(), budget, &e);
             assert!(out.summary.tokens(&e) <= budget, "budget {budget}");
@@ -971,6 +1173,19 @@ mod tests {
             assert!(out.summary.key_facts.len() <= 40);
             assert!(out.summary.open_threads.len() <= 12);
         }
+    }
+
+    /// 500 turns, each with a constraint, a question and an exact value.
+    fn large_chunk() -> String {
+        let mut t = String::new();
+        for i in 0..500 {
+            t.push_str(&format!(
+                "[#{} USER]\nTurn {i}: we must keep file src/mod_{i}.rs as is. Why does test_{i} fail?\n[#{} ASSISTANT]\nBecause of E0502 in src/mod_{i}.rs, the fix was a clone.\n",
+                2 * i,
+                2 * i + 1
+            ));
+        }
+        t
     }
 
     /// A support chat: the customer's specifics among assistant filler.
@@ -1025,6 +1240,7 @@ Let me know if there is anything else.\n",
             new_messages: &t,
             instructions: None,
             split_turn: false,
+            format: SummaryFormat::Sections,
         };
         let out = summarize(&input, &ExtractiveConfig::default(), 500, &e);
         assert!(out.summary.tokens(&e) <= 500);
@@ -1107,6 +1323,7 @@ Let me know if there is anything else.\n",
                     new_messages: &t,
                     instructions: None,
                     split_turn: false,
+                    format: SummaryFormat::Sections,
                 };
                 let out = summarize(&input, &config, budget, &e);
                 let tokens = out.summary.tokens(&e);
@@ -1166,6 +1383,7 @@ Let me know if there is anything else.\n",
             key_facts: vec!["a fact".into(), "A fact.".into()],
             conversation_flow: (0..300).map(|i| format!("step {i}")).collect(),
             open_threads: vec![],
+            ..Default::default()
         };
         let r = rollup(&s, 300, &e);
         assert_eq!(r.key_facts, ["a fact"]);
@@ -1188,25 +1406,245 @@ Let me know if there is anything else.\n",
         assert_eq!(tight, "- bbbb\n- cccc\n");
     }
 
+    /// [`run`] in the `handoff9` format, with `split_turn` and operator
+    /// `instructions` as given.
+    fn run_handoff9(
+        transcript: &str,
+        previous: Option<&Summary>,
+        split_turn: bool,
+        instructions: Option<&str>,
+    ) -> SummarizerOutput {
+        let state = WorkstreamState::default();
+        let input = CompactionInput {
+            previous_summary: previous,
+            state: &state,
+            new_messages: transcript,
+            instructions,
+            split_turn,
+            format: SummaryFormat::Handoff9,
+        };
+        summarize(
+            &input,
+            &ExtractiveConfig::default(),
+            4_096,
+            &CharEstimator::default(),
+        )
+    }
+
+    #[test]
+    fn handoff9_fills_the_nine_sections_from_the_same_findings() {
+        let out = run_handoff9(T, None, false, None);
+        let s = &out.summary;
+        assert_eq!(s.format, SummaryFormat::Handoff9);
+        assert!(
+            s.key_facts.is_empty() && s.conversation_flow.is_empty() && s.open_threads.is_empty()
+        );
+        assert_eq!(
+            s.primary_request,
+            [
+                "#1 user: We must not touch the billing schema. Can you fix the bug in src/pay.rs?",
+                "User: We must not touch the billing schema.",
+            ],
+            "the first request, and the constraint as a requirement"
+        );
+        assert_eq!(
+            s.user_messages,
+            [
+                "#1 user: We must not touch the billing schema. Can you fix the bug in src/pay.rs?",
+                "#5 user: Great. What about refunds?",
+            ]
+        );
+        assert_eq!(
+            s.work_completed,
+            ["#2 assistant: Looking at it now. (tools: linearSearch)"]
+        );
+        assert!(
+            s.errors_and_fixes
+                .contains(&"The fix was in src/pay.rs:88.".to_owned()),
+            "{s:?}"
+        );
+        assert_eq!(s.decisions_made, ["We decided to round half-even."]);
+        assert_eq!(s.pending_work, ["What about refunds?"]);
+        assert_eq!(s.current_state, ["#5 user: Great. What about refunds?"]);
+        assert_eq!(s.next_step, ["Follow up on: What about refunds?"]);
+        // The state delta does not depend on the format.
+        assert_eq!(out.delta, run(T, None, &WorkstreamState::default()).delta);
+        let text = s.render();
+        assert_eq!(
+            text.matches("- (none)").count(),
+            1,
+            "only section 5 is empty: {text}"
+        );
+    }
+
+    #[test]
+    fn handoff9_split_turn_operator_note_and_a_later_chunk() {
+        let first = run_handoff9(
+            "[#1 USER]\nPlease refactor the parser.\n[#2 ASSISTANT]\nStarting.\n",
+            None,
+            true,
+            Some("keep the parser details"),
+        );
+        let s = &first.summary;
+        assert_eq!(
+            s.primary_request,
+            [
+                "Operator note: keep the parser details",
+                "#1 user: Please refactor the parser."
+            ]
+        );
+        assert_eq!(
+            s.current_state,
+            ["Turn in progress: #1 user: Please refactor the parser."]
+        );
+        assert_eq!(
+            s.next_step,
+            ["Answer the request of the turn in progress (#1): Please refactor the parser."]
+        );
+        // The next chunk replaces sections 8 and 9 and keeps the request.
+        let second = run_handoff9(
+            "[#3 USER]\nThe build failed with E0502 in src/parse.rs.\n[#4 ASSISTANT]\nI fixed it: the parser is done.\n",
+            Some(s),
+            false,
+            None,
+        );
+        let s2 = &second.summary;
+        assert_eq!(s2.primary_request, s.primary_request);
+        assert_eq!(s2.user_messages.len(), 2);
+        assert_eq!(
+            s2.errors_and_fixes,
+            ["User: The build failed with E0502 in src/parse.rs."]
+        );
+        assert!(s2
+            .work_completed
+            .contains(&"#4 assistant: I fixed it: the parser is done.".to_owned()));
+        assert_eq!(s2.current_state.len(), 1);
+        assert!(s2.current_state[0].starts_with("#3 user: The build failed"));
+        assert!(s2.next_step.is_empty(), "nothing new left open: {s2:?}");
+    }
+
+    #[test]
+    fn a_summary_in_the_other_format_is_converted_and_updated() {
+        let previous = Summary {
+            key_facts: vec!["Old fact about v1.".into()],
+            conversation_flow: vec!["#0 user: hello".into()],
+            open_threads: vec!["Deploy?".into()],
+            ..Default::default()
+        };
+        let out = run_handoff9(T, Some(&previous), false, None);
+        let s = &out.summary;
+        assert_eq!(s.format, SummaryFormat::Handoff9);
+        assert_eq!(s.technical_details[0], "Old fact about v1.");
+        assert_eq!(s.work_completed[0], "#0 user: hello");
+        assert_eq!(s.pending_work[0], "Deploy?");
+        assert_eq!(
+            s.primary_request,
+            ["User: We must not touch the billing schema."],
+            "a later message is not taken for the original request"
+        );
+        // And back: the three sections, nothing lost.
+        let back = run(T, Some(s), &WorkstreamState::default());
+        assert_eq!(back.summary.format, SummaryFormat::Sections);
+        let facts = back.summary.key_facts.join("\n");
+        assert!(facts.contains("Old fact about v1.") && facts.contains("round half-even"));
+        assert!(back.summary.open_threads.contains(&"Deploy?".to_owned()));
+    }
+
+    #[test]
+    fn handoff9_caps_and_budget_hold_on_a_large_chunk() {
+        let t = large_chunk();
+        let state = WorkstreamState::default();
+        let e = CharEstimator::default();
+        for budget in [300, 1_000, 4_096] {
+            let input = CompactionInput {
+                previous_summary: None,
+                state: &state,
+                new_messages: &t,
+                instructions: None,
+                split_turn: true,
+                format: SummaryFormat::Handoff9,
+            };
+            let out = summarize(&input, &ExtractiveConfig::default(), budget, &e);
+            let s = &out.summary;
+            assert!(s.tokens(&e) <= budget, "budget {budget}");
+            assert!(s.user_messages.len() <= 60 && s.work_completed.len() <= 60);
+            assert!(s.technical_details.len() <= 40 && s.errors_and_fixes.len() <= 40);
+            assert!(s.primary_request.len() <= 12 && s.pending_work.len() <= 12);
+            assert_eq!(s.next_step.len(), 1, "the next step is cut last");
+            assert_eq!(s.render().matches("## ").count(), 9);
+        }
+    }
+
+    #[test]
+    fn rollup_keeps_the_format() {
+        let e = CharEstimator::default();
+        let s = Summary {
+            work_completed: (0..300).map(|i| format!("step {i}")).collect(),
+            next_step: vec!["ship".into(), "Ship.".into()],
+            ..Summary::empty(SummaryFormat::Handoff9)
+        };
+        let r = rollup(&s, 300, &e);
+        assert_eq!(r.format, SummaryFormat::Handoff9);
+        assert_eq!(r.next_step, ["ship"]);
+        assert!(r.tokens(&e) <= 300);
+        assert_eq!(
+            r.work_completed.last().map(String::as_str),
+            Some("step 299")
+        );
+    }
+
     proptest::proptest! {
         #[test]
+        fn handoff9_never_panics_and_respects_the_budget(
+            parts in random_parts(),
+            budget in 200u64..5_000,
+            split_turn in proptest::bool::ANY,
+        ) {
+            let (out, tokens) = summarize_random(&parts, budget, split_turn, SummaryFormat::Handoff9);
+            proptest::prop_assert!(tokens <= budget);
+            proptest::prop_assert_eq!(out.summary.format, SummaryFormat::Handoff9);
+        }
+
+        #[test]
         fn never_panics_and_respects_the_budget(
-            parts in proptest::collection::vec(
-                (0u8..5, "[ -~\u{e9}\u{6771}\n?.!]{0,200}"),
-                0..40,
-            ),
+            parts in random_parts(),
             budget in 200u64..5_000,
         ) {
-            let mut t = String::new();
-            for (i, (kind, text)) in parts.iter().enumerate() {
-                let role = ["USER", "ASSISTANT", "TOOL", "SYSTEM", "USER"][usize::from(*kind)];
-                t.push_str(&format!("[#{i} {role}]\n{text}\n"));
-            }
-            let state = WorkstreamState::default();
-            let e = CharEstimator::default();
-            let input = CompactionInput { previous_summary: None, state: &state, new_messages: &t, instructions: None, split_turn: true };
-            let out = summarize(&input, &ExtractiveConfig::default(), budget, &e);
-            proptest::prop_assert!(out.summary.tokens(&e) <= budget);
+            let (_, tokens) = summarize_random(&parts, budget, true, SummaryFormat::Sections);
+            proptest::prop_assert!(tokens <= budget);
         }
+    }
+
+    /// Random messages: a role index and a text each.
+    fn random_parts() -> impl proptest::strategy::Strategy<Value = Vec<(u8, String)>> {
+        proptest::collection::vec((0u8..5, "[ -~\u{e9}\u{6771}\n?.!]{0,200}"), 0..40)
+    }
+
+    /// Summarizes the transcript of [`random_parts`]; the output and its
+    /// tokens.
+    fn summarize_random(
+        parts: &[(u8, String)],
+        budget: u64,
+        split_turn: bool,
+        format: SummaryFormat,
+    ) -> (SummarizerOutput, u64) {
+        let mut t = String::new();
+        for (i, (kind, text)) in parts.iter().enumerate() {
+            let role = ["USER", "ASSISTANT", "TOOL", "SYSTEM", "USER"][usize::from(*kind)];
+            t.push_str(&format!("[#{i} {role}]\n{text}\n"));
+        }
+        let state = WorkstreamState::default();
+        let e = CharEstimator::default();
+        let input = CompactionInput {
+            previous_summary: None,
+            state: &state,
+            new_messages: &t,
+            instructions: None,
+            split_turn,
+            format,
+        };
+        let out = summarize(&input, &ExtractiveConfig::default(), budget, &e);
+        let tokens = out.summary.tokens(&e);
+        (out, tokens)
     }
 }

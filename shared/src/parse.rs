@@ -8,11 +8,15 @@
 //! typed [`ParseProblem`] (so the worker can count and log it), and fails
 //! only when nothing usable is there. It never panics, and it is linear in
 //! the size of the answer.
+//!
+//! The answer is read in one [`SummaryFormat`]: the headings of the other
+//! format are not headings there, so an answer in the wrong format has no
+//! section and is rejected by [`check`] like any answer that is no summary.
 
 use serde_json::Value;
 
 use crate::state::{Field, StateDelta, StateItem};
-use crate::summary::{Section, SummarizerOutput, Summary};
+use crate::summary::{Section, SummarizerOutput, Summary, SummaryFormat};
 
 mod checks;
 
@@ -95,14 +99,26 @@ pub struct Parsed {
     pub problems: Vec<ParseProblem>,
 }
 
-/// Parses a compaction answer: three sections and a state delta.
+/// Parses a compaction answer in the `sections` format: three sections
+/// and a state delta.
 pub fn parse_output(text: &str) -> Result<Parsed, ParseError> {
-    parse(text, true)
+    parse(text, true, SummaryFormat::Sections)
 }
 
-/// Parses a rollup answer (a missing delta is expected there).
+/// Parses a rollup answer in the `sections` format (a missing delta is
+/// expected there).
 pub fn parse_rollup(text: &str) -> Result<Parsed, ParseError> {
-    parse(text, false)
+    parse(text, false, SummaryFormat::Sections)
+}
+
+/// Parses a compaction answer in `format`: its sections and a state delta.
+pub fn parse_output_as(text: &str, format: SummaryFormat) -> Result<Parsed, ParseError> {
+    parse(text, true, format)
+}
+
+/// Parses a rollup answer in `format`.
+pub fn parse_rollup_as(text: &str, format: SummaryFormat) -> Result<Parsed, ParseError> {
+    parse(text, false, format)
 }
 
 /// Parses a memory-block answer: plain text, a code fence around it removed.
@@ -133,8 +149,9 @@ enum Heading {
     Delta,
 }
 
-/// Recognizes a heading line; returns it and any text after a colon.
-fn heading(line: &str) -> Option<(Heading, &str)> {
+/// Recognizes a heading line of `format`; returns it and any text after a
+/// colon.
+fn heading(line: &str, format: SummaryFormat) -> Option<(Heading, &str)> {
     let trimmed = line.trim();
     let (head, rest) = match trimmed.split_once(':') {
         Some((h, r)) => (h, r.trim()),
@@ -158,15 +175,53 @@ fn heading(line: &str) -> Option<(Heading, &str)> {
     let words: Vec<&str> = cleaned.split_whitespace().collect();
     let joined = words.join(" ");
     let h = match joined.as_str() {
-        "KEY FACTS" => Heading::Section(Section::KeyFacts),
-        "CONVERSATION FLOW" => Heading::Section(Section::ConversationFlow),
-        "OPEN THREADS" => Heading::Section(Section::OpenThreads),
         "STATE DELTA" | "WORKSTREAMSTATEDELTA" | "WORKSTREAM STATE DELTA" => Heading::Delta,
-        _ => return None,
+        title => match section_titled(title) {
+            Some(s) if s.format() == format => Heading::Section(s),
+            _ => return None,
+        },
     };
     // "KEY FACTS - …" style: text after a dash counts as inline content.
     let rest = rest.trim_start_matches(['*', '_']).trim();
     Some((h, rest))
+}
+
+/// The section a cleaned, upper-cased heading names, in either format. The
+/// hand-off titles are also recognised in the short forms models write
+/// (`Next Steps`, `Pending Work`, `Errors & Fixes`).
+fn section_titled(title: &str) -> Option<Section> {
+    Some(match title {
+        "KEY FACTS" => Section::KeyFacts,
+        "CONVERSATION FLOW" => Section::ConversationFlow,
+        "OPEN THREADS" => Section::OpenThreads,
+        "PRIMARY REQUEST AND INTENT" | "PRIMARY REQUEST" | "PRIMARY REQUEST INTENT" => {
+            Section::PrimaryRequest
+        }
+        "USER MESSAGES" | "ALL USER MESSAGES" => Section::UserMessages,
+        "WORK COMPLETED" | "COMPLETED WORK" => Section::WorkCompleted,
+        "ERRORS AND FIXES" | "ERRORS FIXES" | "ERRORS AND FIXES APPLIED" => Section::ErrorsAndFixes,
+        "KEY TECHNICAL DETAILS" | "TECHNICAL DETAILS" => Section::TechnicalDetails,
+        "DECISIONS MADE" | "KEY DECISIONS" => Section::DecisionsMade,
+        // `/` is dropped by the cleaning: "Pending/Incomplete Work".
+        "PENDINGINCOMPLETE WORK"
+        | "PENDING INCOMPLETE WORK"
+        | "PENDING WORK"
+        | "INCOMPLETE WORK"
+        | "PENDING TASKS" => Section::PendingWork,
+        "CURRENT STATE" => Section::CurrentState,
+        "RECOMMENDED NEXT STEP" | "RECOMMENDED NEXT STEPS" | "NEXT STEP" | "NEXT STEPS" => {
+            Section::NextStep
+        }
+        _ => return None,
+    })
+}
+
+/// Recognizes a heading line of either format (the memory-block check,
+/// which treats any summary heading as no content).
+fn any_heading(line: &str) -> Option<(Heading, &str)> {
+    SummaryFormat::ALL
+        .into_iter()
+        .find_map(|format| heading(line, format))
 }
 
 /// A bullet's text, when `line` starts a bullet.
@@ -209,14 +264,14 @@ fn strip_wrappers(text: &str) -> &str {
     t
 }
 
-fn parse(text: &str, expect_delta: bool) -> Result<Parsed, ParseError> {
+fn parse(text: &str, expect_delta: bool, format: SummaryFormat) -> Result<Parsed, ParseError> {
     if text.trim().is_empty() {
         return Err(ParseError::Empty);
     }
     let body = strip_wrappers(text);
-    let mut summary = Summary::default();
+    let mut summary = Summary::empty(format);
     let mut problems = Vec::new();
-    let mut seen = [false; 3];
+    let mut seen = [false; Section::ALL.len()];
     let mut current: Option<Heading> = None;
     let mut delta_text: Option<String> = None;
     let mut fences: Vec<String> = Vec::new();
@@ -239,7 +294,7 @@ fn parse(text: &str, expect_delta: bool) -> Result<Parsed, ParseError> {
             }
             continue;
         }
-        if let Some((h, rest)) = heading(line) {
+        if let Some((h, rest)) = heading(line, format) {
             current = Some(h);
             if let Heading::Section(s) = h {
                 seen[s as usize] = true;
@@ -324,7 +379,7 @@ fn parse(text: &str, expect_delta: bool) -> Result<Parsed, ParseError> {
             excerpt: excerpt(&outside),
         });
     }
-    for s in Section::ALL {
+    for &s in format.sections() {
         if !seen[s as usize] {
             problems.push(ParseProblem::MissingSection(s.heading()));
         }
@@ -708,6 +763,83 @@ mod tests {
         assert_eq!(p.output.summary.key_facts, ["real"]);
     }
 
+    const HANDOFF: &str = "## 1. Primary Request and Intent\n- migrate billing to Postgres 16\n## 2. User Messages\n- #1 user: migrate billing\n## 3. Work Completed\n- #2 assistant: wrote `migrations/0001.sql`\n## 4. Errors and Fixes\n- (none)\n## 5. Key Technical Details\n- config in `billing/app.toml`\n## 6. Decisions Made\n- round half-even\n## 7. Pending/Incomplete Work\n- run the load test\n## 8. Current State\n- writing the rollback\n## 9. Recommended Next Step\n- finish the rollback\n\nSTATE DELTA:\n```json\n{\"tasks\": [{\"text\": \"load test\", \"status\": \"open\"}]}\n```\n";
+
+    #[test]
+    fn a_clean_handoff9_answer_parses_without_problems() {
+        let p = parse_output_as(HANDOFF, SummaryFormat::Handoff9).unwrap();
+        assert_eq!(p.problems, vec![]);
+        let s = &p.output.summary;
+        assert_eq!(s.format, SummaryFormat::Handoff9);
+        assert_eq!(s.primary_request, ["migrate billing to Postgres 16"]);
+        assert_eq!(
+            s.work_completed,
+            ["#2 assistant: wrote `migrations/0001.sql`"]
+        );
+        assert!(s.errors_and_fixes.is_empty());
+        assert_eq!(s.next_step, ["finish the rollback"]);
+        assert_eq!(p.output.delta.tasks[0].text, "load test");
+        assert!(s.key_facts.is_empty() && s.open_threads.is_empty());
+    }
+
+    #[test]
+    fn handoff9_headings_as_models_write_them() {
+        let text = "Here is the hand-off.\n**1. Primary Request and Intent:** migrate billing\n### 2) User messages\n1. #1 user: go\n## 4. Errors & Fixes\n- E0502 fixed by a clone\nPending / Incomplete Work:\n- load test\n## 8. CURRENT STATE\n- rollback\nNext steps: ship it\n";
+        let p = parse_output_as(text, SummaryFormat::Handoff9).unwrap();
+        let s = &p.output.summary;
+        assert_eq!(s.primary_request, ["migrate billing"]);
+        assert_eq!(s.user_messages, ["#1 user: go"]);
+        assert_eq!(s.errors_and_fixes, ["E0502 fixed by a clone"]);
+        assert_eq!(s.pending_work, ["load test"]);
+        assert_eq!(s.current_state, ["rollback"]);
+        assert_eq!(s.next_step, ["ship it"]);
+        let missing: Vec<&ParseProblem> = p
+            .problems
+            .iter()
+            .filter(|p| matches!(p, ParseProblem::MissingSection(_)))
+            .collect();
+        assert_eq!(
+            missing,
+            [
+                &ParseProblem::MissingSection("Work Completed"),
+                &ParseProblem::MissingSection("Key Technical Details"),
+                &ParseProblem::MissingSection("Decisions Made"),
+            ]
+        );
+        assert!(p.problems.contains(&ParseProblem::MissingDelta));
+        assert!(p.problems.contains(&ParseProblem::TextOutsideSections {
+            excerpt: "Here is the hand-off.".into()
+        }));
+    }
+
+    #[test]
+    fn the_other_formats_headings_are_not_headings() {
+        // A sections answer read as handoff9: no section of it.
+        let p = parse_output_as(CLEAN, SummaryFormat::Handoff9).unwrap();
+        assert!(p.output.summary.is_empty());
+        assert_eq!(
+            p.problems
+                .iter()
+                .filter(|p| matches!(p, ParseProblem::MissingSection(_)))
+                .count(),
+            9
+        );
+        // A handoff9 answer read as sections: nothing but the delta.
+        let p = parse_output(HANDOFF).unwrap();
+        assert!(p.output.summary.is_empty());
+        assert_eq!(p.problems.len(), 3, "{:?}", p.problems);
+        assert_eq!(
+            parse_rollup_as(HANDOFF, SummaryFormat::Handoff9)
+                .unwrap()
+                .problems,
+            vec![]
+        );
+        assert!(matches!(
+            parse_output_as("## 3. Work Completed", SummaryFormat::Sections),
+            Err(ParseError::NoSummary { .. })
+        ));
+    }
+
     #[test]
     fn nothing_usable_is_an_error() {
         assert_eq!(parse_output("  \n "), Err(ParseError::Empty));
@@ -781,7 +913,7 @@ mod tests {
             tasks in proptest::collection::vec(item(), 0..4),
             risks in proptest::collection::vec(item(), 0..3),
         ) {
-            let summary = Summary { key_facts: facts, conversation_flow: flow, open_threads: threads };
+            let summary = Summary { key_facts: facts, conversation_flow: flow, open_threads: threads, ..Default::default() };
             let delta = StateDelta { key_decisions: decisions, tasks, risks, ..Default::default() };
             let text = format!(
                 "{}\nSTATE DELTA:\n```json\n{}\n```\n",

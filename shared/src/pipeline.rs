@@ -242,11 +242,14 @@ where
     drop(shapes);
     let kept: HashSet<MessageId> = keep.iter().copied().collect();
 
-    // Pass 2: the compacted span through the summarizer, chunk by chunk.
+    // Pass 2: the compacted span through the summarizer, chunk by chunk. A
+    // summary stored in the other format (the operator switched) is
+    // converted first, so every step works in the configured one.
+    let format = engine.summary.format;
     let mut run = Folding {
         summarizer,
         engine,
-        summary: workstream.summary.clone(),
+        summary: workstream.summary.clone().map(|s| s.into_format(format)),
         state: workstream.state.clone(),
         instructions: request.instructions.as_deref(),
         chunks: 0,
@@ -305,7 +308,7 @@ where
         summary,
         ..
     } = run;
-    let mut summary = summary.unwrap_or_default();
+    let mut summary = summary.unwrap_or_else(|| Summary::empty(format));
 
     // Rollup while too big.
     let mut rollups = 0;
@@ -477,6 +480,7 @@ impl<S: Summarize> Folding<'_, S> {
                 new_messages: &text,
                 instructions: self.instructions,
                 split_turn: split,
+                format: self.engine.summary.format,
             };
             match self.summarizer.summarize(&input).await {
                 Ok(output) => {

@@ -19,7 +19,7 @@
 //! still state a superseded value reach it already marked as superseded.
 
 use crate::state::WorkstreamState;
-use crate::summary::Summary;
+use crate::summary::{Summary, SummaryFormat};
 
 /// What one summarization call is given.
 #[derive(Debug, Clone, Copy)]
@@ -34,6 +34,9 @@ pub struct CompactionInput<'a> {
     pub instructions: Option<&'a str>,
     /// The span ends in the middle of a turn whose rest is kept verbatim.
     pub split_turn: bool,
+    /// The format the summary is written in (`[engine.summary] format`); a
+    /// previous summary in the other format is converted first.
+    pub format: SummaryFormat,
 }
 
 /// A ready request for a tool-less summarizer.
@@ -59,8 +62,11 @@ pub fn summary_output_budget(context_window: u64) -> u64 {
         .max(SUMMARY_MIN_OUTPUT_TOKENS)
 }
 
-/// System prompt of the compaction summarizer.
-pub const SYSTEM_PROMPT: &str = "\
+/// The part of the compaction system prompt both formats share: the role,
+/// the input document and the rules.
+macro_rules! system_prompt_head {
+    () => {
+        "\
 You are a context compactor. You write the hand-off document that lets another agent continue a long conversation without reading it. You have no tools; never call one, and never continue the conversation yourself.
 
 You are given a <context-compaction-input> document:
@@ -78,7 +84,26 @@ Rules:
 - Say what is in progress and what comes next.
 - Stay within the output budget you are given; prefer dense bullets over prose.
 
-Answer with exactly these sections, each a list of \"- \" bullets, in this order:
+"
+    };
+}
+
+/// The state-delta part of the compaction system prompt, after the sections.
+macro_rules! system_prompt_delta {
+    () => {
+        "STATE DELTA:
+```json
+{\"key_decisions\": [], \"active_constraints\": [], \"tasks\": [], \"open_questions\": [], \"risks\": [], \"artifacts\": [], \"agent_contributions\": []}
+```
+
+In the STATE DELTA, list only items that are new or changed by the new messages. Each item is {\"id\": optional string, \"text\": string, \"status\": optional string}. Tasks use status open, in_progress, done or blocked; an answered open question uses status resolved; reuse an item's id or exact text to update it."
+    };
+}
+
+/// System prompt of the compaction summarizer (`sections` format).
+pub const SYSTEM_PROMPT: &str = concat!(
+    system_prompt_head!(),
+    "Answer with exactly these sections, each a list of \"- \" bullets, in this order:
 
 KEY FACTS:
 - durable facts, decisions with their reasons, constraints, exact values
@@ -87,16 +112,46 @@ CONVERSATION FLOW:
 OPEN THREADS:
 - unanswered questions, unfinished tasks, the next step
 
-STATE DELTA:
-```json
-{\"key_decisions\": [], \"active_constraints\": [], \"tasks\": [], \"open_questions\": [], \"risks\": [], \"artifacts\": [], \"agent_contributions\": []}
-```
+",
+    system_prompt_delta!()
+);
 
-In the STATE DELTA, list only items that are new or changed by the new messages. Each item is {\"id\": optional string, \"text\": string, \"status\": optional string}. Tasks use status open, in_progress, done or blocked; an answered open question uses status resolved; reuse an item's id or exact text to update it.";
+/// System prompt of the compaction summarizer in the `handoff9` format:
+/// CoWork's nine sections, each a numbered heading the parser recognises.
+pub const HANDOFF9_SYSTEM_PROMPT: &str = concat!(
+    system_prompt_head!(),
+    "Answer with exactly these nine sections, each a heading followed by a list of \"- \" bullets, in this order:
 
-/// System prompt of the rollup pass.
+## 1. Primary Request and Intent
+- what the user originally asked for, and how the requirements evolved
+## 2. User Messages
+- every user message in order, in the user's exact words where short, with its message number like #42
+## 3. Work Completed
+- step by step: files created, modified or deleted, commands run, questions answered
+## 4. Errors and Fixes
+- every error met, with its exact message, and the fix applied
+## 5. Key Technical Details
+- code patterns, configuration values, API responses, file paths, function names
+## 6. Decisions Made
+- architectural choices, approaches selected, directions the user approved, with their reasons
+## 7. Pending/Incomplete Work
+- tasks started but not finished, requested but not addressed, and unanswered questions
+## 8. Current State
+- what was in progress at the end of the new messages
+## 9. Recommended Next Step
+- what the next agent should do first
+
+",
+    system_prompt_delta!()
+);
+
+/// System prompt of the rollup pass (`sections` format).
 pub const ROLLUP_SYSTEM_PROMPT: &str = "\
 You are a context compactor. You have no tools. You are given a hand-off summary that has grown too long. Rewrite it shorter, within the output budget you are given, keeping the same three sections (KEY FACTS:, CONVERSATION FLOW:, OPEN THREADS:) as \"- \" bullet lists. Merge related bullets, compress old conversation flow the most, and keep every exact value (paths, commands, identifiers, numbers, URLs, error codes) and every open thread. Never invent facts. A STATE DELTA section is not needed.";
+
+/// System prompt of the rollup pass in the `handoff9` format.
+pub const HANDOFF9_ROLLUP_SYSTEM_PROMPT: &str = "\
+You are a context compactor. You have no tools. You are given a hand-off summary that has grown too long. Rewrite it shorter, within the output budget you are given, keeping the same nine numbered sections (## 1. Primary Request and Intent to ## 9. Recommended Next Step) as \"- \" bullet lists. Merge related bullets, compress old user messages and completed work the most, and keep every exact value (paths, commands, identifiers, numbers, URLs, error codes), all pending work, the current state and the next step. Never invent facts. A STATE DELTA section is not needed.";
 
 /// System prompt of memory-block compaction.
 pub const MEMORY_BLOCK_SYSTEM_PROMPT: &str = "\
@@ -148,7 +203,7 @@ fn render_state(state: &WorkstreamState) -> String {
     text
 }
 
-/// The compaction request for one chunk.
+/// The compaction request for one chunk, in the input's format.
 pub fn compaction_prompt(input: &CompactionInput<'_>, max_output_tokens: u64) -> Prompt {
     let previous = input
         .previous_summary
@@ -157,7 +212,7 @@ pub fn compaction_prompt(input: &CompactionInput<'_>, max_output_tokens: u64) ->
             || "(none)".to_owned(),
             |s| {
                 // Bullets that still state what the user superseded say so.
-                let mut s = s.clone();
+                let mut s = s.clone().into_format(input.format);
                 input.state.stated.outdated().mark_summary(&mut s);
                 s.render()
             },
@@ -179,30 +234,47 @@ pub fn compaction_prompt(input: &CompactionInput<'_>, max_output_tokens: u64) ->
         user.push_str("\n</operator-instructions>\n\n");
     }
     if input.split_turn {
-        user.push_str(
-            "The new messages end in the middle of a turn; the rest of that turn is kept verbatim \
-             after your summary. Say in OPEN THREADS what the user asked in that turn.\n\n",
-        );
+        user.push_str(match input.format {
+            SummaryFormat::Sections => {
+                "The new messages end in the middle of a turn; the rest of that turn is kept \
+                 verbatim after your summary. Say in OPEN THREADS what the user asked in that \
+                 turn.\n\n"
+            }
+            SummaryFormat::Handoff9 => {
+                "The new messages end in the middle of a turn; the rest of that turn is kept \
+                 verbatim after your summary. Say in Current State what the user asked in that \
+                 turn.\n\n"
+            }
+        });
     }
     user.push_str(&format!(
         "Write the replacement summary and the STATE DELTA now, in at most {max_output_tokens} tokens."
     ));
+    let system = match input.format {
+        SummaryFormat::Sections => SYSTEM_PROMPT,
+        SummaryFormat::Handoff9 => HANDOFF9_SYSTEM_PROMPT,
+    };
     Prompt {
-        system: SYSTEM_PROMPT.to_owned(),
+        system: system.to_owned(),
         user,
         max_output_tokens,
     }
 }
 
-/// The rollup request for a summary over its size limit.
+/// The rollup request for a summary over its size limit, in the summary's
+/// own format.
 pub fn rollup_prompt(summary: &Summary, target_tokens: u64) -> Prompt {
+    let (system, sections) = match summary.format {
+        SummaryFormat::Sections => (ROLLUP_SYSTEM_PROMPT, "three"),
+        SummaryFormat::Handoff9 => (HANDOFF9_ROLLUP_SYSTEM_PROMPT, "nine"),
+    };
     let mut user = String::from("<summary>\n");
     user.push_str(embed(summary.render().trim_end()).as_ref());
     user.push_str(&format!(
-        "\n</summary>\n\nRewrite this summary in at most {target_tokens} tokens, keeping the three sections."
+        "\n</summary>\n\nRewrite this summary in at most {target_tokens} tokens, keeping the {sections} sections."
     ));
     Prompt {
-        system: ROLLUP_SYSTEM_PROMPT.to_owned(),
+        system: system.to_owned(),
         user,
         max_output_tokens: target_tokens,
     }
@@ -261,6 +333,7 @@ mod tests {
             new_messages,
             instructions: None,
             split_turn: false,
+            format: SummaryFormat::Sections,
         }
     }
 
@@ -361,6 +434,7 @@ mod tests {
         let ci = CompactionInput {
             instructions: Some("Focus on the database migration"),
             split_turn: true,
+            format: SummaryFormat::Sections,
             ..input(&state, "[#1 USER]\nhi\n")
         };
         let p = compaction_prompt(&ci, 500);
@@ -404,6 +478,63 @@ mod tests {
             .user
             .contains("- Ship on Friday as agreed. [superseded by the user at #4]"));
         assert!(p.system.contains("authoritative"));
+    }
+
+    #[test]
+    fn the_handoff9_prompt_asks_for_the_nine_sections_and_converts_the_previous_summary() {
+        let state = WorkstreamState::default();
+        let previous = Summary {
+            key_facts: vec!["uses Postgres".into()],
+            open_threads: vec!["deploy?".into()],
+            ..Default::default()
+        };
+        let ci = CompactionInput {
+            previous_summary: Some(&previous),
+            split_turn: true,
+            format: SummaryFormat::Handoff9,
+            ..input(&state, "[#1 USER]\nhello\n")
+        };
+        let p = compaction_prompt(&ci, 1_000);
+        assert_eq!(p.system, HANDOFF9_SYSTEM_PROMPT);
+        let mut at = 0;
+        for section in crate::summary::Section::HANDOFF9 {
+            let heading = format!("## {}. {}\n", section.number().unwrap(), section.heading());
+            let found = p.system[at..]
+                .find(&heading)
+                .unwrap_or_else(|| panic!("{heading}"));
+            at += found + heading.len();
+        }
+        for required in [
+            "STATE DELTA:",
+            "verbatim",
+            "hand-off",
+            "no tools",
+            "authoritative",
+        ] {
+            assert!(p.system.contains(required), "{required}");
+        }
+        assert!(!p.system.contains("KEY FACTS"));
+        // The previous summary reaches the model in the configured format.
+        assert!(p
+            .user
+            .contains("## 5. Key Technical Details\n- uses Postgres\n"));
+        assert!(p
+            .user
+            .contains("## 7. Pending/Incomplete Work\n- deploy?\n"));
+        assert!(!p.user.contains("KEY FACTS"));
+        assert!(p.user.contains("Say in Current State what the user asked"));
+        // Its rollup keeps the nine sections.
+        let r = rollup_prompt(
+            &previous.clone().into_format(SummaryFormat::Handoff9),
+            2_000,
+        );
+        assert_eq!(r.system, HANDOFF9_ROLLUP_SYSTEM_PROMPT);
+        assert!(r.user.contains("keeping the nine sections") && r.user.contains("## 9. "));
+        // Both system prompts share everything but the sections.
+        let head = SYSTEM_PROMPT.split("Answer with exactly").next().unwrap();
+        assert!(HANDOFF9_SYSTEM_PROMPT.starts_with(head));
+        let tail = SYSTEM_PROMPT.split("STATE DELTA:\n```json").nth(1).unwrap();
+        assert!(HANDOFF9_SYSTEM_PROMPT.ends_with(tail));
     }
 
     #[test]

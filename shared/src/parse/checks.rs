@@ -11,7 +11,8 @@
 //! the extractive summarizer when the retries are used up.
 //!
 //! The rules are about the shape of the answer, never about one corpus:
-//! - at least one of the three section headings is there;
+//! - at least one section heading of the answer's format is there (an
+//!   answer in the other format has none, and is no summary either);
 //! - at least one bullet says something: not a placeholder (`(none)`,
 //!   `n/a`), not punctuation, not a line copied from our own instructions
 //!   (small models echo the answer template);
@@ -25,7 +26,10 @@ use std::collections::HashSet;
 use std::sync::LazyLock;
 
 use super::{is_placeholder, ParseError, ParseProblem, Parsed};
-use crate::prompt::{MEMORY_BLOCK_SYSTEM_PROMPT, ROLLUP_SYSTEM_PROMPT, SYSTEM_PROMPT};
+use crate::prompt::{
+    HANDOFF9_ROLLUP_SYSTEM_PROMPT, HANDOFF9_SYSTEM_PROMPT, MEMORY_BLOCK_SYSTEM_PROMPT,
+    ROLLUP_SYSTEM_PROMPT, SYSTEM_PROMPT,
+};
 use crate::summary::{Section, Summary};
 
 /// Why an answer is not used. The `Display` never quotes the answer, so it
@@ -35,9 +39,10 @@ pub enum Rejection {
     /// Neither a section nor a state delta could be found.
     #[error("nothing usable in the answer: no summary section and no state delta")]
     Unparseable,
-    /// None of KEY FACTS, CONVERSATION FLOW, OPEN THREADS is there (unrelated
-    /// JSON, a bare state delta).
-    #[error("none of the sections KEY FACTS, CONVERSATION FLOW, OPEN THREADS is in the answer")]
+    /// None of the format's sections is there (KEY FACTS, CONVERSATION
+    /// FLOW, OPEN THREADS, or the nine hand-off sections): unrelated JSON, a
+    /// bare state delta, an answer in the other format.
+    #[error("none of the sections of the summary format is in the answer")]
     NoSections,
     /// No bullet says anything: placeholders such as `(none)`, punctuation,
     /// or lines of the instructions echoed back.
@@ -111,7 +116,7 @@ pub fn check(parsed: &Parsed, previous: Option<&Summary>) -> Result<(), Rejectio
         .iter()
         .filter(|p| matches!(p, ParseProblem::MissingSection(_)))
         .count();
-    if missing >= Section::ALL.len() {
+    if missing >= parsed.output.summary.format.sections().len() {
         return Err(Rejection::NoSections);
     }
     check_summary(&parsed.output.summary, previous)
@@ -194,7 +199,7 @@ pub fn check_memory_block(text: &str, previous: Option<&str>) -> Result<(), Reje
     // format) is not content; the text after its colon may be.
     let lines = |t: &str| {
         t.lines()
-            .map(|l| match super::heading(l) {
+            .map(|l| match super::any_heading(l) {
                 Some((_, rest)) => rest,
                 None => super::bullet(l).unwrap_or(l.trim()),
             })
@@ -234,6 +239,8 @@ static INSTRUCTIONS: LazyLock<String> = LazyLock::new(|| {
         &[
             SYSTEM_PROMPT,
             ROLLUP_SYSTEM_PROMPT,
+            HANDOFF9_SYSTEM_PROMPT,
+            HANDOFF9_ROLLUP_SYSTEM_PROMPT,
             MEMORY_BLOCK_SYSTEM_PROMPT,
         ]
         .join("\n"),
@@ -265,6 +272,7 @@ fn normalize(text: &str) -> String {
 mod tests {
     use super::super::{parse_memory_block, parse_output, parse_rollup};
     use super::*;
+    use crate::summary::SummaryFormat;
 
     #[test]
     fn an_answer_that_echoes_the_prompt_is_rejected() {
@@ -289,6 +297,7 @@ mod tests {
             key_facts: own(facts),
             conversation_flow: own(flow),
             open_threads: own(threads),
+            ..Default::default()
         }
     }
 
@@ -310,6 +319,61 @@ mod tests {
         assert_eq!(verdict(answer, Some(&previous())), Ok(()));
         // One section with content is enough: the others may be empty.
         assert_eq!(verdict("KEY FACTS:\n- port 8443\n", None), Ok(()));
+    }
+
+    const HANDOFF: &str = "## 1. Primary Request and Intent\n- migrate billing to Postgres 16\n## 2. User Messages\n- #1 user: migrate billing\n## 3. Work Completed\n- (none)\n## 4. Errors and Fixes\n- (none)\n## 5. Key Technical Details\n- config in `billing/app.toml`\n## 6. Decisions Made\n- (none)\n## 7. Pending/Incomplete Work\n- run the load test\n## 8. Current State\n- (none)\n## 9. Recommended Next Step\n- run the load test\nSTATE DELTA:\n{}";
+
+    fn verdict_as(
+        answer: &str,
+        format: SummaryFormat,
+        previous: Option<&Summary>,
+    ) -> Result<(), Rejection> {
+        check(&super::super::parse_output_as(answer, format)?, previous)
+    }
+
+    #[test]
+    fn a_handoff9_answer_is_accepted_in_its_format_only() {
+        assert_eq!(
+            verdict_as(HANDOFF, SummaryFormat::Handoff9, Some(&previous())),
+            Ok(())
+        );
+        // An answer in the other format is no summary in the configured one:
+        // it never replaces the summary, whichever way round.
+        assert_eq!(
+            verdict_as(HANDOFF, SummaryFormat::Sections, Some(&previous())),
+            Err(Rejection::NoSections)
+        );
+        let sections =
+            "KEY FACTS:\n- deploy target is eu-west-1\nOPEN THREADS:\n- load test\nSTATE DELTA:\n{}";
+        assert_eq!(
+            verdict_as(sections, SummaryFormat::Handoff9, Some(&previous())),
+            Err(Rejection::NoSections)
+        );
+    }
+
+    #[test]
+    fn a_handoff9_answer_of_placeholders_never_empties_a_summary() {
+        let none: String = Section::HANDOFF9
+            .iter()
+            .map(|s| format!("## {}. {}\n- (none)\n", s.number().unwrap(), s.heading()))
+            .collect();
+        let previous = previous().into_format(SummaryFormat::Handoff9);
+        assert_eq!(
+            verdict_as(&none, SummaryFormat::Handoff9, Some(&previous)),
+            Err(Rejection::Emptied {
+                previous_bullets: 4
+            })
+        );
+        assert_eq!(
+            verdict_as(&none, SummaryFormat::Handoff9, None),
+            Err(Rejection::Empty)
+        );
+        // The template of the hand-off prompt echoed back is no content.
+        let echoed = "## 1. Primary Request and Intent\n- what the user originally asked for, and how the requirements evolved\n## 9. Recommended Next Step\n- what the next agent should do first\n";
+        assert_eq!(
+            verdict_as(echoed, SummaryFormat::Handoff9, None),
+            Err(Rejection::Empty)
+        );
     }
 
     #[test]
@@ -452,6 +516,7 @@ mod tests {
                 key_facts: facts.into_iter().collect(),
                 conversation_flow: flow.into_iter().collect(),
                 open_threads: Vec::new(),
+                ..Default::default()
             };
             // Distinct after normalization too, or the repetition rule may
             // rightly apply.

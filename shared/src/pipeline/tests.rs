@@ -380,3 +380,47 @@ fn the_ledger_budget_shrinks_with_a_small_window_only() {
         "a 200k window keeps the configured budget"
     );
 }
+
+#[test]
+fn a_summary_stored_in_the_other_format_is_converted_and_kept_by_the_next_compaction() {
+    use crate::summary::SummaryFormat;
+
+    // The default budget: nothing of this short conversation is cut.
+    let mut engine = EngineConfig::default();
+    engine.summary.format = SummaryFormat::Handoff9;
+    let e = estimator();
+    let messages = conversation(30);
+    let mut ws = workstream(&messages);
+    ws.summary = Some(Summary {
+        key_facts: vec!["the ledger lives in Postgres 16".into()],
+        open_threads: vec!["run the load test".into()],
+        ..Summary::default()
+    });
+    let c = compacted(
+        now_or_never(compact(
+            &ws,
+            &Request::default(),
+            &engine,
+            &e,
+            4_000,
+            &mut InMemory::new(&messages, 7),
+            &mut Extractive {
+                engine: &engine,
+                estimator: &e,
+            },
+        ))
+        .expect("ready")
+        .unwrap(),
+    );
+    assert_eq!(c.summary.format, SummaryFormat::Handoff9);
+    assert!(c
+        .summary
+        .technical_details
+        .contains(&"the ledger lives in Postgres 16".to_owned()));
+    assert!(c
+        .summary
+        .pending_work
+        .contains(&"run the load test".to_owned()));
+    assert!(!c.summary.user_messages.is_empty());
+    assert!(c.report.progress, "{:?}", c.report);
+}

@@ -6,13 +6,20 @@
 //! - A built context never contains a tool result without its call, nor a
 //!   call without its result (except in the last message, still running).
 //! - The state merge respects every cap and is idempotent.
+//! - In both summary formats (`sections` and `handoff9`): a rendered
+//!   summary parses back to itself, the parser never panics and its output
+//!   is consistent on arbitrary text, an answer in the other format is never
+//!   accepted, and a built context keeps the format's framing and headings
+//!   whatever the overflow guard cuts.
 
 use std::collections::{HashMap, HashSet};
 
 use compactor_shared::boundary::{self, BoundaryConfig};
 use compactor_shared::context::{self, ContextConfig, ContextInput};
+use compactor_shared::parse::{self, ParseError, ParseProblem, Parsed, Rejection};
 use compactor_shared::state::{Field, StateCaps, StateDelta, StateItem, WorkstreamState};
-use compactor_shared::{CharEstimator, Message, Part, Role};
+use compactor_shared::summary::{Section, SummarizerOutput, Summary, SummaryFormat};
+use compactor_shared::{CharEstimator, Message, Part, Role, TokenEstimator};
 use proptest::prelude::*;
 
 /// What one generated message does.
@@ -285,6 +292,271 @@ proptest! {
                     prop_assert!(!same_id && !same_text, "{:?} and {:?} in {}", a, b, f.name());
                 }
             }
+        }
+    }
+}
+
+fn format() -> impl Strategy<Value = SummaryFormat> {
+    prop_oneof![Just(SummaryFormat::Sections), Just(SummaryFormat::Handoff9)]
+}
+
+/// Whether `text` alone on a line is a heading in either format (such a
+/// bullet cannot round-trip: the parser reads it as a heading).
+fn is_heading(text: &str) -> bool {
+    SummaryFormat::ALL.into_iter().any(|f| {
+        parse::parse_rollup_as(&format!("{text}\n"), f).is_ok_and(|p| {
+            p.problems
+                .iter()
+                .filter(|p| matches!(p, ParseProblem::MissingSection(_)))
+                .count()
+                < f.sections().len()
+        })
+    })
+}
+
+/// Bullet text that says something: placeholders (`none`, `n/a`, …) are
+/// dropped by design and headings are read as headings, so neither can
+/// round-trip.
+fn bullet_text() -> impl Strategy<Value = String> {
+    "[a-z][a-z0-9 ,'.()/`-]{0,60}[a-z0-9]".prop_filter("says something, not a heading", |t| {
+        let lower = t.to_ascii_lowercase();
+        !["none", "n/a", "na", "nothing"].contains(&lower.trim_matches(['(', ')', '.']))
+            && !is_heading(t)
+    })
+}
+
+fn bullets() -> impl Strategy<Value = Vec<String>> {
+    proptest::collection::vec(bullet_text(), 0..4)
+}
+
+/// A summary of `format` with up to 3 bullets in each of its sections.
+fn summary_in(format: SummaryFormat) -> impl Strategy<Value = Summary> {
+    proptest::collection::vec(bullets(), format.sections().len()).prop_map(move |lists| {
+        let mut summary = Summary::empty(format);
+        for (&section, list) in format.sections().iter().zip(lists) {
+            *summary.section_mut(section) = list;
+        }
+        summary
+    })
+}
+
+fn summary() -> impl Strategy<Value = Summary> {
+    format().prop_flat_map(summary_in)
+}
+
+/// The answer a model following the prompt writes: the sections and the
+/// state delta in a fence.
+fn answer(summary: &Summary, delta: &StateDelta) -> String {
+    format!(
+        "{}\nSTATE DELTA:\n```json\n{}\n```\n",
+        summary.render(),
+        serde_json::to_string_pretty(delta).expect("a delta serializes")
+    )
+}
+
+/// Invariants of one parse in `format`: bullets are trimmed single-line
+/// pieces of the answer, only the format's sections are filled, each of its
+/// sections is reported missing at most once, and an answer with no section
+/// parsed only thanks to a valid delta.
+fn check_parsed(text: &str, format: SummaryFormat, parsed: &Parsed) -> Result<(), TestCaseError> {
+    let summary = &parsed.output.summary;
+    prop_assert_eq!(summary.format, format);
+    let mut count = 0;
+    for section in Section::ALL {
+        let list = summary.section(section);
+        if section.format() != format {
+            prop_assert!(list.is_empty(), "{:?} filled in {:?}", section, format);
+        }
+        for bullet in list {
+            prop_assert!(!bullet.is_empty() && bullet.trim() == bullet && !bullet.contains('\n'));
+            count += 1;
+        }
+    }
+    prop_assert!(count <= text.lines().count());
+    let missing = parsed
+        .problems
+        .iter()
+        .filter(|p| matches!(p, ParseProblem::MissingSection(_)))
+        .count();
+    prop_assert!(missing <= format.sections().len());
+    let delta_broken = parsed.problems.iter().any(|p| {
+        matches!(
+            p,
+            ParseProblem::MissingDelta | ParseProblem::InvalidDeltaJson { .. }
+        )
+    });
+    prop_assert!(missing < format.sections().len() || !delta_broken);
+    Ok(())
+}
+
+/// Parses `text` both ways in `format` and checks both.
+fn parse_both(text: &str, format: SummaryFormat) -> Result<(), TestCaseError> {
+    let output = parse::parse_output_as(text, format);
+    let rollup = parse::parse_rollup_as(text, format);
+    let expected = output.clone().map(|mut p| {
+        p.problems.retain(|p| *p != ParseProblem::MissingDelta);
+        p
+    });
+    prop_assert_eq!(
+        &expected,
+        &rollup,
+        "parse_rollup_as disagrees with parse_output_as"
+    );
+    match output {
+        Ok(parsed) => {
+            check_parsed(text, format, &parsed)?;
+            // Whatever was salvaged, the checks judge it without panicking.
+            let _ = parse::check(&parsed, Some(&parsed.output.summary));
+        }
+        Err(ParseError::Empty) => prop_assert!(text.trim().is_empty()),
+        Err(ParseError::NoSummary { .. }) => prop_assert!(!text.trim().is_empty()),
+    }
+    Ok(())
+}
+
+/// Headings and fragments of both formats, shuffled.
+fn heading_soup() -> impl Strategy<Value = String> {
+    proptest::collection::vec(
+        prop_oneof![
+            Just("KEY FACTS:\n"),
+            Just("## Open Threads\n"),
+            Just("## 1. Primary Request and Intent\n"),
+            Just("**7. Pending/Incomplete Work:** x\n"),
+            Just("Next steps: y\n"),
+            Just("### 4) Errors & Fixes\n"),
+            Just("STATE DELTA:\n"),
+            Just("```json\n"),
+            Just("```\n"),
+            Just("{"),
+            Just("}"),
+            Just("\""),
+            Just(",]"),
+            Just("- x\n"),
+            Just("  y\n"),
+            Just("- (none)\n"),
+            Just("//c\n"),
+        ],
+        0..60,
+    )
+    .prop_map(|parts| parts.concat())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn a_rendered_summary_parses_back_to_itself_in_both_formats(
+        summary in summary(),
+        decisions in proptest::collection::vec(item(), 0..3),
+        tasks in proptest::collection::vec(item(), 0..3),
+    ) {
+        let delta = StateDelta { key_decisions: decisions, tasks, ..Default::default() };
+        let format = summary.format;
+        let parsed = parse::parse_output_as(&answer(&summary, &delta), format).expect("parses");
+        prop_assert_eq!(parsed.problems, vec![]);
+        prop_assert_eq!(parsed.output, SummarizerOutput { summary: summary.clone(), delta });
+        let rolled = parse::parse_rollup_as(&summary.render(), format).expect("parses");
+        prop_assert_eq!(rolled.problems, vec![]);
+        prop_assert_eq!(rolled.output.summary, summary);
+    }
+
+    #[test]
+    fn the_parser_never_panics_and_stays_consistent_in_both_formats(
+        text in "(?s)[ -~\u{e9}\u{201c}\u{201d}\n\t{}\\[\\]\"`#*:,]{0,400}",
+        soup in heading_soup(),
+    ) {
+        for format in SummaryFormat::ALL {
+            parse_both(&text, format)?;
+            parse_both(&soup, format)?;
+        }
+    }
+
+    #[test]
+    fn an_answer_in_the_other_format_never_replaces_a_summary(
+        summary in summary(),
+        previous in summary(),
+    ) {
+        let text = answer(&summary, &StateDelta::default());
+        let other = match summary.format {
+            SummaryFormat::Sections => SummaryFormat::Handoff9,
+            SummaryFormat::Handoff9 => SummaryFormat::Sections,
+        };
+        let verdict = parse::parse_output_as(&text, other)
+            .map_err(Rejection::from)
+            .and_then(|parsed| parse::check(&parsed, Some(&previous)));
+        prop_assert_eq!(verdict, Err(Rejection::NoSections));
+    }
+
+    #[test]
+    fn placeholders_alone_never_pass_in_either_format(
+        format in format(),
+        placeholders in proptest::collection::vec(
+            prop_oneof![Just("(none)"), Just("none"), Just("n/a"), Just("-"), Just("."), Just("*"), Just("nothing")],
+            0..6,
+        ),
+        previous in summary(),
+    ) {
+        let mut text = String::new();
+        for (i, &section) in format.sections().iter().enumerate() {
+            text.push_str(section.heading());
+            text.push_str(":\n");
+            if let Some(p) = placeholders.get(i) {
+                text.push_str("- ");
+                text.push_str(p);
+                text.push('\n');
+            }
+        }
+        let parsed = parse::parse_output_as(&text, format).expect("headings parse");
+        prop_assert!(parsed.output.summary.is_empty());
+        let verdict = parse::check(&parsed, Some(&previous));
+        prop_assert!(
+            matches!(verdict, Err(Rejection::Empty | Rejection::Emptied { .. })),
+            "{:?}", verdict
+        );
+    }
+
+    #[test]
+    fn a_built_context_keeps_the_framing_and_every_heading_in_both_formats(
+        summary in summary(),
+        flood in 0usize..400,
+        window in prop_oneof![Just(0u64), 2_000u64..40_000],
+        tail_chars in 0usize..6_000,
+    ) {
+        let mut summary = summary;
+        // A long history in the section cut first.
+        let history = summary.format.sections()[if summary.format == SummaryFormat::Sections { 1 } else { 2 }];
+        summary.section_mut(history).extend((0..flood).map(|i| format!("step {i} of a long story")));
+        let state = WorkstreamState::default();
+        let messages = vec![Message::text(1, Role::User, "x".repeat(tail_chars.max(1)))];
+        let e = CharEstimator::default();
+        let built = context::build(
+            &ContextInput {
+                summary: Some(&summary),
+                state: &state,
+                memory_block_summary: None,
+                memory_entries: &[],
+                messages: &messages,
+                just_auto_compacted: false,
+                context_window: window,
+            },
+            &ContextConfig::default(),
+            &e,
+        );
+        let Part::Text { text } = &built.messages[0].parts[0] else {
+            panic!("the preamble is text")
+        };
+        let framing = match summary.format {
+            SummaryFormat::Sections => context::SUMMARY_HEADER,
+            SummaryFormat::Handoff9 => context::HANDOFF9_FRAMING,
+        };
+        prop_assert!(text.starts_with(framing), "{}", text);
+        for &section in summary.format.sections() {
+            prop_assert!(text.contains(section.heading()), "{:?} lost", section);
+        }
+        let tail: u64 = messages[0].parts.iter().map(|p| e.part_tokens(p)).sum();
+        prop_assert_eq!(built.tokens, e.count(text) + tail);
+        if window == 0 {
+            prop_assert_eq!(built.summary_bullets_dropped, 0, "no window, no guard");
         }
     }
 }

@@ -12,7 +12,7 @@ use compactor_shared::context::{self, ContextConfig, ContextInput};
 use compactor_shared::extractive::{self, ExtractiveConfig};
 use compactor_shared::prompt::{summary_output_budget, CompactionInput};
 use compactor_shared::stated::{self, StatedCaps};
-use compactor_shared::summary::SummarizerOutput;
+use compactor_shared::summary::{SummarizerOutput, SummaryFormat};
 use compactor_shared::transcript::{self, TranscriptConfig};
 use compactor_shared::{
     CharEstimator, Message, Part, Role, StateCaps, StateDelta, StateItem, Summary, WorkstreamState,
@@ -142,6 +142,7 @@ fn value_free(_input: &CompactionInput<'_>) -> SummarizerOutput {
             ],
             conversation_flow: vec!["The user and the assistant discussed several topics.".into()],
             open_threads: vec![],
+            ..Default::default()
         },
         delta: StateDelta {
             key_decisions: vec![
@@ -187,6 +188,7 @@ fn run(mode: Mode) -> String {
             new_messages: &t.text,
             instructions: None,
             split_turn: false,
+            format: SummaryFormat::Sections,
         };
         let out = match mode {
             Mode::Extractive => {

@@ -246,3 +246,123 @@ async fn the_worker_commits_exactly_what_the_pipeline_computes() {
         expected.report.messages_compacted
     );
 }
+
+/// `[engine.summary] format = "handoff9"` end to end on PostgreSQL, with
+/// the offline summarizer: the worker stores a summary with CoWork's nine
+/// sections, the next context opens with the hand-off framing, and after
+/// the operator switches back to `sections` the stored summary still
+/// renders as written until the next compaction converts it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handoff9_summary_has_the_nine_sections_and_the_context_opens_with_the_framing() {
+    use compactor_shared::context::{HANDOFF9_FRAMING, SUMMARY_HEADER};
+    use compactor_shared::summary::{Section, SummaryFormat};
+
+    let db = TestDb::new(Backend::Postgres).await;
+    let redis = TestRedis::new();
+    let mut settings = settings(&db.url, &redis, None);
+    // A 32k-token model: room for a summary of 2,560 tokens, enough to
+    // show every section.
+    settings.engine.trigger = compactor_shared::trigger::TriggerPolicy::Threshold {
+        context_window: 32_000,
+        ratio: 0.7,
+        output_reserve: 4_000,
+        safety_margin: 1_000,
+    };
+    settings.engine.summary.format = SummaryFormat::Handoff9;
+    let engine = settings.engine.clone();
+    let compactor =
+        Compactor::from_parts(db.store.clone(), redis.queue().await, engine.clone()).await;
+    let k = key("handoff9");
+    compactor
+        .append_messages(&k, conversation(160))
+        .await
+        .unwrap();
+    requested_job(&compactor.finalize_turn(&k, None).await.unwrap());
+    let worker = spawn_worker(settings.clone());
+    until_compacted(&compactor, &k).await;
+    worker.stop().await;
+
+    let stored = db.store.workstream(&k).await.unwrap().unwrap();
+    let summary = stored.summary.expect("a summary is stored");
+    assert_eq!(summary.format, SummaryFormat::Handoff9);
+    let listed: Vec<(Option<usize>, &str)> = summary
+        .sections()
+        .map(|(s, _)| (s.number(), s.heading()))
+        .collect();
+    let nine: Vec<(Option<usize>, &str)> = Section::HANDOFF9
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (Some(i + 1), s.heading()))
+        .collect();
+    assert_eq!(listed, nine);
+    for section in [
+        Section::PrimaryRequest,
+        Section::UserMessages,
+        Section::WorkCompleted,
+        Section::ErrorsAndFixes,
+        Section::PendingWork,
+        Section::CurrentState,
+        Section::NextStep,
+    ] {
+        assert!(
+            !summary.section(section).is_empty(),
+            "{section:?} is empty: {summary:?}"
+        );
+    }
+    assert!(
+        summary.primary_request[0].contains(" user: Turn 0: please look at"),
+        "the first request: {:?}",
+        summary.primary_request
+    );
+    assert!(summary.key_facts.is_empty() && summary.conversation_flow.is_empty());
+    let runs = db.store.runs(&k, 10).await.unwrap();
+    let rendered = runs[0].run.summary.as_deref().expect("the run's summary");
+    assert!(
+        rendered.starts_with("## 1. Primary Request and Intent\n"),
+        "{rendered}"
+    );
+    assert!(rendered.contains("\n## 9. Recommended Next Step\n"));
+
+    let preamble = text_of(&compactor.build_context(&k).await.unwrap().messages[0]);
+    assert!(preamble.starts_with(HANDOFF9_FRAMING), "{preamble}");
+    for section in Section::HANDOFF9 {
+        assert!(preamble.contains(section.heading()), "{section:?}");
+    }
+    assert!(!preamble.contains("KEY FACTS") && !preamble.contains(SUMMARY_HEADER));
+
+    // The operator switches back to `sections`: the stored summary renders
+    // as written until the next compaction converts it.
+    let mut switched = settings;
+    switched.engine.summary.format = SummaryFormat::Sections;
+    compactor
+        .append_messages(&k, conversation(3))
+        .await
+        .unwrap();
+    let preamble = text_of(&compactor.build_context(&k).await.unwrap().messages[0]);
+    assert!(preamble.starts_with(HANDOFF9_FRAMING), "{preamble}");
+    compactor.compact_now(&k, None).await.unwrap();
+    let worker = spawn_worker(switched);
+    eventually(
+        "the workstream is compacted again",
+        Duration::from_secs(60),
+        || async { compactor.status(&k).await.unwrap().compactions == 2 },
+    )
+    .await;
+    worker.stop().await;
+    let again = db.store.workstream(&k).await.unwrap().unwrap();
+    let converted = again.summary.expect("a summary is stored");
+    assert_eq!(converted.format, SummaryFormat::Sections);
+    let before: Vec<&String> = summary.sections().flat_map(|(_, b)| b).collect();
+    assert!(
+        converted
+            .sections()
+            .flat_map(|(_, b)| b)
+            .any(|bullet| before.contains(&bullet)),
+        "the stored summary's content is carried over: {converted:?}"
+    );
+    let preamble = text_of(&compactor.build_context(&k).await.unwrap().messages[0]);
+    assert!(
+        preamble.starts_with(SUMMARY_HEADER) && preamble.contains("KEY FACTS:"),
+        "{preamble}"
+    );
+}

@@ -4,9 +4,10 @@
 //! the compaction job does not care which.
 //!
 //! An LLM's answer is used only once it passes the checks of
-//! [`compactor_shared::parse::check`]: it has the summary's sections, they
-//! say something, it does not empty a summary that had content, and it was
-//! not cut off by the output limit. An answer cut off is asked for once
+//! [`compactor_shared::parse::check`]: it has sections of the configured
+//! summary format (`[engine.summary] format`; an answer in the other format
+//! has none), they say something, it does not empty a summary that had
+//! content, and it was not cut off by the output limit. An answer cut off is asked for once
 //! more with twice the output budget (up to `llm.retry_max_output_tokens`);
 //! any other rejected answer is a retryable failure
 //! ([`SummarizeError::InvalidOutput`]), so the job's retries and then the
@@ -211,7 +212,7 @@ impl Summarizer {
                 let checked = async {
                     let text = answer(client, step, &prompt, deadline, usage).await?;
                     parse::echo(&text).map_err(|r| reject(client, step, usage, r, &[]))?;
-                    let parsed = parse::parse_output(&text)
+                    let parsed = parse::parse_output_as(&text, input.format)
                         .map_err(|e| reject(client, step, usage, e.into(), &[]))?;
                     report_problems(client, step, &parsed.problems);
                     parse::check(&parsed, input.previous_summary)
@@ -242,7 +243,7 @@ impl Summarizer {
                 let checked = async {
                     let text = answer(client, step, &prompt, deadline, usage).await?;
                     parse::echo(&text).map_err(|r| reject(client, step, usage, r, &[]))?;
-                    let parsed = parse::parse_rollup(&text)
+                    let parsed = parse::parse_rollup_as(&text, summary.format)
                         .map_err(|e| reject(client, step, usage, e.into(), &[]))?;
                     report_problems(client, step, &parsed.problems);
                     parse::check(&parsed, Some(summary))

@@ -11,6 +11,7 @@ use compactor_producer::store::DegradedReason;
 use compactor_shared::config::EngineConfig;
 use compactor_shared::parse::Rejection;
 use compactor_shared::prompt::CompactionInput;
+use compactor_shared::summary::SummaryFormat;
 use compactor_shared::{CharEstimator, Summary, WorkstreamState};
 use compactor_worker::jobs::summarizer::{LlmUsage, SummarizeError};
 use compactor_worker::jobs::Summarizer;
@@ -918,6 +919,15 @@ async fn summarize(
     config: &LlmConfig,
     usage: &mut LlmUsage,
 ) -> Result<compactor_shared::summary::SummarizerOutput, SummarizeError> {
+    summarize_as(config, usage, SummaryFormat::Sections).await
+}
+
+/// [`summarize`] with the summary written in `format`.
+async fn summarize_as(
+    config: &LlmConfig,
+    usage: &mut LlmUsage,
+    format: SummaryFormat,
+) -> Result<compactor_shared::summary::SummarizerOutput, SummarizeError> {
     let summarizer = Summarizer::Llm(client(config));
     let previous = previous_summary();
     let state = WorkstreamState::default();
@@ -927,6 +937,7 @@ async fn summarize(
         new_messages: "[#9 USER]\nraise the TTL to 45s",
         instructions: None,
         split_turn: false,
+        format,
     };
     let engine = EngineConfig::default();
     summarizer
@@ -1010,6 +1021,44 @@ async fn a_good_answer_is_accepted_with_its_calls_counted() {
     assert_eq!(out.summary.key_facts, ["the cache TTL is 45s now"]);
     assert_eq!((usage.calls.sent, usage.calls.failed), (1, 0));
     assert_eq!(usage.calls.model.as_deref(), Some("test-model-2025"));
+}
+
+/// [`summarize_as`] in `handoff9` against a server answering `text` once.
+async fn handoff9_step(
+    text: &str,
+) -> (
+    MockServer,
+    Result<compactor_shared::summary::SummarizerOutput, SummarizeError>,
+) {
+    let server = answering(Api::OpenAi, Api::OpenAi.ok(text), Some(1)).await;
+    let mut usage = LlmUsage::default();
+    let config = Api::OpenAi.config(&server);
+    let out = summarize_as(&config, &mut usage, SummaryFormat::Handoff9).await;
+    (server, out)
+}
+
+/// `[engine.summary] format = "handoff9"`: the model is asked for the nine
+/// sections (the previous summary converted to them), its hand-off answer
+/// is used, and an answer in the three sections is no summary there.
+#[tokio::test]
+async fn with_handoff9_the_nine_sections_are_asked_for_and_a_sections_answer_is_rejected() {
+    const HANDOFF: &str = "## 1. Primary Request and Intent\n- keep the cache fast\n## 2. User Messages\n- #9 user: raise the TTL to 45s\n## 3. Work Completed\n- (none)\n## 4. Errors and Fixes\n- (none)\n## 5. Key Technical Details\n- the cache TTL is 45s now\n## 6. Decisions Made\n- raise the TTL to 45s\n## 7. Pending/Incomplete Work\n- run the load test\n## 8. Current State\n- the TTL is raised\n## 9. Recommended Next Step\n- run the load test\nSTATE DELTA:\n{}";
+    let (server, out) = handoff9_step(HANDOFF).await;
+    let out = out.unwrap();
+    assert_eq!(out.summary.format, SummaryFormat::Handoff9);
+    assert_eq!(out.summary.technical_details, ["the cache TTL is 45s now"]);
+    assert_eq!(out.summary.next_step, ["run the load test"]);
+    let requests = server.received_requests().await.unwrap();
+    let body = String::from_utf8_lossy(&requests[0].body);
+    assert!(body.contains("## 9. Recommended Next Step"), "{body}");
+    assert!(
+        body.contains("## 5. Key Technical Details\\n- the cache TTL is 37s"),
+        "the previous summary in the nine sections: {body}"
+    );
+
+    let e = handoff9_step(GOOD).await.1.unwrap_err();
+    assert_eq!(rejection(&e), &Rejection::NoSections);
+    assert_eq!(e.degraded_reason(), DegradedReason::InvalidOutput);
 }
 
 /// The `max_tokens` of each request the server received.
@@ -1184,6 +1233,7 @@ fn the_summarizer_steps_are_send() {
         new_messages: "",
         instructions: None,
         split_turn: false,
+        format: SummaryFormat::Sections,
     };
     let mut usage = LlmUsage::default();
     send(&summarizer.summarize(&input, &engine, &estimator, in_secs(1), &mut usage));
