@@ -19,13 +19,12 @@ use axum::Router;
 use base64::Engine as _;
 use compactor_e2e::db::{Backend, TestDb};
 use compactor_e2e::{
-    conversation, eventually, key, request_compaction, settings, small_window, spawn_worker,
-    start_worker, TestRedis,
+    conversation, eventually, key, pause_before_commit, request_compaction, settings, small_window,
+    spawn_worker, start_worker, CommitPause, TestRedis,
 };
 use compactor_producer::client::Compactor;
 use compactor_producer::queue::Trigger;
 use compactor_shared::EntityKey;
-use compactor_worker::jobs::compact::BeforeCommit;
 use compactor_worker::jobs::{CompactHandler, CompactSettings, Hooks, Summarizer};
 use compactor_worker::outbox::{EventsSettings, Relay, Webhook, WebhookSecret, WebhookSettings};
 use compactor_worker::runtime::{Job, JobHandler};
@@ -304,18 +303,11 @@ async fn a_commit_that_lost_its_fence_writes_no_event() {
     client.append_messages(&k, conversation(200)).await.unwrap();
 
     // Run A stops right before its commit until the test lets it go.
-    let at_commit = Arc::new(Notify::new());
-    let go = Arc::new(Notify::new());
-    let hook: BeforeCommit = {
-        let (at_commit, go) = (at_commit.clone(), go.clone());
-        Arc::new(move |_key| {
-            let (at_commit, go) = (at_commit.clone(), go.clone());
-            Box::pin(async move {
-                at_commit.notify_one();
-                go.notified().await;
-            })
-        })
-    };
+    let CommitPause {
+        hook,
+        at_commit,
+        go,
+    } = pause_before_commit();
     let settings = CompactSettings {
         lease_ttl: Duration::from_secs(30),
         ..CompactSettings::new(small_window())
