@@ -11,6 +11,7 @@
 //! | `m20261122_000004_create_compaction_runs` | `compaction_runs`: one audit row per attempt |
 //! | `m20261122_000005_add_compaction_run_llm_audit` | `compaction_runs`: why a run was degraded, LLM calls and failed calls |
 //! | `m20261124_000001_add_message_client_ids` | `messages.client_id`: a client's id for a message, unique per workstream (idempotent appends) |
+//! | `m20261126_000002_create_event_outbox` | `events` and `event_deliveries`: the transactional outbox of compaction events and their webhook deliveries |
 //!
 //! Every migration is written with the sea-query schema builder only, so the
 //! same code creates the schema on PostgreSQL (production) and SQLite (the
@@ -27,6 +28,7 @@ mod m20261122_000003_create_memory_block_entries;
 mod m20261122_000004_create_compaction_runs;
 mod m20261122_000005_add_compaction_run_llm_audit;
 mod m20261124_000001_add_message_client_ids;
+mod m20261126_000002_create_event_outbox;
 
 pub use sea_orm_migration::{MigrationTrait, MigratorTrait};
 
@@ -46,6 +48,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261122_000004_create_compaction_runs::Migration),
             Box::new(m20261122_000005_add_compaction_run_llm_audit::Migration),
             Box::new(m20261124_000001_add_message_client_ids::Migration),
+            Box::new(m20261126_000002_create_event_outbox::Migration),
         ]
     }
 }
@@ -96,6 +99,7 @@ mod tests {
                 "m20261122_000004_create_compaction_runs",
                 "m20261122_000005_add_compaction_run_llm_audit",
                 "m20261124_000001_add_message_client_ids",
+                "m20261126_000002_create_event_outbox",
             ]
         );
     }

@@ -36,8 +36,8 @@ use tokio::time::Instant;
 
 use crate::events::{CompactionEvent, EventOutcome};
 use crate::events::{
-    HistoryTruncated, InternalEvent, QueueUnreadableWhileWaiting, ReleaseSubscriptionPending,
-    TurnFinalized, WaitEnded,
+    EventNotWritten, HistoryTruncated, InternalEvent, QueueUnreadableWhileWaiting,
+    ReleaseSubscriptionPending, TurnFinalized, WaitEnded,
 };
 use crate::queue::{
     EnqueueOutcome, JobStage, JobState, Payload, PayloadError, Queue, QueueConfig, QueueError,
@@ -46,8 +46,8 @@ use crate::queue::{
 use crate::ready::{Released, Releases};
 use crate::settings::{DatabaseSettings, RedisSettings};
 use crate::store::{
-    HistoryWindow, Lease, NewMessage, RunOutcome, SchemaStatus, Store, StoreError, WorkstreamRow,
-    CLIENT_ID_MAX_BYTES,
+    EventKind, HistoryWindow, Lease, NewEvent, NewMessage, RunOutcome, SchemaStatus, Store,
+    StoreError, WorkstreamRow, CLIENT_ID_MAX_BYTES,
 };
 
 /// Largest message accepted, as JSON (a bigger one is an error, not a
@@ -648,11 +648,14 @@ impl Compactor {
                 .request_compaction(key, Trigger::Auto)
                 .await
             {
-                Ok(enqueue) => TurnOutcome::Requested {
-                    current_tokens: decision.current_tokens,
-                    threshold_tokens: decision.threshold_tokens,
-                    enqueue,
-                },
+                Ok(enqueue) => {
+                    record_requested(&self.inner.store, key, &Trigger::Auto, &enqueue).await;
+                    TurnOutcome::Requested {
+                        current_tokens: decision.current_tokens,
+                        threshold_tokens: decision.threshold_tokens,
+                        enqueue,
+                    }
+                }
                 // The turn is stored either way: say that the request could
                 // not be queued rather than fail what did succeed.
                 Err(error) if error.is_unavailable() => TurnOutcome::Unavailable {
@@ -685,7 +688,13 @@ impl Compactor {
         Payload::new(key.clone(), trigger.clone()).map_err(ClientError::InvalidInstructions)?;
         let ws = self.workstream(key).await?;
         self.inner.store.reset_breaker(ws.id).await?;
-        Ok(self.inner.queue.request_compaction(key, trigger).await?)
+        let outcome = self
+            .inner
+            .queue
+            .request_compaction(key, trigger.clone())
+            .await?;
+        record_requested(&self.inner.store, key, &trigger, &outcome).await;
+        Ok(outcome)
     }
 
     /// [`Compactor::wait`] for the whole requested compaction
@@ -1094,6 +1103,41 @@ async fn wait_for_news(
             },
             () = tokio::time::sleep_until(wake_at) => return,
         }
+    }
+}
+
+/// Writes `compaction.requested` to the outbox after the queue took a
+/// request that adds a run (`added`, or a follow-up of the running job);
+/// a request coalesced into a waiting job changes nothing and writes no
+/// event. The queue's change is in Redis, so the event follows it rather
+/// than sharing its transaction: should this write fail (or the process
+/// die just before it), that event is lost. The failure is logged and the
+/// request still succeeds: the compaction was requested.
+pub(crate) async fn record_requested(
+    store: &Store,
+    key: &EntityKey,
+    trigger: &Trigger,
+    outcome: &EnqueueOutcome,
+) {
+    let job_id = match outcome {
+        EnqueueOutcome::Added { job_id } | EnqueueOutcome::FollowUpRecorded { job_id } => *job_id,
+        EnqueueOutcome::Coalesced { .. } => return,
+    };
+    let event = NewEvent::new(
+        EventKind::CompactionRequested,
+        key,
+        serde_json::json!({
+            "trigger": trigger.label(),
+            "job_id": job_id,
+            "enqueue": outcome.label(),
+        }),
+    );
+    if let Err(error) = store.record_event(&event).await {
+        EventNotWritten {
+            kind: event.kind,
+            error: &error,
+        }
+        .emit();
     }
 }
 

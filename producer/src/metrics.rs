@@ -20,8 +20,8 @@ use compactor_shared::EntityKey;
 use serde::{Deserialize, Serialize};
 
 pub use crate::events::catalogue::{
-    describe, describe_families, labels, names, Family, Kind, FAMILIES, HISTOGRAM_BUCKETS,
-    LLM_FAMILIES,
+    describe, describe_families, labels, names, Family, Kind, EVENT_FAMILIES, FAMILIES,
+    HISTOGRAM_BUCKETS, LLM_FAMILIES,
 };
 
 /// The `domain` label of every domain not in the allow-list.

@@ -97,7 +97,8 @@ pub async fn reconcile(
             report.in_hand += queued.len() as u64 - repair.repaired();
         }
         if !lost.is_empty() {
-            for outcome in queue.enqueue_many(&lost).await? {
+            for (outcome, (key, trigger)) in queue.enqueue_many(&lost).await?.iter().zip(&lost) {
+                crate::client::record_requested(store, key, trigger, outcome).await;
                 match outcome {
                     EnqueueOutcome::Added { .. } => report.requested += 1,
                     // A request raced us: it is in hand all the same.

@@ -355,6 +355,38 @@ pub async fn take_lease(
     (ws.id, taken)
 }
 
+/// A compaction stopped right before its commit, for races on the fenced
+/// commit: install `hook` as the handler's `before_commit`; `at_commit` is
+/// notified when a run gets there, and it goes on once `go` is notified.
+pub struct CommitPause {
+    pub hook: compactor_worker::jobs::compact::BeforeCommit,
+    pub at_commit: std::sync::Arc<tokio::sync::Notify>,
+    pub go: std::sync::Arc<tokio::sync::Notify>,
+}
+
+/// A [`CommitPause`], its notifiers fresh.
+pub fn pause_before_commit() -> CommitPause {
+    use std::sync::Arc;
+    use tokio::sync::Notify;
+    let at_commit = Arc::new(Notify::new());
+    let go = Arc::new(Notify::new());
+    let hook: compactor_worker::jobs::compact::BeforeCommit = {
+        let (at_commit, go) = (at_commit.clone(), go.clone());
+        Arc::new(move |_key| {
+            let (at_commit, go) = (at_commit.clone(), go.clone());
+            Box::pin(async move {
+                at_commit.notify_one();
+                go.notified().await;
+            })
+        })
+    };
+    CommitPause {
+        hook,
+        at_commit,
+        go,
+    }
+}
+
 /// Whether `task` is still running after `within`: a waiter that must be
 /// blocked (on a lease held, a job running) has not returned.
 pub async fn still_waiting<T>(task: &mut JoinHandle<T>, within: Duration) -> bool {

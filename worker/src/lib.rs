@@ -8,6 +8,8 @@
 //! - [`settings`]: every section of the configuration, validated.
 //! - [`jobs`]: the compaction job and its summarizer.
 //! - [`llm`]: OpenAI-compatible and Anthropic clients with retries.
+//! - [`outbox`]: compaction events to a Redis Stream and to signed
+//!   webhooks, from the transactional outbox.
 //! - [`runtime`]: the apalis-based worker runtime (leases, heartbeats,
 //!   retries, recovery, graceful shutdown) around a pluggable
 //!   [`runtime::JobHandler`].
@@ -21,6 +23,7 @@ pub mod http;
 pub mod jobs;
 pub mod llm;
 pub mod observability;
+pub mod outbox;
 pub mod runtime;
 pub mod settings;
 pub mod signals;

@@ -72,6 +72,7 @@ pub fn install() -> Result<PrometheusHandle, ObservabilityError> {
         warn!("another metrics recorder is installed already: /metrics will be empty");
     } else {
         compactor_producer::metrics::describe();
+        compactor_producer::metrics::describe_families(compactor_producer::metrics::EVENT_FAMILIES);
         llm_metrics::describe();
         spawn_upkeep(handle.clone());
     }
@@ -99,9 +100,15 @@ fn spawn_upkeep(handle: PrometheusHandle) {
 /// the module doc), after adding `domains` to the labelled domains, and
 /// sets `compactor_build_info`. The LLM client's series are created for
 /// `provider` (none for the extractive summarizer, which makes no
-/// requests).
-pub fn register_known_series(queue: &str, provider: Provider, domains: &[String]) {
+/// requests), the event outbox's for the webhooks named `endpoints`.
+pub fn register_known_series(
+    queue: &str,
+    provider: Provider,
+    domains: &[String],
+    endpoints: &[String],
+) {
     allow_domains(domains);
+    events::create_event_series(queue, endpoints.iter().map(String::as_str));
     let routes = crate::http::served_routes()
         .into_iter()
         .map(|(_, route)| route)

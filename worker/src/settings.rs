@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 use subtle::ConstantTimeEq;
 
 use crate::llm::{LlmConfig, Provider};
+use crate::outbox::EventsSettings;
 use crate::runtime::RuntimeConfig;
 
 /// `[log]`.
@@ -244,6 +245,8 @@ pub struct Settings {
     pub reconcile: ReconcileSettings,
     /// `[metrics]`: the domains labelled as themselves.
     pub metrics: MetricsSettings,
+    /// `[events]`: the event stream and webhooks.
+    pub events: EventsSettings,
 }
 
 /// `[reconcile]`: the sweep that re-requests compactions the queue lost
@@ -299,6 +302,7 @@ impl Settings {
         }
         self.admin.validate().map_err(invalid)?;
         self.metrics.validate().map_err(invalid)?;
+        self.events.validate().map_err(invalid)?;
         self.database.validate().map_err(invalid)?;
         let window = self.engine.trigger.context_window();
         if window > 0 && self.database.context_max_tokens < window {

@@ -22,10 +22,16 @@
 pub mod probe;
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use compactor_producer::client::Compactor;
-use compactor_producer::store::{SchemaStatus, Store, StoreError};
+use compactor_producer::events::EventNotWritten;
+use compactor_producer::events::InternalEvent;
+use compactor_producer::queue::ClaimedJob;
+use compactor_producer::store::{EventKind, NewEvent, SchemaStatus, Store, StoreError};
+use futures::future::BoxFuture;
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
@@ -34,7 +40,8 @@ use crate::http::{AdminServer, AppState};
 use crate::jobs::{CompactHandler, CompactSettings, Summarizer};
 use crate::llm::{LlmClient, LlmError, Provider};
 use crate::observability::{self, ObservabilityError};
-use crate::runtime::{Runtime, RuntimeError};
+use crate::outbox::{Relay, Webhook};
+use crate::runtime::{DeadLetterHook, Runtime, RuntimeError};
 use crate::settings::{MissingAdminToken, Settings};
 use probe::Probe;
 
@@ -78,6 +85,10 @@ pub enum StartupError {
     AdminServe(#[source] std::io::Error),
     #[error(transparent)]
     Metrics(#[from] ObservabilityError),
+    /// A webhook's secret could not be had (`secret_env` names a variable
+    /// that is not set, or holds no `whsec_` secret).
+    #[error("{0}")]
+    WebhookSecret(String),
 }
 
 impl StartupError {
@@ -91,6 +102,7 @@ impl StartupError {
         use compactor_producer::queue::QueueError;
         match self {
             StartupError::AdminToken(_)
+            | StartupError::WebhookSecret(_)
             | StartupError::RedisAuth(_)
             | StartupError::Llm(LlmError::Config(_))
             | StartupError::Queue(QueueError::Url { .. } | QueueError::Config(_))
@@ -111,6 +123,8 @@ pub struct Application {
     admin: Option<AdminServer>,
     admin_addr: Option<SocketAddr>,
     reconcile: Option<Reconciler>,
+    /// The event outbox's relay: runs beside the runtime, stops after it.
+    relay: Relay,
     /// Lease releases of attempts cancelled at shutdown.
     cleanups: tokio_util::task::TaskTracker,
     shutdown: CancellationToken,
@@ -132,6 +146,7 @@ impl Application {
         } else {
             None
         };
+        let webhooks = resolve_webhooks(&settings)?;
         // The summarizer first: a missing API key is a configuration
         // error, reported at once rather than after waiting for the
         // database and Redis.
@@ -161,10 +176,12 @@ impl Application {
         }
         let (admin, admin_addr) = if settings.admin.enabled {
             let metrics = observability::install()?;
+            let endpoints: Vec<String> = webhooks.iter().map(|w| w.name.clone()).collect();
             observability::register_known_series(
                 settings.queue.name.as_str(),
                 settings.llm.provider,
                 &settings.metrics.domains,
+                &endpoints,
             );
             let compactor =
                 Compactor::from_parts(store.clone(), queue.clone(), settings.engine.clone()).await;
@@ -204,6 +221,16 @@ impl Application {
             "compactor-worker ready"
         );
         let store_for_sweep = store.clone();
+        let outbox_wake = Arc::new(Notify::new());
+        let relay = Relay::new(
+            store.clone(),
+            queue.clone(),
+            settings.events.clone(),
+            webhooks,
+            relay_owner(&settings.worker.name),
+            Arc::clone(&outbox_wake),
+        );
+        let dead_letters = dead_letter_events(store.clone(), Arc::clone(&outbox_wake));
         let handler = CompactHandler::new(
             store,
             queue.clone(),
@@ -215,7 +242,8 @@ impl Application {
                 fallback_to_extractive: settings.llm.fallback_to_extractive,
                 ..CompactSettings::new(settings.engine.clone())
             },
-        );
+        )
+        .with_outbox_wake(outbox_wake);
         let reconcile = (!settings.reconcile.interval.is_zero()).then(|| Reconciler {
             store: store_for_sweep,
             queue: queue.clone(),
@@ -223,12 +251,14 @@ impl Application {
             every: settings.reconcile.interval,
         });
         let cleanups = handler.cleanups();
-        let runtime = Runtime::new(queue, settings.worker, handler)?;
+        let runtime =
+            Runtime::new(queue, settings.worker, handler)?.with_dead_letter_hook(dead_letters);
         Ok(Application {
             runtime,
             admin,
             admin_addr,
             reconcile,
+            relay,
             cleanups,
             shutdown,
         })
@@ -252,7 +282,19 @@ impl Application {
         let sweep = self
             .reconcile
             .map(|r| tokio::spawn(r.run(self.shutdown.clone())));
+        let stop_relay = CancellationToken::new();
+        let relay = tokio::spawn(self.relay.run(stop_relay.clone()));
         let result = self.runtime.run(self.shutdown.cancelled_owned()).await;
+        // The runtime has drained: the relay's round in progress (with the
+        // events of the last commits, if it was woken for them) finishes;
+        // whatever is left waits in the outbox for the next worker.
+        stop_relay.cancel();
+        if tokio::time::timeout(Duration::from_secs(5), relay)
+            .await
+            .is_err()
+        {
+            warn!("the event relay did not stop in time; its claims expire on their own");
+        }
         // Attempts handed back after the grace period release their entity
         // leases in the background; let them finish (briefly).
         self.cleanups.close();
@@ -304,6 +346,67 @@ fn start_probe(client: &LlmClient, settings: &Settings, shutdown: &CancellationT
             () = stop.cancelled() => {}
         }
     });
+}
+
+/// The webhooks of `[events]`, with their secrets (from the file or the
+/// environment).
+fn resolve_webhooks(settings: &Settings) -> Result<Vec<Webhook>, StartupError> {
+    settings
+        .events
+        .webhooks
+        .iter()
+        .map(|hook| {
+            Ok(Webhook {
+                name: hook.name.clone(),
+                url: hook.url.clone(),
+                secret: hook
+                    .resolve_secret(|name| std::env::var(name).ok())
+                    .map_err(StartupError::WebhookSecret)?,
+                timeout: hook.timeout,
+            })
+        })
+        .collect()
+}
+
+/// A unique claim owner for this process's relay.
+fn relay_owner(name: &str) -> String {
+    let started = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros());
+    let name: String = name.chars().take(32).collect();
+    format!("{name}-relay-{}-{started:x}", std::process::id())
+}
+
+/// Writes `compaction.dead_lettered` after the queue dead-lettered a job,
+/// and wakes the relay. The dead letter is in Redis: the event follows it
+/// (a crash in between loses the event; see `docs/INTERNALS.md`).
+fn dead_letter_events(store: Store, wake: Arc<Notify>) -> DeadLetterHook {
+    Arc::new(
+        move |job: &ClaimedJob, reason: &str| -> BoxFuture<'static, ()> {
+            let event = NewEvent::new(
+                EventKind::CompactionDeadLettered,
+                &job.key,
+                serde_json::json!({
+                    "job_id": job.job_id,
+                    "attempt": job.attempt,
+                    "trigger": job.payload.trigger.label(),
+                    "reason": reason.chars().take(300).collect::<String>(),
+                }),
+            );
+            let store = store.clone();
+            let wake = Arc::clone(&wake);
+            Box::pin(async move {
+                match store.record_event(&event).await {
+                    Ok(_) => wake.notify_one(),
+                    Err(error) => EventNotWritten {
+                        kind: event.kind,
+                        error: &error,
+                    }
+                    .emit(),
+                }
+            })
+        },
+    )
 }
 
 /// The periodic reconciliation sweep of one worker.

@@ -161,6 +161,22 @@ pub mod names {
     /// LLM (degraded runs), by `provider` and `reason`
     /// ([`crate::store::DegradedReason`]).
     pub const LLM_FALLBACKS_TOTAL: &str = "compactor_llm_fallbacks_total";
+
+    /// Counter: events written to the outbox, by `kind`
+    /// ([`super::EventKind`]).
+    pub const EVENTS_WRITTEN_TOTAL: &str = "compactor_events_written_total";
+    /// Counter: events a relay put on the Redis Stream, by `queue`.
+    pub const EVENTS_STREAMED_TOTAL: &str = "compactor_events_streamed_total";
+    /// Counter: webhook delivery attempts, by `endpoint` (the configured
+    /// name, never the URL) and `outcome` ([`super::DeliveryOutcome`]).
+    pub const EVENT_DELIVERIES_TOTAL: &str = "compactor_event_deliveries_total";
+    /// Gauge: outbox rows not done yet, by `state`
+    /// ([`super::BacklogState`]).
+    pub const EVENTS_BACKLOG: &str = "compactor_events_backlog";
+    /// Gauge: age of the oldest event not yet relayed or not yet delivered
+    /// everywhere (0 when there is none), by `queue`.
+    pub const EVENTS_OLDEST_UNDELIVERED_SECONDS: &str =
+        "compactor_events_oldest_undelivered_seconds";
 }
 
 /// Defines a label enum: its variants, their one spelling (`as_str`), and
@@ -464,6 +480,53 @@ label_enum! {
     }
 }
 
+label_enum! {
+    /// The kind of an outbox event: its `type` on the stream and in a
+    /// webhook's body, and the `kind` label of
+    /// [`names::EVENTS_WRITTEN_TOTAL`]. `branch.summarized` is named for
+    /// branch summaries, which no code writes yet.
+    EventKind {
+        CompactionRequested => "compaction.requested",
+        CompactionStarted => "compaction.started",
+        CompactionCompleted => "compaction.completed",
+        CompactionFailed => "compaction.failed",
+        CompactionDeadLettered => "compaction.dead_lettered",
+        BranchSummarized => "branch.summarized",
+    }
+}
+
+impl EventKind {
+    /// The kind spelled `label`, if any.
+    pub fn parse(label: &str) -> Option<EventKind> {
+        EventKind::ALL.into_iter().find(|k| k.as_str() == label)
+    }
+}
+
+label_enum! {
+    /// How one webhook delivery attempt ended.
+    DeliveryOutcome {
+        /// A 2xx answer.
+        Delivered => "delivered",
+        /// Anything else, or no answer in time: tried again later.
+        Retried => "retried",
+        /// Anything else on the last attempt: the delivery is `failed`
+        /// (listed, and retryable by an operator).
+        Failed => "failed",
+    }
+}
+
+label_enum! {
+    /// Outbox rows not done yet.
+    BacklogState {
+        /// Events not yet put on the stream (nor their deliveries created).
+        Unrelayed => "unrelayed",
+        /// Deliveries still to be tried.
+        Pending => "pending",
+        /// Deliveries that gave up (kept until retried).
+        Failed => "failed",
+    }
+}
+
 /// `route` of admin HTTP requests to a path no route matches (never the
 /// path itself: any caller could create label values).
 pub const UNMATCHED_ROUTE: &str = "unmatched";
@@ -751,9 +814,44 @@ pub const LLM_FAMILIES: &[Family] = &[
     ),
 ];
 
-/// Every family, the LLM clients' included.
+/// The event outbox's families (recorded by whatever writes events, and
+/// by a worker's relay).
+pub const EVENT_FAMILIES: &[Family] = &[
+    family(
+        names::EVENTS_WRITTEN_TOTAL,
+        Kind::Counter,
+        &["kind"],
+        "Events written to the outbox, by kind",
+    ),
+    family(
+        names::EVENTS_STREAMED_TOTAL,
+        Kind::Counter,
+        QUEUE,
+        "Events put on the Redis Stream by a relay",
+    ),
+    family(
+        names::EVENT_DELIVERIES_TOTAL,
+        Kind::Counter,
+        &["endpoint", "outcome"],
+        "Webhook delivery attempts, by endpoint name and outcome (delivered, retried, failed)",
+    ),
+    family(
+        names::EVENTS_BACKLOG,
+        Kind::Gauge,
+        &["state"],
+        "Outbox rows not done yet: events not relayed, deliveries pending or failed",
+    ),
+    family(
+        names::EVENTS_OLDEST_UNDELIVERED_SECONDS,
+        Kind::Gauge,
+        QUEUE,
+        "Age of the oldest event not yet relayed or not yet delivered to every webhook",
+    ),
+];
+
+/// Every family, the LLM clients' and the event outbox's included.
 pub fn all_families() -> impl Iterator<Item = &'static Family> {
-    FAMILIES.iter().chain(LLM_FAMILIES)
+    FAMILIES.iter().chain(LLM_FAMILIES).chain(EVENT_FAMILIES)
 }
 
 /// The family named `name`, if any.
@@ -899,6 +997,7 @@ mod tests {
         // Every constant in `names` is a family.
         assert_eq!(FAMILIES.len(), 30);
         assert_eq!(LLM_FAMILIES.len(), 8);
+        assert_eq!(EVENT_FAMILIES.len(), 5);
         for (name, _) in HISTOGRAM_BUCKETS {
             let f = family_named(name).unwrap_or_else(|| panic!("{name}: no family"));
             assert_eq!(f.kind, Kind::Histogram, "{name}");
@@ -921,6 +1020,8 @@ mod tests {
             &TokenStage::LABELS,
             &TokenDirection::LABELS,
             &LlmOutcome::LABELS,
+            &DeliveryOutcome::LABELS,
+            &BacklogState::LABELS,
         ];
         for list in lists {
             let distinct: std::collections::HashSet<_> = list.iter().collect();

@@ -16,6 +16,7 @@
 //! - `notify`: the client's release subscription failing, or not up yet.
 //! - `context`: a turn's context clipped to its bound (log only).
 //! - `reconcile`: a reconciliation sweep that found lost work.
+//! - `outbox`: an event written to the transactional outbox.
 //! - [`CompactionEvent`]: not an internal event but the announcement a
 //!   worker publishes when a compaction ends (what a chat UI shows as
 //!   "context compacted"); it lives here for its old path.
@@ -25,6 +26,7 @@ mod compaction;
 mod context;
 mod enqueue;
 mod notify;
+mod outbox;
 mod reconcile;
 mod turn;
 mod wait;
@@ -40,6 +42,8 @@ pub use compaction::{CompactionEvent, EventOutcome};
 pub(crate) use context::HistoryTruncated;
 pub(crate) use enqueue::{CompactionRequested, EnqueueFailed};
 pub(crate) use notify::{ReleaseSubscriptionFailed, ReleaseSubscriptionPending};
+pub use outbox::EventNotWritten;
+pub(crate) use outbox::EventWritten;
 pub(crate) use reconcile::Reconciled;
 pub(crate) use turn::TurnFinalized;
 pub(crate) use wait::{QueueUnreadableWhileWaiting, WaitEnded};

@@ -58,8 +58,9 @@
 //!   dead-letter, hand back), `recover` (expired leases), `repair`
 //!   (records that lost their set entry), `dead_letters`, `inspect`
 //!   (job state, counts), `pubsub` (wake-ups and release announcements),
-//!   `workers` (the registry of live workers) and `progress` (where a
-//!   job stands, for waiters).
+//!   `workers` (the registry of live workers), `progress` (where a
+//!   job stands, for waiters) and `stream` (the Redis Stream of
+//!   compaction events the worker's outbox relay feeds).
 
 mod claim;
 mod config;
@@ -78,6 +79,7 @@ mod recover;
 mod repair;
 mod scripts;
 mod settle;
+mod stream;
 mod workers;
 
 pub use compactor_shared::payload;
@@ -97,4 +99,5 @@ pub use pubsub::{Notice, Subscription};
 pub use recover::Recovery;
 pub use repair::Repair;
 pub use settle::{Completion, Settled, MAX_SETTLE_BATCH};
+pub use stream::StreamEntry;
 pub use workers::{WorkerInfo, WorkerRegistration};

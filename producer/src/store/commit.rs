@@ -19,9 +19,10 @@ use super::convert::{encode, encode_parts, now, to_i64};
 use super::entities::{memory_block_entry, message, workstream};
 use super::lease::{eq_or_null, held_by};
 use super::messages::estimate_of;
+use super::outbox::{insert_event, written};
 use super::runs::insert_run;
 use super::workstreams::BREAKER_THRESHOLD;
-use super::{NewRun, RunOutcome, Store, StoreError};
+use super::{NewEvent, NewRun, RunOutcome, Store, StoreError};
 
 /// Ids per `IN (…)` / `NOT IN (…)` list, well under every backend's
 /// bound-parameter limit.
@@ -111,6 +112,19 @@ impl Store {
     /// Any error (e.g. a pruned message that is not in the workstream) rolls
     /// everything back: there is never a half-written commit.
     pub async fn commit(&self, commit: &Commit<'_>) -> Result<CommitOutcome, StoreError> {
+        self.commit_with_event(commit, None).await
+    }
+
+    /// [`Store::commit`], writing `event` to the outbox in the same
+    /// transaction (step 6), after the fence matched: a refused commit
+    /// writes no event. The event's `data` (an object) gets the
+    /// `run_id` of the audit row and the workstream's new `version`, known
+    /// only inside the transaction.
+    pub async fn commit_with_event(
+        &self,
+        commit: &Commit<'_>,
+        event: Option<&NewEvent>,
+    ) -> Result<CommitOutcome, StoreError> {
         const OP: &str = "commit";
         let encoded = Encoded {
             summary: encode(OP, "summary", commit.summary)?,
@@ -124,8 +138,22 @@ impl Store {
         let txn = self.begin_write(OP).await?;
         // On error `txn` is dropped, which rolls it back.
         match write_commit(&txn, commit, &encoded).await? {
-            Some(version) => {
+            Some((version, run_id)) => {
+                let written_event = match event {
+                    Some(event) => {
+                        let mut event = event.clone();
+                        if let Some(data) = event.data.as_object_mut() {
+                            data.insert("run_id".into(), run_id.into());
+                            data.insert("version".into(), version.into());
+                        }
+                        Some((event.kind, insert_event(&txn, &event, OP).await?))
+                    }
+                    None => None,
+                };
                 txn.commit().await.map_err(StoreError::db(OP))?;
+                if let Some((kind, id)) = written_event {
+                    written(kind, &id);
+                }
                 Ok(CommitOutcome::Committed { version })
             }
             None => {
@@ -155,6 +183,21 @@ impl Store {
         run: &NewRun,
         count_failure: bool,
     ) -> Result<bool, StoreError> {
+        self.record_failure_with_event(workstream_id, owner, run, count_failure, None)
+            .await
+    }
+
+    /// [`Store::record_failure`], writing `event` to the outbox in the
+    /// same transaction when `owner` still held the lease (the failure
+    /// gave it back); not when it did not (someone else runs now).
+    pub async fn record_failure_with_event(
+        &self,
+        workstream_id: i64,
+        owner: &str,
+        run: &NewRun,
+        count_failure: bool,
+        event: Option<&NewEvent>,
+    ) -> Result<bool, StoreError> {
         const OP: &str = "record_failure";
         let txn = self.begin_write(OP).await?;
         let mut update = workstream::Entity::update_many();
@@ -182,7 +225,14 @@ impl Store {
             });
         }
         insert_run(&txn, workstream_id, run, OP).await?;
+        let written_event = match event {
+            Some(event) if held => Some((event.kind, insert_event(&txn, event, OP).await?)),
+            _ => None,
+        };
         txn.commit().await.map_err(StoreError::db(OP))?;
+        if let Some((kind, id)) = written_event {
+            written(kind, &id);
+        }
         Ok(held)
     }
 
@@ -216,13 +266,13 @@ struct Encoded {
     pruned: Vec<String>,
 }
 
-/// Steps 1–5 of [`Store::commit`]. `None`: the fence did not match and
-/// nothing was written.
+/// Steps 1–5 of [`Store::commit`]: the new version and the run row's id.
+/// `None`: the fence did not match and nothing was written.
 async fn write_commit(
     txn: &DatabaseTransaction,
     c: &Commit<'_>,
     encoded: &Encoded,
-) -> Result<Option<i64>, StoreError> {
+) -> Result<Option<(i64, i64)>, StoreError> {
     const OP: &str = "commit";
     use workstream::Column as W;
     let at = now();
@@ -286,7 +336,7 @@ async fn write_commit(
                 .map_err(StoreError::db(OP))?;
         }
     }
-    insert_run(txn, c.workstream_id, c.run, OP).await?;
+    let run_id = insert_run(txn, c.workstream_id, c.run, OP).await?;
     let version = workstream::Entity::find_by_id(c.workstream_id)
         .select_only()
         .column(W::Version)
@@ -298,7 +348,7 @@ async fn write_commit(
             op: OP,
             workstream_id: c.workstream_id,
         })?;
-    Ok(Some(version))
+    Ok(Some((version, run_id)))
 }
 
 /// Marks `(expected, new] \ keep` compacted. `keep` is split into bounded

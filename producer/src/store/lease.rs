@@ -17,7 +17,8 @@ use sea_orm::{ColumnTrait, Condition, EntityTrait, QueryFilter};
 
 use super::convert::{millis, now, now_ms};
 use super::entities::workstream::{Column, Entity};
-use super::{Store, StoreError};
+use super::outbox::{insert_event, written};
+use super::{NewEvent, Store, StoreError};
 
 /// Who holds the lease of a workstream, and until when.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -53,6 +54,20 @@ impl Store {
         owner: &str,
         ttl: Duration,
     ) -> Result<LeaseTaken, StoreError> {
+        self.take_lease_with_event(workstream_id, owner, ttl, None)
+            .await
+    }
+
+    /// [`Store::take_lease`], writing `event` to the outbox in the same
+    /// transaction as the compare-and-set that takes the lease: only a
+    /// taken lease writes it.
+    pub async fn take_lease_with_event(
+        &self,
+        workstream_id: i64,
+        owner: &str,
+        ttl: Duration,
+        event: Option<&NewEvent>,
+    ) -> Result<LeaseTaken, StoreError> {
         const OP: &str = "take_lease";
         for _ in 0..CAS_ATTEMPTS {
             let row = Entity::find_by_id(workstream_id)
@@ -84,7 +99,7 @@ impl Store {
                 .add(Column::IsCompacting.eq(row.is_compacting))
                 .add(eq_or_null(Column::LeaseOwner, row.lease_owner.clone()))
                 .add(eq_or_null(Column::LeaseDeadlineMs, row.lease_deadline_ms));
-            let res = Entity::update_many()
+            let take = Entity::update_many()
                 .col_expr(Column::IsCompacting, Expr::value(true))
                 .col_expr(Column::LeaseOwner, Expr::value(owner))
                 .col_expr(
@@ -92,13 +107,23 @@ impl Store {
                     Expr::value(at_ms.saturating_add(millis(ttl))),
                 )
                 .col_expr(Column::UpdatedAt, Expr::value(now()))
-                .filter(unchanged)
-                .exec(&self.db)
-                .await
-                .map_err(StoreError::db(OP))?;
+                .filter(unchanged);
+            let Some(event) = event else {
+                let res = take.exec(&self.db).await.map_err(StoreError::db(OP))?;
+                if res.rows_affected == 1 {
+                    return Ok(LeaseTaken::Taken { reclaimed });
+                }
+                continue;
+            };
+            let txn = self.begin_write(OP).await?;
+            let res = take.exec(&txn).await.map_err(StoreError::db(OP))?;
             if res.rows_affected == 1 {
+                let id = insert_event(&txn, event, OP).await?;
+                txn.commit().await.map_err(StoreError::db(OP))?;
+                written(event.kind, &id);
                 return Ok(LeaseTaken::Taken { reclaimed });
             }
+            txn.rollback().await.map_err(StoreError::db(OP))?;
         }
         Err(StoreError::Db {
             op: OP,

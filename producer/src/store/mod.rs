@@ -40,6 +40,8 @@
 //! - `lease`: the entity lease.
 //! - `commit`: the fenced commit and the failure path.
 //! - `runs`: the `compaction_runs` audit rows.
+//! - `outbox`: the transactional outbox of events and their webhook
+//!   deliveries.
 
 use std::time::Duration;
 
@@ -57,16 +59,22 @@ mod error;
 mod lease;
 mod memory;
 mod messages;
+mod outbox;
 mod runs;
 mod schema;
 mod workstreams;
 
+pub use crate::events::catalogue::EventKind;
 pub use crate::redact::{redact_url, split_url_list};
 pub use commit::{Commit, CommitOutcome, ConflictReason, MemoryFold, PrunedMessage};
 pub use error::StoreError;
 pub use lease::{Lease, LeaseTaken};
 pub use memory::MemoryEntry;
 pub use messages::{Appended, HistoryWindow, NewMessage, CLIENT_ID_MAX_BYTES};
+pub use outbox::{
+    DeliveryFilter, DeliveryResult, DeliveryRow, DeliveryState, DueDelivery, EventRecord, NewEvent,
+    OutboxBacklog, RetryOutcome, Unrelayed,
+};
 pub use runs::{DegradedReason, NewRun, RunOutcome, RunRow};
 pub use schema::SchemaStatus;
 pub use workstreams::{WorkstreamRow, BREAKER_THRESHOLD};

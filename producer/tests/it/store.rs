@@ -8,8 +8,9 @@ use crate::support::db::{Backend, TestDb};
 use chrono::Utc;
 use compactor_migrations::{migration_names, Migrator, MigratorTrait};
 use compactor_producer::store::{
-    Commit, CommitOutcome, ConflictReason, DegradedReason, LeaseTaken, MemoryFold, NewMessage,
-    NewRun, PrunedMessage, RunOutcome, SchemaStatus, Store, StoreError, WorkstreamRow,
+    Commit, CommitOutcome, ConflictReason, DegradedReason, DeliveryFilter, DeliveryResult,
+    DeliveryState, EventKind, LeaseTaken, MemoryFold, NewEvent, NewMessage, NewRun, PrunedMessage,
+    RetryOutcome, RunOutcome, SchemaStatus, Store, StoreError, WorkstreamRow,
 };
 use compactor_shared::state::StateItem;
 use compactor_shared::{EntityKey, Message, MessageId, Part, Role, Summary, WorkstreamState};
@@ -61,6 +62,9 @@ on_both_backends!(
     a_retried_append_with_client_ids_stores_nothing_twice,
     a_client_id_with_other_content_is_refused_and_nothing_is_stored,
     racing_tries_of_one_append_store_it_once,
+    the_outbox_relays_each_event_once_and_delivers_with_retries,
+    outbox_deliveries_are_listed_retried_and_pruned_when_done,
+    an_event_is_written_only_with_the_change_it_reports,
 );
 
 // ---------------------------------------------------------------- helpers
@@ -1348,4 +1352,354 @@ async fn racing_tries_of_one_append_store_it_once(backend: Backend) {
     assert_eq!(count_messages(&db, "race").await, 51);
     let ws = db.store.workstream(&k).await.unwrap().unwrap();
     assert_eq!(ws.uncompacted_tokens, 101);
+}
+
+// ------------------------------------------------------------------ outbox
+
+/// An event of `kind` about `k`, with `n` as its data.
+fn event(kind: EventKind, k: &EntityKey, n: u64) -> NewEvent {
+    NewEvent::new(kind, k, serde_json::json!({ "n": n }))
+}
+
+async fn the_outbox_relays_each_event_once_and_delivers_with_retries(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    let s = &db.store;
+    let k = key("outbox");
+    let ids = [
+        s.record_event(&event(EventKind::CompactionRequested, &k, 1))
+            .await
+            .unwrap(),
+        s.record_event(&event(EventKind::CompactionStarted, &k, 2))
+            .await
+            .unwrap(),
+    ];
+    assert_ne!(ids[0], ids[1], "every event has an id of its own");
+    let backlog = s.outbox_backlog().await.unwrap();
+    assert_eq!(backlog.unrelayed, 2);
+    assert!(backlog.oldest_undelivered_ms.is_some());
+
+    // Two relays race: each event is claimed by one of them only.
+    let claim = Duration::from_secs(30);
+    let a = s.claim_unrelayed("relay-a", 10, claim).await.unwrap();
+    let b = s.claim_unrelayed("relay-b", 10, claim).await.unwrap();
+    assert_eq!(a.len(), 2);
+    assert!(b.is_empty(), "claimed by relay-a");
+    assert_eq!(a[0].event.id, ids[0], "oldest first");
+    assert_eq!(a[0].event.kind, "compaction.requested");
+    assert_eq!(a[0].event.domain, "chat");
+    assert_eq!(a[0].event.entity_id, "outbox");
+    assert_eq!(a[0].event.data, serde_json::json!({ "n": 1 }));
+    // A relay that could not relay them takes its own claims again.
+    assert_eq!(
+        s.claim_unrelayed("relay-a", 10, claim).await.unwrap().len(),
+        2
+    );
+
+    let hooks = vec!["audit".to_owned(), "timeline".to_owned()];
+    for u in &a {
+        assert!(s.mark_relayed(u.row_id, &hooks).await.unwrap());
+        assert!(
+            !s.mark_relayed(u.row_id, &hooks).await.unwrap(),
+            "relayed once"
+        );
+    }
+    assert!(s
+        .claim_unrelayed("relay-b", 10, claim)
+        .await
+        .unwrap()
+        .is_empty());
+    let backlog = s.outbox_backlog().await.unwrap();
+    assert_eq!((backlog.unrelayed, backlog.pending), (0, 4));
+
+    // Only the configured endpoints' deliveries are claimed, once.
+    let audit = vec!["audit".to_owned()];
+    let due = s
+        .claim_due_deliveries("relay-a", &audit, 10, claim)
+        .await
+        .unwrap();
+    assert_eq!(due.len(), 2);
+    assert!(due.iter().all(|d| d.endpoint == "audit" && d.attempts == 0));
+    assert!(s
+        .claim_due_deliveries("relay-b", &audit, 10, claim)
+        .await
+        .unwrap()
+        .is_empty());
+
+    // The first fails and is retried later; the second is delivered.
+    let later = Utc::now().timestamp_millis() + 60_000;
+    let failed = DeliveryResult::Failed {
+        status: Some(503),
+        error: "HTTP 503".into(),
+        retry_at_ms: Some(later),
+    };
+    assert!(
+        !s.finish_delivery(due[0].id, "relay-b", &failed)
+            .await
+            .unwrap(),
+        "not relay-b's claim"
+    );
+    assert!(s
+        .finish_delivery(due[0].id, "relay-a", &failed)
+        .await
+        .unwrap());
+    assert!(s
+        .finish_delivery(
+            due[1].id,
+            "relay-a",
+            &DeliveryResult::Delivered { status: 204 }
+        )
+        .await
+        .unwrap());
+    assert!(
+        s.claim_due_deliveries("relay-b", &audit, 10, claim)
+            .await
+            .unwrap()
+            .is_empty(),
+        "the retry is not due yet, the other is delivered"
+    );
+    let rows = s
+        .deliveries(&DeliveryFilter {
+            endpoint: Some("audit".into()),
+            limit: 10,
+            ..DeliveryFilter::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(rows.len(), 2);
+    let retried = rows.iter().find(|r| r.id == due[0].id).unwrap();
+    assert_eq!(retried.state, DeliveryState::Pending);
+    assert_eq!(retried.attempts, 1);
+    assert_eq!(retried.last_status, Some(503));
+    assert_eq!(retried.last_error.as_deref(), Some("HTTP 503"));
+    assert_eq!(retried.next_attempt_at.timestamp_millis(), later);
+    let delivered = rows.iter().find(|r| r.id == due[1].id).unwrap();
+    assert_eq!(delivered.state, DeliveryState::Delivered);
+    assert!(delivered.delivered_at.is_some());
+    assert_eq!(delivered.event_id, ids[1]);
+    assert_eq!(delivered.kind, "compaction.started");
+}
+
+async fn outbox_deliveries_are_listed_retried_and_pruned_when_done(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    let s = &db.store;
+    let k = key("prune");
+    for n in 0..3 {
+        s.record_event(&event(EventKind::CompactionCompleted, &k, n))
+            .await
+            .unwrap();
+    }
+    let hooks = vec!["audit".to_owned()];
+    let claim = Duration::from_secs(30);
+    for u in s.claim_unrelayed("relay", 10, claim).await.unwrap() {
+        s.mark_relayed(u.row_id, &hooks).await.unwrap();
+    }
+    let due = s
+        .claim_due_deliveries("relay", &hooks, 10, claim)
+        .await
+        .unwrap();
+    assert_eq!(due.len(), 3);
+    // One delivered, one given up (failed), one still pending.
+    s.finish_delivery(
+        due[0].id,
+        "relay",
+        &DeliveryResult::Delivered { status: 200 },
+    )
+    .await
+    .unwrap();
+    let gave_up = DeliveryResult::Failed {
+        status: None,
+        error: "connection refused".into(),
+        retry_at_ms: None,
+    };
+    s.finish_delivery(due[1].id, "relay", &gave_up)
+        .await
+        .unwrap();
+    let later = DeliveryResult::Failed {
+        status: Some(500),
+        error: "HTTP 500".into(),
+        retry_at_ms: Some(Utc::now().timestamp_millis() + 60_000),
+    };
+    s.finish_delivery(due[2].id, "relay", &later).await.unwrap();
+
+    let by_state = |state| DeliveryFilter {
+        state: Some(state),
+        limit: 10,
+        ..DeliveryFilter::default()
+    };
+    let failed = s
+        .deliveries(&by_state(DeliveryState::Failed))
+        .await
+        .unwrap();
+    assert_eq!(failed.iter().map(|d| d.id).collect::<Vec<_>>(), [due[1].id]);
+    let backlog = s.outbox_backlog().await.unwrap();
+    assert_eq!((backlog.pending, backlog.failed), (1, 1));
+    // Paginated by id.
+    let first = s
+        .deliveries(&DeliveryFilter {
+            limit: 2,
+            ..DeliveryFilter::default()
+        })
+        .await
+        .unwrap();
+    let rest = s
+        .deliveries(&DeliveryFilter {
+            after: Some(first[1].id),
+            limit: 2,
+            ..DeliveryFilter::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(first.len() + rest.len(), 3);
+    assert_eq!(rest[0].id, due[2].id);
+
+    // Only the delivered event is pruned; the others are kept.
+    let future = Utc::now().timestamp_millis() + 1_000;
+    assert_eq!(s.prune_events(future).await.unwrap(), 1);
+    assert_eq!(s.prune_events(future).await.unwrap(), 0);
+    assert_eq!(
+        s.deliveries(&DeliveryFilter {
+            limit: 10,
+            ..DeliveryFilter::default()
+        })
+        .await
+        .unwrap()
+        .len(),
+        2
+    );
+
+    // Retried by an operator: due now, attempts from 0.
+    assert_eq!(
+        s.retry_delivery(due[1].id).await.unwrap(),
+        RetryOutcome::Requeued
+    );
+    assert_eq!(
+        s.retry_delivery(due[0].id).await.unwrap(),
+        RetryOutcome::NotFound,
+        "pruned"
+    );
+    assert_eq!(
+        s.retry_delivery(i64::MAX).await.unwrap(),
+        RetryOutcome::NotFound
+    );
+    let again = s
+        .claim_due_deliveries("relay", &hooks, 10, claim)
+        .await
+        .unwrap();
+    assert_eq!(again.len(), 1);
+    assert_eq!((again[0].id, again[0].attempts), (due[1].id, 0));
+    s.finish_delivery(again[0].id, "relay", &gave_up)
+        .await
+        .unwrap();
+    assert_eq!(s.retry_failed_deliveries(Some("other")).await.unwrap(), 0);
+    assert_eq!(s.retry_failed_deliveries(None).await.unwrap(), 1);
+    let requeued = s
+        .claim_due_deliveries("relay", &hooks, 10, claim)
+        .await
+        .unwrap();
+    assert_eq!(
+        requeued.iter().map(|d| d.id).collect::<Vec<_>>(),
+        [due[1].id],
+        "due again, the other still waits for its retry time"
+    );
+}
+
+async fn an_event_is_written_only_with_the_change_it_reports(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    let s = &db.store;
+    let k = key("with-change");
+    s.append_messages(&k, &[msg("hello", 10), msg("world", 10)])
+        .await
+        .unwrap();
+    let ws = s.workstream(&k).await.unwrap().unwrap();
+    let started = event(EventKind::CompactionStarted, &k, 0);
+    let count = |kind: &'static str| events_of_kind(&db, kind);
+
+    // Taken: one event. Held by another: none.
+    s.take_lease_with_event(ws.id, "job-1", TTL, Some(&started))
+        .await
+        .unwrap();
+    let held = s
+        .take_lease_with_event(ws.id, "job-2", TTL, Some(&started))
+        .await
+        .unwrap();
+    assert!(matches!(held, LeaseTaken::Held(_)));
+    assert_eq!(count("compaction.started").await, 1);
+
+    // A commit that lost its fence writes no event; one that holds it does,
+    // with its run and version.
+    let completed = event(EventKind::CompactionCompleted, &k, 0);
+    let summary = Summary::default();
+    let state = WorkstreamState::default();
+    let run = make_run(RunOutcome::Committed);
+    let losing = Commit {
+        workstream_id: ws.id,
+        lease_owner: "job-2",
+        expected_watermark: None,
+        new_watermark: ws.last_message_id.unwrap(),
+        keep: &[],
+        compacted_tokens: 20,
+        summary: &summary,
+        summary_tokens: 5,
+        state: &state,
+        memory_fold: None,
+        pruned: &[],
+        just_auto_compacted: true,
+        progress: true,
+        run: &run,
+    };
+    let winning = Commit {
+        lease_owner: "job-1",
+        ..losing.clone()
+    };
+    let lost = s
+        .commit_with_event(&losing, Some(&completed))
+        .await
+        .unwrap();
+    assert!(matches!(lost, CommitOutcome::Conflict(_)));
+    assert_eq!(count("compaction.completed").await, 0);
+    let CommitOutcome::Committed { version } = s
+        .commit_with_event(&winning, Some(&completed))
+        .await
+        .unwrap()
+    else {
+        panic!("job-1 holds the lease")
+    };
+    assert_eq!(count("compaction.completed").await, 1);
+    let relayed = s
+        .claim_unrelayed("relay", 10, Duration::from_secs(30))
+        .await
+        .unwrap();
+    let data = &relayed
+        .iter()
+        .find(|u| u.event.kind == "compaction.completed")
+        .unwrap()
+        .event
+        .data;
+    assert_eq!(data["version"], version);
+    assert_eq!(data["run_id"], s.runs(&k, 1).await.unwrap()[0].id);
+    assert_eq!(data["n"], 0, "the caller's data is kept");
+
+    // A failure that no longer holds the lease writes none; one that gives
+    // it back does.
+    let failed = event(EventKind::CompactionFailed, &k, 0);
+    let failure = make_run(RunOutcome::Failed);
+    assert!(!s
+        .record_failure_with_event(ws.id, "job-1", &failure, false, Some(&failed))
+        .await
+        .unwrap());
+    assert_eq!(count("compaction.failed").await, 0);
+    s.take_lease(ws.id, "job-3", TTL).await.unwrap();
+    assert!(s
+        .record_failure_with_event(ws.id, "job-3", &failure, false, Some(&failed))
+        .await
+        .unwrap());
+    assert_eq!(count("compaction.failed").await, 1);
+}
+
+/// How many events of `kind` the outbox holds.
+async fn events_of_kind(db: &TestDb, kind: &str) -> i64 {
+    db.scalar(&format!(
+        "SELECT COUNT(*) AS n FROM events WHERE kind = '{kind}'"
+    ))
+    .await
 }

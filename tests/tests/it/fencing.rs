@@ -4,20 +4,17 @@
 //! by the fence, writes nothing and is counted; running the job again after
 //! the commit changes nothing. Real PostgreSQL and Redis.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use compactor_e2e::db::TestDb;
-use compactor_e2e::{conversation, small_window, TestRedis};
+use compactor_e2e::{conversation, pause_before_commit, small_window, CommitPause, TestRedis};
 use compactor_producer::client::Compactor;
 use compactor_producer::metrics::names;
 use compactor_producer::queue::Trigger;
 use compactor_producer::store::RunOutcome;
 use compactor_shared::EntityKey;
-use compactor_worker::jobs::compact::BeforeCommit;
 use compactor_worker::jobs::{CompactHandler, CompactSettings, Hooks, Summarizer};
 use compactor_worker::runtime::{Job, JobHandler};
-use tokio::sync::Notify;
 
 /// The value of the counter `name` whose labels include `label`.
 fn counter(rendered: &str, name: &str, label: &str) -> f64 {
@@ -46,18 +43,11 @@ async fn racing_runs_commit_once_and_the_loser_is_fenced_off() {
     client.append_messages(&k, conversation(200)).await.unwrap();
 
     // Run A stops right before its commit until the test lets it go.
-    let at_commit = Arc::new(Notify::new());
-    let go = Arc::new(Notify::new());
-    let hook: BeforeCommit = {
-        let (at_commit, go) = (at_commit.clone(), go.clone());
-        Arc::new(move |_key| {
-            let (at_commit, go) = (at_commit.clone(), go.clone());
-            Box::pin(async move {
-                at_commit.notify_one();
-                go.notified().await;
-            })
-        })
-    };
+    let CommitPause {
+        hook,
+        at_commit,
+        go,
+    } = pause_before_commit();
     let settings = CompactSettings {
         lease_ttl: Duration::from_secs(30),
         ..CompactSettings::new(engine)

@@ -14,6 +14,7 @@ mod cluster;
 mod compaction;
 mod deploy;
 mod docs;
+mod events;
 mod fencing;
 mod http;
 mod lifecycle;

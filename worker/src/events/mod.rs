@@ -17,6 +17,8 @@
 //! - `http`: an admin API request answered.
 //! - `llm`: the LLM clients' requests, tokens, retries, answers, health
 //!   and fallbacks.
+//! - `outbox`: the event outbox's relay — events relayed, webhook
+//!   deliveries, the backlog gauges, a step failing.
 //! - `series`: every series created at zero at start-up (the only place
 //!   that names each family and label set up front).
 
@@ -24,6 +26,7 @@ mod compaction;
 mod http;
 mod job;
 mod llm;
+mod outbox;
 mod queue;
 mod series;
 
@@ -40,7 +43,8 @@ pub(crate) use llm::{
     AnswerProblem, AnswerRejected, FellBack, LlmHealthChanged, LlmRequestFinished, LlmRetried,
     LlmTokensUsed,
 };
+pub(crate) use outbox::{DeliveryAttempted, EventsRelayed, OutboxSampled, RelayStepFailed};
 pub(crate) use queue::{
     DepthSampled, JobHandedBack, LeaseLost, LeasesSwept, QueueOpFailed, UnusableEntryDeadLettered,
 };
-pub(crate) use series::{create_llm_series, create_series};
+pub(crate) use series::{create_event_series, create_llm_series, create_series};

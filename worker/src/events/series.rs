@@ -6,7 +6,8 @@
 //! that records for no event, so it lives with the events.
 
 use compactor_producer::events::catalogue::{
-    labels, names, DeadLetterReason, LlmOutcome, QueueOp, TokenDirection,
+    labels, names, BacklogState, DeadLetterReason, DeliveryOutcome, EventKind, LlmOutcome, QueueOp,
+    TokenDirection,
 };
 use compactor_producer::metrics::{domain_labels, OTHER_DOMAIN};
 use compactor_producer::store::DegradedReason;
@@ -75,6 +76,26 @@ pub(crate) fn create_series(queue: &str, routes: impl IntoIterator<Item = &'stat
                 .increment(0);
         }
     }
+}
+
+/// Creates the event outbox's series at zero: events written of every
+/// kind, streamed on `queue`, every delivery outcome of each webhook of
+/// `endpoints` (their configured names), and the backlog gauges.
+pub(crate) fn create_event_series<'a>(queue: &str, endpoints: impl IntoIterator<Item = &'a str>) {
+    for kind in EventKind::LABELS {
+        metrics::counter!(names::EVENTS_WRITTEN_TOTAL, "kind" => kind).increment(0);
+    }
+    metrics::counter!(names::EVENTS_STREAMED_TOTAL, "queue" => queue.to_owned()).increment(0);
+    for endpoint in endpoints {
+        for outcome in DeliveryOutcome::LABELS {
+            metrics::counter!(names::EVENT_DELIVERIES_TOTAL, "endpoint" => endpoint.to_owned(), "outcome" => outcome)
+                .increment(0);
+        }
+    }
+    for state in BacklogState::LABELS {
+        metrics::gauge!(names::EVENTS_BACKLOG, "state" => state).set(0.0);
+    }
+    metrics::gauge!(names::EVENTS_OLDEST_UNDELIVERED_SECONDS, "queue" => queue.to_owned()).set(0.0);
 }
 
 /// Creates `provider`'s LLM series at zero (every outcome, both

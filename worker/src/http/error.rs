@@ -45,6 +45,9 @@ pub enum ApiError {
     Unauthorized(&'static str),
     #[error("no workstream {0}")]
     UnknownWorkstream(String),
+    /// No event delivery has this id.
+    #[error("no event delivery {0}")]
+    UnknownDelivery(String),
     #[error("no route {0}")]
     NotFound(String),
     #[error("method not allowed on this route")]
@@ -91,6 +94,7 @@ impl ApiError {
             ApiError::ClientIdConflict(_) => ErrorCode::ClientIdConflict,
             ApiError::Unauthorized(_) => ErrorCode::Unauthorized,
             ApiError::UnknownWorkstream(_) => ErrorCode::UnknownWorkstream,
+            ApiError::UnknownDelivery(_) => ErrorCode::UnknownDelivery,
             ApiError::NotFound(_) => ErrorCode::NotFound,
             ApiError::MethodNotAllowed => ErrorCode::MethodNotAllowed,
             ApiError::PayloadTooLarge(_) => ErrorCode::PayloadTooLarge,
@@ -113,7 +117,9 @@ impl ApiError {
             | ApiError::InvalidHeader(_) => StatusCode::BAD_REQUEST,
             ApiError::ClientIdConflict(_) => StatusCode::CONFLICT,
             ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
-            ApiError::UnknownWorkstream(_) | ApiError::NotFound(_) => StatusCode::NOT_FOUND,
+            ApiError::UnknownWorkstream(_)
+            | ApiError::UnknownDelivery(_)
+            | ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::RedisUnavailable(_)
@@ -176,7 +182,8 @@ pub const RETRY_AFTER_SECS: &str = "1";
 /// Every code an error body can carry: the `/v1` routes' errors (`ApiError`),
 /// and `not_ready` of the readiness probes. By status: 400 `invalid_key`,
 /// `invalid_body`, `invalid_message`, `invalid_query`, `invalid_header`;
-/// 401 `unauthorized`; 404 `unknown_workstream`, `not_found`; 405
+/// 401 `unauthorized`; 404 `unknown_workstream`, `unknown_delivery`,
+/// `not_found`; 405
 /// `method_not_allowed`; 409 `client_id_conflict`; 413
 /// `payload_too_large`; 500 `internal`; 503 `redis_unavailable`,
 /// `database_unavailable`, `schema_mismatch`, `shutting_down`,
@@ -200,6 +207,8 @@ pub enum ErrorCode {
     Unauthorized,
     /// 404: no such workstream.
     UnknownWorkstream,
+    /// 404: no such event delivery.
+    UnknownDelivery,
     /// 404: no such route.
     NotFound,
     /// 405: the route does not take this method.
@@ -227,7 +236,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, for tests and documentation.
-    pub const ALL: [ErrorCode; 19] = [
+    pub const ALL: [ErrorCode; 20] = [
         ErrorCode::InvalidKey,
         ErrorCode::InvalidBody,
         ErrorCode::InvalidMessage,
@@ -236,6 +245,7 @@ impl ErrorCode {
         ErrorCode::ClientIdConflict,
         ErrorCode::Unauthorized,
         ErrorCode::UnknownWorkstream,
+        ErrorCode::UnknownDelivery,
         ErrorCode::NotFound,
         ErrorCode::MethodNotAllowed,
         ErrorCode::PayloadTooLarge,
@@ -260,6 +270,7 @@ impl ErrorCode {
             ErrorCode::ClientIdConflict => "client_id_conflict",
             ErrorCode::Unauthorized => "unauthorized",
             ErrorCode::UnknownWorkstream => "unknown_workstream",
+            ErrorCode::UnknownDelivery => "unknown_delivery",
             ErrorCode::NotFound => "not_found",
             ErrorCode::MethodNotAllowed => "method_not_allowed",
             ErrorCode::PayloadTooLarge => "payload_too_large",

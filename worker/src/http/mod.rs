@@ -5,6 +5,8 @@
 //!   (and ending a turn), compact, status, context, wait. Behind the bearer
 //!   token when one is configured (`auth`); a listen address beyond
 //!   loopback without one refuses to start (`[admin]` settings).
+//! - `/v1/events/deliveries…` ([`events`]): webhook deliveries of
+//!   compaction events, listed and retried. Behind the token too.
 //! - `/metrics`, `/healthz`, `/readyz`, `/readyz/worker` (`probes`), and
 //!   `/openapi.json` ([`openapi`]): open.
 //!
@@ -21,6 +23,7 @@
 mod access_log;
 mod auth;
 pub mod error;
+pub mod events;
 pub mod extract;
 pub mod limits;
 pub mod openapi;
@@ -159,6 +162,27 @@ fn table() -> Vec<(Method, &'static str, Access, Bound, MethodRouter<AppState>)>
             Access::Token,
             Bound::LongPoll,
             get(workstreams::wait),
+        ),
+        (
+            Method::GET,
+            "/v1/events/deliveries",
+            Access::Token,
+            Bound::Request,
+            get(events::list),
+        ),
+        (
+            Method::POST,
+            "/v1/events/deliveries/{id}/retry",
+            Access::Token,
+            Bound::Request,
+            post(events::retry_one),
+        ),
+        (
+            Method::POST,
+            "/v1/events/deliveries/retry",
+            Access::Token,
+            Bound::Request,
+            post(events::retry_failed),
         ),
         (
             Method::GET,

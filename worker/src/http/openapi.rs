@@ -18,7 +18,7 @@ use serde_json::{json, Value};
 use utoipa::OpenApi;
 
 use super::error::{ErrorBody, ErrorCode};
-use super::{probes, workstreams};
+use super::{events, probes, workstreams};
 
 /// The derived part of the document.
 #[derive(OpenApi)]
@@ -31,6 +31,9 @@ use super::{probes, workstreams};
         workstreams::status,
         workstreams::context,
         workstreams::wait,
+        events::list,
+        events::retry_one,
+        events::retry_failed,
         probes::metrics,
         probes::healthz,
         probes::readyz,
@@ -41,6 +44,7 @@ use super::{probes, workstreams};
     security(("bearer" = []), ()),
     tags(
         (name = "workstreams", description = "The client API for chat backends (bearer token when configured)."),
+        (name = "events", description = "Webhook deliveries of compaction events, listed and retried (bearer token when configured)."),
         (name = "probes", description = "Liveness, readiness, metrics and this document (open)."),
     )
 )]

@@ -35,8 +35,8 @@ use compactor_producer::events::{CompactionEvent, EventOutcome};
 use compactor_producer::metrics::domain_label;
 use compactor_producer::queue::{Queue, Trigger};
 use compactor_producer::store::{
-    Commit, CommitOutcome, ConflictReason, DegradedReason, LeaseTaken, MemoryFold, NewRun,
-    RunOutcome, Store, StoreError, WorkstreamRow,
+    Commit, CommitOutcome, ConflictReason, DegradedReason, EventKind, LeaseTaken, MemoryFold,
+    NewEvent, NewRun, RunOutcome, Store, StoreError, WorkstreamRow,
 };
 use compactor_shared::config::EngineConfig;
 use compactor_shared::pipeline::{self, PipelineError};
@@ -45,6 +45,8 @@ use compactor_shared::summary::SummarizerOutput;
 use compactor_shared::CharEstimator;
 use compactor_shared::{EntityKey, Message, MessageId, Summary, TokenEstimator};
 use futures::future::BoxFuture;
+use serde_json::json;
+use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::task::TaskTracker;
 use tracing::{debug, info, warn};
@@ -129,6 +131,9 @@ pub struct CompactHandler {
     /// Lease releases of cancelled attempts, still running: the process
     /// waits for them before it exits (see [`CompactHandler::cleanups`]).
     cleanups: TaskTracker,
+    /// Woken right after an attempt wrote an event to the outbox, so the
+    /// relay picks it up at once rather than at its next poll.
+    outbox_wake: Arc<Notify>,
 }
 
 impl std::fmt::Debug for CompactHandler {
@@ -267,7 +272,15 @@ impl CompactHandler {
             estimator,
             hooks: Hooks::default(),
             cleanups: TaskTracker::new(),
+            outbox_wake: Arc::new(Notify::new()),
         }
+    }
+
+    /// Wakes `wake` (the outbox relay's) after each event an attempt
+    /// writes.
+    pub fn with_outbox_wake(mut self, wake: Arc<Notify>) -> CompactHandler {
+        self.outbox_wake = wake;
+        self
     }
 
     /// The releases of attempts cancelled while holding their lease (at
@@ -312,7 +325,7 @@ impl CompactHandler {
             return Ok(Done::Skipped);
         }
         let owner = job.lease_token.as_str();
-        self.take_lease(ws.id, owner, job.deadline).await?;
+        self.take_lease(job, ws.id, owner).await?;
         let mut guard = LeaseGuard::new(self, job, ws.id);
         let outcome = self.under_lease(job, ws.id, owner, started).await;
         let (done, event) = match outcome {
@@ -380,13 +393,25 @@ impl CompactHandler {
                 // job nor counts towards the breaker.
                 let outage = matches!(&error, CompactError::Store(e) if e.is_transient());
                 let final_failure = (job.is_last_attempt() && !outage) || error.is_permanent();
-                if let Err(e) = self
+                let failed = self.outbox_event(
+                    job,
+                    EventKind::CompactionFailed,
+                    json!({
+                        "error": message.chars().take(300).collect::<String>(),
+                        "final": final_failure,
+                    }),
+                );
+                match self
                     .store
-                    .record_failure(ws.id, owner, &run, final_failure)
+                    .record_failure_with_event(ws.id, owner, &run, final_failure, Some(&failed))
                     .await
                 {
-                    warn!(error = %e, "could not record the failure; releasing the lease");
-                    self.release(ws.id, owner).await;
+                    Ok(true) => self.outbox_wake.notify_one(),
+                    Ok(false) => {}
+                    Err(e) => {
+                        warn!(error = %e, "could not record the failure; releasing the lease");
+                        self.release(ws.id, owner).await;
+                    }
                 }
                 let short = message.chars().take(300).collect();
                 let event = self.event(job, EventOutcome::Failed, &Report::default(), Some(short));
@@ -480,21 +505,30 @@ impl CompactHandler {
     /// does). Waiting for its release or deadline (at most two lease TTLs,
     /// and never past the attempt's deadline) instead of failing keeps
     /// either from using up an attempt.
+    ///
+    /// Writes `compaction.started` in the transaction that takes the lease.
     async fn take_lease(
         &self,
+        job: &Job,
         workstream_id: i64,
         owner: &str,
-        deadline: Instant,
     ) -> Result<(), CompactError> {
+        let deadline = job.deadline;
         let ttl = self.settings.lease_ttl;
         let give_up = (Instant::now() + ttl * 2).min(
             deadline
                 .checked_sub(self.settings.commit_margin)
                 .unwrap_or(deadline),
         );
+        let started = self.outbox_event(job, EventKind::CompactionStarted, json!({}));
         loop {
-            match self.store.take_lease(workstream_id, owner, ttl).await? {
+            match self
+                .store
+                .take_lease_with_event(workstream_id, owner, ttl, Some(&started))
+                .await?
+            {
                 LeaseTaken::Taken { reclaimed } => {
+                    self.outbox_wake.notify_one();
                     if let Some(old) = reclaimed {
                         info!(
                             previous_owner_deadline_ms = old.deadline_ms,
@@ -784,8 +818,27 @@ impl CompactHandler {
             progress,
             run: &run,
         };
-        match self.store.commit(&commit).await? {
+        let completed = self.outbox_event(
+            job,
+            EventKind::CompactionCompleted,
+            json!({
+                "tokens_before": figures.tokens_before,
+                "tokens_after": figures.tokens_after,
+                "tokens_freed": figures.tokens_before.saturating_sub(figures.tokens_after),
+                "messages_compacted": figures.messages_compacted,
+                "progress": progress,
+                "degraded": degraded,
+                "degraded_reason": run.degraded_reason.map(DegradedReason::as_str),
+                "summary": { "sections": summary_sections(&summary) },
+            }),
+        );
+        match self
+            .store
+            .commit_with_event(&commit, Some(&completed))
+            .await?
+        {
             CommitOutcome::Committed { version } => {
+                self.outbox_wake.notify_one();
                 // Logged with its metrics when the attempt ends
                 // (`events::Compacted`).
                 Ok(Held::Committed(Report {
@@ -797,6 +850,17 @@ impl CompactHandler {
             }
             CommitOutcome::Conflict(reason) => Ok(Held::Conflict(reason)),
         }
+    }
+
+    /// An outbox event about `job`: `data` with the job's id, attempt and
+    /// trigger (`auto`, `manual`, `follow_up`, …: the trigger's label).
+    fn outbox_event(&self, job: &Job, kind: EventKind, mut data: serde_json::Value) -> NewEvent {
+        if let Some(object) = data.as_object_mut() {
+            object.insert("job_id".into(), job.job_id.into());
+            object.insert("attempt".into(), job.attempt.into());
+            object.insert("trigger".into(), job.trigger.label().into());
+        }
+        NewEvent::new(kind, &job.key, data)
     }
 
     fn event(
@@ -988,6 +1052,24 @@ impl LeaseGuard {
     fn disarm(&mut self) {
         self.armed = None;
     }
+}
+
+/// The summary's sections as a timeline shows them: each section's name
+/// and its text (its bullets, one per line), read through the `Summary`
+/// API, in the summary's own order.
+fn summary_sections(summary: &Summary) -> Vec<serde_json::Value> {
+    compactor_shared::summary::Section::ALL
+        .iter()
+        .map(|&section| {
+            let text = summary
+                .section(section)
+                .iter()
+                .map(|bullet| format!("- {bullet}"))
+                .collect::<Vec<_>>()
+                .join("\n");
+            json!({ "name": section.heading(), "text": text })
+        })
+        .collect()
 }
 
 /// Milliseconds since `started` (the attempt's start), for log lines.

@@ -196,6 +196,8 @@ pub(crate) struct Shared {
     acks: settle::Acks,
     /// Attempts whose handler is running now.
     running: AtomicUsize,
+    /// Told about each job the failure path dead-lettered.
+    on_dead_letter: Option<DeadLetterHook>,
 }
 
 impl Shared {
@@ -245,6 +247,15 @@ fn worker_id(name: &str) -> String {
     format!("{name}-{}-{started:x}", std::process::id())
 }
 
+/// Called after the queue dead-lettered a job that failed (its last
+/// attempt, or a permanent error), with the job and the reason recorded:
+/// the worker writes `compaction.dead_lettered` to the event outbox here.
+pub type DeadLetterHook = Arc<
+    dyn Fn(&compactor_producer::queue::ClaimedJob, &str) -> futures::future::BoxFuture<'static, ()>
+        + Send
+        + Sync,
+>;
+
 /// Runtime failures.
 #[derive(Debug, thiserror::Error)]
 pub enum RuntimeError {
@@ -259,6 +270,7 @@ pub struct Runtime<H> {
     queue: Queue,
     config: RuntimeConfig,
     handler: Arc<H>,
+    on_dead_letter: Option<DeadLetterHook>,
 }
 
 impl<H> std::fmt::Debug for Runtime<H> {
@@ -281,7 +293,14 @@ impl<H: JobHandler> Runtime<H> {
             queue,
             config,
             handler: Arc::new(handler),
+            on_dead_letter: None,
         })
+    }
+
+    /// Calls `hook` after each job the failure path dead-letters.
+    pub fn with_dead_letter_hook(mut self, hook: DeadLetterHook) -> Runtime<H> {
+        self.on_dead_letter = Some(hook);
+        self
     }
 
     /// Runs jobs until `shutdown` resolves, then stops gracefully (see the
@@ -303,6 +322,7 @@ impl<H: JobHandler> Runtime<H> {
             wake: Notify::new(),
             acks: settle::Acks::default(),
             running: AtomicUsize::new(0),
+            on_dead_letter: self.on_dead_letter,
         });
         // Live in the registry before the first claim: a chat request that
         // waits on a job from now on counts on this worker.

@@ -619,3 +619,75 @@ impl Drop for QueueWipe {
         let _: () = redis::cmd("DEL").arg(keys).query(&mut conn).unwrap();
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn event_deliveries_are_listed_and_retried() {
+    use std::sync::Arc;
+
+    use compactor_producer::store::{EventKind, NewEvent};
+    use compactor_worker::outbox::{EventsSettings, Relay, Webhook, WebhookSecret};
+
+    let w = World::new(Backend::Sqlite).await;
+    let k = EntityKey::parse("chat", "events").unwrap();
+    w.db.store
+        .record_event(&NewEvent::new(
+            EventKind::CompactionRequested,
+            &k,
+            serde_json::json!({ "trigger": "manual" }),
+        ))
+        .await
+        .unwrap();
+    // A relay whose webhook is down and that gives up after one attempt:
+    // the delivery is failed.
+    let relay = Relay::new(
+        w.db.store.clone(),
+        w.queue().await,
+        EventsSettings {
+            max_attempts: 1,
+            ..EventsSettings::default()
+        },
+        vec![Webhook {
+            name: "audit".into(),
+            url: format!("http://127.0.0.1:{}/hook", compactor_testkit::free_port()),
+            secret: WebhookSecret::parse("whsec_c2VjcmV0").unwrap(),
+            timeout: Duration::from_secs(2),
+        }],
+        "cli-relay".into(),
+        Arc::new(tokio::sync::Notify::new()),
+    );
+    relay.round().await;
+
+    let failed = w.ok(&["events", "deliveries", "--state", "failed"], None);
+    let failed = failed.as_array().unwrap();
+    assert_eq!(failed.len(), 1, "{failed:?}");
+    assert_eq!(failed[0]["endpoint"], "audit");
+    assert_eq!(failed[0]["state"], "failed");
+    assert_eq!(failed[0]["attempts"], 1);
+    assert_eq!(failed[0]["kind"], "compaction.requested");
+    assert!(failed[0]["last_error"].as_str().is_some());
+    let id = failed[0]["id"].as_i64().unwrap().to_string();
+    let text = w.text(&["events", "deliveries"]);
+    assert!(
+        text.lines().next().unwrap().starts_with("ID"),
+        "a table for people: {text}"
+    );
+    assert!(text.contains("audit") && text.contains("failed"), "{text}");
+
+    assert_eq!(w.ok(&["events", "retry", &id], None)["outcome"], "requeued");
+    let pending = w.ok(&["events", "deliveries", "--state", "pending"], None);
+    assert_eq!(pending.as_array().unwrap().len(), 1);
+    assert_eq!(pending[0]["attempts"], 0, "attempts counted from 0");
+    assert_eq!(
+        w.ok(&["events", "retry", "--all-failed"], None)["requeued"],
+        0,
+        "nothing failed any more"
+    );
+    relay.round().await;
+    assert_eq!(
+        w.ok(&["events", "retry", "--all-failed"], None)["requeued"],
+        1
+    );
+    let out = w.run(&["events", "retry", "999999"], None);
+    assert_eq!(code(&out), 1);
+    assert_eq!(code(&w.run(&["events", "retry"], None)), 2, "which one?");
+}

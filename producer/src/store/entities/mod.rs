@@ -7,6 +7,8 @@
 //! deep inside the ORM.
 
 pub(crate) mod compaction_run;
+pub(crate) mod event;
+pub(crate) mod event_delivery;
 pub(crate) mod memory_block_entry;
 pub(crate) mod message;
 pub(crate) mod workstream;

@@ -18,7 +18,7 @@ use crate::connect::{client, queue};
 use crate::failure::Failure;
 use crate::human;
 use crate::output::{Output, NO};
-use crate::{Command, DlqCommand, QueueCommand, Target};
+use crate::{Command, DlqCommand, EventsCommand, QueueCommand, Target};
 
 pub(crate) async fn run(command: Command, settings: &ClientSettings, out: Output) -> ExitCode {
     match command {
@@ -55,6 +55,7 @@ pub(crate) async fn run(command: Command, settings: &ClientSettings, out: Output
             command: QueueCommand::Stats,
         } => queue_stats(settings, out).await,
         Command::Dlq { command } => dlq(settings, command, out).await,
+        Command::Events { command } => events(settings, command, out).await,
         Command::Runs { target, limit } => runs(settings, &target, limit, out).await,
         Command::Reconcile => reconcile(settings, out).await,
         Command::Demo {
@@ -544,6 +545,105 @@ async fn dlq(settings: &ClientSettings, command: DlqCommand, out: Output) -> Exi
                 });
                 Ok(ExitCode::SUCCESS)
             }
+        }
+    })
+    .await
+}
+
+async fn events(settings: &ClientSettings, command: EventsCommand, out: Output) -> ExitCode {
+    use compactor_producer::store::{DeliveryFilter, RetryOutcome};
+    report(out, async {
+        let store = Store::connect_with(&settings.database).await?;
+        match command {
+            EventsCommand::Deliveries {
+                state,
+                endpoint,
+                after,
+                limit,
+            } => {
+                if limit == 0 {
+                    return Err(Failure::argument("--limit: must be at least 1"));
+                }
+                let filter = DeliveryFilter {
+                    state: state.map(Into::into),
+                    endpoint,
+                    after,
+                    limit,
+                };
+                let deliveries = store.deliveries(&filter).await?;
+                out.print(&deliveries, || {
+                    if deliveries.is_empty() {
+                        return "no deliveries".to_owned();
+                    }
+                    let now = chrono::Utc::now();
+                    let rows: Vec<Vec<String>> = deliveries
+                        .iter()
+                        .map(|d| {
+                            vec![
+                                d.id.to_string(),
+                                d.endpoint.clone(),
+                                d.state.as_str().to_owned(),
+                                d.attempts.to_string(),
+                                d.kind.clone(),
+                                format!("{}/{}", d.domain, d.entity_id),
+                                human::time(d.created_at, now),
+                                d.last_error.clone().unwrap_or_default(),
+                            ]
+                        })
+                        .collect();
+                    human::table(
+                        &[
+                            "ID",
+                            "ENDPOINT",
+                            "STATE",
+                            "ATTEMPTS",
+                            "EVENT",
+                            "WORKSTREAM",
+                            "CREATED",
+                            "LAST ERROR",
+                        ],
+                        &rows,
+                    )
+                });
+                Ok(ExitCode::SUCCESS)
+            }
+            EventsCommand::Retry {
+                id: Some(id),
+                all_failed: false,
+                ..
+            } => match store.retry_delivery(id).await? {
+                RetryOutcome::Requeued => {
+                    out.print(
+                        &serde_json::json!({ "id": id, "outcome": "requeued" }),
+                        || format!("delivery {id}: pending again, due now"),
+                    );
+                    Ok(ExitCode::SUCCESS)
+                }
+                RetryOutcome::AlreadyDelivered => {
+                    out.print(
+                        &serde_json::json!({ "id": id, "outcome": "already_delivered" }),
+                        || format!("delivery {id}: delivered already"),
+                    );
+                    Ok(ExitCode::SUCCESS)
+                }
+                RetryOutcome::NotFound => {
+                    Err(Failure::no("not_found", format!("no delivery {id}")))
+                }
+            },
+            EventsCommand::Retry {
+                all_failed: true,
+                endpoint,
+                ..
+            } => {
+                let requeued = store.retry_failed_deliveries(endpoint.as_deref()).await?;
+                out.print(&serde_json::json!({ "requeued": requeued }), || {
+                    format!("{requeued} failed deliveries pending again")
+                });
+                Ok(ExitCode::SUCCESS)
+            }
+            EventsCommand::Retry { .. } => Err(Failure::argument(
+                "name a delivery id, or pass --all-failed",
+            )),
         }
     })
     .await

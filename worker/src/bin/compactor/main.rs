@@ -117,6 +117,11 @@ enum Command {
         #[command(subcommand)]
         command: DlqCommand,
     },
+    /// Webhook deliveries of compaction events.
+    Events {
+        #[command(subcommand)]
+        command: EventsCommand,
+    },
     /// Request compaction of every workstream over its trigger that has no
     /// job and no running compaction (after Redis lost its data, say).
     Reconcile,
@@ -179,6 +184,56 @@ enum DlqCommand {
         #[arg(long, conflicts_with = "entry")]
         all: bool,
     },
+}
+
+#[derive(Debug, Subcommand)]
+enum EventsCommand {
+    /// List deliveries, oldest first (one page; `--after` the last id
+    /// shown for the next).
+    Deliveries {
+        /// Only deliveries in this state.
+        #[arg(long, value_enum)]
+        state: Option<DeliveryStateArg>,
+        /// Only deliveries to this webhook (its configured name).
+        #[arg(long)]
+        endpoint: Option<String>,
+        /// The page after this delivery id.
+        #[arg(long)]
+        after: Option<i64>,
+        #[arg(long, default_value_t = 100)]
+        limit: u64,
+    },
+    /// Retry one delivery, or every failed one with --all-failed: pending
+    /// again, due now, attempts counted from 0.
+    Retry {
+        /// The delivery's id, as `deliveries` shows it.
+        #[arg(required_unless_present = "all_failed")]
+        id: Option<i64>,
+        #[arg(long, conflicts_with = "id")]
+        all_failed: bool,
+        /// With --all-failed: only deliveries to this webhook.
+        #[arg(long, requires = "all_failed")]
+        endpoint: Option<String>,
+    },
+}
+
+/// `--state` of `events deliveries`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum DeliveryStateArg {
+    Pending,
+    Delivered,
+    Failed,
+}
+
+impl From<DeliveryStateArg> for compactor_producer::store::DeliveryState {
+    fn from(state: DeliveryStateArg) -> Self {
+        use compactor_producer::store::DeliveryState;
+        match state {
+            DeliveryStateArg::Pending => DeliveryState::Pending,
+            DeliveryStateArg::Delivered => DeliveryState::Delivered,
+            DeliveryStateArg::Failed => DeliveryState::Failed,
+        }
+    }
 }
 
 fn main() -> ExitCode {

@@ -214,6 +214,9 @@ async fn fail(shared: &Shared, job: &ClaimedJob, error: &JobError, domain: &str)
                 message: &reason,
             }
             .emit();
+            if let Some(hook) = &shared.on_dead_letter {
+                hook(job, &reason).await;
+            }
         }
         Some(Failure::LeaseLost) => shared.lease_lost("failed after the lease was lost"),
         None => {}
