@@ -18,6 +18,7 @@ mod fencing;
 mod http;
 mod lifecycle;
 mod llm_faults;
+mod priority;
 mod quality;
 mod reconcile;
 mod waiting;
