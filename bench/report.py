@@ -289,6 +289,20 @@ def main() -> None:
         w(f"| no-op runtime, concurrency {c}: Redis CPU per job, µs | {mmm(r.get('runtime', f'noop_c{c}_redis_cpu_per_job'))} |")
         w(f"| no-op runtime, concurrency {c}: worker CPU per job, µs | {mmm(r.get('runtime', f'noop_c{c}_worker_cpu_per_job'))} |")
     w("")
+    w("The urgent lane: pickup latency of a manual request behind a backlog of 10,000 automatic "
+      "jobs — from calling `request_compaction` to the claim that leases it returning, for an "
+      "idle worker with one free slot blocked on the wake-up channel, over 1,000 requests per "
+      "run; every request is claimed before the whole (older) backlog "
+      "(`producer/benches/enqueue.rs`, `urgent_pickup`):")
+    w("")
+    w("| measurement, ms | min / median / max over runs |")
+    w("|---|---|")
+    for metric, label in [
+        ("urgent_pickup_backlog10k_p50", "manual request behind 10,000 automatic jobs, pickup p50"),
+        ("urgent_pickup_backlog10k_p99", "… pickup p99"),
+    ]:
+        w(f"| {label} | {mmm(r.get('queue', metric))} |")
+    w("")
 
     # ---- wake
     w("## Waiter wake-up after a lease release")

@@ -1,8 +1,10 @@
 //! Queue protocol benchmark against a real Redis (127.0.0.1:6379 or
-//! `REDIS_URL`): enqueue latency and throughput, and the claim / complete
+//! `REDIS_URL`): enqueue latency and throughput, the claim / complete
 //! cycle with a no-op "handler" (two round trips per job, or one with
-//! `complete_and_claim`). This measures the Lua protocol and client
-//! alone; the worker runtime (apalis) adds its own overhead on top.
+//! `complete_and_claim`), and the pickup latency of a manual request
+//! behind a backlog of 10,000 automatic jobs (the urgent lane). This
+//! measures the Lua protocol and client alone; the worker runtime (apalis)
+//! adds its own overhead on top.
 //!
 //! Run: `cargo bench -p compactor-producer --bench enqueue`
 //! Each scenario runs `BENCH_RUNS` times (default 3) on a fresh queue;
@@ -25,6 +27,7 @@ use compactor_producer::queue::{ClaimOutcome, Trigger};
 use compactor_shared::EntityKey;
 use compactor_testkit::bench::{bench_runs, percentile, result};
 use compactor_testkit::redis_url;
+use tokio::sync::mpsc;
 
 /// The suite of this benchmark's `BENCH_RESULT` lines.
 const SUITE: &str = "queue";
@@ -196,6 +199,88 @@ async fn process(n: usize, concurrency: usize, combined: bool) -> Sample {
     Sample::throughput(n, total)
 }
 
+/// Pickup latencies (sorted) of `n` manual requests behind a backlog of
+/// `backlog` automatic jobs: an idle worker with one free slot, blocked on
+/// the queue's wake-up channel, claims once per wake-up; each request is
+/// timed from calling `request_compaction` to the claim that leases it
+/// returning. The worker completes each job it takes; the backlog (all of
+/// it older than every request) waits throughout, so every request meets
+/// all of it and is claimed first only because of its lane.
+async fn urgent_pickup(n: usize, backlog: usize) -> Vec<Duration> {
+    let t = TestQueue::new().await;
+    let q = &t.queue;
+    for chunk in auto_requests(backlog).chunks(1_000) {
+        q.enqueue_many(chunk).await.unwrap();
+    }
+    let mut wakeups = q.subscribe_wakeups().await.unwrap();
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let worker = {
+        let q = q.clone();
+        tokio::spawn(async move {
+            for _ in 0..n {
+                wakeups.next(Duration::from_secs(1)).await.unwrap();
+                let job = match q.claim("idle").await.unwrap() {
+                    ClaimOutcome::Claimed(job) => job,
+                    other => panic!("a job after a wake-up: {other:?}"),
+                };
+                let claimed_at = Instant::now();
+                q.complete(&job).await.unwrap();
+                tx.send((job.key, claimed_at)).unwrap();
+            }
+        })
+    };
+    let manual = Trigger::Manual { instructions: None };
+    let mut lat = Vec::with_capacity(n);
+    for i in 0..n {
+        let k = EntityKey::parse("urgent", &format!("u{i}")).unwrap();
+        // Let the worker go back to its blocking wait, so every request
+        // meets an idle worker.
+        tokio::time::sleep(Duration::from_millis(2)).await;
+        let requested_at = Instant::now();
+        q.request_compaction(&k, manual.clone()).await.unwrap();
+        let (claimed, claimed_at) = rx.recv().await.unwrap();
+        assert_eq!(claimed, k, "the manual request is claimed first");
+        lat.push(claimed_at - requested_at);
+    }
+    worker.await.unwrap();
+    assert_eq!(
+        q.counts().await.unwrap().waiting_normal,
+        backlog as u64,
+        "the backlog still waits"
+    );
+    drop(t);
+    lat.sort();
+    lat
+}
+
+/// Runs [`urgent_pickup`] `BENCH_RUNS` times (default 3) and reports its
+/// p50 and p99 per run as `urgent_pickup_backlog10k_p50` / `_p99` (ms).
+async fn measure_urgent_pickup(n: usize, backlog: usize) {
+    let mut runs = Vec::new();
+    for _ in 0..bench_runs(3) {
+        runs.push(urgent_pickup(n, backlog).await);
+    }
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    for lat in &runs {
+        for (q, name) in [(0.50, "p50"), (0.99, "p99")] {
+            let metric = format!("urgent_pickup_backlog10k_{name}");
+            result(SUITE, &metric, ms(percentile(lat, q)), "ms");
+        }
+    }
+    runs.sort_by_key(|lat| percentile(lat, 0.99));
+    let shown = |q: f64| -> Vec<String> {
+        runs.iter()
+            .map(|l| format!("{:.3}", ms(percentile(l, q))))
+            .collect()
+    };
+    println!(
+        "{:<46} p50 ms {}   p99 ms min/median/max {}",
+        format!("manual pickup behind {backlog} auto ({n})"),
+        shown(0.50).join(" / "),
+        shown(0.99).join(" / ")
+    );
+}
+
 #[tokio::main(flavor = "multi_thread")]
 async fn main() {
     // On a runtime worker thread, as an application's request handler would
@@ -264,4 +349,5 @@ async fn run() {
             .await;
         }
     }
+    measure_urgent_pickup(1_000, 10_000).await;
 }

@@ -225,6 +225,10 @@ pub enum TurnOutcome {
     Requested {
         current_tokens: u64,
         threshold_tokens: Option<u64>,
+        /// `auto`, or `reactive` when the context would not fit the
+        /// model's window at all (it then runs ahead of automatic
+        /// requests).
+        trigger: String,
         enqueue: EnqueueOutcome,
     },
     /// Over the trigger, but the last compactions failed or did not help:
@@ -619,7 +623,9 @@ impl Compactor {
     /// Ends a turn: measures the workstream (the estimate, or `usage` the
     /// provider reported for the last step — never usage from before the
     /// latest compaction) and requests compaction when it is over the
-    /// trigger.
+    /// trigger: [`Trigger::Reactive`] when the context it would build no
+    /// longer fits the model's window at all (see [`turn_trigger`]), so it
+    /// runs ahead of automatic requests, else [`Trigger::Auto`].
     pub async fn finalize_turn(
         &self,
         key: &EntityKey,
@@ -642,17 +648,15 @@ impl Compactor {
                 consecutive_failures: ws.consecutive_failures,
             }
         } else {
-            match self
-                .inner
-                .queue
-                .request_compaction(key, Trigger::Auto)
-                .await
-            {
+            let trigger = turn_trigger(current, self.inner.engine.trigger.context_window());
+            let label = trigger.label();
+            match self.inner.queue.request_compaction(key, trigger.clone()).await {
                 Ok(enqueue) => {
-                    record_requested(&self.inner.store, key, &Trigger::Auto, &enqueue).await;
+                    record_requested(&self.inner.store, key, &trigger, &enqueue).await;
                     TurnOutcome::Requested {
                         current_tokens: decision.current_tokens,
                         threshold_tokens: decision.threshold_tokens,
+                        trigger: label.to_owned(),
                         enqueue,
                     }
                 }
@@ -1142,6 +1146,20 @@ pub(crate) async fn record_requested(
 }
 
 /// Checks a client id: 1-255 bytes, no control characters.
+/// The trigger of a turn's request: [`Trigger::Reactive`] when the
+/// `context_tokens` of the context `build_context` would return (the
+/// estimate the trigger measures: the preamble and the un-compacted
+/// messages) are over the model's `context_window` — the next model call
+/// cannot take it, so the compaction is urgent — else [`Trigger::Auto`].
+/// A window of 0 is an unlimited model: never reactive.
+pub fn turn_trigger(context_tokens: u64, context_window: u64) -> Trigger {
+    if context_window > 0 && context_tokens > context_window {
+        Trigger::Reactive
+    } else {
+        Trigger::Auto
+    }
+}
+
 fn check_client_id(client_id: &str) -> Result<(), String> {
     if client_id.is_empty() || client_id.len() > CLIENT_ID_MAX_BYTES {
         return Err(format!(
@@ -1168,6 +1186,14 @@ mod tests {
             assert!(IdempotencyKey::parse(bad).is_err(), "{bad:?}");
         }
         assert!(IdempotencyKey::parse(&"k".repeat(200)).is_ok());
+    }
+
+    #[test]
+    fn a_turn_is_reactive_only_when_its_context_is_over_the_window() {
+        assert_eq!(turn_trigger(150_000, 200_000), Trigger::Auto);
+        assert_eq!(turn_trigger(200_000, 200_000), Trigger::Auto, "it fits");
+        assert_eq!(turn_trigger(200_001, 200_000), Trigger::Reactive);
+        assert_eq!(turn_trigger(u64::MAX, 0), Trigger::Auto, "unlimited");
     }
 
     #[test]

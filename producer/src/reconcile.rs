@@ -15,6 +15,7 @@ use compactor_shared::trigger::Measure;
 use compactor_shared::EntityKey;
 use serde::Serialize;
 
+use crate::client::turn_trigger;
 use crate::events::{InternalEvent, Reconciled};
 use crate::queue::{EnqueueOutcome, JobState, Queue, QueueError, Trigger};
 use crate::store::{Store, StoreError};
@@ -88,7 +89,12 @@ pub async fn reconcile(
                     queued.push(ws.key.clone());
                 }
                 Some(JobState::Dead { .. }) => report.dead_lettered += 1,
-                Some(JobState::Done { .. }) | None => lost.push((ws.key.clone(), Trigger::Auto)),
+                // Reactive when the context is past the window, as the
+                // turn that lost it would have asked.
+                Some(JobState::Done { .. }) | None => lost.push((
+                    ws.key.clone(),
+                    turn_trigger(tokens, engine.trigger.context_window()),
+                )),
             }
         }
         if !queued.is_empty() {

@@ -25,6 +25,12 @@ pub enum Trigger {
     },
     /// Requested while the previous run was in progress.
     FollowUp,
+    /// The workstream's context no longer fits the model's window at all
+    /// (over `context_window`, not just over the trigger): the next model
+    /// call would fail, so it runs ahead of automatic requests, as manual
+    /// ones do. Written by this build only; older readers refuse it, newer
+    /// ones still read every payload older builds wrote.
+    Reactive,
 }
 
 impl Trigger {
@@ -34,11 +40,24 @@ impl Trigger {
             Trigger::Auto => "auto",
             Trigger::Manual { .. } => "manual",
             Trigger::FollowUp => "follow_up",
+            Trigger::Reactive => "reactive",
         }
     }
 
+    /// Every [`Trigger::label`], for checks and docs.
+    pub const LABELS: [&'static str; 4] = ["auto", "manual", "follow_up", "reactive"];
+
     pub fn is_manual(&self) -> bool {
         matches!(self, Trigger::Manual { .. })
+    }
+
+    /// Whether a request with this trigger runs ahead of automatic ones
+    /// (the queue's urgent lane): someone waits on a manual one, and a
+    /// reactive one means the next model call would not fit the window.
+    /// A follow-up's lane is that of the request that made it, which the
+    /// queue keeps; the trigger alone does not say.
+    pub fn is_urgent(&self) -> bool {
+        matches!(self, Trigger::Manual { .. } | Trigger::Reactive)
     }
 }
 
@@ -122,6 +141,7 @@ mod tests {
         for trigger in [
             Trigger::Auto,
             Trigger::FollowUp,
+            Trigger::Reactive,
             Trigger::Manual { instructions: None },
             Trigger::Manual {
                 instructions: Some("focus on the schema".into()),
@@ -134,6 +154,45 @@ mod tests {
             Payload::new(key(), Trigger::Auto).unwrap().encode(),
             r#"{"v":1,"key":{"domain":"chat","entity_id":"42"},"trigger":{"kind":"auto"}}"#
         );
+    }
+
+    #[test]
+    fn reactive_is_a_trigger_of_its_own_and_older_payloads_still_parse() {
+        let p = Payload::new(key(), Trigger::Reactive).unwrap();
+        assert_eq!(
+            p.encode(),
+            r#"{"v":1,"key":{"domain":"chat","entity_id":"42"},"trigger":{"kind":"reactive"}}"#
+        );
+        assert_eq!(Trigger::Reactive.label(), "reactive");
+        // What builds before the reactive trigger wrote reads as before.
+        for (raw, trigger) in [
+            (r#"{"kind":"auto"}"#, Trigger::Auto),
+            (r#"{"kind":"follow_up"}"#, Trigger::FollowUp),
+            (
+                r#"{"kind":"manual"}"#,
+                Trigger::Manual { instructions: None },
+            ),
+        ] {
+            let json =
+                format!(r#"{{"v":1,"key":{{"domain":"chat","entity_id":"42"}},"trigger":{raw}}}"#);
+            assert_eq!(Payload::decode(json.as_bytes()).unwrap().trigger, trigger);
+        }
+        let labels: Vec<&str> = [
+            Trigger::Auto,
+            Trigger::Manual { instructions: None },
+            Trigger::FollowUp,
+            Trigger::Reactive,
+        ]
+        .iter()
+        .map(Trigger::label)
+        .collect();
+        assert_eq!(labels, Trigger::LABELS);
+        let urgent: Vec<bool> = [Trigger::Auto, Trigger::FollowUp, Trigger::Reactive]
+            .iter()
+            .map(Trigger::is_urgent)
+            .collect();
+        assert_eq!(urgent, [false, false, true]);
+        assert!(Trigger::Manual { instructions: None }.is_urgent());
     }
 
     #[test]

@@ -27,7 +27,7 @@ pub struct CompactionEvent {
     pub domain: String,
     pub entity_id: String,
     pub outcome: EventOutcome,
-    /// `auto`, `manual` or `follow_up`.
+    /// `auto`, `reactive`, `manual` or `follow_up`.
     pub trigger: String,
     pub job_id: u64,
     pub attempt: u32,

@@ -1,7 +1,8 @@
 //! A `finalize_turn` decision.
 
+use compactor_shared::payload::Trigger;
 use compactor_shared::EntityKey;
-use tracing::{debug, warn};
+use tracing::{debug, info, warn};
 
 use super::catalogue::{names, TurnResult};
 use super::InternalEvent;
@@ -12,7 +13,9 @@ use crate::metrics::domain_label;
 /// A due compaction Redis did not take is a warning (the turn is stored;
 /// the context stays uncompacted until a later turn or a reconciliation
 /// sweep requests it); one held back by the circuit breaker is also
-/// counted in [`names::BREAKER_SKIPS_TOTAL`].
+/// counted in [`names::BREAKER_SKIPS_TOTAL`]. A reactive request (the
+/// context no longer fits the model's window) is logged: the chat ran past
+/// its trigger without a compaction catching up.
 #[derive(Debug)]
 pub(crate) struct TurnFinalized<'a> {
     pub key: &'a EntityKey,
@@ -41,6 +44,18 @@ impl InternalEvent for TurnFinalized<'_> {
                 );
                 metrics::counter!(names::BREAKER_SKIPS_TOTAL, "domain" => domain.clone())
                     .increment(1);
+            }
+            TurnOutcome::Requested {
+                current_tokens,
+                trigger,
+                ..
+            } if trigger == Trigger::Reactive.label() => {
+                info!(
+                    outcome = result.as_str(),
+                    trigger = %trigger,
+                    current_tokens,
+                    "the context no longer fits the model's window: reactive compaction requested"
+                );
             }
             TurnOutcome::NotDue { .. } | TurnOutcome::Requested { .. } => {}
         }
@@ -80,6 +95,7 @@ mod tests {
             TurnOutcome::Requested {
                 current_tokens: 3,
                 threshold_tokens: Some(2),
+                trigger: "auto".to_owned(),
                 enqueue: crate::queue::EnqueueOutcome::Added { job_id: 1 },
             },
             TurnOutcome::Unavailable {

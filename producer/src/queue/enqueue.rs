@@ -12,6 +12,7 @@ use super::convert::parse_id;
 use super::error::{redis_error, QueueError};
 use super::handle::Queue;
 use super::keys::Keys;
+use super::lane::Lane;
 use crate::events::catalogue::EnqueueResult;
 use crate::events::{CompactionRequested, EnqueueFailed, InternalEvent};
 
@@ -92,6 +93,7 @@ impl Queue {
         trigger: Trigger,
     ) -> Result<redis::ScriptInvocation<'_>, QueueError> {
         let manual = trigger.is_manual();
+        let lane = Lane::of(&trigger);
         let followup_trigger = if manual {
             trigger.clone()
         } else {
@@ -104,11 +106,13 @@ impl Queue {
             .key(self.keys.waiting())
             .key(self.keys.seq())
             .key(self.keys.running())
+            .key(self.keys.urgent())
             .arg(Keys::member(key))
             .arg(payload)
             .arg(followup)
             .arg(if manual { "1" } else { "0" })
-            .arg(self.keys.wake_channel());
+            .arg(self.keys.wake_channel())
+            .arg(lane.as_str());
         Ok(inv)
     }
 

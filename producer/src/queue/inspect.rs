@@ -35,7 +35,13 @@ pub enum JobState {
 /// How many jobs are in each state.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct QueueCounts {
+    /// Waiting in either lane: `waiting_urgent + waiting_normal`.
     pub waiting: u64,
+    /// Of `waiting`, those of the urgent lane (manual and reactive
+    /// requests, claimed first).
+    pub waiting_urgent: u64,
+    /// Of `waiting`, those of the normal lane (automatic requests).
+    pub waiting_normal: u64,
     pub running: u64,
     pub done: u64,
     pub dead: u64,
@@ -54,10 +60,11 @@ impl Queue {
         job_state(&fields)
     }
 
-    /// Job counts by state.
+    /// Job counts by state, and of the waiting ones by lane.
     pub async fn counts(&self) -> Result<QueueCounts, QueueError> {
         let mut conn = self.conn.clone();
-        let (waiting, running, done, dead): (u64, u64, u64, u64) = redis::pipe()
+        let (urgent, normal, running, done, dead): (u64, u64, u64, u64, u64) = redis::pipe()
+            .zcard(self.keys.urgent())
             .zcard(self.keys.waiting())
             .zcard(self.keys.running())
             .zcard(self.keys.done())
@@ -66,7 +73,9 @@ impl Queue {
             .await
             .map_err(redis_error("counts"))?;
         Ok(QueueCounts {
-            waiting,
+            waiting: urgent + normal,
+            waiting_urgent: urgent,
+            waiting_normal: normal,
             running,
             done,
             dead,

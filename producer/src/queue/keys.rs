@@ -119,9 +119,17 @@ impl Keys {
         key.job_key()
     }
 
-    /// Sorted set of waiting jobs, scored by the time (ms) they may run.
+    /// Sorted set of waiting jobs of the normal lane (automatic requests
+    /// and their follow-ups), scored by the time (ms) they may run.
     pub fn waiting(&self) -> String {
         format!("{}waiting", self.prefix)
+    }
+
+    /// Sorted set of waiting jobs of the urgent lane (manual and reactive
+    /// requests, and their follow-ups), scored like [`Keys::waiting`]:
+    /// claims take due jobs from here before the normal lane.
+    pub fn urgent(&self) -> String {
+        format!("{}urgent", self.prefix)
     }
 
     /// Sorted set of running jobs, scored by their lease deadline (ms).
@@ -199,6 +207,7 @@ mod tests {
         for k in [
             keys.job(&key),
             keys.waiting(),
+            keys.urgent(),
             keys.running(),
             keys.wake_channel(),
             keys.done(),

@@ -17,6 +17,9 @@
 //! queue runs unchanged on a Redis Cluster (`[redis] cluster = true`; see
 //! the `conn` module): a queue lives in one slot, on one shard.
 //!
+//! Waiting jobs are in one of two lanes (`lane`): manual and reactive
+//! requests are claimed before automatic ones, whatever the backlog.
+//!
 //! A failed attempt is retried after a delay the worker chooses, or
 //! dead-lettered; a job whose lease expires (its worker crashed) returns to
 //! the queue, until it has stalled `max_stalls` times and is dead-lettered.
@@ -50,7 +53,8 @@
 //! - `handle`: [`Queue`], connecting and `PING`; `conn`: its connections
 //!   (one server or a cluster); `config`: the `[queue]` settings;
 //!   `error`: [`QueueError`].
-//! - `keys`: every key name; `scripts`: the Lua scripts (`scripts/*.lua`)
+//! - `keys`: every key name; `lane`: the two lanes of waiting jobs;
+//!   `scripts`: the Lua scripts (`scripts/*.lua`)
 //!   and their loading; `convert`: script arguments and replies.
 //! - Operations, each an `impl Queue` block: `enqueue` (app code's
 //!   requests), `settle` (complete and claim in one round trip), `claim`
@@ -73,6 +77,7 @@ mod fail;
 mod handle;
 mod inspect;
 pub mod keys;
+mod lane;
 mod progress;
 mod pubsub;
 mod recover;
@@ -93,6 +98,7 @@ pub use fail::{FailAction, Failure};
 pub use handle::Queue;
 pub use inspect::{JobState, QueueCounts};
 pub use keys::{Keys, QueueName};
+pub use lane::Lane;
 pub use payload::{Payload, PayloadError, Trigger};
 pub use progress::{JobProgress, JobStage};
 pub use pubsub::{Notice, Subscription};

@@ -79,6 +79,7 @@ impl Queue {
             .key(self.keys().job(key))
             .key(self.keys().waiting())
             .key(self.keys().workers())
+            .key(self.keys().urgent())
             .arg(Keys::member(key))
             .invoke_async(&mut conn)
             .await

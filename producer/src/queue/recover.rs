@@ -30,6 +30,7 @@ impl Queue {
             .key(self.keys.waiting())
             .key(self.keys.dead())
             .key(self.keys.seq())
+            .key(self.keys.urgent())
             .arg(self.keys.prefix())
             .arg(self.config.max_stalls)
             .arg(batch.max(1))

@@ -68,6 +68,7 @@ impl Queue {
             .key(keys.waiting())
             .key(keys.running())
             .key(keys.repair_cursor())
+            .key(keys.urgent())
             .arg(keys.prefix())
             .arg(keys.wake_channel())
             .arg(mode);

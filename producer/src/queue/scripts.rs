@@ -157,6 +157,54 @@ mod tests {
         assert_eq!(entry.split('|').next(), Some(member.as_str()));
     }
 
+    /// The lanes as the scripts name and choose them: the words Rust's
+    /// [`Lane`](crate::queue::Lane) passes, and each lane's set among the
+    /// keys `Keys` builds (the urgent lane for `urgent` only; a record
+    /// without a lane, as older builds wrote, in the normal one). Run on
+    /// Redis; touches no key.
+    #[tokio::test]
+    async fn lua_names_and_chooses_the_lanes_as_rust_does() {
+        use crate::queue::Lane;
+        let keys = Keys::new(&QueueName::parse("lane-names").unwrap());
+        let check = Script::new(&format!(
+            "{PRELUDE}\n\
+             local lanes = lanes_of(ARGV[1], ARGV[2])\n\
+             local urgent_set, urgent_other = lane_set(lanes, ARGV[3])\n\
+             local normal_set, normal_other = lane_set(lanes, ARGV[4])\n\
+             return {{\n\
+               URGENT, NORMAL,\n\
+               urgent_set, urgent_other, normal_set, normal_other,\n\
+               (lane_set(lanes, false)), (lane_set(lanes, 'other')),\n\
+               max_lane(ARGV[4], ARGV[3]), max_lane(false, ARGV[4]),\n\
+             }}"
+        ));
+        let client = redis::Client::open(redis_url()).unwrap();
+        let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+        let got: Vec<String> = check
+            .arg(keys.waiting())
+            .arg(keys.urgent())
+            .arg(Lane::Urgent.as_str())
+            .arg(Lane::Normal.as_str())
+            .invoke_async(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(
+            got,
+            [
+                Lane::Urgent.as_str().to_owned(),
+                Lane::Normal.as_str().to_owned(),
+                keys.urgent(),
+                keys.waiting(),
+                keys.waiting(),
+                keys.urgent(),
+                keys.waiting(),
+                keys.waiting(),
+                Lane::Urgent.as_str().to_owned(),
+                Lane::Normal.as_str().to_owned(),
+            ]
+        );
+    }
+
     /// Whether a line of Lua joins something to a key prefix: the queue's
     /// (`prefix ..`) or one passed in (`ARGV[1] ..`).
     fn joins_to_prefix(code: &str) -> bool {

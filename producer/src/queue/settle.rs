@@ -73,6 +73,7 @@ impl Queue {
             .key(self.keys.waiting())
             .key(self.keys.done())
             .key(self.keys.seq())
+            .key(self.keys.urgent())
             .arg(self.keys.prefix())
             .arg(self.keys.wake_channel())
             .arg(self.config.done_max_count)
@@ -116,7 +117,8 @@ impl Queue {
         })
     }
 
-    /// Takes the oldest due job, if any, with a lease for `worker`.
+    /// Takes the oldest due job of the urgent lane, else of the normal
+    /// lane, if any, with a lease for `worker`.
     pub async fn claim(&self, worker: &str) -> Result<ClaimOutcome, QueueError> {
         let settled = self.settle(&[], 1, worker).await?;
         Ok(first_claim(settled))

@@ -106,7 +106,7 @@ impl std::fmt::Display for DegradedReason {
 pub struct NewRun {
     pub job_id: i64,
     pub attempt: u32,
-    /// `auto`, `manual` or `follow_up`.
+    /// `auto`, `reactive`, `manual` or `follow_up`.
     pub trigger: String,
     pub started_at: DateTime<Utc>,
     pub finished_at: DateTime<Utc>,

@@ -20,7 +20,7 @@ fn key(entity: &str) -> EntityKey {
     EntityKey::parse("chat", entity).unwrap()
 }
 
-async fn claim(q: &Queue) -> ClaimedJob {
+pub(crate) async fn claim(q: &Queue) -> ClaimedJob {
     claimed(q.claim("w1").await.unwrap())
 }
 
@@ -424,7 +424,7 @@ async fn a_dead_lettered_run_still_gets_its_follow_up() {
 
 /// Calls `recover` until it reports something (the lease must expire on
 /// the server clock first); bounded by a timeout.
-async fn recover_until_something(q: &Queue) -> Recovery {
+pub(crate) async fn recover_until_something(q: &Queue) -> Recovery {
     tokio::time::timeout(Duration::from_secs(10), async {
         loop {
             let r = q.recover(100).await.unwrap();
@@ -972,7 +972,7 @@ async fn query<T: redis::FromRedisValue>(conn: &mut MultiplexedConnection, cmd: 
 }
 
 /// Runs `cmd` on `conn`, a tampering step whose reply does not matter.
-async fn exec(conn: &mut MultiplexedConnection, cmd: &redis::Cmd) {
+pub(crate) async fn exec(conn: &mut MultiplexedConnection, cmd: &redis::Cmd) {
     query::<()>(conn, cmd).await
 }
 
@@ -983,7 +983,7 @@ async fn set(conn: &mut MultiplexedConnection, key: impl ToRedisArgs, value: imp
 }
 
 /// `DEL key`: a set lost (evicted), or a tampered key put right.
-async fn del(conn: &mut MultiplexedConnection, key: impl ToRedisArgs) {
+pub(crate) async fn del(conn: &mut MultiplexedConnection, key: impl ToRedisArgs) {
     exec(conn, redis::cmd("DEL").arg(key)).await
 }
 

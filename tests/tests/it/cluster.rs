@@ -11,8 +11,9 @@
 //! after the scripts were flushed), the worker runtime running jobs and the
 //! follow-up recorded meanwhile, an expired lease recovered and re-run,
 //! dead letters listed and retried, an idle worker woken without polling,
-//! and one compaction end to end with a chat request woken by the release
-//! announcement.
+//! one compaction end to end with a chat request woken by the release
+//! announcement, and the urgent lane (manual and reactive requests claimed
+//! ahead of automatic ones, retried in their lane) on every node.
 
 use std::sync::atomic::AtomicU32;
 use std::sync::{Arc, Mutex};
@@ -31,7 +32,8 @@ use compactor_e2e::{
 use compactor_producer::client::{ClientSettings, Compactor};
 use compactor_producer::events::EventOutcome;
 use compactor_producer::queue::{
-    ClaimOutcome, Completion, EnqueueOutcome, JobState, Queue, QueueConfig, QueueName, Trigger,
+    ClaimOutcome, Completion, EnqueueOutcome, FailAction, JobState, Queue, QueueConfig, QueueName,
+    Trigger,
 };
 use compactor_producer::settings::RedisSettings;
 use compactor_worker::runtime::RuntimeConfig;
@@ -406,5 +408,57 @@ async fn a_job_record_its_set_lost_is_put_back_and_run_on_every_node() {
         until_done(&t.queue, &k, "the put-back job ran").await;
         assert_eq!(runs.all(), vec![(job_id, 1)], "node {node}");
         running.stop().await;
+    }
+}
+
+/// The job the next claim on `q` takes; `node` names the node in the panic.
+async fn claimed_on(q: &Queue, node: usize) -> compactor_producer::queue::ClaimedJob {
+    match q.claim("w1").await.unwrap() {
+        ClaimOutcome::Claimed(job) => job,
+        other => panic!("a job to claim on node {node}: {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn urgent_requests_overtake_automatic_ones_on_every_node() {
+    for node in 0..NODES {
+        let t = ClusterQueue::on(node, QueueConfig::default()).await;
+        let q = &t.queue;
+        let backlog: Vec<_> = (0..100)
+            .map(|i| (key(&format!("b{i}")), Trigger::Auto))
+            .collect();
+        q.enqueue_many(&backlog).await.unwrap();
+        let k = key("urgent");
+        q.request_compaction(&k, Trigger::Manual { instructions: None })
+            .await
+            .unwrap();
+        // The urgent lane's set is in the queue's slot, beside the others.
+        assert_eq!(cluster().owner_of(&q.keys().urgent()), node);
+        let job = claimed_on(q, node).await;
+        assert_eq!(job.key, k, "node {node}");
+        // Retried in the urgent lane: next again, ahead of the backlog.
+        let retry = FailAction::Retry {
+            delay: Duration::ZERO,
+        };
+        q.fail(&job, retry, "503").await.unwrap();
+        let again = claimed_on(q, node).await;
+        assert_eq!((again.key, again.attempt), (k, 2), "node {node}");
+        // A reactive request moves a waiting automatic job to the lane.
+        q.request_compaction(&key("b50"), Trigger::Reactive)
+            .await
+            .unwrap();
+        let moved = claimed_on(q, node).await;
+        assert_eq!(
+            (moved.key, moved.payload.trigger),
+            (key("b50"), Trigger::Reactive),
+            "node {node}"
+        );
+        assert_eq!(claimed_on(q, node).await.key, key("b0"), "node {node}");
+        let counts = q.counts().await.unwrap();
+        assert_eq!(
+            (counts.waiting, counts.waiting_urgent, counts.waiting_normal),
+            (98, 0, 98),
+            "node {node}"
+        );
     }
 }

@@ -19,6 +19,7 @@ mod fencing;
 mod http;
 mod lifecycle;
 mod llm_faults;
+mod priority;
 mod quality;
 mod reconcile;
 mod waiting;

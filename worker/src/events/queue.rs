@@ -234,6 +234,7 @@ mod tests {
                     running: 3,
                     done: 2,
                     dead: 1,
+                    ..QueueCounts::default()
                 },
             }
             .emit();

@@ -1,15 +1,17 @@
 -- Ends a failed attempt: either schedules a retry or dead-letters the job.
 -- A dead-lettered job still gets its recorded follow-up (the run ended).
 --   KEYS: 1 job hash, 2 running zset, 3 waiting zset, 4 dead zset,
---         5 seq counter
+--         5 seq counter, 6 urgent zset
 --   ARGV: 1 member, 2 lease token, 3 retry delay ms (-1: dead-letter now),
 --         4 reason, 5 dead max count, 6 dead max age (ms), 7 wake channel,
 --         8 key prefix, 9 "0" when the attempt is not counted (postponed:
 --         a service the job needs was unavailable, the job did not fail)
+-- A retry waits in the job's lane, its delay kept there too.
 -- Returns {'retry'}, {'dead'}, {'dead_followup', new job_id} or {'lost'}.
-expect_types(KEYS[1], 'hash', KEYS[2], 'zset', KEYS[3], 'zset', KEYS[4], 'zset')
+expect_types(KEYS[1], 'hash', KEYS[2], 'zset', KEYS[3], 'zset', KEYS[4], 'zset', KEYS[6], 'zset')
 expect_counter(KEYS[5])
-local f = redis.call('HMGET', KEYS[1], 'state', 'lease', 'job_id', 'followup')
+local lanes = lanes_of(KEYS[3], KEYS[6])
+local f = redis.call('HMGET', KEYS[1], 'state', 'lease', 'job_id', 'followup', 'lane', 'followup_lane')
 if f[1] ~= 'running' or f[2] ~= ARGV[2] then
   return {'lost'}
 end
@@ -22,7 +24,7 @@ if delay >= 0 then
   if ARGV[9] == '0' then
     bump(KEYS[1], 'attempts', -1)
   end
-  redis.call('ZADD', KEYS[3], waiting_score(now + delay, f[3]), ARGV[1])
+  redis.call('ZADD', (lane_set(lanes, f[5])), waiting_score(now + delay, f[3]), ARGV[1])
   -- Idle workers re-read when the retry is due.
   redis.call('PUBLISH', ARGV[7], f[3])
   announce_settled(ARGV[8], ARGV[1], 'retry')
@@ -31,7 +33,7 @@ end
 announce_settled(ARGV[8], ARGV[1], 'dead')
 dead_letter(KEYS[1], KEYS[4], ARGV[8], ARGV[1], ARGV[4], now, ARGV[5], ARGV[6])
 redis.call('HSET', KEYS[1], 'last_error', ARGV[4])
-local id = end_run(KEYS[1], KEYS[3], KEYS[5], ARGV[7], ARGV[1], f[4], now, 'dead', ARGV[6])
+local id = end_run(KEYS[1], lanes, KEYS[5], ARGV[7], ARGV[1], f[4], f[6], now, 'dead', ARGV[6])
 if id then
   return {'dead_followup', tostring(id)}
 end

@@ -6,7 +6,8 @@
 --   attempts     claims of this job so far; stalls: leases that expired
 --   enqueued_at  server ms the job was added
 --   lease, deadline, worker, started_at   while running
---   followup, followup_manual             a request arrived while running
+--   lane         urgent | normal (absent: normal): the set it waits in
+--   followup, followup_manual, followup_lane   a request arrived while running
 --   last_error   reason of the last failed attempt
 -- Job hashes are named <prefix>job:<member>; every key of a queue shares
 -- the prefix's hash tag, so derived keys live in the slot of the declared
@@ -88,13 +89,52 @@ local function job_fields(job, ...)
   return redis.call('HMGET', job, ...)
 end
 
+-- The two lanes of waiting jobs, sorted sets scored alike (the time a job
+-- may run): `urgent` (manual and reactive requests, and the follow-ups
+-- they made) is claimed before `normal` (automatic requests and theirs),
+-- so a backlog of automatic jobs never delays a request that cannot wait.
+-- A job record's `lane` says which set it is in; a record without one (an
+-- older build wrote it) is in the normal lane. Dedup is per entity, not
+-- per lane: an entity has one job, in one lane.
+local URGENT, NORMAL = 'urgent', 'normal'
+
+-- A lane's name from a field or argument: anything but 'urgent' (nothing,
+-- an older record) is the normal lane.
+local function lane_of(value)
+  if value == URGENT then
+    return URGENT
+  end
+  return NORMAL
+end
+
+-- The lanes' sets, from the keys a script was given.
+local function lanes_of(waiting, urgent)
+  return {normal = waiting, urgent = urgent}
+end
+
+-- The set of `lane`, and the other one (where a job of `lane` must not be).
+local function lane_set(lanes, lane)
+  if lane_of(lane) == URGENT then
+    return lanes.urgent, lanes.normal
+  end
+  return lanes.normal, lanes.urgent
+end
+
+-- The more urgent of two lanes: a job's lane is raised, never lowered.
+local function max_lane(a, b)
+  if lane_of(a) == URGENT or lane_of(b) == URGENT then
+    return URGENT
+  end
+  return NORMAL
+end
+
 -- Server time in ms: every worker agrees on it, whatever its own clock.
 local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
--- Score of a job in the waiting set: the time it may run (ms) with the job
+-- Score of a job in its lane's set: the time it may run (ms) with the job
 -- id as tie-breaker, so jobs of the same millisecond run in the order they
 -- were added. ms * 1024 stays exact in a Lua double until the 23rd century.
 local SCORE_SCALE = 1024
@@ -112,14 +152,15 @@ local function announce_settled(prefix, member, what)
   redis.call('PUBLISH', released_channel(prefix, member), '{"settled":"' .. what .. '"}')
 end
 
--- Replaces the entity's job record with a new waiting job and wakes a
--- worker. Returns the new job id.
-local function add_job(job, waiting, seq, channel, member, payload, now)
+-- Replaces the entity's job record with a new waiting job in `lane` and
+-- wakes a worker. Returns the new job id.
+local function add_job(job, lanes, seq, channel, member, payload, lane, now)
   local id = redis.call('INCR', seq)
+  lane = lane_of(lane)
   redis.call('DEL', job)
   redis.call('HSET', job, 'state', 'waiting', 'job_id', id, 'payload', payload,
-    'attempts', 0, 'enqueued_at', now)
-  redis.call('ZADD', waiting, waiting_score(now, id), member)
+    'attempts', 0, 'enqueued_at', now, 'lane', lane)
+  redis.call('ZADD', (lane_set(lanes, lane)), waiting_score(now, id), member)
   redis.call('PUBLISH', channel, id)
   return id
 end
@@ -132,13 +173,14 @@ local function bump(job, field, by)
   return n
 end
 
--- Puts a job that was running back in the waiting set at its original
--- place in line (it was added at `enqueued_at`), and wakes a worker.
-local function requeue(job, waiting, channel, member, job_id, now)
-  local enqueued_at = tonumber(redis.call('HGET', job, 'enqueued_at')) or now
+-- Puts a job that was running back in its lane at its original place in
+-- line (it was added at `enqueued_at`), and wakes a worker.
+local function requeue(job, lanes, channel, member, job_id, now)
+  local f = redis.call('HMGET', job, 'enqueued_at', 'lane')
+  local enqueued_at = tonumber(f[1]) or now
   redis.call('HSET', job, 'state', 'waiting')
   redis.call('HDEL', job, 'lease', 'deadline', 'worker')
-  redis.call('ZADD', waiting, waiting_score(enqueued_at, job_id), member)
+  redis.call('ZADD', (lane_set(lanes, f[2])), waiting_score(enqueued_at, job_id), member)
   redis.call('PUBLISH', channel, job_id)
 end
 
@@ -173,11 +215,12 @@ local function dead_letter(job, dead, prefix, member, reason, now, max_count, ma
 end
 
 -- Ends a run that will not be retried: adds the follow-up recorded while
--- it ran (`followup`, the payload, or false), returning its id, or leaves
--- the record in `final_state` to expire after `ttl` ms.
-local function end_run(job, waiting, seq, channel, member, followup, now, final_state, ttl)
+-- it ran (`followup`, the payload, or false; in `followup_lane`),
+-- returning its id, or leaves the record in `final_state` to expire after
+-- `ttl` ms.
+local function end_run(job, lanes, seq, channel, member, followup, followup_lane, now, final_state, ttl)
   if followup then
-    return add_job(job, waiting, seq, channel, member, followup, now)
+    return add_job(job, lanes, seq, channel, member, followup, followup_lane, now)
   end
   redis.call('HSET', job, 'state', final_state, 'finished_at', now)
   redis.call('HDEL', job, 'lease', 'deadline', 'worker')
@@ -191,11 +234,11 @@ end
 -- {'followup', new job_id} or {'lost'} (nothing changed: that lease was
 -- lost). The lease fields stay on a done record as its history; only a
 -- running state makes a lease valid.
-local function complete_jobs(prefix, running, waiting, done, seq, channel, members, tokens, now, done_max_age)
+local function complete_jobs(prefix, running, lanes, done, seq, channel, members, tokens, now, done_max_age)
   local completions, finished, done_entries = {}, {}, {}
   for i, member in ipairs(members) do
     local job = job_key(prefix, member)
-    local f = job_fields(job, 'state', 'lease', 'job_id', 'followup')
+    local f = job_fields(job, 'state', 'lease', 'job_id', 'followup', 'followup_lane')
     if f[1] ~= 'running' or f[2] ~= tokens[i] then
       completions[i] = {'lost'}
     else
@@ -203,7 +246,8 @@ local function complete_jobs(prefix, running, waiting, done, seq, channel, membe
       done_entries[#done_entries + 1] = now
       done_entries[#done_entries + 1] = set_entry(member, f[3] or '0')
       if f[4] then
-        completions[i] = {'followup', tostring(add_job(job, waiting, seq, channel, member, f[4], now))}
+        local id = add_job(job, lanes, seq, channel, member, f[4], f[5], now)
+        completions[i] = {'followup', tostring(id)}
         announce_settled(prefix, member, 'followup')
       else
         redis.call('HSET', job, 'state', 'done', 'finished_at', now)
@@ -243,59 +287,76 @@ local function trim_done(prefix, done, now, max_count, max_age)
   end
 end
 
--- Takes up to `wanted` of the oldest jobs of `waiting` that may run now and
--- leases them to `worker`. Returns a list of entries, each
+-- Takes up to `wanted` of the oldest jobs that may run now, those of the
+-- urgent lane before any of the normal lane's, and leases them to
+-- `worker`. Returns a list of entries, each
 --   {'claimed', member, payload, job_id, attempt, lease token, enqueued_at,
 --    ms it waited}
 -- or {'orphan', member} for a member whose job record is gone (data loss;
 -- dropped), and, when fewer than `wanted` jobs are due, the ms until the
--- next delayed one is ('' if none waits): {entries, next_due}.
-local function claim_some(waiting, running, prefix, lease_ttl, worker, nonce, now, wanted)
+-- next delayed one of either lane is ('' if none waits):
+-- {entries, next_due}.
+local function claim_some(lanes, running, prefix, lease_ttl, worker, nonce, now, wanted)
   local entries = {}
   local due = now * SCORE_SCALE + SCORE_SCALE - 1
   local deadline = now + tonumber(lease_ttl)
-  while #entries < wanted do
-    -- At most `wanted` members (a batch, capped by the caller far below
-    -- Lua's unpack limit), however long the backlog.
-    local members = redis.call('ZRANGEBYSCORE', waiting, '-inf', due, 'LIMIT', 0, wanted - #entries)
-    if #members == 0 then
-      break
-    end
-    -- Every record of the batch is read before anything changes.
-    local records = {}
-    for i, member in ipairs(members) do
-      records[i] = job_fields(job_key(prefix, member),
-        'state', 'job_id', 'attempts', 'enqueued_at', 'payload')
-    end
-    redis.call('ZREM', waiting, unpack(members))
-    local leased = {}
-    for i, member in ipairs(members) do
-      local job = job_key(prefix, member)
-      local f = records[i]
-      if f[1] ~= 'waiting' then
-        entries[#entries + 1] = {'orphan', member}
-      else
-        f[2] = f[2] or '0'
-        local attempt = (tonumber(f[3]) or 0) + 1
-        local token = f[2] .. ':' .. attempt .. ':' .. nonce
-        redis.call('HSET', job, 'state', 'running', 'attempts', attempt, 'lease', token,
-          'deadline', deadline, 'worker', worker, 'started_at', now)
-        leased[#leased + 1] = deadline
-        leased[#leased + 1] = member
-        local enqueued_at = tonumber(f[4]) or now
-        entries[#entries + 1] = {'claimed', member, f[5] or '', f[2], tostring(attempt), token,
-          tostring(enqueued_at), tostring(math.max(now - enqueued_at, 0))}
+  for _, lane in ipairs({URGENT, NORMAL}) do
+    local set, other = lane_set(lanes, lane)
+    while #entries < wanted do
+      -- At most `wanted` members (a batch, capped by the caller far below
+      -- Lua's unpack limit), however long the backlog.
+      local members = redis.call('ZRANGEBYSCORE', set, '-inf', due, 'LIMIT', 0, wanted - #entries)
+      if #members == 0 then
+        break
       end
-    end
-    if #leased > 0 then
-      redis.call('ZADD', running, unpack(leased))
+      -- Every record of the batch is read before anything changes.
+      local records = {}
+      for i, member in ipairs(members) do
+        records[i] = job_fields(job_key(prefix, member),
+          'state', 'job_id', 'attempts', 'enqueued_at', 'payload')
+      end
+      -- A member listed in both lanes (a hand edit, or a repair by a build
+      -- that knew one lane only) leaves both: one claim, no stale entry.
+      redis.call('ZREM', set, unpack(members))
+      redis.call('ZREM', other, unpack(members))
+      local leased = {}
+      for i, member in ipairs(members) do
+        local job = job_key(prefix, member)
+        local f = records[i]
+        if f[1] ~= 'waiting' then
+          entries[#entries + 1] = {'orphan', member}
+        else
+          f[2] = f[2] or '0'
+          local attempt = (tonumber(f[3]) or 0) + 1
+          local token = f[2] .. ':' .. attempt .. ':' .. nonce
+          redis.call('HSET', job, 'state', 'running', 'attempts', attempt, 'lease', token,
+            'deadline', deadline, 'worker', worker, 'started_at', now)
+          leased[#leased + 1] = deadline
+          leased[#leased + 1] = member
+          local enqueued_at = tonumber(f[4]) or now
+          entries[#entries + 1] = {'claimed', member, f[5] or '', f[2], tostring(attempt), token,
+            tostring(enqueued_at), tostring(math.max(now - enqueued_at, 0))}
+        end
+      end
+      if #leased > 0 then
+        redis.call('ZADD', running, unpack(leased))
+      end
     end
   end
   local next_due = ''
   if #entries < wanted then
-    local next = redis.call('ZRANGE', waiting, 0, 0, 'WITHSCORES')
-    if next[2] then
-      next_due = tostring(math.max(math.floor(tonumber(next[2]) / SCORE_SCALE) - now, 0))
+    local soonest
+    for _, set in ipairs({lanes.urgent, lanes.normal}) do
+      local next = redis.call('ZRANGE', set, 0, 0, 'WITHSCORES')
+      if next[2] then
+        local at = math.floor(tonumber(next[2]) / SCORE_SCALE)
+        if not soonest or at < soonest then
+          soonest = at
+        end
+      end
+    end
+    if soonest then
+      next_due = tostring(math.max(soonest - now, 0))
     end
   end
   return {entries, next_due}
@@ -315,11 +376,15 @@ end
 -- line at its original place and a worker is woken; a running job is
 -- tracked again at its lease deadline, so the recovery sweep returns it
 -- as an expired lease once that has passed (a live holder renews it).
+-- A waiting job goes back in the lane its record names (out of the other
+-- one, should it be listed there).
 -- Returns 'requeued', 'relisted' or false.
-local function repair_job(job, waiting, running, channel, member, now)
-  local f = job_fields(job, 'state', 'job_id', 'enqueued_at', 'deadline')
-  if f[1] == 'waiting' and not redis.call('ZSCORE', waiting, member) then
-    redis.call('ZADD', waiting, waiting_score(tonumber(f[3]) or now, f[2]), member)
+local function repair_job(job, lanes, running, channel, member, now)
+  local f = job_fields(job, 'state', 'job_id', 'enqueued_at', 'deadline', 'lane')
+  local set, other = lane_set(lanes, f[5])
+  if f[1] == 'waiting' and not redis.call('ZSCORE', set, member) then
+    redis.call('ZREM', other, member)
+    redis.call('ZADD', set, waiting_score(tonumber(f[3]) or now, f[2]), member)
     redis.call('PUBLISH', channel, f[2] or '0')
     return 'requeued'
   end
@@ -328,4 +393,15 @@ local function repair_job(job, waiting, running, channel, member, now)
     return 'relisted'
   end
   return false
+end
+
+-- Moves a waiting job to the urgent lane at the same place in time (a
+-- retry's delay still holds), for an urgent request coalesced into it.
+local function make_urgent(job, lanes, member)
+  local score = redis.call('ZSCORE', lanes.normal, member)
+  if score then
+    redis.call('ZREM', lanes.normal, member)
+    redis.call('ZADD', lanes.urgent, score, member)
+  end
+  redis.call('HSET', job, 'lane', URGENT)
 end

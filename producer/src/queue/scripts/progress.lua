@@ -1,16 +1,16 @@
 -- Where an entity's requested compaction stands, for a chat request that
--- waits on it: one read of the job record, its place in the waiting set,
+-- waits on it: one read of the job record, its place in its lane's set,
 -- and how many workers are live, all by the server clock.
---   KEYS: 1 job hash, 2 waiting zset, 3 workers zset
+--   KEYS: 1 job hash, 2 waiting zset, 3 workers zset, 4 urgent zset
 --   ARGV: 1 member
 -- Returns {state, job_id, attempts, ms until it may run (-1: not waiting),
 -- ms until its lease ends (-1: not running), live workers}; state is ''
 -- when the entity has no job record.
 local now = now_ms()
-local f = redis.call('HMGET', KEYS[1], 'state', 'job_id', 'attempts', 'deadline')
+local f = redis.call('HMGET', KEYS[1], 'state', 'job_id', 'attempts', 'deadline', 'lane')
 local due_in, lease_left = -1, -1
 if f[1] == 'waiting' then
-  local score = redis.call('ZSCORE', KEYS[2], ARGV[1])
+  local score = redis.call('ZSCORE', (lane_set(lanes_of(KEYS[2], KEYS[4]), f[5])), ARGV[1])
   if score then
     due_in = math.max(math.floor(tonumber(score) / SCORE_SCALE) - now, 0)
   end

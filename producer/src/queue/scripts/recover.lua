@@ -6,19 +6,21 @@
 -- deploy that kills a worker must not use up a job's retries), so the
 -- attempt the crashed claim counted is given back. Also trims the
 -- dead-letter set by age, so it shrinks in a quiet queue too.
---   KEYS: 1 running zset, 2 waiting zset, 3 dead zset, 4 seq counter
+--   KEYS: 1 running zset, 2 waiting zset, 3 dead zset, 4 seq counter,
+--         5 urgent zset
 --   ARGV: 1 key prefix, 2 max stalls, 3 batch limit, 4 dead max count,
 --         5 dead max age (ms), 6 wake channel
 -- Returns {recovered, dead_lettered}.
-expect_types(KEYS[1], 'zset', KEYS[2], 'zset', KEYS[3], 'zset')
+expect_types(KEYS[1], 'zset', KEYS[2], 'zset', KEYS[3], 'zset', KEYS[5], 'zset')
 expect_counter(KEYS[4])
+local lanes = lanes_of(KEYS[2], KEYS[5])
 local now = now_ms()
 local expired = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[3]))
 local recovered, dead = 0, 0
 for _, member in ipairs(expired) do
   redis.call('ZREM', KEYS[1], member)
   local job = job_key(ARGV[1], member)
-  local f = job_fields(job, 'state', 'job_id', 'followup')
+  local f = job_fields(job, 'state', 'job_id', 'followup', 'followup_lane')
   if f[1] == 'running' then
     local stalls = bump(job, 'stalls', 1)
     if stalls > tonumber(ARGV[2]) then
@@ -26,12 +28,12 @@ for _, member in ipairs(expired) do
       local reason = 'stalled: the lease expired ' .. stalls .. ' times'
       dead_letter(job, KEYS[3], ARGV[1], member, reason, now, ARGV[4], ARGV[5])
       redis.call('HSET', job, 'last_error', 'stalled')
-      end_run(job, KEYS[2], KEYS[4], ARGV[6], member, f[3], now, 'dead', ARGV[5])
+      end_run(job, lanes, KEYS[4], ARGV[6], member, f[3], f[4], now, 'dead', ARGV[5])
       announce_settled(ARGV[1], member, 'dead')
     else
       recovered = recovered + 1
       bump(job, 'attempts', -1)
-      requeue(job, KEYS[2], ARGV[6], member, f[2], now)
+      requeue(job, lanes, ARGV[6], member, f[2], now)
     end
   end
 end

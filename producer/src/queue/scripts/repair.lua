@@ -3,11 +3,13 @@
 -- members given, or for the next stretch of a walk over every job record
 -- of the queue: SCAN from the cursor kept in KEYS[3], a bounded step per
 -- call, so a sweep finds such records even when no request names them.
---   KEYS: 1 waiting zset, 2 running zset, 3 repair cursor (string)
+--   KEYS: 1 waiting zset, 2 running zset, 3 repair cursor (string),
+--         4 urgent zset
 --   ARGV: 1 key prefix, 2 wake channel, 3 'members' or 'scan',
 --         then the members, or for 'scan' how many keys one step looks at
 -- Returns {requeued, relisted, 1 when a walk ended (the cursor wrapped)}.
-expect_types(KEYS[1], 'zset', KEYS[2], 'zset', KEYS[3], 'string')
+expect_types(KEYS[1], 'zset', KEYS[2], 'zset', KEYS[3], 'string', KEYS[4], 'zset')
+local lanes = lanes_of(KEYS[1], KEYS[4])
 local now = now_ms()
 local members, wrapped = {}, 0
 local scan_cursor
@@ -28,7 +30,7 @@ else
 end
 local requeued, relisted = 0, 0
 for _, member in ipairs(members) do
-  local done = repair_job(job_key(ARGV[1], member), KEYS[1], KEYS[2], ARGV[2], member, now)
+  local done = repair_job(job_key(ARGV[1], member), lanes, KEYS[2], ARGV[2], member, now)
   if done == 'requeued' then
     requeued = requeued + 1
   elseif done == 'relisted' then

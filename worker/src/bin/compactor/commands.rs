@@ -281,10 +281,11 @@ fn describe_turn(turn: &TurnOutcome) -> String {
         ),
         TurnOutcome::Requested {
             current_tokens,
+            trigger,
             enqueue,
             ..
         } => format!(
-            "compaction requested ({current_tokens} tokens): {}",
+            "{trigger} compaction requested ({current_tokens} tokens): {}",
             enqueue.label()
         ),
         TurnOutcome::BreakerOpen {
@@ -480,9 +481,11 @@ async fn queue_stats(settings: &ClientSettings, out: Output) -> ExitCode {
         let counts = queue.counts().await?;
         out.print(&counts, || {
             format!(
-                "queue {}\nwaiting {}\nrunning {}\ndone    {}\ndead    {}",
+                "queue {}\nwaiting {} (urgent {}, normal {})\nrunning {}\ndone    {}\ndead    {}",
                 settings.queue.name.as_str(),
                 counts.waiting,
+                counts.waiting_urgent,
+                counts.waiting_normal,
                 counts.running,
                 counts.done,
                 counts.dead
