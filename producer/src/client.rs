@@ -650,7 +650,12 @@ impl Compactor {
         } else {
             let trigger = turn_trigger(current, self.inner.engine.trigger.context_window());
             let label = trigger.label();
-            match self.inner.queue.request_compaction(key, trigger.clone()).await {
+            match self
+                .inner
+                .queue
+                .request_compaction(key, trigger.clone())
+                .await
+            {
                 Ok(enqueue) => {
                     record_requested(&self.inner.store, key, &trigger, &enqueue).await;
                     TurnOutcome::Requested {
