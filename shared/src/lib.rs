@@ -48,6 +48,7 @@ pub mod prune;
 pub mod state;
 pub mod stated;
 pub mod summary;
+pub mod text;
 pub mod tokens;
 pub mod transcript;
 pub mod trigger;

@@ -41,8 +41,8 @@ use std::collections::BTreeSet;
 use serde::{Deserialize, Serialize};
 
 use crate::message::{Message, MessageId, Part, Role};
-use crate::state::normalize;
 use crate::summary::{Section, Summary};
+use crate::text::normalize;
 use subject::Subject;
 
 /// What a statement does.
