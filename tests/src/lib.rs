@@ -355,35 +355,79 @@ pub async fn take_lease(
     (ws.id, taken)
 }
 
-/// A compaction stopped right before its commit, for races on the fenced
-/// commit: install `hook` as the handler's `before_commit`; `at_commit` is
-/// notified when a run gets there, and it goes on once `go` is notified.
-pub struct CommitPause {
-    pub hook: compactor_worker::jobs::compact::BeforeCommit,
-    pub at_commit: std::sync::Arc<tokio::sync::Notify>,
-    pub go: std::sync::Arc<tokio::sync::Notify>,
+/// Two runs of one compaction race past the fenced commit: run A stops
+/// right before its commit, its lease expires (as a paused or partitioned
+/// worker's would), and run B takes the workstream over and commits.
+/// [`FenceRace::start`] returns with B committed and A still waiting;
+/// [`FenceRace::finish`] lets A go and returns its result.
+pub struct FenceRace {
+    a: JoinHandle<Result<(), compactor_worker::runtime::JobError>>,
+    go: std::sync::Arc<tokio::sync::Notify>,
+    /// Run B's handler (to run the job again).
+    pub b: compactor_worker::jobs::CompactHandler,
 }
 
-/// A [`CommitPause`], its notifiers fresh.
-pub fn pause_before_commit() -> CommitPause {
-    use std::sync::Arc;
-    use tokio::sync::Notify;
-    let at_commit = Arc::new(Notify::new());
-    let go = Arc::new(Notify::new());
-    let hook: compactor_worker::jobs::compact::BeforeCommit = {
-        let (at_commit, go) = (at_commit.clone(), go.clone());
-        Arc::new(move |_key| {
+impl FenceRace {
+    /// Races A and B over `key` on `db` (extractive summaries, 30 s lease).
+    pub async fn start(
+        db: &db::TestDb,
+        queue: Queue,
+        key: &EntityKey,
+        engine: EngineConfig,
+    ) -> FenceRace {
+        use compactor_producer::queue::Trigger;
+        use compactor_worker::jobs::{CompactHandler, CompactSettings, Hooks, Summarizer};
+        use compactor_worker::runtime::{Job, JobHandler};
+        use std::sync::Arc;
+        use tokio::sync::Notify;
+        let at_commit = Arc::new(Notify::new());
+        let go = Arc::new(Notify::new());
+        let before_commit: compactor_worker::jobs::compact::BeforeCommit = {
             let (at_commit, go) = (at_commit.clone(), go.clone());
-            Box::pin(async move {
-                at_commit.notify_one();
-                go.notified().await;
+            Arc::new(move |_key| {
+                let (at_commit, go) = (at_commit.clone(), go.clone());
+                Box::pin(async move {
+                    at_commit.notify_one();
+                    go.notified().await;
+                })
             })
-        })
-    };
-    CommitPause {
-        hook,
-        at_commit,
-        go,
+        };
+        let settings = CompactSettings {
+            lease_ttl: Duration::from_secs(30),
+            ..CompactSettings::new(engine)
+        };
+        let a = CompactHandler::new(
+            db.store.clone(),
+            queue.clone(),
+            Summarizer::Extractive,
+            settings.clone(),
+        )
+        .with_hooks(Hooks {
+            before_commit: Some(before_commit),
+        });
+        let b = CompactHandler::new(db.store.clone(), queue, Summarizer::Extractive, settings);
+        let a = {
+            let k = key.clone();
+            tokio::spawn(async move { a.run(Job::new(k, Trigger::Auto, 1, 1, 2, "lease-a")).await })
+        };
+        at_commit.notified().await;
+        db.exec("UPDATE workstreams SET lease_deadline_ms = 1")
+            .await;
+        b.run(Job::new(key.clone(), Trigger::Auto, 2, 1, 2, "lease-b"))
+            .await
+            .expect("run B commits");
+        FenceRace { a, go, b }
+    }
+
+    /// Lets run A go on to its commit; its result.
+    pub async fn finish(
+        self,
+    ) -> (
+        Result<(), compactor_worker::runtime::JobError>,
+        compactor_worker::jobs::CompactHandler,
+    ) {
+        self.go.notify_one();
+        (self.a.await.expect("run A does not panic"), self.b)
     }
 }
 

@@ -19,13 +19,13 @@ use axum::Router;
 use base64::Engine as _;
 use compactor_e2e::db::{Backend, TestDb};
 use compactor_e2e::{
-    conversation, eventually, key, pause_before_commit, request_compaction, settings, small_window,
-    spawn_worker, start_worker, CommitPause, TestRedis,
+    conversation, eventually, key, request_compaction, settings, small_window, spawn_worker,
+    start_worker, FenceRace, TestRedis,
 };
 use compactor_producer::client::Compactor;
 use compactor_producer::queue::Trigger;
 use compactor_shared::EntityKey;
-use compactor_worker::jobs::{CompactHandler, CompactSettings, Hooks, Summarizer};
+use compactor_worker::jobs::{CompactHandler, CompactSettings, Summarizer};
 use compactor_worker::outbox::{EventsSettings, Relay, Webhook, WebhookSecret, WebhookSettings};
 use compactor_worker::runtime::{Job, JobHandler};
 use compactor_worker::settings::Settings;
@@ -302,39 +302,8 @@ async fn a_commit_that_lost_its_fence_writes_no_event() {
     let k = EntityKey::parse("chat", "fenced").unwrap();
     client.append_messages(&k, conversation(200)).await.unwrap();
 
-    // Run A stops right before its commit until the test lets it go.
-    let CommitPause {
-        hook,
-        at_commit,
-        go,
-    } = pause_before_commit();
-    let settings = CompactSettings {
-        lease_ttl: Duration::from_secs(30),
-        ..CompactSettings::new(small_window())
-    };
-    let a = CompactHandler::new(
-        db.store.clone(),
-        queue.clone(),
-        Summarizer::Extractive,
-        settings.clone(),
-    )
-    .with_hooks(Hooks {
-        before_commit: Some(hook),
-    });
-    let b = CompactHandler::new(db.store.clone(), queue, Summarizer::Extractive, settings);
-    let run_a = {
-        let (a, k) = (a.clone(), k.clone());
-        tokio::spawn(async move { a.run(Job::new(k, Trigger::Auto, 1, 1, 2, "lease-a")).await })
-    };
-    at_commit.notified().await;
-    // A stalls past its lease; B takes it over and commits.
-    db.exec("UPDATE workstreams SET lease_deadline_ms = 1")
-        .await;
-    b.run(Job::new(k.clone(), Trigger::Auto, 2, 1, 2, "lease-b"))
-        .await
-        .unwrap();
-    go.notify_one();
-    run_a.await.unwrap().unwrap();
+    let race = FenceRace::start(&db, queue, &k, small_window()).await;
+    race.finish().await.0.unwrap();
 
     assert_eq!(client.status(&k).await.unwrap().compactions, 1);
     assert_eq!(

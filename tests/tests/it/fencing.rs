@@ -4,16 +4,13 @@
 //! by the fence, writes nothing and is counted; running the job again after
 //! the commit changes nothing. Real PostgreSQL and Redis.
 
-use std::time::Duration;
-
 use compactor_e2e::db::TestDb;
-use compactor_e2e::{conversation, pause_before_commit, small_window, CommitPause, TestRedis};
+use compactor_e2e::{conversation, small_window, FenceRace, TestRedis};
 use compactor_producer::client::Compactor;
 use compactor_producer::metrics::names;
 use compactor_producer::queue::Trigger;
 use compactor_producer::store::RunOutcome;
 use compactor_shared::EntityKey;
-use compactor_worker::jobs::{CompactHandler, CompactSettings, Hooks, Summarizer};
 use compactor_worker::runtime::{Job, JobHandler};
 
 /// The value of the counter `name` whose labels include `label`.
@@ -42,54 +39,16 @@ async fn racing_runs_commit_once_and_the_loser_is_fenced_off() {
     let k = EntityKey::parse("fencing", "race").unwrap();
     client.append_messages(&k, conversation(200)).await.unwrap();
 
-    // Run A stops right before its commit until the test lets it go.
-    let CommitPause {
-        hook,
-        at_commit,
-        go,
-    } = pause_before_commit();
-    let settings = CompactSettings {
-        lease_ttl: Duration::from_secs(30),
-        ..CompactSettings::new(engine)
-    };
-    let a = CompactHandler::new(
-        db.store.clone(),
-        queue.clone(),
-        Summarizer::Extractive,
-        settings.clone(),
-    )
-    .with_hooks(Hooks {
-        before_commit: Some(hook),
-    });
-    let b = CompactHandler::new(
-        db.store.clone(),
-        queue.clone(),
-        Summarizer::Extractive,
-        settings,
-    );
-
-    let run_a = {
-        let (a, k) = (a.clone(), k.clone());
-        tokio::spawn(async move { a.run(Job::new(k, Trigger::Auto, 1, 1, 2, "lease-a")).await })
-    };
-    at_commit.notified().await;
-    // A stalls past its lease (as a paused or partitioned worker would).
-    db.exec("UPDATE workstreams SET lease_deadline_ms = 1")
-        .await;
-    b.run(Job::new(k.clone(), Trigger::Auto, 2, 1, 2, "lease-b"))
-        .await
-        .unwrap();
+    // Run A stops right before its commit; B takes over and commits.
+    let race = FenceRace::start(&db, queue.clone(), &k, engine).await;
     let after_b = db.store.workstream(&k).await.unwrap().unwrap();
     let compacted_after_b = db
         .scalar("SELECT COUNT(*) AS n FROM messages WHERE is_compacted = true")
         .await;
     assert_eq!(after_b.compactions, 1);
 
-    go.notify_one();
-    run_a
-        .await
-        .unwrap()
-        .expect("a fenced-off run is not an error to retry");
+    let (run_a, b) = race.finish().await;
+    run_a.expect("a fenced-off run is not an error to retry");
 
     let ws = db.store.workstream(&k).await.unwrap().unwrap();
     assert_eq!(ws.compactions, 1, "exactly one commit");
