@@ -369,14 +369,7 @@ async fn deliveries_are_listed_and_retried_over_http() {
 
     receiver.answer(StatusCode::NO_CONTENT);
     let id = first["id"].as_i64().unwrap();
-    let retried: Value = http
-        .post(format!("{base}/{id}/retry"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let retried = post_json(&http, &format!("{base}/{id}/retry")).await;
     assert_eq!(retried["outcome"], "requeued");
     eventually(
         "the retried delivery arrives",
@@ -394,14 +387,7 @@ async fn deliveries_are_listed_and_retried_over_http() {
         unknown.json::<Value>().await.unwrap()["error"]["code"],
         "unknown_delivery"
     );
-    let bulk: Value = http
-        .post(format!("{base}/retry?state=failed"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let bulk = post_json(&http, &format!("{base}/retry?state=failed")).await;
     assert_eq!(bulk["requeued"], written - 1);
     eventually(
         "every delivery arrives",
@@ -436,6 +422,17 @@ async fn list_after(http: &reqwest::Client, base: &str, after: i64) -> Value {
         .json()
         .await
         .unwrap()
+}
+
+/// The JSON answer of a POST without a body to `url`.
+async fn post_json(http: &reqwest::Client, url: &str) -> Value {
+    http.post(url)
+        .send()
+        .await
+        .expect("the worker answers")
+        .json()
+        .await
+        .expect("a JSON answer")
 }
 
 /// How many events of `kind` the outbox holds.
