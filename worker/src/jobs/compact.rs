@@ -1058,11 +1058,10 @@ impl LeaseGuard {
 /// and its text (its bullets, one per line), read through the `Summary`
 /// API, in the summary's own order.
 fn summary_sections(summary: &Summary) -> Vec<serde_json::Value> {
-    compactor_shared::summary::Section::ALL
-        .iter()
-        .map(|&section| {
-            let text = summary
-                .section(section)
+    summary
+        .sections()
+        .map(|(section, bullets)| {
+            let text = bullets
                 .iter()
                 .map(|bullet| format!("- {bullet}"))
                 .collect::<Vec<_>>()
