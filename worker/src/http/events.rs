@@ -135,9 +135,19 @@ pub(super) async fn retry_one(
 pub(super) struct RetryQuery {
     /// Which deliveries: `failed` (the only state retried in bulk).
     #[param(inline)]
-    state: DeliveryState,
+    state: RetriedState,
     /// Only deliveries to this webhook.
     endpoint: Option<String>,
+}
+
+// A type of its own, so the document and the parser refuse any other
+// state alike.
+/// The states retried in bulk: only `failed` (a pending delivery is
+/// retried anyway; a delivered one is not sent again).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub(super) enum RetriedState {
+    Failed,
 }
 
 /// What a bulk retry did.
@@ -166,15 +176,15 @@ pub(super) async fn retry_failed(
     State(state): State<AppState>,
     QueryParams(query): QueryParams<RetryQuery>,
 ) -> Result<Json<RetriedMany>, ApiError> {
-    if query.state != DeliveryState::Failed {
-        return Err(ApiError::InvalidQuery(
-            "state: only failed deliveries are retried in bulk".to_owned(),
-        ));
-    }
+    // Any other state is refused by the parser (400), as the document says.
+    let RetryQuery {
+        state: RetriedState::Failed,
+        endpoint,
+    } = query;
     let requeued = state
         .compactor()
         .store()
-        .retry_failed_deliveries(query.endpoint.as_deref())
+        .retry_failed_deliveries(endpoint.as_deref())
         .await?;
     Ok(Json(RetriedMany { requeued }))
 }
