@@ -49,12 +49,18 @@ where
 
 /// Whether Redis refused the credentials: a wrong password or user
 /// (`WRONGPASS`, or the client's "authentication failed"), or none given to
-/// a server that requires one (`NOAUTH`). Retrying cannot mend these; the
-/// worker stops with the error instead of waiting for ever.
+/// a server that requires one (`NOAUTH`, or — when the first command is
+/// larger than Redis lets an unauthenticated client send, as loading the
+/// queue's scripts is — "Protocol error: unauthenticated bulk length").
+/// Retrying cannot mend these; the worker stops with the error instead of
+/// waiting for ever.
 pub fn is_auth_failure(error: &QueueError) -> bool {
     let (QueueError::Connect { source, .. } | QueueError::Redis { source, .. }) = error else {
         return false;
     };
     source.kind() == redis::ErrorKind::AuthenticationFailed
         || matches!(source.code(), Some("NOAUTH" | "WRONGPASS"))
+        || source
+            .to_string()
+            .contains("Protocol error: unauthenticated")
 }
