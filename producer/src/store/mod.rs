@@ -42,6 +42,7 @@
 //! - `runs`: the `compaction_runs` audit rows.
 //! - `outbox`: the transactional outbox of events and their webhook
 //!   deliveries.
+//! - `recall`: full-text search of a workstream's messages (recall).
 
 use std::time::Duration;
 
@@ -60,6 +61,7 @@ mod lease;
 mod memory;
 mod messages;
 mod outbox;
+mod recall;
 mod runs;
 mod schema;
 mod workstreams;

@@ -57,6 +57,11 @@ pub(crate) async fn run(command: Command, settings: &ClientSettings, out: Output
         Command::Dlq { command } => dlq(settings, command, out).await,
         Command::Events { command } => events(settings, command, out).await,
         Command::Runs { target, limit } => runs(settings, &target, limit, out).await,
+        Command::Recall {
+            target,
+            words,
+            limit,
+        } => crate::recall::recall(settings, &target, &words, limit, out).await,
         Command::Reconcile => reconcile(settings, out).await,
         Command::Demo {
             turns,
@@ -99,7 +104,7 @@ fn turn_json(turn: &TurnOutcome) -> serde_json::Value {
 }
 
 /// Runs a command body, turning its failure into an exit code.
-async fn report<F>(out: Output, body: F) -> ExitCode
+pub(crate) async fn report<F>(out: Output, body: F) -> ExitCode
 where
     F: std::future::Future<Output = Result<ExitCode, Failure>>,
 {
