@@ -43,7 +43,7 @@ pub(crate) const INDEXED_CHARS: u32 = 100_000;
 
 /// PostgreSQL: the searchable text of a `parts` JSON array. `IMMUTABLE`,
 /// as a generated column requires. A JSON `\u0000` escape (which `jsonb`
-/// refuses) is dropped first; escaped backslashes are set aside for that
+/// refuses) becomes a space first; escaped backslashes are set aside for that
 /// step so `\\u0000` (a backslash, then "u0000") is left alone: serde_json
 /// never writes a raw control character, so `chr(1)` cannot occur in its
 /// output.
@@ -57,22 +57,24 @@ SELECT left(coalesce(string_agg(concat_ws(' ',
               FROM jsonb_path_query(e->'input', 'lax $.** ? (@.type() == "string")') AS s)),
          ' ' ORDER BY i), ''), {INDEXED_CHARS})
   FROM jsonb_array_elements(
-         replace(replace(replace(parts, '\\', chr(1)), '\u0000', ''), chr(1), '\\')::jsonb)
+         replace(replace(replace(parts, '\\', chr(1)), '\u0000', ' '), chr(1), '\\')::jsonb)
        WITH ORDINALITY AS t(e, i)
 $fn$"#
     )
 }
 
 /// SQLite: the searchable text of the `parts` column `col` (the same
-/// fields as on PostgreSQL).
+/// fields as on PostgreSQL). A JSON `\u0000` becomes a space as there:
+/// SQLite's JSON functions would end the text at the NUL.
 fn sqlite_text(col: &str) -> String {
     format!(
-        "(SELECT substr(coalesce(group_concat(concat_ws(' ', \
-           json_extract(e.value, '$.text'), json_extract(e.value, '$.output'), \
-           json_extract(e.value, '$.uri'), json_extract(e.value, '$.name'), \
-           (SELECT group_concat(t.value, ' ') FROM json_tree(e.value, '$.input') AS t \
-             WHERE t.type = 'text')), ' '), ''), 1, {INDEXED_CHARS}) \
-         FROM json_each({col}) AS e)"
+        r#"(SELECT substr(coalesce(group_concat(concat_ws(' ',
+           json_extract(e.value, '$.text'), json_extract(e.value, '$.output'),
+           json_extract(e.value, '$.uri'), json_extract(e.value, '$.name'),
+           (SELECT group_concat(t.value, ' ') FROM json_tree(e.value, '$.input') AS t
+             WHERE t.type = 'text')), ' '), ''), 1, {INDEXED_CHARS})
+         FROM json_each(replace(replace(replace({col}, '\\', char(1)), '\u0000', ' '),
+           char(1), '\\')) AS e)"#
     )
 }
 

@@ -21,6 +21,7 @@ mod lifecycle;
 mod llm_faults;
 mod priority;
 mod quality;
+mod recall;
 mod reconcile;
 mod waiting;
 
