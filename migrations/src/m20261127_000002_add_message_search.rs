@@ -135,7 +135,11 @@ impl MigrationTrait for Migration {
             .alter_table(
                 Table::alter()
                     .table(Messages::Table)
-                    .add_column(ColumnDef::new(Messages::CompactedByRunId).big_integer().null())
+                    .add_column(
+                        ColumnDef::new(Messages::CompactedByRunId)
+                            .big_integer()
+                            .null(),
+                    )
                     .to_owned(),
             )
             .await?;

@@ -218,17 +218,17 @@ mod tests {
     #[test]
     fn fts5_terms_are_quoted_strings_with_quotes_doubled() {
         let q = RecallQuery::parse("a\"b NEAR(c) col:d e*").unwrap();
-        assert_eq!(
-            q.fts5_match(),
-            "\"a\"\"b\" \"NEAR(c)\" \"col:d\" \"e*\""
-        );
+        assert_eq!(q.fts5_match(), "\"a\"\"b\" \"NEAR(c)\" \"col:d\" \"e*\"");
     }
 
     #[test]
     fn refuses_empty_long_and_wordless_queries() {
         assert_eq!(RecallQuery::parse(""), Err(RecallQueryError::Empty));
         assert_eq!(RecallQuery::parse(" \t\n"), Err(RecallQueryError::Empty));
-        assert_eq!(RecallQuery::parse("* ( ) \" :"), Err(RecallQueryError::Empty));
+        assert_eq!(
+            RecallQuery::parse("* ( ) \" :"),
+            Err(RecallQueryError::Empty)
+        );
         let long = "a".repeat(MAX_QUERY_BYTES + 1);
         assert_eq!(
             RecallQuery::parse(&long),

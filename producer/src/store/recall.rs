@@ -44,12 +44,20 @@ impl Store {
             DbBackend::Postgres => Statement::from_sql_and_values(
                 DbBackend::Postgres,
                 POSTGRES,
-                [workstream_id.into(), query.postgres_text().into(), limit.into()],
+                [
+                    workstream_id.into(),
+                    query.postgres_text().into(),
+                    limit.into(),
+                ],
             ),
             backend => Statement::from_sql_and_values(
                 backend,
                 SQLITE,
-                [query.fts5_match().into(), workstream_id.into(), limit.into()],
+                [
+                    query.fts5_match().into(),
+                    workstream_id.into(),
+                    limit.into(),
+                ],
             ),
         };
         let rows = self
@@ -78,7 +86,9 @@ fn to_recalled(row: &QueryResult) -> Result<RecalledMessage, StoreError> {
         detail: format!("role: unknown role {role:?}"),
     })?;
     let parts: String = row.try_get("", "parts").map_err(get_err(id))?;
-    let run_id: Option<i64> = row.try_get("", "compacted_by_run_id").map_err(get_err(id))?;
+    let run_id: Option<i64> = row
+        .try_get("", "compacted_by_run_id")
+        .map_err(get_err(id))?;
     let folded_at: Option<DateTime<Utc>> = row.try_get("", "folded_at").map_err(get_err(id))?;
     Ok(RecalledMessage {
         id: MessageId(id),

@@ -97,7 +97,12 @@ async fn recall_finds_a_value_five_compactions_after_it_was_folded(backend: Back
     let first_run = runs.iter().map(|r| r.id).min().unwrap();
     assert!(runs.len() >= 5, "{} runs", runs.len());
 
-    let base = format!("{}/v1/workstreams/{}/{}/recall", worker.admin_url(), k.domain(), k.entity_id());
+    let base = format!(
+        "{}/v1/workstreams/{}/{}/recall",
+        worker.admin_url(),
+        k.domain(),
+        k.entity_id()
+    );
     let (status, body) = get(&format!("{base}?q=zebra-7731")).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     let found = body["messages"].as_array().unwrap();
@@ -106,17 +111,27 @@ async fn recall_finds_a_value_five_compactions_after_it_was_folded(backend: Back
     assert_eq!(found[0]["role"], "user");
     assert_eq!(found[0]["parts"][0]["text"], VALUE, "verbatim");
     assert_eq!(found[0]["compacted"], true);
-    assert_eq!(found[0]["folded_by"]["run_id"], first_run, "folded by the first run");
+    assert_eq!(
+        found[0]["folded_by"]["run_id"], first_run,
+        "folded by the first run"
+    );
     assert!(found[0]["folded_by"]["at"].is_string());
 
     // The client says the same.
     let recall = c
-        .recall(&k, &RecallQuery::parse("ZEBRA-7731").unwrap(), RecallLimit::default())
+        .recall(
+            &k,
+            &RecallQuery::parse("ZEBRA-7731").unwrap(),
+            RecallLimit::default(),
+        )
         .await
         .unwrap();
     assert_eq!(recall.messages.len(), 1);
     assert_eq!(recall.messages[0].id, value_id);
-    assert_eq!(recall.messages[0].folded_by.as_ref().unwrap().run_id, first_run);
+    assert_eq!(
+        recall.messages[0].folded_by.as_ref().unwrap().run_id,
+        first_run
+    );
 
     // Tool call input and non-ASCII text are searchable; every word must
     // match.
@@ -140,15 +155,34 @@ async fn recall_finds_a_value_five_compactions_after_it_was_folded(backend: Back
     assert_eq!(ids.len(), 3, "{body}");
     assert!(ids.windows(2).all(|w| w[0] > w[1]), "newest first: {ids:?}");
     let newest = &body["messages"][0];
-    assert_eq!(newest["compacted"], false, "the tail stays verbatim: {newest}");
+    assert_eq!(
+        newest["compacted"], false,
+        "the tail stays verbatim: {newest}"
+    );
     assert_eq!(newest["folded_by"], Value::Null);
 
     // Hostile queries: a 400 (`invalid_query`) or an answer, never a 500.
     let long = "a".repeat(600);
     let hostile = [
-        "%22", "*", "NEAR(zebra%20vault)", "(", ")", "zebra*", "%22zebra", "zebra%22%20OR%20%22x",
-        "'", "%5C", "-zebra", "body:zebra", "%5Ezebra", "zebra%20AND", "a%00b", "%E6%9D%B1%E4%BA%AC",
-        "%F0%9F%94%A5", "%3A%26%7C!%3C-%3E", &long,
+        "%22",
+        "*",
+        "NEAR(zebra%20vault)",
+        "(",
+        ")",
+        "zebra*",
+        "%22zebra",
+        "zebra%22%20OR%20%22x",
+        "'",
+        "%5C",
+        "-zebra",
+        "body:zebra",
+        "%5Ezebra",
+        "zebra%20AND",
+        "a%00b",
+        "%E6%9D%B1%E4%BA%AC",
+        "%F0%9F%94%A5",
+        "%3A%26%7C!%3C-%3E",
+        &long,
     ];
     for q in hostile {
         let (status, body) = get(&format!("{base}?q={q}")).await;

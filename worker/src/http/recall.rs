@@ -54,7 +54,9 @@ pub(super) async fn recall(
 ) -> Result<Json<Recall>, ApiError> {
     let query = RecallQuery::parse(&params.q).map_err(|e| ApiError::InvalidQuery(e.to_string()))?;
     let limit = match params.limit {
-        Some(limit) => RecallLimit::new(limit).map_err(|e| ApiError::InvalidQuery(e.to_string()))?,
+        Some(limit) => {
+            RecallLimit::new(limit).map_err(|e| ApiError::InvalidQuery(e.to_string()))?
+        }
         None => RecallLimit::default(),
     };
     Ok(Json(state.compactor().recall(&key, &query, limit).await?))

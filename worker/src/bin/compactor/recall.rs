@@ -24,8 +24,8 @@ pub(crate) async fn recall(
 ) -> ExitCode {
     report(out, async {
         let key = key_of(target)?;
-        let query = RecallQuery::parse(&words.join(" "))
-            .map_err(|e| Failure::usage("invalid_query", e))?;
+        let query =
+            RecallQuery::parse(&words.join(" ")).map_err(|e| Failure::usage("invalid_query", e))?;
         let limit = RecallLimit::new(limit).map_err(|e| Failure::usage("invalid_query", e))?;
         let store = Store::connect_with(&settings.database).await?;
         let found = recall_in(&store, &key, &query, limit)
