@@ -49,7 +49,7 @@ pub(crate) const INDEXED_CHARS: u32 = 100_000;
 /// output.
 fn postgres_function() -> String {
     format!(
-        r#"CREATE OR REPLACE FUNCTION compactor_message_search_text(parts text) RETURNS text
+        r#"CREATE OR REPLACE FUNCTION compactor_message_search_text_of(parts text) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $fn$
 SELECT left(coalesce(string_agg(concat_ws(' ',
            e->>'text', e->>'output', e->>'uri', e->>'name',
@@ -63,18 +63,33 @@ $fn$"#
     )
 }
 
+/// PostgreSQL: [`postgres_function`] that never fails: a row whose
+/// `parts` is not a JSON array (only a hand-made or corrupt row can be) is
+/// indexed as empty rather than refused, so the index never blocks a
+/// write or an update of other columns.
+const POSTGRES_SAFE_FUNCTION: &str = r#"CREATE OR REPLACE FUNCTION compactor_message_search_text(parts text) RETURNS text
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $fn$
+BEGIN
+  RETURN compactor_message_search_text_of(parts);
+EXCEPTION WHEN others THEN
+  RETURN '';
+END
+$fn$"#;
+
 /// SQLite: the searchable text of the `parts` column `col` (the same
 /// fields as on PostgreSQL). A JSON `\u0000` becomes a space as there:
-/// SQLite's JSON functions would end the text at the NUL.
+/// SQLite's JSON functions would end the text at the NUL. Parts that are
+/// not valid JSON (a corrupt row) are indexed as empty, never an error.
 fn sqlite_text(col: &str) -> String {
+    let json =
+        format!(r#"replace(replace(replace({col}, '\\', char(1)), '\u0000', ' '), char(1), '\\')"#);
     format!(
-        r#"(SELECT substr(coalesce(group_concat(concat_ws(' ',
+        r#"CASE WHEN json_valid({json}) THEN (SELECT substr(coalesce(group_concat(concat_ws(' ',
            json_extract(e.value, '$.text'), json_extract(e.value, '$.output'),
            json_extract(e.value, '$.uri'), json_extract(e.value, '$.name'),
            (SELECT group_concat(t.value, ' ') FROM json_tree(e.value, '$.input') AS t
              WHERE t.type = 'text')), ' '), ''), 1, {INDEXED_CHARS})
-         FROM json_each(replace(replace(replace({col}, '\\', char(1)), '\u0000', ' '),
-           char(1), '\\')) AS e)"#
+         FROM json_each({json}) AS e) ELSE '' END"#
     )
 }
 
@@ -115,6 +130,7 @@ const SQLITE_DOWN: [&str; 4] = [
 fn postgres_up() -> Vec<String> {
     vec![
         postgres_function(),
+        POSTGRES_SAFE_FUNCTION.to_owned(),
         "ALTER TABLE messages ADD COLUMN IF NOT EXISTS search tsvector GENERATED ALWAYS AS \
          (to_tsvector('simple'::regconfig, compactor_message_search_text(parts))) STORED"
             .to_owned(),
@@ -122,10 +138,11 @@ fn postgres_up() -> Vec<String> {
     ]
 }
 
-const POSTGRES_DOWN: [&str; 3] = [
+const POSTGRES_DOWN: [&str; 4] = [
     "DROP INDEX IF EXISTS idx_messages_search",
     "ALTER TABLE messages DROP COLUMN IF EXISTS search",
     "DROP FUNCTION IF EXISTS compactor_message_search_text(text)",
+    "DROP FUNCTION IF EXISTS compactor_message_search_text_of(text)",
 ];
 
 #[async_trait::async_trait]
