@@ -164,6 +164,9 @@ enum Speaker {
     User,
     Assistant,
     Other,
+    /// Lines the summary must consider (`pipeline::context_block`): each
+    /// becomes a fact bullet.
+    Context,
 }
 
 /// One message of the transcript, as far as the summarizer cares.
@@ -224,6 +227,7 @@ fn header(line: &str) -> Option<(&str, Speaker)> {
         "USER" => Speaker::User,
         "ASSISTANT" => Speaker::Assistant,
         "SYSTEM" | "TOOL" => Speaker::Other,
+        "CONTEXT" => Speaker::Context,
         _ => return None,
     };
     Some((id, speaker))
@@ -567,6 +571,11 @@ pub fn summarize(
             shorten(&format!("Operator note: {}", instructions.trim()), width),
         );
     }
+    for block in blocks.iter().filter(|b| b.speaker == Speaker::Context) {
+        for line in block.text.lines().filter_map(|l| l.strip_prefix("- ")) {
+            bullets.push(facts_section, shorten(&format!("Context: {}", line.trim()), width));
+        }
+    }
     // The latest turn's flow bullet (`handoff9`'s current state).
     let mut last_turn: Option<String> = None;
 
@@ -660,7 +669,7 @@ pub fn summarize(
     // KEY FACTS and the delta, sentence by sentence.
     let last_user = blocks.iter().rposition(|b| b.speaker == Speaker::User);
     for (index, block) in blocks.iter().enumerate() {
-        if block.speaker == Speaker::Other {
+        if matches!(block.speaker, Speaker::Other | Speaker::Context) {
             continue;
         }
         let user = block.speaker == Speaker::User;

@@ -37,6 +37,7 @@ use tracing::{info, warn};
 
 use crate::connect::connect_with_retry;
 use crate::http::{AdminServer, AppState};
+use crate::hook::Hook;
 use crate::jobs::{CompactHandler, CompactSettings, Summarizer};
 use crate::llm::{LlmClient, LlmError, Provider};
 use crate::observability::{self, ObservabilityError};
@@ -89,6 +90,9 @@ pub enum StartupError {
     /// that is not set, or holds no `whsec_` secret).
     #[error("{0}")]
     WebhookSecret(String),
+    /// `[hook]` is unusable (its secret is not to be had).
+    #[error("{0}")]
+    Hook(String),
 }
 
 impl StartupError {
@@ -103,6 +107,7 @@ impl StartupError {
         match self {
             StartupError::AdminToken(_)
             | StartupError::WebhookSecret(_)
+            | StartupError::Hook(_)
             | StartupError::RedisAuth(_)
             | StartupError::Llm(LlmError::Config(_))
             | StartupError::Queue(QueueError::Url { .. } | QueueError::Config(_))
@@ -147,6 +152,8 @@ impl Application {
             None
         };
         let webhooks = resolve_webhooks(&settings)?;
+        let hook = Hook::from_settings(&settings.hook, |name| std::env::var(name).ok())
+            .map_err(StartupError::Hook)?;
         // The summarizer first: a missing API key is a configuration
         // error, reported at once rather than after waiting for the
         // database and Redis.
@@ -183,6 +190,9 @@ impl Application {
                 &settings.metrics.domains,
                 &endpoints,
             );
+            if hook.is_some() {
+                observability::register_hook_series();
+            }
             let compactor =
                 Compactor::from_parts(store.clone(), queue.clone(), settings.engine.clone()).await;
             let listen = settings.admin.listen;
@@ -243,7 +253,8 @@ impl Application {
                 ..CompactSettings::new(settings.engine.clone())
             },
         )
-        .with_outbox_wake(outbox_wake);
+        .with_outbox_wake(outbox_wake)
+        .with_hook(hook);
         let reconcile = (!settings.reconcile.interval.is_zero()).then(|| Reconciler {
             store: store_for_sweep,
             queue: queue.clone(),

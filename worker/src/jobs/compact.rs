@@ -36,7 +36,7 @@ use compactor_producer::metrics::domain_label;
 use compactor_producer::queue::{Queue, Trigger};
 use compactor_producer::store::{
     Commit, CommitOutcome, ConflictReason, DegradedReason, EventKind, LeaseTaken, MemoryFold,
-    NewEvent, NewRun, RunOutcome, Store, StoreError, WorkstreamRow,
+    NewEvent, NewRun, RunHook, RunOutcome, Store, StoreError, WorkstreamRow,
 };
 use compactor_shared::config::EngineConfig;
 use compactor_shared::pipeline::{self, PipelineError};
@@ -51,6 +51,7 @@ use tokio::time::Instant;
 use tokio_util::task::TaskTracker;
 use tracing::{debug, info, warn};
 
+use super::hooked::{self, Asked, Plan};
 use super::summarizer::{Fallback, LlmUsage, SummarizeError, Summarizer};
 use crate::events::{
     Compacted, CompactionConflicted, CompactionFailed, CompactionSkipped, FellBack, InternalEvent,
@@ -134,6 +135,8 @@ pub struct CompactHandler {
     /// Woken right after an attempt wrote an event to the outbox, so the
     /// relay picks it up at once rather than at its next poll.
     outbox_wake: Arc<Notify>,
+    /// The pre-compaction hook, when `[hook] url` is set.
+    hook: Option<crate::hook::Hook>,
 }
 
 impl std::fmt::Debug for CompactHandler {
@@ -254,6 +257,8 @@ struct Prepared {
     usage: LlmUsage,
     /// Summarized offline in place of the LLM.
     degraded: bool,
+    /// What the pre-compaction hook did.
+    hook: RunHook,
 }
 
 impl CompactHandler {
@@ -273,7 +278,14 @@ impl CompactHandler {
             hooks: Hooks::default(),
             cleanups: TaskTracker::new(),
             outbox_wake: Arc::new(Notify::new()),
+            hook: None,
         }
+    }
+
+    /// Asks `hook` before each compaction summarizes (none: no hook).
+    pub fn with_hook(mut self, hook: Option<crate::hook::Hook>) -> CompactHandler {
+        self.hook = hook;
+        self
     }
 
     /// Wakes `wake` (the outbox relay's) after each event an attempt
@@ -441,10 +453,19 @@ impl CompactHandler {
         if !job.trigger.is_manual() && !self.due(&ws) {
             return Ok(Held::Skipped { no_progress: false });
         }
-        let prepared = tokio::select! {
-            p = self.prepare_with_fallback(job, &ws) => p?,
+        let (asked, prepared) = tokio::select! {
+            p = self.ask_and_prepare(job, &ws) => p?,
             lost = self.keep_lease(ws.id, owner) => return Err(lost),
         };
+        if let Plan::Skip = asked.plan {
+            // Nothing compacted; the row tells operators why.
+            let mut run = self.run_row(job, started, RunOutcome::Skipped, None, &Calls::default());
+            run.hook = asked.record;
+            run.llm_model = None;
+            self.store.record_run(ws.id, &run).await?;
+            info!(reason = "hook_skip", "skipped: the pre-compaction hook said skip");
+            return Ok(Held::Skipped { no_progress: false });
+        }
         let Some(prepared) = prepared else {
             return Ok(Held::Skipped {
                 no_progress: !job.trigger.is_manual(),
@@ -495,6 +516,7 @@ impl CompactHandler {
             llm_tokens_out: calls.output_tokens,
             error,
             summary: None,
+            hook: RunHook::default(),
         }
     }
 
@@ -586,6 +608,47 @@ impl CompactHandler {
         }
     }
 
+    /// Asks the hook (when one is configured), then prepares as it says:
+    /// nothing on skip, with its replacement summary, or with the
+    /// configured summarizer and the hook's instructions and context.
+    async fn ask_and_prepare(
+        &self,
+        job: &Job,
+        ws: &WorkstreamRow,
+    ) -> Result<(Asked, Option<Prepared>), CompactError> {
+        let asked = match &self.hook {
+            Some(hook) => {
+                let mut pages = self.pages(ws.id);
+                let engine = &self.settings.engine;
+                hooked::ask(hook, job, ws, engine, self.estimator.as_ref(), &mut pages).await?
+            }
+            None => Asked::default(),
+        };
+        let prepared = match &asked.plan {
+            Plan::Skip => None,
+            Plan::Replace(output) => {
+                let replaced = Summarizer::Replaced(output.clone());
+                self.prepare(job, ws, &replaced, &asked, job.deadline).await?
+            }
+            Plan::Proceed | Plan::Steer { .. } => self.prepare_with_fallback(job, ws, &asked).await?,
+        };
+        let prepared = prepared.map(|p| Prepared {
+            hook: asked.record,
+            ..p
+        });
+        Ok((asked, prepared))
+    }
+
+    /// The workstream's un-compacted messages, page by page.
+    fn pages(&self, workstream_id: i64) -> StorePages<'_> {
+        StorePages {
+            store: &self.store,
+            workstream_id,
+            page_size: self.settings.page_size,
+            page_tokens: self.settings.page_tokens,
+        }
+    }
+
     /// Prepares with the configured summarizer. When the fallback is
     /// allowed, the extractive summarizer stands in (the run is degraded,
     /// with its reason):
@@ -598,6 +661,7 @@ impl CompactHandler {
         &self,
         job: &Job,
         ws: &WorkstreamRow,
+        asked: &Asked,
     ) -> Result<Option<Prepared>, CompactError> {
         let end = job
             .deadline
@@ -615,7 +679,7 @@ impl CompactHandler {
                 reason: DegradedReason::LlmUnhealthy,
                 error: None,
             };
-            return self.fall_back(job, ws, end, calls, fallback).await;
+            return self.fall_back(job, ws, asked, end, calls, fallback).await;
         }
         let may_fall_back = job.is_last_attempt() && fallback_allowed;
         // On the last attempt a third of the time is kept for the offline
@@ -626,7 +690,10 @@ impl CompactHandler {
         } else {
             end
         };
-        match self.prepare(job, ws, &self.summarizer, llm_deadline).await {
+        match self
+            .prepare(job, ws, &self.summarizer, asked, llm_deadline)
+            .await
+        {
             Err(e)
                 if fallback_allowed
                     && e.is_summarizer()
@@ -642,7 +709,7 @@ impl CompactHandler {
                     reason,
                     error: Some(e.to_string().chars().take(1_000).collect()),
                 };
-                self.fall_back(job, ws, end, calls, fallback).await
+                self.fall_back(job, ws, asked, end, calls, fallback).await
             }
             other => other,
         }
@@ -654,6 +721,7 @@ impl CompactHandler {
         &self,
         job: &Job,
         ws: &WorkstreamRow,
+        asked: &Asked,
         deadline: Instant,
         calls: Calls,
         fallback: Fallback,
@@ -664,7 +732,7 @@ impl CompactHandler {
         }
         .emit();
         let mut prepared = self
-            .prepare(job, ws, &Summarizer::Extractive, deadline)
+            .prepare(job, ws, &Summarizer::Extractive, asked, deadline)
             .await?;
         if let Some(p) = prepared.as_mut() {
             p.degraded = true;
@@ -684,6 +752,7 @@ impl CompactHandler {
         job: &Job,
         ws: &WorkstreamRow,
         summarizer: &Summarizer,
+        asked: &Asked,
         deadline: Instant,
     ) -> Result<Option<Prepared>, CompactError> {
         let engine = &self.settings.engine;
@@ -697,17 +766,13 @@ impl CompactHandler {
             uncompacted_tokens: ws.uncompacted_tokens,
         };
         let request = pipeline::Request {
-            instructions: match &job.trigger {
+            instructions: asked.instructions(match &job.trigger {
                 Trigger::Manual { instructions } => instructions.clone(),
                 _ => None,
-            },
+            }),
+            context: asked.context(),
         };
-        let mut pages = StorePages {
-            store: &self.store,
-            workstream_id: ws.id,
-            page_size: self.settings.page_size,
-            page_tokens: self.settings.page_tokens,
-        };
+        let mut pages = self.pages(ws.id);
         let mut step = Step {
             summarizer,
             engine,
@@ -741,6 +806,7 @@ impl CompactHandler {
             compacted,
             usage: step.usage,
             degraded: false,
+            hook: RunHook::default(),
         }))
     }
 
@@ -756,6 +822,7 @@ impl CompactHandler {
             compacted,
             usage,
             degraded,
+            hook,
         } = prepared;
         let pipeline::Compacted {
             watermark,
@@ -798,6 +865,7 @@ impl CompactHandler {
             llm_tokens_out: usage.calls.output_tokens,
             error: usage.fallback.and_then(|f| f.error),
             summary: Some(summary.render()),
+            hook,
         };
         let commit = Commit {
             workstream_id: ws.id,
