@@ -3,6 +3,9 @@
 //! ```text
 //! stale auto request? → nothing to do
 //! take the entity lease (waiters see isCompacting), renewed while we work
+//! ask the pre-compaction hook, when configured (`super::hooked`): skip
+//!   (a `skipped` run, nothing else), a replacement summary, or extra
+//!   instructions and context; it fails open
 //! the compaction pipeline (compactor_shared::pipeline::compact): the cut,
 //!   the ledger, the summary chunk by chunk, rollups, the memory fold, the
 //!   tail's pruning — fed pages from the store, its LLM calls bounded by
