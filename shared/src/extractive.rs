@@ -465,7 +465,8 @@ fn is_specific(sentence: &str) -> bool {
 /// stated or chose first, exact values next, assistant filler and anything
 /// superseded last.
 fn fact_score(bullet: &str) -> u8 {
-    if bullet.starts_with("Operator note: ") {
+    // What the operator or the application's hook asked to keep.
+    if bullet.starts_with("Operator note: ") || bullet.starts_with("Context: ") {
         return 9;
     }
     if bullet.contains("superseded") {
@@ -573,7 +574,10 @@ pub fn summarize(
     }
     for block in blocks.iter().filter(|b| b.speaker == Speaker::Context) {
         for line in block.text.lines().filter_map(|l| l.strip_prefix("- ")) {
-            bullets.push(facts_section, shorten(&format!("Context: {}", line.trim()), width));
+            bullets.push(
+                facts_section,
+                shorten(&format!("Context: {}", line.trim()), width),
+            );
         }
     }
     // The latest turn's flow bullet (`handoff9`'s current state).

@@ -15,8 +15,8 @@ use secrecy::{ExposeSecret, SecretString};
 use serde::{Deserialize, Serialize};
 use subtle::ConstantTimeEq;
 
-use crate::llm::{LlmConfig, Provider};
 use crate::hook::HookSettings;
+use crate::llm::{LlmConfig, Provider};
 use crate::outbox::EventsSettings;
 use crate::runtime::RuntimeConfig;
 

@@ -36,8 +36,8 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use crate::connect::connect_with_retry;
-use crate::http::{AdminServer, AppState};
 use crate::hook::Hook;
+use crate::http::{AdminServer, AppState};
 use crate::jobs::{CompactHandler, CompactSettings, Summarizer};
 use crate::llm::{LlmClient, LlmError, Provider};
 use crate::observability::{self, ObservabilityError};

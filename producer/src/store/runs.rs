@@ -8,10 +8,10 @@ use sea_orm::{
 };
 
 use super::convert::{to_i32, to_i64, to_u32, to_u64};
-pub use crate::events::catalogue::HookOutcome;
 use super::entities::compaction_run::{self, Column, Entity};
 use super::workstreams::id_of;
 use super::{Store, StoreError};
+pub use crate::events::catalogue::HookOutcome;
 
 /// How an attempt ended. Stored as its snake_case name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]

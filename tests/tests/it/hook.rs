@@ -48,7 +48,10 @@ async fn case_with(
     let db = TestDb::new(backend).await;
     let redis = TestRedis::new();
     let hook = MockServer::start().await;
-    Mock::given(method("POST")).respond_with(answer).mount(&hook).await;
+    Mock::given(method("POST"))
+        .respond_with(answer)
+        .mount(&hook)
+        .await;
     let llm = if with_llm {
         Some(FakeLlm::start().await)
     } else {
@@ -92,7 +95,15 @@ impl Case {
         let key = WebhookSecret::parse(SECRET).unwrap();
         let mut bodies = Vec::new();
         for request in self.hook.received_requests().await.unwrap() {
-            let header = |name: &str| request.headers.get(name).unwrap().to_str().unwrap().to_owned();
+            let header = |name: &str| {
+                request
+                    .headers
+                    .get(name)
+                    .unwrap()
+                    .to_str()
+                    .unwrap()
+                    .to_owned()
+            };
             let body = String::from_utf8(request.body.clone()).unwrap();
             let expected = sign::signature(
                 key.key(),
@@ -146,14 +157,20 @@ async fn the_hooks_instructions_and_context_reach_the_llm_request() {
     assert!(first.contains("[#0 CONTEXT]"), "{first}");
     assert!(first.contains("- The customer is on the enterprise plan"));
     // Once, with the first chunk only.
-    let with_context = prompts.iter().filter(|p| p.contains("[#0 CONTEXT]")).count();
+    let with_context = prompts
+        .iter()
+        .filter(|p| p.contains("[#0 CONTEXT]"))
+        .count();
     assert_eq!(with_context, 1);
 
     // What the hook was told: the workstream, the job, the span.
     let requests = c.hook_requests().await;
     assert_eq!(requests.len(), 1);
     let body = &requests[0];
-    assert_eq!(body["workstream"], json!({"domain": "chat", "entity_id": "hooked"}));
+    assert_eq!(
+        body["workstream"],
+        json!({"domain": "chat", "entity_id": "hooked"})
+    );
     assert_eq!(body["job_id"], run.run.job_id);
     assert_eq!(body["trigger"], "reactive");
     assert_eq!(body["summary_format"], "sections");
@@ -269,7 +286,11 @@ async fn a_hook_slower_than_its_timeout_is_compacted_past() {
     let c = case_with(Backend::Postgres, slow, true, Duration::from_millis(300)).await;
     let run = c.compact().await;
     assert_eq!(run.run.hook.outcome, Some(HookOutcome::Timeout));
-    assert_eq!(run.run.outcome, RunOutcome::Committed, "the skip came too late");
+    assert_eq!(
+        run.run.outcome,
+        RunOutcome::Committed,
+        "the skip came too late"
+    );
     assert!(!c.llm_prompts().is_empty());
     c.stop().await;
 }

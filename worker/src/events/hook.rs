@@ -23,17 +23,14 @@ impl InternalEvent for HookCalled<'_> {
         match self.error {
             Some(error) => warn!(
                 outcome = self.outcome.as_str(),
-                duration_ms,
-                error,
-                "the pre-compaction hook failed; compacting without it"
+                duration_ms, error, "the pre-compaction hook failed; compacting without it"
             ),
             None => debug!(
                 outcome = self.outcome.as_str(),
                 duration_ms, "the pre-compaction hook answered"
             ),
         }
-        metrics::counter!(names::HOOK_CALLS_TOTAL, "outcome" => self.outcome.as_str())
-            .increment(1);
+        metrics::counter!(names::HOOK_CALLS_TOTAL, "outcome" => self.outcome.as_str()).increment(1);
         metrics::histogram!(names::HOOK_CALL_SECONDS, "outcome" => self.outcome.as_str())
             .record(self.elapsed.as_secs_f64());
     }

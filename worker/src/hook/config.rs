@@ -88,9 +88,9 @@ impl HookSettings {
         let Some(name) = &self.secret_env else {
             return Ok(None);
         };
-        let value = env(name).filter(|v| !v.is_empty()).ok_or_else(|| {
-            format!("hook.secret_env names {name}, which is not set (or empty)")
-        })?;
+        let value = env(name)
+            .filter(|v| !v.is_empty())
+            .ok_or_else(|| format!("hook.secret_env names {name}, which is not set (or empty)"))?;
         WebhookSecret::parse(&value)
             .map(Some)
             .map_err(|e| format!("hook.secret_env: {name}: {e}"))
@@ -115,10 +115,19 @@ mod tests {
 
     #[test]
     fn the_url_must_be_https_or_loopback_http() {
-        for ok in ["https://hooks.example.com/pre", "http://127.0.0.1:9/x", "http://localhost/x"] {
+        for ok in [
+            "https://hooks.example.com/pre",
+            "http://127.0.0.1:9/x",
+            "http://localhost/x",
+        ] {
             with_url(ok).validate().unwrap();
         }
-        for bad in ["nope", "http://example.com/x", "ftp://127.0.0.1/", "https://u:p@example.com/"] {
+        for bad in [
+            "nope",
+            "http://example.com/x",
+            "ftp://127.0.0.1/",
+            "https://u:p@example.com/",
+        ] {
             assert!(with_url(bad).validate().is_err(), "{bad}");
         }
     }

@@ -151,7 +151,10 @@ impl Hook {
             let id = format!("hook_{}_{}", request.job_id, request.attempt);
             let timestamp = Utc::now().timestamp();
             post = post
-                .header("webhook-signature", signature(secret.key(), &id, timestamp, &body))
+                .header(
+                    "webhook-signature",
+                    signature(secret.key(), &id, timestamp, &body),
+                )
                 .header("webhook-id", id)
                 .header("webhook-timestamp", timestamp.to_string());
         }

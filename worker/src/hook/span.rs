@@ -113,7 +113,11 @@ mod tests {
     fn history(n: i64) -> Vec<Message> {
         (1..=n)
             .map(|i| {
-                let role = if i % 2 == 1 { Role::User } else { Role::Assistant };
+                let role = if i % 2 == 1 {
+                    Role::User
+                } else {
+                    Role::Assistant
+                };
                 Message::text(i, role, format!("message number {i} ").repeat(20))
             })
             .collect()
@@ -136,9 +140,16 @@ mod tests {
             planned.span.message_count,
             planned.span.last_message_id as u64
         );
-        let chars: usize = planned.messages.iter().map(|m| m.text.chars().count()).sum();
+        let chars: usize = planned
+            .messages
+            .iter()
+            .map(|m| m.text.chars().count())
+            .sum();
         assert!(chars <= 2_000, "{chars}");
-        assert!(planned.messages.iter().all(|m| m.text.chars().count() <= 200));
+        assert!(planned
+            .messages
+            .iter()
+            .all(|m| m.text.chars().count() <= 200));
         assert!(planned.truncated);
         assert_eq!(planned.messages[0].id, 1);
     }

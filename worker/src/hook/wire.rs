@@ -175,8 +175,16 @@ mod tests {
 
     #[test]
     fn empty_answers_proceed() {
-        for body in ["", "  \n", "{}", r#"{"context": [" "], "instructions": ""}"#] {
-            assert_eq!(HookAnswer::parse(body.as_bytes()).unwrap(), HookAnswer::Proceed);
+        for body in [
+            "",
+            "  \n",
+            "{}",
+            r#"{"context": [" "], "instructions": ""}"#,
+        ] {
+            assert_eq!(
+                HookAnswer::parse(body.as_bytes()).unwrap(),
+                HookAnswer::Proceed
+            );
         }
     }
 
@@ -194,8 +202,14 @@ mod tests {
             HookAnswer::parse(br#"{"replace": "KEY FACTS:\n- x"}"#).unwrap(),
             HookAnswer::Replace("KEY FACTS:\n- x".into())
         );
-        assert_eq!(HookAnswer::parse(br#"{"skip": true}"#).unwrap(), HookAnswer::Skip);
-        assert_eq!(HookAnswer::parse(br#"{"skip": false}"#).unwrap(), HookAnswer::Proceed);
+        assert_eq!(
+            HookAnswer::parse(br#"{"skip": true}"#).unwrap(),
+            HookAnswer::Skip
+        );
+        assert_eq!(
+            HookAnswer::parse(br#"{"skip": false}"#).unwrap(),
+            HookAnswer::Proceed
+        );
     }
 
     #[test]

@@ -466,7 +466,10 @@ impl CompactHandler {
             run.hook = asked.record;
             run.llm_model = None;
             self.store.record_run(ws.id, &run).await?;
-            info!(reason = "hook_skip", "skipped: the pre-compaction hook said skip");
+            info!(
+                reason = "hook_skip",
+                "skipped: the pre-compaction hook said skip"
+            );
             return Ok(Held::Skipped { no_progress: false });
         }
         let Some(prepared) = prepared else {
@@ -631,9 +634,12 @@ impl CompactHandler {
             Plan::Skip => None,
             Plan::Replace(output) => {
                 let replaced = Summarizer::Replaced(output.clone());
-                self.prepare(job, ws, &replaced, &asked, job.deadline).await?
+                self.prepare(job, ws, &replaced, &asked, job.deadline)
+                    .await?
             }
-            Plan::Proceed | Plan::Steer { .. } => self.prepare_with_fallback(job, ws, &asked).await?,
+            Plan::Proceed | Plan::Steer { .. } => {
+                self.prepare_with_fallback(job, ws, &asked).await?
+            }
         };
         let prepared = prepared.map(|p| Prepared {
             hook: asked.record,
