@@ -18,7 +18,7 @@
 //! `compactor_hook_call_seconds`) and its outcome is written on the run
 //! row (`hook_outcome`, `hook_duration_ms`).
 //!
-//! - [`config`]: `[hook]`.
+//! - [`config`]: the `[hook]` settings.
 //! - [`wire`]: the request and the answer.
 //! - [`span`]: the span and its bounded message text.
 
