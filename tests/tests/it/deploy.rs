@@ -182,6 +182,7 @@ fn families() -> Vec<&'static Family> {
     compactor_producer::metrics::FAMILIES
         .iter()
         .chain(compactor_worker::llm::metrics::FAMILIES)
+        .chain(compactor_producer::metrics::EVENT_FAMILIES)
         .collect()
 }
 
@@ -490,6 +491,12 @@ fn the_alerting_rules_cover_the_failure_modes_with_existing_metrics() {
     });
     watched("LLM errors", &|e, m| {
         m.contains("compactor_llm_requests_total") && e.contains("outcome")
+    });
+    watched("webhook deliveries given up", &|e, m| {
+        m.contains("compactor_event_deliveries_total") && e.contains(r#"outcome="failed""#)
+    });
+    watched("events not delivered for long", &|_, m| {
+        m.contains("compactor_events_oldest_undelivered_seconds")
     });
 }
 
