@@ -28,7 +28,6 @@ use std::time::Duration;
 use compactor_producer::client::Compactor;
 use compactor_producer::events::EventNotWritten;
 use compactor_producer::events::InternalEvent;
-use compactor_producer::queue::ClaimedJob;
 use compactor_producer::store::{EventKind, NewEvent, SchemaStatus, Store, StoreError};
 use futures::future::BoxFuture;
 use tokio::sync::Notify;
@@ -42,7 +41,7 @@ use crate::jobs::{CompactHandler, CompactSettings, Summarizer};
 use crate::llm::{LlmClient, LlmError, Provider};
 use crate::observability::{self, ObservabilityError};
 use crate::outbox::{Relay, Webhook};
-use crate::runtime::{DeadLetterHook, Runtime, RuntimeError};
+use crate::runtime::{DeadLetterHook, DeadLettered, Runtime, RuntimeError};
 use crate::settings::{MissingAdminToken, Settings};
 use probe::Probe;
 
@@ -392,32 +391,30 @@ fn relay_owner(name: &str) -> String {
 /// and wakes the relay. The dead letter is in Redis: the event follows it
 /// (a crash in between loses the event; see `docs/INTERNALS.md`).
 fn dead_letter_events(store: Store, wake: Arc<Notify>) -> DeadLetterHook {
-    Arc::new(
-        move |job: &ClaimedJob, reason: &str| -> BoxFuture<'static, ()> {
-            let event = NewEvent::new(
-                EventKind::CompactionDeadLettered,
-                &job.key,
-                serde_json::json!({
-                    "job_id": job.job_id,
-                    "attempt": job.attempt,
-                    "trigger": job.payload.trigger.label(),
-                    "reason": reason.chars().take(300).collect::<String>(),
-                }),
-            );
-            let store = store.clone();
-            let wake = Arc::clone(&wake);
-            Box::pin(async move {
-                match store.record_event(&event).await {
-                    Ok(_) => wake.notify_one(),
-                    Err(error) => EventNotWritten {
-                        kind: event.kind,
-                        error: &error,
-                    }
-                    .emit(),
+    Arc::new(move |job: &DeadLettered| -> BoxFuture<'static, ()> {
+        let event = NewEvent::new(
+            EventKind::CompactionDeadLettered,
+            &job.key,
+            serde_json::json!({
+                "job_id": job.job_id,
+                "attempt": job.attempt,
+                "trigger": job.trigger,
+                "reason": job.reason.chars().take(300).collect::<String>(),
+            }),
+        );
+        let store = store.clone();
+        let wake = Arc::clone(&wake);
+        Box::pin(async move {
+            match store.record_event(&event).await {
+                Ok(_) => wake.notify_one(),
+                Err(error) => EventNotWritten {
+                    kind: event.kind,
+                    error: &error,
                 }
-            })
-        },
-    )
+                .emit(),
+            }
+        })
+    })
 }
 
 /// The periodic reconciliation sweep of one worker.

@@ -341,7 +341,7 @@ impl CompactHandler {
         }
         let owner = job.lease_token.as_str();
         self.take_lease(job, ws.id, owner).await?;
-        let mut guard = LeaseGuard::new(self, job, ws.id);
+        let mut guard = LeaseGuard::new(self, job, ws.id, started);
         let outcome = self.under_lease(job, ws.id, owner, started).await;
         let (done, event) = match outcome {
             Ok(Held::Skipped { no_progress }) => {
@@ -1113,15 +1113,42 @@ enum Held {
 /// future be dropped while it holds the lease (the runtime cancels an
 /// attempt that outlives its lock duration, loses its queue lease, or is
 /// still running when the shutdown grace ends). Without it, waiters would
-/// stall until the lease deadline and the re-run would wait for it.
+/// stall until the lease deadline and the re-run would wait for it. The
+/// release records the attempt as a failed run and writes its
+/// `compaction.failed` event in the same transaction, as any other failed
+/// attempt does; whether the job is retried or dead-lettered is the
+/// runtime's call (a dead letter writes its own event), so the event says
+/// `final: false` and the failure does not count towards the breaker.
 struct LeaseGuard {
-    armed: Option<(CompactHandler, Job, i64)>,
+    armed: Option<Armed>,
 }
 
+/// What a [`LeaseGuard`] needs to give the lease back.
+struct Armed {
+    handler: CompactHandler,
+    job: Job,
+    workstream_id: i64,
+    started: chrono::DateTime<Utc>,
+}
+
+/// The error recorded on a cancelled attempt's run and event.
+const CANCELLED: &str =
+    "the attempt was cancelled (its lock duration ended, its queue lease was lost, or the worker shut down)";
+
 impl LeaseGuard {
-    fn new(handler: &CompactHandler, job: &Job, workstream_id: i64) -> LeaseGuard {
+    fn new(
+        handler: &CompactHandler,
+        job: &Job,
+        workstream_id: i64,
+        started: chrono::DateTime<Utc>,
+    ) -> LeaseGuard {
         LeaseGuard {
-            armed: Some((handler.clone(), job.clone(), workstream_id)),
+            armed: Some(Armed {
+                handler: handler.clone(),
+                job: job.clone(),
+                workstream_id,
+                started,
+            }),
         }
     }
 
@@ -1158,7 +1185,13 @@ fn since_ms(started: chrono::DateTime<Utc>) -> i64 {
 
 impl Drop for LeaseGuard {
     fn drop(&mut self) {
-        let Some((handler, job, workstream_id)) = self.armed.take() else {
+        let Some(Armed {
+            handler,
+            job,
+            workstream_id,
+            started,
+        }) = self.armed.take()
+        else {
             return;
         };
         if tokio::runtime::Handle::try_current().is_err() {
@@ -1167,12 +1200,36 @@ impl Drop for LeaseGuard {
         warn!("attempt cancelled while holding the entity lease: releasing it");
         let cleanups = handler.cleanups.clone();
         cleanups.spawn(async move {
-            handler.release(workstream_id, &job.lease_token).await;
+            let owner = job.lease_token.as_str();
+            let run = handler.run_row(
+                &job,
+                started,
+                RunOutcome::Failed,
+                Some(CANCELLED.to_owned()),
+                &Calls::default(),
+            );
+            let failed = handler.outbox_event(
+                &job,
+                EventKind::CompactionFailed,
+                json!({ "error": CANCELLED, "final": false }),
+            );
+            match handler
+                .store
+                .record_failure_with_event(workstream_id, owner, &run, false, Some(&failed))
+                .await
+            {
+                Ok(true) => handler.outbox_wake.notify_one(),
+                Ok(false) => {}
+                Err(e) => {
+                    warn!(error = %e, "could not record the cancelled attempt; releasing the lease");
+                    handler.release(workstream_id, owner).await;
+                }
+            }
             let event = handler.event(
                 &job,
                 EventOutcome::Failed,
                 &Report::default(),
-                Some("the attempt was cancelled".into()),
+                Some(CANCELLED.to_owned()),
             );
             handler.announce(&job.key, &event).await;
         });
