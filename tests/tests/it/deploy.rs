@@ -183,6 +183,7 @@ fn families() -> Vec<&'static Family> {
         .iter()
         .chain(compactor_worker::llm::metrics::FAMILIES)
         .chain(compactor_producer::metrics::EVENT_FAMILIES)
+        .chain(compactor_producer::metrics::HOOK_FAMILIES)
         .collect()
 }
 

@@ -740,6 +740,17 @@ async fn runs(settings: &ClientSettings, target: &Target, limit: u64, out: Outpu
                         ),
                     ]);
                 }
+                if let Some(hook) = r.run.hook.outcome {
+                    let took = r
+                        .run
+                        .hook
+                        .duration_ms
+                        .map_or(String::new(), |ms| format!(" ({ms} ms)"));
+                    rows.push(vec![
+                        "hook".to_owned(),
+                        format!("{}{took}", human::words(hook.as_str())),
+                    ]);
+                }
                 if let Some(error) = &r.run.error {
                     rows.push(vec!["error".to_owned(), error.clone()]);
                 }
