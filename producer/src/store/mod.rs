@@ -77,7 +77,7 @@ pub use outbox::{
     DeliveryFilter, DeliveryResult, DeliveryRow, DeliveryState, DueDelivery, EventRecord, NewEvent,
     OutboxBacklog, RetryOutcome, Unrelayed,
 };
-pub use runs::{DegradedReason, NewRun, RunOutcome, RunRow};
+pub use runs::{DegradedReason, HookOutcome, NewRun, RunHook, RunOutcome, RunRow};
 pub use schema::SchemaStatus;
 pub use workstreams::{WorkstreamRow, BREAKER_THRESHOLD};
 

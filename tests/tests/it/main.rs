@@ -16,6 +16,7 @@ mod deploy;
 mod docs;
 mod events;
 mod fencing;
+mod hook;
 mod http;
 mod lifecycle;
 mod llm_faults;

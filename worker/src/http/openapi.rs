@@ -18,7 +18,7 @@ use serde_json::{json, Value};
 use utoipa::OpenApi;
 
 use super::error::{ErrorBody, ErrorCode};
-use super::{events, probes, recall, workstreams};
+use super::{events, probes, recall, runs, workstreams};
 
 /// The derived part of the document.
 #[derive(OpenApi)]
@@ -31,6 +31,7 @@ use super::{events, probes, recall, workstreams};
         workstreams::status,
         workstreams::context,
         workstreams::wait,
+        runs::list,
         recall::recall,
         events::list,
         events::retry_one,

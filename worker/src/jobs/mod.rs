@@ -2,8 +2,10 @@
 //!
 //! - [`compact`]: compacting one workstream (the only job).
 //! - [`summarizer`]: the extractive summarizer or an LLM, behind one type.
+//! - `hooked`: asking the pre-compaction hook, and what its answer means.
 
 pub mod compact;
+mod hooked;
 pub mod summarizer;
 
 pub use compact::{CompactHandler, CompactSettings, Hooks};
