@@ -12,6 +12,7 @@
 //! | `m20261122_000005_add_compaction_run_llm_audit` | `compaction_runs`: why a run was degraded, LLM calls and failed calls |
 //! | `m20261124_000001_add_message_client_ids` | `messages.client_id`: a client's id for a message, unique per workstream (idempotent appends) |
 //! | `m20261126_000002_create_event_outbox` | `events` and `event_deliveries`: the transactional outbox of compaction events and their webhook deliveries |
+//! | `m20261127_000003_add_message_branches` | `messages.parent_id`, `workstreams.head_message_id` and `branch_summaries`: message branches and the summaries of abandoned ones |
 //!
 //! Every migration is written with the sea-query schema builder only, so the
 //! same code creates the schema on PostgreSQL (production) and SQLite (the
@@ -29,6 +30,7 @@ mod m20261122_000004_create_compaction_runs;
 mod m20261122_000005_add_compaction_run_llm_audit;
 mod m20261124_000001_add_message_client_ids;
 mod m20261126_000002_create_event_outbox;
+mod m20261127_000003_add_message_branches;
 
 pub use sea_orm_migration::{MigrationTrait, MigratorTrait};
 
@@ -49,6 +51,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261122_000005_add_compaction_run_llm_audit::Migration),
             Box::new(m20261124_000001_add_message_client_ids::Migration),
             Box::new(m20261126_000002_create_event_outbox::Migration),
+            Box::new(m20261127_000003_add_message_branches::Migration),
         ]
     }
 }
@@ -100,6 +103,7 @@ mod tests {
                 "m20261122_000005_add_compaction_run_llm_audit",
                 "m20261124_000001_add_message_client_ids",
                 "m20261126_000002_create_event_outbox",
+                "m20261127_000003_add_message_branches",
             ]
         );
     }

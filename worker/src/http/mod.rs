@@ -22,6 +22,7 @@
 
 mod access_log;
 mod auth;
+mod branches;
 pub mod error;
 pub mod events;
 pub mod extract;
@@ -141,6 +142,13 @@ fn table() -> Vec<(Method, &'static str, Access, Bound, MethodRouter<AppState>)>
             Access::Token,
             Bound::Request,
             post(workstreams::compact),
+        ),
+        (
+            Method::POST,
+            "/v1/workstreams/{domain}/{entity}/head",
+            Access::Token,
+            Bound::Request,
+            post(branches::move_head),
         ),
         (
             Method::GET,

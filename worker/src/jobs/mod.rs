@@ -1,8 +1,10 @@
 //! The jobs the worker runs.
 //!
-//! - [`compact`]: compacting one workstream (the only job).
+//! - [`compact`]: compacting one workstream; its handler also runs the
+//!   `summarize_branch` jobs (`branch`), which share the queue.
 //! - [`summarizer`]: the extractive summarizer or an LLM, behind one type.
 
+mod branch;
 pub mod compact;
 pub mod summarizer;
 

@@ -18,6 +18,9 @@ pub(crate) struct Model {
     /// The client's id for the message (unique per workstream), if it gave
     /// one.
     pub client_id: Option<String>,
+    /// The message this one continues; NULL: the workstream's previous
+    /// message (the next lower id).
+    pub parent_id: Option<i64>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
