@@ -583,7 +583,12 @@ impl Compactor {
                 client_id: m.client_id,
             });
         }
-        let appended = match self.inner.store.append_messages_at(key, parent, &rows).await {
+        let appended = match self
+            .inner
+            .store
+            .append_messages_at(key, parent, &rows)
+            .await
+        {
             Ok(appended) => appended,
             Err(StoreError::ClientIdConflict {
                 client_id, index, ..

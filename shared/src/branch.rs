@@ -49,7 +49,14 @@ const MODIFYING: [&str; 9] = [
 const READING: [&str; 7] = ["read", "view", "open", "cat", "grep", "search", "ls"];
 
 /// The arguments tools commonly name their file with.
-const PATH_ARGS: [&str; 6] = ["path", "file_path", "filePath", "file", "filename", "target"];
+const PATH_ARGS: [&str; 6] = [
+    "path",
+    "file_path",
+    "filePath",
+    "file",
+    "filename",
+    "target",
+];
 
 /// What a call of `tool_name` does to the file it names, if anything.
 /// Modifying words win (`read_and_edit` modifies).

@@ -742,7 +742,11 @@ impl Store {
 }
 
 /// [`Store::uncompacted_window`] of a branched workstream, over its path.
-pub(crate) fn path_window(path: &[(i64, i64)], max_messages: u64, max_tokens: u64) -> HistoryWindow {
+pub(crate) fn path_window(
+    path: &[(i64, i64)],
+    max_messages: u64,
+    max_tokens: u64,
+) -> HistoryWindow {
     let mut window = HistoryWindow {
         first: None,
         messages: 0,
@@ -893,7 +897,10 @@ mod tests {
         let path = [(1, 10), (3, 10), (7, 10)];
         let w = path_window(&path, 2, 1_000);
         assert_eq!(w.first, Some(MessageId(3)));
-        assert_eq!((w.messages, w.omitted_messages, w.omitted_tokens), (2, 1, 10));
+        assert_eq!(
+            (w.messages, w.omitted_messages, w.omitted_tokens),
+            (2, 1, 10)
+        );
         let w = path_window(&path, 10, 15);
         assert_eq!(w.first, Some(MessageId(7)));
         assert_eq!(path_take(&path, Some(MessageId(1)), 10, 1_000), 2);

@@ -170,7 +170,9 @@ impl From<ClientError> for ApiError {
 impl From<StoreError> for ApiError {
     fn from(error: StoreError) -> ApiError {
         match error {
-            StoreError::UnknownMessage { .. } => return ApiError::UnknownMessage(error.to_string()),
+            StoreError::UnknownMessage { .. } => {
+                return ApiError::UnknownMessage(error.to_string())
+            }
             StoreError::InvalidParent { .. } => return ApiError::InvalidParent(error.to_string()),
             StoreError::BehindCompaction { .. } | StoreError::CompactionRunning { .. } => {
                 return ApiError::BranchConflict(error.to_string())

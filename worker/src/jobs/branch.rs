@@ -56,15 +56,9 @@ impl CompactHandler {
             leaf = leaf.0,
             branch_point = branch_point.0,
         );
-        self.branch_attempt(
-            job,
-            AbandonedBranch {
-                leaf,
-                branch_point,
-            },
-        )
-        .instrument(span)
-        .await
+        self.branch_attempt(job, AbandonedBranch { leaf, branch_point })
+            .instrument(span)
+            .await
     }
 
     async fn branch_attempt(&self, job: &Job, branch: AbandonedBranch) -> Result<(), JobError> {
@@ -85,7 +79,10 @@ impl CompactHandler {
             .await
             .map_err(store_error)?;
         if input.done {
-            info!(reason = "summarized_already", "skipped: the branch has a summary");
+            info!(
+                reason = "summarized_already",
+                "skipped: the branch has a summary"
+            );
             return Ok(());
         }
         let engine = &self.settings.engine;
@@ -196,7 +193,10 @@ impl CompactHandler {
                 "branch summarized"
             );
         } else {
-            info!(reason = "summarized_already", "skipped: the branch has a summary");
+            info!(
+                reason = "summarized_already",
+                "skipped: the branch has a summary"
+            );
         }
         Ok(())
     }
