@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 
-use compactor_shared::payload::{Payload, Trigger};
+use compactor_shared::payload::{JobKind, Payload, Trigger};
 use compactor_shared::EntityKey;
 use serde::Serialize;
 
@@ -85,6 +85,20 @@ impl Queue {
             self.purge_dead(Some(entry)).await?;
             return Ok(None);
         };
+        // A branch summary's job is requested again as such (its member
+        // names a leaf, not an entity).
+        let branch = record
+            .get("payload")
+            .and_then(|raw| Payload::decode(raw.as_bytes()).ok())
+            .and_then(|p| match p.job {
+                JobKind::SummarizeBranch { leaf, branch_point } => Some((p.key, leaf, branch_point)),
+                JobKind::Compact => None,
+            });
+        if let Some((key, leaf, branch_point)) = branch {
+            let outcome = self.request_branch_summary(&key, leaf, branch_point).await?;
+            self.purge_dead(Some(entry)).await?;
+            return Ok(Some(outcome));
+        }
         let key: EntityKey = member.parse().map_err(|e| QueueError::Protocol {
             op: "retry_dead",
             detail: format!("dead letter {entry:?} names no valid entity: {e}"),

@@ -83,6 +83,27 @@ async fn branch_events(db: &TestDb, k: &EntityKey) -> i64 {
     .await
 }
 
+/// The data of `k`'s `branch.summarized` event for the branch left at
+/// `leaf`, as the outbox holds it (its `payload` column).
+async fn branch_event(db: &TestDb, k: &EntityKey, leaf: MessageId) -> Value {
+    use sea_orm::{ConnectionTrait, Statement};
+    let backend = db.store.connection().get_database_backend();
+    let sql = format!(
+        "SELECT payload FROM events WHERE kind = 'branch.summarized' AND entity_id = '{}'",
+        k.entity_id()
+    );
+    let rows = db
+        .store
+        .connection()
+        .query_all_raw(Statement::from_string(backend, sql))
+        .await
+        .unwrap();
+    rows.iter()
+        .map(|row| serde_json::from_str::<Value>(&row.try_get::<String>("", "payload").unwrap()).unwrap())
+        .find(|data| data["leaf"] == json!(leaf.0))
+        .unwrap_or_else(|| panic!("no branch.summarized event for leaf {leaf}"))
+}
+
 /// The context's stored messages (by source id) and the branch summaries
 /// it shows.
 async fn context_of(compactor: &Compactor, k: &EntityKey) -> (Vec<MessageId>, Vec<String>) {
@@ -231,6 +252,15 @@ async fn abandoned_and_revisited(backend: Backend) {
     );
     let both = summaries(&compactor, &k, 2).await;
     let b = both.iter().find(|s| s.leaf == m7).unwrap();
+    let data = branch_event(&db, &k, m7).await;
+    assert_eq!(data["branch_point"], json!(m3.0));
+    assert_eq!(data["messages"], json!(2));
+    assert_eq!(data["carried_summaries"], json!(1));
+    assert_eq!(data["degraded"], json!(false));
+    assert_eq!(
+        data["file_ops"],
+        json!({"read": ["tests/login.rs"], "modified": ["src/token.rs"]})
+    );
     assert_eq!(b.branch_point, m3);
     // Cumulative: B's own read, and A's edit carried through A's summary.
     assert_eq!(b.file_ops.read, set(&["tests/login.rs"]));
