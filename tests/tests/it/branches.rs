@@ -207,7 +207,7 @@ async fn abandoned_and_revisited(backend: Backend) {
     )
     .await;
 
-    // Branch B continues m3 (over HTTP, no parent: the head).
+    // Branch B continues m3 (over HTTP, naming its parent).
     let branch_b: Vec<Value> = tool_step(
         "Approach B: mock the clock in the test.",
         "read_file",
@@ -217,7 +217,7 @@ async fn abandoned_and_revisited(backend: Backend) {
     .iter()
     .map(|m| serde_json::to_value(m).unwrap())
     .collect();
-    let (status, appended) = post(&base, &messages_path(&k), json!({ "messages": branch_b })).await;
+    let (status, appended) = post(&base, &messages_path(&k), json!({ "parent_id": m3, "messages": branch_b })).await;
     assert_eq!(status, StatusCode::OK, "{appended}");
     let b_ids: Vec<MessageId> = serde_json::from_value(appended["ids"].clone()).unwrap();
     let (m6, m7) = (b_ids[0], b_ids[1]);
@@ -241,6 +241,22 @@ async fn abandoned_and_revisited(backend: Backend) {
         context.messages[at - 1].source,
         Some(m3),
         "attached at the branch point"
+    );
+
+    // `/context` is the same context.
+    let served: Value = reqwest::get(format!(
+        "{base}/v1/workstreams/{}/{}/context",
+        k.domain(),
+        k.entity_id()
+    ))
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
+    assert_eq!(
+        served["messages"],
+        serde_json::to_value(&context.messages).unwrap()
     );
 
     // Revisit A: B is left, at the same branch point.
