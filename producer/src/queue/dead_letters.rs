@@ -91,11 +91,15 @@ impl Queue {
             .get("payload")
             .and_then(|raw| Payload::decode(raw.as_bytes()).ok())
             .and_then(|p| match p.job {
-                JobKind::SummarizeBranch { leaf, branch_point } => Some((p.key, leaf, branch_point)),
+                JobKind::SummarizeBranch { leaf, branch_point } => {
+                    Some((p.key, leaf, branch_point))
+                }
                 JobKind::Compact => None,
             });
         if let Some((key, leaf, branch_point)) = branch {
-            let outcome = self.request_branch_summary(&key, leaf, branch_point).await?;
+            let outcome = self
+                .request_branch_summary(&key, leaf, branch_point)
+                .await?;
             self.purge_dead(Some(entry)).await?;
             return Ok(Some(outcome));
         }

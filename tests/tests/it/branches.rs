@@ -99,7 +99,9 @@ async fn branch_event(db: &TestDb, k: &EntityKey, leaf: MessageId) -> Value {
         .await
         .unwrap();
     rows.iter()
-        .map(|row| serde_json::from_str::<Value>(&row.try_get::<String>("", "payload").unwrap()).unwrap())
+        .map(|row| {
+            serde_json::from_str::<Value>(&row.try_get::<String>("", "payload").unwrap()).unwrap()
+        })
         .find(|data| data["leaf"] == json!(leaf.0))
         .unwrap_or_else(|| panic!("no branch.summarized event for leaf {leaf}"))
 }
@@ -217,7 +219,12 @@ async fn abandoned_and_revisited(backend: Backend) {
     .iter()
     .map(|m| serde_json::to_value(m).unwrap())
     .collect();
-    let (status, appended) = post(&base, &messages_path(&k), json!({ "parent_id": m3, "messages": branch_b })).await;
+    let (status, appended) = post(
+        &base,
+        &messages_path(&k),
+        json!({ "parent_id": m3, "messages": branch_b }),
+    )
+    .await;
     assert_eq!(status, StatusCode::OK, "{appended}");
     let b_ids: Vec<MessageId> = serde_json::from_value(appended["ids"].clone()).unwrap();
     let (m6, m7) = (b_ids[0], b_ids[1]);
