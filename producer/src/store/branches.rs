@@ -133,17 +133,18 @@ async fn tip<C: ConnectionTrait>(
     workstream_id: i64,
     op: &'static str,
 ) -> Result<Tip, StoreError> {
-    let row: Option<(Option<i64>, Option<i64>, Option<i64>, bool)> =
-        workstream::Entity::find_by_id(workstream_id)
-            .select_only()
-            .column(workstream::Column::HeadMessageId)
-            .column(workstream::Column::LastMessageId)
-            .column(workstream::Column::LastCompactedMessageId)
-            .column(workstream::Column::IsCompacting)
-            .into_tuple()
-            .one(db)
-            .await
-            .map_err(StoreError::db(op))?;
+    /// Head, newest message, watermark, compacting.
+    type Row = (Option<i64>, Option<i64>, Option<i64>, bool);
+    let row: Option<Row> = workstream::Entity::find_by_id(workstream_id)
+        .select_only()
+        .column(workstream::Column::HeadMessageId)
+        .column(workstream::Column::LastMessageId)
+        .column(workstream::Column::LastCompactedMessageId)
+        .column(workstream::Column::IsCompacting)
+        .into_tuple()
+        .one(db)
+        .await
+        .map_err(StoreError::db(op))?;
     let (head, last, watermark, compacting) =
         row.ok_or(StoreError::UnknownWorkstream { op, workstream_id })?;
     Ok(Tip {

@@ -510,7 +510,7 @@ async fn compaction_folds_the_current_path_only() {
     let k = key(&unique_name("branch-compact"));
     let turn = |i: usize, topic: &str| {
         IncomingMessage::text(
-            if i % 2 == 0 {
+            if i.is_multiple_of(2) {
                 Role::User
             } else {
                 Role::Assistant
