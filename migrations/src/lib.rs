@@ -12,6 +12,8 @@
 //! | `m20261122_000005_add_compaction_run_llm_audit` | `compaction_runs`: why a run was degraded, LLM calls and failed calls |
 //! | `m20261124_000001_add_message_client_ids` | `messages.client_id`: a client's id for a message, unique per workstream (idempotent appends) |
 //! | `m20261126_000002_create_event_outbox` | `events` and `event_deliveries`: the transactional outbox of compaction events and their webhook deliveries |
+//! | `m20261127_000001_add_compaction_run_hook` | `compaction_runs`: what the pre-compaction hook did (`hook_outcome`, `hook_duration_ms`) |
+//! | `m20261127_000002_add_message_search` | recall: full-text search over messages (PostgreSQL `tsvector` + GIN, SQLite FTS5) and `messages.compacted_by_run_id` |
 //! | `m20261127_000003_add_message_branches` | `messages.parent_id`, `workstreams.head_message_id` and `branch_summaries`: message branches and the summaries of abandoned ones |
 //!
 //! Every migration is written with the sea-query schema builder only, so the
@@ -30,6 +32,8 @@ mod m20261122_000004_create_compaction_runs;
 mod m20261122_000005_add_compaction_run_llm_audit;
 mod m20261124_000001_add_message_client_ids;
 mod m20261126_000002_create_event_outbox;
+mod m20261127_000001_add_compaction_run_hook;
+mod m20261127_000002_add_message_search;
 mod m20261127_000003_add_message_branches;
 
 pub use sea_orm_migration::{MigrationTrait, MigratorTrait};
@@ -51,6 +55,8 @@ impl MigratorTrait for Migrator {
             Box::new(m20261122_000005_add_compaction_run_llm_audit::Migration),
             Box::new(m20261124_000001_add_message_client_ids::Migration),
             Box::new(m20261126_000002_create_event_outbox::Migration),
+            Box::new(m20261127_000001_add_compaction_run_hook::Migration),
+            Box::new(m20261127_000002_add_message_search::Migration),
             Box::new(m20261127_000003_add_message_branches::Migration),
         ]
     }
@@ -103,6 +109,8 @@ mod tests {
                 "m20261122_000005_add_compaction_run_llm_audit",
                 "m20261124_000001_add_message_client_ids",
                 "m20261126_000002_create_event_outbox",
+                "m20261127_000001_add_compaction_run_hook",
+                "m20261127_000002_add_message_search",
                 "m20261127_000003_add_message_branches",
             ]
         );

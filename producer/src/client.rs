@@ -1142,7 +1142,7 @@ async fn wait_for_news(
 /// than sharing its transaction: should this write fail (or the process
 /// die just before it), that event is lost. The failure is logged and the
 /// request still succeeds: the compaction was requested.
-pub(crate) async fn record_requested(
+pub async fn record_requested(
     store: &Store,
     key: &EntityKey,
     trigger: &Trigger,

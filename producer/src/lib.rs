@@ -15,6 +15,8 @@
 //!   log line and their metrics from the same fields, and what a finished
 //!   compaction announces ([`events::CompactionEvent`]).
 //! - [`reconcile`]: re-requesting compactions the queue lost.
+//! - [`recall`]: finding compacted messages again (full-text search,
+//!   newest first, with the run that folded each).
 //! - [`settings`]: loading configuration (file, environment).
 //! - [`redact`]: hiding passwords in connection strings.
 //! - [`metrics`]: the `domain` label's allow-list (the catalogue's names
@@ -26,6 +28,7 @@ pub mod events;
 pub mod metrics;
 pub mod queue;
 mod ready;
+pub mod recall;
 pub mod reconcile;
 pub mod redact;
 pub mod settings;

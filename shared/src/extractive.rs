@@ -164,6 +164,9 @@ enum Speaker {
     User,
     Assistant,
     Other,
+    /// Lines the summary must consider (`pipeline::context_block`): each
+    /// becomes a fact bullet.
+    Context,
 }
 
 /// One message of the transcript, as far as the summarizer cares.
@@ -224,6 +227,7 @@ fn header(line: &str) -> Option<(&str, Speaker)> {
         "USER" => Speaker::User,
         "ASSISTANT" => Speaker::Assistant,
         "SYSTEM" | "TOOL" => Speaker::Other,
+        "CONTEXT" => Speaker::Context,
         _ => return None,
     };
     Some((id, speaker))
@@ -461,7 +465,8 @@ fn is_specific(sentence: &str) -> bool {
 /// stated or chose first, exact values next, assistant filler and anything
 /// superseded last.
 fn fact_score(bullet: &str) -> u8 {
-    if bullet.starts_with("Operator note: ") {
+    // What the operator or the application's hook asked to keep.
+    if bullet.starts_with("Operator note: ") || bullet.starts_with("Context: ") {
         return 9;
     }
     if bullet.contains("superseded") {
@@ -567,6 +572,14 @@ pub fn summarize(
             shorten(&format!("Operator note: {}", instructions.trim()), width),
         );
     }
+    for block in blocks.iter().filter(|b| b.speaker == Speaker::Context) {
+        for line in block.text.lines().filter_map(|l| l.strip_prefix("- ")) {
+            bullets.push(
+                facts_section,
+                shorten(&format!("Context: {}", line.trim()), width),
+            );
+        }
+    }
     // The latest turn's flow bullet (`handoff9`'s current state).
     let mut last_turn: Option<String> = None;
 
@@ -660,7 +673,7 @@ pub fn summarize(
     // KEY FACTS and the delta, sentence by sentence.
     let last_user = blocks.iter().rposition(|b| b.speaker == Speaker::User);
     for (index, block) in blocks.iter().enumerate() {
-        if block.speaker == Speaker::Other {
+        if matches!(block.speaker, Speaker::Other | Speaker::Context) {
             continue;
         }
         let user = block.speaker == Speaker::User;

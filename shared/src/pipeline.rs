@@ -123,6 +123,32 @@ pub struct Workstream {
 pub struct Request {
     /// Operator instructions of a manual request.
     pub instructions: Option<String>,
+    /// Lines the summary must consider (a pre-compaction hook's): put in
+    /// front of the first chunk's transcript as a `CONTEXT` block
+    /// ([`context_block`]), so an LLM and the extractive summarizer both
+    /// read them.
+    pub context: Vec<String>,
+}
+
+/// The header of the transcript block that carries [`Request::context`].
+pub const CONTEXT_HEADER: &str = "[#0 CONTEXT]";
+
+/// `lines` as a transcript block for the summarizer's input (empty when
+/// there are none).
+pub fn context_block(lines: &[String]) -> String {
+    let mut block = String::new();
+    for line in lines.iter().map(|l| l.trim()).filter(|l| !l.is_empty()) {
+        if block.is_empty() {
+            block.push_str(CONTEXT_HEADER);
+            block.push_str(
+                "\nContext supplied for this compaction; the summary must consider it:\n",
+            );
+        }
+        block.push_str("- ");
+        block.push_str(&line.replace('\n', " "));
+        block.push('\n');
+    }
+    block
 }
 
 /// A kept-tail message whose old tool output was hidden.
@@ -252,6 +278,7 @@ where
         summary: workstream.summary.clone().map(|s| s.into_format(format)),
         state: workstream.state.clone(),
         instructions: request.instructions.as_deref(),
+        context: Some(context_block(&request.context)).filter(|b| !b.is_empty()),
         chunks: 0,
         min_chunk_chars,
     };
@@ -459,6 +486,8 @@ struct Folding<'a, S> {
     summary: Option<Summary>,
     state: WorkstreamState,
     instructions: Option<&'a str>,
+    /// The request's context block, until the first chunk takes it.
+    context: Option<String>,
     chunks: u32,
     min_chunk_chars: usize,
 }
@@ -472,6 +501,10 @@ impl<S: Summarize> Folding<'_, S> {
         text: String,
         split_turn: bool,
     ) -> Result<(), PipelineError<P, S::Error>> {
+        let text = match self.context.take() {
+            Some(block) => block + &text,
+            None => text,
+        };
         let mut queue: VecDeque<(String, bool)> = VecDeque::from([(text, split_turn)]);
         while let Some((text, split)) = queue.pop_front() {
             let input = CompactionInput {

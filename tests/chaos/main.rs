@@ -2,7 +2,8 @@
 //! (PostgreSQL, Redis, an LLM faked on loopback) while what production
 //! does to a fleet happens to them — workers killed with SIGKILL, Redis
 //! restarted, the database cut off for 20 s, the LLM hanging, resetting
-//! connections and answering garbage, a rolling restart. After each, the
+//! connections and answering garbage, a rolling restart, a worker killed while its
+//! event deliveries are in flight. After each, the
 //! invariants of [`harness::check_invariants`] must hold: no job lost, no
 //! workstream compacted twice or by two runs at once, no lease left held,
 //! no half-written commit. Each scenario prints a `CHAOS |` report line
@@ -14,6 +15,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, unreachable_pub)] // test code: a panic is a failed test
 
 mod db_outage;
+mod events_kill;
 mod harness;
 mod kill;
 mod llm_chaos;

@@ -18,6 +18,7 @@ pub mod cluster;
 pub mod db;
 pub mod proxy;
 pub mod quality;
+pub mod webhook;
 
 use std::net::SocketAddr;
 use std::time::Duration;

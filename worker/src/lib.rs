@@ -8,6 +8,8 @@
 //! - [`settings`]: every section of the configuration, validated.
 //! - [`jobs`]: the compaction job and its summarizer.
 //! - [`llm`]: OpenAI-compatible and Anthropic clients with retries.
+//! - [`hook`]: the pre-compaction hook (`[hook]`), asked before each
+//!   compaction summarizes.
 //! - [`outbox`]: compaction events to a Redis Stream and to signed
 //!   webhooks, from the transactional outbox.
 //! - [`runtime`]: the apalis-based worker runtime (leases, heartbeats,
@@ -19,6 +21,7 @@
 
 pub mod connect;
 mod events;
+pub mod hook;
 pub mod http;
 pub mod jobs;
 pub mod llm;

@@ -73,6 +73,7 @@ pub fn install() -> Result<PrometheusHandle, ObservabilityError> {
     } else {
         compactor_producer::metrics::describe();
         compactor_producer::metrics::describe_families(compactor_producer::metrics::EVENT_FAMILIES);
+        compactor_producer::metrics::describe_families(compactor_producer::metrics::HOOK_FAMILIES);
         llm_metrics::describe();
         spawn_upkeep(handle.clone());
     }
@@ -94,6 +95,12 @@ fn spawn_upkeep(handle: PrometheusHandle) {
         // Scrapes fold the samples too; only memory between scrapes grows.
         warn!(%error, "no metrics upkeep thread");
     }
+}
+
+/// Creates the pre-compaction hook's series at zero (a worker with a
+/// hook configured; see [`crate::hook`]).
+pub fn register_hook_series() {
+    events::create_hook_series();
 }
 
 /// Creates, at zero, every counter series the process can record (see
@@ -138,7 +145,7 @@ mod tests {
                 .unwrap_or_else(|| panic!("{} has no buckets", family.name));
             assert!(buckets.windows(2).all(|w| w[0] < w[1]), "{}", family.name);
         }
-        assert_eq!(HISTOGRAM_BUCKETS.len(), 9);
+        assert_eq!(HISTOGRAM_BUCKETS.len(), 10);
     }
 
     #[test]

@@ -15,6 +15,7 @@ use secrecy::{ExposeSecret, SecretString};
 use serde::{Deserialize, Serialize};
 use subtle::ConstantTimeEq;
 
+use crate::hook::HookSettings;
 use crate::llm::{LlmConfig, Provider};
 use crate::outbox::EventsSettings;
 use crate::runtime::RuntimeConfig;
@@ -247,6 +248,8 @@ pub struct Settings {
     pub metrics: MetricsSettings,
     /// `[events]`: the event stream and webhooks.
     pub events: EventsSettings,
+    /// `[hook]`: the pre-compaction hook (none without a URL).
+    pub hook: HookSettings,
 }
 
 /// `[reconcile]`: the sweep that re-requests compactions the queue lost
@@ -303,6 +306,7 @@ impl Settings {
         self.admin.validate().map_err(invalid)?;
         self.metrics.validate().map_err(invalid)?;
         self.events.validate().map_err(invalid)?;
+        self.hook.validate().map_err(invalid)?;
         self.database.validate().map_err(invalid)?;
         let window = self.engine.trigger.context_window();
         if window > 0 && self.database.context_max_tokens < window {

@@ -28,7 +28,6 @@ use std::time::Duration;
 use compactor_producer::client::Compactor;
 use compactor_producer::events::EventNotWritten;
 use compactor_producer::events::InternalEvent;
-use compactor_producer::queue::ClaimedJob;
 use compactor_producer::store::{EventKind, NewEvent, SchemaStatus, Store, StoreError};
 use futures::future::BoxFuture;
 use tokio::sync::Notify;
@@ -36,12 +35,13 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use crate::connect::connect_with_retry;
+use crate::hook::Hook;
 use crate::http::{AdminServer, AppState};
 use crate::jobs::{CompactHandler, CompactSettings, Summarizer};
 use crate::llm::{LlmClient, LlmError, Provider};
 use crate::observability::{self, ObservabilityError};
 use crate::outbox::{Relay, Webhook};
-use crate::runtime::{DeadLetterHook, Runtime, RuntimeError};
+use crate::runtime::{DeadLetterHook, DeadLettered, Runtime, RuntimeError};
 use crate::settings::{MissingAdminToken, Settings};
 use probe::Probe;
 
@@ -89,6 +89,9 @@ pub enum StartupError {
     /// that is not set, or holds no `whsec_` secret).
     #[error("{0}")]
     WebhookSecret(String),
+    /// `[hook]` is unusable (its secret is not to be had).
+    #[error("{0}")]
+    Hook(String),
 }
 
 impl StartupError {
@@ -103,6 +106,7 @@ impl StartupError {
         match self {
             StartupError::AdminToken(_)
             | StartupError::WebhookSecret(_)
+            | StartupError::Hook(_)
             | StartupError::RedisAuth(_)
             | StartupError::Llm(LlmError::Config(_))
             | StartupError::Queue(QueueError::Url { .. } | QueueError::Config(_))
@@ -147,6 +151,8 @@ impl Application {
             None
         };
         let webhooks = resolve_webhooks(&settings)?;
+        let hook = Hook::from_settings(&settings.hook, |name| std::env::var(name).ok())
+            .map_err(StartupError::Hook)?;
         // The summarizer first: a missing API key is a configuration
         // error, reported at once rather than after waiting for the
         // database and Redis.
@@ -183,6 +189,9 @@ impl Application {
                 &settings.metrics.domains,
                 &endpoints,
             );
+            if hook.is_some() {
+                observability::register_hook_series();
+            }
             let compactor =
                 Compactor::from_parts(store.clone(), queue.clone(), settings.engine.clone()).await;
             let listen = settings.admin.listen;
@@ -243,7 +252,8 @@ impl Application {
                 ..CompactSettings::new(settings.engine.clone())
             },
         )
-        .with_outbox_wake(outbox_wake);
+        .with_outbox_wake(outbox_wake)
+        .with_hook(hook);
         let reconcile = (!settings.reconcile.interval.is_zero()).then(|| Reconciler {
             store: store_for_sweep,
             queue: queue.clone(),
@@ -381,32 +391,30 @@ fn relay_owner(name: &str) -> String {
 /// and wakes the relay. The dead letter is in Redis: the event follows it
 /// (a crash in between loses the event; see `docs/INTERNALS.md`).
 fn dead_letter_events(store: Store, wake: Arc<Notify>) -> DeadLetterHook {
-    Arc::new(
-        move |job: &ClaimedJob, reason: &str| -> BoxFuture<'static, ()> {
-            let event = NewEvent::new(
-                EventKind::CompactionDeadLettered,
-                &job.key,
-                serde_json::json!({
-                    "job_id": job.job_id,
-                    "attempt": job.attempt,
-                    "trigger": job.payload.trigger.label(),
-                    "reason": reason.chars().take(300).collect::<String>(),
-                }),
-            );
-            let store = store.clone();
-            let wake = Arc::clone(&wake);
-            Box::pin(async move {
-                match store.record_event(&event).await {
-                    Ok(_) => wake.notify_one(),
-                    Err(error) => EventNotWritten {
-                        kind: event.kind,
-                        error: &error,
-                    }
-                    .emit(),
+    Arc::new(move |job: &DeadLettered| -> BoxFuture<'static, ()> {
+        let event = NewEvent::new(
+            EventKind::CompactionDeadLettered,
+            &job.key,
+            serde_json::json!({
+                "job_id": job.job_id,
+                "attempt": job.attempt,
+                "trigger": job.trigger,
+                "reason": job.reason.chars().take(300).collect::<String>(),
+            }),
+        );
+        let store = store.clone();
+        let wake = Arc::clone(&wake);
+        Box::pin(async move {
+            match store.record_event(&event).await {
+                Ok(_) => wake.notify_one(),
+                Err(error) => EventNotWritten {
+                    kind: event.kind,
+                    error: &error,
                 }
-            })
-        },
-    )
+                .emit(),
+            }
+        })
+    })
 }
 
 /// The periodic reconciliation sweep of one worker.

@@ -134,6 +134,13 @@ pub mod names {
     /// Gauge: 1, labelled with the `version` of the running build.
     pub const BUILD_INFO: &str = "compactor_build_info";
 
+    /// Counter: calls of the pre-compaction hook, by `outcome`
+    /// ([`super::HookOutcome`]).
+    pub const HOOK_CALLS_TOTAL: &str = "compactor_hook_calls_total";
+    /// Histogram: duration of one call of the pre-compaction hook (reading
+    /// the answer included), by `outcome`.
+    pub const HOOK_CALL_SECONDS: &str = "compactor_hook_call_seconds";
+
     /// Counter: HTTP requests to the LLM, by `provider` and `outcome`
     /// ([`super::LlmOutcome`]).
     pub const LLM_REQUESTS_TOTAL: &str = "compactor_llm_requests_total";
@@ -516,6 +523,55 @@ label_enum! {
 }
 
 label_enum! {
+    /// What the pre-compaction hook did: the `outcome` of
+    /// [`names::HOOK_CALLS_TOTAL`] and the `hook_outcome` of a run row.
+    /// The last five are failures, after which the compaction proceeds as
+    /// if there were no hook (it fails open).
+    HookOutcome {
+        /// An empty answer (204, `{}`): compaction unchanged.
+        Proceed => "proceed",
+        /// Extra focus instructions (context lines possibly too).
+        Instructions => "instructions",
+        /// Extra context lines only.
+        Context => "context",
+        /// A replacement summary, used instead of the summarizer.
+        Replaced => "replaced",
+        /// No compaction this time.
+        Skipped => "skipped",
+        /// No answer within `hook.timeout`.
+        Timeout => "timeout",
+        /// The connection could not be made (or broke).
+        Unreachable => "unreachable",
+        /// An answer other than 2xx.
+        HttpError => "http_error",
+        /// A 2xx answer that is not a hook answer.
+        Malformed => "malformed",
+        /// A replacement summary the summary format's parser or checks
+        /// refuse.
+        InvalidReplacement => "invalid_replacement",
+    }
+}
+
+impl HookOutcome {
+    /// The outcome spelled `label`, if any.
+    pub fn parse(label: &str) -> Option<HookOutcome> {
+        HookOutcome::ALL.into_iter().find(|o| o.as_str() == label)
+    }
+
+    /// The hook failed: the compaction went ahead without it.
+    pub fn is_failure(self) -> bool {
+        matches!(
+            self,
+            HookOutcome::Timeout
+                | HookOutcome::Unreachable
+                | HookOutcome::HttpError
+                | HookOutcome::Malformed
+                | HookOutcome::InvalidReplacement
+        )
+    }
+}
+
+label_enum! {
     /// Outbox rows not done yet.
     BacklogState {
         /// Events not yet put on the stream (nor their deliveries created).
@@ -849,9 +905,30 @@ pub const EVENT_FAMILIES: &[Family] = &[
     ),
 ];
 
+/// The pre-compaction hook's families (recorded by a worker with
+/// `[hook] url` set).
+pub const HOOK_FAMILIES: &[Family] = &[
+    family(
+        names::HOOK_CALLS_TOTAL,
+        Kind::Counter,
+        &["outcome"],
+        "Calls of the pre-compaction hook, by outcome (failures fail open)",
+    ),
+    family(
+        names::HOOK_CALL_SECONDS,
+        Kind::Histogram,
+        &["outcome"],
+        "Duration of one call of the pre-compaction hook, by outcome",
+    ),
+];
+
 /// Every family, the LLM clients' and the event outbox's included.
 pub fn all_families() -> impl Iterator<Item = &'static Family> {
-    FAMILIES.iter().chain(LLM_FAMILIES).chain(EVENT_FAMILIES)
+    FAMILIES
+        .iter()
+        .chain(LLM_FAMILIES)
+        .chain(EVENT_FAMILIES)
+        .chain(HOOK_FAMILIES)
 }
 
 /// The family named `name`, if any.
@@ -944,6 +1021,7 @@ pub const HISTOGRAM_BUCKETS: &[(&str, &[f64])] = &[
     (names::COMPACTION_CHUNKS, buckets::CHUNKS),
     (names::COMPACTION_ROLLUPS, buckets::ROLLUPS),
     (names::HTTP_REQUEST_SECONDS, buckets::HTTP_SECONDS),
+    (names::HOOK_CALL_SECONDS, buckets::HTTP_SECONDS),
 ];
 
 #[cfg(test)]
@@ -998,6 +1076,7 @@ mod tests {
         assert_eq!(FAMILIES.len(), 30);
         assert_eq!(LLM_FAMILIES.len(), 8);
         assert_eq!(EVENT_FAMILIES.len(), 5);
+        assert_eq!(HOOK_FAMILIES.len(), 2);
         for (name, _) in HISTOGRAM_BUCKETS {
             let f = family_named(name).unwrap_or_else(|| panic!("{name}: no family"));
             assert_eq!(f.kind, Kind::Histogram, "{name}");
@@ -1022,6 +1101,7 @@ mod tests {
             &LlmOutcome::LABELS,
             &DeliveryOutcome::LABELS,
             &BacklogState::LABELS,
+            &HookOutcome::LABELS,
         ];
         for list in lists {
             let distinct: std::collections::HashSet<_> = list.iter().collect();

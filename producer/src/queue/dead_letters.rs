@@ -32,7 +32,26 @@ pub struct DeadLetter {
     pub payload: String,
 }
 
+impl DeadLetter {
+    /// Its payload, if it is one this build reads (it may be the reason
+    /// the job died).
+    pub fn decoded_payload(&self) -> Option<Payload> {
+        Payload::decode(self.payload.as_bytes()).ok()
+    }
+}
+
 impl Queue {
+    /// The dead letter `entry` (`<member>|<job_id>`), if it is kept.
+    pub async fn dead_letter(&self, entry: &str) -> Result<Option<DeadLetter>, QueueError> {
+        let mut conn = self.conn.clone();
+        let record: HashMap<String, String> = redis::cmd("HGETALL")
+            .arg(self.keys.dead_record(entry))
+            .query_async(&mut conn)
+            .await
+            .map_err(redis_error("dead_letter"))?;
+        Ok((!record.is_empty()).then(|| dead_letter(entry.to_owned(), &record)))
+    }
+
     /// The newest dead-lettered jobs, newest first.
     pub async fn dead_letters(&self, limit: usize) -> Result<Vec<DeadLetter>, QueueError> {
         let mut conn = self.conn.clone();
@@ -73,6 +92,19 @@ impl Queue {
     /// it had, or a manual one if its payload is unusable) and removes the
     /// dead letter. `None` when there is no such entry.
     pub async fn retry_dead(&self, entry: &str) -> Result<Option<EnqueueOutcome>, QueueError> {
+        Ok(self
+            .retry_dead_request(entry)
+            .await?
+            .map(|(_, _, outcome)| outcome))
+    }
+
+    /// [`Queue::retry_dead`], returning the request it made too (the
+    /// entity, and the trigger of a compaction; `None` for a branch
+    /// summary's job), for its `compaction.requested` event.
+    pub async fn retry_dead_request(
+        &self,
+        entry: &str,
+    ) -> Result<Option<(EntityKey, Option<Trigger>, EnqueueOutcome)>, QueueError> {
         let mut conn = self.conn.clone();
         let record: HashMap<String, String> = redis::cmd("HGETALL")
             .arg(self.keys.dead_record(entry))
@@ -101,17 +133,16 @@ impl Queue {
                 .request_branch_summary(&key, leaf, branch_point)
                 .await?;
             self.purge_dead(Some(entry)).await?;
-            return Ok(Some(outcome));
+            return Ok(Some((key, None, outcome)));
         }
         let key: EntityKey = member.parse().map_err(|e| QueueError::Protocol {
             op: "retry_dead",
             detail: format!("dead letter {entry:?} names no valid entity: {e}"),
         })?;
-        let outcome = self
-            .request_compaction(&key, retry_trigger(&record))
-            .await?;
+        let trigger = retry_trigger(&record);
+        let outcome = self.request_compaction(&key, trigger.clone()).await?;
         self.purge_dead(Some(entry)).await?;
-        Ok(Some(outcome))
+        Ok(Some((key, Some(trigger), outcome)))
     }
 
     /// Deletes one dead letter, or all of them; returns how many.

@@ -22,8 +22,18 @@ impl Queue {
     /// call), dead-lettering those over `max_stalls`. Safe to run from every
     /// worker concurrently: each expired job is handled once.
     pub async fn recover(&self, batch: u32) -> Result<Recovery, QueueError> {
+        self.recover_listing(batch)
+            .await
+            .map(|(recovery, _)| recovery)
+    }
+
+    /// [`Queue::recover`], with the entries of the dead letters it made
+    /// (`<member>|<job_id>`, as [`Queue::dead_letter`] reads them), so the
+    /// caller can tell what died: the worker's sweep writes their
+    /// `compaction.dead_lettered` events.
+    pub async fn recover_listing(&self, batch: u32) -> Result<(Recovery, Vec<String>), QueueError> {
         let mut conn = self.conn.clone();
-        let (recovered, dead_lettered): (u64, u64) = self
+        let (recovered, dead_lettered, entries): (u64, u64, Vec<String>) = self
             .scripts
             .recover
             .key(self.keys.running())
@@ -40,9 +50,12 @@ impl Queue {
             .invoke_async(&mut conn)
             .await
             .map_err(redis_error("recover"))?;
-        Ok(Recovery {
-            recovered,
-            dead_lettered,
-        })
+        Ok((
+            Recovery {
+                recovered,
+                dead_lettered,
+            },
+            entries,
+        ))
     }
 }

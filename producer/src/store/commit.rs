@@ -102,10 +102,12 @@ impl Store {
     ///    `compactions += 1`, `last_compacted_at`, `just_auto_compacted`,
     ///    the breaker (per `progress`), the memory-block summary, and the
     ///    lease released;
-    /// 2. messages in `(expected, new]` not in `keep` are marked compacted;
+    /// 2. messages in `(expected, new]` not in `keep` are marked compacted,
+    ///    with the id of the run row (`compacted_by_run_id`, for recall);
     /// 3. pruned messages get their new parts and estimate;
     /// 4. folded memory entries are marked;
-    /// 5. the run row is inserted.
+    /// 5. the run row is inserted (written before step 2, which needs its
+    ///    id).
     ///
     /// If the fence does not match, the transaction is rolled back, a run
     /// row with outcome `conflict` is recorded, and the reason is returned.
@@ -323,7 +325,9 @@ async fn write_commit(
         return Ok(None);
     }
 
-    mark_compacted(txn, c).await?;
+    // The run row first: the messages it folds record its id (recall).
+    let run_id = insert_run(txn, c.workstream_id, c.run, OP).await?;
+    mark_compacted(txn, c, run_id).await?;
     apply_pruned(txn, c, &encoded.pruned).await?;
     if let Some(fold) = &c.memory_fold {
         for ids in fold.folded.chunks(ID_LIST_BATCH) {
@@ -336,7 +340,6 @@ async fn write_commit(
                 .map_err(StoreError::db(OP))?;
         }
     }
-    let run_id = insert_run(txn, c.workstream_id, c.run, OP).await?;
     let version = workstream::Entity::find_by_id(c.workstream_id)
         .select_only()
         .column(W::Version)
@@ -355,7 +358,11 @@ async fn write_commit(
 /// `NOT IN` lists, each applied to its own id range, so any number of kept
 /// messages works: range `(from, k_last]` excludes that batch of `keep`,
 /// the last range `(k_last, new]` excludes nothing.
-async fn mark_compacted(txn: &DatabaseTransaction, c: &Commit<'_>) -> Result<(), StoreError> {
+async fn mark_compacted(
+    txn: &DatabaseTransaction,
+    c: &Commit<'_>,
+    run_id: i64,
+) -> Result<(), StoreError> {
     let lower = c.expected_watermark.map(|m| m.0);
     let upper = c.new_watermark.0;
     let mut keep: Vec<i64> = c
@@ -369,22 +376,24 @@ async fn mark_compacted(txn: &DatabaseTransaction, c: &Commit<'_>) -> Result<(),
     let mut from = lower;
     for batch in keep.chunks(ID_LIST_BATCH) {
         let Some(&to) = batch.last() else { continue };
-        mark_range(txn, c.workstream_id, from, to, batch).await?;
+        mark_range(txn, (c.workstream_id, run_id), from, to, batch).await?;
         from = Some(to);
     }
-    mark_range(txn, c.workstream_id, from, upper, &[]).await
+    mark_range(txn, (c.workstream_id, run_id), from, upper, &[]).await
 }
 
-/// `is_compacted = true` for ids in `(from, to]` not in `except`.
+/// `is_compacted = true` (folded by `run_id`) for ids in `(from, to]` not
+/// in `except`.
 async fn mark_range(
     txn: &DatabaseTransaction,
-    workstream_id: i64,
+    (workstream_id, run_id): (i64, i64),
     from: Option<i64>,
     to: i64,
     except: &[i64],
 ) -> Result<(), StoreError> {
     let mut update = message::Entity::update_many()
         .col_expr(message::Column::IsCompacted, Expr::value(true))
+        .col_expr(message::Column::CompactedByRunId, Expr::value(run_id))
         .filter(message::Column::WorkstreamId.eq(workstream_id))
         .filter(message::Column::IsCompacted.eq(false))
         .filter(message::Column::Id.lte(to));

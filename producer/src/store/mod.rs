@@ -43,6 +43,7 @@
 //! - `runs`: the `compaction_runs` audit rows.
 //! - `outbox`: the transactional outbox of events and their webhook
 //!   deliveries.
+//! - `recall`: full-text search of a workstream's messages (recall).
 
 use std::time::Duration;
 
@@ -62,6 +63,7 @@ mod lease;
 mod memory;
 mod messages;
 mod outbox;
+mod recall;
 mod runs;
 mod schema;
 mod workstreams;
@@ -78,7 +80,7 @@ pub use outbox::{
     DeliveryFilter, DeliveryResult, DeliveryRow, DeliveryState, DueDelivery, EventRecord, NewEvent,
     OutboxBacklog, RetryOutcome, Unrelayed,
 };
-pub use runs::{DegradedReason, NewRun, RunOutcome, RunRow};
+pub use runs::{DegradedReason, HookOutcome, NewRun, RunHook, RunOutcome, RunRow};
 pub use schema::SchemaStatus;
 pub use workstreams::{WorkstreamRow, BREAKER_THRESHOLD};
 

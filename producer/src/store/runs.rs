@@ -11,6 +11,7 @@ use super::convert::{to_i32, to_i64, to_u32, to_u64};
 use super::entities::compaction_run::{self, Column, Entity};
 use super::workstreams::id_of;
 use super::{Store, StoreError};
+pub use crate::events::catalogue::HookOutcome;
 
 /// How an attempt ended. Stored as its snake_case name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
@@ -25,14 +26,18 @@ pub enum RunOutcome {
     Failed,
     /// The fenced commit was refused (lease lost or watermark moved).
     Conflict,
+    /// The pre-compaction hook answered "skip": nothing was compacted and
+    /// the workstream is as it was.
+    Skipped,
 }
 
 impl RunOutcome {
-    pub const ALL: [RunOutcome; 4] = [
+    pub const ALL: [RunOutcome; 5] = [
         RunOutcome::Committed,
         RunOutcome::NoProgress,
         RunOutcome::Failed,
         RunOutcome::Conflict,
+        RunOutcome::Skipped,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -41,6 +46,7 @@ impl RunOutcome {
             RunOutcome::NoProgress => "no_progress",
             RunOutcome::Failed => "failed",
             RunOutcome::Conflict => "conflict",
+            RunOutcome::Skipped => "skipped",
         }
     }
 
@@ -136,6 +142,30 @@ pub struct NewRun {
     pub error: Option<String>,
     /// The rendered summary the run produced.
     pub summary: Option<String>,
+    /// What the pre-compaction hook did (nothing recorded without a hook).
+    #[serde(flatten)]
+    pub hook: RunHook,
+}
+
+/// What the pre-compaction hook did on a run: both `None` when no hook
+/// is configured (and on rows written before hooks existed).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct RunHook {
+    #[serde(rename = "hook_outcome", serialize_with = "hook_outcome_label")]
+    pub outcome: Option<HookOutcome>,
+    /// How long the call took.
+    #[serde(rename = "hook_duration_ms")]
+    pub duration_ms: Option<u64>,
+}
+
+fn hook_outcome_label<S: serde::Serializer>(
+    outcome: &Option<HookOutcome>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    match outcome {
+        Some(o) => s.serialize_str(o.as_str()),
+        None => s.serialize_none(),
+    }
 }
 
 /// A recorded run: the run as it was recorded, with its row id and
@@ -162,6 +192,34 @@ impl Store {
         };
         Entity::find()
             .filter(Column::WorkstreamId.eq(workstream_id))
+            .order_by_desc(Column::Id)
+            .limit(limit)
+            .all(&self.db)
+            .await
+            .map_err(StoreError::db(OP))?
+            .into_iter()
+            .map(to_row)
+            .collect()
+    }
+
+    /// One page of the workstream's runs, newest first: at most `limit`,
+    /// only those older than run `before` when given (the previous page's
+    /// last id: a cursor that stays correct while new runs are written).
+    pub async fn runs_page(
+        &self,
+        key: &EntityKey,
+        before: Option<i64>,
+        limit: u64,
+    ) -> Result<Vec<RunRow>, StoreError> {
+        const OP: &str = "runs_page";
+        let Some(workstream_id) = id_of(&self.db, key, OP).await? else {
+            return Ok(Vec::new());
+        };
+        let mut query = Entity::find().filter(Column::WorkstreamId.eq(workstream_id));
+        if let Some(before) = before {
+            query = query.filter(Column::Id.lt(before));
+        }
+        query
             .order_by_desc(Column::Id)
             .limit(limit)
             .all(&self.db)
@@ -208,6 +266,8 @@ pub(crate) async fn insert_run<C: ConnectionTrait>(
         llm_tokens_out: Set(to_i64(run.llm_tokens_out)),
         error: Set(run.error.clone()),
         summary: Set(run.summary.clone()),
+        hook_outcome: Set(run.hook.outcome.map(|o| o.as_str().to_owned())),
+        hook_duration_ms: Set(run.hook.duration_ms.map(to_i64)),
         ..Default::default()
     };
     let res = Entity::insert(row)
@@ -230,6 +290,16 @@ fn to_row(m: compaction_run::Model) -> Result<RunRow, StoreError> {
                 table: "compaction_runs",
                 id: m.id,
                 detail: format!("degraded_reason: unknown reason {text:?}"),
+            })?,
+        ),
+    };
+    let hook_outcome = match m.hook_outcome.as_deref() {
+        None => None,
+        Some(text) => Some(
+            HookOutcome::parse(text).ok_or_else(|| StoreError::CorruptRow {
+                table: "compaction_runs",
+                id: m.id,
+                detail: format!("hook_outcome: unknown outcome {text:?}"),
             })?,
         ),
     };
@@ -257,6 +327,10 @@ fn to_row(m: compaction_run::Model) -> Result<RunRow, StoreError> {
             llm_tokens_out: to_u64(m.llm_tokens_out),
             error: m.error,
             summary: m.summary,
+            hook: RunHook {
+                outcome: hook_outcome,
+                duration_ms: m.hook_duration_ms.map(to_u64),
+            },
         },
     })
 }

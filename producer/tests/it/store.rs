@@ -112,6 +112,7 @@ fn make_run(outcome: RunOutcome) -> NewRun {
         llm_tokens_out: 100,
         error: None,
         summary: Some("KEY FACTS\n- x".to_owned()),
+        hook: Default::default(),
     }
 }
 

@@ -121,12 +121,12 @@ async fn context_of(compactor: &Compactor, k: &EntityKey) -> (Vec<MessageId>, Ve
     (sources, summaries)
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_branch_abandoned_and_revisited_on_postgres() {
     abandoned_and_revisited(Backend::Postgres).await;
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_branch_abandoned_and_revisited_on_sqlite() {
     abandoned_and_revisited(Backend::Sqlite).await;
 }
@@ -311,7 +311,7 @@ async fn abandoned_and_revisited(backend: Backend) {
 /// The same abandoned leaf requested twice is one job (and one summary);
 /// another leaf is a job of its own, and neither touches the entity's
 /// compaction job.
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_same_branch_left_twice_is_one_job() {
     let db = TestDb::new(Backend::Postgres).await;
     let redis = TestRedis::new();
@@ -399,7 +399,7 @@ async fn the_same_branch_left_twice_is_one_job() {
 }
 
 /// Bad parents and heads are typed 4xx errors, and store nothing.
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn invalid_parents_and_heads_are_refused() {
     let db = TestDb::new(Backend::Postgres).await;
     let redis = TestRedis::new();
@@ -495,7 +495,7 @@ async fn invalid_parents_and_heads_are_refused() {
 
 /// A branched workstream compacts its current path only: the abandoned
 /// branch is neither in the summary's span nor in the context after it.
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn compaction_folds_the_current_path_only() {
     let db = TestDb::new(Backend::Postgres).await;
     let redis = TestRedis::new();

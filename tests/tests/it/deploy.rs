@@ -182,6 +182,8 @@ fn families() -> Vec<&'static Family> {
     compactor_producer::metrics::FAMILIES
         .iter()
         .chain(compactor_worker::llm::metrics::FAMILIES)
+        .chain(compactor_producer::metrics::EVENT_FAMILIES)
+        .chain(compactor_producer::metrics::HOOK_FAMILIES)
         .collect()
 }
 
@@ -432,9 +434,14 @@ fn grafana_is_provisioned_with_prometheus_and_the_dashboard() {
 
 // ------------------------------------------------------------------ alerts --
 
+/// Where the alerts' `runbook_url`s point: docs/RUNBOOK.md on the
+/// repository's main branch, one section per alert.
+const RUNBOOK_URL: &str = "https://github.com/compactor-dev/compactor/blob/main/docs/RUNBOOK.md";
+
 #[test]
 fn the_alerting_rules_cover_the_failure_modes_with_existing_metrics() {
     let rules_file = yaml(&deploy_dir().join("prometheus/alerts.yml"));
+    let runbook = read(&root().join("docs/RUNBOOK.md"));
     let mut exprs = Vec::new();
     let mut names = BTreeSet::new();
     for group in rules_file["groups"].as_array().expect("groups") {
@@ -453,6 +460,15 @@ fn the_alerting_rules_cover_the_failure_modes_with_existing_metrics() {
             assert!(
                 !str_at(rule, "/annotations/description").is_empty(),
                 "{name}"
+            );
+            assert_eq!(
+                str_at(rule, "/annotations/runbook_url"),
+                format!("{RUNBOOK_URL}#{}", name.to_lowercase()),
+                "{name}: its runbook section"
+            );
+            assert!(
+                runbook.contains(&format!("\n### {name}\n")),
+                "docs/RUNBOOK.md has no section for {name}"
             );
             exprs.push((format!("alert {name}"), expr.to_owned()));
         }
@@ -490,6 +506,12 @@ fn the_alerting_rules_cover_the_failure_modes_with_existing_metrics() {
     });
     watched("LLM errors", &|e, m| {
         m.contains("compactor_llm_requests_total") && e.contains("outcome")
+    });
+    watched("webhook deliveries given up", &|e, m| {
+        m.contains("compactor_event_deliveries_total") && e.contains(r#"outcome="failed""#)
+    });
+    watched("events not delivered for long", &|_, m| {
+        m.contains("compactor_events_oldest_undelivered_seconds")
     });
 }
 

@@ -291,7 +291,7 @@ async fn a_compaction_with_nothing_to_cut_still_wakes_waiters() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_cancelled_attempt_releases_the_lease_and_says_so() {
+async fn a_cancelled_attempt_releases_the_lease_records_the_run_and_says_so() {
     let db = TestDb::postgres().await;
     let redis = TestRedis::new();
     let (queue, client, k) = stored(&db, &redis, "cancelled", conversation(200)).await;
@@ -337,6 +337,32 @@ async fn a_cancelled_attempt_releases_the_lease_and_says_so() {
     .await;
     let ws = db.store.workstream(&k).await.unwrap().unwrap();
     assert_eq!(ws.compactions, 0, "nothing committed");
+    assert_eq!(
+        ws.consecutive_failures, 0,
+        "a cancellation is not the workstream's failure"
+    );
+    // Recorded as any failed attempt: a run row and its event, written
+    // with the release.
+    assert_eq!(
+        db.scalar(&format!(
+            "SELECT COUNT(*) AS n FROM compaction_runs WHERE workstream_id = {} \
+             AND outcome = 'failed' AND error LIKE 'the attempt was cancelled%'",
+            ws.id
+        ))
+        .await,
+        1,
+        "the cancelled attempt's run"
+    );
+    assert_eq!(
+        db.scalar(&format!(
+            "SELECT COUNT(*) AS n FROM events WHERE kind = 'compaction.failed' \
+             AND entity_id = '{}' AND payload LIKE '%cancelled%'",
+            k.entity_id()
+        ))
+        .await,
+        1,
+        "its compaction.failed event"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -17,11 +17,13 @@ mod deploy;
 mod docs;
 mod events;
 mod fencing;
+mod hook;
 mod http;
 mod lifecycle;
 mod llm_faults;
 mod priority;
 mod quality;
+mod recall;
 mod reconcile;
 mod waiting;
 

@@ -17,12 +17,14 @@
 //! - `http`: an admin API request answered.
 //! - `llm`: the LLM clients' requests, tokens, retries, answers, health
 //!   and fallbacks.
+//! - `hook`: the pre-compaction hook's calls.
 //! - `outbox`: the event outbox's relay — events relayed, webhook
 //!   deliveries, the backlog gauges, a step failing.
 //! - `series`: every series created at zero at start-up (the only place
 //!   that names each family and label set up front).
 
 mod compaction;
+mod hook;
 mod http;
 mod job;
 mod llm;
@@ -35,6 +37,7 @@ pub(crate) use compactor_producer::events::InternalEvent;
 pub(crate) use compaction::{
     Compacted, CompactionConflicted, CompactionFailed, CompactionSkipped, ReleaseNotAnnounced,
 };
+pub(crate) use hook::HookCalled;
 pub(crate) use http::RequestServed;
 pub(crate) use job::{
     AttemptEnded, AttemptFailed, AttemptStarted, JobCompleted, JobDeadLettered, RetryScheduled,
@@ -47,4 +50,6 @@ pub(crate) use outbox::{DeliveryAttempted, EventsRelayed, OutboxSampled, RelaySt
 pub(crate) use queue::{
     DepthSampled, JobHandedBack, LeaseLost, LeasesSwept, QueueOpFailed, UnusableEntryDeadLettered,
 };
-pub(crate) use series::{create_event_series, create_llm_series, create_series};
+pub(crate) use series::{
+    create_event_series, create_hook_series, create_llm_series, create_series,
+};

@@ -6,8 +6,8 @@
 //! that records for no event, so it lives with the events.
 
 use compactor_producer::events::catalogue::{
-    labels, names, BacklogState, DeadLetterReason, DeliveryOutcome, EventKind, LlmOutcome, QueueOp,
-    TokenDirection,
+    labels, names, BacklogState, DeadLetterReason, DeliveryOutcome, EventKind, HookOutcome,
+    LlmOutcome, QueueOp, TokenDirection,
 };
 use compactor_producer::metrics::{domain_labels, OTHER_DOMAIN};
 use compactor_producer::store::DegradedReason;
@@ -96,6 +96,14 @@ pub(crate) fn create_event_series<'a>(queue: &str, endpoints: impl IntoIterator<
         metrics::gauge!(names::EVENTS_BACKLOG, "state" => state).set(0.0);
     }
     metrics::gauge!(names::EVENTS_OLDEST_UNDELIVERED_SECONDS, "queue" => queue.to_owned()).set(0.0);
+}
+
+/// Creates the pre-compaction hook's series at zero, every outcome (a
+/// worker with `[hook] url` set).
+pub(crate) fn create_hook_series() {
+    for outcome in HookOutcome::LABELS {
+        metrics::counter!(names::HOOK_CALLS_TOTAL, "outcome" => outcome).increment(0);
+    }
 }
 
 /// Creates `provider`'s LLM series at zero (every outcome, both

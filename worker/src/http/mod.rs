@@ -2,7 +2,8 @@
 //! use compactor, and operators can probe and scrape it.
 //!
 //! - `/v1/workstreams/{domain}/{entity}/…` ([`workstreams`]): messages
-//!   (and ending a turn), compact, status, context, wait. Behind the bearer
+//!   (and ending a turn), compact, status, context, wait, the
+//!   compaction runs ([`runs`]) and recall ([`recall`]). Behind the bearer
 //!   token when one is configured (`auth`); a listen address beyond
 //!   loopback without one refuses to start (`[admin]` settings).
 //! - `/v1/events/deliveries…` ([`events`]): webhook deliveries of
@@ -29,7 +30,9 @@ pub mod extract;
 pub mod limits;
 pub mod openapi;
 mod probes;
+pub mod recall;
 mod request_metrics;
+pub mod runs;
 mod server;
 pub mod workstreams;
 
@@ -170,6 +173,20 @@ fn table() -> Vec<(Method, &'static str, Access, Bound, MethodRouter<AppState>)>
             Access::Token,
             Bound::LongPoll,
             get(workstreams::wait),
+        ),
+        (
+            Method::GET,
+            "/v1/workstreams/{domain}/{entity}/runs",
+            Access::Token,
+            Bound::Request,
+            get(runs::list),
+        ),
+        (
+            Method::GET,
+            "/v1/workstreams/{domain}/{entity}/recall",
+            Access::Token,
+            Bound::Request,
+            get(recall::recall),
         ),
         (
             Method::GET,

@@ -18,7 +18,7 @@ use serde_json::{json, Value};
 use utoipa::OpenApi;
 
 use super::error::{ErrorBody, ErrorCode};
-use super::{branches, events, probes, workstreams};
+use super::{branches, events, probes, recall, runs, workstreams};
 
 /// The derived part of the document.
 #[derive(OpenApi)]
@@ -32,6 +32,8 @@ use super::{branches, events, probes, workstreams};
         workstreams::status,
         workstreams::context,
         workstreams::wait,
+        runs::list,
+        recall::recall,
         events::list,
         events::retry_one,
         events::retry_failed,

@@ -3,6 +3,9 @@
 //! ```text
 //! stale auto request? → nothing to do
 //! take the entity lease (waiters see isCompacting), renewed while we work
+//! ask the pre-compaction hook, when configured (`super::hooked`): skip
+//!   (a `skipped` run, nothing else), a replacement summary, or extra
+//!   instructions and context; it fails open
 //! the compaction pipeline (compactor_shared::pipeline::compact): the cut,
 //!   the ledger, the summary chunk by chunk, rollups, the memory fold, the
 //!   tail's pruning — fed pages from the store, its LLM calls bounded by
@@ -37,7 +40,7 @@ use compactor_producer::queue::payload::JobKind;
 use compactor_producer::queue::{Queue, Trigger};
 use compactor_producer::store::{
     Commit, CommitOutcome, ConflictReason, DegradedReason, EventKind, LeaseTaken, MemoryFold,
-    NewEvent, NewRun, RunOutcome, Store, StoreError, WorkstreamRow,
+    NewEvent, NewRun, RunHook, RunOutcome, Store, StoreError, WorkstreamRow,
 };
 use compactor_shared::config::EngineConfig;
 use compactor_shared::pipeline::{self, PipelineError};
@@ -52,6 +55,7 @@ use tokio::time::Instant;
 use tokio_util::task::TaskTracker;
 use tracing::{debug, info, warn};
 
+use super::hooked::{self, Asked, Plan};
 use super::summarizer::{Fallback, LlmUsage, SummarizeError, Summarizer};
 use crate::events::{
     Compacted, CompactionConflicted, CompactionFailed, CompactionSkipped, FellBack, InternalEvent,
@@ -135,6 +139,8 @@ pub struct CompactHandler {
     /// Woken right after an attempt wrote an event to the outbox, so the
     /// relay picks it up at once rather than at its next poll.
     pub(super) outbox_wake: Arc<Notify>,
+    /// The pre-compaction hook, when `[hook] url` is set.
+    hook: Option<crate::hook::Hook>,
 }
 
 impl std::fmt::Debug for CompactHandler {
@@ -255,6 +261,8 @@ struct Prepared {
     usage: LlmUsage,
     /// Summarized offline in place of the LLM.
     degraded: bool,
+    /// What the pre-compaction hook did.
+    hook: RunHook,
 }
 
 impl CompactHandler {
@@ -274,7 +282,14 @@ impl CompactHandler {
             hooks: Hooks::default(),
             cleanups: TaskTracker::new(),
             outbox_wake: Arc::new(Notify::new()),
+            hook: None,
         }
+    }
+
+    /// Asks `hook` before each compaction summarizes (none: no hook).
+    pub fn with_hook(mut self, hook: Option<crate::hook::Hook>) -> CompactHandler {
+        self.hook = hook;
+        self
     }
 
     /// Wakes `wake` (the outbox relay's) after each event an attempt
@@ -327,7 +342,7 @@ impl CompactHandler {
         }
         let owner = job.lease_token.as_str();
         self.take_lease(job, ws.id, owner).await?;
-        let mut guard = LeaseGuard::new(self, job, ws.id);
+        let mut guard = LeaseGuard::new(self, job, ws.id, started);
         let outcome = self.under_lease(job, ws.id, owner, started).await;
         let (done, event) = match outcome {
             Ok(Held::Skipped { no_progress }) => {
@@ -442,10 +457,22 @@ impl CompactHandler {
         if !job.trigger.is_manual() && !self.due(&ws) {
             return Ok(Held::Skipped { no_progress: false });
         }
-        let prepared = tokio::select! {
-            p = self.prepare_with_fallback(job, &ws) => p?,
+        let (asked, prepared) = tokio::select! {
+            p = self.ask_and_prepare(job, &ws) => p?,
             lost = self.keep_lease(ws.id, owner) => return Err(lost),
         };
+        if let Plan::Skip = asked.plan {
+            // Nothing compacted; the row tells operators why.
+            let mut run = self.run_row(job, started, RunOutcome::Skipped, None, &Calls::default());
+            run.hook = asked.record;
+            run.llm_model = None;
+            self.store.record_run(ws.id, &run).await?;
+            info!(
+                reason = "hook_skip",
+                "skipped: the pre-compaction hook said skip"
+            );
+            return Ok(Held::Skipped { no_progress: false });
+        }
         let Some(prepared) = prepared else {
             return Ok(Held::Skipped {
                 no_progress: !job.trigger.is_manual(),
@@ -496,6 +523,7 @@ impl CompactHandler {
             llm_tokens_out: calls.output_tokens,
             error,
             summary: None,
+            hook: RunHook::default(),
         }
     }
 
@@ -587,6 +615,50 @@ impl CompactHandler {
         }
     }
 
+    /// Asks the hook (when one is configured), then prepares as it says:
+    /// nothing on skip, with its replacement summary, or with the
+    /// configured summarizer and the hook's instructions and context.
+    async fn ask_and_prepare(
+        &self,
+        job: &Job,
+        ws: &WorkstreamRow,
+    ) -> Result<(Asked, Option<Prepared>), CompactError> {
+        let asked = match &self.hook {
+            Some(hook) => {
+                let mut pages = self.pages(ws.id);
+                let engine = &self.settings.engine;
+                hooked::ask(hook, job, ws, engine, self.estimator.as_ref(), &mut pages).await?
+            }
+            None => Asked::default(),
+        };
+        let prepared = match &asked.plan {
+            Plan::Skip => None,
+            Plan::Replace(output) => {
+                let replaced = Summarizer::Replaced(output.clone());
+                self.prepare(job, ws, &replaced, &asked, job.deadline)
+                    .await?
+            }
+            Plan::Proceed | Plan::Steer { .. } => {
+                self.prepare_with_fallback(job, ws, &asked).await?
+            }
+        };
+        let prepared = prepared.map(|p| Prepared {
+            hook: asked.record,
+            ..p
+        });
+        Ok((asked, prepared))
+    }
+
+    /// The workstream's un-compacted messages, page by page.
+    fn pages(&self, workstream_id: i64) -> StorePages<'_> {
+        StorePages {
+            store: &self.store,
+            workstream_id,
+            page_size: self.settings.page_size,
+            page_tokens: self.settings.page_tokens,
+        }
+    }
+
     /// Prepares with the configured summarizer. When the fallback is
     /// allowed, the extractive summarizer stands in (the run is degraded,
     /// with its reason):
@@ -599,6 +671,7 @@ impl CompactHandler {
         &self,
         job: &Job,
         ws: &WorkstreamRow,
+        asked: &Asked,
     ) -> Result<Option<Prepared>, CompactError> {
         let end = job
             .deadline
@@ -616,7 +689,7 @@ impl CompactHandler {
                 reason: DegradedReason::LlmUnhealthy,
                 error: None,
             };
-            return self.fall_back(job, ws, end, calls, fallback).await;
+            return self.fall_back(job, ws, asked, end, calls, fallback).await;
         }
         let may_fall_back = job.is_last_attempt() && fallback_allowed;
         // On the last attempt a third of the time is kept for the offline
@@ -627,7 +700,10 @@ impl CompactHandler {
         } else {
             end
         };
-        match self.prepare(job, ws, &self.summarizer, llm_deadline).await {
+        match self
+            .prepare(job, ws, &self.summarizer, asked, llm_deadline)
+            .await
+        {
             Err(e)
                 if fallback_allowed
                     && e.is_summarizer()
@@ -643,7 +719,7 @@ impl CompactHandler {
                     reason,
                     error: Some(e.to_string().chars().take(1_000).collect()),
                 };
-                self.fall_back(job, ws, end, calls, fallback).await
+                self.fall_back(job, ws, asked, end, calls, fallback).await
             }
             other => other,
         }
@@ -655,6 +731,7 @@ impl CompactHandler {
         &self,
         job: &Job,
         ws: &WorkstreamRow,
+        asked: &Asked,
         deadline: Instant,
         calls: Calls,
         fallback: Fallback,
@@ -665,7 +742,7 @@ impl CompactHandler {
         }
         .emit();
         let mut prepared = self
-            .prepare(job, ws, &Summarizer::Extractive, deadline)
+            .prepare(job, ws, &Summarizer::Extractive, asked, deadline)
             .await?;
         if let Some(p) = prepared.as_mut() {
             p.degraded = true;
@@ -685,6 +762,7 @@ impl CompactHandler {
         job: &Job,
         ws: &WorkstreamRow,
         summarizer: &Summarizer,
+        asked: &Asked,
         deadline: Instant,
     ) -> Result<Option<Prepared>, CompactError> {
         let engine = &self.settings.engine;
@@ -698,17 +776,13 @@ impl CompactHandler {
             uncompacted_tokens: ws.uncompacted_tokens,
         };
         let request = pipeline::Request {
-            instructions: match &job.trigger {
+            instructions: asked.instructions(match &job.trigger {
                 Trigger::Manual { instructions } => instructions.clone(),
                 _ => None,
-            },
+            }),
+            context: asked.context(),
         };
-        let mut pages = StorePages {
-            store: &self.store,
-            workstream_id: ws.id,
-            page_size: self.settings.page_size,
-            page_tokens: self.settings.page_tokens,
-        };
+        let mut pages = self.pages(ws.id);
         let mut step = Step {
             summarizer,
             engine,
@@ -742,6 +816,7 @@ impl CompactHandler {
             compacted,
             usage: step.usage,
             degraded: false,
+            hook: RunHook::default(),
         }))
     }
 
@@ -757,6 +832,7 @@ impl CompactHandler {
             compacted,
             usage,
             degraded,
+            hook,
         } = prepared;
         let pipeline::Compacted {
             watermark,
@@ -799,6 +875,7 @@ impl CompactHandler {
             llm_tokens_out: usage.calls.output_tokens,
             error: usage.fallback.and_then(|f| f.error),
             summary: Some(summary.render()),
+            hook,
         };
         let commit = Commit {
             workstream_id: ws.id,
@@ -1041,15 +1118,42 @@ enum Held {
 /// future be dropped while it holds the lease (the runtime cancels an
 /// attempt that outlives its lock duration, loses its queue lease, or is
 /// still running when the shutdown grace ends). Without it, waiters would
-/// stall until the lease deadline and the re-run would wait for it.
+/// stall until the lease deadline and the re-run would wait for it. The
+/// release records the attempt as a failed run and writes its
+/// `compaction.failed` event in the same transaction, as any other failed
+/// attempt does; whether the job is retried or dead-lettered is the
+/// runtime's call (a dead letter writes its own event), so the event says
+/// `final: false` and the failure does not count towards the breaker.
 struct LeaseGuard {
-    armed: Option<(CompactHandler, Job, i64)>,
+    armed: Option<Armed>,
 }
 
+/// What a [`LeaseGuard`] needs to give the lease back.
+struct Armed {
+    handler: CompactHandler,
+    job: Job,
+    workstream_id: i64,
+    started: chrono::DateTime<Utc>,
+}
+
+/// The error recorded on a cancelled attempt's run and event.
+const CANCELLED: &str =
+    "the attempt was cancelled (its lock duration ended, its queue lease was lost, or the worker shut down)";
+
 impl LeaseGuard {
-    fn new(handler: &CompactHandler, job: &Job, workstream_id: i64) -> LeaseGuard {
+    fn new(
+        handler: &CompactHandler,
+        job: &Job,
+        workstream_id: i64,
+        started: chrono::DateTime<Utc>,
+    ) -> LeaseGuard {
         LeaseGuard {
-            armed: Some((handler.clone(), job.clone(), workstream_id)),
+            armed: Some(Armed {
+                handler: handler.clone(),
+                job: job.clone(),
+                workstream_id,
+                started,
+            }),
         }
     }
 
@@ -1086,7 +1190,13 @@ fn since_ms(started: chrono::DateTime<Utc>) -> i64 {
 
 impl Drop for LeaseGuard {
     fn drop(&mut self) {
-        let Some((handler, job, workstream_id)) = self.armed.take() else {
+        let Some(Armed {
+            handler,
+            job,
+            workstream_id,
+            started,
+        }) = self.armed.take()
+        else {
             return;
         };
         if tokio::runtime::Handle::try_current().is_err() {
@@ -1095,12 +1205,36 @@ impl Drop for LeaseGuard {
         warn!("attempt cancelled while holding the entity lease: releasing it");
         let cleanups = handler.cleanups.clone();
         cleanups.spawn(async move {
-            handler.release(workstream_id, &job.lease_token).await;
+            let owner = job.lease_token.as_str();
+            let run = handler.run_row(
+                &job,
+                started,
+                RunOutcome::Failed,
+                Some(CANCELLED.to_owned()),
+                &Calls::default(),
+            );
+            let failed = handler.outbox_event(
+                &job,
+                EventKind::CompactionFailed,
+                json!({ "error": CANCELLED, "final": false }),
+            );
+            match handler
+                .store
+                .record_failure_with_event(workstream_id, owner, &run, false, Some(&failed))
+                .await
+            {
+                Ok(true) => handler.outbox_wake.notify_one(),
+                Ok(false) => {}
+                Err(e) => {
+                    warn!(error = %e, "could not record the cancelled attempt; releasing the lease");
+                    handler.release(workstream_id, owner).await;
+                }
+            }
             let event = handler.event(
                 &job,
                 EventOutcome::Failed,
                 &Report::default(),
-                Some("the attempt was cancelled".into()),
+                Some(CANCELLED.to_owned()),
             );
             handler.announce(&job.key, &event).await;
         });

@@ -119,6 +119,10 @@ pub enum Summarizer {
     /// No network: sentences and exact values picked from the transcript.
     Extractive,
     Llm(LlmClient),
+    /// The pre-compaction hook's summary, already parsed and checked
+    /// (`super::hooked`): every chunk's answer; rollups and memory folds
+    /// are done offline. Nothing is called.
+    Replaced(Box<SummarizerOutput>),
 }
 
 /// A failure inside one LLM step, before the calls are attached.
@@ -165,7 +169,7 @@ impl Summarizer {
     /// Model name for the audit trail (`None` for the extractive one).
     pub fn model(&self) -> Option<String> {
         match self {
-            Summarizer::Extractive => None,
+            Summarizer::Extractive | Summarizer::Replaced(_) => None,
             Summarizer::Llm(client) => Some(client.model().to_owned()),
         }
     }
@@ -175,6 +179,7 @@ impl Summarizer {
     pub fn provider(&self) -> &'static str {
         match self {
             Summarizer::Extractive => "extractive",
+            Summarizer::Replaced(_) => "hook",
             Summarizer::Llm(client) => client.provider(),
         }
     }
@@ -184,7 +189,7 @@ impl Summarizer {
     /// compaction should summarize offline straight away.
     pub fn is_unhealthy(&self) -> bool {
         match self {
-            Summarizer::Extractive => false,
+            Summarizer::Extractive | Summarizer::Replaced(_) => false,
             Summarizer::Llm(client) => !client.is_healthy(),
         }
     }
@@ -206,6 +211,7 @@ impl Summarizer {
                 budget,
                 estimator,
             )),
+            Summarizer::Replaced(output) => Ok(output.as_ref().clone()),
             Summarizer::Llm(client) => {
                 let prompt = prompt::compaction_prompt(input, budget);
                 let step = Step::Compaction;
@@ -236,7 +242,9 @@ impl Summarizer {
         usage: &mut LlmUsage,
     ) -> Result<Summary, SummarizeError> {
         match self {
-            Summarizer::Extractive => Ok(extractive::rollup(summary, target_tokens, estimator)),
+            Summarizer::Extractive | Summarizer::Replaced(_) => {
+                Ok(extractive::rollup(summary, target_tokens, estimator))
+            }
             Summarizer::Llm(client) => {
                 let prompt = prompt::rollup_prompt(summary, target_tokens);
                 let step = Step::Rollup;
@@ -267,7 +275,7 @@ impl Summarizer {
         usage: &mut LlmUsage,
     ) -> Result<String, SummarizeError> {
         match self {
-            Summarizer::Extractive => {
+            Summarizer::Extractive | Summarizer::Replaced(_) => {
                 Ok(extractive::fold_memory_block(previous, entries, max_chars))
             }
             Summarizer::Llm(client) => {

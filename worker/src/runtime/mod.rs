@@ -247,14 +247,25 @@ fn worker_id(name: &str) -> String {
     format!("{name}-{}-{started:x}", std::process::id())
 }
 
-/// Called after the queue dead-lettered a job that failed (its last
-/// attempt, or a permanent error), with the job and the reason recorded:
-/// the worker writes `compaction.dead_lettered` to the event outbox here.
-pub type DeadLetterHook = Arc<
-    dyn Fn(&compactor_producer::queue::ClaimedJob, &str) -> futures::future::BoxFuture<'static, ()>
-        + Send
-        + Sync,
->;
+/// Called after the queue dead-lettered a job: one that failed (its last
+/// attempt, or a permanent error) or one the sweep found stalled past
+/// `max_stalls`. The worker writes `compaction.dead_lettered` to the event
+/// outbox here.
+pub type DeadLetterHook =
+    Arc<dyn Fn(&DeadLettered) -> futures::future::BoxFuture<'static, ()> + Send + Sync>;
+
+/// A job the queue dead-lettered, as a [`DeadLetterHook`] is told of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeadLettered {
+    pub key: compactor_shared::EntityKey,
+    pub job_id: u64,
+    /// Attempts made (a stalled job's count excludes the stalls).
+    pub attempt: u32,
+    /// The trigger's label ([`compactor_shared::payload::Trigger::label`]).
+    pub trigger: &'static str,
+    /// The reason the queue recorded.
+    pub reason: String,
+}
 
 /// Runtime failures.
 #[derive(Debug, thiserror::Error)]

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use compactor_producer::events::catalogue::QueueOp;
 use tracing::warn;
 
-use super::Shared;
+use super::{DeadLettered, Shared};
 use crate::events::{DepthSampled, InternalEvent, LeasesSwept};
 
 /// Runs until the runtime stops.
@@ -68,14 +68,15 @@ async fn recover(shared: &Shared) {
     let queue = shared.queue_label();
     let batch = shared.config.recovery_batch;
     loop {
-        match shared.queue.recover(batch).await {
-            Ok(r) => {
+        match shared.queue.recover_listing(batch).await {
+            Ok((r, dead)) => {
                 LeasesSwept {
                     queue: &queue,
                     recovered: r.recovered,
                     dead_lettered: r.dead_lettered,
                 }
                 .emit();
+                announce_stalled(shared, &dead).await;
                 if r.recovered + r.dead_lettered < u64::from(batch) {
                     return;
                 }
@@ -85,6 +86,42 @@ async fn recover(shared: &Shared) {
                 return;
             }
         }
+    }
+}
+
+/// Tells the dead-letter hook of each job the sweep dead-lettered for
+/// stalling, read back from its dead letter (the copy kept for the
+/// operator). A dead letter gone already (purged or retried meanwhile) or
+/// whose payload this build cannot read names no workstream: logged, no
+/// event.
+async fn announce_stalled(shared: &Shared, entries: &[String]) {
+    let Some(hook) = &shared.on_dead_letter else {
+        return;
+    };
+    for entry in entries {
+        let letter = match shared.queue.dead_letter(entry).await {
+            Ok(Some(letter)) => letter,
+            Ok(None) => continue,
+            Err(error) => {
+                shared.count_error(QueueOp::Recover, &error);
+                continue;
+            }
+        };
+        let Some(payload) = letter.decoded_payload() else {
+            warn!(
+                entry = entry.as_str(),
+                "a stalled job's payload is unreadable: no dead_lettered event"
+            );
+            continue;
+        };
+        hook(&DeadLettered {
+            key: payload.key,
+            job_id: letter.job_id,
+            attempt: letter.attempts,
+            trigger: payload.trigger.label(),
+            reason: letter.reason,
+        })
+        .await;
     }
 }
 

@@ -226,6 +226,15 @@ async fn requests_status_wait_context_and_queue_stats() {
         w.ok(&["enqueue", "chat", "s1"], None)["outcome"],
         "coalesced"
     );
+    assert_eq!(
+        w.db.scalar(
+            "SELECT COUNT(*) AS n FROM events \
+             WHERE kind = 'compaction.requested' AND entity_id = 's1'"
+        )
+        .await,
+        1,
+        "the added request wrote its event, the coalesced one none"
+    );
     w.ok(&["append", "chat", "s2"], Some(LINES));
     let manual = w.ok(
         &[
@@ -466,7 +475,22 @@ async fn dead_letters_are_listed_retried_and_purged() {
     let err: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(err["error"]["code"], "not_found");
 
+    assert_eq!(
+        w.db.scalar("SELECT COUNT(*) AS n FROM events WHERE kind = 'compaction.requested'")
+            .await,
+        0
+    );
     assert_eq!(w.ok(&["dlq", "retry", &entry], None)["outcome"], "added");
+    let entity = entry.split('|').next().unwrap().rsplit(':').next().unwrap();
+    assert_eq!(
+        w.db.scalar(&format!(
+            "SELECT COUNT(*) AS n FROM events WHERE kind = 'compaction.requested' \
+             AND entity_id = '{entity}' AND payload LIKE '%\"auto\"%'"
+        ))
+        .await,
+        1,
+        "the retry is a request: its event, with the trigger it had"
+    );
     assert_eq!(code(&w.run(&["dlq", "retry", &entry], None)), 1, "gone now");
     assert_eq!(code(&w.run(&["dlq", "purge"], None)), 2, "which one?");
     assert_eq!(w.ok(&["dlq", "purge", "--all"], None)["purged"], 1);

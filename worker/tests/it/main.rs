@@ -19,6 +19,7 @@ mod default_config;
 mod llm;
 mod processes;
 mod queue_metrics;
+mod recall_cli;
 mod runtime;
 mod settings;
 mod startup;

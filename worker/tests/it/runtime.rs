@@ -347,6 +347,31 @@ async fn an_attempt_longer_than_the_lock_duration_is_cancelled_and_retried() {
     running.stop().await;
 }
 
+/// An attempt that keeps its thread busy for longer than the lease (CPU
+/// work that does not yield, as the offline summarizer over a long span
+/// on a loaded machine) keeps its lease: the renewals run in a task of
+/// their own. Were they polled beside the attempt, the lease would expire,
+/// the sweep would hand the job to a second attempt, and the first one's
+/// completion would be refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_attempt_busy_on_its_thread_for_longer_than_the_lease_keeps_it() {
+    let t = TestQueue::with(fast_queue()).await;
+    let log = Log::default();
+    let handler = log.handler(|_, _| async move {
+        // Three lease lengths (1 s each) without yielding.
+        std::thread::sleep(Duration::from_secs(3));
+        Ok(())
+    });
+    let running = Running::start(&t.queue, fast_runtime(), handler);
+    let k = key("busy");
+    request(&t.queue, &k).await;
+    until_done(&t.queue, &k, "the busy attempt completed").await;
+    running.stop().await;
+    assert_eq!(log.len(), 1, "one attempt, never handed to another");
+    assert!(log.get(0).ended.is_some(), "it finished");
+    assert_eq!(log.get(0).attempt, 1);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_lets_an_in_flight_job_finish_and_claims_nothing_more() {
     let t = TestQueue::with(fast_queue()).await;

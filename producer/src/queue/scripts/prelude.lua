@@ -212,6 +212,7 @@ local function dead_letter(job, dead, prefix, member, reason, now, max_count, ma
   redis.call('PEXPIRE', record, max_age)
   redis.call('ZADD', dead, now, entry)
   trim_dead(dead, prefix, now, max_count, max_age)
+  return entry
 end
 
 -- Ends a run that will not be retried: adds the follow-up recorded while

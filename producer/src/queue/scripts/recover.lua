@@ -10,13 +10,13 @@
 --         5 urgent zset
 --   ARGV: 1 key prefix, 2 max stalls, 3 batch limit, 4 dead max count,
 --         5 dead max age (ms), 6 wake channel
--- Returns {recovered, dead_lettered}.
+-- Returns {recovered, dead_lettered, {dead-letter entries made}}.
 expect_types(KEYS[1], 'zset', KEYS[2], 'zset', KEYS[3], 'zset', KEYS[5], 'zset')
 expect_counter(KEYS[4])
 local lanes = lanes_of(KEYS[2], KEYS[5])
 local now = now_ms()
 local expired = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[3]))
-local recovered, dead = 0, 0
+local recovered, dead, entries = 0, 0, {}
 for _, member in ipairs(expired) do
   redis.call('ZREM', KEYS[1], member)
   local job = job_key(ARGV[1], member)
@@ -26,7 +26,7 @@ for _, member in ipairs(expired) do
     if stalls > tonumber(ARGV[2]) then
       dead = dead + 1
       local reason = 'stalled: the lease expired ' .. stalls .. ' times'
-      dead_letter(job, KEYS[3], ARGV[1], member, reason, now, ARGV[4], ARGV[5])
+      entries[#entries + 1] = dead_letter(job, KEYS[3], ARGV[1], member, reason, now, ARGV[4], ARGV[5])
       redis.call('HSET', job, 'last_error', 'stalled')
       end_run(job, lanes, KEYS[4], ARGV[6], member, f[3], f[4], now, 'dead', ARGV[5])
       announce_settled(ARGV[1], member, 'dead')
@@ -38,4 +38,4 @@ for _, member in ipairs(expired) do
   end
 end
 trim_dead(KEYS[3], ARGV[1], now, ARGV[4], ARGV[5])
-return {recovered, dead}
+return {recovered, dead, entries}

@@ -30,6 +30,8 @@ pub(crate) struct Model {
     pub error: Option<String>,
     #[sea_orm(column_type = "Text", nullable)]
     pub summary: Option<String>,
+    pub hook_outcome: Option<String>,
+    pub hook_duration_ms: Option<i64>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -6,10 +6,11 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use compactor_producer::client::{
-    ClientSettings, IdempotencyKey, IncomingMessage, Readiness, TurnOutcome, WaitMode,
+    record_requested, ClientSettings, IdempotencyKey, IncomingMessage, Readiness, TurnOutcome,
+    WaitMode,
 };
 use compactor_producer::events::EventOutcome;
-use compactor_producer::queue::{EnqueueOutcome, Trigger};
+use compactor_producer::queue::{EnqueueOutcome, Queue, Trigger};
 use compactor_producer::store::{SchemaStatus, Store};
 use compactor_shared::EntityKey;
 use serde::Serialize;
@@ -57,6 +58,11 @@ pub(crate) async fn run(command: Command, settings: &ClientSettings, out: Output
         Command::Dlq { command } => dlq(settings, command, out).await,
         Command::Events { command } => events(settings, command, out).await,
         Command::Runs { target, limit } => runs(settings, &target, limit, out).await,
+        Command::Recall {
+            target,
+            words,
+            limit,
+        } => crate::recall::recall(settings, &target, &words, limit, out).await,
         Command::Reconcile => reconcile(settings, out).await,
         Command::Demo {
             turns,
@@ -99,7 +105,7 @@ fn turn_json(turn: &TurnOutcome) -> serde_json::Value {
 }
 
 /// Runs a command body, turning its failure into an exit code.
-async fn report<F>(out: Output, body: F) -> ExitCode
+pub(crate) async fn report<F>(out: Output, body: F) -> ExitCode
 where
     F: std::future::Future<Output = Result<ExitCode, Failure>>,
 {
@@ -305,8 +311,11 @@ fn describe_turn(turn: &TurnOutcome) -> String {
 async fn enqueue(settings: &ClientSettings, target: &Target, out: Output) -> ExitCode {
     report(out, async {
         let key = key_of(target)?;
+        let store = Store::connect_with(&settings.database).await?;
         let queue = queue(settings).await?;
         let outcome = queue.request_compaction(&key, Trigger::Auto).await?;
+        // As the client's requests do: the event follows Redis's change.
+        record_requested(&store, &key, &Trigger::Auto, &outcome).await;
         out.print(&Enqueued::from(&outcome), || {
             format!("{key}: {}", outcome.label())
         });
@@ -526,7 +535,7 @@ async fn dlq(settings: &ClientSettings, command: DlqCommand, out: Output) -> Exi
                 });
                 Ok(ExitCode::SUCCESS)
             }
-            DlqCommand::Retry { entry } => match queue.retry_dead(&entry).await? {
+            DlqCommand::Retry { entry } => match retry_dead(settings, &queue, &entry).await? {
                 Some(outcome) => {
                     out.print(&Enqueued::from(&outcome), || {
                         format!("{entry}: requested again ({})", outcome.label())
@@ -551,6 +560,24 @@ async fn dlq(settings: &ClientSettings, command: DlqCommand, out: Output) -> Exi
         }
     })
     .await
+}
+
+/// Requests a dead letter's entity again and writes its
+/// `compaction.requested` event, as any request does. `None` when there is
+/// no such dead letter.
+async fn retry_dead(
+    settings: &ClientSettings,
+    queue: &Queue,
+    entry: &str,
+) -> Result<Option<EnqueueOutcome>, Failure> {
+    let store = Store::connect_with(&settings.database).await?;
+    let Some((key, trigger, outcome)) = queue.retry_dead_request(entry).await? else {
+        return Ok(None);
+    };
+    if let Some(trigger) = trigger {
+        record_requested(&store, &key, &trigger, &outcome).await;
+    }
+    Ok(Some(outcome))
 }
 
 async fn events(settings: &ClientSettings, command: EventsCommand, out: Output) -> ExitCode {
@@ -718,6 +745,17 @@ async fn runs(settings: &ClientSettings, target: &Target, limit: u64, out: Outpu
                             r.run.llm_tokens_in,
                             r.run.llm_tokens_out
                         ),
+                    ]);
+                }
+                if let Some(hook) = r.run.hook.outcome {
+                    let took = r
+                        .run
+                        .hook
+                        .duration_ms
+                        .map_or(String::new(), |ms| format!(" ({ms} ms)"));
+                    rows.push(vec![
+                        "hook".to_owned(),
+                        format!("{}{took}", human::words(hook.as_str())),
                     ]);
                 }
                 if let Some(error) = &r.run.error {

@@ -13,6 +13,7 @@ mod demo;
 mod failure;
 mod human;
 mod output;
+mod recall;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -129,6 +130,18 @@ enum Command {
     Runs {
         #[command(flatten)]
         target: Target,
+        #[arg(long, default_value_t = 20)]
+        limit: u64,
+    },
+    /// Find a workstream's messages (compacted or not) that contain every
+    /// word, newest first, with the compaction run that folded each.
+    Recall {
+        #[command(flatten)]
+        target: Target,
+        /// The words to find (case-insensitive, exact per word).
+        #[arg(required = true, num_args = 1..)]
+        words: Vec<String>,
+        /// Most messages shown (1-100).
         #[arg(long, default_value_t = 20)]
         limit: u64,
     },

@@ -215,7 +215,14 @@ async fn fail(shared: &Shared, job: &ClaimedJob, error: &JobError, domain: &str)
             }
             .emit();
             if let Some(hook) = &shared.on_dead_letter {
-                hook(job, &reason).await;
+                hook(&crate::runtime::DeadLettered {
+                    key: job.key.clone(),
+                    job_id: job.job_id,
+                    attempt: job.attempt,
+                    trigger: job.payload.trigger.label(),
+                    reason,
+                })
+                .await;
             }
         }
         Some(Failure::LeaseLost) => shared.lease_lost("failed after the lease was lost"),

@@ -2,12 +2,19 @@
 //! when it is lost — a renewal refused, or Redis unreachable for longer
 //! than the lease lasts — the attempt is cancelled ([`Stop::LeaseLost`]),
 //! because another worker may be running the job by then.
+//!
+//! The renewals run in a task of their own, not beside the attempt in its
+//! task: an attempt busy on the CPU for longer than the lease (the offline
+//! summarizer over a long span, on a slow or loaded machine) would
+//! otherwise starve them, lose its lease to the recovery sweep and be
+//! cancelled for it, again and again.
 
 use std::future::Future;
 use std::sync::Arc;
 
 use compactor_producer::events::catalogue::QueueOp;
 use compactor_producer::queue::ClaimedJob;
+use tokio_util::task::AbortOnDropHandle;
 
 use super::around::{AroundAttempt, Run};
 use crate::runtime::attempt::{Attempt, Outcome, Stop};
@@ -34,9 +41,22 @@ impl AroundAttempt for Heartbeat {
         let job = Arc::clone(&attempt.job);
         let run = inner(attempt);
         Box::pin(async move {
+            // Aborted when the attempt ends or is dropped.
+            let renewals =
+                AbortOnDropHandle::new(tokio::spawn(
+                    async move { keep_lease(&shared, &job).await },
+                ));
+            // A task spawned here sits in this thread's next-task slot,
+            // which other threads do not steal from: let it start (it
+            // parks on its timer at once) before the attempt may keep
+            // this thread busy. Its later wake-ups come from whichever
+            // thread drives the timers.
+            tokio::task::yield_now().await;
             tokio::select! {
                 outcome = run => outcome,
-                what = keep_lease(&shared, &job) => Err(Stop::LeaseLost(what)),
+                what = renewals => Err(Stop::LeaseLost(
+                    what.unwrap_or("the lease renewals stopped"),
+                )),
             }
         })
     }
