@@ -14,6 +14,7 @@
 //! | `m20261126_000002_create_event_outbox` | `events` and `event_deliveries`: the transactional outbox of compaction events and their webhook deliveries |
 //! | `m20261127_000001_add_compaction_run_hook` | `compaction_runs`: what the pre-compaction hook did (`hook_outcome`, `hook_duration_ms`) |
 //! | `m20261127_000002_add_message_search` | recall: full-text search over messages (PostgreSQL `tsvector` + GIN, SQLite FTS5) and `messages.compacted_by_run_id` |
+//! | `m20261127_000003_add_message_branches` | `messages.parent_id`, `workstreams.head_message_id` and `branch_summaries`: message branches and the summaries of abandoned ones |
 //!
 //! Every migration is written with the sea-query schema builder only, so the
 //! same code creates the schema on PostgreSQL (production) and SQLite (the
@@ -33,6 +34,7 @@ mod m20261124_000001_add_message_client_ids;
 mod m20261126_000002_create_event_outbox;
 mod m20261127_000001_add_compaction_run_hook;
 mod m20261127_000002_add_message_search;
+mod m20261127_000003_add_message_branches;
 
 pub use sea_orm_migration::{MigrationTrait, MigratorTrait};
 
@@ -55,6 +57,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261126_000002_create_event_outbox::Migration),
             Box::new(m20261127_000001_add_compaction_run_hook::Migration),
             Box::new(m20261127_000002_add_message_search::Migration),
+            Box::new(m20261127_000003_add_message_branches::Migration),
         ]
     }
 }
@@ -108,6 +111,7 @@ mod tests {
                 "m20261126_000002_create_event_outbox",
                 "m20261127_000001_add_compaction_run_hook",
                 "m20261127_000002_add_message_search",
+                "m20261127_000003_add_message_branches",
             ]
         );
     }

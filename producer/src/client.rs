@@ -50,6 +50,9 @@ use crate::store::{
     StoreError, WorkstreamRow, CLIENT_ID_MAX_BYTES,
 };
 
+mod branches;
+pub use branches::{BranchLeft, HeadOutcome};
+
 /// Largest message accepted, as JSON (a bigger one is an error, not a
 /// truncation: the caller decides what to drop).
 pub const MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
@@ -527,6 +530,16 @@ impl Compactor {
         key: &EntityKey,
         messages: Vec<IncomingMessage>,
     ) -> Result<AppendOutcome, ClientError> {
+        self.append_messages_at(key, None, messages).await
+    }
+
+    /// [`Compactor::append_messages`] after `parent` (`branches` module).
+    async fn append_messages_at(
+        &self,
+        key: &EntityKey,
+        parent: Option<MessageId>,
+        messages: Vec<IncomingMessage>,
+    ) -> Result<AppendOutcome, ClientError> {
         let mut rows = Vec::with_capacity(messages.len());
         for (index, m) in messages.into_iter().enumerate() {
             if let Some(client_id) = &m.client_id {
@@ -570,13 +583,19 @@ impl Compactor {
                 client_id: m.client_id,
             });
         }
-        let appended = match self.inner.store.append_messages(key, &rows).await {
+        let appended = match self
+            .inner
+            .store
+            .append_messages_at(key, parent, &rows)
+            .await
+        {
             Ok(appended) => appended,
             Err(StoreError::ClientIdConflict {
                 client_id, index, ..
             }) => return Err(ClientError::ClientIdConflict { index, client_id }),
             Err(e) => return Err(e.into()),
         };
+        self.request_branch_summary(key, appended.abandoned).await;
         Ok(AppendOutcome {
             ids: appended.ids,
             uncompacted_tokens: appended.uncompacted_tokens,
@@ -974,6 +993,7 @@ impl Compactor {
             &engine.context,
             &self.inner.estimator,
         );
+        let context = self.with_branch_summaries(ws.id, context).await?;
         Ok(TurnContext {
             context,
             truncated: window.truncated(),

@@ -104,6 +104,29 @@ pub struct EngineConfig {
     pub extractive: ExtractiveConfig,
     pub memory_block: MemoryBlockConfig,
     pub context: ContextConfig,
+    /// Summaries of the branches the head leaves.
+    pub branch: BranchConfig,
+}
+
+/// `[engine.branch]`: summaries of abandoned branches.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct BranchConfig {
+    /// Estimated tokens of the abandoned branch's messages a summary reads,
+    /// filled newest first (pi's budget): the end of a branch, where it was
+    /// left, matters most. The newest message is always read.
+    pub budget_tokens: u64,
+}
+
+/// Default `[engine.branch] budget_tokens`.
+pub const DEFAULT_BRANCH_BUDGET_TOKENS: u64 = 16_000;
+
+impl Default for BranchConfig {
+    fn default() -> Self {
+        BranchConfig {
+            budget_tokens: DEFAULT_BRANCH_BUDGET_TOKENS,
+        }
+    }
 }
 
 impl Default for EngineConfig {
@@ -122,6 +145,7 @@ impl Default for EngineConfig {
             extractive: ExtractiveConfig::default(),
             memory_block: MemoryBlockConfig::default(),
             context: ContextConfig::default(),
+            branch: BranchConfig::default(),
         }
     }
 }
@@ -148,6 +172,9 @@ impl EngineConfig {
         };
         if self.chars_per_token == 0 {
             return invalid("chars_per_token", "must be at least 1");
+        }
+        if self.branch.budget_tokens == 0 {
+            return invalid("branch.budget_tokens", "must be at least 1");
         }
         if self.chunk.max_chars < MIN_CHUNK_MAX_CHARS {
             return invalid("chunk.max_chars", "must be at least 1000");

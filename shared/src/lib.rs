@@ -12,6 +12,8 @@
 //! - [`message`]: messages and their typed parts.
 //! - [`tokens`]: token estimation (`chars / 3`, or a real tokenizer).
 //! - [`trigger`]: when a workstream is due for compaction.
+//! - [`branch`]: what is kept of a branch the user left (file operations,
+//!   budget, rendering).
 //! - [`boundary`]: which messages are compacted and which stay verbatim.
 //! - [`prune`]: soft compaction of old tool output.
 //! - [`transcript`]: the compacted span rendered for the summarizer.
@@ -32,6 +34,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod boundary;
+pub mod branch;
 pub mod chunk;
 pub mod config;
 pub mod context;

@@ -3,6 +3,7 @@
 //! content: the job reads the current workstream when it starts.
 
 use crate::key::EntityKey;
+use crate::message::MessageId;
 use serde::{Deserialize, Serialize};
 
 /// Version written by this build. Readers refuse other versions with
@@ -61,6 +62,39 @@ impl Trigger {
     }
 }
 
+/// Which job a payload asks for. A payload without `job` (every payload
+/// written before branches, and every compaction request now) is a
+/// compaction, so old payloads parse unchanged and compaction payloads are
+/// written byte for byte as before.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum JobKind {
+    /// Compact the workstream (the entity's one compaction job).
+    #[default]
+    Compact,
+    /// Summarize the branch the head left: the messages from
+    /// `branch_point` (exclusive) to `leaf`. A job of its own, deduplicated
+    /// per abandoned leaf.
+    SummarizeBranch {
+        leaf: MessageId,
+        branch_point: MessageId,
+    },
+}
+
+impl JobKind {
+    pub fn is_compact(&self) -> bool {
+        matches!(self, JobKind::Compact)
+    }
+
+    /// Bounded label for metrics and logs.
+    pub fn label(&self) -> &'static str {
+        match self {
+            JobKind::Compact => "compact",
+            JobKind::SummarizeBranch { .. } => "summarize_branch",
+        }
+    }
+}
+
 /// The payload of one job.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -68,6 +102,9 @@ pub struct Payload {
     pub v: u32,
     pub key: EntityKey,
     pub trigger: Trigger,
+    /// Absent: a compaction.
+    #[serde(default, skip_serializing_if = "JobKind::is_compact")]
+    pub job: JobKind,
 }
 
 /// A payload that cannot be used.
@@ -90,7 +127,38 @@ impl Payload {
             v: PAYLOAD_VERSION,
             key,
             trigger,
+            job: JobKind::Compact,
         })
+    }
+
+    /// The payload of a `summarize_branch` job: the branch of `key` from
+    /// `branch_point` (exclusive) to the abandoned `leaf`. In the normal
+    /// lane (nobody waits on it).
+    pub fn summarize_branch(key: EntityKey, leaf: MessageId, branch_point: MessageId) -> Payload {
+        Payload {
+            v: PAYLOAD_VERSION,
+            key,
+            trigger: Trigger::Auto,
+            job: JobKind::SummarizeBranch { leaf, branch_point },
+        }
+    }
+
+    /// The queue member naming this job, which is what deduplicates: an
+    /// entity's compaction is `compact:{domain}:{entity_id}` (one per
+    /// entity, as ever), a branch summary
+    /// `branch:{domain}:{entity_id}:{leaf}` (one per abandoned leaf). The
+    /// key's alphabet has no `:`, `{` or `}`, so members never collide and
+    /// never change a key's hash slot.
+    pub fn member(&self) -> String {
+        match &self.job {
+            JobKind::Compact => self.key.job_key(),
+            JobKind::SummarizeBranch { leaf, .. } => format!(
+                "branch:{}:{}:{}",
+                self.key.domain(),
+                self.key.entity_id(),
+                leaf.0
+            ),
+        }
     }
 
     pub fn encode(&self) -> String {
@@ -193,6 +261,24 @@ mod tests {
             .collect();
         assert_eq!(urgent, [false, false, true]);
         assert!(Trigger::Manual { instructions: None }.is_urgent());
+    }
+
+    #[test]
+    fn branch_jobs_have_a_member_per_leaf_and_compactions_encode_as_before() {
+        let p = Payload::summarize_branch(key(), MessageId(12), MessageId(7));
+        assert_eq!(
+            p.encode(),
+            r#"{"v":1,"key":{"domain":"chat","entity_id":"42"},"trigger":{"kind":"auto"},"job":{"kind":"summarize_branch","leaf":12,"branch_point":7}}"#
+        );
+        assert_eq!(Payload::decode(p.encode().as_bytes()).unwrap(), p);
+        assert_eq!(p.member(), "branch:chat:42:12");
+        let compact = Payload::new(key(), Trigger::Auto).unwrap();
+        assert_eq!(compact.member(), "compact:chat:42");
+        assert_eq!(compact.job, JobKind::Compact);
+        assert_ne!(
+            Payload::summarize_branch(key(), MessageId(13), MessageId(7)).member(),
+            p.member()
+        );
     }
 
     #[test]

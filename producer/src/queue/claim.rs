@@ -14,7 +14,6 @@ use redis::Value;
 use super::convert::millis;
 use super::error::{redis_error, QueueError};
 use super::handle::Queue;
-use super::keys::Keys;
 
 /// A job a worker holds the lease of.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,6 +30,15 @@ pub struct ClaimedJob {
     pub enqueued_at_ms: u64,
     /// How long it waited between being added and this claim (server clock).
     pub queue_wait: Duration,
+}
+
+impl ClaimedJob {
+    /// The queue member of the job (its record is `job:<member>`): the
+    /// entity's for a compaction, the abandoned leaf's for a branch summary
+    /// ([`Payload::member`]).
+    pub fn member(&self) -> String {
+        self.payload.member()
+    }
 }
 
 /// Result of a claim.
@@ -58,9 +66,9 @@ impl Queue {
         let reply: String = self
             .scripts
             .renew
-            .key(self.keys.job(&job.key))
+            .key(self.keys.job_of_member(&job.member()))
             .key(self.keys.running())
-            .arg(Keys::member(&job.key))
+            .arg(job.member())
             .arg(&job.lease_token)
             .arg(millis(self.config.lease_ttl))
             .invoke_async(&mut conn)

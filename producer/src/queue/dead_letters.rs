@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 
-use compactor_shared::payload::{Payload, Trigger};
+use compactor_shared::payload::{JobKind, Payload, Trigger};
 use compactor_shared::EntityKey;
 use serde::Serialize;
 
@@ -99,11 +99,12 @@ impl Queue {
     }
 
     /// [`Queue::retry_dead`], returning the request it made too (the
-    /// entity and the trigger), for its `compaction.requested` event.
+    /// entity, and the trigger of a compaction; `None` for a branch
+    /// summary's job), for its `compaction.requested` event.
     pub async fn retry_dead_request(
         &self,
         entry: &str,
-    ) -> Result<Option<(EntityKey, Trigger, EnqueueOutcome)>, QueueError> {
+    ) -> Result<Option<(EntityKey, Option<Trigger>, EnqueueOutcome)>, QueueError> {
         let mut conn = self.conn.clone();
         let record: HashMap<String, String> = redis::cmd("HGETALL")
             .arg(self.keys.dead_record(entry))
@@ -116,6 +117,24 @@ impl Queue {
             self.purge_dead(Some(entry)).await?;
             return Ok(None);
         };
+        // A branch summary's job is requested again as such (its member
+        // names a leaf, not an entity).
+        let branch = record
+            .get("payload")
+            .and_then(|raw| Payload::decode(raw.as_bytes()).ok())
+            .and_then(|p| match p.job {
+                JobKind::SummarizeBranch { leaf, branch_point } => {
+                    Some((p.key, leaf, branch_point))
+                }
+                JobKind::Compact => None,
+            });
+        if let Some((key, leaf, branch_point)) = branch {
+            let outcome = self
+                .request_branch_summary(&key, leaf, branch_point)
+                .await?;
+            self.purge_dead(Some(entry)).await?;
+            return Ok(Some((key, None, outcome)));
+        }
         let key: EntityKey = member.parse().map_err(|e| QueueError::Protocol {
             op: "retry_dead",
             detail: format!("dead letter {entry:?} names no valid entity: {e}"),
@@ -123,7 +142,7 @@ impl Queue {
         let trigger = retry_trigger(&record);
         let outcome = self.request_compaction(&key, trigger.clone()).await?;
         self.purge_dead(Some(entry)).await?;
-        Ok(Some((key, trigger, outcome)))
+        Ok(Some((key, Some(trigger), outcome)))
     }
 
     /// Deletes one dead letter, or all of them; returns how many.

@@ -5,7 +5,7 @@
 //! requests go in one pipelined round trip.
 
 use compactor_shared::payload::{Payload, Trigger};
-use compactor_shared::EntityKey;
+use compactor_shared::{EntityKey, MessageId};
 use serde::Serialize;
 
 use super::convert::parse_id;
@@ -84,6 +84,43 @@ impl Queue {
             }
             .emit(),
         }
+        result
+    }
+
+    /// Requests a `summarize_branch` job for the branch of `key` the head
+    /// left (`branch_point` exclusive to the abandoned `leaf`), in one
+    /// round trip. The same script as a compaction request, under the
+    /// member [`Payload::member`] names (`branch:{domain}:{entity}:{leaf}`):
+    /// requests for one abandoned leaf join one job, and a request while it
+    /// runs records one follow-up (the same payload: the job is idempotent,
+    /// a summary is stored once per leaf). Normal lane.
+    pub async fn request_branch_summary(
+        &self,
+        key: &EntityKey,
+        leaf: MessageId,
+        branch_point: MessageId,
+    ) -> Result<EnqueueOutcome, QueueError> {
+        let payload = Payload::summarize_branch(key.clone(), leaf, branch_point);
+        let member = payload.member();
+        let encoded = payload.encode();
+        let mut inv = self.scripts.enqueue.prepare_invoke();
+        inv.key(self.keys.job_of_member(&member))
+            .key(self.keys.waiting())
+            .key(self.keys.seq())
+            .key(self.keys.running())
+            .key(self.keys.urgent())
+            .arg(&member)
+            .arg(&encoded)
+            .arg(&encoded)
+            .arg("0")
+            .arg(self.keys.wake_channel())
+            .arg(Lane::Normal.as_str());
+        let mut conn = self.conn.clone();
+        let reply: Result<Vec<String>, _> = inv.invoke_async(&mut conn).await;
+        let result = reply
+            .map_err(redis_error("enqueue_branch"))
+            .and_then(|r| enqueue_outcome(&r));
+        self.count_enqueue(&result);
         result
     }
 

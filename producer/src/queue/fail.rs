@@ -11,7 +11,6 @@ use super::claim::ClaimedJob;
 use super::convert::{millis, parse_id};
 use super::error::{redis_error, QueueError};
 use super::handle::Queue;
-use super::keys::Keys;
 
 /// What to do with a failed attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,7 +45,7 @@ impl Queue {
         action: FailAction,
         reason: &str,
     ) -> Result<Failure, QueueError> {
-        self.fail_raw(&Keys::member(&job.key), &job.lease_token, action, reason)
+        self.fail_raw(&job.member(), &job.lease_token, action, reason)
             .await
     }
 
@@ -58,11 +57,11 @@ impl Queue {
         let reply: String = self
             .scripts
             .release
-            .key(self.keys.job(&job.key))
+            .key(self.keys.job_of_member(&job.member()))
             .key(self.keys.running())
             .key(self.keys.waiting())
             .key(self.keys.urgent())
-            .arg(Keys::member(&job.key))
+            .arg(job.member())
             .arg(&job.lease_token)
             .arg(self.keys.wake_channel())
             .invoke_async(&mut conn)

@@ -14,7 +14,6 @@ use super::claim::{ClaimOutcome, ClaimedJob};
 use super::convert::{millis, parse_id};
 use super::error::{redis_error, QueueError};
 use super::handle::Queue;
-use super::keys::Keys;
 
 /// Most jobs one [`Queue::settle`] call completes, and most it claims (the
 /// scripts pass batches to variadic commands, which must stay far below
@@ -84,7 +83,7 @@ impl Queue {
             .arg(wanted)
             .arg(finished.len());
         for job in finished {
-            invocation.arg(Keys::member(&job.key)).arg(&job.lease_token);
+            invocation.arg(job.member()).arg(&job.lease_token);
         }
         let mut conn = self.conn.clone();
         let (completions, entries, next_due): (Vec<Vec<String>>, Vec<Vec<Value>>, String) =

@@ -75,6 +75,26 @@ pub enum StoreError {
         workstream_id: i64,
         message_id: MessageId,
     },
+    /// The parent an append names is not a message of the workstream;
+    /// nothing was stored.
+    #[error("{op}: parent message {message_id} does not belong to workstream {workstream_id}")]
+    InvalidParent {
+        op: &'static str,
+        workstream_id: i64,
+        message_id: MessageId,
+    },
+    /// The message a head move (or an append's parent) names was folded
+    /// into the summary by a compaction, or forks before it: the summary
+    /// holds what came after, so it cannot be a head.
+    #[error("{op}: message {message_id} is compacted or forks before the last compaction; it cannot be the head")]
+    BehindCompaction {
+        op: &'static str,
+        message_id: MessageId,
+    },
+    /// The change would abandon a branch while a compaction of the
+    /// workstream runs (it is folding the current path): retry after it.
+    #[error("{op}: a compaction of the workstream is running; leave the branch after it ends")]
+    CompactionRunning { op: &'static str },
 }
 
 impl StoreError {

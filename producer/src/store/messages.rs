@@ -51,6 +51,9 @@ pub struct Appended {
     /// How many of the messages were stored already (by client id) and not
     /// stored again.
     pub already_stored: usize,
+    /// The branch the append left (its parent forked off the head's
+    /// branch): a `summarize_branch` job is due for it.
+    pub abandoned: Option<super::AbandonedBranch>,
 }
 
 /// Rows per `INSERT` statement. A message binds 8 values; SQLite builds
@@ -99,6 +102,22 @@ impl Store {
         key: &EntityKey,
         messages: &[NewMessage],
     ) -> Result<Appended, StoreError> {
+        self.append_messages_at(key, None, messages).await
+    }
+
+    /// [`Store::append_messages`] after `parent`: the first new message
+    /// continues `parent` (`None`: the head), the others it, and the head
+    /// moves to the newest. A parent that is not the head forks (see the
+    /// `branches` module): [`Appended::abandoned`] is the branch left. A
+    /// parent that is not the workstream's is a
+    /// [`StoreError::InvalidParent`], one behind the last compaction a
+    /// [`StoreError::BehindCompaction`]; nothing is stored then.
+    pub async fn append_messages_at(
+        &self,
+        key: &EntityKey,
+        parent: Option<MessageId>,
+        messages: &[NewMessage],
+    ) -> Result<Appended, StoreError> {
         const OP: &str = "append_messages";
         // Encode before opening the transaction: a value that cannot be
         // stored fails without having locked anything.
@@ -116,6 +135,7 @@ impl Store {
                 ids: Vec::new(),
                 uncompacted_tokens: ws.uncompacted_tokens,
                 already_stored: 0,
+                abandoned: None,
             });
         }
         // Lock the workstream row before reading client ids or allocating
@@ -137,6 +157,11 @@ impl Store {
             .collect();
 
         let mut new_ids = Vec::with_capacity(fresh.len());
+        let plan = if fresh.is_empty() {
+            super::branches::AppendPlan::default()
+        } else {
+            super::branches::plan_append(&txn, ws.id, parent, OP).await?
+        };
         if !fresh.is_empty() {
             let added: u64 = fresh.iter().fold(0u64, |sum, &i| {
                 sum.saturating_add(messages[i].token_estimate)
@@ -164,6 +189,11 @@ impl Store {
                         is_compacted: Set(false),
                         created_at: Set(created_at),
                         client_id: Set(m.client_id.clone()),
+                        parent_id: Set(if Some(&i) == fresh.first() {
+                            plan.first_parent
+                        } else {
+                            None
+                        }),
                         ..Default::default()
                     }
                 });
@@ -188,6 +218,9 @@ impl Store {
                 .exec(&txn)
                 .await
                 .map_err(StoreError::db(OP))?;
+            if let Some(newest) = newest {
+                super::branches::after_append(&txn, ws.id, &plan, newest, OP).await?;
+            }
         }
         let mut ids: Vec<MessageId> = Vec::with_capacity(messages.len());
         for slot in &slots {
@@ -220,6 +253,7 @@ impl Store {
             ids,
             uncompacted_tokens: to_u64(uncompacted),
             already_stored: messages.len() - fresh.len(),
+            abandoned: plan.abandoned,
         })
     }
 
@@ -238,6 +272,11 @@ impl Store {
         after: Option<MessageId>,
         limit: u64,
     ) -> Result<Vec<Message>, StoreError> {
+        if let Some(path) =
+            super::branches::current_path(&self.db, workstream_id, "uncompacted_page").await?
+        {
+            return self.path_page(&path, workstream_id, after, limit).await;
+        }
         let mut query = message::Entity::find()
             .filter(message::Column::WorkstreamId.eq(workstream_id))
             .filter(message::Column::IsCompacted.eq(false));
@@ -291,6 +330,13 @@ impl Store {
     ) -> Result<HistoryWindow, StoreError> {
         const OP: &str = "uncompacted_window";
         let bound = self.history;
+        if let Some(path) = super::branches::current_path(&self.db, workstream_id, OP).await? {
+            return Ok(super::branches::path_window(
+                &path,
+                bound.max_messages,
+                bound.max_tokens,
+            ));
+        }
         let sizes: Vec<(i64, i64)> = message::Entity::find()
             .select_only()
             .column(message::Column::Id)
@@ -363,6 +409,13 @@ impl Store {
         limit: u64,
         max_tokens: u64,
     ) -> Result<Vec<Message>, StoreError> {
+        if let Some(path) =
+            super::branches::current_path(&self.db, workstream_id, "uncompacted_page_within")
+                .await?
+        {
+            let take = super::branches::path_take(&path, after, limit, max_tokens);
+            return self.path_page(&path, workstream_id, after, take).await;
+        }
         let mut sizes = message::Entity::find()
             .select_only()
             .column(message::Column::Id)
@@ -396,7 +449,7 @@ impl Store {
     }
 }
 
-fn to_message(m: message::Model) -> Result<Message, StoreError> {
+pub(crate) fn to_message(m: message::Model) -> Result<Message, StoreError> {
     const TABLE: &str = "messages";
     let role = role_from_str(&m.role).ok_or_else(|| StoreError::CorruptRow {
         table: TABLE,

@@ -38,6 +38,7 @@
 //! - `messages`: appending and paging messages.
 //! - `memory`: memory-block entries.
 //! - `lease`: the entity lease.
+//! - `branches`: the message tree, the head, and branch summaries.
 //! - `commit`: the fenced commit and the failure path.
 //! - `runs`: the `compaction_runs` audit rows.
 //! - `outbox`: the transactional outbox of events and their webhook
@@ -53,6 +54,7 @@ use sea_orm::{
     SqliteTransactionMode, TransactionOptions, TransactionTrait,
 };
 
+mod branches;
 mod commit;
 mod convert;
 mod entities;
@@ -68,6 +70,7 @@ mod workstreams;
 
 pub use crate::events::catalogue::EventKind;
 pub use crate::redact::{redact_url, split_url_list};
+pub use branches::{AbandonedBranch, BranchInput, BranchSummaryRow, HeadMoved, NewBranchSummary};
 pub use commit::{Commit, CommitOutcome, ConflictReason, MemoryFold, PrunedMessage};
 pub use error::StoreError;
 pub use lease::{Lease, LeaseTaken};

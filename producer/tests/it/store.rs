@@ -1042,24 +1042,33 @@ async fn a_run_row_says_why_it_was_degraded_and_what_the_llm_cost(backend: Backe
 /// with no calls counted.
 async fn runs_recorded_before_the_llm_audit_columns_still_read(backend: Backend) {
     let db = TestDb::unmigrated(backend).await;
-    let before = migration_names().len() - 1;
+    let names = migration_names();
+    // Every migration before the audit columns' (the later ones add
+    // columns this build's entities read, so the rows of that time are
+    // written in SQL).
+    let before = names
+        .iter()
+        .position(|n| n == "m20261122_000005_add_compaction_run_llm_audit")
+        .unwrap();
     Migrator::up(db.store.connection(), Some(u32::try_from(before).unwrap()))
         .await
         .unwrap();
-    let ws = db.store.ensure_workstream(&key("old")).await.unwrap();
-    db.exec(&format!(
+    db.exec(
+        "INSERT INTO workstreams (domain, entity_id, state, created_at, updated_at) VALUES \
+         ('chat', 'old', '{}', '2026-01-01T00:00:00+00:00', '2026-01-01T00:00:00+00:00')",
+    )
+    .await;
+    db.exec(
         "INSERT INTO compaction_runs (workstream_id, job_id, attempt, \"trigger\", started_at, \
          finished_at, outcome, degraded, tokens_before, tokens_after, messages_compacted, chunks, \
-         rollups, llm_model, llm_tokens_in, llm_tokens_out, error, summary) VALUES ({}, 3, 2, \
+         rollups, llm_model, llm_tokens_in, llm_tokens_out, error, summary) VALUES ((SELECT id \
+         FROM workstreams WHERE entity_id = 'old'), 3, 2, \
          'auto', '2026-01-01T00:00:00+00:00', '2026-01-01T00:00:05+00:00', 'committed', true, \
          900, 300, 12, 1, 0, 'old-model', 800, 90, NULL, 'KEY FACTS:')",
-        ws.id
-    ))
+    )
     .await;
-    assert_eq!(
-        db.store.migrate().await.unwrap(),
-        [migration_names().pop().unwrap()]
-    );
+    assert_eq!(db.store.migrate().await.unwrap(), names[before..]);
+    let ws = db.store.ensure_workstream(&key("old")).await.unwrap();
     let row = db.store.runs(&key("old"), 1).await.unwrap().remove(0);
     assert!(row.run.degraded);
     assert_eq!(row.run.degraded_reason, None);
@@ -1082,14 +1091,18 @@ async fn runs_recorded_before_the_llm_audit_columns_still_read(backend: Backend)
         Some(DegradedReason::LlmUnhealthy)
     );
 
-    // The migration is reversible: down removes the columns again.
-    Migrator::down(db.store.connection(), Some(1))
-        .await
-        .unwrap();
+    // The migration is reversible: down removes the columns again (and
+    // every later migration before it).
+    Migrator::down(
+        db.store.connection(),
+        Some(u32::try_from(names.len() - before).unwrap()),
+    )
+    .await
+    .unwrap();
     assert_eq!(
         db.store.schema_status().await.unwrap(),
         SchemaStatus::Behind {
-            pending: vec![migration_names().pop().unwrap()]
+            pending: names[before..].to_vec()
         }
     );
 }

@@ -10,6 +10,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
 
 mod bad_input;
+mod branches;
 mod cluster;
 mod compaction;
 mod deploy;

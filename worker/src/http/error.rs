@@ -48,6 +48,16 @@ pub enum ApiError {
     /// No event delivery has this id.
     #[error("no event delivery {0}")]
     UnknownDelivery(String),
+    /// The message a head move names is not a message of the workstream.
+    #[error("{0}")]
+    UnknownMessage(String),
+    /// The parent an append names is not a message of the workstream.
+    #[error("{0}")]
+    InvalidParent(String),
+    /// The head cannot move there now: the message was folded by a
+    /// compaction, or a compaction runs and the move would leave a branch.
+    #[error("{0}")]
+    BranchConflict(String),
     #[error("no route {0}")]
     NotFound(String),
     #[error("method not allowed on this route")]
@@ -95,6 +105,9 @@ impl ApiError {
             ApiError::Unauthorized(_) => ErrorCode::Unauthorized,
             ApiError::UnknownWorkstream(_) => ErrorCode::UnknownWorkstream,
             ApiError::UnknownDelivery(_) => ErrorCode::UnknownDelivery,
+            ApiError::UnknownMessage(_) => ErrorCode::UnknownMessage,
+            ApiError::InvalidParent(_) => ErrorCode::InvalidParent,
+            ApiError::BranchConflict(_) => ErrorCode::BranchConflict,
             ApiError::NotFound(_) => ErrorCode::NotFound,
             ApiError::MethodNotAllowed => ErrorCode::MethodNotAllowed,
             ApiError::PayloadTooLarge(_) => ErrorCode::PayloadTooLarge,
@@ -114,11 +127,13 @@ impl ApiError {
             | ApiError::InvalidBody(_)
             | ApiError::InvalidMessage(_)
             | ApiError::InvalidQuery(_)
-            | ApiError::InvalidHeader(_) => StatusCode::BAD_REQUEST,
-            ApiError::ClientIdConflict(_) => StatusCode::CONFLICT,
+            | ApiError::InvalidHeader(_)
+            | ApiError::InvalidParent(_) => StatusCode::BAD_REQUEST,
+            ApiError::ClientIdConflict(_) | ApiError::BranchConflict(_) => StatusCode::CONFLICT,
             ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             ApiError::UnknownWorkstream(_)
             | ApiError::UnknownDelivery(_)
+            | ApiError::UnknownMessage(_)
             | ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
@@ -154,6 +169,16 @@ impl From<ClientError> for ApiError {
 
 impl From<StoreError> for ApiError {
     fn from(error: StoreError) -> ApiError {
+        match error {
+            StoreError::UnknownMessage { .. } => {
+                return ApiError::UnknownMessage(error.to_string())
+            }
+            StoreError::InvalidParent { .. } => return ApiError::InvalidParent(error.to_string()),
+            StoreError::BehindCompaction { .. } | StoreError::CompactionRunning { .. } => {
+                return ApiError::BranchConflict(error.to_string())
+            }
+            _ => {}
+        }
         if error.is_transient() {
             ApiError::DatabaseUnavailable(error.to_string())
         } else {
@@ -181,10 +206,10 @@ pub const RETRY_AFTER_SECS: &str = "1";
 
 /// Every code an error body can carry: the `/v1` routes' errors (`ApiError`),
 /// and `not_ready` of the readiness probes. By status: 400 `invalid_key`,
-/// `invalid_body`, `invalid_message`, `invalid_query`, `invalid_header`;
-/// 401 `unauthorized`; 404 `unknown_workstream`, `unknown_delivery`,
-/// `not_found`; 405
-/// `method_not_allowed`; 409 `client_id_conflict`; 413
+/// `invalid_body`, `invalid_message`, `invalid_query`, `invalid_header`,
+/// `invalid_parent`; 401 `unauthorized`; 404 `unknown_workstream`,
+/// `unknown_delivery`, `unknown_message`, `not_found`; 405
+/// `method_not_allowed`; 409 `client_id_conflict`, `branch_conflict`; 413
 /// `payload_too_large`; 500 `internal`; 503 `redis_unavailable`,
 /// `database_unavailable`, `schema_mismatch`, `shutting_down`,
 /// `not_ready`, `request_timeout`, `overloaded`.
@@ -209,6 +234,13 @@ pub enum ErrorCode {
     UnknownWorkstream,
     /// 404: no such event delivery.
     UnknownDelivery,
+    /// 404: the message a head move names is not the workstream's.
+    UnknownMessage,
+    /// 400: the parent an append names is not a message of the workstream.
+    InvalidParent,
+    /// 409: the head cannot move there (compacted), or not now (a
+    /// compaction runs and the move would leave a branch).
+    BranchConflict,
     /// 404: no such route.
     NotFound,
     /// 405: the route does not take this method.
@@ -236,7 +268,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, for tests and documentation.
-    pub const ALL: [ErrorCode; 20] = [
+    pub const ALL: [ErrorCode; 23] = [
         ErrorCode::InvalidKey,
         ErrorCode::InvalidBody,
         ErrorCode::InvalidMessage,
@@ -246,6 +278,9 @@ impl ErrorCode {
         ErrorCode::Unauthorized,
         ErrorCode::UnknownWorkstream,
         ErrorCode::UnknownDelivery,
+        ErrorCode::UnknownMessage,
+        ErrorCode::InvalidParent,
+        ErrorCode::BranchConflict,
         ErrorCode::NotFound,
         ErrorCode::MethodNotAllowed,
         ErrorCode::PayloadTooLarge,
@@ -271,6 +306,9 @@ impl ErrorCode {
             ErrorCode::Unauthorized => "unauthorized",
             ErrorCode::UnknownWorkstream => "unknown_workstream",
             ErrorCode::UnknownDelivery => "unknown_delivery",
+            ErrorCode::UnknownMessage => "unknown_message",
+            ErrorCode::InvalidParent => "invalid_parent",
+            ErrorCode::BranchConflict => "branch_conflict",
             ErrorCode::NotFound => "not_found",
             ErrorCode::MethodNotAllowed => "method_not_allowed",
             ErrorCode::PayloadTooLarge => "payload_too_large",

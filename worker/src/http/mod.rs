@@ -23,6 +23,7 @@
 
 mod access_log;
 mod auth;
+mod branches;
 pub mod error;
 pub mod events;
 pub mod extract;
@@ -144,6 +145,13 @@ fn table() -> Vec<(Method, &'static str, Access, Bound, MethodRouter<AppState>)>
             Access::Token,
             Bound::Request,
             post(workstreams::compact),
+        ),
+        (
+            Method::POST,
+            "/v1/workstreams/{domain}/{entity}/head",
+            Access::Token,
+            Bound::Request,
+            post(branches::move_head),
         ),
         (
             Method::GET,

@@ -18,7 +18,7 @@ use serde_json::{json, Value};
 use utoipa::OpenApi;
 
 use super::error::{ErrorBody, ErrorCode};
-use super::{events, probes, recall, runs, workstreams};
+use super::{branches, events, probes, recall, runs, workstreams};
 
 /// The derived part of the document.
 #[derive(OpenApi)]
@@ -28,6 +28,7 @@ use super::{events, probes, recall, runs, workstreams};
     paths(
         workstreams::append,
         workstreams::compact,
+        branches::move_head,
         workstreams::status,
         workstreams::context,
         workstreams::wait,

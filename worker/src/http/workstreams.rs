@@ -54,6 +54,13 @@ pub(super) struct AppendRequest {
     /// `finalize`).
     #[serde(default)]
     usage: Option<Usage>,
+    /// The message the first message continues (a message of the
+    /// workstream; absent: the head). One off the head's branch forks: the
+    /// head moves to the last message, and the branch left is summarized
+    /// (`summarize_branch`). 400 `invalid_parent` for a message that is not
+    /// the workstream's; 409 `branch_conflict` for one a compaction folded.
+    #[serde(default)]
+    parent_id: Option<MessageId>,
 }
 
 /// States in the document what [`append`] refuses beyond the types: an
@@ -108,10 +115,10 @@ pub(super) struct AppendResponse {
     request_body = AppendRequest,
     responses(
         (status = 200, description = "Stored (and, with `finalize`, the turn ended; `turn.outcome` is `unavailable` when Redis did not take the compaction request).", body = AppendResponse),
-        (status = 400, description = "Invalid key, body, message or header.", body = ErrorBody),
+        (status = 400, description = "Invalid key, body, message, header, or a `parent_id` that is not the workstream's (`invalid_parent`).", body = ErrorBody),
         (status = 401, description = "Missing or invalid bearer token.", body = ErrorBody),
         (status = 404, description = "`finalize` with no messages, for a workstream that does not exist.", body = ErrorBody),
-        (status = 409, description = "A client id names a stored message with other content; nothing was stored.", body = ErrorBody),
+        (status = 409, description = "A client id names a stored message with other content (`client_id_conflict`), or `parent_id` was folded by a compaction or would leave a branch while one runs (`branch_conflict`); nothing was stored.", body = ErrorBody),
         (status = 413, description = "The body is larger than `admin.max_body_bytes`.", body = ErrorBody),
         (status = 503, description = "The database did not answer, the schema is not current, or the request outlasted `admin.request_timeout`.", body = ErrorBody),
     ),
@@ -160,10 +167,12 @@ pub(super) async fn append(
         }
     } else if let Some(idempotency_key) = &idempotency_key {
         compactor
-            .append_messages_once(&key, idempotency_key, body.messages)
+            .append_messages_once_after(&key, idempotency_key, body.parent_id, body.messages)
             .await?
     } else {
-        compactor.append_messages(&key, body.messages).await?
+        compactor
+            .append_messages_after(&key, body.parent_id, body.messages)
+            .await?
     };
     let turn = if body.finalize {
         Some(compactor.finalize_turn(&key, body.usage).await?)

@@ -36,6 +36,7 @@ use std::time::Duration;
 use chrono::Utc;
 use compactor_producer::events::{CompactionEvent, EventOutcome};
 use compactor_producer::metrics::domain_label;
+use compactor_producer::queue::payload::JobKind;
 use compactor_producer::queue::{Queue, Trigger};
 use compactor_producer::store::{
     Commit, CommitOutcome, ConflictReason, DegradedReason, EventKind, LeaseTaken, MemoryFold,
@@ -126,18 +127,18 @@ impl std::fmt::Debug for Hooks {
 /// The compaction job handler.
 #[derive(Clone)]
 pub struct CompactHandler {
-    store: Store,
+    pub(super) store: Store,
     queue: Queue,
-    summarizer: Summarizer,
-    settings: Arc<CompactSettings>,
-    estimator: Arc<dyn TokenEstimator>,
+    pub(super) summarizer: Summarizer,
+    pub(super) settings: Arc<CompactSettings>,
+    pub(super) estimator: Arc<dyn TokenEstimator>,
     hooks: Hooks,
     /// Lease releases of cancelled attempts, still running: the process
     /// waits for them before it exits (see [`CompactHandler::cleanups`]).
     cleanups: TaskTracker,
     /// Woken right after an attempt wrote an event to the outbox, so the
     /// relay picks it up at once rather than at its next poll.
-    outbox_wake: Arc<Notify>,
+    pub(super) outbox_wake: Arc<Notify>,
     /// The pre-compaction hook, when `[hook] url` is set.
     hook: Option<crate::hook::Hook>,
 }
@@ -1056,6 +1057,10 @@ impl pipeline::Summarize for Step<'_> {
 
 impl JobHandler for CompactHandler {
     async fn run(&self, job: Job) -> Result<(), JobError> {
+        if let JobKind::SummarizeBranch { leaf, branch_point } = job.kind {
+            // A job of its own (`jobs::branch`): no entity lease.
+            return self.summarize_branch(&job, leaf, branch_point).await;
+        }
         let domain = &domain_label(job.key.domain());
         match self.attempt(&job).await {
             Ok(Done::Skipped) => {

@@ -5,6 +5,7 @@
 use std::future::Future;
 use std::time::Duration;
 
+use compactor_producer::queue::payload::JobKind;
 use compactor_producer::queue::{ClaimedJob, Trigger};
 use compactor_shared::EntityKey;
 use tokio_util::sync::CancellationToken;
@@ -14,6 +15,8 @@ use tokio_util::sync::CancellationToken;
 pub struct Job {
     pub key: EntityKey,
     pub trigger: Trigger,
+    /// Which job: a compaction, or a branch summary.
+    pub kind: JobKind,
     pub job_id: u64,
     /// 1 on the first attempt.
     pub attempt: u32,
@@ -41,6 +44,7 @@ impl Job {
         Job {
             key: claimed.key.clone(),
             trigger: claimed.payload.trigger.clone(),
+            kind: claimed.payload.job.clone(),
             job_id: claimed.job_id,
             attempt: claimed.attempt,
             max_attempts,
@@ -65,6 +69,7 @@ impl Job {
         Job {
             key,
             trigger,
+            kind: JobKind::Compact,
             job_id,
             attempt,
             max_attempts,
@@ -72,6 +77,12 @@ impl Job {
             deadline: tokio::time::Instant::now() + Duration::from_secs(300),
             cancel: CancellationToken::new(),
         }
+    }
+
+    /// The same attempt, of another kind of job.
+    pub fn with_kind(mut self, kind: JobKind) -> Job {
+        self.kind = kind;
+        self
     }
 
     /// The same attempt with another deadline.

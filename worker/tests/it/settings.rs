@@ -42,7 +42,7 @@ fn a_file_overrides_the_defaults_and_the_environment_overrides_the_file() {
             ("COMPACTOR__LOG__FORMAT", "json"),
             ("COMPACTOR__ENGINE__PRUNE__PROTECTED_TOOLS", "skill,memory"),
             ("REDIS_URL", "redis://cache:6380/2"),
-            ("DATABASE_URL", "postgres://app:secret@db/compactor"),
+            ("DATABASE_URL", "postgres://app:pw-7Qx2@db/compactor"),
             ("UNRELATED", "ignored"),
         ]),
     )
@@ -60,9 +60,12 @@ fn a_file_overrides_the_defaults_and_the_environment_overrides_the_file() {
     assert_eq!(s.redis.url.expose(), "redis://cache:6380/2");
     assert_eq!(
         s.database.url.expose(),
-        "postgres://app:secret@db/compactor"
+        "postgres://app:pw-7Qx2@db/compactor"
     );
-    assert!(!format!("{s:?}").contains("secret"), "no password in Debug");
+    assert!(
+        !format!("{s:?}").contains("pw-7Qx2"),
+        "no password in Debug"
+    );
 }
 
 #[test]

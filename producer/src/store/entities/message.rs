@@ -22,6 +22,9 @@ pub(crate) struct Model {
     /// NULL while it is un-compacted, and for messages folded before the
     /// column existed.
     pub compacted_by_run_id: Option<i64>,
+    /// The message this one continues; NULL: the workstream's previous
+    /// message (the next lower id).
+    pub parent_id: Option<i64>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -6,6 +6,7 @@
 //! turns a row into a domain value, so a bad row is reported, not a panic
 //! deep inside the ORM.
 
+pub(crate) mod branch_summary;
 pub(crate) mod compaction_run;
 pub(crate) mod event;
 pub(crate) mod event_delivery;

@@ -30,6 +30,8 @@ pub(crate) struct Model {
     pub last_compacted_at: Option<DateTimeUtc>,
     pub created_at: DateTimeUtc,
     pub updated_at: DateTimeUtc,
+    /// The leaf of the current branch; NULL: linear (the newest message).
+    pub head_message_id: Option<i64>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

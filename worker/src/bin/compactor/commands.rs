@@ -574,7 +574,9 @@ async fn retry_dead(
     let Some((key, trigger, outcome)) = queue.retry_dead_request(entry).await? else {
         return Ok(None);
     };
-    record_requested(&store, &key, &trigger, &outcome).await;
+    if let Some(trigger) = trigger {
+        record_requested(&store, &key, &trigger, &outcome).await;
+    }
     Ok(Some(outcome))
 }
 
