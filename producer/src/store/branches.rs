@@ -217,33 +217,7 @@ async fn load_tree<C: ConnectionTrait>(
     if let Some(w) = watermark {
         condition = condition.add(message::Column::Id.eq(w));
     }
-    let rows: Vec<(i64, Option<i64>, i64, bool)> = message::Entity::find()
-        .select_only()
-        .column(message::Column::Id)
-        .column(message::Column::ParentId)
-        .column(message::Column::TokenEstimate)
-        .column(message::Column::IsCompacted)
-        .filter(message::Column::WorkstreamId.eq(workstream_id))
-        .filter(condition)
-        .into_tuple()
-        .all(db)
-        .await
-        .map_err(StoreError::db(op))?;
-    Ok(Tree {
-        nodes: rows
-            .into_iter()
-            .map(|(id, parent, tokens, compacted)| {
-                (
-                    id,
-                    Node {
-                        parent,
-                        tokens,
-                        compacted,
-                    },
-                )
-            })
-            .collect(),
-    })
+    load_where(db, workstream_id, condition, op).await
 }
 
 /// Every message of the workstream with an id in `[from, to]` (a
@@ -255,6 +229,18 @@ async fn load_range<C: ConnectionTrait>(
     to: i64,
     op: &'static str,
 ) -> Result<Tree, StoreError> {
+    let range = sea_orm::Condition::all().add(message::Column::Id.between(from, to));
+    load_where(db, workstream_id, range, op).await
+}
+
+/// The tree of the workstream's messages that match `condition`: ids,
+/// parents, estimates and whether each is compacted (no content).
+async fn load_where<C: ConnectionTrait>(
+    db: &C,
+    workstream_id: i64,
+    condition: sea_orm::Condition,
+    op: &'static str,
+) -> Result<Tree, StoreError> {
     let rows: Vec<(i64, Option<i64>, i64, bool)> = message::Entity::find()
         .select_only()
         .column(message::Column::Id)
@@ -262,7 +248,7 @@ async fn load_range<C: ConnectionTrait>(
         .column(message::Column::TokenEstimate)
         .column(message::Column::IsCompacted)
         .filter(message::Column::WorkstreamId.eq(workstream_id))
-        .filter(message::Column::Id.between(from, to))
+        .filter(condition)
         .into_tuple()
         .all(db)
         .await

@@ -51,19 +51,8 @@ impl HookSettings {
         let Some(url) = &self.url else {
             return Ok(());
         };
-        let url = reqwest::Url::parse(url).map_err(|e| format!("hook.url: not a URL ({e})"))?;
-        let host = url.host_str().unwrap_or_default();
-        let loopback = host == "localhost"
-            || host
-                .trim_start_matches('[')
-                .trim_end_matches(']')
-                .parse::<std::net::IpAddr>()
-                .is_ok_and(|ip| ip.is_loopback());
-        match url.scheme() {
-            "https" => {}
-            "http" if loopback => {}
-            _ => return Err("hook.url: must be https:// (http:// only to a loopback host)".into()),
-        }
+        let url = crate::outbox::config::check_endpoint_url(url)
+            .map_err(|problem| format!("hook.url: {problem}"))?;
         if !url.username().is_empty() || url.password().is_some() {
             return Err("hook.url: must not carry credentials".into());
         }

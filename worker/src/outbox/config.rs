@@ -185,22 +185,10 @@ impl WebhookSettings {
             ));
         }
         let problem = |p: &str| Err(format!("events.webhooks[{}]: {p}", self.name));
-        let url = match reqwest::Url::parse(&self.url) {
+        let url = match check_endpoint_url(&self.url) {
             Ok(url) => url,
-            Err(e) => return problem(&format!("url: not a URL ({e})")),
+            Err(p) => return problem(&format!("url: {p}")),
         };
-        let host = url.host_str().unwrap_or_default();
-        let loopback = host == "localhost"
-            || host
-                .trim_start_matches('[')
-                .trim_end_matches(']')
-                .parse::<std::net::IpAddr>()
-                .is_ok_and(|ip| ip.is_loopback());
-        match url.scheme() {
-            "https" => {}
-            "http" if loopback => {}
-            _ => return problem("url: must be https:// (http:// only to a loopback host)"),
-        }
         if !url.username().is_empty() || url.password().is_some() {
             return problem("url: must not carry credentials");
         }
@@ -298,5 +286,25 @@ mod tests {
         assert!(two.resolve_secret(|_| None).is_err());
         settings.webhooks = vec![hook("https://a.example/"), hook("https://b.example/")];
         assert!(settings.validate().unwrap_err().contains("twice"));
+    }
+}
+
+/// Checks the URL of an endpoint the worker POSTs to (a webhook, the
+/// pre-compaction hook): `https://`, or `http://` to a loopback host only
+/// (a plain-text request elsewhere would expose its signed body). The
+/// problem, without the key's name, when it is not.
+pub(crate) fn check_endpoint_url(url: &str) -> Result<reqwest::Url, String> {
+    let url = reqwest::Url::parse(url).map_err(|e| format!("not a URL ({e})"))?;
+    let host = url.host_str().unwrap_or_default();
+    let loopback = host == "localhost"
+        || host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback());
+    match url.scheme() {
+        "https" => Ok(url),
+        "http" if loopback => Ok(url),
+        _ => Err("must be https:// (http:// only to a loopback host)".into()),
     }
 }
