@@ -228,6 +228,26 @@ impl WebhookSettings {
     }
 }
 
+/// Checks the URL of an endpoint the worker POSTs to (a webhook, the
+/// pre-compaction hook): `https://`, or `http://` to a loopback host only
+/// (a plain-text request elsewhere would expose its signed body). The
+/// problem, without the key's name, when it is not.
+pub(crate) fn check_endpoint_url(url: &str) -> Result<reqwest::Url, String> {
+    let url = reqwest::Url::parse(url).map_err(|e| format!("not a URL ({e})"))?;
+    let host = url.host_str().unwrap_or_default();
+    let loopback = host == "localhost"
+        || host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback());
+    match url.scheme() {
+        "https" => Ok(url),
+        "http" if loopback => Ok(url),
+        _ => Err("must be https:// (http:// only to a loopback host)".into()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -286,25 +306,5 @@ mod tests {
         assert!(two.resolve_secret(|_| None).is_err());
         settings.webhooks = vec![hook("https://a.example/"), hook("https://b.example/")];
         assert!(settings.validate().unwrap_err().contains("twice"));
-    }
-}
-
-/// Checks the URL of an endpoint the worker POSTs to (a webhook, the
-/// pre-compaction hook): `https://`, or `http://` to a loopback host only
-/// (a plain-text request elsewhere would expose its signed body). The
-/// problem, without the key's name, when it is not.
-pub(crate) fn check_endpoint_url(url: &str) -> Result<reqwest::Url, String> {
-    let url = reqwest::Url::parse(url).map_err(|e| format!("not a URL ({e})"))?;
-    let host = url.host_str().unwrap_or_default();
-    let loopback = host == "localhost"
-        || host
-            .trim_start_matches('[')
-            .trim_end_matches(']')
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback());
-    match url.scheme() {
-        "https" => Ok(url),
-        "http" if loopback => Ok(url),
-        _ => Err("must be https:// (http:// only to a loopback host)".into()),
     }
 }
