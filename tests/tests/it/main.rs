@@ -15,6 +15,7 @@ mod compaction;
 mod deploy;
 mod docs;
 mod events;
+mod evidence;
 mod fencing;
 mod hook;
 mod http;
