@@ -543,9 +543,17 @@ mod tests {
         state.ledger.record(
             [
                 user(Artifact::setting("timeout", "37s", MessageId(12))),
-                Artifact::new(ArtifactKind::Path, "src/billing/rounding.rs", MessageId(1234)),
+                Artifact::new(
+                    ArtifactKind::Path,
+                    "src/billing/rounding.rs",
+                    MessageId(1234),
+                ),
                 user(Artifact::setting("timeout", "45s", MessageId(88))),
-                Artifact::new(ArtifactKind::Path, "src/billing/rounding.rs", MessageId(1500)),
+                Artifact::new(
+                    ArtifactKind::Path,
+                    "src/billing/rounding.rs",
+                    MessageId(1500),
+                ),
             ],
             &LedgerCaps::default(),
             &est,
@@ -557,7 +565,11 @@ mod tests {
         };
         let handoff9 = sections.clone().into_format(SummaryFormat::Handoff9);
         for summary in [Some(&sections), Some(&handoff9), None] {
-            let built = build(&input(summary, &state, &msgs), &ContextConfig::default(), &est);
+            let built = build(
+                &input(summary, &state, &msgs),
+                &ContextConfig::default(),
+                &est,
+            );
             let Part::Text { text } = &built.messages[0].parts[0] else {
                 panic!()
             };

@@ -745,7 +745,10 @@ fn a_cited_ledger_fits_its_budget() {
         assert!(!l.is_empty(), "{max_tokens}");
         assert!(est().count(&cited) <= max_tokens, "{max_tokens}: {cited}");
         assert!(
-            cited.lines().skip(1).all(|line| line.ends_with(')') && line.contains("(#1000000")),
+            cited
+                .lines()
+                .skip(1)
+                .all(|line| line.ends_with(')') && line.contains("(#1000000")),
             "{cited}"
         );
     }

@@ -91,7 +91,10 @@ async fn early_values_cite_their_message(backend: Backend, with_llm: bool) {
     assert_eq!(context.messages[0].source, None, "the preamble comes first");
     let preamble = text_of(&context.messages[0]);
     let ledger = ledger_lines(&preamble);
-    println!("{backend:?}, LLM {with_llm}: the ledger\n{}", ledger.join("\n"));
+    println!(
+        "{backend:?}, LLM {with_llm}: the ledger\n{}",
+        ledger.join("\n")
+    );
 
     // The reference cites the message the append returned for it.
     let reference = format!("- KD-5512-0937 (#{})", ids1[0]);
