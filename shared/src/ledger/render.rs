@@ -59,13 +59,15 @@ fn history(values: &[&Artifact]) -> String {
 }
 
 /// What `a` adds to the cited rendering, in tokens: its line with its
-/// citation, or for a superseded value its part of the history (counted as
-/// if it were the only one, so the sum is never short).
+/// citation (counted as one text, as it is rendered: counted apart, the
+/// rounding of each piece would overcharge every line for its id), or for
+/// a superseded value its part of the history (counted as if it were the
+/// only one, so the sum is never short).
 pub(super) fn cost(a: &Artifact, estimator: &dyn TokenEstimator) -> u64 {
     if a.superseded {
         estimator.count(&history(&[a]))
     } else {
-        estimator.count(&line(a)) + estimator.count(&citation(a)) + estimator.count("\n")
+        estimator.count(&format!("{}{}", line(a), citation(a))) + estimator.count("\n")
     }
 }
 
