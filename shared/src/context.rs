@@ -16,6 +16,10 @@
 //!   was written in: a `handoff9` summary opens the preamble with CoWork's
 //!   hand-off framing ([`HANDOFF9_FRAMING`]), a `sections` one with
 //!   [`SUMMARY_HEADER`] as before.
+//! - **Every exact value says where it was said.** Each current line of the
+//!   ledger cites the message its value was first seen in, `(#N)`, the
+//!   same message ids the user's statements and their superseded markers
+//!   cite, and recall returns (see [`LEDGER_HEADING`]).
 //! - **Nothing superseded shown as current.** The user's current decisions
 //!   and constraints come first, each with its source message; superseded
 //!   ones are listed as such, and a summary bullet that still states a
@@ -49,6 +53,12 @@ Use this to build on the work that has already been done and avoid duplicating e
 /// What follows the framing of a `handoff9` summary: the tail is verbatim.
 const HANDOFF9_TAIL_NOTE: &str =
     "The messages after this one are the most recent part of the conversation, verbatim.";
+
+/// First line of the exact-value ledger in a context. It says once what the
+/// `(#N)` after each value is: the id of the message the value was first
+/// seen in, the id recall returns and the user's statements cite.
+pub const LEDGER_HEADING: &str =
+    "Exact values recorded from earlier messages (#N after a value: the message it was first seen in):";
 
 /// OpenCode's synthetic message after an automatic compaction.
 pub const CONTINUE_MESSAGE: &str = "Continue if you have next steps.";
@@ -224,7 +234,7 @@ fn render_rest(input: &ContextInput<'_>) -> String {
             e.kind == kind && e.salience == crate::ledger::Salience::Stated && e.first_seen == at
         })
     };
-    let ledger = input.state.ledger.render_marked(&|a| {
+    let ledger = input.state.ledger.render_cited(&|a| {
         stated
             .superseding(a)
             .or_else(|| stated.replacing(a, &stated_in))
@@ -234,7 +244,8 @@ fn render_rest(input: &ContextInput<'_>) -> String {
         if !rest.is_empty() {
             rest.push('\n');
         }
-        rest.push_str("Exact values recorded from earlier messages:\n");
+        rest.push_str(LEDGER_HEADING);
+        rest.push('\n');
         rest.push_str(&ledger);
     }
     let memory_summary = input.memory_block_summary.filter(|s| !s.trim().is_empty());
@@ -460,7 +471,8 @@ mod tests {
             "- uses Postgres 16",
             "Tasks:",
             "- ship it (open)",
-            "src/db/pool.rs",
+            LEDGER_HEADING,
+            "- src/db/pool.rs (#3)\n",
             "prefers short answers",
             "- likes tabs",
         ] {
@@ -520,6 +532,61 @@ mod tests {
             preamble_tokens(&ci, &CharEstimator::default()),
             CharEstimator::default().count(text)
         );
+    }
+
+    #[test]
+    fn ledger_values_cite_their_first_message_in_both_formats() {
+        use crate::ledger::{Salience, Source};
+        let est = CharEstimator::default();
+        let mut state = WorkstreamState::default();
+        let user = |a: Artifact| a.said_by(Source::User, Salience::Stated);
+        state.ledger.record(
+            [
+                user(Artifact::setting("timeout", "37s", MessageId(12))),
+                Artifact::new(
+                    ArtifactKind::Path,
+                    "src/billing/rounding.rs",
+                    MessageId(1234),
+                ),
+                user(Artifact::setting("timeout", "45s", MessageId(88))),
+                Artifact::new(
+                    ArtifactKind::Path,
+                    "src/billing/rounding.rs",
+                    MessageId(1500),
+                ),
+            ],
+            &LedgerCaps::default(),
+            &est,
+        );
+        let msgs = vec![Message::text(2000, Role::User, "next")];
+        let sections = Summary {
+            key_facts: vec!["rounding is half-even".into()],
+            ..Default::default()
+        };
+        let handoff9 = sections.clone().into_format(SummaryFormat::Handoff9);
+        for summary in [Some(&sections), Some(&handoff9), None] {
+            let built = build(
+                &input(summary, &state, &msgs),
+                &ContextConfig::default(),
+                &est,
+            );
+            let Part::Text { text } = &built.messages[0].parts[0] else {
+                panic!()
+            };
+            let at = text.find(LEDGER_HEADING).expect("the ledger's heading");
+            let ledger = &text[at..];
+            assert!(
+                ledger.contains("- src/billing/rounding.rs (#1234)\n"),
+                "{text}"
+            );
+            assert!(
+                ledger.contains("- timeout: 45s (#88) (superseded: 37s)\n"),
+                "{text}"
+            );
+            for line in text.lines().filter(|l| l.contains("37s")) {
+                assert!(line.contains("superseded"), "shown as current: {line}");
+            }
+        }
     }
 
     #[test]

@@ -17,7 +17,9 @@
 //! - `extract`: finding values in messages ([`extract`]).
 //! - `record`: merging sightings, supersession of settings, eviction by
 //!   salience ([`ArtifactLedger::record`]).
-//! - `render`: the ledger as text ([`ArtifactLedger::render`]).
+//! - `render`: the ledger as text ([`ArtifactLedger::render`]), and as a
+//!   context shows it, each value citing its source message
+//!   ([`ArtifactLedger::render_cited`]).
 
 pub mod artifact;
 pub mod caps;
@@ -80,12 +82,16 @@ impl ArtifactLedger {
         render::render(&entries)
     }
 
-    /// As [`ArtifactLedger::render`], with `mark(a)` appended to the line
-    /// of each plain value it marks: a value that only a statement the user
-    /// later superseded named is shown with that mark, never as current.
-    pub fn render_marked(&self, mark: &dyn Fn(&Artifact) -> Option<String>) -> String {
+    /// The ledger as a built context shows it: as
+    /// [`ArtifactLedger::render`], each current line citing the message its
+    /// value was first seen in (` (#1234)`, the evidence packet), and with
+    /// `mark(a)` appended to the line of each plain value it marks: a value
+    /// that only a statement the user later superseded named is shown with
+    /// that mark, never as current. This is the rendering the token budget
+    /// of `record` is enforced on.
+    pub fn render_cited(&self, mark: &dyn Fn(&Artifact) -> Option<String>) -> String {
         let entries: Vec<&Artifact> = self.entries.iter().collect();
-        render::render_marked(&entries, mark)
+        render::render_cited(&entries, mark)
     }
 }
 

@@ -69,7 +69,8 @@ impl ArtifactLedger {
     /// Records newly seen artifacts (in the order they were seen), then
     /// enforces the per-kind caps and the token budget of `caps` by
     /// salience (see the module docs of `ledger::record`). Afterwards
-    /// `render()` fits `caps.max_tokens` as `estimator` counts.
+    /// `render_cited()` (and so `render()`) fits `caps.max_tokens` as
+    /// `estimator` counts.
     /// Deterministic and idempotent: recording the same batch again changes
     /// nothing.
     pub fn record(
@@ -196,13 +197,14 @@ impl ArtifactLedger {
 
         // The per-line costs are meant to add up to at least the real
         // count; should an estimator disagree, drop the least salient
-        // entries until the rendering fits.
+        // entries until the rendering fits. The cited rendering (what a
+        // context shows) is checked: the uncited one is only shorter.
         loop {
             let shown: Vec<&Artifact> = (0..entries.len())
                 .filter(|&i| kept[i])
                 .map(|i| &entries[i])
                 .collect();
-            if estimator.count(&render::render(&shown)) <= caps.max_tokens {
+            if estimator.count(&render::render_cited(&shown, &|_| None)) <= caps.max_tokens {
                 break;
             }
             match order.iter().rev().find(|&&i| kept[i]) {

@@ -14,6 +14,15 @@
 //! value equal to a replaced setting value (and to no current one) is left
 //! out, as it is most likely an echo of that setting ("done, timeout 37s");
 //! the setting's history still shows it.
+//!
+//! In a built context every current line also cites the message its value
+//! was first seen in, `- src/billing/rounding.rs (#1234)` or
+//! `- timeout: 45s (#88) (superseded: 37s)` (the evidence packet): the id
+//! is the database message id, the one recall returns and the user's
+//! statements cite, so a model or a person reading the context can look
+//! the value up where it was said. [`cost`] counts the citation, so the
+//! cited rendering fits the ledger's budget; the uncited one (the
+//! summarizer's prompt) is only shorter.
 
 use std::collections::{HashMap, HashSet};
 
@@ -37,20 +46,28 @@ fn line(a: &Artifact) -> String {
     }
 }
 
+/// The citation of a current value: ` (#1234)`, the message it was first
+/// seen in.
+fn citation(a: &Artifact) -> String {
+    format!(" (#{})", a.first_seen)
+}
+
 /// The history suffix of a current setting: ` (superseded: 37s, 30s)`.
 fn history(values: &[&Artifact]) -> String {
     let values: Vec<&str> = values.iter().map(|a| a.value.as_str()).collect();
     format!(" (superseded: {})", values.join(", "))
 }
 
-/// What `a` adds to the rendering, in tokens: its line, or for a
-/// superseded value its part of the history (counted as if it were the
+/// What `a` adds to the cited rendering, in tokens: its line with its
+/// citation (counted as one text, as it is rendered: counted apart, the
+/// rounding of each piece would overcharge every line for its id), or for
+/// a superseded value its part of the history (counted as if it were the
 /// only one, so the sum is never short).
 pub(super) fn cost(a: &Artifact, estimator: &dyn TokenEstimator) -> u64 {
     if a.superseded {
         estimator.count(&history(&[a]))
     } else {
-        estimator.count(&line(a)) + estimator.count("\n")
+        estimator.count(&format!("{}{}", line(a), citation(a))) + estimator.count("\n")
     }
 }
 
@@ -59,15 +76,25 @@ pub(super) fn heading_cost(kind: ArtifactKind, estimator: &dyn TokenEstimator) -
     estimator.count(kind.title()) + estimator.count(":\n")
 }
 
-/// Renders `entries` (see the module docs); empty when there are none.
+/// Renders `entries` (see the module docs) without citations; empty when
+/// there are none.
 pub(super) fn render(entries: &[&Artifact]) -> String {
-    render_marked(entries, &|_| None)
+    render_lines(entries, false, &|_| None)
 }
 
-/// As [`render`], with `mark(a)` appended to the line of every plain
+/// As [`render`], every current line citing the message its value was
+/// first seen in, and with `mark(a)` appended to the line of every plain
 /// (non-setting) value it returns a mark for.
-pub(super) fn render_marked(
+pub(super) fn render_cited(
     entries: &[&Artifact],
+    mark: &dyn Fn(&Artifact) -> Option<String>,
+) -> String {
+    render_lines(entries, true, mark)
+}
+
+fn render_lines(
+    entries: &[&Artifact],
+    cite: bool,
     mark: &dyn Fn(&Artifact) -> Option<String>,
 ) -> String {
     // Superseded values per key, newest first (ties in stored order).
@@ -123,6 +150,9 @@ pub(super) fn render_marked(
         out.push_str(":\n");
         for a in current {
             out.push_str(&line(a));
+            if cite {
+                out.push_str(&citation(a));
+            }
             if let Some(old) = a.key.as_deref().and_then(|k| replaced.get(k)) {
                 if kind == ArtifactKind::Setting {
                     out.push_str(&history(old));

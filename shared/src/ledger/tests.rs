@@ -551,11 +551,13 @@ proptest! {
         l.record(batch, &caps, &est());
         prop_assert_eq!(&l, &once);
         prop_assert!(est().count(&l.render()) <= caps.max_tokens);
+        prop_assert!(est().count(&l.render_cited(&|_| None)) <= caps.max_tokens);
         for kind in ArtifactKind::ALL {
             prop_assert!(l.entries().iter().filter(|a| a.kind == kind).count() <= caps.cap(kind));
         }
-        // One current value per key, and history only beside it.
-        let rendered = l.render();
+        // One current value per key, and history only beside it, cited or
+        // not.
+        let rendered = format!("{}{}", l.render(), l.render_cited(&|_| None));
         for a in l.entries().iter().filter(|a| a.superseded) {
             let key = a.key.as_deref().unwrap_or("");
             prop_assert!(l.current(key).is_some(), "{} has history but no current value", key);
@@ -649,4 +651,105 @@ fn listed_values_go_before_values_read_alone() {
         "{}",
         l.render()
     );
+}
+
+/// The ledger of the evidence tests: a path first seen in #1234 and seen
+/// again later, a setting stated in #12 and replaced in #88.
+fn evidence_ledger() -> ArtifactLedger {
+    let mut l = ArtifactLedger::default();
+    record(
+        &mut l,
+        [
+            setting("timeout", "37s", 12, Salience::Stated),
+            read(ArtifactKind::Path, "src/billing/rounding.rs", 1234),
+            setting("timeout", "45s", 88, Salience::Stated),
+            setting("MAX_RETRIES", "5", 90, Salience::Written),
+            read(ArtifactKind::Path, "src/billing/rounding.rs", 1300),
+        ],
+    );
+    l
+}
+
+#[test]
+fn a_cited_line_names_the_message_its_value_was_first_seen_in() {
+    let l = evidence_ledger();
+    let cited = l.render_cited(&|_| None);
+    assert_eq!(
+        cited,
+        "Settings:\n- timeout: 45s (#88) (superseded: 37s)\n- MAX_RETRIES=5 (#90)\n\
+         Files:\n- src/billing/rounding.rs (#1234)\n"
+    );
+    // Every line that shows the superseded value says so.
+    for line in cited.lines().filter(|line| line.contains("37s")) {
+        assert!(line.contains("superseded"), "{line}");
+    }
+    // The uncited rendering (the summarizer's prompt) is as before.
+    assert_eq!(
+        l.render(),
+        "Settings:\n- timeout: 45s (superseded: 37s)\n- MAX_RETRIES=5\n\
+         Files:\n- src/billing/rounding.rs\n"
+    );
+}
+
+#[test]
+fn a_mark_follows_the_citation() {
+    let l = evidence_ledger();
+    let cited = l.render_cited(&|a| {
+        (a.kind == ArtifactKind::Path).then(|| " [superseded by the user at #1400]".to_owned())
+    });
+    assert!(
+        cited.contains("- src/billing/rounding.rs (#1234) [superseded by the user at #1400]\n"),
+        "{cited}"
+    );
+}
+
+#[test]
+fn the_cost_of_a_line_includes_its_citation() {
+    let l = evidence_ledger();
+    let path = &l.entries()[1];
+    assert_eq!(path.value, "src/billing/rounding.rs");
+    let cited_line = "- src/billing/rounding.rs (#1234)\n";
+    assert!(render::cost(path, &est()) >= est().count(cited_line));
+    assert!(render::cost(path, &est()) > est().count("- src/billing/rounding.rs\n"));
+    // Lines and headings add up to at least the cited rendering.
+    let mut kinds = std::collections::HashSet::new();
+    let total: u64 = l
+        .entries()
+        .iter()
+        .map(|a| {
+            let heading = if kinds.insert(a.kind) {
+                render::heading_cost(a.kind, &est())
+            } else {
+                0
+            };
+            render::cost(a, &est()) + heading
+        })
+        .sum();
+    assert!(total >= est().count(&l.render_cited(&|_| None)));
+}
+
+#[test]
+fn a_cited_ledger_fits_its_budget() {
+    // Long message ids make the citations a large share of each line.
+    let seen: Vec<Artifact> = (0..400)
+        .map(|i| read(ArtifactKind::Path, &format!("f{i}.rs"), 1_000_000_000 + i))
+        .collect();
+    for max_tokens in [20, 60, 200, 1_000] {
+        let caps = LedgerCaps {
+            max_tokens,
+            ..Default::default()
+        };
+        let mut l = ArtifactLedger::default();
+        l.record(seen.clone(), &caps, &est());
+        let cited = l.render_cited(&|_| None);
+        assert!(!l.is_empty(), "{max_tokens}");
+        assert!(est().count(&cited) <= max_tokens, "{max_tokens}: {cited}");
+        assert!(
+            cited
+                .lines()
+                .skip(1)
+                .all(|line| line.ends_with(')') && line.contains("(#1000000")),
+            "{cited}"
+        );
+    }
 }

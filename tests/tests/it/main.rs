@@ -16,6 +16,7 @@ mod compaction;
 mod deploy;
 mod docs;
 mod events;
+mod evidence;
 mod fencing;
 mod hook;
 mod http;
