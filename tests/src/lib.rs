@@ -84,6 +84,33 @@ impl TestRedis {
             .await
             .unwrap()
     }
+
+    /// The entries of the queue's event stream, oldest first: `(event id,
+    /// type, JSON)`.
+    pub async fn event_stream(&self) -> Vec<(String, String, String)> {
+        let queue = self.queue().await;
+        let mut conn = compactor_testkit::redis::connection(&self.url).await;
+        let entries: Vec<(String, Vec<String>)> = redis::cmd("XRANGE")
+            .arg(queue.keys().events_stream())
+            .arg("-")
+            .arg("+")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        entries
+            .into_iter()
+            .map(|(_, fields)| {
+                let field = |name: &str| {
+                    fields
+                        .chunks(2)
+                        .find(|pair| pair[0] == name)
+                        .map(|pair| pair[1].clone())
+                        .unwrap_or_else(|| panic!("field {name} in {fields:?}"))
+                };
+                (field("id"), field("type"), field("event"))
+            })
+            .collect()
+    }
 }
 
 impl Default for TestRedis {

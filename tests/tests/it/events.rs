@@ -114,7 +114,7 @@ async fn events_reach_the_stream_and_a_signed_webhook(backend: Backend) {
     // (A job whose queue lease was lost under load runs again: its second
     // attempt takes the lease, finds the work done and writes one more
     // `compaction.started`.)
-    let stream = stream_entries(&redis).await;
+    let stream = redis.event_stream().await;
     let kinds: Vec<&str> = stream.iter().map(|(_, kind, _)| kind.as_str()).collect();
     let first = |kind: &str| kinds.iter().position(|k| *k == kind).unwrap();
     assert!(
@@ -248,7 +248,7 @@ async fn events_committed_while_no_relay_runs_are_delivered_by_the_next_relay() 
         .await
         .unwrap();
     assert_eq!(claimed.len(), 3);
-    assert!(stream_entries(&redis).await.is_empty());
+    assert!(redis.event_stream().await.is_empty());
 
     // The next worker's relay delivers them all.
     let stop = CancellationToken::new();
@@ -272,7 +272,7 @@ async fn events_committed_while_no_relay_runs_are_delivered_by_the_next_relay() 
         event.assert_signed();
     }
     let ids: BTreeSet<&str> = got.iter().map(|e| e.id.as_str()).collect();
-    let stream = stream_entries(&redis).await;
+    let stream = redis.event_stream().await;
     assert_eq!(
         stream
             .iter()
@@ -540,30 +540,4 @@ fn with_webhook(mut settings: Settings, url: &str) -> Settings {
     settings.engine = small_window();
     settings.events = test_events(url);
     settings
-}
-
-/// The entries of the queue's event stream: `(event id, type, JSON)`.
-async fn stream_entries(redis: &TestRedis) -> Vec<(String, String, String)> {
-    let queue = redis.queue().await;
-    let mut conn = compactor_testkit::redis::connection(&redis.url).await;
-    let entries: Vec<(String, Vec<String>)> = redis::cmd("XRANGE")
-        .arg(queue.keys().events_stream())
-        .arg("-")
-        .arg("+")
-        .query_async(&mut conn)
-        .await
-        .unwrap();
-    entries
-        .into_iter()
-        .map(|(_, fields)| {
-            let field = |name: &str| {
-                fields
-                    .chunks(2)
-                    .find(|pair| pair[0] == name)
-                    .map(|pair| pair[1].clone())
-                    .unwrap_or_else(|| panic!("field {name} in {fields:?}"))
-            };
-            (field("id"), field("type"), field("event"))
-        })
-        .collect()
 }
