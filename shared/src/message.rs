@@ -11,12 +11,50 @@
 use serde::{Deserialize, Serialize};
 
 /// Monotonic, storage-assigned position of a message within its workstream.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, Default,
-)]
+/// Read from a JSON integer, or from a number with a zero fraction
+/// (`42.0`, as clients in languages without an integer type send it), as
+/// JSON Schema's `integer` allows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Default)]
 #[serde(transparent)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct MessageId(pub i64);
+
+impl<'de> Deserialize<'de> for MessageId {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<MessageId, D::Error> {
+        struct Whole;
+
+        impl serde::de::Visitor<'_> for Whole {
+            type Value = MessageId;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a message id (a whole number)")
+            }
+
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<MessageId, E> {
+                Ok(MessageId(v))
+            }
+
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<MessageId, E> {
+                i64::try_from(v)
+                    .map(MessageId)
+                    .map_err(|_| E::invalid_value(serde::de::Unexpected::Unsigned(v), &self))
+            }
+
+            fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<MessageId, E> {
+                // 2^63 as f64: every whole float in [-2^63, 2^63) fits an i64.
+                const LIMIT: f64 = 9_223_372_036_854_775_808.0;
+                if v.fract() == 0.0 && (-LIMIT..LIMIT).contains(&v) {
+                    #[allow(clippy::cast_possible_truncation)]
+                    Ok(MessageId(v as i64))
+                } else {
+                    Err(E::invalid_value(serde::de::Unexpected::Float(v), &self))
+                }
+            }
+        }
+
+        deserializer.deserialize_any(Whole)
+    }
+}
 
 impl std::fmt::Display for MessageId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

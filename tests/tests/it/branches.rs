@@ -449,7 +449,7 @@ async fn invalid_parents_and_heads_are_refused() {
             }),
         )
         .await;
-        assert_eq!(status, StatusCode::BAD_REQUEST, "{what}: {body}");
+        assert_eq!(status, StatusCode::NOT_FOUND, "{what}: {body}");
         assert_eq!(body["error"]["code"], "invalid_parent", "{what}");
     }
     let (status, body) = post(

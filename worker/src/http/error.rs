@@ -127,14 +127,16 @@ impl ApiError {
             | ApiError::InvalidBody(_)
             | ApiError::InvalidMessage(_)
             | ApiError::InvalidQuery(_)
-            | ApiError::InvalidHeader(_)
-            | ApiError::InvalidParent(_) => StatusCode::BAD_REQUEST,
+            | ApiError::InvalidHeader(_) => StatusCode::BAD_REQUEST,
             ApiError::ClientIdConflict(_) | ApiError::BranchConflict(_) => StatusCode::CONFLICT,
             ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             ApiError::UnknownWorkstream(_)
             | ApiError::UnknownDelivery(_)
             | ApiError::UnknownMessage(_)
-            | ApiError::NotFound(_) => StatusCode::NOT_FOUND,
+            | ApiError::NotFound(_)
+            // A parent this workstream does not have: not found, from
+            // the workstream's point of view.
+            | ApiError::InvalidParent(_) => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::RedisUnavailable(_)
@@ -206,9 +208,9 @@ pub const RETRY_AFTER_SECS: &str = "1";
 
 /// Every code an error body can carry: the `/v1` routes' errors (`ApiError`),
 /// and `not_ready` of the readiness probes. By status: 400 `invalid_key`,
-/// `invalid_body`, `invalid_message`, `invalid_query`, `invalid_header`,
-/// `invalid_parent`; 401 `unauthorized`; 404 `unknown_workstream`,
-/// `unknown_delivery`, `unknown_message`, `not_found`; 405
+/// `invalid_body`, `invalid_message`, `invalid_query`, `invalid_header`;
+/// 401 `unauthorized`; 404 `unknown_workstream`, `unknown_delivery`,
+/// `unknown_message`, `invalid_parent`, `not_found`; 405
 /// `method_not_allowed`; 409 `client_id_conflict`, `branch_conflict`; 413
 /// `payload_too_large`; 500 `internal`; 503 `redis_unavailable`,
 /// `database_unavailable`, `schema_mismatch`, `shutting_down`,

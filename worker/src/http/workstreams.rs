@@ -115,9 +115,9 @@ pub(super) struct AppendResponse {
     request_body = AppendRequest,
     responses(
         (status = 200, description = "Stored (and, with `finalize`, the turn ended; `turn.outcome` is `unavailable` when Redis did not take the compaction request).", body = AppendResponse),
-        (status = 400, description = "Invalid key, body, message, header, or a `parent_id` that is not the workstream's (`invalid_parent`).", body = ErrorBody),
+        (status = 400, description = "Invalid key, body, message or header.", body = ErrorBody),
         (status = 401, description = "Missing or invalid bearer token.", body = ErrorBody),
-        (status = 404, description = "`finalize` with no messages, for a workstream that does not exist.", body = ErrorBody),
+        (status = 404, description = "`finalize` with no messages, for a workstream that does not exist; or a `parent_id` that is not one of the workstream's messages (`invalid_parent`).", body = ErrorBody),
         (status = 409, description = "A client id names a stored message with other content (`client_id_conflict`), or `parent_id` was folded by a compaction or would leave a branch while one runs (`branch_conflict`); nothing was stored.", body = ErrorBody),
         (status = 413, description = "The body is larger than `admin.max_body_bytes`.", body = ErrorBody),
         (status = 503, description = "The database did not answer, the schema is not current, or the request outlasted `admin.request_timeout`.", body = ErrorBody),
