@@ -14,6 +14,7 @@ use compactor_producer::client::{Compactor, IncomingMessage};
 use compactor_producer::queue::EnqueueOutcome;
 use compactor_producer::store::BranchSummaryRow;
 use compactor_shared::{EntityKey, MessageId, Part, Role};
+use compactor_worker::settings::Settings;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
@@ -61,6 +62,21 @@ fn head_path(k: &EntityKey) -> String {
 
 fn messages_path(k: &EntityKey) -> String {
     format!("/v1/workstreams/{}/{}/messages", k.domain(), k.entity_id())
+}
+
+/// A database of its own, a queue of its own, a worker's settings for
+/// both (no LLM: the extractive summarizer) and a client on them.
+async fn world(backend: Backend) -> (TestDb, TestRedis, Settings, Compactor) {
+    let db = TestDb::new(backend).await;
+    let redis = TestRedis::new();
+    let settings = settings(&db.url, &redis, None);
+    let compactor = Compactor::from_parts(
+        db.store.clone(),
+        redis.queue().await,
+        settings.engine.clone(),
+    )
+    .await;
+    (db, redis, settings, compactor)
 }
 
 /// Waits until `k` has `n` branch summaries; returns them.
@@ -137,15 +153,7 @@ async fn a_branch_abandoned_and_revisited_on_sqlite() {
 /// to m5 (revisiting A: B is summarized at m3, carrying A's summary's
 /// file operations).
 async fn abandoned_and_revisited(backend: Backend) {
-    let db = TestDb::new(backend).await;
-    let redis = TestRedis::new();
-    let settings = settings(&db.url, &redis, None);
-    let compactor = Compactor::from_parts(
-        db.store.clone(),
-        redis.queue().await,
-        settings.engine.clone(),
-    )
-    .await;
+    let (db, _redis, settings, compactor) = world(backend).await;
     let worker = start_worker(settings).await;
     let base = worker.admin_url();
     let k = key(&unique_name("branches"));
@@ -313,15 +321,7 @@ async fn abandoned_and_revisited(backend: Backend) {
 /// compaction job.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_same_branch_left_twice_is_one_job() {
-    let db = TestDb::new(Backend::Postgres).await;
-    let redis = TestRedis::new();
-    let settings = settings(&db.url, &redis, None);
-    let compactor = Compactor::from_parts(
-        db.store.clone(),
-        redis.queue().await,
-        settings.engine.clone(),
-    )
-    .await;
+    let (db, redis, settings, compactor) = world(Backend::Postgres).await;
     let k = key(&unique_name("dedup"));
     let ids = compactor
         .append_messages(
@@ -409,15 +409,7 @@ async fn the_same_branch_left_twice_is_one_job() {
 /// Bad parents and heads are typed 4xx errors, and store nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn invalid_parents_and_heads_are_refused() {
-    let db = TestDb::new(Backend::Postgres).await;
-    let redis = TestRedis::new();
-    let settings = settings(&db.url, &redis, None);
-    let compactor = Compactor::from_parts(
-        db.store.clone(),
-        redis.queue().await,
-        settings.engine.clone(),
-    )
-    .await;
+    let (db, _redis, settings, compactor) = world(Backend::Postgres).await;
     let worker = start_worker(settings).await;
     let base = worker.admin_url();
     let k = key(&unique_name("bad-branch"));
@@ -505,15 +497,7 @@ async fn invalid_parents_and_heads_are_refused() {
 /// branch is neither in the summary's span nor in the context after it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn compaction_folds_the_current_path_only() {
-    let db = TestDb::new(Backend::Postgres).await;
-    let redis = TestRedis::new();
-    let settings = settings(&db.url, &redis, None);
-    let compactor = Compactor::from_parts(
-        db.store.clone(),
-        redis.queue().await,
-        settings.engine.clone(),
-    )
-    .await;
+    let (db, _redis, settings, compactor) = world(Backend::Postgres).await;
     let worker = start_worker(settings).await;
     let k = key(&unique_name("branch-compact"));
     let turn = |i: usize, topic: &str| {
