@@ -8,10 +8,11 @@
 
 use std::collections::HashMap;
 
-use compactor_shared::payload::{JobKind, Payload, Trigger};
+use compactor_shared::payload::{Payload, Trigger};
 use compactor_shared::EntityKey;
 use serde::Serialize;
 
+use super::dead_bulk::{retry_request, LetterRetry, BATCH};
 use super::enqueue::EnqueueOutcome;
 use super::error::{redis_error, QueueError};
 use super::handle::Queue;
@@ -105,69 +106,47 @@ impl Queue {
         &self,
         entry: &str,
     ) -> Result<Option<(EntityKey, Option<Trigger>, EnqueueOutcome)>, QueueError> {
-        let mut conn = self.conn.clone();
-        let record: HashMap<String, String> = redis::cmd("HGETALL")
-            .arg(self.keys.dead_record(entry))
-            .query_async(&mut conn)
-            .await
-            .map_err(redis_error("retry_dead"))?;
-        let Some(member) = record.get("member").cloned() else {
+        let Some(letter) = self.dead_letter(entry).await? else {
             // No record (never was, or it expired): nothing to retry, and
             // an index entry left without its record goes.
             self.purge_dead(Some(entry)).await?;
             return Ok(None);
         };
-        // A branch summary's job is requested again as such (its member
-        // names a leaf, not an entity).
-        let branch = record
-            .get("payload")
-            .and_then(|raw| Payload::decode(raw.as_bytes()).ok())
-            .and_then(|p| match p.job {
-                JobKind::SummarizeBranch { leaf, branch_point } => {
-                    Some((p.key, leaf, branch_point))
-                }
-                JobKind::Compact => None,
-            });
-        if let Some((key, leaf, branch_point)) = branch {
-            let outcome = self
-                .request_branch_summary(&key, leaf, branch_point)
-                .await?;
-            self.purge_dead(Some(entry)).await?;
-            return Ok(Some((key, None, outcome)));
+        // The same script as a bulk retry: the request and the letter's
+        // removal in one step.
+        let retry = retry_request(&letter)?;
+        let mut results = self.retry_letters(vec![retry]).await?;
+        match results.pop() {
+            Some((retry, LetterRetry::Requested(outcome))) => {
+                Ok(Some((retry.key, retry.trigger, outcome)))
+            }
+            Some((_, LetterRetry::Gone)) | None => Ok(None),
+            Some((_, LetterRetry::Skipped)) => Err(QueueError::Protocol {
+                op: "retry_dead",
+                detail: format!("the job record of dead letter {entry:?} is not a hash"),
+            }),
         }
-        let key: EntityKey = member.parse().map_err(|e| QueueError::Protocol {
-            op: "retry_dead",
-            detail: format!("dead letter {entry:?} names no valid entity: {e}"),
-        })?;
-        let trigger = retry_trigger(&record);
-        let outcome = self.request_compaction(&key, trigger.clone()).await?;
-        self.purge_dead(Some(entry)).await?;
-        Ok(Some((key, Some(trigger), outcome)))
     }
 
     /// Deletes one dead letter, or all of them; returns how many.
     pub async fn purge_dead(&self, entry: Option<&str>) -> Result<u64, QueueError> {
-        let mut conn = self.conn.clone();
-        let redis_err = redis_error("purge_dead");
         let entries: Vec<String> = match entry {
             Some(e) => vec![e.to_owned()],
-            None => redis::cmd("ZRANGE")
-                .arg(self.keys.dead())
-                .arg(0)
-                .arg(-1)
-                .query_async(&mut conn)
-                .await
-                .map_err(redis_err)?,
+            None => {
+                let mut conn = self.conn.clone();
+                redis::cmd("ZRANGE")
+                    .arg(self.keys.dead())
+                    .arg(0)
+                    .arg(-1)
+                    .query_async(&mut conn)
+                    .await
+                    .map_err(redis_error("purge_dead"))?
+            }
         };
         let mut removed = 0;
-        for chunk in entries.chunks(500) {
-            let mut pipe = redis::pipe();
-            pipe.cmd("ZREM").arg(self.keys.dead()).arg(chunk);
-            for e in chunk {
-                pipe.del(self.keys.dead_record(e)).ignore();
-            }
-            let (n,): (u64,) = pipe.query_async(&mut conn).await.map_err(redis_err)?;
-            removed += n;
+        for chunk in entries.chunks(BATCH) {
+            let chunk: Vec<&str> = chunk.iter().map(String::as_str).collect();
+            removed += self.purge_entries(&chunk).await?;
         }
         Ok(removed)
     }
@@ -176,7 +155,7 @@ impl Queue {
 /// A dead letter from its set entry and its record (as written by
 /// `dead_letter` in the prelude). Fields a hand-edited record lacks read
 /// as empty or zero; the member falls back to the entry's.
-fn dead_letter(entry: String, r: &HashMap<String, String>) -> DeadLetter {
+pub(super) fn dead_letter(entry: String, r: &HashMap<String, String>) -> DeadLetter {
     let num = |f: &str| r.get(f).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
     DeadLetter {
         member: r
@@ -191,15 +170,6 @@ fn dead_letter(entry: String, r: &HashMap<String, String>) -> DeadLetter {
         payload: r.get("payload").cloned().unwrap_or_default(),
         entry,
     }
-}
-
-/// The trigger a retried dead letter is requested with: the one it had, or
-/// a manual one when its payload is unusable.
-fn retry_trigger(record: &HashMap<String, String>) -> Trigger {
-    record
-        .get("payload")
-        .and_then(|p| Payload::decode(p.as_bytes()).ok())
-        .map_or(Trigger::Manual { instructions: None }, |p| p.trigger)
 }
 
 #[cfg(test)]
@@ -249,18 +219,5 @@ mod tests {
         assert_eq!(letter.member, "compact:chat:7f3c");
         assert_eq!(letter.attempts, 0);
         assert_eq!(letter.reason, "");
-    }
-
-    #[test]
-    fn a_retry_keeps_the_trigger_unless_the_payload_is_unusable() {
-        let key = EntityKey::parse("chat", "7f3c").unwrap();
-        let payload = Payload::new(key, Trigger::FollowUp).unwrap().encode();
-        assert_eq!(
-            retry_trigger(&record(&[("payload", &payload)])),
-            Trigger::FollowUp
-        );
-        let manual = Trigger::Manual { instructions: None };
-        assert_eq!(retry_trigger(&record(&[("payload", "{not json")])), manual);
-        assert_eq!(retry_trigger(&record(&[])), manual);
     }
 }

@@ -100,21 +100,7 @@ impl Queue {
         leaf: MessageId,
         branch_point: MessageId,
     ) -> Result<EnqueueOutcome, QueueError> {
-        let payload = Payload::summarize_branch(key.clone(), leaf, branch_point);
-        let member = payload.member();
-        let encoded = payload.encode();
-        let mut inv = self.scripts.enqueue.prepare_invoke();
-        inv.key(self.keys.job_of_member(&member))
-            .key(self.keys.waiting())
-            .key(self.keys.seq())
-            .key(self.keys.running())
-            .key(self.keys.urgent())
-            .arg(&member)
-            .arg(&encoded)
-            .arg(&encoded)
-            .arg("0")
-            .arg(self.keys.wake_channel())
-            .arg(Lane::Normal.as_str());
+        let inv = self.request_invocation(&Request::branch_summary(key, leaf, branch_point));
         let mut conn = self.conn.clone();
         let reply: Result<Vec<String>, _> = inv.invoke_async(&mut conn).await;
         let result = reply
@@ -129,28 +115,23 @@ impl Queue {
         key: &EntityKey,
         trigger: Trigger,
     ) -> Result<redis::ScriptInvocation<'_>, QueueError> {
-        let manual = trigger.is_manual();
-        let lane = Lane::of(&trigger);
-        let followup_trigger = if manual {
-            trigger.clone()
-        } else {
-            Trigger::FollowUp
-        };
-        let payload = Payload::new(key.clone(), trigger)?.encode();
-        let followup = Payload::new(key.clone(), followup_trigger)?.encode();
+        Ok(self.request_invocation(&Request::compaction(key, trigger)?))
+    }
+
+    fn request_invocation(&self, request: &Request) -> redis::ScriptInvocation<'_> {
         let mut inv = self.scripts.enqueue.prepare_invoke();
-        inv.key(self.keys.job(key))
+        inv.key(self.keys.job_of_member(&request.member))
             .key(self.keys.waiting())
             .key(self.keys.seq())
             .key(self.keys.running())
             .key(self.keys.urgent())
-            .arg(Keys::member(key))
-            .arg(payload)
-            .arg(followup)
-            .arg(if manual { "1" } else { "0" })
+            .arg(&request.member)
+            .arg(&request.payload)
+            .arg(&request.followup)
+            .arg(if request.manual { "1" } else { "0" })
             .arg(self.keys.wake_channel())
-            .arg(lane.as_str());
-        Ok(inv)
+            .arg(request.lane.as_str());
+        inv
     }
 
     async fn enqueue_one(
@@ -167,7 +148,7 @@ impl Queue {
         enqueue_outcome(&reply)
     }
 
-    fn count_enqueue(&self, result: &Result<EnqueueOutcome, QueueError>) {
+    pub(super) fn count_enqueue(&self, result: &Result<EnqueueOutcome, QueueError>) {
         let queue = self.config.name.as_str();
         match result {
             Ok(outcome) => CompactionRequested {
@@ -220,8 +201,61 @@ impl Queue {
     }
 }
 
+/// What one request asks of `request_job` (in the prelude): the arguments
+/// `enqueue.lua` takes, and the dead-letter retry too, so both request a
+/// job alike.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Request {
+    /// The member naming the job (`Payload::member`).
+    pub(super) member: String,
+    /// The payload of a new job.
+    pub(super) payload: String,
+    /// The payload of the follow-up recorded while a job runs: the request
+    /// itself when manual (its instructions), else a follow-up trigger.
+    pub(super) followup: String,
+    pub(super) manual: bool,
+    pub(super) lane: Lane,
+}
+
+impl Request {
+    /// A compaction of `key` with `trigger`.
+    pub(super) fn compaction(key: &EntityKey, trigger: Trigger) -> Result<Request, QueueError> {
+        let manual = trigger.is_manual();
+        let lane = Lane::of(&trigger);
+        let followup_trigger = if manual {
+            trigger.clone()
+        } else {
+            Trigger::FollowUp
+        };
+        Ok(Request {
+            member: Keys::member(key),
+            payload: Payload::new(key.clone(), trigger)?.encode(),
+            followup: Payload::new(key.clone(), followup_trigger)?.encode(),
+            manual,
+            lane,
+        })
+    }
+
+    /// A `summarize_branch` job (see [`Queue::request_branch_summary`]).
+    pub(super) fn branch_summary(
+        key: &EntityKey,
+        leaf: MessageId,
+        branch_point: MessageId,
+    ) -> Request {
+        let payload = Payload::summarize_branch(key.clone(), leaf, branch_point);
+        let encoded = payload.encode();
+        Request {
+            member: payload.member(),
+            payload: encoded.clone(),
+            followup: encoded,
+            manual: false,
+            lane: Lane::Normal,
+        }
+    }
+}
+
 /// Reads `enqueue.lua`'s reply: `{outcome, job_id}`.
-fn enqueue_outcome(reply: &[String]) -> Result<EnqueueOutcome, QueueError> {
+pub(super) fn enqueue_outcome(reply: &[String]) -> Result<EnqueueOutcome, QueueError> {
     let job_id = parse_id(reply.get(1), "enqueue")?;
     match reply.first().map(String::as_str) {
         Some("added") => Ok(EnqueueOutcome::Added { job_id }),

@@ -60,7 +60,8 @@
 //!   requests), `settle` (complete and claim in one round trip), `claim`
 //!   (the leased job, renewing its lease), `fail` (retry, postpone,
 //!   dead-letter, hand back), `recover` (expired leases), `repair`
-//!   (records that lost their set entry), `dead_letters`, `inspect`
+//!   (records that lost their set entry), `dead_letters` (and
+//!   `dead_bulk`: by filter, in batches), `inspect`
 //!   (job state, counts), `pubsub` (wake-ups and release announcements),
 //!   `workers` (the registry of live workers), `progress` (where a
 //!   job stands, for waiters) and `stream` (the Redis Stream of
@@ -70,6 +71,7 @@ mod claim;
 mod config;
 mod conn;
 mod convert;
+mod dead_bulk;
 mod dead_letters;
 mod enqueue;
 mod error;
@@ -91,6 +93,10 @@ pub use compactor_shared::payload;
 
 pub use claim::{ClaimOutcome, ClaimedJob};
 pub use config::{QueueConfig, QueueConfigError};
+pub use dead_bulk::{
+    member_domain, reason_kind, BulkAction, BulkReport, DeadCursor, DeadFilter, DeadFilterError,
+    DeadPage, DeadReason, RetriedLetter, SAMPLE as DEAD_LETTER_SAMPLE,
+};
 pub use dead_letters::DeadLetter;
 pub use enqueue::EnqueueOutcome;
 pub use error::QueueError;

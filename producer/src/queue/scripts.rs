@@ -26,6 +26,9 @@ pub(super) struct Scripts {
     pub(super) progress: Script,
     /// Puts records back in their set (`repair` module).
     pub(super) repair: Script,
+    /// Bulk dead-letter retry and purge (`dead_bulk` module).
+    pub(super) dead_retry: Script,
+    pub(super) dead_purge: Script,
 }
 
 /// Builds a script from `scripts/<name>.lua` with the shared prelude
@@ -52,6 +55,8 @@ impl Scripts {
             workers: script!("workers"),
             progress: script!("progress"),
             repair: script!("repair"),
+            dead_retry: script!("dead_retry"),
+            dead_purge: script!("dead_purge"),
         }
     }
 
@@ -71,6 +76,8 @@ impl Scripts {
             &self.workers,
             &self.progress,
             &self.repair,
+            &self.dead_retry,
+            &self.dead_purge,
         ] {
             script
                 .prepare_invoke()
@@ -92,7 +99,7 @@ mod tests {
     const PRELUDE: &str = include_str!("scripts/prelude.lua");
 
     /// Every script's own source, the prelude included.
-    const SOURCES: [(&str, &str); 11] = [
+    const SOURCES: [(&str, &str); 13] = [
         ("prelude", PRELUDE),
         ("enqueue", include_str!("scripts/enqueue.lua")),
         ("settle", include_str!("scripts/settle.lua")),
@@ -104,6 +111,8 @@ mod tests {
         ("workers", include_str!("scripts/workers.lua")),
         ("progress", include_str!("scripts/progress.lua")),
         ("repair", include_str!("scripts/repair.lua")),
+        ("dead_retry", include_str!("scripts/dead_retry.lua")),
+        ("dead_purge", include_str!("scripts/dead_purge.lua")),
     ];
 
     fn redis_url() -> String {

@@ -406,3 +406,45 @@ local function make_urgent(job, lanes, member)
   end
   redis.call('HSET', job, 'lane', URGENT)
 end
+
+-- Requests a job for `member` (job record `job`), deciding by the state of
+-- its current job what that means: joins a waiting job (a manual request
+-- replaces its payload, an urgent one moves it to the urgent lane), records
+-- one follow-up of a running one (`followup`, the payload; a manual one
+-- wins), or adds a new job (`payload`) in `lane`. A record whose set lost
+-- its entry is put back there first (see repair_job): the request joins a
+-- job that will run. The one place a request is decided: enqueue and the
+-- dead-letter retry call it. Returns {outcome, job_id}; outcome is
+-- added | coalesced | followup.
+local function request_job(job, lanes, running, seq, channel, member, payload, followup, manual, lane)
+  local f = redis.call('HMGET', job, 'state', 'job_id', 'followup_manual', 'lane', 'followup_lane')
+  lane = lane_of(lane)
+  if f[1] == 'waiting' then
+    repair_job(job, lanes, running, channel, member, now_ms())
+    -- The job reads current data when it starts: nothing to add. A manual
+    -- request upgrades it, so its instructions are not lost. An urgent
+    -- request moves a job of the normal lane to the urgent one, with its
+    -- trigger; a job there already keeps its own (a manual job's
+    -- instructions are not lost to a reactive request).
+    local upgrade = lane == URGENT and lane_of(f[4]) ~= URGENT
+    if manual or upgrade then
+      redis.call('HSET', job, 'payload', payload)
+    end
+    if upgrade then
+      make_urgent(job, lanes, member)
+    end
+    return {'coalesced', f[2] or '0'}
+  end
+  if f[1] == 'running' then
+    repair_job(job, lanes, running, channel, member, now_ms())
+    -- Remember exactly one follow-up; a manual one wins over an automatic
+    -- one. It runs in the most urgent lane of the requests made meanwhile.
+    if manual or f[3] ~= '1' then
+      redis.call('HSET', job, 'followup', followup, 'followup_manual', manual and '1' or '0',
+        'followup_lane', max_lane(lane, f[5]))
+    end
+    return {'followup', f[2] or '0'}
+  end
+  local id = add_job(job, lanes, seq, channel, member, payload, lane, now_ms())
+  return {'added', tostring(id)}
+end
