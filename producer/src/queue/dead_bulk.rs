@@ -175,7 +175,9 @@ impl DeadFilter {
 
     /// Whether `letter` matches, with the age cutoff (server ms) resolved.
     fn matches(&self, letter: &DeadLetter, cutoff_ms: Option<u64>) -> bool {
-        self.reason.as_ref().is_none_or(|r| r.matches(&letter.reason))
+        self.reason
+            .as_ref()
+            .is_none_or(|r| r.matches(&letter.reason))
             && self
                 .domain
                 .as_deref()
@@ -657,12 +659,18 @@ mod tests {
 
     #[test]
     fn reasons_read_as_the_kinds_of_the_dead_letter_metric() {
-        assert_eq!(reason_kind("gave up after 3 attempts: llm: 503"), "exhausted");
+        assert_eq!(
+            reason_kind("gave up after 3 attempts: llm: 503"),
+            "exhausted"
+        );
         assert_eq!(reason_kind("stalled: the lease expired 3 times"), "stalled");
         assert_eq!(reason_kind("cancelled"), "cancelled");
         assert_eq!(reason_kind("cancelled: by an operator"), "cancelled");
         assert_eq!(reason_kind("unknown workstream chat/7f3c"), "permanent");
-        assert_eq!(reason_kind("payload: expected value at line 1"), "permanent");
+        assert_eq!(
+            reason_kind("payload: expected value at line 1"),
+            "permanent"
+        );
         assert_eq!(reason_kind("stalledness"), "permanent");
         assert_eq!(reason_kind(""), "permanent");
     }
@@ -684,7 +692,10 @@ mod tests {
         for bad in ["", "Exhausted", "gave up", "a*", "1x", &"x".repeat(33)] {
             assert!(DeadReason::parse(bad).is_err(), "{bad:?}");
         }
-        assert_eq!(DeadReason::parse("cancelled").unwrap().as_str(), "cancelled");
+        assert_eq!(
+            DeadReason::parse("cancelled").unwrap().as_str(),
+            "cancelled"
+        );
     }
 
     #[test]

@@ -112,7 +112,12 @@ async fn bulk_retry_and_purge(mut t: Dlq) {
     let old_chat = t.letter("chat", "a", exhausted, 2 * HOUR_MS).await;
     let new_chat = t.letter("chat", "b", "unknown workstream", 0).await;
     let old_support = t
-        .letter("support", "c", "stalled: the lease expired 3 times", 2 * HOUR_MS)
+        .letter(
+            "support",
+            "c",
+            "stalled: the lease expired 3 times",
+            2 * HOUR_MS,
+        )
         .await;
     let new_support = t.letter("support", "d", exhausted, 0).await;
     let cancelled = t.letter("chat", "e", "cancelled", 0).await;
@@ -136,7 +141,10 @@ async fn bulk_retry_and_purge(mut t: Dlq) {
         ..by_reason.clone()
     };
     let retried = t.bulk(&chat_exhausted, BulkAction::Retry, false).await;
-    assert_eq!((retried.matched, retried.applied, retried.skipped), (1, 1, 0));
+    assert_eq!(
+        (retried.matched, retried.applied, retried.skipped),
+        (1, 1, 0)
+    );
     assert_eq!(retried.retried.len(), 1);
     let r = &retried.retried[0];
     assert_eq!(r.entry, old_chat);
@@ -243,9 +251,18 @@ async fn walk_many_equal_scores(mut t: Dlq) {
     let mut entries = Vec::new();
     for i in 0..450 {
         let domain = if i % 3 == 0 { "support" } else { "chat" };
-        entries.push(t.letter(domain, &format!("e{i}"), "unknown workstream", 0).await);
+        entries.push(
+            t.letter(domain, &format!("e{i}"), "unknown workstream", 0)
+                .await,
+        );
     }
-    let at = t.queue.dead_letter(&entries[0]).await.unwrap().unwrap().failed_at_ms;
+    let at = t
+        .queue
+        .dead_letter(&entries[0])
+        .await
+        .unwrap()
+        .unwrap()
+        .failed_at_ms;
     for entry in &entries {
         t.backdate(entry, at);
     }

@@ -8,6 +8,9 @@
 //!   loopback without one refuses to start (`[admin]` settings).
 //! - `/v1/events/deliveries…` ([`events`]): webhook deliveries of
 //!   compaction events, listed and retried. Behind the token too.
+//! - `/v1/queue/dead-letters…` ([`dead_letters`]): dead letters listed
+//!   by reason, domain and age, retried or purged in bulk. Behind the
+//!   token too.
 //! - `/metrics`, `/healthz`, `/readyz`, `/readyz/worker` (`probes`), and
 //!   `/openapi.json` ([`openapi`]): open.
 //!
@@ -24,6 +27,7 @@
 mod access_log;
 mod auth;
 mod branches;
+pub mod dead_letters;
 pub mod error;
 pub mod events;
 pub mod extract;
@@ -208,6 +212,27 @@ fn table() -> Vec<(Method, &'static str, Access, Bound, MethodRouter<AppState>)>
             Access::Token,
             Bound::Request,
             post(events::retry_failed),
+        ),
+        (
+            Method::GET,
+            "/v1/queue/dead-letters",
+            Access::Token,
+            Bound::Request,
+            get(dead_letters::list),
+        ),
+        (
+            Method::POST,
+            "/v1/queue/dead-letters/retry",
+            Access::Token,
+            Bound::Request,
+            post(dead_letters::retry),
+        ),
+        (
+            Method::POST,
+            "/v1/queue/dead-letters/purge",
+            Access::Token,
+            Bound::Request,
+            post(dead_letters::purge),
         ),
         (
             Method::GET,

@@ -18,7 +18,7 @@ use serde_json::{json, Value};
 use utoipa::OpenApi;
 
 use super::error::{ErrorBody, ErrorCode};
-use super::{branches, events, probes, recall, runs, workstreams};
+use super::{branches, dead_letters, events, probes, recall, runs, workstreams};
 
 /// The derived part of the document.
 #[derive(OpenApi)]
@@ -37,6 +37,9 @@ use super::{branches, events, probes, recall, runs, workstreams};
         events::list,
         events::retry_one,
         events::retry_failed,
+        dead_letters::list,
+        dead_letters::retry,
+        dead_letters::purge,
         probes::metrics,
         probes::healthz,
         probes::readyz,
@@ -48,6 +51,7 @@ use super::{branches, events, probes, recall, runs, workstreams};
     tags(
         (name = "workstreams", description = "The client API for chat backends (bearer token when configured)."),
         (name = "events", description = "Webhook deliveries of compaction events, listed and retried (bearer token when configured)."),
+        (name = "queue", description = "The queue's dead letters, listed, retried and purged in bulk (bearer token when configured)."),
         (name = "probes", description = "Liveness, readiness, metrics and this document (open)."),
     )
 )]

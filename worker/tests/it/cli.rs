@@ -497,6 +497,125 @@ async fn dead_letters_are_listed_retried_and_purged() {
     assert!(w.ok(&["dlq", "list"], None).as_array().unwrap().is_empty());
 }
 
+/// Dead-letters a job of `domain`/`entity` with `reason`; its entry.
+async fn dead_letter(q: &Queue, domain: &str, entity: &str, reason: &str) -> String {
+    let k = EntityKey::parse(domain, entity).unwrap();
+    q.request_compaction(&k, Trigger::Auto).await.unwrap();
+    let ClaimOutcome::Claimed(job) = q.claim("w").await.unwrap() else {
+        panic!("a job")
+    };
+    q.fail(&job, FailAction::DeadLetter, reason).await.unwrap();
+    format!("{}|{}", k.job_key(), job.job_id)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dead_letters_are_retried_and_purged_in_bulk_by_reason_domain_and_age() {
+    let w = World::new(Backend::Sqlite).await;
+    let q = w.queue().await;
+    let exhausted = "gave up after 3 attempts: llm: 503";
+    let chat_a = dead_letter(&q, "chat", "a", exhausted).await;
+    let chat_b = dead_letter(&q, "chat", "b", exhausted).await;
+    let support_c = dead_letter(&q, "support", "c", exhausted).await;
+    let chat_d = dead_letter(&q, "chat", "d", "stalled: the lease expired 3 times").await;
+
+    // Listing by filter.
+    let listed = w.ok(&["dlq", "list", "--reason", "stalled"], None);
+    assert_eq!(listed.as_array().unwrap().len(), 1);
+    assert_eq!(listed[0]["entry"], chat_d.as_str());
+
+    // A dry run counts and changes nothing.
+    let dry = w.ok(
+        &[
+            "dlq",
+            "retry",
+            "--reason",
+            "exhausted",
+            "--domain",
+            "chat",
+            "--dry-run",
+        ],
+        None,
+    );
+    assert_eq!(
+        (&dry["matched"], &dry["retried"], &dry["dry_run"]),
+        (&2.into(), &0.into(), &true.into()),
+        "{dry}"
+    );
+    let mut sample: Vec<&str> = dry["sample"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["entry"].as_str().unwrap())
+        .collect();
+    sample.sort_unstable();
+    assert_eq!(sample, [chat_a.as_str(), chat_b.as_str()]);
+    assert_eq!(w.ok(&["dlq", "list"], None).as_array().unwrap().len(), 4);
+    let text = w.text(&["dlq", "retry", "--reason", "exhausted", "--dry-run"]);
+    assert!(
+        text.starts_with("dry run: 3 dead letters match (none retried)"),
+        "{text}"
+    );
+
+    // Nothing is older than an hour; the age filter alone matches none.
+    let old = w.ok(&["dlq", "purge", "--older-than", "1h"], None);
+    assert_eq!((&old["matched"], &old["purged"]), (&0.into(), &0.into()));
+
+    // The retry: each letter requested again, its event written.
+    let retried = w.ok(
+        &["dlq", "retry", "--reason", "exhausted", "--domain", "chat"],
+        None,
+    );
+    assert_eq!(
+        (
+            &retried["matched"],
+            &retried["retried"],
+            &retried["skipped"]
+        ),
+        (&2.into(), &2.into(), &0.into()),
+        "{retried}"
+    );
+    assert_eq!(
+        w.db.scalar(
+            "SELECT COUNT(*) AS n FROM events WHERE kind = 'compaction.requested' \
+             AND entity_id IN ('a', 'b')"
+        )
+        .await,
+        2,
+        "one compaction.requested event per retried letter"
+    );
+    let left: Vec<String> = w
+        .ok(&["dlq", "list"], None)
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["entry"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(left.len(), 2);
+    assert!(left.contains(&support_c) && left.contains(&chat_d));
+
+    // No filter: refused, unless --all.
+    let out = w.run(&["dlq", "retry"], None);
+    assert_eq!(code(&out), 2, "{}", String::from_utf8_lossy(&out.stderr));
+    let out = w.run(&["dlq", "purge", "--dry-run"], None);
+    assert_eq!(code(&out), 2);
+    let err: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(err["error"]["code"], "invalid_argument");
+    let out = w.run(&["dlq", "purge", "--reason", "Not A Token"], None);
+    assert_eq!(code(&out), 2);
+
+    let all = w.ok(&["dlq", "retry", "--all", "--dry-run"], None);
+    assert_eq!(all["matched"], 2);
+    let purged = w.ok(&["dlq", "purge", "--domain", "support"], None);
+    assert_eq!(
+        (&purged["matched"], &purged["purged"]),
+        (&1.into(), &1.into())
+    );
+    let retried = w.ok(&["dlq", "retry", "--all"], None);
+    assert_eq!(retried["retried"], 1);
+    assert_eq!(retried["sample"][0]["entry"], chat_d.as_str());
+    assert!(w.ok(&["dlq", "list"], None).as_array().unwrap().is_empty());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_demo_is_compacted_by_a_running_worker_and_shows_it() {
     let w = World::new(Backend::Sqlite).await;

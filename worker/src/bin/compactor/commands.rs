@@ -10,12 +10,13 @@ use compactor_producer::client::{
     WaitMode,
 };
 use compactor_producer::events::EventOutcome;
-use compactor_producer::queue::{EnqueueOutcome, Queue, Trigger};
+use compactor_producer::queue::{BulkAction, EnqueueOutcome, Queue, Trigger};
 use compactor_producer::store::{SchemaStatus, Store};
 use compactor_shared::EntityKey;
 use serde::Serialize;
 
 use crate::connect::{client, queue};
+use crate::dlq;
 use crate::failure::Failure;
 use crate::human;
 use crate::output::{Output, NO};
@@ -509,8 +510,8 @@ async fn dlq(settings: &ClientSettings, command: DlqCommand, out: Output) -> Exi
     report(out, async {
         let queue = queue(settings).await?;
         match command {
-            DlqCommand::List { limit } => {
-                let letters = queue.dead_letters(limit).await?;
+            DlqCommand::List { limit, filter } => {
+                let letters = dlq::list(&queue, limit, &filter).await?;
                 out.print(&letters, || {
                     if letters.is_empty() {
                         return "no dead letters".to_owned();
@@ -535,23 +536,34 @@ async fn dlq(settings: &ClientSettings, command: DlqCommand, out: Output) -> Exi
                 });
                 Ok(ExitCode::SUCCESS)
             }
-            DlqCommand::Retry { entry } => match retry_dead(settings, &queue, &entry).await? {
-                Some(outcome) => {
-                    out.print(&Enqueued::from(&outcome), || {
-                        format!("{entry}: requested again ({})", outcome.label())
-                    });
-                    Ok(ExitCode::SUCCESS)
+            DlqCommand::Retry { entry, bulk } if bulk.is_bulk() || entry.is_none() => {
+                dlq::bulk(settings, &queue, BulkAction::Retry, entry, &bulk, out).await
+            }
+            DlqCommand::Retry { entry, .. } => {
+                let entry = entry.unwrap_or_default();
+                match retry_dead(settings, &queue, &entry).await? {
+                    Some(outcome) => {
+                        out.print(&Enqueued::from(&outcome), || {
+                            format!("{entry}: requested again ({})", outcome.label())
+                        });
+                        Ok(ExitCode::SUCCESS)
+                    }
+                    None => Err(Failure::no(
+                        "not_found",
+                        format!("no dead letter {entry:?}"),
+                    )),
                 }
-                None => Err(Failure::no(
-                    "not_found",
-                    format!("no dead letter {entry:?}"),
-                )),
-            },
-            DlqCommand::Purge { entry, all } => {
-                if entry.is_none() && !all {
-                    return Err(Failure::argument("name an entry, or pass --all"));
-                }
-                let removed = queue.purge_dead(entry.as_deref()).await?;
+            }
+            DlqCommand::Purge { entry, bulk } if bulk.is_bulk() => {
+                dlq::bulk(settings, &queue, BulkAction::Purge, entry, &bulk, out).await
+            }
+            DlqCommand::Purge { entry: None, .. } => Err(Failure::argument(
+                "name an entry or a filter (--reason, --domain, --older-than), or pass --all",
+            )),
+            DlqCommand::Purge {
+                entry: Some(entry), ..
+            } => {
+                let removed = queue.purge_dead(Some(&entry)).await?;
                 out.print(&serde_json::json!({ "purged": removed }), || {
                     format!("purged {removed} dead letters")
                 });

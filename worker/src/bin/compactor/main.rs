@@ -10,6 +10,7 @@
 mod commands;
 mod connect;
 mod demo;
+mod dlq;
 mod failure;
 mod human;
 mod output;
@@ -181,21 +182,27 @@ enum QueueCommand {
 
 #[derive(Debug, Subcommand)]
 enum DlqCommand {
-    /// The newest dead letters.
+    /// The newest dead letters (those a filter matches, with one).
     List {
         #[arg(long, default_value_t = 50)]
         limit: usize,
+        #[command(flatten)]
+        filter: dlq::FilterArgs,
     },
-    /// Request a dead-lettered job's compaction again and remove the letter.
+    /// Request dead-lettered jobs again and remove their letters: one
+    /// entry, or those a filter matches (`--all`: every letter).
     Retry {
         /// The entry, as `list` shows it (`compact:<domain>:<entity>|<job id>`).
-        entry: String,
+        #[arg(required_unless_present_any = dlq::FILTERS)]
+        entry: Option<String>,
+        #[command(flatten)]
+        bulk: dlq::BulkArgs,
     },
-    /// Delete one dead letter, or all with --all.
+    /// Delete one dead letter, those a filter matches, or all with --all.
     Purge {
         entry: Option<String>,
-        #[arg(long, conflicts_with = "entry")]
-        all: bool,
+        #[command(flatten)]
+        bulk: dlq::BulkArgs,
     },
 }
 

@@ -1,0 +1,350 @@
+//! The `/v1/queue/dead-letters` routes: operators list dead letters by
+//! reason, domain and age, and retry or purge them in bulk (as `compactor
+//! dlq` does), with a dry run that counts and shows a sample first. Behind
+//! the bearer token like every `/v1` route; a bulk operation without a
+//! filter needs `"all": true`, so a stray POST cannot purge everything.
+
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::Json;
+use chrono::{DateTime, Utc};
+use compactor_producer::client::record_requested;
+use compactor_producer::queue::{
+    member_domain, reason_kind, BulkAction, BulkReport, DeadCursor, DeadFilter, DeadLetter,
+    DeadReason,
+};
+use serde::{Deserialize, Serialize};
+use tracing::info;
+use utoipa::{IntoParams, ToSchema};
+
+use super::error::{ApiError, ErrorBody};
+use super::extract::{JsonBody, QueryParams};
+use super::AppState;
+
+/// Dead letters per page when `limit` is not given.
+pub const DEFAULT_PAGE: usize = 50;
+/// Most dead letters per page.
+pub const MAX_PAGE: usize = 500;
+/// Longest age a filter takes (ten years, in seconds): far past any
+/// `queue.dead_max_age`.
+const MAX_AGE_SECS: u64 = 10 * 365 * 24 * 3600;
+
+/// Query of `GET /v1/queue/dead-letters`.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub(super) struct ListQuery {
+    /// Only letters of this kind of reason: `exhausted`, `permanent`,
+    /// `stalled`, `unusable`, `cancelled`, or the first word of a reason.
+    #[param(pattern = "^[a-z][a-z_]{0,31}$")]
+    reason: Option<String>,
+    /// Only letters of this domain.
+    domain: Option<String>,
+    /// Only letters dead for at least this many seconds.
+    #[param(minimum = 1, maximum = 315_360_000)]
+    older_than_secs: Option<u64>,
+    /// Letters per page (default 50, at most 500).
+    #[param(minimum = 1, maximum = 500)]
+    limit: Option<usize>,
+    /// Where the page starts (`next_cursor` of the previous page).
+    cursor: Option<String>,
+}
+
+/// One page of dead letters, newest first.
+#[derive(Debug, Serialize, ToSchema)]
+pub(super) struct DeadLettersPage {
+    dead_letters: Vec<DeadLetterView>,
+    /// Pass as `cursor` for the next page; `null` when no letter is left
+    /// to look at. A page with a filter may be short and still have one
+    /// (a page looks at a bounded number of letters).
+    next_cursor: Option<String>,
+}
+
+/// A dead-lettered job.
+#[derive(Debug, Serialize, ToSchema)]
+pub(super) struct DeadLetterView {
+    /// Its id, `<member>|<job_id>`: what `entry` names.
+    entry: String,
+    /// The job's member: `compact:{domain}:{entity}`, or
+    /// `branch:{domain}:{entity}:{leaf}` for a branch summary's job.
+    member: String,
+    domain: String,
+    job_id: u64,
+    attempts: u32,
+    /// Times its lease expired.
+    stalls: u32,
+    /// Why it died, as recorded.
+    reason: String,
+    /// The kind of `reason`: `exhausted`, `permanent`, `stalled`,
+    /// `unusable` or `cancelled`.
+    kind: String,
+    failed_at: DateTime<Utc>,
+}
+
+impl From<DeadLetter> for DeadLetterView {
+    fn from(d: DeadLetter) -> DeadLetterView {
+        let failed_at = i64::try_from(d.failed_at_ms)
+            .ok()
+            .and_then(DateTime::<Utc>::from_timestamp_millis)
+            .unwrap_or_default();
+        DeadLetterView {
+            domain: member_domain(&d.member).to_owned(),
+            kind: reason_kind(&d.reason).to_owned(),
+            entry: d.entry,
+            member: d.member,
+            job_id: d.job_id,
+            attempts: d.attempts,
+            stalls: d.stalls,
+            reason: d.reason,
+            failed_at,
+        }
+    }
+}
+
+#[utoipa::path(
+    get,
+    path = "/v1/queue/dead-letters",
+    tag = "queue",
+    operation_id = "listDeadLetters",
+    params(ListQuery),
+    responses(
+        (status = 200, description = "A page of dead letters, newest first.", body = DeadLettersPage),
+        (status = 400, description = "Invalid query.", body = ErrorBody),
+        (status = 401, description = "Missing or invalid bearer token.", body = ErrorBody),
+        (status = 503, description = "Redis did not answer, or the request outlasted `admin.request_timeout`.", body = ErrorBody),
+    ),
+)]
+/// `GET /v1/queue/dead-letters`: dead letters, by reason, domain and age.
+///
+/// Newest first. Paginated by cursor: pass the answer's `next_cursor` as
+/// `cursor`.
+pub(super) async fn list(
+    State(state): State<AppState>,
+    QueryParams(query): QueryParams<ListQuery>,
+) -> Result<Json<DeadLettersPage>, ApiError> {
+    let limit = query.limit.unwrap_or(DEFAULT_PAGE);
+    if limit == 0 || limit > MAX_PAGE {
+        return Err(ApiError::InvalidQuery(format!(
+            "limit: {limit} is not within 1-{MAX_PAGE}"
+        )));
+    }
+    let filter = filter(
+        query.reason.as_deref(),
+        query.domain.as_deref(),
+        query.older_than_secs,
+        None,
+    )
+    .map_err(ApiError::InvalidQuery)?;
+    let cursor = query
+        .cursor
+        .as_deref()
+        .map(DeadCursor::parse)
+        .transpose()
+        .map_err(|e| ApiError::InvalidQuery(e.to_string()))?;
+    let page = state
+        .compactor()
+        .queue()
+        .dead_letters_page(&filter, cursor, limit)
+        .await?;
+    Ok(Json(DeadLettersPage {
+        dead_letters: page.letters.into_iter().map(Into::into).collect(),
+        next_cursor: page.next_cursor.map(|c| c.to_string()),
+    }))
+}
+
+/// Body of `POST /v1/queue/dead-letters/retry` and `…/purge`: a filter
+/// (its fields narrow together) or `"all": true`, and whether to only
+/// count.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct BulkRequest {
+    /// Letters of this kind of reason (see the listing's `reason`).
+    #[schema(pattern = "^[a-z][a-z_]{0,31}$")]
+    reason: Option<String>,
+    /// Letters of this domain.
+    domain: Option<String>,
+    /// Letters dead for at least this many seconds.
+    #[schema(minimum = 1, maximum = 315_360_000)]
+    older_than_secs: Option<u64>,
+    /// One letter, `<member>|<job_id>`.
+    entry: Option<String>,
+    /// Every letter: needed when no filter is given.
+    #[serde(default)]
+    all: bool,
+    /// Only count (and show a sample of) the letters that would be
+    /// affected.
+    dry_run: bool,
+}
+
+impl BulkRequest {
+    fn filter(&self) -> Result<DeadFilter, ApiError> {
+        let filter = filter(
+            self.reason.as_deref(),
+            self.domain.as_deref(),
+            self.older_than_secs,
+            self.entry.as_deref(),
+        )
+        .map_err(ApiError::InvalidBody)?;
+        if filter.is_empty() && !self.all {
+            return Err(ApiError::InvalidBody(
+                "name a filter (reason, domain, older_than_secs, entry), or pass \"all\": true"
+                    .to_owned(),
+            ));
+        }
+        Ok(filter)
+    }
+}
+
+/// What a bulk retry did (or, dry, would do).
+#[derive(Debug, Serialize, ToSchema)]
+pub(super) struct RetryReport {
+    /// Letters that matched.
+    matched: u64,
+    /// Letters requested again and removed (0 in a dry run).
+    retried: u64,
+    /// Matched letters that could not be requested again (they stay).
+    skipped: u64,
+    dry_run: bool,
+    /// The first matching letters, oldest first (at most 10).
+    sample: Vec<DeadLetterView>,
+}
+
+/// What a bulk purge did (or, dry, would do).
+#[derive(Debug, Serialize, ToSchema)]
+pub(super) struct PurgeReport {
+    /// Letters that matched.
+    matched: u64,
+    /// Letters deleted (0 in a dry run).
+    purged: u64,
+    dry_run: bool,
+    /// The first matching letters, oldest first (at most 10).
+    sample: Vec<DeadLetterView>,
+}
+
+#[utoipa::path(
+    post,
+    path = "/v1/queue/dead-letters/retry",
+    tag = "queue",
+    operation_id = "retryDeadLetters",
+    request_body = BulkRequest,
+    responses(
+        (status = 200, description = "How many letters matched and were requested again.", body = RetryReport),
+        (status = 400, description = "Invalid body, or no filter without `\"all\": true`.", body = ErrorBody),
+        (status = 401, description = "Missing or invalid bearer token.", body = ErrorBody),
+        (status = 503, description = "Redis did not answer, or the request outlasted `admin.request_timeout`.", body = ErrorBody),
+    ),
+)]
+/// `POST /v1/queue/dead-letters/retry`: request the letters' jobs again.
+///
+/// Each matching letter is requested again exactly as a single retry is
+/// (dedup against a live job of its entity; a `compaction.requested`
+/// event for a new job or follow-up) and removed, a batch at a time.
+pub(super) async fn retry(
+    State(state): State<AppState>,
+    JsonBody(body): JsonBody<BulkRequest>,
+) -> Result<Json<RetryReport>, ApiError> {
+    let filter = body.filter()?;
+    let compactor = state.compactor();
+    let report = compactor
+        .queue()
+        .dead_letters_bulk(&filter, BulkAction::Retry, body.dry_run)
+        .await?;
+    for r in &report.retried {
+        if let Some(trigger) = &r.trigger {
+            record_requested(compactor.store(), &r.key, trigger, &r.outcome).await;
+        }
+    }
+    log_bulk("retry", &filter, body.dry_run, &report);
+    Ok(Json(RetryReport {
+        matched: report.matched,
+        retried: report.applied,
+        skipped: report.skipped,
+        dry_run: body.dry_run,
+        sample: report.sample.into_iter().map(Into::into).collect(),
+    }))
+}
+
+#[utoipa::path(
+    post,
+    path = "/v1/queue/dead-letters/purge",
+    tag = "queue",
+    operation_id = "purgeDeadLetters",
+    request_body = BulkRequest,
+    responses(
+        (status = 200, description = "How many letters matched and were deleted.", body = PurgeReport),
+        (status = 400, description = "Invalid body, or no filter without `\"all\": true`.", body = ErrorBody),
+        (status = 401, description = "Missing or invalid bearer token.", body = ErrorBody),
+        (status = 503, description = "Redis did not answer, or the request outlasted `admin.request_timeout`.", body = ErrorBody),
+    ),
+)]
+/// `POST /v1/queue/dead-letters/purge`: delete the letters.
+pub(super) async fn purge(
+    State(state): State<AppState>,
+    JsonBody(body): JsonBody<BulkRequest>,
+) -> Result<Json<PurgeReport>, ApiError> {
+    let filter = body.filter()?;
+    let report = state
+        .compactor()
+        .queue()
+        .dead_letters_bulk(&filter, BulkAction::Purge, body.dry_run)
+        .await?;
+    log_bulk("purge", &filter, body.dry_run, &report);
+    Ok(Json(PurgeReport {
+        matched: report.matched,
+        purged: report.applied,
+        dry_run: body.dry_run,
+        sample: report.sample.into_iter().map(Into::into).collect(),
+    }))
+}
+
+/// A filter from the routes' fields; the message of a refusal.
+fn filter(
+    reason: Option<&str>,
+    domain: Option<&str>,
+    older_than_secs: Option<u64>,
+    entry: Option<&str>,
+) -> Result<DeadFilter, String> {
+    let older_than = older_than_secs
+        .map(|secs| {
+            if (1..=MAX_AGE_SECS).contains(&secs) {
+                Ok(Duration::from_secs(secs))
+            } else {
+                Err(format!(
+                    "older_than_secs: {secs} is not within 1-{MAX_AGE_SECS}"
+                ))
+            }
+        })
+        .transpose()?;
+    Ok(DeadFilter {
+        reason: reason
+            .map(DeadReason::parse)
+            .transpose()
+            .map_err(|e| e.to_string())?,
+        domain: domain
+            .map(DeadFilter::parse_domain)
+            .transpose()
+            .map_err(|e| e.to_string())?,
+        older_than,
+        entry: entry
+            .map(DeadFilter::parse_entry)
+            .transpose()
+            .map_err(|e| e.to_string())?,
+    })
+}
+
+/// An operator's bulk operation, at info: what it chose and how many
+/// (reasons and domains are bounded tokens, never message content).
+fn log_bulk(op: &str, filter: &DeadFilter, dry_run: bool, report: &BulkReport) {
+    info!(
+        op,
+        dry_run,
+        reason = filter.reason.as_ref().map(DeadReason::as_str),
+        domain = filter.domain.as_deref(),
+        older_than_secs = filter.older_than.map(|d| d.as_secs()),
+        matched = report.matched,
+        applied = report.applied,
+        skipped = report.skipped,
+        "dead letters in bulk"
+    );
+}
