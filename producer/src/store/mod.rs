@@ -66,6 +66,7 @@ mod outbox;
 mod recall;
 mod runs;
 mod schema;
+mod workstream_list;
 mod workstreams;
 
 pub use crate::events::catalogue::EventKind;
@@ -82,6 +83,9 @@ pub use outbox::{
 };
 pub use runs::{DegradedReason, HookOutcome, NewRun, RunHook, RunOutcome, RunRow};
 pub use schema::SchemaStatus;
+pub use workstream_list::{
+    LastRun, WorkstreamListing, WorkstreamPage, WorkstreamQuery, WorkstreamStateFilter,
+};
 pub use workstreams::{WorkstreamRow, BREAKER_THRESHOLD};
 
 /// How long connecting may take before it is a [`StoreError::ConnectTimeout`]

@@ -277,7 +277,7 @@ pub(crate) async fn insert_run<C: ConnectionTrait>(
     Ok(res.last_insert_id)
 }
 
-fn to_row(m: compaction_run::Model) -> Result<RunRow, StoreError> {
+pub(super) fn to_row(m: compaction_run::Model) -> Result<RunRow, StoreError> {
     let outcome = RunOutcome::parse(&m.outcome).ok_or_else(|| StoreError::CorruptRow {
         table: "compaction_runs",
         id: m.id,

@@ -29,6 +29,7 @@ mod quality;
 mod recall;
 mod reconcile;
 mod waiting;
+mod workstream_list;
 
 /// The worker's test helpers (a handler made of a closure, short timings,
 /// waiting for a job's state), for the cluster tests that run the worker

@@ -1,6 +1,8 @@
 //! The worker's admin HTTP API (axum), so chat backends in any language can
 //! use compactor, and operators can probe and scrape it.
 //!
+//! - `/v1/workstreams` ([`workstream_list`]): workstreams listed by state
+//!   (breaker open, over the trigger, degraded), domain and entity prefix.
 //! - `/v1/workstreams/{domain}/{entity}/…` ([`workstreams`]): messages
 //!   (and ending a turn), compact, status, context, wait, the
 //!   compaction runs ([`runs`]) and recall ([`recall`]). Behind the bearer
@@ -38,6 +40,7 @@ pub mod recall;
 mod request_metrics;
 pub mod runs;
 mod server;
+pub mod workstream_list;
 pub mod workstreams;
 
 pub use server::{AdminServer, ConnectionLimits};
@@ -136,6 +139,13 @@ enum Bound {
 /// [`served_routes`] reads.
 fn table() -> Vec<(Method, &'static str, Access, Bound, MethodRouter<AppState>)> {
     vec![
+        (
+            Method::GET,
+            "/v1/workstreams",
+            Access::Token,
+            Bound::Request,
+            get(workstream_list::list),
+        ),
         (
             Method::POST,
             "/v1/workstreams/{domain}/{entity}/messages",

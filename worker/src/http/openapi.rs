@@ -18,7 +18,7 @@ use serde_json::{json, Value};
 use utoipa::OpenApi;
 
 use super::error::{ErrorBody, ErrorCode};
-use super::{branches, dead_letters, events, probes, recall, runs, workstreams};
+use super::{branches, dead_letters, events, probes, recall, runs, workstream_list, workstreams};
 
 /// The derived part of the document.
 #[derive(OpenApi)]
@@ -26,6 +26,7 @@ use super::{branches, dead_letters, events, probes, recall, runs, workstreams};
     info(title = "compactor-worker admin HTTP API", version = "1"),
     servers((url = "http://127.0.0.1:9464", description = "`[admin] listen` of config/default.toml")),
     paths(
+        workstream_list::list,
         workstreams::append,
         workstreams::compact,
         branches::move_head,

@@ -59,6 +59,7 @@ pub(crate) async fn run(command: Command, settings: &ClientSettings, out: Output
         Command::Dlq { command } => dlq(settings, command, out).await,
         Command::Events { command } => events(settings, command, out).await,
         Command::Runs { target, limit } => runs(settings, &target, limit, out).await,
+        Command::Workstreams { args } => crate::workstreams::list(settings, args, out).await,
         Command::Recall {
             target,
             words,

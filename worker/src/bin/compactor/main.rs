@@ -15,6 +15,7 @@ mod failure;
 mod human;
 mod output;
 mod recall;
+mod workstreams;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -123,6 +124,12 @@ enum Command {
     Events {
         #[command(subcommand)]
         command: EventsCommand,
+    },
+    /// Workstreams by state (breaker open, over the trigger, degraded last
+    /// time), domain and entity id prefix, in key order.
+    Workstreams {
+        #[command(flatten)]
+        args: workstreams::ListArgs,
     },
     /// Request compaction of every workstream over its trigger that has no
     /// job and no running compaction (after Redis lost its data, say).
