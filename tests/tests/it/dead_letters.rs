@@ -167,7 +167,7 @@ async fn bulk_retry_and_purge(mut t: Dlq) {
     };
     let dry = t.bulk(&old, BulkAction::Purge, true).await;
     assert_eq!((dry.matched, dry.applied), (1, 0));
-    assert_eq!(sample_entries(&dry), [old_support.clone()]);
+    assert_eq!(sample_entries(&dry), std::slice::from_ref(&old_support));
 
     // Dedup against a live job: the entity has a waiting job already, the
     // retry joins it (no second job).
