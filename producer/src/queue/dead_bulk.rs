@@ -40,6 +40,8 @@ pub const SAMPLE: usize = 10;
 pub(super) const PAGE_SCAN: usize = 20 * BATCH;
 /// Longest reason token.
 const MAX_REASON_LEN: usize = 32;
+/// Longest member an entry names (a branch member is about 200 bytes).
+const MAX_MEMBER_LEN: usize = 400;
 
 /// Why a filter was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -150,15 +152,20 @@ impl DeadFilter {
             .map_err(|e| DeadFilterError::Domain(raw.chars().take(40).collect(), e.to_string()))
     }
 
-    /// Checks an entry's shape: `<member>|<job_id>`.
+    /// Checks an entry's shape: `<member>|<job_id>`, the member in the
+    /// alphabet members are made of (`compact:{domain}:{entity}`,
+    /// `branch:{domain}:{entity}:{leaf}`: letters, digits, `_ . - :`), at
+    /// most 400 bytes, the job id at most 19 digits.
     pub fn parse_entry(raw: &str) -> Result<String, DeadFilterError> {
         let ok = raw.rsplit_once('|').is_some_and(|(member, id)| {
-            !member.is_empty()
-                && !id.is_empty()
+            (1..=MAX_MEMBER_LEN).contains(&member.len())
+                && member
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-' | b':'))
+                && (1..=19).contains(&id.len())
                 && id.bytes().all(|b| b.is_ascii_digit())
-                && !raw.chars().any(char::is_control)
         });
-        if ok && raw.len() <= 512 {
+        if ok {
             Ok(raw.to_owned())
         } else {
             Err(DeadFilterError::Entry(raw.chars().take(40).collect()))
@@ -199,6 +206,9 @@ impl DeadCursor {
     pub fn parse(raw: &str) -> Result<DeadCursor, DeadFilterError> {
         let bad = || DeadFilterError::Cursor(raw.chars().take(40).collect());
         let (score, entry) = raw.split_once(':').ok_or_else(bad)?;
+        if !(1..=19).contains(&score.len()) {
+            return Err(bad());
+        }
         let score = score.parse().map_err(|_| bad())?;
         let entry = DeadFilter::parse_entry(entry).map_err(|_| bad())?;
         Ok(DeadCursor { score, entry })
@@ -701,7 +711,14 @@ mod tests {
     #[test]
     fn entries_domains_and_cursors_parse() {
         assert!(DeadFilter::parse_entry("compact:chat:7f3c|12").is_ok());
-        for bad in ["compact:chat:7f3c", "|12", "compact:chat:7f3c|x", "a|"] {
+        for bad in [
+            "compact:chat:7f3c",
+            "|12",
+            "compact:chat:7f3c|x",
+            "a|",
+            "compact:chat:7f 3c|1",
+            "compact:chat:7f3c|12345678901234567890",
+        ] {
             assert!(DeadFilter::parse_entry(bad).is_err(), "{bad:?}");
         }
         assert!(DeadFilter::parse_domain("chat").is_ok());

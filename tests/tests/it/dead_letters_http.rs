@@ -134,7 +134,10 @@ async fn dead_letters_are_listed_purged_and_retried_over_http() {
     want.sort();
     assert_eq!(all, want, "every letter once");
     let (_, stalled) = api.get("/v1/queue/dead-letters?reason=stalled").await;
-    assert_eq!(entries(&stalled["dead_letters"]), std::slice::from_ref(&chat_d));
+    assert_eq!(
+        entries(&stalled["dead_letters"]),
+        std::slice::from_ref(&chat_d)
+    );
     let letter = &stalled["dead_letters"][0];
     assert_eq!(
         (&letter["kind"], &letter["domain"], &letter["attempts"]),

@@ -40,6 +40,7 @@ pub(super) struct ListQuery {
     #[param(pattern = "^[a-z][a-z_]{0,31}$")]
     reason: Option<String>,
     /// Only letters of this domain.
+    #[param(pattern = "^[a-z][a-z0-9_-]{0,31}$")]
     domain: Option<String>,
     /// Only letters dead for at least this many seconds.
     #[param(minimum = 1, maximum = 315_360_000)]
@@ -48,6 +49,7 @@ pub(super) struct ListQuery {
     #[param(minimum = 1, maximum = 500)]
     limit: Option<usize>,
     /// Where the page starts (`next_cursor` of the previous page).
+    #[param(pattern = "^[0-9]{1,19}:[A-Za-z0-9_.:-]{1,400}[|][0-9]{1,19}$")]
     cursor: Option<String>,
 }
 
@@ -163,11 +165,13 @@ pub(super) struct BulkRequest {
     #[schema(pattern = "^[a-z][a-z_]{0,31}$")]
     reason: Option<String>,
     /// Letters of this domain.
+    #[schema(pattern = "^[a-z][a-z0-9_-]{0,31}$")]
     domain: Option<String>,
     /// Letters dead for at least this many seconds.
     #[schema(minimum = 1, maximum = 315_360_000)]
     older_than_secs: Option<u64>,
-    /// One letter, `<member>|<job_id>`.
+    /// One letter, `<member>|<job_id>` (as listed).
+    #[schema(pattern = "^[A-Za-z0-9_.:-]{1,400}[|][0-9]{1,19}$")]
     entry: Option<String>,
     /// Every letter: needed when no filter is given.
     #[serde(default)]

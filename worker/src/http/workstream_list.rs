@@ -52,14 +52,17 @@ pub(super) struct ListQuery {
     #[param(inline)]
     state: Option<StateParam>,
     /// Only workstreams of this domain.
+    #[param(pattern = "^[a-z][a-z0-9_-]{0,31}$")]
     domain: Option<String>,
     /// Only entity ids starting with this (case-sensitive).
+    #[param(pattern = "^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")]
     q: Option<String>,
     /// Workstreams per page (default 50, at most 500).
     #[param(minimum = 1, maximum = 500)]
     limit: Option<u64>,
     /// The page after this workstream (`next_cursor` of the previous page,
     /// `<domain>/<entity>`).
+    #[param(pattern = "^[a-z][a-z0-9_-]{0,31}/[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")]
     cursor: Option<String>,
 }
 
