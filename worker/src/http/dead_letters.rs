@@ -181,6 +181,31 @@ pub(super) struct BulkRequest {
     dry_run: bool,
 }
 
+/// What the derive cannot say of [`BulkRequest`]: at least one filter
+/// (a non-null field) or `"all": true` (the 400 the handler answers
+/// otherwise). Called by the OpenAPI document's builder.
+pub(super) fn constrain_bulk_request(schema: &mut serde_json::Value) {
+    let mut any: Vec<serde_json::Value> = [
+        ("reason", "string"),
+        ("domain", "string"),
+        ("older_than_secs", "integer"),
+        ("entry", "string"),
+    ]
+    .into_iter()
+    .map(|(field, kind)| {
+        serde_json::json!({
+            "required": [field],
+            "properties": {field: {"type": kind}}
+        })
+    })
+    .collect();
+    any.push(serde_json::json!({
+        "required": ["all"],
+        "properties": {"all": {"const": true}}
+    }));
+    schema["anyOf"] = serde_json::Value::Array(any);
+}
+
 impl BulkRequest {
     fn filter(&self) -> Result<DeadFilter, ApiError> {
         let filter = filter(

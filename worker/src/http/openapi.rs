@@ -6,7 +6,9 @@
 //!
 //! What the derives cannot say is added to the JSON here, next to the
 //! rules it states: the append body's cross-field rules
-//! ([`workstreams::constrain_append_request`]), `additionalProperties:
+//! ([`workstreams::constrain_append_request`]), the bulk dead-letter body's
+//! filter-or-`all` rule ([`dead_letters::constrain_bulk_request`]),
+//! `additionalProperties:
 //! false` on each `Part` variant (serde's `deny_unknown_fields` on the
 //! enum), the bearer scheme, and the 405 answer.
 
@@ -68,6 +70,7 @@ pub fn document() -> Value {
     doc["info"]["description"] = Value::from(include_str!("openapi.md"));
     let schemas = &mut doc["components"]["schemas"];
     workstreams::constrain_append_request(&mut schemas["AppendRequest"]);
+    dead_letters::constrain_bulk_request(&mut schemas["BulkRequest"]);
     // Part is `deny_unknown_fields`: each variant takes only its fields.
     if let Some(variants) = schemas["Part"]["oneOf"].as_array_mut() {
         for variant in variants {
