@@ -46,8 +46,10 @@ pub struct Usage {
     pub output_tokens: u64,
 }
 
-/// A `u64`, also from a float with no fraction within range.
-fn whole_number<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<u64, D::Error> {
+/// A `u64`, also from a float with no fraction within range (`42.0`, as
+/// JSON Schema's `integer` allows and clients without an integer type
+/// send). For `#[serde(deserialize_with)]`.
+pub fn whole_number<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<u64, D::Error> {
     struct WholeNumber;
 
     impl serde::de::Visitor<'_> for WholeNumber {

@@ -185,6 +185,17 @@ async fn dead_letters_are_listed_purged_and_retried_over_http() {
         "a dry run changes nothing"
     );
 
+    // An age written as a float without a fraction is a whole number
+    // (JSON Schema's integer); nothing is an hour old.
+    let (status, old) = api
+        .post(
+            "/v1/queue/dead-letters/purge",
+            &json!({"older_than_secs": 3600.0, "dry_run": true}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{old}");
+    assert_eq!(old["matched"], 0);
+
     // Purge by domain.
     let (_, purged) = api
         .post(

@@ -169,6 +169,7 @@ pub(super) struct BulkRequest {
     domain: Option<String>,
     /// Letters dead for at least this many seconds.
     #[schema(minimum = 1, maximum = 315_360_000)]
+    #[serde(default, deserialize_with = "optional_whole_number")]
     older_than_secs: Option<u64>,
     /// One letter, `<member>|<job_id>` (as listed).
     #[schema(pattern = "^[A-Za-z0-9_.:-]{1,400}[|][0-9]{1,19}$")]
@@ -179,6 +180,15 @@ pub(super) struct BulkRequest {
     /// Only count (and show a sample of) the letters that would be
     /// affected.
     dry_run: bool,
+}
+
+/// An optional whole number, also written as a float without a fraction.
+fn optional_whole_number<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<u64>, D::Error> {
+    #[derive(Deserialize)]
+    struct Whole(#[serde(deserialize_with = "compactor_shared::trigger::whole_number")] u64);
+    Ok(Option::<Whole>::deserialize(deserializer)?.map(|Whole(n)| n))
 }
 
 /// What the derive cannot say of [`BulkRequest`]: at least one filter
