@@ -617,6 +617,58 @@ async fn dead_letters_are_retried_and_purged_in_bulk_by_reason_domain_and_age() 
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workstreams_are_listed_by_state_and_domain() {
+    let w = World::new(Backend::Sqlite).await;
+    for (domain, entity) in [("chat", "calm"), ("chat", "stuck"), ("support", "other")] {
+        w.ok(&["append", domain, entity], Some(LINES));
+    }
+    // The breaker of chat/stuck opened at its newest message.
+    w.db.exec(
+        "UPDATE workstreams SET consecutive_failures = 3, \
+         breaker_message_id = last_message_id WHERE entity_id = 'stuck'",
+    )
+    .await;
+    let open = w.ok(&["workstreams", "--state", "breaker_open"], None);
+    let rows = open["workstreams"].as_array().unwrap();
+    assert_eq!(rows.len(), 1, "{open}");
+    assert_eq!(
+        (
+            &rows[0]["domain"],
+            &rows[0]["entity_id"],
+            &rows[0]["breaker"]
+        ),
+        (&"chat".into(), &"stuck".into(), &"open".into())
+    );
+    assert_eq!(rows[0]["uncompacted_messages"], 3);
+    assert!(rows[0]["last_run"].is_null());
+    let chat = w.ok(&["workstreams", "--domain", "chat", "--limit", "1"], None);
+    assert_eq!(chat["workstreams"][0]["entity_id"], "calm");
+    assert_eq!(chat["next_cursor"], "chat/calm");
+    let next = w.ok(
+        &[
+            "workstreams",
+            "--domain",
+            "chat",
+            "--limit",
+            "1",
+            "--after",
+            "chat/calm",
+        ],
+        None,
+    );
+    assert_eq!(next["workstreams"][0]["entity_id"], "stuck");
+    let text = w.text(&["workstreams", "--q", "stu"]);
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines[0].starts_with("WORKSTREAM"), "{text}");
+    assert!(
+        lines[1].starts_with("chat/stuck") && lines[1].contains("open"),
+        "{text}"
+    );
+    assert_eq!(code(&w.run(&["workstreams", "--state", "nope"], None)), 2);
+    assert_eq!(code(&w.run(&["workstreams", "--domain", "Chat"], None)), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_demo_is_compacted_by_a_running_worker_and_shows_it() {
     let w = World::new(Backend::Sqlite).await;
     // Without a worker the demo says what to do, and exits 1.

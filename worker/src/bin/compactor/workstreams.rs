@@ -37,8 +37,9 @@ pub(crate) struct ListArgs {
     after: Option<String>,
 }
 
-/// `--state`.
+/// `--state`, in the HTTP API's words.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+#[value(rename_all = "snake_case")]
 enum StateArg {
     BreakerOpen,
     OverTrigger,
