@@ -260,6 +260,18 @@ pub struct BulkReport {
     pub retried: Vec<RetriedLetter>,
 }
 
+/// A bulk operation under way: its filter, and where it stands. Made by
+/// [`Queue::dead_letters_walk`], advanced by [`Queue::dead_letters_step`].
+#[derive(Debug, Clone)]
+pub struct BulkWalk {
+    filter: DeadFilter,
+    action: BulkAction,
+    dry_run: bool,
+    cutoff: Option<u64>,
+    after: Option<DeadCursor>,
+    done: bool,
+}
+
 /// What a bulk operation does to the letters that match.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BulkAction {
@@ -310,21 +322,29 @@ impl Queue {
                 .dead_batch(Order::NewestFirst, after.as_ref(), None, want)
                 .await?;
             looked += batch.len();
+            let batch_end = batch.last().map(|(entry, score)| DeadCursor {
+                score: *score,
+                entry: entry.clone(),
+            });
             for (letter, score) in self.dead_records(batch).await? {
-                after = Some(DeadCursor {
-                    score,
-                    entry: letter.entry.clone(),
-                });
                 if filter.matches(&letter, cutoff) {
+                    let at = DeadCursor {
+                        score,
+                        entry: letter.entry.clone(),
+                    };
                     letters.push(letter);
                     if letters.len() == limit {
                         // More may follow this one.
                         return Ok(DeadPage {
                             letters,
-                            next_cursor: after,
+                            next_cursor: Some(at),
                         });
                     }
                 }
+            }
+            // Past every entry read, whether its record is kept or not.
+            if batch_end.is_some() {
+                after = batch_end;
             }
             if !more {
                 return Ok(DeadPage {
@@ -341,44 +361,81 @@ impl Queue {
 
     /// Retries or purges every dead letter `filter` matches, oldest first,
     /// a batch at a time (see the module docs); `dry_run` only counts them
-    /// and keeps a sample. An empty filter matches every letter.
+    /// and keeps a sample. An empty filter matches every letter. The
+    /// [`BulkReport::retried`] of the whole walk are returned together: a
+    /// caller that writes their events as it goes walks with
+    /// [`Queue::dead_letters_walk`] and [`Queue::dead_letters_step`].
     pub async fn dead_letters_bulk(
         &self,
         filter: &DeadFilter,
         action: BulkAction,
         dry_run: bool,
     ) -> Result<BulkReport, QueueError> {
-        let cutoff = self.cutoff_ms(filter).await?;
+        let mut walk = self.dead_letters_walk(filter, action, dry_run).await?;
         let mut report = BulkReport::default();
-        if let Some(entry) = &filter.entry {
+        while self.dead_letters_step(&mut walk, &mut report).await? {}
+        Ok(report)
+    }
+
+    /// Starts a bulk walk (the age cutoff is read from Redis' clock now).
+    pub async fn dead_letters_walk(
+        &self,
+        filter: &DeadFilter,
+        action: BulkAction,
+        dry_run: bool,
+    ) -> Result<BulkWalk, QueueError> {
+        Ok(BulkWalk {
+            cutoff: self.cutoff_ms(filter).await?,
+            filter: filter.clone(),
+            action,
+            dry_run,
+            after: None,
+            done: false,
+        })
+    }
+
+    /// One batch of `walk`, counted into `report` (its `retried` grow by
+    /// the letters this batch retried). Whether more batches may follow.
+    pub async fn dead_letters_step(
+        &self,
+        walk: &mut BulkWalk,
+        report: &mut BulkReport,
+    ) -> Result<bool, QueueError> {
+        if walk.done {
+            return Ok(false);
+        }
+        if let Some(entry) = &walk.filter.entry {
+            walk.done = true;
             if let Some(letter) = self.dead_letter(entry).await? {
-                if filter.matches(&letter, cutoff) {
-                    self.apply(vec![letter], action, dry_run, &mut report)
+                if walk.filter.matches(&letter, walk.cutoff) {
+                    self.apply(vec![letter], walk.action, walk.dry_run, report)
                         .await?;
                 }
             }
-            return Ok(report);
+            return Ok(false);
         }
-        let mut after: Option<DeadCursor> = None;
-        loop {
-            let (batch, more) = self
-                .dead_batch(Order::OldestFirst, after.as_ref(), cutoff, BATCH)
-                .await?;
-            let mut matched = Vec::new();
-            for (letter, score) in self.dead_records(batch).await? {
-                after = Some(DeadCursor {
-                    score,
-                    entry: letter.entry.clone(),
-                });
-                if filter.matches(&letter, cutoff) {
-                    matched.push(letter);
-                }
-            }
-            self.apply(matched, action, dry_run, &mut report).await?;
-            if !more {
-                return Ok(report);
-            }
+        let (batch, more) = self
+            .dead_batch(Order::OldestFirst, walk.after.as_ref(), walk.cutoff, BATCH)
+            .await?;
+        // The cursor moves past every entry read, whether its record is
+        // kept or not.
+        if let Some((entry, score)) = batch.last() {
+            walk.after = Some(DeadCursor {
+                score: *score,
+                entry: entry.clone(),
+            });
         }
+        let matched: Vec<DeadLetter> = self
+            .dead_records(batch)
+            .await?
+            .into_iter()
+            .map(|(letter, _)| letter)
+            .filter(|letter| walk.filter.matches(letter, walk.cutoff))
+            .collect();
+        self.apply(matched, walk.action, walk.dry_run, report)
+            .await?;
+        walk.done = !more;
+        Ok(more)
     }
 
     /// Counts `letters` into `report` and, unless dry, retries or purges

@@ -94,8 +94,8 @@ pub use compactor_shared::payload;
 pub use claim::{ClaimOutcome, ClaimedJob};
 pub use config::{QueueConfig, QueueConfigError};
 pub use dead_bulk::{
-    member_domain, reason_kind, BulkAction, BulkReport, DeadCursor, DeadFilter, DeadFilterError,
-    DeadPage, DeadReason, RetriedLetter, SAMPLE as DEAD_LETTER_SAMPLE,
+    member_domain, reason_kind, BulkAction, BulkReport, BulkWalk, DeadCursor, DeadFilter,
+    DeadFilterError, DeadPage, DeadReason, RetriedLetter, SAMPLE as DEAD_LETTER_SAMPLE,
 };
 pub use dead_letters::DeadLetter;
 pub use enqueue::EnqueueOutcome;

@@ -278,20 +278,28 @@ pub(super) struct PurgeReport {
 ///
 /// Each matching letter is requested again exactly as a single retry is
 /// (dedup against a live job of its entity; a `compaction.requested`
-/// event for a new job or follow-up) and removed, a batch at a time.
+/// event for a new job or follow-up) and removed, a batch at a time; each
+/// batch's events are written before the next batch is read.
 pub(super) async fn retry(
     State(state): State<AppState>,
     JsonBody(body): JsonBody<BulkRequest>,
 ) -> Result<Json<RetryReport>, ApiError> {
     let filter = body.filter()?;
     let compactor = state.compactor();
-    let report = compactor
-        .queue()
-        .dead_letters_bulk(&filter, BulkAction::Retry, body.dry_run)
+    let queue = compactor.queue();
+    // Each batch's events are written before the next batch: a request cut
+    // short (its timeout) loses at most one batch's events.
+    let mut walk = queue
+        .dead_letters_walk(&filter, BulkAction::Retry, body.dry_run)
         .await?;
-    for r in &report.retried {
-        if let Some(trigger) = &r.trigger {
-            record_requested(compactor.store(), &r.key, trigger, &r.outcome).await;
+    let mut report = BulkReport::default();
+    let mut more = true;
+    while more {
+        more = queue.dead_letters_step(&mut walk, &mut report).await?;
+        for r in report.retried.drain(..) {
+            if let Some(trigger) = &r.trigger {
+                record_requested(compactor.store(), &r.key, trigger, &r.outcome).await;
+            }
         }
     }
     log_bulk("retry", &filter, body.dry_run, &report);

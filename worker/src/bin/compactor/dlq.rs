@@ -148,12 +148,16 @@ pub(crate) async fn bulk(
         BulkAction::Retry if !args.dry_run => Some(Store::connect_with(&settings.database).await?),
         _ => None,
     };
-    let report = queue
-        .dead_letters_bulk(&filter, action, args.dry_run)
+    // A batch at a time, each batch's events written before the next.
+    let mut walk = queue
+        .dead_letters_walk(&filter, action, args.dry_run)
         .await?;
-    if let Some(store) = &store {
-        for r in &report.retried {
-            if let Some(trigger) = &r.trigger {
+    let mut report = BulkReport::default();
+    let mut more = true;
+    while more {
+        more = queue.dead_letters_step(&mut walk, &mut report).await?;
+        for r in report.retried.drain(..) {
+            if let (Some(store), Some(trigger)) = (&store, &r.trigger) {
                 record_requested(store, &r.key, trigger, &r.outcome).await;
             }
         }
