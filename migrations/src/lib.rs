@@ -35,6 +35,7 @@ mod m20261126_000002_create_event_outbox;
 mod m20261127_000001_add_compaction_run_hook;
 mod m20261127_000002_add_message_search;
 mod m20261127_000003_add_message_branches;
+mod m20261127_000004_scope_message_search;
 
 pub use sea_orm_migration::{MigrationTrait, MigratorTrait};
 
@@ -58,6 +59,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261127_000001_add_compaction_run_hook::Migration),
             Box::new(m20261127_000002_add_message_search::Migration),
             Box::new(m20261127_000003_add_message_branches::Migration),
+            Box::new(m20261127_000004_scope_message_search::Migration),
         ]
     }
 }
@@ -112,6 +114,7 @@ mod tests {
                 "m20261127_000001_add_compaction_run_hook",
                 "m20261127_000002_add_message_search",
                 "m20261127_000003_add_message_branches",
+                "m20261127_000004_scope_message_search",
             ]
         );
     }
