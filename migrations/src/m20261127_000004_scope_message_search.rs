@@ -36,7 +36,8 @@ pub(crate) struct Migration;
 
 /// The indexed expression; the recall query (`producer/src/store/recall.rs`)
 /// must spell it the same way for PostgreSQL to use the index.
-pub(crate) const SCOPED_SEARCH: &str = "(search || array_to_tsvector(ARRAY['ws ' || workstream_id::text]))";
+pub(crate) const SCOPED_SEARCH: &str =
+    "(search || array_to_tsvector(ARRAY['ws ' || workstream_id::text]))";
 
 fn postgres_up() -> [String; 2] {
     [

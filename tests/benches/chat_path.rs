@@ -132,7 +132,11 @@ fn main() {
         Ok("sqlite") => Backend::Sqlite,
         _ => Backend::Postgres,
     };
-    let db_label = if backend == Backend::Sqlite { "sqlite" } else { "postgres" };
+    let db_label = if backend == Backend::Sqlite {
+        "sqlite"
+    } else {
+        "postgres"
+    };
     let sizes: Vec<usize> = std::env::var("CHAT_BENCH_SIZES")
         .unwrap_or_else(|_| "1000 10000 100000".to_owned())
         .split_whitespace()
@@ -199,9 +203,7 @@ fn main() {
 
             let key = EntityKey::parse("bench", &format!("wait-{run}")).unwrap();
             client.append_messages(&key, messages(10)).await.unwrap();
-            let url = format!(
-                "{base}/v1/workstreams/bench/wait-{run}/wait?timeout_ms=1000"
-            );
+            let url = format!("{base}/v1/workstreams/bench/wait-{run}/wait?timeout_ms=1000");
             let mut waits = Vec::with_capacity(iterations);
             for _ in 0..iterations {
                 waits.push(timed(get_ok(&http, &url)).await);

@@ -51,28 +51,84 @@ enum Expect {
 }
 
 const CLASSES: &[Class] = &[
-    Class { label: "rare_big", big: true, query: "{rare}", expect: Expect::Exactly(1) },
-    Class { label: "rare_small", big: false, query: "{rare}", expect: Expect::Exactly(1) },
-    Class { label: "common_big", big: true, query: "common", expect: Expect::Full },
-    Class { label: "two_words_big", big: true, query: "build common", expect: Expect::Full },
-    Class { label: "often_big", big: true, query: "often", expect: Expect::Full },
-    Class { label: "often_small", big: false, query: "often", expect: Expect::Full },
-    Class { label: "elsewhere_only_big", big: true, query: "medium", expect: Expect::Exactly(0) },
-    Class { label: "elsewhere_rare_big", big: true, query: "weekly", expect: Expect::Exactly(0) },
-    Class { label: "medium_small", big: false, query: "medium", expect: Expect::Full },
-    Class { label: "old_dense_big", big: true, query: "legacy", expect: Expect::Full },
-    Class { label: "old_sparse_big", big: true, query: "archived", expect: Expect::Some },
-    Class { label: "absent_big", big: true, query: "nosuchword", expect: Expect::Exactly(0) },
+    Class {
+        label: "rare_big",
+        big: true,
+        query: "{rare}",
+        expect: Expect::Exactly(1),
+    },
+    Class {
+        label: "rare_small",
+        big: false,
+        query: "{rare}",
+        expect: Expect::Exactly(1),
+    },
+    Class {
+        label: "common_big",
+        big: true,
+        query: "common",
+        expect: Expect::Full,
+    },
+    Class {
+        label: "two_words_big",
+        big: true,
+        query: "build common",
+        expect: Expect::Full,
+    },
+    Class {
+        label: "often_big",
+        big: true,
+        query: "often",
+        expect: Expect::Full,
+    },
+    Class {
+        label: "often_small",
+        big: false,
+        query: "often",
+        expect: Expect::Full,
+    },
+    Class {
+        label: "elsewhere_only_big",
+        big: true,
+        query: "medium",
+        expect: Expect::Exactly(0),
+    },
+    Class {
+        label: "elsewhere_rare_big",
+        big: true,
+        query: "weekly",
+        expect: Expect::Exactly(0),
+    },
+    Class {
+        label: "medium_small",
+        big: false,
+        query: "medium",
+        expect: Expect::Full,
+    },
+    Class {
+        label: "old_dense_big",
+        big: true,
+        query: "legacy",
+        expect: Expect::Full,
+    },
+    Class {
+        label: "old_sparse_big",
+        big: true,
+        query: "archived",
+        expect: Expect::Some,
+    },
+    Class {
+        label: "absent_big",
+        big: true,
+        query: "nosuchword",
+        expect: Expect::Exactly(0),
+    },
 ];
 
 /// The load: `n` messages; workstream index `k` (0 = big) of message `i`
 /// is 0 unless `i % 10 == 0`, then `1 + i % 9`.
 fn load_sql(n: u64, ws: &[i64]) -> Vec<String> {
-    let ids = ws
-        .iter()
-        .map(i64::to_string)
-        .collect::<Vec<_>>()
-        .join(",");
+    let ids = ws.iter().map(i64::to_string).collect::<Vec<_>>().join(",");
     let big = ws[0];
     vec![
         format!(
@@ -108,7 +164,10 @@ fn load_sql(n: u64, ws: &[i64]) -> Vec<String> {
 /// A `rare<i>` code of the big workstream (`i % 10 != 0`) or of the first
 /// small one (`i % 10 == 0`, `i % 9 == 0`: multiples of 90), from `seed`.
 fn rare_code(n: u64, big: bool, seed: u64) -> String {
-    let x = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407) >> 11;
+    let x = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407)
+        >> 11;
     if big {
         let i = 1 + x % (n - 1);
         let i = if i % 10 == 0 { i - 1 } else { i };
@@ -147,7 +206,9 @@ fn main() {
             for it in 0..iterations {
                 for (c, class) in CLASSES.iter().enumerate() {
                     let seed = (run * iterations + it) as u64 * 31 + c as u64;
-                    let q = class.query.replace("{rare}", &rare_code(n, class.big, seed));
+                    let q = class
+                        .query
+                        .replace("{rare}", &rare_code(n, class.big, seed));
                     let query = RecallQuery::parse(&q).unwrap();
                     let key = if class.big { &keys[0] } else { &keys[1] };
                     let started = Instant::now();

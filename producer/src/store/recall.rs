@@ -37,7 +37,8 @@ pub(crate) const RECENT_WINDOW: i64 = 5_000;
 /// The indexed expression of `idx_messages_search_scoped` over the alias
 /// `m`, spelled as the migration spells it (PostgreSQL uses an expression
 /// index only for the same expression; a test checks the plan).
-const SCOPED_SEARCH: &str = "(m.search || array_to_tsvector(ARRAY['ws ' || m.workstream_id::text]))";
+const SCOPED_SEARCH: &str =
+    "(m.search || array_to_tsvector(ARRAY['ws ' || m.workstream_id::text]))";
 
 /// The query matched against [`SCOPED_SEARCH`]: the user's terms (`$2`)
 /// and the workstream's lexeme (`$5`, see [`workstream_lexeme`]).
