@@ -352,6 +352,44 @@ def main() -> None:
         w(f"| {label} | {mmm(r.get('http_layers', metric))} |")
     w("")
 
+    # ---- recall
+    w("## Recall at 1M messages (PostgreSQL)")
+    w("")
+    w("`recall_in` (the whole path of `GET …/recall` below HTTP: workstream lookup, then the "
+      "two-step recall query) on a migrated schema of 1,000,000 messages in ten workstreams "
+      "(one of 900,000, nine of about 11,000; 95 % compacted), loaded with one `INSERT … SELECT` "
+      "so the generated search column and the indexes are maintained as appends maintain them. "
+      "Twelve query shapes, round-robin, 200 of each per run, limit 20: a unique code (big and "
+      "small workstream), a word in every message, two words, a word in 1 % (big, small), words "
+      "frequent in the small workstreams and absent from the big one, a topic dense in the big "
+      "workstream's oldest tenth only, a sparse old one, a word nobody wrote. "
+      "Source: `tests/benches/recall.rs`; plans in docs/BENCHMARK_NOTES.md.")
+    w("")
+    w(f"```\n{command(r, 'recall')}\n```")
+    w("")
+    w("| query shape | p50 ms | p99 ms |")
+    w("|---|---|---|")
+    for shape, label in [
+        ("rare_big", "unique code, big workstream"),
+        ("rare_small", "unique code, small workstream"),
+        ("common_big", "word in every message"),
+        ("two_words_big", "two common words"),
+        ("often_big", "word in 1 %, big"),
+        ("often_small", "word in 1 %, small"),
+        ("elsewhere_only_big", "1 % elsewhere, absent here"),
+        ("elsewhere_rare_big", "0.1 % elsewhere, absent here"),
+        ("medium_small", "1 % word, small workstream"),
+        ("old_dense_big", "topic of the oldest tenth only"),
+        ("old_sparse_big", "sparse old topic"),
+        ("absent_big", "word nobody wrote"),
+        ("all", "**all shapes**"),
+    ]:
+        w(f"| {label} | {mmm(r.get('recall', f'{shape}_p50'))} | {mmm(r.get('recall', f'{shape}_p99'))} |")
+    w("")
+    recall = r.median("recall", "all_p99")
+    w(f"Target p99 ≤ 50 ms over all shapes: {yes_no(None if recall is None else recall <= 50.0)}.")
+    w("")
+
     # ---- e2e
     w("## End-to-end compactions per second (instant fake LLM)")
     w("")

@@ -14,7 +14,11 @@
 //! messages then costs a scan of the whole workstream (measured: 1 s at
 //! 1M messages). So the walk is confined to the newest
 //! [`RECENT_WINDOW`] messages, and only older matches, if still needed,
-//! come from the GIN index alone.
+//! come from the GIN index alone. Both steps match [`SCOPED_SEARCH`], the
+//! expression of the GIN index of migration
+//! `m20261127_000005_scope_message_search`: the message's vector plus a
+//! lexeme naming its workstream, so the index itself keeps other
+//! workstreams' matches out (the query ANDs `'ws <id>'` to the terms).
 
 use chrono::{DateTime, Utc};
 use compactor_shared::MessageId;
@@ -30,6 +34,22 @@ const OP: &str = "recall";
 /// newest): a walk of at most this many rows is fast whatever the term.
 pub(crate) const RECENT_WINDOW: i64 = 5_000;
 
+/// The indexed expression of `idx_messages_search_scoped` over the alias
+/// `m`, spelled as the migration spells it (PostgreSQL uses an expression
+/// index only for the same expression; a test checks the plan).
+const SCOPED_SEARCH: &str =
+    "(m.search || array_to_tsvector(ARRAY['ws ' || m.workstream_id::text]))";
+
+/// The query matched against [`SCOPED_SEARCH`]: the user's terms (`$2`)
+/// and the workstream's lexeme (`$5`, see [`workstream_lexeme`]).
+const SCOPED_QUERY: &str = "(plainto_tsquery('simple', $2) && $5::tsquery)";
+
+/// The workstream's lexeme as `tsquery` text: quoted, since it holds a
+/// space (which keeps it apart from every lexeme of a message's text).
+fn workstream_lexeme(workstream_id: i64) -> String {
+    format!("'ws {workstream_id}'")
+}
+
 const SELECT_POSTGRES: &str = "SELECT m.id, m.role, m.parts, m.pinned, m.is_compacted, \
          m.created_at, m.compacted_by_run_id, r.finished_at AS folded_at";
 
@@ -41,7 +61,7 @@ fn postgres_recent() -> String {
         "{SELECT_POSTGRES} FROM messages m \
          LEFT JOIN compaction_runs r ON r.id = m.compacted_by_run_id \
          WHERE m.workstream_id = $1 AND m.id >= $4 \
-           AND m.search @@ plainto_tsquery('simple', $2) \
+           AND {SCOPED_SEARCH} @@ {SCOPED_QUERY} \
          ORDER BY m.id DESC LIMIT $3"
     )
 }
@@ -53,9 +73,9 @@ fn postgres_recent() -> String {
 /// here would make a full scan).
 fn postgres_older() -> String {
     format!(
-        "WITH hits AS MATERIALIZED (SELECT id FROM messages \
-             WHERE workstream_id = $1 AND id < $4 \
-               AND search @@ plainto_tsquery('simple', $2)) \
+        "WITH hits AS MATERIALIZED (SELECT m.id FROM messages m \
+             WHERE m.workstream_id = $1 AND m.id < $4 \
+               AND {SCOPED_SEARCH} @@ {SCOPED_QUERY}) \
          {SELECT_POSTGRES} FROM hits JOIN messages m ON m.id = hits.id \
          LEFT JOIN compaction_runs r ON r.id = m.compacted_by_run_id \
          ORDER BY m.id DESC LIMIT $3"
@@ -130,12 +150,13 @@ impl Store {
             .transpose()
             .map_err(StoreError::db(OP))?
             .unwrap_or(0);
-        let values = |limit: i64| -> [sea_orm::Value; 4] {
+        let values = |limit: i64| -> [sea_orm::Value; 5] {
             [
                 workstream_id.into(),
                 text.into(),
                 limit.into(),
                 start.into(),
+                workstream_lexeme(workstream_id).into(),
             ]
         };
         let mut rows = self
@@ -161,6 +182,43 @@ impl Store {
             );
         }
         Ok(rows)
+    }
+}
+
+impl Store {
+    /// PostgreSQL's plan (`EXPLAIN`, text) for the older-matches step of a
+    /// recall of `workstream_id` — the step an index must serve. For
+    /// tests and diagnosis (`None` on SQLite, whose FTS5 plan is fixed).
+    #[doc(hidden)]
+    pub async fn recall_older_plan(
+        &self,
+        workstream_id: i64,
+        query: &RecallQuery,
+    ) -> Result<Option<String>, StoreError> {
+        if self.backend() != DbBackend::Postgres {
+            return Ok(None);
+        }
+        let rows = self
+            .db
+            .query_all_raw(Statement::from_sql_and_values(
+                DbBackend::Postgres,
+                format!("EXPLAIN {}", postgres_older()),
+                [
+                    workstream_id.into(),
+                    query.postgres_text().into(),
+                    20_i64.into(),
+                    i64::MAX.into(),
+                    workstream_lexeme(workstream_id).into(),
+                ],
+            ))
+            .await
+            .map_err(StoreError::db(OP))?;
+        let lines = rows
+            .iter()
+            .map(|row| row.try_get_by_index::<String>(0))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(StoreError::db(OP))?;
+        Ok(Some(lines.join("\n")))
     }
 }
 

@@ -230,3 +230,96 @@ async fn recall_finds_a_value_five_compactions_after_it_was_folded_on_postgres()
 async fn recall_finds_a_value_five_compactions_after_it_was_folded_on_sqlite() {
     recall_finds_a_value_five_compactions_after_it_was_folded(Backend::Sqlite).await;
 }
+
+/// Recall names its workstream inside the full-text index (migration
+/// `m20261127_000005_scope_message_search`): a word written 50 times in
+/// another workstream and once, long ago, in this one is found once, from
+/// the older-matches step (past the newest 5,000 messages), through the
+/// scoped index; the workstream lexeme (`ws <id>`) is never a word a query
+/// can match.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recall_is_scoped_to_its_workstream_inside_the_index_on_postgres() {
+    let db = TestDb::postgres().await;
+    let a = db
+        .store
+        .ensure_workstream(&key("scoped-a"))
+        .await
+        .unwrap()
+        .id;
+    let b = db
+        .store
+        .ensure_workstream(&key("scoped-b"))
+        .await
+        .unwrap()
+        .id;
+    let text =
+        |t: &str| format!("json_build_array(json_build_object('type', 'text', 'text', {t}))::text");
+    // A: 6,000 messages; the 10th says the word, and names B's lexeme as
+    // plain words.
+    db.exec(&format!(
+        "INSERT INTO messages (workstream_id, role, parts, token_estimate, created_at) \
+         SELECT {a}, 'user', {}, 5, now() FROM generate_series(1, 6000) AS i",
+        text(&format!(
+            "CASE WHEN i = 10 THEN 'the harbor-ox ledger, ws {b}' ELSE 'filler ' || i END"
+        ))
+    ))
+    .await;
+    // B: 50 messages with the word, newer than all of A's.
+    db.exec(&format!(
+        "INSERT INTO messages (workstream_id, role, parts, token_estimate, created_at) \
+         SELECT {b}, 'user', {}, 5, now() FROM generate_series(1, 50) AS i",
+        text("'harbor-ox again ' || i")
+    ))
+    .await;
+    db.exec("ANALYZE messages").await;
+
+    let q = RecallQuery::parse("harbor-ox").unwrap();
+    let in_a = db
+        .store
+        .recall(a, &q, RecallLimit::default())
+        .await
+        .unwrap();
+    assert_eq!(in_a.len(), 1, "only A's own match: {in_a:?}");
+    let first_of_a: i64 = db
+        .scalar(&format!(
+            "SELECT min(id) AS n FROM messages WHERE workstream_id = {a}"
+        ))
+        .await;
+    assert_eq!(in_a[0].id.0, first_of_a + 9, "the 10th message of A");
+    let in_b = db
+        .store
+        .recall(b, &q, RecallLimit::default())
+        .await
+        .unwrap();
+    assert_eq!(in_b.len(), 20, "B's newest 20 of 50");
+    let last_of_b: i64 = db
+        .scalar(&format!(
+            "SELECT max(id) AS n FROM messages WHERE workstream_id = {b}"
+        ))
+        .await;
+    assert_eq!(in_b[0].id.0, last_of_b, "newest first");
+
+    // `ws <id>` as a user writes it is two plain words: A's message has
+    // them, B's lexeme matches nothing in B.
+    let ws = RecallQuery::parse(&format!("ws {b}")).unwrap();
+    assert_eq!(
+        db.store
+            .recall(a, &ws, RecallLimit::default())
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    assert!(db
+        .store
+        .recall(b, &ws, RecallLimit::default())
+        .await
+        .unwrap()
+        .is_empty());
+
+    let plan = db.store.recall_older_plan(a, &q).await.unwrap().unwrap();
+    assert!(
+        plan.contains("idx_messages_search_scoped"),
+        "the older-matches step uses the scoped index:\n{plan}"
+    );
+}
