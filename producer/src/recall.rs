@@ -8,8 +8,8 @@
 //! (PostgreSQL `tsvector` + GIN, SQLite FTS5).
 //!
 //! A query is parsed once into a [`RecallQuery`] (parse, don't validate):
-//! whitespace-separated terms, each kept only if it has a letter or digit,
-//! all of which must match (AND). User text never reaches a full-text
+//! whitespace-separated terms, each kept unless it is only ASCII
+//! punctuation, all of which must match (AND). User text never reaches a full-text
 //! query language as syntax: PostgreSQL gets the terms through
 //! `plainto_tsquery`, which has no operators; SQLite gets each term as an
 //! FTS5 string (double-quoted, quotes doubled), in which `NEAR`, `*`, `:`,
@@ -29,8 +29,9 @@ use serde::{Deserialize, Serialize};
 use crate::client::{ClientError, Compactor};
 use crate::store::Store;
 
-/// Longest query accepted, in bytes.
-pub const MAX_QUERY_BYTES: usize = 512;
+/// Longest query accepted, in characters (as the API document's
+/// `maxLength` counts them).
+pub const MAX_QUERY_CHARS: usize = 512;
 /// Most terms a query may have (every term is one more index lookup).
 pub const MAX_QUERY_TERMS: usize = 16;
 /// Results when no limit is given.
@@ -39,7 +40,8 @@ pub const DEFAULT_RECALL_LIMIT: u32 = 20;
 pub const MAX_RECALL_LIMIT: u32 = 100;
 
 /// A user's recall query, parsed: 1 to [`MAX_QUERY_TERMS`] terms, each
-/// with at least one letter or digit and no control character.
+/// with a character other than ASCII punctuation, and no whitespace or
+/// control character.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RecallQuery {
     terms: Vec<String>,
@@ -50,25 +52,30 @@ pub struct RecallQuery {
 pub enum RecallQueryError {
     #[error("q: give at least one word to search for")]
     Empty,
-    #[error("q: {bytes} bytes is over the maximum of {MAX_QUERY_BYTES}")]
-    TooLong { bytes: usize },
+    #[error("q: {chars} characters is over the maximum of {MAX_QUERY_CHARS}")]
+    TooLong { chars: usize },
     #[error("q: {terms} terms is over the maximum of {MAX_QUERY_TERMS}")]
     TooManyTerms { terms: usize },
 }
 
 impl RecallQuery {
     /// Parses `q`: split on whitespace, control characters treated as
-    /// whitespace, terms without a letter or digit dropped (they could
-    /// only be operators to a full-text engine). Refuses a query over
-    /// [`MAX_QUERY_BYTES`], with no term left, or with more than
+    /// whitespace, terms made only of ASCII punctuation dropped (the
+    /// operators of full-text engines are ASCII: `"`, `*`, `(`, `:`, `^`,
+    /// `-`…). Any other term is searched as written, and one the index
+    /// has no token for (`«`, a private-use character) simply matches
+    /// nothing: the rule is one the API document can state as a pattern,
+    /// so a client can tell a valid query from its schema. Refuses a query over
+    /// [`MAX_QUERY_CHARS`], with no term left, or with more than
     /// [`MAX_QUERY_TERMS`] terms.
     pub fn parse(q: &str) -> Result<RecallQuery, RecallQueryError> {
-        if q.len() > MAX_QUERY_BYTES {
-            return Err(RecallQueryError::TooLong { bytes: q.len() });
+        let chars = q.chars().count();
+        if chars > MAX_QUERY_CHARS {
+            return Err(RecallQueryError::TooLong { chars });
         }
         let terms: Vec<String> = q
             .split(|c: char| c.is_whitespace() || c.is_control())
-            .filter(|t| t.chars().any(char::is_alphanumeric))
+            .filter(|t| !t.is_empty() && !t.chars().all(|c| c.is_ascii_punctuation()))
             .map(str::to_owned)
             .collect();
         match terms.len() {
@@ -229,10 +236,10 @@ mod tests {
             RecallQuery::parse("* ( ) \" :"),
             Err(RecallQueryError::Empty)
         );
-        let long = "a".repeat(MAX_QUERY_BYTES + 1);
+        let long = "a".repeat(MAX_QUERY_CHARS + 1);
         assert_eq!(
             RecallQuery::parse(&long),
-            Err(RecallQueryError::TooLong { bytes: long.len() })
+            Err(RecallQueryError::TooLong { chars: long.len() })
         );
         let many = vec!["w"; MAX_QUERY_TERMS + 1].join(" ");
         assert_eq!(
@@ -241,6 +248,14 @@ mod tests {
                 terms: MAX_QUERY_TERMS + 1
             })
         );
+    }
+
+    #[test]
+    fn only_ascii_punctuation_is_dropped() {
+        let q = RecallQuery::parse("\u{E000} « -- x_y ™").unwrap();
+        assert_eq!(q.terms(), ["\u{E000}", "«", "x_y", "™"]);
+        let cjk = "東".repeat(MAX_QUERY_CHARS);
+        assert!(RecallQuery::parse(&cjk).is_ok(), "512 characters, 1,536 bytes");
     }
 
     #[test]

@@ -17,10 +17,12 @@ use super::AppState;
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
 pub(super) struct RecallParams {
-    /// The words to find (all must match), at most 512 bytes and 16 words;
-    /// words without a letter or digit are ignored. Matching is exact per
-    /// word, case-insensitive, without stemming.
-    #[param(min_length = 1, max_length = 512)]
+    /// The words to find (all must match), at most 512 characters and 16
+    /// words; words made only of ASCII punctuation are ignored, so `q`
+    /// needs one character that is neither that nor whitespace or a control
+    /// character (the pattern). Matching is exact per word,
+    /// case-insensitive, without stemming.
+    #[param(min_length = 1, max_length = 512, pattern = r"[^\s\x00-\x1f\x7f-\x9f!-/:-@\[-`{-~]")]
     q: String,
     /// Most messages returned, newest first (default 20).
     #[param(minimum = 1, maximum = 100)]
@@ -35,7 +37,7 @@ pub(super) struct RecallParams {
     params(WorkstreamPath, RecallParams),
     responses(
         (status = 200, description = "The matching messages, verbatim, newest first, each with the compaction run that folded it (`folded_by`, `null` while un-compacted).", body = Recall),
-        (status = 400, description = "Invalid key, or `q` empty, over 512 bytes or 16 words, or `limit` out of range (`invalid_query`).", body = ErrorBody),
+        (status = 400, description = "Invalid key, or `q` without a word, over 512 characters or 16 words, or `limit` out of range (`invalid_query`).", body = ErrorBody),
         (status = 401, description = "Missing or invalid bearer token.", body = ErrorBody),
         (status = 404, description = "No such workstream.", body = ErrorBody),
         (status = 503, description = "The database did not answer, the schema is not current, or the request outlasted `admin.request_timeout`.", body = ErrorBody),
