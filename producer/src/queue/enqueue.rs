@@ -114,7 +114,8 @@ impl Queue {
             .arg(&encoded)
             .arg("0")
             .arg(self.keys.wake_channel())
-            .arg(Lane::Normal.as_str());
+            .arg(Lane::Normal.as_str())
+            .arg(self.keys.prefix());
         let mut conn = self.conn.clone();
         let reply: Result<Vec<String>, _> = inv.invoke_async(&mut conn).await;
         let result = reply
@@ -149,7 +150,8 @@ impl Queue {
             .arg(followup)
             .arg(if manual { "1" } else { "0" })
             .arg(self.keys.wake_channel())
-            .arg(lane.as_str());
+            .arg(lane.as_str())
+            .arg(self.keys.prefix());
         Ok(inv)
     }
 

@@ -62,7 +62,8 @@
 //!   dead-letter, hand back), `recover` (expired leases), `repair`
 //!   (records that lost their set entry), `dead_letters`, `inspect`
 //!   (job state, counts), `pubsub` (wake-ups and release announcements),
-//!   `workers` (the registry of live workers), `progress` (where a
+//!   `workers` (the registry of live workers), `pause` (pausing and
+//!   resuming the queue or a domain), `progress` (where a
 //!   job stands, for waiters) and `stream` (the Redis Stream of
 //!   compaction events the worker's outbox relay feeds).
 
@@ -78,6 +79,7 @@ mod handle;
 mod inspect;
 pub mod keys;
 mod lane;
+mod pause;
 mod progress;
 mod pubsub;
 mod recover;
@@ -99,6 +101,7 @@ pub use handle::Queue;
 pub use inspect::{JobState, QueueCounts};
 pub use keys::{Keys, QueueName};
 pub use lane::Lane;
+pub use pause::{PauseScope, PauseState, PausedDomain};
 pub use payload::{Payload, PayloadError, Trigger};
 pub use progress::{JobProgress, JobStage};
 pub use pubsub::{Notice, Subscription};

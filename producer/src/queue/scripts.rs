@@ -26,6 +26,8 @@ pub(super) struct Scripts {
     pub(super) progress: Script,
     /// Puts records back in their set (`repair` module).
     pub(super) repair: Script,
+    /// Pauses and resumes the queue or a domain (`pause` module).
+    pub(super) pause: Script,
 }
 
 /// Builds a script from `scripts/<name>.lua` with the shared prelude
@@ -52,6 +54,7 @@ impl Scripts {
             workers: script!("workers"),
             progress: script!("progress"),
             repair: script!("repair"),
+            pause: script!("pause"),
         }
     }
 
@@ -71,6 +74,7 @@ impl Scripts {
             &self.workers,
             &self.progress,
             &self.repair,
+            &self.pause,
         ] {
             script
                 .prepare_invoke()
@@ -92,7 +96,7 @@ mod tests {
     const PRELUDE: &str = include_str!("scripts/prelude.lua");
 
     /// Every script's own source, the prelude included.
-    const SOURCES: [(&str, &str); 11] = [
+    const SOURCES: [(&str, &str); 12] = [
         ("prelude", PRELUDE),
         ("enqueue", include_str!("scripts/enqueue.lua")),
         ("settle", include_str!("scripts/settle.lua")),
@@ -104,6 +108,7 @@ mod tests {
         ("workers", include_str!("scripts/workers.lua")),
         ("progress", include_str!("scripts/progress.lua")),
         ("repair", include_str!("scripts/repair.lua")),
+        ("pause", include_str!("scripts/pause.lua")),
     ];
 
     fn redis_url() -> String {
@@ -128,6 +133,8 @@ mod tests {
                set_entry(member, job_id),\n\
                dead_record_key(prefix, set_entry(member, job_id)),\n\
                released_channel(prefix, member),\n\
+               paused_key(prefix),\n\
+               parked_key(prefix, domain_of(member)),\n\
              }}"
         ));
         let client = redis::Client::open(redis_url()).unwrap();
@@ -150,6 +157,8 @@ mod tests {
                 entry.clone(),
                 keys.dead_record(&entry),
                 keys.released_channel(&key),
+                keys.paused(),
+                keys.parked(&compactor_shared::Domain::from(&key)),
             ]
         );
         // What Rust reads back from those names.
@@ -246,6 +255,8 @@ mod tests {
                 "prelude: return member .. '|' .. job_id",
                 "prelude: return prefix .. 'dead:' .. entry",
                 "prelude: return prefix .. 'released:' .. member",
+                "prelude: return prefix .. 'paused'",
+                "prelude: return prefix .. 'parked:' .. domain",
             ]
         );
     }
