@@ -21,6 +21,7 @@ mod fencing;
 mod hook;
 mod http;
 mod lifecycle;
+mod pause;
 mod llm_faults;
 mod priority;
 mod quality;
