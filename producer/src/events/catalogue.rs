@@ -80,6 +80,13 @@ pub mod names {
     pub const QUEUE_DEPTH: &str = "compactor_queue_depth";
     /// Gauge: dead-lettered jobs kept.
     pub const DEAD_LETTER_SIZE: &str = "compactor_dead_letter_size";
+    /// Gauge: age of the oldest waiting job (paused ones included), from
+    /// when it could first run.
+    pub const QUEUE_OLDEST_WAITING_SECONDS: &str = "compactor_queue_oldest_waiting_seconds";
+    /// Gauge: 1 while the whole queue is paused, else 0.
+    pub const QUEUE_PAUSED: &str = "compactor_queue_paused";
+    /// Gauge: domains of the queue paused.
+    pub const QUEUE_PAUSED_DOMAINS: &str = "compactor_queue_paused_domains";
     /// Histogram: run time of one attempt, by `outcome`
     /// ([`super::RunOutcome`]).
     pub const JOB_RUN_SECONDS: &str = "compactor_job_run_seconds";
@@ -706,6 +713,24 @@ pub const FAMILIES: &[Family] = &[
         Kind::Gauge,
         QUEUE,
         "Dead-lettered jobs kept",
+    ),
+    family(
+        names::QUEUE_OLDEST_WAITING_SECONDS,
+        Kind::Gauge,
+        QUEUE,
+        "Age of the oldest waiting job, paused ones included, from when it could first run",
+    ),
+    family(
+        names::QUEUE_PAUSED,
+        Kind::Gauge,
+        QUEUE,
+        "1 while the whole queue is paused, else 0",
+    ),
+    family(
+        names::QUEUE_PAUSED_DOMAINS,
+        Kind::Gauge,
+        QUEUE,
+        "Domains of the queue paused",
     ),
     family(
         names::JOB_RUN_SECONDS,

@@ -34,6 +34,7 @@ pub enum JobState {
 
 /// How many jobs are in each state.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct QueueCounts {
     /// Waiting in either lane or parked (their domain is paused):
     /// `waiting_urgent + waiting_normal + waiting_parked`.
@@ -44,7 +45,7 @@ pub struct QueueCounts {
     /// Of `waiting`, those of the normal lane (automatic requests).
     pub waiting_normal: u64,
     /// Of `waiting`, those parked because their domain is paused (each
-    /// keeps its lane for when it resumes; see the `pause` module).
+    /// keeps its lane for when the domain resumes).
     pub waiting_parked: u64,
     pub running: u64,
     pub done: u64,

@@ -101,7 +101,7 @@ pub struct PauseState {
     /// Age (ms) of the oldest waiting job, paused and parked ones
     /// included, counted from when it could first run (when it was added,
     /// or when its retry delay ended: a job backing off is not old).
-    /// `None` when no job waits.
+    /// Null when no job waits.
     pub oldest_waiting_ms: Option<u64>,
 }
 

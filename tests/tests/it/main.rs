@@ -24,6 +24,7 @@ mod lifecycle;
 mod pause;
 mod llm_faults;
 mod priority;
+mod queue_control;
 mod quality;
 mod recall;
 mod reconcile;

@@ -8,6 +8,8 @@
 //!   loopback without one refuses to start (`[admin]` settings).
 //! - `/v1/events/deliveries…` ([`events`]): webhook deliveries of
 //!   compaction events, listed and retried. Behind the token too.
+//! - `/v1/queue…` (`queue_control`): the queue at a glance, paused and
+//!   resumed. Behind the token too.
 //! - `/metrics`, `/healthz`, `/readyz`, `/readyz/worker` (`probes`), and
 //!   `/openapi.json` ([`openapi`]): open.
 //!
@@ -30,6 +32,7 @@ pub mod extract;
 pub mod limits;
 pub mod openapi;
 mod probes;
+mod queue_control;
 pub mod recall;
 mod request_metrics;
 pub mod runs;
@@ -208,6 +211,27 @@ fn table() -> Vec<(Method, &'static str, Access, Bound, MethodRouter<AppState>)>
             Access::Token,
             Bound::Request,
             post(events::retry_failed),
+        ),
+        (
+            Method::GET,
+            "/v1/queue",
+            Access::Token,
+            Bound::Request,
+            get(queue_control::overview),
+        ),
+        (
+            Method::POST,
+            "/v1/queue/pause",
+            Access::Token,
+            Bound::Request,
+            post(queue_control::pause),
+        ),
+        (
+            Method::POST,
+            "/v1/queue/resume",
+            Access::Token,
+            Bound::Request,
+            post(queue_control::resume),
         ),
         (
             Method::GET,

@@ -18,7 +18,7 @@ use serde_json::{json, Value};
 use utoipa::OpenApi;
 
 use super::error::{ErrorBody, ErrorCode};
-use super::{branches, events, probes, recall, runs, workstreams};
+use super::{branches, events, probes, queue_control, recall, runs, workstreams};
 
 /// The derived part of the document.
 #[derive(OpenApi)]
@@ -37,6 +37,9 @@ use super::{branches, events, probes, recall, runs, workstreams};
         events::list,
         events::retry_one,
         events::retry_failed,
+        queue_control::overview,
+        queue_control::pause,
+        queue_control::resume,
         probes::metrics,
         probes::healthz,
         probes::readyz,
@@ -48,6 +51,7 @@ use super::{branches, events, probes, recall, runs, workstreams};
     tags(
         (name = "workstreams", description = "The client API for chat backends (bearer token when configured)."),
         (name = "events", description = "Webhook deliveries of compaction events, listed and retried (bearer token when configured)."),
+        (name = "queue", description = "The queue at a glance, paused and resumed, whole or by domain (bearer token when configured)."),
         (name = "probes", description = "Liveness, readiness, metrics and this document (open)."),
     )
 )]
