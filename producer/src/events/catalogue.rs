@@ -1098,7 +1098,7 @@ mod tests {
             }
         }
         // Every constant in `names` is a family.
-        assert_eq!(FAMILIES.len(), 30);
+        assert_eq!(FAMILIES.len(), 33);
         assert_eq!(LLM_FAMILIES.len(), 8);
         assert_eq!(EVENT_FAMILIES.len(), 5);
         assert_eq!(HOOK_FAMILIES.len(), 2);
