@@ -129,7 +129,11 @@ async fn a_worker_killed_while_the_queue_is_paused_loses_nothing_and_runs_nothin
     assert!(state.queue_paused && state.oldest_waiting_ms.is_some());
 
     // Resumed: the idle workers are woken and every job runs, once.
-    scene.queue.resume(&PauseScope::Queue).await.expect("resume");
+    scene
+        .queue
+        .resume(&PauseScope::Queue)
+        .await
+        .expect("resume");
     let recovery = until_all_compacted(&scene.db, WORKSTREAMS, Duration::from_secs(120)).await;
     stop_fleet(&mut fleet).await;
     let report = Report {

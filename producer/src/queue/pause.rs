@@ -159,10 +159,7 @@ impl Queue {
         for domain in &domains {
             pipe.zcard(self.keys.parked(domain));
         }
-        let counts: Vec<u64> = pipe
-            .query_async(&mut conn)
-            .await
-            .map_err(redis_error(OP))?;
+        let counts: Vec<u64> = pipe.query_async(&mut conn).await.map_err(redis_error(OP))?;
         Ok(counts.iter().sum())
     }
 

@@ -50,7 +50,8 @@ async fn a_paused_queue_holds_its_jobs_until_resumed(q: &Queue) {
     let (a, b, r) = (key("a"), key("b"), key("r"));
     q.request_compaction(&r, Trigger::Auto).await.unwrap();
     let running = claim(q).await.expect("r runs");
-    let EnqueueOutcome::Added { job_id: a_id } = q.request_compaction(&a, Trigger::Auto).await.unwrap()
+    let EnqueueOutcome::Added { job_id: a_id } =
+        q.request_compaction(&a, Trigger::Auto).await.unwrap()
     else {
         panic!("a added")
     };
@@ -148,13 +149,21 @@ async fn a_paused_domain_is_parked_while_the_others_run(q: &Queue) {
 
     // The running chat job fails and backs off: its retry waits, paused.
     assert_eq!(
-        q.fail(&running, FailAction::Retry { delay: Duration::ZERO }, "boom")
-            .await
-            .unwrap(),
+        q.fail(
+            &running,
+            FailAction::Retry {
+                delay: Duration::ZERO
+            },
+            "boom"
+        )
+        .await
+        .unwrap(),
         Failure::RetryScheduled
     );
     // A new chat job waits too; the other domain still runs.
-    q.request_compaction(&key("c3"), Trigger::Auto).await.unwrap();
+    q.request_compaction(&key("c3"), Trigger::Auto)
+        .await
+        .unwrap();
     q.request_compaction(&support("s2"), Trigger::Auto)
         .await
         .unwrap();
@@ -177,7 +186,9 @@ async fn a_paused_domain_is_parked_while_the_others_run(q: &Queue) {
 }
 
 async fn a_domain_and_the_queue_pause_independently(q: &Queue) {
-    q.request_compaction(&key("c"), Trigger::Auto).await.unwrap();
+    q.request_compaction(&key("c"), Trigger::Auto)
+        .await
+        .unwrap();
     q.request_compaction(&support("s"), Trigger::Auto)
         .await
         .unwrap();

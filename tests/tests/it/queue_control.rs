@@ -48,7 +48,14 @@ impl Api {
     }
 
     async fn post(&self, path: &str, body: Value) -> (StatusCode, Value) {
-        call(&self.0, Some(TOKEN), reqwest::Method::POST, path, Some(body)).await
+        call(
+            &self.0,
+            Some(TOKEN),
+            reqwest::Method::POST,
+            path,
+            Some(body),
+        )
+        .await
     }
 
     async fn ok(&self, path: &str, body: Value) -> Value {
@@ -95,9 +102,11 @@ async fn an_operator_pauses_and_resumes_the_queue_over_http() {
     assert_eq!(overview["paused_domains"], json!([]));
     assert_eq!(overview["oldest_waiting_ms"], Value::Null);
     assert_eq!(overview["counts"]["waiting"], 0);
-    eventually("the worker is registered", Duration::from_secs(10), || async {
-        api.get("/v1/queue").await["live_workers"] == 1
-    })
+    eventually(
+        "the worker is registered",
+        Duration::from_secs(10),
+        || async { api.get("/v1/queue").await["live_workers"] == 1 },
+    )
     .await;
 
     // A compaction runs (the LLM takes its time) when the queue is paused.
@@ -123,11 +132,15 @@ async fn an_operator_pauses_and_resumes_the_queue_over_http() {
     assert_eq!(status["job"]["state"], "waiting", "{status}");
 
     // A domain pauses and resumes on its own; the queue stays paused.
-    let (status, body) = api.post("/v1/queue/pause", json!({"domain": "support"})).await;
+    let (status, body) = api
+        .post("/v1/queue/pause", json!({"domain": "support"}))
+        .await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["paused_domains"][0]["domain"], "support");
     assert_eq!(body["paused_domains"][0]["parked"], 0);
-    let body = api.ok("/v1/queue/resume", json!({"domain": "support"})).await;
+    let body = api
+        .ok("/v1/queue/resume", json!({"domain": "support"}))
+        .await;
     assert_eq!(body["paused_domains"], json!([]));
     assert_eq!(body["queue_paused"], true);
 

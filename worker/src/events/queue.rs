@@ -302,7 +302,11 @@ mod tests {
             Value::Gauge(2.5),
         );
         recorded.assert_one(names::QUEUE_PAUSED, &[("queue", Q)], Value::Gauge(1.0));
-        recorded.assert_one(names::QUEUE_PAUSED_DOMAINS, &[("queue", Q)], Value::Gauge(1.0));
+        recorded.assert_one(
+            names::QUEUE_PAUSED_DOMAINS,
+            &[("queue", Q)],
+            Value::Gauge(1.0),
+        );
         assert_eq!(recorded.len(), 3);
     }
 }

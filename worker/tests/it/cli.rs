@@ -739,7 +739,10 @@ async fn queue_pause_and_resume_hold_and_release_jobs() {
     let paused = w.ok(&["queue", "pause", "--domain", "chat"], None);
     assert_eq!(paused["paused_domains"][0]["domain"], "chat", "{paused}");
     let text = w.text(&["queue", "stats"]);
-    assert!(text.contains("waiting 2 (urgent 0, normal 2, parked 0)"), "{text}");
+    assert!(
+        text.contains("waiting 2 (urgent 0, normal 2, parked 0)"),
+        "{text}"
+    );
     assert!(text.contains("queue paused for "), "{text}");
     assert!(text.contains("domain chat paused for "), "{text}");
     assert!(text.contains("oldest waiting "), "{text}");
@@ -763,7 +766,10 @@ async fn queue_pause_and_resume_hold_and_release_jobs() {
     );
     assert_eq!(stats["paused_domains"][0]["parked"], 1);
     let text = w.text(&["queue", "resume", "--domain", "chat"]);
-    assert!(text.starts_with("domain chat resumed\nqueue running\n"), "{text}");
+    assert!(
+        text.starts_with("domain chat resumed\nqueue running\n"),
+        "{text}"
+    );
     let ClaimOutcome::Claimed(job) = q.claim("w1").await.unwrap() else {
         panic!("the chat job runs once resumed")
     };

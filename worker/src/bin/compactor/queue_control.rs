@@ -56,7 +56,8 @@ pub(crate) async fn control(
     out: Output,
 ) -> ExitCode {
     report(out, async {
-        let scope = PauseScope::parse(domain).map_err(|e| Failure::argument(format!("--domain: {e}")))?;
+        let scope =
+            PauseScope::parse(domain).map_err(|e| Failure::argument(format!("--domain: {e}")))?;
         let queue = queue(settings).await?;
         let state = if resume {
             queue.resume(&scope).await?
