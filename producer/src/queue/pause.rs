@@ -41,11 +41,11 @@ pub enum PauseScope {
 }
 
 impl PauseScope {
-    /// The scope an operator names: a domain, or (none given, or an empty
-    /// one) the whole queue.
+    /// The scope an operator names: a domain, or (none given) the whole
+    /// queue. An empty domain is refused like any other invalid one.
     pub fn parse(domain: Option<&str>) -> Result<PauseScope, KeyError> {
         match domain {
-            None | Some("") => Ok(PauseScope::Queue),
+            None => Ok(PauseScope::Queue),
             Some(domain) => Domain::parse(domain).map(PauseScope::Domain),
         }
     }
@@ -257,12 +257,11 @@ mod tests {
     #[test]
     fn a_scope_is_the_queue_or_a_valid_domain() {
         assert_eq!(PauseScope::parse(None).unwrap(), PauseScope::Queue);
-        assert_eq!(PauseScope::parse(Some("")).unwrap(), PauseScope::Queue);
         assert_eq!(
             PauseScope::parse(Some("chat")).unwrap(),
             PauseScope::Domain(Domain::parse("chat").unwrap())
         );
-        for bad in ["Chat", "a:b", "a{b}", "*"] {
+        for bad in ["", "Chat", "a:b", "a{b}", "*"] {
             assert!(PauseScope::parse(Some(bad)).is_err(), "{bad:?}");
         }
         assert_eq!("chat".parse::<PauseScope>().unwrap().arg(), "chat");

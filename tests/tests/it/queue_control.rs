@@ -163,6 +163,9 @@ async fn an_operator_pauses_and_resumes_the_queue_over_http() {
     // A domain that is not one, and unknown fields, are refused.
     for body in [
         json!({"domain": "Not A Domain"}),
+        json!({"domain": ""}),
+        json!([]),
+        json!("chat"),
         json!({"domain": "chat", "also": 1}),
     ] {
         let (status, reply) = api.post("/v1/queue/pause", body).await;

@@ -8,6 +8,7 @@ use axum::extract::State;
 use axum::Json;
 use compactor_producer::queue::{PauseScope, PauseState, Queue, QueueCounts};
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use tracing::{info, info_span, Instrument};
 use utoipa::ToSchema;
 
@@ -72,8 +73,22 @@ pub(super) struct PauseRequest {
 }
 
 impl PauseRequest {
-    fn scope(&self) -> Result<PauseScope, ApiError> {
-        PauseScope::parse(self.domain.as_deref())
+    /// The scope of a body read as any JSON: an object (serde would also
+    /// take a struct written as an array, which the document refuses), or
+    /// nothing (`null`, an empty body) for the whole queue.
+    fn scope_of(body: Value) -> Result<PauseScope, ApiError> {
+        let request: PauseRequest = match body {
+            Value::Null => PauseRequest::default(),
+            Value::Object(_) => {
+                serde_json::from_value(body).map_err(|e| ApiError::InvalidBody(e.to_string()))?
+            }
+            _ => {
+                return Err(ApiError::InvalidBody(
+                    "the body must be a JSON object, like {\"domain\": \"chat\"}".to_owned(),
+                ))
+            }
+        };
+        PauseScope::parse(request.domain.as_deref())
             .map_err(|e| ApiError::InvalidBody(format!("domain: {e}")))
     }
 }
@@ -99,9 +114,9 @@ impl PauseRequest {
 /// twice changes nothing (paused since the first time).
 pub(super) async fn pause(
     State(state): State<AppState>,
-    OptionalJson(body): OptionalJson<PauseRequest>,
+    OptionalJson(body): OptionalJson<Value>,
 ) -> Result<Json<PauseState>, ApiError> {
-    let scope = body.scope()?;
+    let scope = PauseRequest::scope_of(body)?;
     control(state.compactor().queue(), Action::Pause, &scope).await
 }
 
@@ -126,9 +141,9 @@ pub(super) async fn pause(
 /// resumes, and the other way round.
 pub(super) async fn resume(
     State(state): State<AppState>,
-    OptionalJson(body): OptionalJson<PauseRequest>,
+    OptionalJson(body): OptionalJson<Value>,
 ) -> Result<Json<PauseState>, ApiError> {
-    let scope = body.scope()?;
+    let scope = PauseRequest::scope_of(body)?;
     control(state.compactor().queue(), Action::Resume, &scope).await
 }
 
