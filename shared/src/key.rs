@@ -105,15 +105,7 @@ const ENTITY_ALLOWED: &str = "A-Z, a-z, 0-9, '_', '-' and '.'";
 impl EntityKey {
     /// Parses and validates both parts.
     pub fn parse(domain: &str, entity_id: &str) -> Result<Self, KeyError> {
-        check(
-            KeyField::Domain,
-            domain,
-            MAX_DOMAIN_LEN,
-            |b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-',
-            |b| b.is_ascii_lowercase(),
-            DOMAIN_ALLOWED,
-            "a lower-case letter",
-        )?;
+        check_domain(domain)?;
         check(
             KeyField::EntityId,
             entity_id,
@@ -153,6 +145,19 @@ impl EntityKey {
     pub fn job_key(&self) -> String {
         self.to_string()
     }
+}
+
+/// Validates a domain (see [`EntityKey`]); [`crate::Domain`] parses with it.
+pub(crate) fn check_domain(domain: &str) -> Result<(), KeyError> {
+    check(
+        KeyField::Domain,
+        domain,
+        MAX_DOMAIN_LEN,
+        |b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-',
+        |b| b.is_ascii_lowercase(),
+        DOMAIN_ALLOWED,
+        "a lower-case letter",
+    )
 }
 
 fn check(

@@ -38,6 +38,7 @@ pub mod branch;
 pub mod chunk;
 pub mod config;
 pub mod context;
+pub mod domain;
 pub mod extractive;
 pub mod key;
 pub mod ledger;
@@ -56,6 +57,7 @@ pub mod tokens;
 pub mod transcript;
 pub mod trigger;
 
+pub use domain::Domain;
 pub use key::{EntityKey, KeyError};
 pub use message::{Message, MessageId, Part, Role};
 pub use state::{StateCaps, StateDelta, StateItem, WorkstreamState};

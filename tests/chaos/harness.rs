@@ -149,6 +149,11 @@ impl WorkerProcess {
         WorkerProcess { child }
     }
 
+    /// The process id (what the worker registry records of it).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     pub fn kill9(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();

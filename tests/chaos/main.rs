@@ -3,7 +3,8 @@
 //! does to a fleet happens to them — workers killed with SIGKILL, Redis
 //! restarted, the database cut off for 20 s, the LLM hanging, resetting
 //! connections and answering garbage, a rolling restart, a worker killed while its
-//! event deliveries are in flight. After each, the
+//! event deliveries are in flight, a worker killed while an operator has
+//! paused the queue. After each, the
 //! invariants of [`harness::check_invariants`] must hold: no job lost, no
 //! workstream compacted twice or by two runs at once, no lease left held,
 //! no half-written commit. Each scenario prints a `CHAOS |` report line
@@ -19,6 +20,7 @@ mod events_kill;
 mod harness;
 mod kill;
 mod llm_chaos;
+mod pause_kill;
 mod redis_restart;
 mod rolling_restart;
 

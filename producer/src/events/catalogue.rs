@@ -80,6 +80,13 @@ pub mod names {
     pub const QUEUE_DEPTH: &str = "compactor_queue_depth";
     /// Gauge: dead-lettered jobs kept.
     pub const DEAD_LETTER_SIZE: &str = "compactor_dead_letter_size";
+    /// Gauge: age of the oldest waiting job (paused ones included), from
+    /// when it could first run.
+    pub const QUEUE_OLDEST_WAITING_SECONDS: &str = "compactor_queue_oldest_waiting_seconds";
+    /// Gauge: 1 while the whole queue is paused, else 0.
+    pub const QUEUE_PAUSED: &str = "compactor_queue_paused";
+    /// Gauge: domains of the queue paused.
+    pub const QUEUE_PAUSED_DOMAINS: &str = "compactor_queue_paused_domains";
     /// Histogram: run time of one attempt, by `outcome`
     /// ([`super::RunOutcome`]).
     pub const JOB_RUN_SECONDS: &str = "compactor_job_run_seconds";
@@ -708,6 +715,24 @@ pub const FAMILIES: &[Family] = &[
         "Dead-lettered jobs kept",
     ),
     family(
+        names::QUEUE_OLDEST_WAITING_SECONDS,
+        Kind::Gauge,
+        QUEUE,
+        "Age of the oldest waiting job, paused ones included, from when it could first run",
+    ),
+    family(
+        names::QUEUE_PAUSED,
+        Kind::Gauge,
+        QUEUE,
+        "1 while the whole queue is paused, else 0",
+    ),
+    family(
+        names::QUEUE_PAUSED_DOMAINS,
+        Kind::Gauge,
+        QUEUE,
+        "Domains of the queue paused",
+    ),
+    family(
         names::JOB_RUN_SECONDS,
         Kind::Histogram,
         &["queue", "domain", "outcome"],
@@ -1073,7 +1098,7 @@ mod tests {
             }
         }
         // Every constant in `names` is a family.
-        assert_eq!(FAMILIES.len(), 30);
+        assert_eq!(FAMILIES.len(), 33);
         assert_eq!(LLM_FAMILIES.len(), 8);
         assert_eq!(EVENT_FAMILIES.len(), 5);
         assert_eq!(HOOK_FAMILIES.len(), 2);

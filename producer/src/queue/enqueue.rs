@@ -130,7 +130,8 @@ impl Queue {
             .arg(&request.followup)
             .arg(if request.manual { "1" } else { "0" })
             .arg(self.keys.wake_channel())
-            .arg(request.lane.as_str());
+            .arg(request.lane.as_str())
+            .arg(self.keys.prefix());
         inv
     }
 

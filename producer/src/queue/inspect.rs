@@ -34,14 +34,19 @@ pub enum JobState {
 
 /// How many jobs are in each state.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct QueueCounts {
-    /// Waiting in either lane: `waiting_urgent + waiting_normal`.
+    /// Waiting in either lane or parked (their domain is paused):
+    /// `waiting_urgent + waiting_normal + waiting_parked`.
     pub waiting: u64,
     /// Of `waiting`, those of the urgent lane (manual and reactive
     /// requests, claimed first).
     pub waiting_urgent: u64,
     /// Of `waiting`, those of the normal lane (automatic requests).
     pub waiting_normal: u64,
+    /// Of `waiting`, those parked because their domain is paused (each
+    /// keeps its lane for when the domain resumes).
+    pub waiting_parked: u64,
     pub running: u64,
     pub done: u64,
     pub dead: u64,
@@ -72,10 +77,12 @@ impl Queue {
             .query_async(&mut conn)
             .await
             .map_err(redis_error("counts"))?;
+        let parked = self.parked_count().await?;
         Ok(QueueCounts {
-            waiting: urgent + normal,
+            waiting: urgent + normal + parked,
             waiting_urgent: urgent,
             waiting_normal: normal,
+            waiting_parked: parked,
             running,
             done,
             dead,

@@ -12,7 +12,7 @@
 //! `scripts/prelude.lua`, which a test in the `scripts` module checks
 //! against these.
 
-use compactor_shared::EntityKey;
+use compactor_shared::{Domain, EntityKey};
 
 /// Longest queue name, in bytes.
 pub const MAX_QUEUE_NAME_LEN: usize = 64;
@@ -180,6 +180,20 @@ impl Keys {
         format!("{}repair_cursor", self.prefix)
     }
 
+    /// Hash recording what is paused (see the `pause` module): field
+    /// `queue` while the whole queue is, `domain:<domain>` per paused
+    /// domain, each the server ms it was paused at.
+    pub fn paused(&self) -> String {
+        format!("{}paused", self.prefix)
+    }
+
+    /// Sorted set of the waiting jobs of a paused domain that claims have
+    /// met and set aside ("parked"), scored as in their lane's set; the
+    /// domain's resumption puts them back in line.
+    pub fn parked(&self, domain: &Domain) -> String {
+        format!("{}parked:{}", self.prefix, domain)
+    }
+
     /// Sorted set of the workers registered on the queue, scored by the
     /// time (server ms) their registration expires unless renewed (see the
     /// `workers` module).
@@ -215,6 +229,8 @@ mod tests {
             keys.repair_cursor(),
             keys.workers(),
             keys.worker("w-1{x}"),
+            keys.paused(),
+            keys.parked(&Domain::parse("chat").unwrap()),
         ] {
             assert!(k.starts_with("{cq:context-compaction}:"), "{k}");
         }

@@ -10,7 +10,7 @@
 //! | `running`                 | is remembered; the run's end adds exactly one follow-up (`FollowUpRecorded`) |
 //!
 //! Every transition is one Lua script (enqueue, claim, renew, complete,
-//! fail, release, recover),
+//! fail, release, recover, pause),
 //! loaded once and called by SHA (`redis::Script` reloads on `NOSCRIPT`).
 //! Times come from the Redis server clock, so workers with skewed clocks
 //! agree on lease deadlines. All keys of a queue share one hash tag, so the
@@ -33,6 +33,10 @@
 //! for its entity and by the workers' repair sweep (`repair`): a waiting
 //! job back in line, a running one tracked again at its lease deadline so
 //! that recovery returns it.
+//!
+//! An operator can pause the queue, or one domain of it (`pause`): claims
+//! hand out no paused job, which stays waiting (counted, deduplicating
+//! requests) until resumed; running jobs finish.
 //!
 //! Workers register in a registry on the queue and renew their entry with
 //! a heartbeat (`workers`), so a chat request waiting on a compaction can
@@ -63,7 +67,8 @@
 //!   (records that lost their set entry), `dead_letters` (and
 //!   `dead_bulk`: by filter, in batches), `inspect`
 //!   (job state, counts), `pubsub` (wake-ups and release announcements),
-//!   `workers` (the registry of live workers), `progress` (where a
+//!   `workers` (the registry of live workers), `pause` (pausing and
+//!   resuming the queue or a domain), `progress` (where a
 //!   job stands, for waiters) and `stream` (the Redis Stream of
 //!   compaction events the worker's outbox relay feeds).
 
@@ -80,6 +85,7 @@ mod handle;
 mod inspect;
 pub mod keys;
 mod lane;
+mod pause;
 mod progress;
 mod pubsub;
 mod recover;
@@ -105,6 +111,7 @@ pub use handle::Queue;
 pub use inspect::{JobState, QueueCounts};
 pub use keys::{Keys, QueueName};
 pub use lane::Lane;
+pub use pause::{PauseScope, PauseState, PausedDomain};
 pub use payload::{Payload, PayloadError, Trigger};
 pub use progress::{JobProgress, JobStage};
 pub use pubsub::{Notice, Subscription};

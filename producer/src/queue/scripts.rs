@@ -29,6 +29,8 @@ pub(super) struct Scripts {
     /// Bulk dead-letter retry and purge (`dead_bulk` module).
     pub(super) dead_retry: Script,
     pub(super) dead_purge: Script,
+    /// Pauses and resumes the queue or a domain (`pause` module).
+    pub(super) pause: Script,
 }
 
 /// Builds a script from `scripts/<name>.lua` with the shared prelude
@@ -57,6 +59,7 @@ impl Scripts {
             repair: script!("repair"),
             dead_retry: script!("dead_retry"),
             dead_purge: script!("dead_purge"),
+            pause: script!("pause"),
         }
     }
 
@@ -78,6 +81,7 @@ impl Scripts {
             &self.repair,
             &self.dead_retry,
             &self.dead_purge,
+            &self.pause,
         ] {
             script
                 .prepare_invoke()
@@ -99,7 +103,7 @@ mod tests {
     const PRELUDE: &str = include_str!("scripts/prelude.lua");
 
     /// Every script's own source, the prelude included.
-    const SOURCES: [(&str, &str); 13] = [
+    const SOURCES: [(&str, &str); 14] = [
         ("prelude", PRELUDE),
         ("enqueue", include_str!("scripts/enqueue.lua")),
         ("settle", include_str!("scripts/settle.lua")),
@@ -113,6 +117,7 @@ mod tests {
         ("repair", include_str!("scripts/repair.lua")),
         ("dead_retry", include_str!("scripts/dead_retry.lua")),
         ("dead_purge", include_str!("scripts/dead_purge.lua")),
+        ("pause", include_str!("scripts/pause.lua")),
     ];
 
     fn redis_url() -> String {
@@ -137,6 +142,8 @@ mod tests {
                set_entry(member, job_id),\n\
                dead_record_key(prefix, set_entry(member, job_id)),\n\
                released_channel(prefix, member),\n\
+               paused_key(prefix),\n\
+               parked_key(prefix, domain_of(member)),\n\
              }}"
         ));
         let client = redis::Client::open(redis_url()).unwrap();
@@ -159,6 +166,8 @@ mod tests {
                 entry.clone(),
                 keys.dead_record(&entry),
                 keys.released_channel(&key),
+                keys.paused(),
+                keys.parked(&compactor_shared::Domain::from(&key)),
             ]
         );
         // What Rust reads back from those names.
@@ -255,6 +264,8 @@ mod tests {
                 "prelude: return member .. '|' .. job_id",
                 "prelude: return prefix .. 'dead:' .. entry",
                 "prelude: return prefix .. 'released:' .. member",
+                "prelude: return prefix .. 'paused'",
+                "prelude: return prefix .. 'parked:' .. domain",
             ]
         );
     }

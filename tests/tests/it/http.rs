@@ -1330,7 +1330,7 @@ async fn metrics_after_end_to_end_compactions_have_every_family() {
         .iter()
         .chain(compactor_worker::llm::metrics::FAMILIES)
         .collect();
-    assert_eq!(families.len(), 38, "every family of both catalogues");
+    assert_eq!(families.len(), 41, "every family of both catalogues");
     let mut missing = Vec::new();
     for family in &families {
         let kind = match family.kind {
@@ -1955,7 +1955,7 @@ fn the_openapi_document_names_every_route_the_router_serves() {
         .into_iter()
         .map(|(method, path)| (method.to_string(), path.to_owned()))
         .collect();
-    assert_eq!(served.len(), 20);
+    assert_eq!(served.len(), 23);
     assert_eq!(documented, served);
     let committed: Value =
         serde_json::from_str(include_str!("../../../docs/openapi.json")).unwrap();

@@ -10,7 +10,7 @@
 //!
 //! - `queue`: the runtime's dealings with the Redis queue — an operation
 //!   failing, a lease lost, an unusable entry, the recovery sweep, the
-//!   depth gauges, a job handed back.
+//!   depth gauges, the pause gauges, a job handed back.
 //! - `job`: one attempt's life — started, ended, failed, and the job
 //!   completed, retried or dead-lettered.
 //! - `compaction`: how a compaction job ended, and its announcement failing.
@@ -48,7 +48,8 @@ pub(crate) use llm::{
 };
 pub(crate) use outbox::{DeliveryAttempted, EventsRelayed, OutboxSampled, RelayStepFailed};
 pub(crate) use queue::{
-    DepthSampled, JobHandedBack, LeaseLost, LeasesSwept, QueueOpFailed, UnusableEntryDeadLettered,
+    DepthSampled, JobHandedBack, LeaseLost, LeasesSwept, PauseSampled, QueueOpFailed,
+    UnusableEntryDeadLettered,
 };
 pub(crate) use series::{
     create_event_series, create_hook_series, create_llm_series, create_series,

@@ -2,7 +2,7 @@
 
 use compactor_producer::events::catalogue::{names, DeadLetterReason, QueueOp, QueueState};
 use compactor_producer::metrics::OTHER_DOMAIN;
-use compactor_producer::queue::{QueueCounts, QueueError};
+use compactor_producer::queue::{PauseState, QueueCounts, QueueError};
 use tracing::{info, warn};
 
 use super::InternalEvent;
@@ -106,6 +106,26 @@ impl InternalEvent for DepthSampled<'_> {
         }
         metrics::gauge!(names::DEAD_LETTER_SIZE, "queue" => self.queue.to_owned())
             .set(c.dead as f64);
+    }
+}
+
+/// What is paused and the oldest waiting job's age, sampled with the
+/// depth (metrics only).
+#[derive(Debug)]
+pub(crate) struct PauseSampled<'a> {
+    pub queue: &'a str,
+    pub state: &'a PauseState,
+}
+
+impl InternalEvent for PauseSampled<'_> {
+    fn emit(&self) {
+        let oldest = self.state.oldest_waiting_ms.unwrap_or(0) as f64 / 1000.0;
+        metrics::gauge!(names::QUEUE_OLDEST_WAITING_SECONDS, "queue" => self.queue.to_owned())
+            .set(oldest);
+        metrics::gauge!(names::QUEUE_PAUSED, "queue" => self.queue.to_owned())
+            .set(if self.state.queue_paused { 1.0 } else { 0.0 });
+        metrics::gauge!(names::QUEUE_PAUSED_DOMAINS, "queue" => self.queue.to_owned())
+            .set(self.state.paused_domains.len() as f64);
     }
 }
 
@@ -253,5 +273,40 @@ mod tests {
         }
         recorded.assert_one(names::DEAD_LETTER_SIZE, &[("queue", Q)], Value::Gauge(1.0));
         assert_eq!(recorded.len(), 5);
+    }
+
+    #[test]
+    fn pause_sets_the_paused_gauges_and_the_oldest_age_in_seconds() {
+        use compactor_producer::queue::PausedDomain;
+        use compactor_shared::Domain;
+        let state = PauseState {
+            queue_paused: true,
+            queue_paused_for_ms: Some(10),
+            paused_domains: vec![PausedDomain {
+                domain: Domain::parse("chat").unwrap(),
+                paused_for_ms: 5,
+                parked: 2,
+            }],
+            oldest_waiting_ms: Some(2500),
+        };
+        let recorded = capture(|| {
+            PauseSampled {
+                queue: Q,
+                state: &state,
+            }
+            .emit();
+        });
+        recorded.assert_one(
+            names::QUEUE_OLDEST_WAITING_SECONDS,
+            &[("queue", Q)],
+            Value::Gauge(2.5),
+        );
+        recorded.assert_one(names::QUEUE_PAUSED, &[("queue", Q)], Value::Gauge(1.0));
+        recorded.assert_one(
+            names::QUEUE_PAUSED_DOMAINS,
+            &[("queue", Q)],
+            Value::Gauge(1.0),
+        );
+        assert_eq!(recorded.len(), 3);
     }
 }

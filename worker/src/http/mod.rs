@@ -13,6 +13,8 @@
 //! - `/v1/queue/dead-letters…` ([`dead_letters`]): dead letters listed
 //!   by reason, domain and age, retried or purged in bulk. Behind the
 //!   token too.
+//! - `/v1/queue…` (`queue_control`): the queue at a glance, paused and
+//!   resumed. Behind the token too.
 //! - `/metrics`, `/healthz`, `/readyz`, `/readyz/worker` (`probes`), and
 //!   `/openapi.json` ([`openapi`]): open.
 //!
@@ -36,6 +38,7 @@ pub mod extract;
 pub mod limits;
 pub mod openapi;
 mod probes;
+mod queue_control;
 pub mod recall;
 mod request_metrics;
 pub mod runs;
@@ -243,6 +246,24 @@ fn table() -> Vec<(Method, &'static str, Access, Bound, MethodRouter<AppState>)>
             Access::Token,
             Bound::Request,
             post(dead_letters::purge),
+            "/v1/queue",
+            Access::Token,
+            Bound::Request,
+            get(queue_control::overview),
+        ),
+        (
+            Method::POST,
+            "/v1/queue/pause",
+            Access::Token,
+            Bound::Request,
+            post(queue_control::pause),
+        ),
+        (
+            Method::POST,
+            "/v1/queue/resume",
+            Access::Token,
+            Bound::Request,
+            post(queue_control::resume),
         ),
         (
             Method::GET,

@@ -20,7 +20,10 @@ use serde_json::{json, Value};
 use utoipa::OpenApi;
 
 use super::error::{ErrorBody, ErrorCode};
-use super::{branches, dead_letters, events, probes, recall, runs, workstream_list, workstreams};
+use super::{
+    branches, dead_letters, events, probes, queue_control, recall, runs, workstream_list,
+    workstreams,
+};
 
 /// The derived part of the document.
 #[derive(OpenApi)]
@@ -43,6 +46,9 @@ use super::{branches, dead_letters, events, probes, recall, runs, workstream_lis
         dead_letters::list,
         dead_letters::retry,
         dead_letters::purge,
+        queue_control::overview,
+        queue_control::pause,
+        queue_control::resume,
         probes::metrics,
         probes::healthz,
         probes::readyz,
@@ -54,7 +60,7 @@ use super::{branches, dead_letters, events, probes, recall, runs, workstream_lis
     tags(
         (name = "workstreams", description = "The client API for chat backends (bearer token when configured)."),
         (name = "events", description = "Webhook deliveries of compaction events, listed and retried (bearer token when configured)."),
-        (name = "queue", description = "The queue's dead letters, listed, retried and purged in bulk (bearer token when configured)."),
+        (name = "queue", description = "The queue at a glance, paused and resumed (whole or by domain), and its dead letters listed, retried and purged in bulk (bearer token when configured)."),
         (name = "probes", description = "Liveness, readiness, metrics and this document (open)."),
     )
 )]

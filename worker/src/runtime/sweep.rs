@@ -1,7 +1,8 @@
 //! The periodic sweep every worker process runs: put job records whose set
 //! lost their entry back in it, return jobs whose lease expired (their
 //! worker crashed, was killed, or hung) to the queue, dead-letter those
-//! that keep stalling, and sample queue depth for the gauges. Every process
+//! that keep stalling, and sample queue depth and pause state for the
+//! gauges. Every process
 //! sweeps; the scripts hand each job to exactly one of them.
 
 use std::sync::Arc;
@@ -10,7 +11,7 @@ use compactor_producer::events::catalogue::QueueOp;
 use tracing::warn;
 
 use super::{DeadLettered, Shared};
-use crate::events::{DepthSampled, InternalEvent, LeasesSwept};
+use crate::events::{DepthSampled, InternalEvent, LeasesSwept, PauseSampled};
 
 /// Runs until the runtime stops.
 pub(crate) async fn run(shared: Arc<Shared>) {
@@ -134,6 +135,16 @@ async fn sample_depth(shared: &Shared) {
         }
         .emit(),
         // Logged once, by the failure's event.
+        Err(error) => {
+            shared.count_error(QueueOp::Counts, &error);
+        }
+    }
+    match shared.queue.pause_state().await {
+        Ok(state) => PauseSampled {
+            queue: &queue,
+            state: &state,
+        }
+        .emit(),
         Err(error) => {
             shared.count_error(QueueOp::Counts, &error);
         }

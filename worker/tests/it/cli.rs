@@ -886,3 +886,69 @@ async fn event_deliveries_are_listed_and_retried() {
     assert_eq!(code(&out), 1);
     assert_eq!(code(&w.run(&["events", "retry"], None)), 2, "which one?");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queue_pause_and_resume_hold_and_release_jobs() {
+    let w = World::new(Backend::Sqlite).await;
+    let q = w.queue().await;
+    let chat = EntityKey::parse("chat", "p1").unwrap();
+    let support = EntityKey::parse("support", "p2").unwrap();
+    for k in [&chat, &support] {
+        q.request_compaction(k, Trigger::Auto).await.unwrap();
+    }
+    let stats = w.ok(&["queue", "stats"], None);
+    assert_eq!(stats["waiting"], 2);
+    assert_eq!(stats["queue_paused"], false);
+    assert!(stats["oldest_waiting_ms"].is_u64(), "{stats}");
+
+    let paused = w.ok(&["queue", "pause"], None);
+    assert_eq!(paused["queue_paused"], true, "{paused}");
+    assert!(matches!(
+        q.claim("w1").await.unwrap(),
+        ClaimOutcome::Empty { .. }
+    ));
+    let paused = w.ok(&["queue", "pause", "--domain", "chat"], None);
+    assert_eq!(paused["paused_domains"][0]["domain"], "chat", "{paused}");
+    let text = w.text(&["queue", "stats"]);
+    assert!(
+        text.contains("waiting 2 (urgent 0, normal 2, parked 0)"),
+        "{text}"
+    );
+    assert!(text.contains("queue paused for "), "{text}");
+    assert!(text.contains("domain chat paused for "), "{text}");
+    assert!(text.contains("oldest waiting "), "{text}");
+
+    // The queue resumes; the chat domain stays paused: its job is parked.
+    let resumed = w.ok(&["queue", "resume"], None);
+    assert_eq!(resumed["queue_paused"], false, "{resumed}");
+    let ClaimOutcome::Claimed(job) = q.claim("w1").await.unwrap() else {
+        panic!("the support job runs")
+    };
+    assert_eq!(job.key, support);
+    assert!(matches!(
+        q.claim("w1").await.unwrap(),
+        ClaimOutcome::Empty { .. }
+    ));
+    let stats = w.ok(&["queue", "stats"], None);
+    assert_eq!(
+        (stats["waiting"].as_u64(), stats["waiting_parked"].as_u64()),
+        (Some(1), Some(1)),
+        "{stats}"
+    );
+    assert_eq!(stats["paused_domains"][0]["parked"], 1);
+    let text = w.text(&["queue", "resume", "--domain", "chat"]);
+    assert!(
+        text.starts_with("domain chat resumed\nqueue running\n"),
+        "{text}"
+    );
+    let ClaimOutcome::Claimed(job) = q.claim("w1").await.unwrap() else {
+        panic!("the chat job runs once resumed")
+    };
+    assert_eq!(job.key, chat);
+
+    // A domain that is not one is bad usage.
+    let out = w.run(&["queue", "pause", "--domain", "Not:One"], None);
+    assert_eq!(code(&out), 2, "{}", String::from_utf8_lossy(&out.stdout));
+    let err: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(err["error"]["code"], "invalid_argument");
+}

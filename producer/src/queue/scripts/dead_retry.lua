@@ -32,7 +32,7 @@ for i = 3, #ARGV - 5, 6 do
     replies[#replies + 1] = {'skipped', '0'}
   else
     replies[#replies + 1] = request_job(job, lanes, KEYS[4], KEYS[3], channel, member,
-      ARGV[i + 2], ARGV[i + 3], ARGV[i + 4] == '1', ARGV[i + 5])
+      ARGV[i + 2], ARGV[i + 3], ARGV[i + 4] == '1', ARGV[i + 5], prefix)
     redis.call('ZREM', KEYS[1], entry)
     redis.call('DEL', record)
   end

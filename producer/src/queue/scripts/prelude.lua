@@ -52,6 +52,33 @@ local function released_channel(prefix, member)
   return prefix .. 'released:' .. member
 end
 
+-- The queue's pause record (`Keys::paused`): a hash with the field
+-- PAUSED_QUEUE while the whole queue is paused, and one field per paused
+-- domain (paused_field); each holds the server ms it was paused at.
+local function paused_key(prefix)
+  return prefix .. 'paused'
+end
+
+-- The parked jobs of a paused domain (`Keys::parked`): waiting jobs a claim
+-- met while their domain was paused, scored as in their lane's set (their
+-- record keeps the lane), so claims skip them once, not on every call.
+local function parked_key(prefix, domain)
+  return prefix .. 'parked:' .. domain
+end
+
+local PAUSED_QUEUE = 'queue'
+
+-- A paused domain's field of the pause record. Prefixed, so no domain name
+-- can be taken for PAUSED_QUEUE.
+local function paused_field(domain)
+  return 'domain:' .. domain
+end
+
+-- The domain of a member (`compact:<domain>:<entity_id>`), or nil.
+local function domain_of(member)
+  return string.match(member, '^compact:([^:]+):')
+end
+
 -- Refuses, with a WRONGTYPE error and before any write, unless each key
 -- holds the type given after it (or nothing). Pairs: key, type, ….
 local function expect_types(...)
@@ -87,6 +114,39 @@ local function job_fields(job, ...)
     return none
   end
   return redis.call('HMGET', job, ...)
+end
+
+-- ZSCORE that cannot fail half-way: nil when `key` holds another type.
+local function zscore_of(key, member)
+  if redis.call('TYPE', key)['ok'] ~= 'zset' then
+    return nil
+  end
+  return redis.call('ZSCORE', key, member)
+end
+
+-- What is paused: {queue = true|false, domains = {[domain] = paused at ms}}.
+-- A pause record of another type (tampered with) pauses nothing, rather
+-- than failing a script half-way; the pause script refuses to touch it.
+local function pause_of(prefix)
+  local paused = {queue = false, domains = {}, any_domain = false}
+  local key = paused_key(prefix)
+  if redis.call('TYPE', key)['ok'] ~= 'hash' then
+    return paused
+  end
+  local flat = redis.call('HGETALL', key)
+  for i = 1, #flat, 2 do
+    local field = flat[i]
+    if field == PAUSED_QUEUE then
+      paused.queue = true
+    else
+      local domain = string.match(field, '^domain:(.+)$')
+      if domain then
+        paused.domains[domain] = tonumber(flat[i + 1]) or 0
+        paused.any_domain = true
+      end
+    end
+  end
+  return paused
 end
 
 -- The two lanes of waiting jobs, sorted sets scored alike (the time a job
@@ -290,7 +350,8 @@ end
 
 -- Takes up to `wanted` of the oldest jobs that may run now, those of the
 -- urgent lane before any of the normal lane's, and leases them to
--- `worker`. Returns a list of entries, each
+-- `worker`. Nothing while the queue is paused; a job of a paused domain is
+-- parked (see parked_key) instead, and the claim goes on past it. Returns a list of entries, each
 --   {'claimed', member, payload, job_id, attempt, lease token, enqueued_at,
 --    ms it waited}
 -- or {'orphan', member} for a member whose job record is gone (data loss;
@@ -299,16 +360,39 @@ end
 -- {entries, next_due}.
 local function claim_some(lanes, running, prefix, lease_ttl, worker, nonce, now, wanted)
   local entries = {}
+  -- A paused queue hands out nothing (its jobs stay where they wait); the
+  -- wake-up its resumption publishes brings idle workers back.
+  local paused = pause_of(prefix)
+  if paused.queue then
+    return {entries, ''}
+  end
+  -- The parked set of each paused domain (one whose parked key holds
+  -- another type, tampered with, is not parked into: its jobs run).
+  local parking = {}
+  for domain in pairs(paused.domains) do
+    local key = parked_key(prefix, domain)
+    local t = redis.call('TYPE', key)['ok']
+    if t == 'zset' or t == 'none' then
+      parking[domain] = key
+    end
+  end
   local due = now * SCORE_SCALE + SCORE_SCALE - 1
   local deadline = now + tonumber(lease_ttl)
   for _, lane in ipairs({URGENT, NORMAL}) do
     local set, other = lane_set(lanes, lane)
     while #entries < wanted do
       -- At most `wanted` members (a batch, capped by the caller far below
-      -- Lua's unpack limit), however long the backlog.
-      local members = redis.call('ZRANGEBYSCORE', set, '-inf', due, 'LIMIT', 0, wanted - #entries)
-      if #members == 0 then
+      -- Lua's unpack limit), however long the backlog. A job of a paused
+      -- domain met here is parked, once: the loop goes on past it.
+      local flat = redis.call('ZRANGEBYSCORE', set, '-inf', due, 'WITHSCORES', 'LIMIT', 0,
+        wanted - #entries)
+      if #flat == 0 then
         break
+      end
+      local members, scores = {}, {}
+      for i = 1, #flat, 2 do
+        members[#members + 1] = flat[i]
+        scores[#scores + 1] = flat[i + 1]
       end
       -- Every record of the batch is read before anything changes.
       local records = {}
@@ -324,8 +408,12 @@ local function claim_some(lanes, running, prefix, lease_ttl, worker, nonce, now,
       for i, member in ipairs(members) do
         local job = job_key(prefix, member)
         local f = records[i]
+        local parked = parking[domain_of(member) or '']
         if f[1] ~= 'waiting' then
           entries[#entries + 1] = {'orphan', member}
+        elseif parked then
+          -- Still waiting, in its lane (the record's), at its place.
+          redis.call('ZADD', parked, scores[i], member)
         else
           f[2] = f[2] or '0'
           local attempt = (tonumber(f[3]) or 0) + 1
@@ -378,12 +466,25 @@ end
 -- tracked again at its lease deadline, so the recovery sweep returns it
 -- as an expired lease once that has passed (a live holder renews it).
 -- A waiting job goes back in the lane its record names (out of the other
--- one, should it be listed there).
+-- one, should it be listed there), unless it is parked (its domain is
+-- paused; `prefix` is the queue's key prefix, where the parked sets are).
 -- Returns 'requeued', 'relisted' or false.
-local function repair_job(job, lanes, running, channel, member, now)
+local function repair_job(job, lanes, running, channel, member, now, prefix)
   local f = job_fields(job, 'state', 'job_id', 'enqueued_at', 'deadline', 'lane')
   local set, other = lane_set(lanes, f[5])
   if f[1] == 'waiting' and not redis.call('ZSCORE', set, member) then
+    -- A job parked while its domain is paused waits there, not lost; one
+    -- left parked after its domain resumed goes back in line.
+    local domain = prefix and domain_of(member)
+    if domain then
+      local parked = parked_key(prefix, domain)
+      if zscore_of(parked, member) then
+        if pause_of(prefix).domains[domain] then
+          return false
+        end
+        redis.call('ZREM', parked, member)
+      end
+    end
     redis.call('ZREM', other, member)
     redis.call('ZADD', set, waiting_score(tonumber(f[3]) or now, f[2]), member)
     redis.call('PUBLISH', channel, f[2] or '0')
@@ -413,14 +514,18 @@ end
 -- one follow-up of a running one (`followup`, the payload; a manual one
 -- wins), or adds a new job (`payload`) in `lane`. A record whose set lost
 -- its entry is put back there first (see repair_job): the request joins a
--- job that will run. The one place a request is decided: enqueue and the
+-- job that will run. A job waiting paused (its queue or domain is; `prefix`
+-- is the queue's key prefix, where the parked sets are) coalesces requests
+-- like any waiting job; an urgent request moves it to the urgent lane all
+-- the same (a parked job's record carries its lane back when its domain
+-- resumes). The one place a request is decided: enqueue and the
 -- dead-letter retry call it. Returns {outcome, job_id}; outcome is
 -- added | coalesced | followup.
-local function request_job(job, lanes, running, seq, channel, member, payload, followup, manual, lane)
+local function request_job(job, lanes, running, seq, channel, member, payload, followup, manual, lane, prefix)
   local f = redis.call('HMGET', job, 'state', 'job_id', 'followup_manual', 'lane', 'followup_lane')
   lane = lane_of(lane)
   if f[1] == 'waiting' then
-    repair_job(job, lanes, running, channel, member, now_ms())
+    repair_job(job, lanes, running, channel, member, now_ms(), prefix)
     -- The job reads current data when it starts: nothing to add. A manual
     -- request upgrades it, so its instructions are not lost. An urgent
     -- request moves a job of the normal lane to the urgent one, with its
@@ -436,7 +541,7 @@ local function request_job(job, lanes, running, seq, channel, member, payload, f
     return {'coalesced', f[2] or '0'}
   end
   if f[1] == 'running' then
-    repair_job(job, lanes, running, channel, member, now_ms())
+    repair_job(job, lanes, running, channel, member, now_ms(), prefix)
     -- Remember exactly one follow-up; a manual one wins over an automatic
     -- one. It runs in the most urgent lane of the requests made meanwhile.
     if manual or f[3] ~= '1' then

@@ -30,7 +30,7 @@ else
 end
 local requeued, relisted = 0, 0
 for _, member in ipairs(members) do
-  local done = repair_job(job_key(ARGV[1], member), lanes, KEYS[2], ARGV[2], member, now)
+  local done = repair_job(job_key(ARGV[1], member), lanes, KEYS[2], ARGV[2], member, now, ARGV[1])
   if done == 'requeued' then
     requeued = requeued + 1
   elseif done == 'relisted' then

@@ -53,9 +53,15 @@ pub(crate) async fn run(command: Command, settings: &ClientSettings, out: Output
             mode,
         } => wait(settings, &target, timeout_ms, mode.into(), out).await,
         Command::Context { target } => context(settings, &target, out).await,
-        Command::Queue {
-            command: QueueCommand::Stats,
-        } => queue_stats(settings, out).await,
+        Command::Queue { command } => match command {
+            QueueCommand::Stats => crate::queue_control::stats(settings, out).await,
+            QueueCommand::Pause { domain } => {
+                crate::queue_control::control(settings, false, domain.as_deref(), out).await
+            }
+            QueueCommand::Resume { domain } => {
+                crate::queue_control::control(settings, true, domain.as_deref(), out).await
+            }
+        },
         Command::Dlq { command } => dlq(settings, command, out).await,
         Command::Events { command } => events(settings, command, out).await,
         Command::Runs { target, limit } => runs(settings, &target, limit, out).await,
@@ -480,27 +486,6 @@ async fn context(settings: &ClientSettings, target: &Target, out: Output) -> Exi
             }
             text.push_str(&human::render_context(&context));
             text
-        });
-        Ok(ExitCode::SUCCESS)
-    })
-    .await
-}
-
-async fn queue_stats(settings: &ClientSettings, out: Output) -> ExitCode {
-    report(out, async {
-        let queue = queue(settings).await?;
-        let counts = queue.counts().await?;
-        out.print(&counts, || {
-            format!(
-                "queue {}\nwaiting {} (urgent {}, normal {})\nrunning {}\ndone    {}\ndead    {}",
-                settings.queue.name.as_str(),
-                counts.waiting,
-                counts.waiting_urgent,
-                counts.waiting_normal,
-                counts.running,
-                counts.done,
-                counts.dead
-            )
         });
         Ok(ExitCode::SUCCESS)
     })

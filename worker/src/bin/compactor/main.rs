@@ -14,6 +14,7 @@ mod dlq;
 mod failure;
 mod human;
 mod output;
+mod queue_control;
 mod recall;
 mod workstreams;
 
@@ -183,8 +184,21 @@ impl From<WaitModeArg> for compactor_producer::client::WaitMode {
 
 #[derive(Debug, Subcommand)]
 enum QueueCommand {
-    /// Jobs by state.
+    /// Jobs by state, what is paused, and the oldest waiting job's age.
     Stats,
+    /// Stop handing out the queue's jobs (or one domain's); they stay
+    /// queued, and running jobs finish.
+    Pause {
+        /// Only this domain's jobs.
+        #[arg(long)]
+        domain: Option<String>,
+    },
+    /// Hand out the queue's jobs again (or one domain's), at once.
+    Resume {
+        /// Only this domain's jobs.
+        #[arg(long)]
+        domain: Option<String>,
+    },
 }
 
 #[derive(Debug, Subcommand)]
