@@ -246,6 +246,9 @@ fn table() -> Vec<(Method, &'static str, Access, Bound, MethodRouter<AppState>)>
             Access::Token,
             Bound::Request,
             post(dead_letters::purge),
+        ),
+        (
+            Method::GET,
             "/v1/queue",
             Access::Token,
             Bound::Request,
