@@ -51,6 +51,9 @@ use crate::store::{
 };
 
 mod branches;
+mod cancel;
+
+pub use cancel::JobCancelled;
 pub use branches::{BranchLeft, HeadOutcome};
 
 /// Largest message accepted, as JSON (a bigger one is an error, not a

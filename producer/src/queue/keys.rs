@@ -169,6 +169,14 @@ impl Keys {
         format!("{}done", self.prefix)
     }
 
+    /// Hash indexing job ids: `job_id` → member, so a job is found by
+    /// the id its logs show without a scan. Written where a job is added
+    /// (`add_job` in the prelude), cleaned where the done and dead sets
+    /// drop its entry (`trim_done`, `trim_dead`, purging a dead letter).
+    pub fn job_ids(&self) -> String {
+        format!("{}ids", self.prefix)
+    }
+
     /// Job id counter.
     pub fn seq(&self) -> String {
         format!("{}seq", self.prefix)
@@ -212,6 +220,7 @@ mod tests {
             keys.wake_channel(),
             keys.done(),
             keys.seq(),
+            keys.job_ids(),
             keys.repair_cursor(),
             keys.workers(),
             keys.worker("w-1{x}"),

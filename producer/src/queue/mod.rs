@@ -62,10 +62,13 @@
 //!   dead-letter, hand back), `recover` (expired leases), `repair`
 //!   (records that lost their set entry), `dead_letters`, `inspect`
 //!   (job state, counts), `pubsub` (wake-ups and release announcements),
-//!   `workers` (the registry of live workers), `progress` (where a
+//!   `workers` (the registry of live workers; `workers_view`, the
+//!   operator's table of them), `jobs` (pages of jobs by state, a job by
+//!   id), `cancel` (an operator cancels a job), `progress` (where a
 //!   job stands, for waiters) and `stream` (the Redis Stream of
 //!   compaction events the worker's outbox relay feeds).
 
+mod cancel;
 mod claim;
 mod config;
 mod conn;
@@ -76,6 +79,7 @@ mod error;
 mod fail;
 mod handle;
 mod inspect;
+mod jobs;
 pub mod keys;
 mod lane;
 mod progress;
@@ -86,9 +90,11 @@ mod scripts;
 mod settle;
 mod stream;
 mod workers;
+mod workers_view;
 
 pub use compactor_shared::payload;
 
+pub use cancel::{CancelThen, Cancelled, CANCELLED_REASON};
 pub use claim::{ClaimOutcome, ClaimedJob};
 pub use config::{QueueConfig, QueueConfigError};
 pub use dead_letters::DeadLetter;
@@ -97,6 +103,7 @@ pub use error::QueueError;
 pub use fail::{FailAction, Failure};
 pub use handle::Queue;
 pub use inspect::{JobState, QueueCounts};
+pub use jobs::{JobCursor, JobPage, JobSummary, JobView, UnknownJobView, MAX_JOBS_PAGE};
 pub use keys::{Keys, QueueName};
 pub use lane::Lane;
 pub use payload::{Payload, PayloadError, Trigger};
@@ -107,3 +114,4 @@ pub use repair::Repair;
 pub use settle::{Completion, Settled, MAX_SETTLE_BATCH};
 pub use stream::StreamEntry;
 pub use workers::{WorkerInfo, WorkerRegistration};
+pub use workers_view::WorkerStatus;

@@ -26,6 +26,10 @@ pub(super) struct Scripts {
     pub(super) progress: Script,
     /// Puts records back in their set (`repair` module).
     pub(super) repair: Script,
+    /// Pages of jobs and jobs by id, for operators (`jobs` module).
+    pub(super) jobs: Script,
+    /// Cancels a job by id (`cancel` module).
+    pub(super) cancel: Script,
 }
 
 /// Builds a script from `scripts/<name>.lua` with the shared prelude
@@ -52,6 +56,8 @@ impl Scripts {
             workers: script!("workers"),
             progress: script!("progress"),
             repair: script!("repair"),
+            jobs: script!("jobs"),
+            cancel: script!("cancel"),
         }
     }
 
@@ -71,6 +77,8 @@ impl Scripts {
             &self.workers,
             &self.progress,
             &self.repair,
+            &self.jobs,
+            &self.cancel,
         ] {
             script
                 .prepare_invoke()
@@ -92,7 +100,7 @@ mod tests {
     const PRELUDE: &str = include_str!("scripts/prelude.lua");
 
     /// Every script's own source, the prelude included.
-    const SOURCES: [(&str, &str); 11] = [
+    const SOURCES: [(&str, &str); 13] = [
         ("prelude", PRELUDE),
         ("enqueue", include_str!("scripts/enqueue.lua")),
         ("settle", include_str!("scripts/settle.lua")),
@@ -104,6 +112,8 @@ mod tests {
         ("workers", include_str!("scripts/workers.lua")),
         ("progress", include_str!("scripts/progress.lua")),
         ("repair", include_str!("scripts/repair.lua")),
+        ("jobs", include_str!("scripts/jobs.lua")),
+        ("cancel", include_str!("scripts/cancel.lua")),
     ];
 
     fn redis_url() -> String {
@@ -128,6 +138,8 @@ mod tests {
                set_entry(member, job_id),\n\
                dead_record_key(prefix, set_entry(member, job_id)),\n\
                released_channel(prefix, member),\n\
+               job_ids_key(prefix),\n\
+               prefix_of_job_key(job_key(prefix, member), member),\n\
              }}"
         ));
         let client = redis::Client::open(redis_url()).unwrap();
@@ -150,6 +162,8 @@ mod tests {
                 entry.clone(),
                 keys.dead_record(&entry),
                 keys.released_channel(&key),
+                keys.job_ids(),
+                keys.prefix().to_owned(),
             ]
         );
         // What Rust reads back from those names.
@@ -245,6 +259,7 @@ mod tests {
                 "prelude: return prefix .. 'job:' .. member",
                 "prelude: return member .. '|' .. job_id",
                 "prelude: return prefix .. 'dead:' .. entry",
+                "prelude: return prefix .. 'ids'",
                 "prelude: return prefix .. 'released:' .. member",
             ]
         );

@@ -23,6 +23,7 @@ mod http;
 mod lifecycle;
 mod llm_faults;
 mod priority;
+mod queue_jobs;
 mod quality;
 mod recall;
 mod reconcile;
