@@ -306,12 +306,17 @@ async fn index_follows_trimming(mut redis: TestRedis) {
         .map(|j| j.unwrap().is_some())
         .collect();
     assert_eq!(found, [false, false, false, true, true]);
-    let mut conn = compactor_testkit::redis::connection(&redis.url).await;
-    let indexed: HashSet<String> = redis::cmd("HKEYS")
-        .arg(q.keys().job_ids())
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    let index = q.keys().job_ids();
+    let mut conn = if redis.cluster {
+        let cluster = RedisCluster::shared();
+        cluster.connection(cluster.owner_of(&index))
+    } else {
+        redis::Client::open(redis.url.as_str())
+            .unwrap()
+            .get_connection()
+            .unwrap()
+    };
+    let indexed: HashSet<String> = redis::cmd("HKEYS").arg(&index).query(&mut conn).unwrap();
     assert_eq!(
         indexed,
         ids[3..].iter().map(u64::to_string).collect::<HashSet<_>>()
