@@ -167,7 +167,11 @@ impl Queue {
                 pipe.del(self.keys.dead_record(e)).ignore();
             }
             // The job id index loses the ids whose last trace this was.
-            let ids: Vec<&str> = chunk.iter().filter_map(|e| e.rsplit_once('|')).map(|(_, id)| id).collect();
+            let ids: Vec<&str> = chunk
+                .iter()
+                .filter_map(|e| e.rsplit_once('|'))
+                .map(|(_, id)| id)
+                .collect();
             if !ids.is_empty() {
                 pipe.cmd("HDEL").arg(self.keys.job_ids()).arg(&ids).ignore();
             }

@@ -294,10 +294,7 @@ fn summary(now: u64, pairs: &[String]) -> JobSummary {
             .get("last_error")
             .filter(|e| !e.is_empty())
             .map(|e| (*e).to_owned()),
-        worker: f
-            .get("worker")
-            .filter(|_| running)
-            .map(|w| (*w).to_owned()),
+        worker: f.get("worker").filter(|_| running).map(|w| (*w).to_owned()),
         lease_deadline_ms,
         followup_pending: running && f.contains_key("followup"),
         member,
@@ -317,7 +314,10 @@ mod tests {
 
     #[test]
     fn cursors_are_parsed_before_they_reach_redis() {
-        for good in ["u:1774600000000000:compact:chat:7f3c", "c:17:compact:a:b|12"] {
+        for good in [
+            "u:1774600000000000:compact:chat:7f3c",
+            "c:17:compact:a:b|12",
+        ] {
             assert_eq!(JobCursor::parse(good).unwrap().as_str(), good);
         }
         for bad in [
@@ -332,10 +332,7 @@ mod tests {
             &format!("u:1:{}", "m".repeat(600)),
         ] {
             assert!(
-                matches!(
-                    JobCursor::parse(bad),
-                    Err(QueueError::InvalidCursor { .. })
-                ),
+                matches!(JobCursor::parse(bad), Err(QueueError::InvalidCursor { .. })),
                 "{bad:?}"
             );
         }

@@ -182,8 +182,15 @@ async fn pages_are_stable(redis: &TestRedis) {
     // Two jobs of the first page are claimed, one more is added.
     claim(&q).await;
     claim(&q).await;
-    let late = added(q.request_compaction(&key("late"), Trigger::Auto).await.unwrap());
-    let second = q.list_jobs(JobView::Waiting, 3, Some(&cursor)).await.unwrap();
+    let late = added(
+        q.request_compaction(&key("late"), Trigger::Auto)
+            .await
+            .unwrap(),
+    );
+    let second = q
+        .list_jobs(JobView::Waiting, 3, Some(&cursor))
+        .await
+        .unwrap();
     assert_eq!(
         second.jobs.iter().map(|j| j.job_id).collect::<Vec<_>>(),
         ids[3..6]
@@ -213,7 +220,11 @@ async fn pages_are_stable(redis: &TestRedis) {
 async fn cancels(redis: &TestRedis) {
     let q = redis.queue().await;
     // A running job, cancelled to the dead-letter set.
-    let id = added(q.request_compaction(&key("c1"), Trigger::Auto).await.unwrap());
+    let id = added(
+        q.request_compaction(&key("c1"), Trigger::Auto)
+            .await
+            .unwrap(),
+    );
     let run = claim(&q).await;
     assert_eq!(run.job_id, id);
     let cancelled = q.cancel(id, CancelThen::Dead).await.unwrap();
@@ -235,7 +246,12 @@ async fn cancels(redis: &TestRedis) {
     let letters = q.dead_letters(10).await.unwrap();
     assert_eq!(letters.len(), 1);
     assert_eq!(letters[0].reason, CANCELLED_REASON);
-    assert!(q.list_jobs(JobView::Running, 10, None).await.unwrap().jobs.is_empty());
+    assert!(q
+        .list_jobs(JobView::Running, 10, None)
+        .await
+        .unwrap()
+        .jobs
+        .is_empty());
     // Cancelled twice, or never there: typed errors.
     assert!(matches!(
         q.cancel(id, CancelThen::Dead).await,
@@ -258,7 +274,11 @@ async fn cancels(redis: &TestRedis) {
 
     // A running job, requeued: the old lease is revoked, the attempt given
     // back, the same job claimed again.
-    let id = added(q.request_compaction(&key("c2"), Trigger::Auto).await.unwrap());
+    let id = added(
+        q.request_compaction(&key("c2"), Trigger::Auto)
+            .await
+            .unwrap(),
+    );
     let run = claim(&q).await;
     let requeued = q.cancel(id, CancelThen::Requeue).await.unwrap();
     assert_eq!(requeued.then, CancelThen::Requeue);
@@ -271,7 +291,11 @@ async fn cancels(redis: &TestRedis) {
     assert_eq!(q.complete(&rerun).await.unwrap(), Completion::Done);
 
     // A waiting job, cancelled: out of its lane, never claimed.
-    let id = added(q.request_compaction(&key("c3"), Trigger::Auto).await.unwrap());
+    let id = added(
+        q.request_compaction(&key("c3"), Trigger::Auto)
+            .await
+            .unwrap(),
+    );
     let cancelled = q.cancel(id, CancelThen::Dead).await.unwrap();
     assert_eq!(
         (cancelled.was, cancelled.revoked_lease),

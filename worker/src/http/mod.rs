@@ -8,6 +8,8 @@
 //!   loopback without one refuses to start (`[admin]` settings).
 //! - `/v1/events/deliveries…` ([`events`]): webhook deliveries of
 //!   compaction events, listed and retried. Behind the token too.
+//! - `/v1/queue/jobs…`, `/v1/queue/workers` ([`queue_jobs`]): jobs by
+//!   state, by id, cancelled; the workers. Behind the token too.
 //! - `/metrics`, `/healthz`, `/readyz`, `/readyz/worker` (`probes`), and
 //!   `/openapi.json` ([`openapi`]): open.
 //!
@@ -30,6 +32,7 @@ pub mod extract;
 pub mod limits;
 pub mod openapi;
 mod probes;
+pub mod queue_jobs;
 pub mod recall;
 mod request_metrics;
 pub mod runs;
@@ -208,6 +211,34 @@ fn table() -> Vec<(Method, &'static str, Access, Bound, MethodRouter<AppState>)>
             Access::Token,
             Bound::Request,
             post(events::retry_failed),
+        ),
+        (
+            Method::GET,
+            "/v1/queue/jobs",
+            Access::Token,
+            Bound::Request,
+            get(queue_jobs::list),
+        ),
+        (
+            Method::GET,
+            "/v1/queue/jobs/{id}",
+            Access::Token,
+            Bound::Request,
+            get(queue_jobs::get_one),
+        ),
+        (
+            Method::POST,
+            "/v1/queue/jobs/{id}/cancel",
+            Access::Token,
+            Bound::Request,
+            post(queue_jobs::cancel),
+        ),
+        (
+            Method::GET,
+            "/v1/queue/workers",
+            Access::Token,
+            Bound::Request,
+            get(queue_jobs::workers),
         ),
         (
             Method::GET,

@@ -18,7 +18,7 @@ use serde_json::{json, Value};
 use utoipa::OpenApi;
 
 use super::error::{ErrorBody, ErrorCode};
-use super::{branches, events, probes, recall, runs, workstreams};
+use super::{branches, events, probes, queue_jobs, recall, runs, workstreams};
 
 /// The derived part of the document.
 #[derive(OpenApi)]
@@ -37,6 +37,10 @@ use super::{branches, events, probes, recall, runs, workstreams};
         events::list,
         events::retry_one,
         events::retry_failed,
+        queue_jobs::list,
+        queue_jobs::get_one,
+        queue_jobs::cancel,
+        queue_jobs::workers,
         probes::metrics,
         probes::healthz,
         probes::readyz,
@@ -48,6 +52,7 @@ use super::{branches, events, probes, recall, runs, workstreams};
     tags(
         (name = "workstreams", description = "The client API for chat backends (bearer token when configured)."),
         (name = "events", description = "Webhook deliveries of compaction events, listed and retried (bearer token when configured)."),
+        (name = "queue", description = "The queue's jobs by state and by id, cancelled; its workers (bearer token when configured)."),
         (name = "probes", description = "Liveness, readiness, metrics and this document (open)."),
     )
 )]
