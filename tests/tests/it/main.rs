@@ -24,6 +24,7 @@ mod lifecycle;
 mod llm_faults;
 mod priority;
 mod quality;
+mod queue_http;
 mod queue_jobs;
 mod recall;
 mod reconcile;

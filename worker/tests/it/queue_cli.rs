@@ -104,7 +104,8 @@ async fn jobs_are_listed_looked_up_cancelled_and_workers_shown() {
     let mut ids = Vec::new();
     for e in ["a", "b", "c", "d"] {
         let k = EntityKey::parse("chat", e).unwrap();
-        let EnqueueOutcome::Added { job_id } = q.request_compaction(&k, Trigger::Auto).await.unwrap()
+        let EnqueueOutcome::Added { job_id } =
+            q.request_compaction(&k, Trigger::Auto).await.unwrap()
         else {
             panic!("added")
         };
@@ -143,14 +144,28 @@ async fn jobs_are_listed_looked_up_cancelled_and_workers_shown() {
     assert_eq!(run["jobs"][0]["worker"], "cli-w1");
     let table = w.text(&["queue", "jobs", "--state", "running"]);
     let lines: Vec<&str> = table.lines().collect();
-    assert!(lines[0].starts_with("JOB") && lines[0].contains("WORKER"), "{table}");
-    assert!(lines[1].contains("chat/a") && lines[1].contains("cli-w1"), "{table}");
+    assert!(
+        lines[0].starts_with("JOB") && lines[0].contains("WORKER"),
+        "{table}"
+    );
+    assert!(
+        lines[1].contains("chat/a") && lines[1].contains("cli-w1"),
+        "{table}"
+    );
 
     // One job by id.
     let job = w.ok(&["queue", "job", &ids[2].to_string()]);
-    assert_eq!((job["state"].as_str(), job["entity_id"].as_str()), (Some("waiting"), Some("c")));
-    assert!(w.text(&["queue", "job", &ids[0].to_string()]).contains("worker     cli-w1"));
-    assert_eq!(w.fails(&["queue", "job", "999999"]), (1, "unknown_job".to_owned()));
+    assert_eq!(
+        (job["state"].as_str(), job["entity_id"].as_str()),
+        (Some("waiting"), Some("c"))
+    );
+    assert!(w
+        .text(&["queue", "job", &ids[0].to_string()])
+        .contains("worker     cli-w1"));
+    assert_eq!(
+        w.fails(&["queue", "job", "999999"]),
+        (1, "unknown_job".to_owned())
+    );
 
     // The workers, with the job it runs.
     let workers = w.ok(&["queue", "workers"]);
@@ -172,8 +187,14 @@ async fn jobs_are_listed_looked_up_cancelled_and_workers_shown() {
     );
     // A waiting one requeued stays in line.
     let requeued = w.ok(&["queue", "cancel", "--requeue", &ids[3].to_string()]);
-    assert_eq!((requeued["was"].as_str(), requeued["then"].as_str()), (Some("waiting"), Some("requeue")));
-    assert_eq!(w.ok(&["queue", "job", &ids[3].to_string()])["state"], "waiting");
+    assert_eq!(
+        (requeued["was"].as_str(), requeued["then"].as_str()),
+        (Some("waiting"), Some("requeue"))
+    );
+    assert_eq!(
+        w.ok(&["queue", "job", &ids[3].to_string()])["state"],
+        "waiting"
+    );
 
     assert_eq!(
         w.fails(&["queue", "jobs", "--cursor", "not a cursor"]),
