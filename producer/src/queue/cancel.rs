@@ -7,6 +7,11 @@
 //! a dead letter with reason `cancelled` (listed, retried and purged like
 //! any other) or a requeue at its original place in line.
 //!
+//! A revoked running lease is also marked (`Keys::revoked_lease`, for a
+//! few lease TTLs), for an attempt that had not yet taken its entity lease
+//! when it was cancelled: it reads the mark once it holds the entity lease
+//! and stops before any work ([`Queue::lease_revoked`]).
+//!
 //! The queue's lease is not what fences the database: the commit of a
 //! compaction is fenced by the entity lease in the database, whose owner is
 //! this same lease token. [`Cancelled::revoked_lease`] names it, so the
@@ -62,7 +67,26 @@ pub struct Cancelled {
     pub followup_job_id: Option<u64>,
 }
 
+/// How many lease TTLs the mark of a revoked lease is kept: longer than an
+/// attempt may wait for its entity lease (two TTLs) before it starts.
+const REVOKED_MARK_TTLS: u64 = 4;
+
 impl Queue {
+    /// Whether an operator revoked the lease `token` (cancelled its job):
+    /// an attempt reads it once it holds its entity lease, so one that had
+    /// not taken it when the job was cancelled does not start (its queue
+    /// lease renewal would stop it a little later; its commit must not
+    /// land before).
+    pub async fn lease_revoked(&self, token: &str) -> Result<bool, QueueError> {
+        let mut conn = self.conn.clone();
+        let n: u64 = redis::cmd("EXISTS")
+            .arg(self.keys.revoked_lease(token))
+            .query_async(&mut conn)
+            .await
+            .map_err(redis_error("lease_revoked"))?;
+        Ok(n > 0)
+    }
+
     /// Cancels job `job_id` (see the module docs). [`QueueError::JobNotFound`]
     /// for an unknown id, [`QueueError::JobFinished`] for a job that is
     /// done or dead already.
@@ -84,6 +108,7 @@ impl Queue {
             .arg(self.config.dead_max_count.max(1))
             .arg(millis(self.config.dead_max_age))
             .arg(self.keys.wake_channel())
+            .arg(millis(self.config.lease_ttl).saturating_mul(REVOKED_MARK_TTLS))
             .invoke_async(&mut conn)
             .await
             .map_err(redis_error("cancel"))?;

@@ -177,6 +177,13 @@ impl Keys {
         format!("{}ids", self.prefix)
     }
 
+    /// The mark of a lease token an operator revoked (`Queue::cancel`),
+    /// kept a few lease TTLs: an attempt that had not taken its entity
+    /// lease yet reads it before it starts (`Queue::lease_revoked`).
+    pub fn revoked_lease(&self, token: &str) -> String {
+        format!("{}revoked:{}", self.prefix, token)
+    }
+
     /// Job id counter.
     pub fn seq(&self) -> String {
         format!("{}seq", self.prefix)
@@ -221,6 +228,7 @@ mod tests {
             keys.done(),
             keys.seq(),
             keys.job_ids(),
+            keys.revoked_lease("1:1:n{x}"),
             keys.repair_cursor(),
             keys.workers(),
             keys.worker("w-1{x}"),

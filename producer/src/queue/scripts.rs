@@ -139,6 +139,7 @@ mod tests {
                dead_record_key(prefix, set_entry(member, job_id)),\n\
                released_channel(prefix, member),\n\
                job_ids_key(prefix),\n\
+               revoked_lease_key(prefix, job_id),\n\
                prefix_of_job_key(job_key(prefix, member), member),\n\
              }}"
         ));
@@ -163,6 +164,7 @@ mod tests {
                 keys.dead_record(&entry),
                 keys.released_channel(&key),
                 keys.job_ids(),
+                keys.revoked_lease("12"),
                 keys.prefix().to_owned(),
             ]
         );
@@ -260,6 +262,7 @@ mod tests {
                 "prelude: return member .. '|' .. job_id",
                 "prelude: return prefix .. 'dead:' .. entry",
                 "prelude: return prefix .. 'ids'",
+                "prelude: return prefix .. 'revoked:' .. token",
                 "prelude: return prefix .. 'released:' .. member",
             ]
         );

@@ -464,3 +464,68 @@ async fn a_cancelled_compaction_cannot_commit_and_its_retry_does() {
     let ws = db.store.workstream(&k).await.unwrap().unwrap();
     assert_eq!(ws.compactions, 1);
 }
+
+/// The other order: the job is cancelled while its attempt has not taken
+/// the entity lease yet (nothing to revoke in the database). The attempt
+/// reads the queue's mark of the revoked lease once it holds the entity
+/// lease and stops there: nothing is committed, the lease is left free.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_attempt_cancelled_before_it_took_the_entity_lease_does_not_run() {
+    use compactor_worker::jobs::{CompactHandler, CompactSettings, Summarizer};
+
+    let db = TestDb::postgres().await;
+    let redis = TestRedis::new();
+    let queue = redis.queue().await;
+    let engine = small_window();
+    let client = Compactor::from_parts(db.store.clone(), queue.clone(), engine.clone()).await;
+    let k = key("early");
+    client.append_messages(&k, conversation(200)).await.unwrap();
+    let job_id = added(queue.request_compaction(&k, Trigger::Auto).await.unwrap());
+    let run = claim(&queue).await;
+    let cancelled = client
+        .cancel_job(job_id, CancelThen::Requeue)
+        .await
+        .unwrap();
+    assert!(!cancelled.entity_lease_revoked, "nobody held it yet");
+    assert!(queue.lease_revoked(&run.lease_token).await.unwrap());
+
+    let handler = CompactHandler::new(
+        db.store.clone(),
+        queue.clone(),
+        Summarizer::Extractive,
+        CompactSettings::new(engine),
+    );
+    handler
+        .run(Job::new(
+            k.clone(),
+            Trigger::Auto,
+            job_id,
+            1,
+            2,
+            &run.lease_token,
+        ))
+        .await
+        .expect("a fenced-off attempt is not an error to retry");
+    let ws = db.store.workstream(&k).await.unwrap().unwrap();
+    assert_eq!(ws.compactions, 0);
+    assert!(ws.lease.is_none());
+    // The requeued job runs under a new lease and commits.
+    let rerun = claim(&queue).await;
+    assert_eq!(rerun.job_id, job_id);
+    assert!(!queue.lease_revoked(&rerun.lease_token).await.unwrap());
+    handler
+        .run(Job::new(
+            k.clone(),
+            Trigger::Auto,
+            job_id,
+            rerun.attempt,
+            2,
+            &rerun.lease_token,
+        ))
+        .await
+        .unwrap();
+    assert_eq!(
+        db.store.workstream(&k).await.unwrap().unwrap().compactions,
+        1
+    );
+}

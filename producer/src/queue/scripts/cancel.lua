@@ -9,7 +9,8 @@
 --   KEYS: 1 job id index, 2 running zset, 3 waiting zset, 4 urgent zset,
 --         5 dead zset, 6 seq counter, 7 done zset
 --   ARGV: 1 key prefix, 2 job id, 3 then: 'dead' or 'requeue', 4 dead max
---         count, 5 dead max age (ms), 6 wake channel
+--         count, 5 dead max age (ms), 6 wake channel, 7 how long the mark
+--         of a revoked lease is kept (ms)
 -- Returns {'cancelled', member, state it was in, revoked lease token or
 -- '', follow-up job id or ''}, {'not_found'} or {'finished', 'done' |
 -- 'dead'} (the job ended before; nothing changed).
@@ -41,8 +42,12 @@ local was, token = f[1], ''
 if was == 'running' then
   token = f[3] or ''
   redis.call('ZREM', KEYS[2], member)
-  -- The revocation: no lease token matches a record without one.
+  -- The revocation: no lease token matches a record without one. The
+  -- mark tells an attempt that has not taken its entity lease yet.
   redis.call('HDEL', job, 'lease')
+  if token ~= '' then
+    redis.call('SET', revoked_lease_key(prefix, token), now, 'PX', ARGV[7])
+  end
 else
   redis.call('ZREM', KEYS[3], member)
   redis.call('ZREM', KEYS[4], member)

@@ -54,6 +54,13 @@ local function job_ids_key(prefix)
   return prefix .. 'ids'
 end
 
+-- The mark of a lease an operator revoked (`Keys::revoked_lease`): an
+-- attempt that had not yet taken its entity lease when its job was
+-- cancelled finds it there, and does not start.
+local function revoked_lease_key(prefix, token)
+  return prefix .. 'revoked:' .. token
+end
+
 -- The key prefix of a job record's key, for helpers given only the record
 -- (the inverse of job_key, on the other side).
 local function prefix_of_job_key(job, member)
