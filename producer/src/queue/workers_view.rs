@@ -37,27 +37,30 @@ pub struct WorkerStatus {
     pub gone: bool,
 }
 
+/// The first read: the server's `TIME`, the registry's entries with their
+/// expiry, the running set's members.
+type ServerTimeAndSets = ((u64, u64), Vec<(String, f64)>, Vec<String>);
+
 impl Queue {
     /// Every worker the registry or a running job names, live ones first,
     /// then by id.
     pub async fn workers_overview(&self) -> Result<Vec<WorkerStatus>, QueueError> {
         let redis_err = redis_error("workers_overview");
         let mut conn = self.conn.clone();
-        let ((secs, micros), registered, running): ((u64, u64), Vec<(String, f64)>, Vec<String>) =
-            redis::pipe()
-                .cmd("TIME")
-                .cmd("ZRANGE")
-                .arg(self.keys().workers())
-                .arg(0)
-                .arg(-1)
-                .arg("WITHSCORES")
-                .cmd("ZRANGE")
-                .arg(self.keys().running())
-                .arg(0)
-                .arg(-1)
-                .query_async(&mut conn)
-                .await
-                .map_err(redis_err)?;
+        let ((secs, micros), registered, running): ServerTimeAndSets = redis::pipe()
+            .cmd("TIME")
+            .cmd("ZRANGE")
+            .arg(self.keys().workers())
+            .arg(0)
+            .arg(-1)
+            .arg("WITHSCORES")
+            .cmd("ZRANGE")
+            .arg(self.keys().running())
+            .arg(0)
+            .arg(-1)
+            .query_async(&mut conn)
+            .await
+            .map_err(redis_err)?;
         let now = secs * 1_000 + micros / 1_000;
         let mut pipe = redis::pipe();
         for (id, _) in &registered {

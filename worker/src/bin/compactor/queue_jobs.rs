@@ -66,7 +66,7 @@ fn row(job: &JobSummary) -> Vec<String> {
         job.trigger.as_deref().map_or_else(dash, human::words),
         job.lane.clone(),
         job.attempts.to_string(),
-        job.age_ms.map_or_else(dash, |ms| human::span_ms(ms)),
+        job.age_ms.map_or_else(dash, human::span_ms),
         job.worker.clone().unwrap_or_else(dash),
         job.last_error.clone().unwrap_or_else(dash),
     ]
