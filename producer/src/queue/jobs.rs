@@ -30,8 +30,11 @@ use super::handle::Queue;
 /// Most jobs in one page.
 pub const MAX_JOBS_PAGE: usize = 500;
 
-/// Longest cursor accepted, in bytes (a score and a member).
-const MAX_CURSOR_LEN: usize = 512;
+/// The form of a cursor, as `scripts/jobs.lua` writes it: the set
+/// (`u`rgent, `n`ormal, `r`unning, `c`ompleted, `d`ead), the score (whole
+/// milliseconds, or a waiting score), the member (printable ASCII).
+/// [`JobCursor::parse`] accepts exactly these; the API documents it.
+pub const JOB_CURSOR_PATTERN: &str = "^[urncd]:[0-9]{1,20}:[!-~]{1,400}$";
 
 /// The score of a waiting job is the time it may run in ms times this
 /// (`SCORE_SCALE` in `scripts/prelude.lua`).
@@ -108,17 +111,16 @@ impl JobCursor {
         let invalid = || QueueError::InvalidCursor {
             cursor: raw.chars().take(80).collect(),
         };
-        if raw.len() > MAX_CURSOR_LEN || raw.chars().any(char::is_control) {
-            return Err(invalid());
-        }
         let mut parts = raw.splitn(3, ':');
         let (Some(set), Some(score), Some(member)) = (parts.next(), parts.next(), parts.next())
         else {
             return Err(invalid());
         };
         let known_set = matches!(set, "u" | "n" | "r" | "c" | "d");
-        let score_ok = score.parse::<f64>().is_ok_and(f64::is_finite);
-        if !known_set || !score_ok || member.is_empty() {
+        let score_ok = (1..=20).contains(&score.len()) && score.bytes().all(|b| b.is_ascii_digit());
+        let member_ok =
+            (1..=400).contains(&member.len()) && member.bytes().all(|b| (b'!'..=b'~').contains(&b));
+        if !known_set || !score_ok || !member_ok {
             return Err(invalid());
         }
         Ok(JobCursor(raw.to_owned()))
@@ -326,10 +328,14 @@ mod tests {
             "x:1:m",
             "u:nan:m",
             "u:inf:m",
+            "u:1.5:m",
+            "u:-1:m",
             "u:1:",
             "u:one:m",
             "u:1:m\n",
-            &format!("u:1:{}", "m".repeat(600)),
+            "u:1:a b",
+            &format!("u:1:{}", "m".repeat(401)),
+            &format!("u:{}:m", "1".repeat(21)),
         ] {
             assert!(
                 matches!(JobCursor::parse(bad), Err(QueueError::InvalidCursor { .. })),

@@ -103,7 +103,9 @@ pub use error::QueueError;
 pub use fail::{FailAction, Failure};
 pub use handle::Queue;
 pub use inspect::{JobState, QueueCounts};
-pub use jobs::{JobCursor, JobPage, JobSummary, JobView, UnknownJobView, MAX_JOBS_PAGE};
+pub use jobs::{
+    JobCursor, JobPage, JobSummary, JobView, UnknownJobView, JOB_CURSOR_PATTERN, MAX_JOBS_PAGE,
+};
 pub use keys::{Keys, QueueName};
 pub use lane::Lane;
 pub use payload::{Payload, PayloadError, Trigger};

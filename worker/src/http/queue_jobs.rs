@@ -31,7 +31,7 @@ pub(super) struct JobsQuery {
     #[param(minimum = 1, maximum = 500)]
     limit: Option<u64>,
     /// The page after this position (`next_cursor` of the previous page).
-    #[param(max_length = 512)]
+    #[param(pattern = "^[urncd]:[0-9]{1,20}:[!-~]{1,400}$")]
     cursor: Option<String>,
 }
 
@@ -218,4 +218,21 @@ pub(super) struct WorkersList {
 pub(super) async fn workers(State(state): State<AppState>) -> Result<Json<WorkersList>, ApiError> {
     let workers = state.compactor().queue().workers_overview().await?;
     Ok(Json(WorkersList { workers }))
+}
+
+#[cfg(test)]
+mod tests {
+    use compactor_producer::queue::JOB_CURSOR_PATTERN;
+
+    /// The document states the cursor's form as the queue parses it: what
+    /// matches the pattern is accepted (schemathesis sends such cursors).
+    #[test]
+    fn the_documented_cursor_pattern_is_the_queues() {
+        let doc = super::super::openapi::document();
+        let params = doc["paths"]["/v1/queue/jobs"]["get"]["parameters"]
+            .as_array()
+            .unwrap();
+        let cursor = params.iter().find(|p| p["name"] == "cursor").unwrap();
+        assert_eq!(cursor["schema"]["pattern"], JOB_CURSOR_PATTERN);
+    }
 }
