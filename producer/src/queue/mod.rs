@@ -10,7 +10,7 @@
 //! | `running`                 | is remembered; the run's end adds exactly one follow-up (`FollowUpRecorded`) |
 //!
 //! Every transition is one Lua script (enqueue, claim, renew, complete,
-//! fail, release, recover),
+//! fail, release, recover, and an operator's cancel),
 //! loaded once and called by SHA (`redis::Script` reloads on `NOSCRIPT`).
 //! Times come from the Redis server clock, so workers with skewed clocks
 //! agree on lease deadlines. All keys of a queue share one hash tag, so the
