@@ -51,7 +51,10 @@ use crate::store::{
 };
 
 mod branches;
+mod cancel;
+
 pub use branches::{BranchLeft, HeadOutcome};
+pub use cancel::JobCancelled;
 
 /// Largest message accepted, as JSON (a bigger one is an error, not a
 /// truncation: the caller decides what to drop).

@@ -35,6 +35,18 @@ pub enum QueueError {
     Payload(#[from] PayloadError),
     #[error(transparent)]
     Config(#[from] QueueConfigError),
+    /// No job has this id (or it was trimmed with the done and dead sets).
+    #[error("no job {job_id}")]
+    JobNotFound { job_id: u64 },
+    /// The job ended before it could be cancelled.
+    #[error("job {job_id} is {state} already: only a waiting or running job can be cancelled")]
+    JobFinished { job_id: u64, state: &'static str },
+    /// A page cursor that no page of jobs gave.
+    #[error("malformed job cursor {cursor:?}: pass the next_cursor of the previous page")]
+    InvalidCursor { cursor: String },
+    /// A page size out of range.
+    #[error("limit {limit} is not within 1-{max}")]
+    InvalidLimit { limit: usize, max: usize },
     /// More jobs in one call than `max` ([`MAX_SETTLE_BATCH`](super::MAX_SETTLE_BATCH)).
     #[error("{op}: {len} jobs in one call, at most {max} allowed")]
     BatchTooLarge {

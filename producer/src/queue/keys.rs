@@ -169,6 +169,21 @@ impl Keys {
         format!("{}done", self.prefix)
     }
 
+    /// Hash indexing job ids: `job_id` → member, so a job is found by
+    /// the id its logs show without a scan. Written where a job is added
+    /// (`add_job` in the prelude), cleaned where the done and dead sets
+    /// drop its entry (`trim_done`, `trim_dead`, purging a dead letter).
+    pub fn job_ids(&self) -> String {
+        format!("{}ids", self.prefix)
+    }
+
+    /// The mark of a lease token an operator revoked (`Queue::cancel`),
+    /// kept a few lease TTLs: an attempt that had not taken its entity
+    /// lease yet reads it before it starts (`Queue::lease_revoked`).
+    pub fn revoked_lease(&self, token: &str) -> String {
+        format!("{}revoked:{}", self.prefix, token)
+    }
+
     /// Job id counter.
     pub fn seq(&self) -> String {
         format!("{}seq", self.prefix)
@@ -226,6 +241,8 @@ mod tests {
             keys.wake_channel(),
             keys.done(),
             keys.seq(),
+            keys.job_ids(),
+            keys.revoked_lease("1:1:n{x}"),
             keys.repair_cursor(),
             keys.workers(),
             keys.worker("w-1{x}"),

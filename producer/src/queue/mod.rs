@@ -10,7 +10,7 @@
 //! | `running`                 | is remembered; the run's end adds exactly one follow-up (`FollowUpRecorded`) |
 //!
 //! Every transition is one Lua script (enqueue, claim, renew, complete,
-//! fail, release, recover, pause),
+//! fail, release, recover, pause, and an operator's cancel),
 //! loaded once and called by SHA (`redis::Script` reloads on `NOSCRIPT`).
 //! Times come from the Redis server clock, so workers with skewed clocks
 //! agree on lease deadlines. All keys of a queue share one hash tag, so the
@@ -67,11 +67,14 @@
 //!   (records that lost their set entry), `dead_letters` (and
 //!   `dead_bulk`: by filter, in batches), `inspect`
 //!   (job state, counts), `pubsub` (wake-ups and release announcements),
-//!   `workers` (the registry of live workers), `pause` (pausing and
-//!   resuming the queue or a domain), `progress` (where a
+//!   `workers` (the registry of live workers; `workers_view`, the
+//!   operator's table of them), `pause` (pausing and resuming the
+//!   queue or a domain), `jobs` (pages of jobs by state, a job by
+//!   id), `cancel` (an operator cancels a job), `progress` (where a
 //!   job stands, for waiters) and `stream` (the Redis Stream of
 //!   compaction events the worker's outbox relay feeds).
 
+mod cancel;
 mod claim;
 mod config;
 mod conn;
@@ -83,6 +86,7 @@ mod error;
 mod fail;
 mod handle;
 mod inspect;
+mod jobs;
 pub mod keys;
 mod lane;
 mod pause;
@@ -94,9 +98,11 @@ mod scripts;
 mod settle;
 mod stream;
 mod workers;
+mod workers_view;
 
 pub use compactor_shared::payload;
 
+pub use cancel::{CancelThen, Cancelled, CANCELLED_REASON};
 pub use claim::{ClaimOutcome, ClaimedJob};
 pub use config::{QueueConfig, QueueConfigError};
 pub use dead_bulk::{
@@ -109,6 +115,9 @@ pub use error::QueueError;
 pub use fail::{FailAction, Failure};
 pub use handle::Queue;
 pub use inspect::{JobState, QueueCounts};
+pub use jobs::{
+    JobCursor, JobPage, JobSummary, JobView, UnknownJobView, JOB_CURSOR_PATTERN, MAX_JOBS_PAGE,
+};
 pub use keys::{Keys, QueueName};
 pub use lane::Lane;
 pub use pause::{PauseScope, PauseState, PausedDomain};
@@ -120,3 +129,4 @@ pub use repair::Repair;
 pub use settle::{Completion, Settled, MAX_SETTLE_BATCH};
 pub use stream::StreamEntry;
 pub use workers::{WorkerInfo, WorkerRegistration};
+pub use workers_view::WorkerStatus;

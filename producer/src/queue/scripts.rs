@@ -31,6 +31,10 @@ pub(super) struct Scripts {
     pub(super) dead_purge: Script,
     /// Pauses and resumes the queue or a domain (`pause` module).
     pub(super) pause: Script,
+    /// Pages of jobs and jobs by id, for operators (`jobs` module).
+    pub(super) jobs: Script,
+    /// Cancels a job by id (`cancel` module).
+    pub(super) cancel: Script,
 }
 
 /// Builds a script from `scripts/<name>.lua` with the shared prelude
@@ -60,6 +64,8 @@ impl Scripts {
             dead_retry: script!("dead_retry"),
             dead_purge: script!("dead_purge"),
             pause: script!("pause"),
+            jobs: script!("jobs"),
+            cancel: script!("cancel"),
         }
     }
 
@@ -82,6 +88,8 @@ impl Scripts {
             &self.dead_retry,
             &self.dead_purge,
             &self.pause,
+            &self.jobs,
+            &self.cancel,
         ] {
             script
                 .prepare_invoke()
@@ -103,7 +111,7 @@ mod tests {
     const PRELUDE: &str = include_str!("scripts/prelude.lua");
 
     /// Every script's own source, the prelude included.
-    const SOURCES: [(&str, &str); 14] = [
+    const SOURCES: [(&str, &str); 16] = [
         ("prelude", PRELUDE),
         ("enqueue", include_str!("scripts/enqueue.lua")),
         ("settle", include_str!("scripts/settle.lua")),
@@ -118,6 +126,8 @@ mod tests {
         ("dead_retry", include_str!("scripts/dead_retry.lua")),
         ("dead_purge", include_str!("scripts/dead_purge.lua")),
         ("pause", include_str!("scripts/pause.lua")),
+        ("jobs", include_str!("scripts/jobs.lua")),
+        ("cancel", include_str!("scripts/cancel.lua")),
     ];
 
     fn redis_url() -> String {
@@ -144,6 +154,9 @@ mod tests {
                released_channel(prefix, member),\n\
                paused_key(prefix),\n\
                parked_key(prefix, domain_of(member)),\n\
+               job_ids_key(prefix),\n\
+               revoked_lease_key(prefix, job_id),\n\
+               prefix_of_job_key(job_key(prefix, member), member),\n\
              }}"
         ));
         let client = redis::Client::open(redis_url()).unwrap();
@@ -168,6 +181,9 @@ mod tests {
                 keys.released_channel(&key),
                 keys.paused(),
                 keys.parked(&compactor_shared::Domain::from(&key)),
+                keys.job_ids(),
+                keys.revoked_lease("12"),
+                keys.prefix().to_owned(),
             ]
         );
         // What Rust reads back from those names.
@@ -263,6 +279,8 @@ mod tests {
                 "prelude: return prefix .. 'job:' .. member",
                 "prelude: return member .. '|' .. job_id",
                 "prelude: return prefix .. 'dead:' .. entry",
+                "prelude: return prefix .. 'ids'",
+                "prelude: return prefix .. 'revoked:' .. token",
                 "prelude: return prefix .. 'released:' .. member",
                 "prelude: return prefix .. 'paused'",
                 "prelude: return prefix .. 'parked:' .. domain",

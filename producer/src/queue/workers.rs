@@ -139,7 +139,7 @@ impl Queue {
 /// Reads a registry hash; fields that are missing or unreadable (written by
 /// hand, or by another build) read as empty or zero rather than hiding the
 /// worker.
-fn worker_info(id: String, record: &HashMap<String, String>) -> WorkerInfo {
+pub(super) fn worker_info(id: String, record: &HashMap<String, String>) -> WorkerInfo {
     let text = |f: &str| record.get(f).cloned().unwrap_or_default();
     let number = |f: &str| {
         record

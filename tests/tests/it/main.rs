@@ -28,6 +28,8 @@ mod pause;
 mod priority;
 mod quality;
 mod queue_control;
+mod queue_http;
+mod queue_jobs;
 mod recall;
 mod reconcile;
 mod waiting;

@@ -58,6 +58,12 @@ pub enum ApiError {
     /// compaction, or a compaction runs and the move would leave a branch.
     #[error("{0}")]
     BranchConflict(String),
+    /// No queue job has this id (any more).
+    #[error("{0}")]
+    UnknownJob(String),
+    /// The job to cancel is done or dead already.
+    #[error("{0}")]
+    JobFinished(String),
     #[error("no route {0}")]
     NotFound(String),
     #[error("method not allowed on this route")]
@@ -108,6 +114,8 @@ impl ApiError {
             ApiError::UnknownMessage(_) => ErrorCode::UnknownMessage,
             ApiError::InvalidParent(_) => ErrorCode::InvalidParent,
             ApiError::BranchConflict(_) => ErrorCode::BranchConflict,
+            ApiError::UnknownJob(_) => ErrorCode::UnknownJob,
+            ApiError::JobFinished(_) => ErrorCode::JobFinished,
             ApiError::NotFound(_) => ErrorCode::NotFound,
             ApiError::MethodNotAllowed => ErrorCode::MethodNotAllowed,
             ApiError::PayloadTooLarge(_) => ErrorCode::PayloadTooLarge,
@@ -128,11 +136,14 @@ impl ApiError {
             | ApiError::InvalidMessage(_)
             | ApiError::InvalidQuery(_)
             | ApiError::InvalidHeader(_) => StatusCode::BAD_REQUEST,
-            ApiError::ClientIdConflict(_) | ApiError::BranchConflict(_) => StatusCode::CONFLICT,
+            ApiError::ClientIdConflict(_)
+            | ApiError::BranchConflict(_)
+            | ApiError::JobFinished(_) => StatusCode::CONFLICT,
             ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             ApiError::UnknownWorkstream(_)
             | ApiError::UnknownDelivery(_)
             | ApiError::UnknownMessage(_)
+            | ApiError::UnknownJob(_)
             | ApiError::NotFound(_)
             // A parent this workstream does not have: not found, from
             // the workstream's point of view.
@@ -197,6 +208,11 @@ impl From<QueueError> for ApiError {
             }
             // A payload the queue refuses was built from the request.
             QueueError::Payload(_) => ApiError::InvalidBody(error.to_string()),
+            QueueError::JobNotFound { .. } => ApiError::UnknownJob(error.to_string()),
+            QueueError::JobFinished { .. } => ApiError::JobFinished(error.to_string()),
+            QueueError::InvalidCursor { .. } | QueueError::InvalidLimit { .. } => {
+                ApiError::InvalidQuery(error.to_string())
+            }
             _ => ApiError::Internal(error.to_string()),
         }
     }
@@ -210,8 +226,9 @@ pub const RETRY_AFTER_SECS: &str = "1";
 /// and `not_ready` of the readiness probes. By status: 400 `invalid_key`,
 /// `invalid_body`, `invalid_message`, `invalid_query`, `invalid_header`;
 /// 401 `unauthorized`; 404 `unknown_workstream`, `unknown_delivery`,
-/// `unknown_message`, `invalid_parent`, `not_found`; 405
-/// `method_not_allowed`; 409 `client_id_conflict`, `branch_conflict`; 413
+/// `unknown_message`, `invalid_parent`, `unknown_job`, `not_found`; 405
+/// `method_not_allowed`; 409 `client_id_conflict`, `branch_conflict`,
+/// `job_finished`; 413
 /// `payload_too_large`; 500 `internal`; 503 `redis_unavailable`,
 /// `database_unavailable`, `schema_mismatch`, `shutting_down`,
 /// `not_ready`, `request_timeout`, `overloaded`.
@@ -243,6 +260,10 @@ pub enum ErrorCode {
     /// 409: the head cannot move there (compacted), or not now (a
     /// compaction runs and the move would leave a branch).
     BranchConflict,
+    /// 404: no queue job has this id (any more).
+    UnknownJob,
+    /// 409: the job is done or dead already: it cannot be cancelled.
+    JobFinished,
     /// 404: no such route.
     NotFound,
     /// 405: the route does not take this method.
@@ -270,7 +291,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, for tests and documentation.
-    pub const ALL: [ErrorCode; 23] = [
+    pub const ALL: [ErrorCode; 25] = [
         ErrorCode::InvalidKey,
         ErrorCode::InvalidBody,
         ErrorCode::InvalidMessage,
@@ -283,6 +304,8 @@ impl ErrorCode {
         ErrorCode::UnknownMessage,
         ErrorCode::InvalidParent,
         ErrorCode::BranchConflict,
+        ErrorCode::UnknownJob,
+        ErrorCode::JobFinished,
         ErrorCode::NotFound,
         ErrorCode::MethodNotAllowed,
         ErrorCode::PayloadTooLarge,
@@ -311,6 +334,8 @@ impl ErrorCode {
             ErrorCode::UnknownMessage => "unknown_message",
             ErrorCode::InvalidParent => "invalid_parent",
             ErrorCode::BranchConflict => "branch_conflict",
+            ErrorCode::UnknownJob => "unknown_job",
+            ErrorCode::JobFinished => "job_finished",
             ErrorCode::NotFound => "not_found",
             ErrorCode::MethodNotAllowed => "method_not_allowed",
             ErrorCode::PayloadTooLarge => "payload_too_large",

@@ -15,6 +15,8 @@
 //!   token too.
 //! - `/v1/queue…` (`queue_control`): the queue at a glance, paused and
 //!   resumed. Behind the token too.
+//! - `/v1/queue/jobs…`, `/v1/queue/workers` ([`queue_jobs`]): jobs by
+//!   state, by id, cancelled; the workers. Behind the token too.
 //! - `/metrics`, `/healthz`, `/readyz`, `/readyz/worker` (`probes`), and
 //!   `/openapi.json` ([`openapi`]): open.
 //!
@@ -39,6 +41,7 @@ pub mod limits;
 pub mod openapi;
 mod probes;
 mod queue_control;
+pub mod queue_jobs;
 pub mod recall;
 mod request_metrics;
 pub mod runs;
@@ -267,6 +270,34 @@ fn table() -> Vec<(Method, &'static str, Access, Bound, MethodRouter<AppState>)>
             Access::Token,
             Bound::Request,
             post(queue_control::resume),
+        ),
+        (
+            Method::GET,
+            "/v1/queue/jobs",
+            Access::Token,
+            Bound::Request,
+            get(queue_jobs::list),
+        ),
+        (
+            Method::GET,
+            "/v1/queue/jobs/{id}",
+            Access::Token,
+            Bound::Request,
+            get(queue_jobs::get_one),
+        ),
+        (
+            Method::POST,
+            "/v1/queue/jobs/{id}/cancel",
+            Access::Token,
+            Bound::Request,
+            post(queue_jobs::cancel),
+        ),
+        (
+            Method::GET,
+            "/v1/queue/workers",
+            Access::Token,
+            Bound::Request,
+            get(queue_jobs::workers),
         ),
         (
             Method::GET,

@@ -21,8 +21,8 @@ use utoipa::OpenApi;
 
 use super::error::{ErrorBody, ErrorCode};
 use super::{
-    branches, dead_letters, events, probes, queue_control, recall, runs, workstream_list,
-    workstreams,
+    branches, dead_letters, events, probes, queue_control, queue_jobs, recall, runs,
+    workstream_list, workstreams,
 };
 
 /// The derived part of the document.
@@ -49,6 +49,10 @@ use super::{
         queue_control::overview,
         queue_control::pause,
         queue_control::resume,
+        queue_jobs::list,
+        queue_jobs::get_one,
+        queue_jobs::cancel,
+        queue_jobs::workers,
         probes::metrics,
         probes::healthz,
         probes::readyz,
@@ -60,7 +64,7 @@ use super::{
     tags(
         (name = "workstreams", description = "The client API for chat backends (bearer token when configured)."),
         (name = "events", description = "Webhook deliveries of compaction events, listed and retried (bearer token when configured)."),
-        (name = "queue", description = "The queue at a glance, paused and resumed (whole or by domain), and its dead letters listed, retried and purged in bulk (bearer token when configured)."),
+        (name = "queue", description = "The queue at a glance, paused and resumed (whole or by domain); its jobs by state and by id, cancelled; its workers; its dead letters listed, retried and purged in bulk (bearer token when configured)."),
         (name = "probes", description = "Liveness, readiness, metrics and this document (open)."),
     )
 )]

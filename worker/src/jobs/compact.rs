@@ -343,7 +343,17 @@ impl CompactHandler {
         let owner = job.lease_token.as_str();
         self.take_lease(job, ws.id, owner).await?;
         let mut guard = LeaseGuard::new(self, job, ws.id, started);
-        let outcome = self.under_lease(job, ws.id, owner, started).await;
+        // An operator may have cancelled the job while this attempt waited
+        // for the entity lease, before it could revoke it: then the attempt
+        // stops here, fenced off (a Redis outage here is the heartbeat's
+        // business: the attempt goes on).
+        let revoked = self.queue.lease_revoked(owner).await.unwrap_or(false);
+        let outcome = if revoked {
+            info!("the job was cancelled before its attempt took the entity lease");
+            Ok(Held::Conflict(ConflictReason::LeaseLost))
+        } else {
+            self.under_lease(job, ws.id, owner, started).await
+        };
         let (done, event) = match outcome {
             Ok(Held::Skipped { no_progress }) => {
                 if no_progress {

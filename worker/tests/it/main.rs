@@ -18,6 +18,7 @@ mod cli;
 mod default_config;
 mod llm;
 mod processes;
+mod queue_cli;
 mod queue_metrics;
 mod recall_cli;
 mod runtime;

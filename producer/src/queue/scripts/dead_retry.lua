@@ -4,7 +4,8 @@
 -- request is (request_job: dedup against a live job of the entity, one
 -- follow-up of a running one). The caller chose the letters (its filter)
 -- and built each one's request; a letter no longer kept (retried, purged
--- or trimmed meanwhile) is left alone.
+-- or trimmed meanwhile) is left alone. The job id index loses each
+-- removed letter's id.
 --   KEYS: 1 dead zset, 2 waiting zset, 3 seq counter, 4 running zset,
 --         5 urgent zset
 --   ARGV: 1 key prefix, 2 wake channel, then six per letter: entry,
@@ -27,6 +28,7 @@ for i = 3, #ARGV - 5, 6 do
     -- An index entry left without its record goes too.
     redis.call('ZREM', KEYS[1], entry)
     redis.call('DEL', record)
+    unindex_entries(prefix, {entry})
     replies[#replies + 1] = {'gone', '0'}
   elseif job_type ~= 'none' and job_type ~= 'hash' then
     replies[#replies + 1] = {'skipped', '0'}
@@ -35,6 +37,8 @@ for i = 3, #ARGV - 5, 6 do
       ARGV[i + 2], ARGV[i + 3], ARGV[i + 4] == '1', ARGV[i + 5], prefix)
     redis.call('ZREM', KEYS[1], entry)
     redis.call('DEL', record)
+    -- The letter's job id is done with (a new job has its own id).
+    unindex_entries(prefix, {entry})
   end
 end
 return replies

@@ -47,6 +47,53 @@ local function dead_record_key(prefix, entry)
   return prefix .. 'dead:' .. entry
 end
 
+-- The job id index (`Keys::job_ids`): job id -> member, for looking a job
+-- up by the id its logs show. Written where a job is added, cleaned where
+-- the done and dead sets drop its entry.
+local function job_ids_key(prefix)
+  return prefix .. 'ids'
+end
+
+-- The mark of a lease an operator revoked (`Keys::revoked_lease`): an
+-- attempt that had not yet taken its entity lease when its job was
+-- cancelled finds it there, and does not start.
+local function revoked_lease_key(prefix, token)
+  return prefix .. 'revoked:' .. token
+end
+
+-- The key prefix of a job record's key, for helpers given only the record
+-- (the inverse of job_key, on the other side).
+local function prefix_of_job_key(job, member)
+  return string.sub(job, 1, #job - #job_key('', member))
+end
+
+-- Whether the job id index may be written: it holds a hash or nothing. A
+-- key of another type (a hand edit) costs lookups, never a script failing
+-- half-way.
+local function index_writable(index)
+  local t = redis.call('TYPE', index)['ok']
+  return t == 'hash' or t == 'none'
+end
+
+-- Drops the index entries of done or dead set entries (`member|job_id`)
+-- that leave their set.
+local function unindex_entries(prefix, entries)
+  local ids = {}
+  for _, e in ipairs(entries) do
+    local id = string.match(e, '|(%d+)$')
+    if id then
+      ids[#ids + 1] = id
+    end
+  end
+  if not index_writable(job_ids_key(prefix)) then
+    return
+  end
+  -- In slices: far below Lua's unpack limit however many entries left.
+  for i = 1, #ids, 1000 do
+    redis.call('HDEL', job_ids_key(prefix), unpack(ids, i, math.min(i + 999, #ids)))
+  end
+end
+
 -- An entity's release channel (`Keys::released_channel`).
 local function released_channel(prefix, member)
   return prefix .. 'released:' .. member
@@ -221,6 +268,10 @@ local function add_job(job, lanes, seq, channel, member, payload, lane, now)
   redis.call('HSET', job, 'state', 'waiting', 'job_id', id, 'payload', payload,
     'attempts', 0, 'enqueued_at', now, 'lane', lane)
   redis.call('ZADD', (lane_set(lanes, lane)), waiting_score(now, id), member)
+  local index = job_ids_key(prefix_of_job_key(job, member))
+  if index_writable(index) then
+    redis.call('HSET', index, id, member)
+  end
   redis.call('PUBLISH', channel, id)
   return id
 end
@@ -255,6 +306,7 @@ local function trim_dead(dead, prefix, now, max_count, max_age)
       redis.call('ZREM', dead, e)
       redis.call('DEL', dead_record_key(prefix, e))
     end
+    unindex_entries(prefix, list)
   end
 end
 
@@ -331,6 +383,8 @@ end
 -- age bound expire on their own (PEXPIRE); records past the count bound
 -- are deleted here, unless their entity has a newer job by now.
 local function trim_done(prefix, done, now, max_count, max_age)
+  local old = redis.call('ZRANGEBYSCORE', done, '-inf', now - tonumber(max_age))
+  unindex_entries(prefix, old)
   redis.call('ZREMRANGEBYSCORE', done, '-inf', now - tonumber(max_age))
   local excess = redis.call('ZRANGE', done, 0, -(tonumber(max_count) + 1))
   for _, entry in ipairs(excess) do
@@ -344,6 +398,7 @@ local function trim_done(prefix, done, now, max_count, max_age)
     end
   end
   if #excess > 0 then
+    unindex_entries(prefix, excess)
     redis.call('ZREMRANGEBYRANK', done, 0, #excess - 1)
   end
 end

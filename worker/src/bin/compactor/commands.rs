@@ -61,6 +61,23 @@ pub(crate) async fn run(command: Command, settings: &ClientSettings, out: Output
             QueueCommand::Resume { domain } => {
                 crate::queue_control::control(settings, true, domain.as_deref(), out).await
             }
+            QueueCommand::Jobs {
+                state,
+                limit,
+                cursor,
+            } => {
+                crate::queue_jobs::jobs(settings, state.into(), limit, cursor.as_deref(), out).await
+            }
+            QueueCommand::Job { id } => crate::queue_jobs::job(settings, id, out).await,
+            QueueCommand::Cancel { id, requeue } => {
+                let then = if requeue {
+                    compactor_producer::queue::CancelThen::Requeue
+                } else {
+                    compactor_producer::queue::CancelThen::Dead
+                };
+                crate::queue_jobs::cancel(settings, id, then, out).await
+            }
+            QueueCommand::Workers => crate::queue_jobs::workers(settings, out).await,
         },
         Command::Dlq { command } => dlq(settings, command, out).await,
         Command::Events { command } => events(settings, command, out).await,

@@ -69,6 +69,17 @@ impl Failure {
     }
 }
 
+/// The exit code of a queue error that is not about the configuration:
+/// "no" for a job that is not there (or over), usage for a bad page
+/// request, else Redis failed.
+fn queue_exit(e: &QueueError) -> u8 {
+    match e {
+        QueueError::JobNotFound { .. } | QueueError::JobFinished { .. } => NO,
+        QueueError::InvalidCursor { .. } | QueueError::InvalidLimit { .. } => USAGE,
+        _ => UNAVAILABLE,
+    }
+}
+
 /// Whether a queue error is a configuration that can never work.
 fn queue_config(e: &QueueError) -> bool {
     matches!(e, QueueError::Url { .. } | QueueError::Config(_))
@@ -83,7 +94,8 @@ impl From<ClientError> for Failure {
                 Failure::usage(codes::INVALID_CONFIG, message)
             }
             e => {
-                let exit = match e {
+                let exit = match &e {
+                    ClientError::Queue(q) => queue_exit(q),
                     ClientError::UnknownWorkstream(_) => NO,
                     ClientError::InvalidMessage { .. }
                     | ClientError::ClientIdConflict { .. }
@@ -110,7 +122,8 @@ impl From<QueueError> for Failure {
             // A URL or a queue setting that can never work: bad usage.
             return Failure::usage(codes::INVALID_CONFIG, message);
         }
-        Failure::new(UNAVAILABLE, ApiError::from(e).code(), message)
+        let exit = queue_exit(&e);
+        Failure::new(exit, ApiError::from(e).code(), message)
     }
 }
 

@@ -51,6 +51,14 @@ fn span(secs: u64) -> String {
     }
 }
 
+/// A duration in ms in its largest whole unit (`42 s`, `5 min`).
+pub(crate) fn span_ms(ms: u64) -> String {
+    if ms < 1_000 {
+        return format!("{ms} ms");
+    }
+    span(ms / 1_000)
+}
+
 /// A stored snake_case name as words: `no_progress` → `no progress`.
 pub(crate) fn words(name: &str) -> String {
     name.replace('_', " ")

@@ -15,6 +15,7 @@ mod failure;
 mod human;
 mod output;
 mod queue_control;
+mod queue_jobs;
 mod recall;
 mod workstreams;
 
@@ -199,6 +200,51 @@ enum QueueCommand {
         #[arg(long)]
         domain: Option<String>,
     },
+    /// List the jobs of one state, a page at a time (`--cursor` the one
+    /// the previous page printed for the next).
+    Jobs {
+        #[arg(long, value_enum, default_value_t = JobStateArg::Waiting)]
+        state: JobStateArg,
+        /// Jobs per page (1-500).
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+        #[arg(long)]
+        cursor: Option<String>,
+    },
+    /// One job by the id its logs show.
+    Job { id: u64 },
+    /// Cancel a waiting or running job: dead-lettered with reason
+    /// `cancelled` (retry it with `dlq retry`), or requeued with --requeue.
+    Cancel {
+        id: u64,
+        #[arg(long)]
+        requeue: bool,
+    },
+    /// The workers serving the queue, live and gone.
+    Workers,
+}
+
+/// `--state` of `queue jobs`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum JobStateArg {
+    Waiting,
+    Delayed,
+    Running,
+    Done,
+    Dead,
+}
+
+impl From<JobStateArg> for compactor_producer::queue::JobView {
+    fn from(state: JobStateArg) -> Self {
+        use compactor_producer::queue::JobView;
+        match state {
+            JobStateArg::Waiting => JobView::Waiting,
+            JobStateArg::Delayed => JobView::Delayed,
+            JobStateArg::Running => JobView::Running,
+            JobStateArg::Done => JobView::Done,
+            JobStateArg::Dead => JobView::Dead,
+        }
+    }
 }
 
 #[derive(Debug, Subcommand)]
