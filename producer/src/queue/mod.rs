@@ -62,7 +62,8 @@
 //!   dead-letter, hand back), `recover` (expired leases), `repair`
 //!   (records that lost their set entry), `dead_letters`, `inspect`
 //!   (job state, counts), `pubsub` (wake-ups and release announcements),
-//!   `workers` (the registry of live workers), `progress` (where a
+//!   `workers` (the registry of live workers), `throughput`
+//!   (completions per minute, from the done set), `progress` (where a
 //!   job stands, for waiters) and `stream` (the Redis Stream of
 //!   compaction events the worker's outbox relay feeds).
 
@@ -85,6 +86,7 @@ mod repair;
 mod scripts;
 mod settle;
 mod stream;
+mod throughput;
 mod workers;
 
 pub use compactor_shared::payload;
@@ -106,4 +108,5 @@ pub use recover::Recovery;
 pub use repair::Repair;
 pub use settle::{Completion, Settled, MAX_SETTLE_BATCH};
 pub use stream::StreamEntry;
+pub use throughput::{Throughput, MAX_THROUGHPUT_MINUTES};
 pub use workers::{WorkerInfo, WorkerRegistration};

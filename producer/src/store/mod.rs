@@ -44,6 +44,8 @@
 //! - `outbox`: the transactional outbox of events and their webhook
 //!   deliveries.
 //! - `recall`: full-text search of a workstream's messages (recall).
+//! - `workstream_search`: finding workstreams by domain and entity id
+//!   (the console's search).
 
 use std::time::Duration;
 
@@ -66,6 +68,7 @@ mod outbox;
 mod recall;
 mod runs;
 mod schema;
+mod workstream_search;
 mod workstreams;
 
 pub use crate::events::catalogue::EventKind;
@@ -82,6 +85,7 @@ pub use outbox::{
 };
 pub use runs::{DegradedReason, HookOutcome, NewRun, RunHook, RunOutcome, RunRow};
 pub use schema::SchemaStatus;
+pub use workstream_search::{WorkstreamSearch, MAX_SEARCH_RESULTS};
 pub use workstreams::{WorkstreamRow, BREAKER_THRESHOLD};
 
 /// How long connecting may take before it is a [`StoreError::ConnectTimeout`]

@@ -8,6 +8,8 @@
 //!   loopback without one refuses to start (`[admin]` settings).
 //! - `/v1/events/deliveries…` ([`events`]): webhook deliveries of
 //!   compaction events, listed and retried. Behind the token too.
+//! - `/ui/…` ([`console`]): the operator's web console (HTML), behind
+//!   the same token through a login form and a session cookie.
 //! - `/metrics`, `/healthz`, `/readyz`, `/readyz/worker` (`probes`), and
 //!   `/openapi.json` ([`openapi`]): open.
 //!
@@ -24,6 +26,7 @@
 mod access_log;
 mod auth;
 mod branches;
+pub mod console;
 pub mod error;
 pub mod events;
 pub mod extract;
@@ -287,6 +290,7 @@ pub fn router(state: AppState, admin: &AdminSettings) -> Router {
             limits::json_payload_too_large(max_body_bytes, request, next)
         }));
     v1.merge(open)
+        .merge(console::router(state.clone(), admin.request_timeout))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn(access_log::log))
