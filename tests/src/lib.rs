@@ -14,6 +14,7 @@
 
 pub mod bench;
 pub mod cluster;
+pub mod console;
 #[path = "../../producer/tests/it/support/db.rs"]
 pub mod db;
 pub mod proxy;

@@ -13,6 +13,7 @@ mod bad_input;
 mod branches;
 mod cluster;
 mod compaction;
+mod console;
 mod deploy;
 mod docs;
 mod events;

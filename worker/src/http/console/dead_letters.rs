@@ -44,13 +44,22 @@ pub(super) async fn list(
     let (letters, counts) = futures::try_join!(queue.dead_letters(limit), queue.counts())?;
     let mut body = String::with_capacity(8 * 1024);
     let notice = match query.notice.as_deref() {
-        Some("retried") => Some(("good", "Requested again: the entity's compaction is queued.")),
+        Some("retried") => Some((
+            "good",
+            "Requested again: the entity's compaction is queued.",
+        )),
         Some("purged") => Some(("good", "Purged.")),
-        Some("gone") => Some(("bad", "That dead letter is no longer kept (retried, purged or expired).")),
+        Some("gone") => Some((
+            "bad",
+            "That dead letter is no longer kept (retried, purged or expired).",
+        )),
         _ => None,
     };
     if let Some((class, text)) = notice {
-        let _ = write!(body, "<p class=\"notice {class}\" role=\"status\">{text}</p>");
+        let _ = write!(
+            body,
+            "<p class=\"notice {class}\" role=\"status\">{text}</p>"
+        );
     }
     let _ = write!(
         body,
@@ -183,7 +192,11 @@ pub(super) async fn purge(
     State(state): State<AppState>,
     CsrfForm(form): CsrfForm<EntryForm>,
 ) -> Result<Response, ConsoleError> {
-    let removed = state.compactor().queue().purge_dead(Some(&form.entry)).await?;
+    let removed = state
+        .compactor()
+        .queue()
+        .purge_dead(Some(&form.entry))
+        .await?;
     let notice = if removed > 0 { "purged" } else { "gone" };
     Ok(Redirect::to(&format!("/ui/dead-letters?notice={notice}")).into_response())
 }

@@ -38,7 +38,9 @@ impl ConsoleError {
     /// mistakes, only the kind of failure for a backend's.
     fn shown(&self) -> String {
         match self {
-            ConsoleError::Store(_) => "The database did not answer; see the worker's log.".to_owned(),
+            ConsoleError::Store(_) => {
+                "The database did not answer; see the worker's log.".to_owned()
+            }
             ConsoleError::Queue(_) => "Redis did not answer; see the worker's log.".to_owned(),
             other => other.to_string(),
         }

@@ -60,13 +60,21 @@ fn routes() -> Vec<(Method, &'static str, MethodRouter<AppState>)> {
         (Method::GET, "/ui/assets/console.js", get(assets::js)),
         (Method::GET, "/ui/workers", get(workers::workers)),
         (Method::GET, "/ui/dead-letters", get(dead_letters::list)),
-        (Method::POST, "/ui/dead-letters/retry", post(dead_letters::retry)),
+        (
+            Method::POST,
+            "/ui/dead-letters/retry",
+            post(dead_letters::retry),
+        ),
         (
             Method::GET,
             "/ui/dead-letters/purge",
             get(dead_letters::confirm_purge),
         ),
-        (Method::POST, "/ui/dead-letters/purge", post(dead_letters::purge)),
+        (
+            Method::POST,
+            "/ui/dead-letters/purge",
+            post(dead_letters::purge),
+        ),
         (Method::GET, "/ui/workstreams", get(workstreams::search)),
         (
             Method::GET,

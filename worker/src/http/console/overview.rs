@@ -72,7 +72,9 @@ pub(super) async fn overview(
 
     body.push_str("<h2>Live workers</h2>");
     if workers.is_empty() {
-        body.push_str("<p class=\"notice bad\">No live worker: queued jobs wait until one starts.</p>");
+        body.push_str(
+            "<p class=\"notice bad\">No live worker: queued jobs wait until one starts.</p>",
+        );
     } else {
         body.push_str(
             "<div class=\"table-wrap\"><table><thead><tr><th>Name</th><th>Host</th>\
@@ -90,7 +92,9 @@ pub(super) async fn overview(
                 age(now_ms.saturating_sub(w.heartbeat_at_ms)),
             );
         }
-        body.push_str("</tbody></table></div><p><a href=\"/ui/workers\">All about the workers</a></p>");
+        body.push_str(
+            "</tbody></table></div><p><a href=\"/ui/workers\">All about the workers</a></p>",
+        );
     }
     let _ = write!(
         body,

@@ -21,7 +21,7 @@
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use axum::extract::{FromRequest, Request, State};
-use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Redirect, Response};
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -92,7 +92,11 @@ fn is_public(path: &str) -> bool {
 /// The guard in front of every `/ui` route: finds (or makes) the CSRF
 /// token, decides whether the request is signed in, and answers anything
 /// but the public paths with the login page (401) when it is not.
-pub(super) async fn guard(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
+pub(super) async fn guard(
+    State(state): State<AppState>,
+    mut request: Request,
+    next: Next,
+) -> Response {
     let headers = request.headers();
     let existing = cookie(headers, CSRF_COOKIE)
         .filter(|v| v.len() == 43 && v.bytes().all(is_base64url))
@@ -114,10 +118,10 @@ pub(super) async fn guard(State(state): State<AppState>, mut request: Request, n
         request.extensions_mut().insert(visitor.clone());
         next.run(request).await
     } else {
-        // Only the login page: no data, whatever was asked for. `next`
-        // brings the browser back after signing in.
-        let next_path = (request.method() == Method::GET).then_some(path.as_str());
-        login_page(&visitor, StatusCode::UNAUTHORIZED, None, next_path)
+        // Only the login page: no data, whatever was asked for (not even
+        // the path asked for, which may name a workstream: signing in
+        // leads to the overview).
+        login_page(&visitor, StatusCode::UNAUTHORIZED, None, None)
     };
     if fresh_csrf {
         if let Ok(value) = HeaderValue::from_str(&format!(
@@ -228,7 +232,9 @@ where
     async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
         let headers = request.headers();
         if !same_origin(headers) {
-            return Err(ConsoleError::Forbidden("the form was sent from another site"));
+            return Err(ConsoleError::Forbidden(
+                "the form was sent from another site",
+            ));
         }
         let expected = cookie(headers, CSRF_COOKIE).map(str::to_owned);
         let bytes = axum::body::Bytes::from_request(request, state)
@@ -392,7 +398,14 @@ mod tests {
         let (expires, mac) = value.split_once('.').unwrap();
         let later = expires.parse::<u64>().unwrap() + 10;
         assert!(!session_valid(&token, &format!("{later}.{mac}"), 1_000));
-        for bad in ["", ".", "x.y", "123", &format!("{expires}."), "99999999999999999999.a"] {
+        for bad in [
+            "",
+            ".",
+            "x.y",
+            "123",
+            &format!("{expires}."),
+            "99999999999999999999.a",
+        ] {
             assert!(!session_valid(&token, bad, 1_000), "{bad}");
         }
     }
@@ -413,9 +426,15 @@ mod tests {
         let mut headers = HeaderMap::new();
         headers.insert(header::HOST, HeaderValue::from_static("127.0.0.1:9000"));
         assert!(same_origin(&headers));
-        headers.insert(header::ORIGIN, HeaderValue::from_static("http://127.0.0.1:9000"));
+        headers.insert(
+            header::ORIGIN,
+            HeaderValue::from_static("http://127.0.0.1:9000"),
+        );
         assert!(same_origin(&headers));
-        headers.insert(header::ORIGIN, HeaderValue::from_static("https://evil.example"));
+        headers.insert(
+            header::ORIGIN,
+            HeaderValue::from_static("https://evil.example"),
+        );
         assert!(!same_origin(&headers));
         headers.insert(header::ORIGIN, HeaderValue::from_static("null"));
         assert!(!same_origin(&headers));

@@ -140,6 +140,9 @@ mod tests {
         let split = split_rendered("just text\n- a bullet\n");
         assert_eq!(split.len(), 1);
         assert_eq!(split[0].section, None);
-        assert_eq!(split[0].lines, vec!["just text".to_owned(), "a bullet".to_owned()]);
+        assert_eq!(
+            split[0].lines,
+            vec!["just text".to_owned(), "a bullet".to_owned()]
+        );
     }
 }

@@ -137,9 +137,14 @@ fn parse_key(domain: &str, entity: &str) -> Result<EntityKey, ConsoleError> {
 
 /// The workstream of `key`, or a 404.
 async fn load(state: &AppState, key: &EntityKey) -> Result<WorkstreamRow, ConsoleError> {
-    state.compactor().store().workstream(key).await?.ok_or_else(|| {
-        ConsoleError::NotFound(format!("workstream {}/{}", key.domain(), key.entity_id()))
-    })
+    state
+        .compactor()
+        .store()
+        .workstream(key)
+        .await?
+        .ok_or_else(|| {
+            ConsoleError::NotFound(format!("workstream {}/{}", key.domain(), key.entity_id()))
+        })
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -190,7 +195,9 @@ pub(super) async fn workstream(
         summary_tokens = count(ws.summary_tokens),
         uncompacted = count(ws.uncompacted_tokens),
         compactions = ws.compactions,
-        last = ws.last_compacted_at.map_or_else(|| "never".to_owned(), time),
+        last = ws
+            .last_compacted_at
+            .map_or_else(|| "never".to_owned(), time),
         failures = ws.consecutive_failures,
         created = time(ws.created_at),
     );
@@ -299,7 +306,9 @@ fn timeline_entry(body: &mut String, key: &EntityKey, row: &RunRow) {
         let _ = write!(
             body,
             "<p><span class=\"badge warn\">degraded</span> {}</p>",
-            esc(run.degraded_reason.map_or("reason not recorded", |r| r.as_str()))
+            esc(run
+                .degraded_reason
+                .map_or("reason not recorded", |r| r.as_str()))
         );
     }
     if let Some(hook) = run.hook.outcome {
@@ -347,7 +356,10 @@ pub(super) async fn run_diff(
         .unwrap_or("");
     let lines = diff_lines(before, after);
     let added = lines.iter().filter(|l| matches!(l, Line::Added(_))).count();
-    let removed = lines.iter().filter(|l| matches!(l, Line::Removed(_))).count();
+    let removed = lines
+        .iter()
+        .filter(|l| matches!(l, Line::Removed(_)))
+        .count();
     let mut body = String::with_capacity(after.len() * 2 + 1024);
     let _ = write!(
         body,
