@@ -19,6 +19,7 @@ pub mod console;
 pub mod db;
 pub mod proxy;
 pub mod quality;
+pub mod webdriver;
 pub mod webhook;
 
 use std::net::SocketAddr;

@@ -162,9 +162,11 @@ pub(super) fn html_response(status: StatusCode, html: String) -> Response {
         ),
     );
     headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    // Not `no-referrer`: under it browsers send `Origin: null` with the
+    // console's own forms, which the CSRF check refuses.
     headers.insert(
         header::REFERRER_POLICY,
-        HeaderValue::from_static("no-referrer"),
+        HeaderValue::from_static("same-origin"),
     );
     headers.insert(
         header::X_CONTENT_TYPE_OPTIONS,
