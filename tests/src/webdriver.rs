@@ -26,7 +26,10 @@ const ELEMENT_KEY: &str = "element-6066-11e4-a52e-4f735466cecf";
 fn find_binary(names: &[&str]) -> Option<PathBuf> {
     let path = std::env::var_os("PATH").unwrap_or_default();
     let dirs: Vec<PathBuf> = std::env::split_paths(&path)
-        .chain([PathBuf::from("/usr/bin"), PathBuf::from("/usr/lib/chromium")])
+        .chain([
+            PathBuf::from("/usr/bin"),
+            PathBuf::from("/usr/lib/chromium"),
+        ])
         .collect();
     names
         .iter()
@@ -133,12 +136,20 @@ impl Browser {
     }
 
     pub async fn current_url(&self) -> String {
-        self.get("/url").await.as_str().unwrap_or_default().to_owned()
+        self.get("/url")
+            .await
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
     }
 
     /// The page's HTML as the browser has it now.
     pub async fn source(&self) -> String {
-        self.get("/source").await.as_str().unwrap_or_default().to_owned()
+        self.get("/source")
+            .await
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
     }
 
     /// The first element `css` selects; panics if there is none.
@@ -168,8 +179,11 @@ impl Browser {
     }
 
     pub async fn type_into(&self, element: &Element, text: &str) {
-        self.post(&format!("/element/{}/value", element.0), json!({ "text": text }))
-            .await;
+        self.post(
+            &format!("/element/{}/value", element.0),
+            json!({ "text": text }),
+        )
+        .await;
     }
 
     /// A DOM property of `element` (`open` of a `<details>`, …).
@@ -180,12 +194,20 @@ impl Browser {
 
     /// The text of the open alert or confirm dialog.
     pub async fn dialog_text(&self) -> String {
-        self.get("/alert/text").await.as_str().unwrap_or_default().to_owned()
+        self.get("/alert/text")
+            .await
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
     }
 
     /// Answers the open confirm dialog: OK (`accept`) or Cancel.
     pub async fn answer_dialog(&self, accept: bool) {
-        let path = if accept { "/alert/accept" } else { "/alert/dismiss" };
+        let path = if accept {
+            "/alert/accept"
+        } else {
+            "/alert/dismiss"
+        };
         self.post(path, json!({})).await;
     }
 
@@ -209,11 +231,7 @@ impl Browser {
 
     /// Ends the session and stops chromedriver.
     pub async fn quit(mut self) {
-        let _ = self
-            .http
-            .delete(&self.session)
-            .send()
-            .await;
+        let _ = self.http.delete(&self.session).send().await;
         let _ = self.driver.kill();
         let _ = self.driver.wait();
     }

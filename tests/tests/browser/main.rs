@@ -35,7 +35,9 @@ fn screenshot_dir() -> Option<PathBuf> {
     Some(if dir.is_absolute() {
         dir
     } else {
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..").join(dir)
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("..")
+            .join(dir)
     })
 }
 
@@ -82,7 +84,12 @@ async fn console_in_a_browser() {
         browser.goto(&format!("{base}{path}")).await;
         let source = browser.source().await;
         assert!(source.contains("action=\"/ui/login\""), "{path}: {source}");
-        for secret in [f.timeline.entity_id(), f.dead.entity_id(), "module_", "Turn "] {
+        for secret in [
+            f.timeline.entity_id(),
+            f.dead.entity_id(),
+            "module_",
+            "Turn ",
+        ] {
             assert!(!source.contains(secret), "{path} shows {secret:?}");
         }
     }
@@ -92,7 +99,9 @@ async fn console_in_a_browser() {
     browser.goto(&format!("{base}/ui/login")).await;
     let field = browser.find("#token").await;
     browser.type_into(&field, TOKEN).await;
-    browser.click(&browser.find("form.login button").await).await;
+    browser
+        .click(&browser.find("form.login button").await)
+        .await;
     until_url(&browser, "/ui").await;
 
     // Every page loads with its data.
@@ -100,7 +109,11 @@ async fn console_in_a_browser() {
         ("/ui", "overview", "id=\"count-dead\""),
         ("/ui/workers", "workers", "id=\"workers\""),
         ("/ui/dead-letters", "dead-letters", f.dead.entity_id()),
-        ("/ui/workstreams?domain=chat", "workstreams", f.timeline.entity_id()),
+        (
+            "/ui/workstreams?domain=chat",
+            "workstreams",
+            f.timeline.entity_id(),
+        ),
         (timeline.as_str(), "timeline", "id=\"timeline\""),
         (diff.as_str(), "diff", "id=\"diff\""),
     ] {
@@ -123,7 +136,11 @@ async fn console_in_a_browser() {
     let collapsed = browser.find("#timeline details.section:not([open])").await;
     assert_eq!(browser.property(&collapsed, "open").await, false);
     browser
-        .click(&browser.find("#timeline details.section:not([open]) > summary").await)
+        .click(
+            &browser
+                .find("#timeline details.section:not([open]) > summary")
+                .await,
+        )
         .await;
     assert_eq!(browser.property(&collapsed, "open").await, true);
 
@@ -131,15 +148,21 @@ async fn console_in_a_browser() {
     browser.goto(&format!("{base}/ui/dead-letters")).await;
     browser.click(&browser.find("button.retry").await).await;
     until_url(&browser, "notice=retried").await;
-    eventually("the retried compaction commits", Duration::from_secs(30), || async {
-        f.db.store
-            .workstream(&f.dead)
-            .await
-            .unwrap()
-            .is_some_and(|ws| ws.compactions == 1)
-    })
+    eventually(
+        "the retried compaction commits",
+        Duration::from_secs(30),
+        || async {
+            f.db.store
+                .workstream(&f.dead)
+                .await
+                .unwrap()
+                .is_some_and(|ws| ws.compactions == 1)
+        },
+    )
     .await;
-    browser.goto(&format!("{base}{}", ConsoleFixture::path_of(&f.dead))).await;
+    browser
+        .goto(&format!("{base}{}", ConsoleFixture::path_of(&f.dead)))
+        .await;
     assert_eq!(browser.count("#timeline > li.committed").await, 1);
 
     // Purge asks first (a confirm dialog): cancelled, nothing happens;
