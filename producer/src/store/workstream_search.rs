@@ -1,6 +1,8 @@
 //! Finding workstreams by domain and entity id, for the operator's
 //! console: the workstreams an operator looks for by the ids they see in
-//! logs and tickets, most recently active first.
+//! logs and tickets, newest first (by id: the primary key's order, so an
+//! unfiltered listing reads only the rows it returns rather than sorting
+//! the table).
 
 use sea_orm::sea_query::{Expr, ExprTrait, LikeExpr};
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
@@ -11,8 +13,7 @@ use super::{Store, StoreError, WorkstreamRow};
 /// Most workstreams one search returns.
 pub const MAX_SEARCH_RESULTS: u64 = 200;
 
-/// What to look for: both parts optional (none: the most recently active
-/// workstreams).
+/// What to look for: both parts optional (none: the newest workstreams).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct WorkstreamSearch<'a> {
     /// Exactly this domain.
@@ -23,9 +24,9 @@ pub struct WorkstreamSearch<'a> {
 }
 
 impl Store {
-    /// Workstreams matching `search`, most recently updated first, at most
-    /// `limit` (capped at [`MAX_SEARCH_RESULTS`]). Served by the
-    /// `(domain, entity_id)` unique index when a domain is given.
+    /// Workstreams matching `search`, newest first, at most `limit`
+    /// (capped at [`MAX_SEARCH_RESULTS`]). Bounded like every statement
+    /// by `[database] statement_timeout`.
     pub async fn search_workstreams(
         &self,
         search: &WorkstreamSearch<'_>,
@@ -40,7 +41,6 @@ impl Store {
             query = query.filter(Expr::col(Column::EntityId).like(pattern));
         }
         query
-            .order_by_desc(Column::UpdatedAt)
             .order_by_desc(Column::Id)
             .limit(limit.clamp(1, MAX_SEARCH_RESULTS))
             .all(&self.db)

@@ -63,8 +63,8 @@ pub(super) async fn overview(
     let _ = write!(
         body,
         "<h2>Throughput</h2><div class=\"card\"><div class=\"cards\">\
-         <div><div class=\"n\" id=\"rate\">{rate:.1}</div><div class=\"l\">completions / min (last {RATE_MINUTES} min)</div></div>\
-         <div><div class=\"n\" id=\"hour\">{hour}</div><div class=\"l\">completions in the last hour</div></div></div>\
+         <div id=\"rate-card\"><div class=\"n\">{rate:.1}</div><div class=\"l\">completions / min (last {RATE_MINUTES} min)</div></div>\
+         <div id=\"hour-card\"><div class=\"n\">{hour}</div><div class=\"l\">completions in the last hour</div></div></div>\
          {spark}<div class=\"l muted\">one bar per minute, the last {SPARK_MINUTES} minutes; counts what the done set retains</div></div>",
         rate = recent as f64 / RATE_MINUTES as f64,
         hour = count(hour),

@@ -1,6 +1,6 @@
 //! The workstream pages:
 //! - `GET /ui/workstreams?domain=…&entity=…`: search by domain (exact) and
-//!   entity id (prefix), most recently active first;
+//!   entity id (prefix), newest first;
 //! - `GET /ui/workstreams/{domain}/{entity}`: its state, its current
 //!   summary, and its compaction timeline — each run with its time,
 //!   tokens before → after and freed, trigger (proactive, reactive,
@@ -83,7 +83,7 @@ pub(super) async fn search(
     } else {
         let _ = write!(
             body,
-            "<p class=\"muted\">{} shown, most recently active first (at most {SEARCH_LIMIT}).</p>",
+            "<p class=\"muted\">{} shown, newest first (at most {SEARCH_LIMIT}).</p>",
             found.len()
         );
         body.push_str(
