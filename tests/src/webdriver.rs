@@ -53,6 +53,12 @@ impl Browser {
     /// Starts chromedriver and a headless chromium of `width` × `height`.
     /// Panics, naming the install script, when either is missing.
     pub async fn start(width: u32, height: u32) -> Browser {
+        Browser::start_with(width, height, &[]).await
+    }
+
+    /// [`Browser::start`] with more chromium flags (`--force-dark-mode`:
+    /// pages see `prefers-color-scheme: dark`).
+    pub async fn start_with(width: u32, height: u32, flags: &[&str]) -> Browser {
         let driver_bin = find_binary(&["chromedriver"]).unwrap_or_else(|| {
             panic!("chromedriver is not installed: run tests/browser/install (apt-get install chromium chromium-driver)")
         });
@@ -78,15 +84,20 @@ impl Browser {
                 .is_ok_and(|r| r.status().is_success())
         })
         .await;
+        let mut args = vec![
+            "--headless=new".to_owned(),
+            "--no-sandbox".to_owned(),
+            "--disable-gpu".to_owned(),
+            "--disable-dev-shm-usage".to_owned(),
+            "--hide-scrollbars".to_owned(),
+            format!("--window-size={width},{height}"),
+        ];
+        args.extend(flags.iter().map(|f| (*f).to_owned()));
         let capabilities = json!({"capabilities": {"alwaysMatch": {
             "browserName": "chrome",
             "goog:chromeOptions": {
                 "binary": chromium.to_string_lossy(),
-                "args": [
-                    "--headless=new", "--no-sandbox", "--disable-gpu",
-                    "--disable-dev-shm-usage", "--hide-scrollbars",
-                    format!("--window-size={width},{height}"),
-                ],
+                "args": args,
             },
         }}});
         let created: Value = http
@@ -189,6 +200,12 @@ impl Browser {
     /// A DOM property of `element` (`open` of a `<details>`, …).
     pub async fn property(&self, element: &Element, name: &str) -> Value {
         self.get(&format!("/element/{}/property/{name}", element.0))
+            .await
+    }
+
+    /// The value of a JavaScript expression (`return …;`) in the page.
+    pub async fn eval(&self, script: &str) -> Value {
+        self.post("/execute/sync", json!({"script": script, "args": []}))
             .await
     }
 

@@ -180,6 +180,30 @@ async fn console_in_a_browser() {
     until_url(&browser, "notice=purged").await;
     assert!(f.client.queue().dead_letters(10).await.unwrap().is_empty());
 
+    // Light by default; dark where the system prefers it.
+    browser.goto(&format!("{base}/ui")).await;
+    assert_eq!(background(&browser).await, "rgb(247, 247, 248)");
     browser.quit().await;
+    let dark = Browser::start_with(1280, 900, &["--force-dark-mode"]).await;
+    dark.goto(&format!("{base}/ui/login")).await;
+    let field = dark.find("#token").await;
+    dark.type_into(&field, TOKEN).await;
+    dark.click(&dark.find("form.login button").await).await;
+    until_url(&dark, "/ui").await;
+    assert_eq!(background(&dark).await, "rgb(17, 19, 23)");
+    shot(&dark, "overview-dark").await;
+    dark.goto(&format!("{base}{timeline}")).await;
+    shot(&dark, "timeline-dark").await;
+    dark.quit().await;
     f.stop().await;
+}
+
+/// The page's background colour, as computed.
+async fn background(browser: &Browser) -> String {
+    browser
+        .eval("return getComputedStyle(document.body).backgroundColor;")
+        .await
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
 }
