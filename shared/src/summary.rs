@@ -208,7 +208,7 @@ impl Section {
     }
 
     /// The heading line as rendered (without its line break).
-    fn rendered_heading(self) -> String {
+    pub fn rendered_heading(self) -> String {
         match self.number() {
             Some(n) => format!("## {n}. {}", self.heading()),
             None => format!("{}:", self.heading()),

@@ -14,10 +14,12 @@
 
 pub mod bench;
 pub mod cluster;
+pub mod console;
 #[path = "../../producer/tests/it/support/db.rs"]
 pub mod db;
 pub mod proxy;
 pub mod quality;
+pub mod webdriver;
 pub mod webhook;
 
 use std::net::SocketAddr;

@@ -217,6 +217,14 @@ impl AdminToken {
     }
 }
 
+impl AdminToken {
+    /// The token as the key of an HMAC: the console's session cookies are
+    /// MACs made with it (`http::console::session`), never the token.
+    pub(crate) fn hmac_key(&self) -> &[u8] {
+        self.0.expose_secret().as_bytes()
+    }
+}
+
 impl PartialEq for AdminToken {
     fn eq(&self, other: &AdminToken) -> bool {
         self.matches(other.0.expose_secret().as_bytes())

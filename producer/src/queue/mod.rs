@@ -70,7 +70,8 @@
 //!   `workers` (the registry of live workers; `workers_view`, the
 //!   operator's table of them), `pause` (pausing and resuming the
 //!   queue or a domain), `jobs` (pages of jobs by state, a job by
-//!   id), `cancel` (an operator cancels a job), `progress` (where a
+//!   id), `cancel` (an operator cancels a job), `throughput`
+//!   (completions per minute, from the done set), `progress` (where a
 //!   job stands, for waiters) and `stream` (the Redis Stream of
 //!   compaction events the worker's outbox relay feeds).
 
@@ -97,6 +98,7 @@ mod repair;
 mod scripts;
 mod settle;
 mod stream;
+mod throughput;
 mod workers;
 mod workers_view;
 
@@ -128,5 +130,6 @@ pub use recover::Recovery;
 pub use repair::Repair;
 pub use settle::{Completion, Settled, MAX_SETTLE_BATCH};
 pub use stream::StreamEntry;
+pub use throughput::{Throughput, MAX_THROUGHPUT_MINUTES};
 pub use workers::{WorkerInfo, WorkerRegistration};
 pub use workers_view::WorkerStatus;

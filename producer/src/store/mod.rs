@@ -44,6 +44,8 @@
 //! - `outbox`: the transactional outbox of events and their webhook
 //!   deliveries.
 //! - `recall`: full-text search of a workstream's messages (recall).
+//! - `workstream_search`: finding workstreams by domain and entity id
+//!   (the console's search).
 
 use std::time::Duration;
 
@@ -67,6 +69,7 @@ mod recall;
 mod runs;
 mod schema;
 mod workstream_list;
+mod workstream_search;
 mod workstreams;
 
 pub use crate::events::catalogue::EventKind;
@@ -86,6 +89,7 @@ pub use schema::SchemaStatus;
 pub use workstream_list::{
     LastRun, WorkstreamListing, WorkstreamPage, WorkstreamQuery, WorkstreamStateFilter,
 };
+pub use workstream_search::{WorkstreamSearch, MAX_SEARCH_RESULTS};
 pub use workstreams::{WorkstreamRow, BREAKER_THRESHOLD};
 
 /// How long connecting may take before it is a [`StoreError::ConnectTimeout`]

@@ -230,6 +230,37 @@ impl Store {
             .collect()
     }
 
+    /// Run `id` of workstream `workstream_id`, if it is one of its runs.
+    pub async fn run_of(&self, workstream_id: i64, id: i64) -> Result<Option<RunRow>, StoreError> {
+        Entity::find_by_id(id)
+            .filter(Column::WorkstreamId.eq(workstream_id))
+            .one(&self.db)
+            .await
+            .map_err(StoreError::db("run_of"))?
+            .map(to_row)
+            .transpose()
+    }
+
+    /// The newest run of `workstream_id` older than run `before` that
+    /// wrote a summary: what a run's summary is compared with (runs that
+    /// failed or were skipped wrote none, so they are passed over).
+    pub async fn previous_summary_run(
+        &self,
+        workstream_id: i64,
+        before: i64,
+    ) -> Result<Option<RunRow>, StoreError> {
+        Entity::find()
+            .filter(Column::WorkstreamId.eq(workstream_id))
+            .filter(Column::Id.lt(before))
+            .filter(Column::Summary.is_not_null())
+            .order_by_desc(Column::Id)
+            .one(&self.db)
+            .await
+            .map_err(StoreError::db("previous_summary_run"))?
+            .map(to_row)
+            .transpose()
+    }
+
     /// Records a run outside of any commit (e.g. a job that found nothing
     /// to do). The fenced commit and the failure path record theirs
     /// themselves.

@@ -15,6 +15,7 @@ mod cluster;
 mod compaction;
 mod dead_letters;
 mod dead_letters_http;
+mod console;
 mod deploy;
 mod docs;
 mod events;

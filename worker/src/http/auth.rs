@@ -35,7 +35,7 @@ pub(super) async fn require_token(
 
 /// The token of an `Authorization` value of the `Bearer` scheme (the
 /// scheme name is case-insensitive, RFC 9110 §11.1).
-fn bearer(value: &[u8]) -> Option<&[u8]> {
+pub(super) fn bearer(value: &[u8]) -> Option<&[u8]> {
     let (scheme, token) = value.split_at_checked(7)?;
     if !scheme.eq_ignore_ascii_case(b"bearer ") {
         return None;

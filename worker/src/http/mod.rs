@@ -17,6 +17,8 @@
 //!   resumed. Behind the token too.
 //! - `/v1/queue/jobs…`, `/v1/queue/workers` ([`queue_jobs`]): jobs by
 //!   state, by id, cancelled; the workers. Behind the token too.
+//! - `/ui/…` ([`console`]): the operator's web console (HTML), behind
+//!   the same token through a login form and a session cookie.
 //! - `/metrics`, `/healthz`, `/readyz`, `/readyz/worker` (`probes`), and
 //!   `/openapi.json` ([`openapi`]): open.
 //!
@@ -34,6 +36,7 @@ mod access_log;
 mod auth;
 mod branches;
 pub mod dead_letters;
+pub mod console;
 pub mod error;
 pub mod events;
 pub mod extract;
@@ -377,6 +380,7 @@ pub fn router(state: AppState, admin: &AdminSettings) -> Router {
             limits::json_payload_too_large(max_body_bytes, request, next)
         }));
     v1.merge(open)
+        .merge(console::router(state.clone(), admin.request_timeout))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn(access_log::log))

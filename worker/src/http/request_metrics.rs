@@ -7,6 +7,8 @@
 //! `status` label is the class (`2xx`, `4xx`, `5xx`). So no caller can
 //! create a label value: the series are the routes times the classes,
 //! created at zero at start-up (`observability::register_known_series`).
+//! The console's pages (`/ui/…`, HTML, not routes of the API's table)
+//! count under the one route `/ui`, whose series appear on first use.
 
 use std::sync::LazyLock;
 use std::time::Instant;
@@ -38,6 +40,9 @@ pub(super) async fn record(request: Request, next: Next) -> Response {
     response
 }
 
+/// The route label of every console (`/ui`) request.
+pub(super) const CONSOLE_ROUTE: &str = "/ui";
+
 /// The route templates of the table, read once.
 static ROUTES: LazyLock<Vec<&'static str>> = LazyLock::new(|| {
     super::served_routes()
@@ -50,6 +55,11 @@ static ROUTES: LazyLock<Vec<&'static str>> = LazyLock::new(|| {
 /// route table, so a label value is never built from the request. A
 /// template not in the table (none is) counts as unmatched.
 fn route_label(matched: &str) -> &'static str {
+    // The console's pages are one route for the metrics: its paths are
+    // not the API's, and a label per page would add series for nothing.
+    if matched == CONSOLE_ROUTE || matched.starts_with("/ui/") {
+        return CONSOLE_ROUTE;
+    }
     ROUTES
         .iter()
         .copied()
@@ -88,5 +98,7 @@ mod tests {
         );
         assert_eq!(route_label("/metrics"), "/metrics");
         assert_eq!(route_label("/v1/workstreams/chat/42/wait"), "unmatched");
+        assert_eq!(route_label("/ui"), "/ui");
+        assert_eq!(route_label("/ui/workstreams/{domain}/{entity}"), "/ui");
     }
 }
