@@ -67,18 +67,21 @@ fn postgres_recent() -> String {
 }
 
 /// Step 2, when step 1 found fewer than the limit: older matches, found
-/// through the GIN index alone (the `MATERIALIZED` set takes no order, so
-/// the planner cannot choose to walk the whole workstream backwards
-/// hoping to meet a match early, which a term frequent elsewhere but rare
-/// here would make a full scan).
+/// through the GIN index alone. `ORDER BY m.id + 0` is not the order of
+/// any index, so the planner cannot choose to walk the whole workstream
+/// backwards hoping to meet a match early (which a term frequent
+/// elsewhere but rare here would make a full scan); it takes the index's
+/// matches and keeps the newest `$3` with a top-N sort on their ids, and
+/// only those are read whole (the `MATERIALIZED` set).
 fn postgres_older() -> String {
     format!(
         "WITH hits AS MATERIALIZED (SELECT m.id FROM messages m \
              WHERE m.workstream_id = $1 AND m.id < $4 \
-               AND {SCOPED_SEARCH} @@ {SCOPED_QUERY}) \
+               AND {SCOPED_SEARCH} @@ {SCOPED_QUERY} \
+             ORDER BY m.id + 0 DESC LIMIT $3) \
          {SELECT_POSTGRES} FROM hits JOIN messages m ON m.id = hits.id \
          LEFT JOIN compaction_runs r ON r.id = m.compacted_by_run_id \
-         ORDER BY m.id DESC LIMIT $3"
+         ORDER BY m.id DESC"
     )
 }
 
