@@ -193,8 +193,10 @@ fn main() {
         // One transaction without the store's statement timeout (a load of
         // 1M rows takes minutes; the timeout guards service queries).
         let load = load_sql(n, &ws).join("; ");
-        db.exec(&format!("BEGIN; SET LOCAL statement_timeout = 0; {load}; COMMIT"))
-            .await;
+        db.exec(&format!(
+            "BEGIN; SET LOCAL statement_timeout = 0; {load}; COMMIT"
+        ))
+        .await;
         println!(
             "loaded {n} messages in {:.1} s (generated search column and indexes maintained)",
             loading.elapsed().as_secs_f64()

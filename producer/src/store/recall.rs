@@ -22,7 +22,7 @@
 
 use chrono::{DateTime, Utc};
 use compactor_shared::MessageId;
-use sea_orm::{ConnectionTrait, DbBackend, QueryResult, Statement};
+use sea_orm::{ConnectionTrait, DbBackend, QueryResult, Statement, TransactionTrait};
 
 use super::convert::{decode, role_from_str};
 use super::{Store, StoreError};
@@ -140,8 +140,17 @@ impl Store {
         limit: i64,
     ) -> Result<Vec<QueryResult>, StoreError> {
         let pg = DbBackend::Postgres;
-        let start: i64 = self
-            .db
+        // One transaction, so its planner setting holds for the three
+        // statements: custom plans. A prepared statement's generic plan
+        // (which PostgreSQL picks after five runs) cannot see the terms'
+        // or the window's selectivity, and for step 2 it ANDs the index
+        // hits with every one of the workstream's rows (measured: 873 ms
+        // generic, 0.12 ms custom, at 900,000 messages).
+        let txn = self.db.begin().await.map_err(StoreError::db(OP))?;
+        txn.execute_unprepared("SET LOCAL plan_cache_mode = force_custom_plan")
+            .await
+            .map_err(StoreError::db(OP))?;
+        let start: i64 = txn
             .query_one_raw(Statement::from_sql_and_values(
                 pg,
                 POSTGRES_WINDOW_START,
@@ -162,8 +171,7 @@ impl Store {
                 workstream_lexeme(workstream_id).into(),
             ]
         };
-        let mut rows = self
-            .db
+        let mut rows = txn
             .query_all_raw(Statement::from_sql_and_values(
                 pg,
                 postgres_recent(),
@@ -174,16 +182,16 @@ impl Store {
         let missing = limit.saturating_sub(i64::try_from(rows.len()).unwrap_or(limit));
         if missing > 0 && start > 0 {
             rows.extend(
-                self.db
-                    .query_all_raw(Statement::from_sql_and_values(
-                        pg,
-                        postgres_older(),
-                        values(missing),
-                    ))
-                    .await
-                    .map_err(StoreError::db(OP))?,
+                txn.query_all_raw(Statement::from_sql_and_values(
+                    pg,
+                    postgres_older(),
+                    values(missing),
+                ))
+                .await
+                .map_err(StoreError::db(OP))?,
             );
         }
+        txn.commit().await.map_err(StoreError::db(OP))?;
         Ok(rows)
     }
 }
