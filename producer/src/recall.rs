@@ -255,7 +255,10 @@ mod tests {
         let q = RecallQuery::parse("\u{E000} « -- x_y ™").unwrap();
         assert_eq!(q.terms(), ["\u{E000}", "«", "x_y", "™"]);
         let cjk = "東".repeat(MAX_QUERY_CHARS);
-        assert!(RecallQuery::parse(&cjk).is_ok(), "512 characters, 1,536 bytes");
+        assert!(
+            RecallQuery::parse(&cjk).is_ok(),
+            "512 characters, 1,536 bytes"
+        );
     }
 
     #[test]

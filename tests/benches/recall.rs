@@ -168,7 +168,7 @@ fn rare_code(n: u64, big: bool, seed: u64) -> String {
         >> 11;
     if big {
         let i = 1 + x % (n - 1);
-        let i = if i % 10 == 0 { i - 1 } else { i };
+        let i = if i.is_multiple_of(10) { i - 1 } else { i };
         format!("rare{i}")
     } else {
         let i = 90 * (1 + x % (n / 90 - 1));

@@ -35,8 +35,8 @@
 mod access_log;
 mod auth;
 mod branches;
-pub mod dead_letters;
 pub mod console;
+pub mod dead_letters;
 pub mod error;
 pub mod events;
 pub mod extract;

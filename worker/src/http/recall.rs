@@ -22,7 +22,11 @@ pub(super) struct RecallParams {
     /// needs one character that is neither that nor whitespace or a control
     /// character (the pattern). Matching is exact per word,
     /// case-insensitive, without stemming.
-    #[param(min_length = 1, max_length = 512, pattern = r"[^\s\x00-\x1f\x7f-\x9f!-/:-@\[-`{-~]")]
+    #[param(
+        min_length = 1,
+        max_length = 512,
+        pattern = r"[^\s\x00-\x1f\x7f-\x9f!-/:-@\[-`{-~]"
+    )]
     q: String,
     /// Most messages returned, newest first (default 20).
     #[param(minimum = 1, maximum = 100)]
