@@ -119,7 +119,7 @@ pub fn register_known_series(
     let routes = crate::http::served_routes()
         .into_iter()
         .map(|(_, route)| route)
-        .chain(std::iter::once(labels::UNMATCHED_ROUTE));
+        .chain([crate::http::CONSOLE_ROUTE, labels::UNMATCHED_ROUTE]);
     events::create_series(queue, routes);
     if provider != Provider::Extractive {
         events::create_llm_series(provider.as_str());

@@ -52,6 +52,9 @@ mod server;
 pub mod workstream_list;
 pub mod workstreams;
 
+/// The one route label of every console page (see `request_metrics`).
+pub use request_metrics::CONSOLE_ROUTE;
+
 pub use server::{AdminServer, ConnectionLimits};
 
 use std::sync::Arc;

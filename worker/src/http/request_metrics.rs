@@ -41,7 +41,7 @@ pub(super) async fn record(request: Request, next: Next) -> Response {
 }
 
 /// The route label of every console (`/ui`) request.
-pub(super) const CONSOLE_ROUTE: &str = "/ui";
+pub const CONSOLE_ROUTE: &str = "/ui";
 
 /// The route templates of the table, read once.
 static ROUTES: LazyLock<Vec<&'static str>> = LazyLock::new(|| {
