@@ -6,7 +6,9 @@
 use axum::extract::State;
 use axum::Json;
 use chrono::{DateTime, Utc};
-use compactor_producer::store::{WorkstreamListing, WorkstreamQuery, WorkstreamStateFilter};
+use compactor_producer::store::{
+    WorkstreamListing, WorkstreamPage, WorkstreamQuery, WorkstreamStateFilter,
+};
 use compactor_shared::EntityKey;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
@@ -66,41 +68,51 @@ pub(super) struct ListQuery {
     cursor: Option<String>,
 }
 
+// Also what `compactor workstreams --json` prints.
 /// One page of workstreams, in key order.
 #[derive(Debug, Serialize, ToSchema)]
-pub(super) struct WorkstreamsPage {
-    workstreams: Vec<WorkstreamView>,
+pub struct WorkstreamsPage {
+    pub workstreams: Vec<WorkstreamView>,
     /// Pass as `cursor` for the next page; `null` on the last page.
-    next_cursor: Option<String>,
+    pub next_cursor: Option<String>,
+}
+
+impl From<WorkstreamPage> for WorkstreamsPage {
+    fn from(page: WorkstreamPage) -> WorkstreamsPage {
+        WorkstreamsPage {
+            next_cursor: page.next_after.as_ref().map(cursor_of),
+            workstreams: page.workstreams.into_iter().map(Into::into).collect(),
+        }
+    }
 }
 
 /// A workstream, as operators look at it.
 #[derive(Debug, Serialize, ToSchema)]
-pub(super) struct WorkstreamView {
-    domain: String,
-    entity_id: String,
+pub struct WorkstreamView {
+    pub domain: String,
+    pub entity_id: String,
     /// Stored messages not folded into the summary yet.
-    uncompacted_messages: u64,
-    uncompacted_tokens: u64,
-    summary_tokens: u64,
-    compactions: i64,
+    pub uncompacted_messages: u64,
+    pub uncompacted_tokens: u64,
+    pub summary_tokens: u64,
+    pub compactions: i64,
     /// Failed or no-progress runs in a row.
-    consecutive_failures: u32,
+    pub consecutive_failures: u32,
     /// `open` (auto-compaction suspended) or `closed`.
-    breaker: String,
+    pub breaker: String,
     /// The newest compaction run; `null` before the first.
-    last_run: Option<LastRunView>,
+    pub last_run: Option<LastRunView>,
 }
 
 /// A workstream's newest compaction run.
 #[derive(Debug, Serialize, ToSchema)]
-pub(super) struct LastRunView {
-    finished_at: DateTime<Utc>,
+pub struct LastRunView {
+    pub finished_at: DateTime<Utc>,
     /// `committed`, `no_progress`, `failed`, `conflict` or `skipped`.
-    outcome: String,
-    degraded: bool,
+    pub outcome: String,
+    pub degraded: bool,
     /// Why, when degraded.
-    degraded_reason: Option<String>,
+    pub degraded_reason: Option<String>,
 }
 
 impl From<WorkstreamListing> for WorkstreamView {
@@ -168,10 +180,7 @@ pub(super) async fn list(
         trigger_tokens: state.compactor().engine().trigger.threshold(),
     };
     let page = state.compactor().store().list_workstreams(&query).await?;
-    Ok(Json(WorkstreamsPage {
-        workstreams: page.workstreams.into_iter().map(Into::into).collect(),
-        next_cursor: page.next_after.as_ref().map(cursor_of),
-    }))
+    Ok(Json(WorkstreamsPage::from(page)))
 }
 
 /// A workstream's cursor, `<domain>/<entity>` (neither holds a `/`).

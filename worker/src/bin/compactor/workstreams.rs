@@ -4,12 +4,12 @@
 
 use std::process::ExitCode;
 
-use chrono::{DateTime, Utc};
+use chrono::Utc;
 use clap::{Args, ValueEnum};
 use compactor_producer::client::ClientSettings;
-use compactor_producer::store::{Store, WorkstreamListing, WorkstreamQuery, WorkstreamStateFilter};
+use compactor_producer::store::{Store, WorkstreamQuery, WorkstreamStateFilter};
 use compactor_shared::EntityKey;
-use serde::Serialize;
+use compactor_worker::http::workstream_list::WorkstreamsPage;
 
 use crate::commands::report;
 use crate::failure::Failure;
@@ -56,55 +56,6 @@ impl From<StateArg> for WorkstreamStateFilter {
     }
 }
 
-/// One workstream, as `--json` prints it (the HTTP API's words).
-#[derive(Debug, Serialize)]
-struct Row {
-    domain: String,
-    entity_id: String,
-    uncompacted_messages: u64,
-    uncompacted_tokens: u64,
-    summary_tokens: u64,
-    compactions: i64,
-    consecutive_failures: u32,
-    breaker: &'static str,
-    last_run: Option<LastRun>,
-}
-
-#[derive(Debug, Serialize)]
-struct LastRun {
-    finished_at: DateTime<Utc>,
-    outcome: &'static str,
-    degraded: bool,
-    degraded_reason: Option<&'static str>,
-}
-
-#[derive(Debug, Serialize)]
-struct Page {
-    workstreams: Vec<Row>,
-    next_cursor: Option<String>,
-}
-
-impl From<WorkstreamListing> for Row {
-    fn from(w: WorkstreamListing) -> Row {
-        Row {
-            domain: w.key.domain().to_owned(),
-            entity_id: w.key.entity_id().to_owned(),
-            uncompacted_messages: w.uncompacted_messages,
-            uncompacted_tokens: w.uncompacted_tokens,
-            summary_tokens: w.summary_tokens,
-            compactions: w.compactions,
-            consecutive_failures: w.consecutive_failures,
-            breaker: if w.breaker_open { "open" } else { "closed" },
-            last_run: w.last_run.map(|r| LastRun {
-                finished_at: r.finished_at,
-                outcome: r.outcome.as_str(),
-                degraded: r.degraded,
-                degraded_reason: r.degraded_reason.map(|d| d.as_str()),
-            }),
-        }
-    }
-}
-
 pub(crate) async fn list(settings: &ClientSettings, args: ListArgs, out: Output) -> ExitCode {
     report(out, async {
         if !(1..=500).contains(&args.limit) {
@@ -139,19 +90,14 @@ pub(crate) async fn list(settings: &ClientSettings, args: ListArgs, out: Output)
         };
         let store = Store::connect_with(&settings.database).await?;
         let page = store.list_workstreams(&query).await?;
-        let page = Page {
-            next_cursor: page
-                .next_after
-                .map(|k| format!("{}/{}", k.domain(), k.entity_id())),
-            workstreams: page.workstreams.into_iter().map(Row::from).collect(),
-        };
+        let page = WorkstreamsPage::from(page);
         out.print(&page, || text(&page));
         Ok(ExitCode::SUCCESS)
     })
     .await
 }
 
-fn text(page: &Page) -> String {
+fn text(page: &WorkstreamsPage) -> String {
     if page.workstreams.is_empty() {
         return "no workstreams".to_owned();
     }
@@ -163,10 +109,10 @@ fn text(page: &Page) -> String {
             let (ran, outcome) = w.last_run.as_ref().map_or_else(
                 || ("never".to_owned(), String::new()),
                 |r| {
-                    let outcome = match r.degraded_reason {
+                    let outcome = match &r.degraded_reason {
                         Some(reason) => format!("{} (degraded: {reason})", r.outcome),
                         None if r.degraded => format!("{} (degraded)", r.outcome),
-                        None => r.outcome.to_owned(),
+                        None => r.outcome.clone(),
                     };
                     (human::relative(r.finished_at, now), outcome)
                 },
@@ -175,7 +121,7 @@ fn text(page: &Page) -> String {
                 format!("{}/{}", w.domain, w.entity_id),
                 w.uncompacted_messages.to_string(),
                 w.uncompacted_tokens.to_string(),
-                w.breaker.to_owned(),
+                w.breaker.clone(),
                 ran,
                 outcome,
             ]
