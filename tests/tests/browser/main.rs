@@ -180,6 +180,22 @@ async fn console_in_a_browser() {
     until_url(&browser, "notice=purged").await;
     assert!(f.client.queue().dead_letters(10).await.unwrap().is_empty());
 
+    // Pause and resume the queue: pausing asks first (a confirm dialog),
+    // and the queue's own state follows each click.
+    browser.goto(&format!("{base}/ui/queue")).await;
+    browser.click(&browser.find("#pause-queue").await).await;
+    assert!(browser
+        .dialog_text()
+        .await
+        .contains("Pause the whole queue?"));
+    browser.answer_dialog(true).await;
+    until_url(&browser, "notice=paused").await;
+    assert!(f.client.queue().pause_state().await.unwrap().queue_paused);
+    shot(&browser, "pause").await;
+    browser.click(&browser.find("#resume-queue").await).await;
+    until_url(&browser, "notice=resumed").await;
+    assert!(!f.client.queue().pause_state().await.unwrap().any_paused());
+
     // Light by default; dark where the system prefers it.
     browser.goto(&format!("{base}/ui")).await;
     assert_eq!(background(&browser).await, "rgb(247, 247, 248)");

@@ -29,6 +29,8 @@ async fn every_page(f: &ConsoleFixture) -> Vec<String> {
             "/ui/dead-letters/purge?entry={}",
             entry.replace('|', "%7C").replace(':', "%3A")
         ),
+        "/ui/queue".to_owned(),
+        "/ui/queue/pause?domain=chat".to_owned(),
         "/ui/workstreams".to_owned(),
         format!(
             "/ui/workstreams?domain=chat&entity={}",
@@ -399,5 +401,79 @@ async fn a_dead_letter_retried_from_the_console_completes_and_one_purged_is_gone
         )
         .await;
     assert_eq!(again.location(), Some("/ui/dead-letters?notice=gone"));
+    f.stop().await;
+}
+
+/// Pause and resume from the console: pausing asks first (a confirmation
+/// page), the POST needs the CSRF token, and the queue's own pause state
+/// follows each action — the whole queue, then one domain; a domain that
+/// does not parse pauses nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_queue_and_a_domain_are_paused_and_resumed_from_the_console() {
+    let f = ConsoleFixture::start(None).await;
+    let mut c = ConsoleClient::new(&f.base);
+    let queue = f.client.queue();
+    let page = c.get("/ui/queue").await;
+    assert!(
+        page.text.contains("is <strong>running</strong>"),
+        "{}",
+        page.text
+    );
+    let csrf = page.csrf().unwrap();
+
+    let refused = c.post("/ui/queue/pause", &[("domain", "")]).await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN);
+    assert!(!queue.pause_state().await.unwrap().any_paused());
+
+    let confirm = c.get("/ui/queue/pause").await;
+    assert!(
+        confirm.text.contains("Pause the whole queue?"),
+        "{}",
+        confirm.text
+    );
+    assert!(
+        !queue.pause_state().await.unwrap().any_paused(),
+        "a GET pauses nothing"
+    );
+    let paused = c
+        .post("/ui/queue/pause", &[("csrf", &csrf), ("domain", "")])
+        .await;
+    assert_eq!(paused.status, StatusCode::SEE_OTHER, "{}", paused.text);
+    assert_eq!(paused.location(), Some("/ui/queue?notice=paused"));
+    assert!(queue.pause_state().await.unwrap().queue_paused);
+    let page = c.get("/ui/queue?notice=paused").await;
+    assert!(
+        page.text.contains("is <strong>paused</strong>"),
+        "{}",
+        page.text
+    );
+    let resumed = c.post("/ui/queue/resume", &[("csrf", &csrf)]).await;
+    assert_eq!(resumed.location(), Some("/ui/queue?notice=resumed"));
+    assert!(!queue.pause_state().await.unwrap().any_paused());
+
+    c.post("/ui/queue/pause", &[("csrf", &csrf), ("domain", "chat")])
+        .await;
+    let state = queue.pause_state().await.unwrap();
+    assert!(!state.queue_paused);
+    let domains: Vec<&str> = state
+        .paused_domains
+        .iter()
+        .map(|d| d.domain.as_str())
+        .collect();
+    assert_eq!(domains, ["chat"]);
+    let page = c.get("/ui/queue").await;
+    assert!(page.text.contains("id=\"paused-domains\""), "{}", page.text);
+    c.post("/ui/queue/resume", &[("csrf", &csrf), ("domain", "chat")])
+        .await;
+    assert!(!queue.pause_state().await.unwrap().any_paused());
+
+    let invalid = c
+        .post(
+            "/ui/queue/pause",
+            &[("csrf", &csrf), ("domain", "Not A Domain")],
+        )
+        .await;
+    assert_eq!(invalid.location(), Some("/ui/queue?notice=invalid"));
+    assert!(!queue.pause_state().await.unwrap().any_paused());
     f.stop().await;
 }

@@ -49,9 +49,9 @@ pub(super) fn url_part(text: &str) -> String {
     out
 }
 
-/// The entries of the navigation. `Jobs` and `Control` are slots: their
-/// pages arrive with the queue-control APIs (job listing and lookup;
-/// pause and resume) and are shown as not yet available until then.
+/// The entries of the navigation. `Jobs` is a slot: its page arrives with
+/// the job listing and lookup, and is shown as not yet available until
+/// then.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Nav {
     Overview,
@@ -60,7 +60,7 @@ pub(super) enum Nav {
     Workers,
     DeadLetters,
     Workstreams,
-    /// Slot: pause and resume of the queue or a domain.
+    /// Pause and resume of the queue or a domain.
     Control,
     /// The login page and error pages: no entry is current.
     None,
@@ -73,7 +73,7 @@ impl Nav {
         (Nav::Workers, "Workers", Some("/ui/workers")),
         (Nav::DeadLetters, "Dead letters", Some("/ui/dead-letters")),
         (Nav::Workstreams, "Workstreams", Some("/ui/workstreams")),
-        (Nav::Control, "Pause / resume", None),
+        (Nav::Control, "Pause / resume", Some("/ui/queue")),
     ];
 }
 

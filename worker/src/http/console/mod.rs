@@ -8,18 +8,20 @@
 //! - [`html`]: escaping and the one page frame (navigation) every page
 //!   shares; [`assets`]: the stylesheet and script.
 //! - One module per page: [`overview`], [`workers`], [`dead_letters`],
-//!   [`workstreams`] (search, the compaction timeline, a run's diff, with
-//!   [`summary_view`] and [`diff`]).
+//!   [`control`] (pause and resume), [`workstreams`] (search, the
+//!   compaction timeline, a run's diff, with [`summary_view`] and
+//!   [`diff`]).
 //!
 //! Pages still to come slot in as a module and a line in [`routes`], with
 //! their entry in [`html::Nav`] (already shown, as not yet available):
-//! jobs by state and job detail, pause and resume.
+//! jobs by state and job detail.
 //!
 //! The console's routes are not part of the JSON API's route table (nor
 //! of its OpenAPI document): they answer HTML, errors included, and their
 //! requests are counted in the request metrics under the route `/ui`.
 
 mod assets;
+mod control;
 mod dead_letters;
 mod diff;
 mod error;
@@ -75,6 +77,10 @@ fn routes() -> Vec<(Method, &'static str, MethodRouter<AppState>)> {
             "/ui/dead-letters/purge",
             post(dead_letters::purge),
         ),
+        (Method::GET, "/ui/queue", get(control::control)),
+        (Method::GET, "/ui/queue/pause", get(control::confirm_pause)),
+        (Method::POST, "/ui/queue/pause", post(control::pause)),
+        (Method::POST, "/ui/queue/resume", post(control::resume)),
         (Method::GET, "/ui/workstreams", get(workstreams::search)),
         (
             Method::GET,
