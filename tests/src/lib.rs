@@ -385,6 +385,41 @@ pub async fn take_lease(
     (ws.id, taken)
 }
 
+/// A gate in front of a compaction's fenced commit: the attempt whose
+/// `before_commit` hook is [`CommitGate::hook`] stops right before it
+/// commits, says so on `at_commit`, and goes on when `go` is notified.
+pub struct CommitGate {
+    pub at_commit: std::sync::Arc<tokio::sync::Notify>,
+    pub go: std::sync::Arc<tokio::sync::Notify>,
+}
+
+impl CommitGate {
+    pub fn new() -> CommitGate {
+        CommitGate {
+            at_commit: std::sync::Arc::new(tokio::sync::Notify::new()),
+            go: std::sync::Arc::new(tokio::sync::Notify::new()),
+        }
+    }
+
+    /// The `before_commit` hook that stops at this gate.
+    pub fn hook(&self) -> compactor_worker::jobs::compact::BeforeCommit {
+        let (at_commit, go) = (self.at_commit.clone(), self.go.clone());
+        std::sync::Arc::new(move |_key| {
+            let (at_commit, go) = (at_commit.clone(), go.clone());
+            Box::pin(async move {
+                at_commit.notify_one();
+                go.notified().await;
+            })
+        })
+    }
+}
+
+impl Default for CommitGate {
+    fn default() -> CommitGate {
+        CommitGate::new()
+    }
+}
+
 /// Two runs of one compaction race past the fenced commit: run A stops
 /// right before its commit, its lease expires (as a paused or partitioned
 /// worker's would), and run B takes the workstream over and commits.
@@ -408,20 +443,7 @@ impl FenceRace {
         use compactor_producer::queue::Trigger;
         use compactor_worker::jobs::{CompactHandler, CompactSettings, Hooks, Summarizer};
         use compactor_worker::runtime::{Job, JobHandler};
-        use std::sync::Arc;
-        use tokio::sync::Notify;
-        let at_commit = Arc::new(Notify::new());
-        let go = Arc::new(Notify::new());
-        let before_commit: compactor_worker::jobs::compact::BeforeCommit = {
-            let (at_commit, go) = (at_commit.clone(), go.clone());
-            Arc::new(move |_key| {
-                let (at_commit, go) = (at_commit.clone(), go.clone());
-                Box::pin(async move {
-                    at_commit.notify_one();
-                    go.notified().await;
-                })
-            })
-        };
+        let gate = CommitGate::new();
         let settings = CompactSettings {
             lease_ttl: Duration::from_secs(30),
             ..CompactSettings::new(engine)
@@ -433,20 +455,20 @@ impl FenceRace {
             settings.clone(),
         )
         .with_hooks(Hooks {
-            before_commit: Some(before_commit),
+            before_commit: Some(gate.hook()),
         });
         let b = CompactHandler::new(db.store.clone(), queue, Summarizer::Extractive, settings);
         let a = {
             let k = key.clone();
             tokio::spawn(async move { a.run(Job::new(k, Trigger::Auto, 1, 1, 2, "lease-a")).await })
         };
-        at_commit.notified().await;
+        gate.at_commit.notified().await;
         db.exec("UPDATE workstreams SET lease_deadline_ms = 1")
             .await;
         b.run(Job::new(key.clone(), Trigger::Auto, 2, 1, 2, "lease-b"))
             .await
             .expect("run B commits");
-        FenceRace { a, go, b }
+        FenceRace { a, go: gate.go, b }
     }
 
     /// Lets run A go on to its commit; its result.

@@ -380,9 +380,8 @@ async fn the_id_index_is_trimmed_with_the_done_set() {
 /// and the retried job commits. Real PostgreSQL and Redis.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancelled_compaction_cannot_commit_and_its_retry_does() {
+    use compactor_e2e::CommitGate;
     use compactor_worker::jobs::{CompactHandler, CompactSettings, Hooks, Summarizer};
-    use std::sync::Arc;
-    use tokio::sync::Notify;
 
     let db = TestDb::postgres().await;
     let redis = TestRedis::new();
@@ -395,18 +394,7 @@ async fn a_cancelled_compaction_cannot_commit_and_its_retry_does() {
     let run = claim(&queue).await;
 
     // The attempt stops right before its commit.
-    let at_commit = Arc::new(Notify::new());
-    let go = Arc::new(Notify::new());
-    let before_commit: compactor_worker::jobs::compact::BeforeCommit = {
-        let (at_commit, go) = (at_commit.clone(), go.clone());
-        Arc::new(move |_key| {
-            let (at_commit, go) = (at_commit.clone(), go.clone());
-            Box::pin(async move {
-                at_commit.notify_one();
-                go.notified().await;
-            })
-        })
-    };
+    let gate = CommitGate::new();
     let settings = CompactSettings {
         lease_ttl: Duration::from_secs(30),
         ..CompactSettings::new(engine)
@@ -418,17 +406,17 @@ async fn a_cancelled_compaction_cannot_commit_and_its_retry_does() {
         settings.clone(),
     );
     let a = handler.clone().with_hooks(Hooks {
-        before_commit: Some(before_commit),
+        before_commit: Some(gate.hook()),
     });
     let attempt = {
         let job = Job::new(k.clone(), Trigger::Auto, job_id, 1, 2, &run.lease_token);
         tokio::spawn(async move { a.run(job).await })
     };
-    at_commit.notified().await;
+    gate.at_commit.notified().await;
 
     let cancelled = client.cancel_job(job_id, CancelThen::Dead).await.unwrap();
     assert!(cancelled.entity_lease_revoked, "it held the entity lease");
-    go.notify_one();
+    gate.go.notify_one();
     attempt
         .await
         .unwrap()
