@@ -21,6 +21,7 @@ use std::time::Duration;
 use compactor_e2e::console::ConsoleFixture;
 use compactor_e2e::eventually;
 use compactor_e2e::webdriver::Browser;
+use compactor_producer::queue::JobView;
 use compactor_shared::EntityKey;
 
 /// Longest the whole browser test may take.
@@ -192,6 +193,43 @@ async fn console_in_a_browser() {
     until_url(&browser, "notice=paused").await;
     assert!(f.client.queue().pause_state().await.unwrap().queue_paused);
     shot(&browser, "pause").await;
+
+    // While paused, a requested compaction waits: the jobs page lists it,
+    // and its cancel asks first, then dead-letters it.
+    let held = EntityKey::parse("chat", &compactor_e2e::unique_name("held")).unwrap();
+    f.client
+        .append_messages(&held, compactor_e2e::conversation(10))
+        .await
+        .unwrap();
+    f.client.compact_now(&held, None).await.unwrap();
+    let job = f
+        .client
+        .queue()
+        .list_jobs(JobView::Waiting, 10, None)
+        .await
+        .unwrap()
+        .jobs
+        .into_iter()
+        .find(|j| j.entity_id.as_deref() == Some(held.entity_id()))
+        .unwrap()
+        .job_id;
+    browser.goto(&format!("{base}/ui/jobs")).await;
+    assert!(browser.source().await.contains(held.entity_id()));
+    shot(&browser, "jobs").await;
+    browser.goto(&format!("{base}/ui/jobs/{job}")).await;
+    browser
+        .click(&browser.find("button.cancel-dead").await)
+        .await;
+    assert!(browser.dialog_text().await.contains("Cancel this job?"));
+    browser.answer_dialog(true).await;
+    until_url(&browser, "notice=cancelled").await;
+    assert_eq!(
+        f.client.queue().job(job).await.unwrap().unwrap().state,
+        JobView::Dead
+    );
+    shot(&browser, "job").await;
+
+    browser.goto(&format!("{base}/ui/queue")).await;
     browser.click(&browser.find("#resume-queue").await).await;
     until_url(&browser, "notice=resumed").await;
     assert!(!f.client.queue().pause_state().await.unwrap().any_paused());

@@ -9,7 +9,7 @@
 use std::time::Duration;
 
 use compactor_e2e::console::{ConsoleClient, ConsoleFixture, Page};
-use compactor_e2e::eventually;
+use compactor_e2e::{conversation, eventually};
 use compactor_shared::EntityKey;
 use reqwest::StatusCode;
 
@@ -18,9 +18,8 @@ const TOKEN: &str = "console-s3cret-token";
 /// Every page of the console, with the fixture's data in its paths.
 async fn every_page(f: &ConsoleFixture) -> Vec<String> {
     let run = f.newest_run(&f.timeline).await;
-    let entry = f.client.queue().dead_letters(1).await.unwrap()[0]
-        .entry
-        .clone();
+    let letter = f.client.queue().dead_letters(1).await.unwrap()[0].clone();
+    let (entry, job) = (letter.entry, letter.job_id);
     vec![
         "/ui".to_owned(),
         "/ui/workers".to_owned(),
@@ -29,6 +28,10 @@ async fn every_page(f: &ConsoleFixture) -> Vec<String> {
             "/ui/dead-letters/purge?entry={}",
             entry.replace('|', "%7C").replace(':', "%3A")
         ),
+        "/ui/jobs".to_owned(),
+        "/ui/jobs?state=dead".to_owned(),
+        format!("/ui/jobs/{job}"),
+        format!("/ui/jobs/{job}/cancel?then=dead"),
         "/ui/queue".to_owned(),
         "/ui/queue/pause?domain=chat".to_owned(),
         "/ui/workstreams".to_owned(),
@@ -475,5 +478,100 @@ async fn the_queue_and_a_domain_are_paused_and_resumed_from_the_console() {
         .await;
     assert_eq!(invalid.location(), Some("/ui/queue?notice=invalid"));
     assert!(!queue.pause_state().await.unwrap().any_paused());
+    f.stop().await;
+}
+
+/// Jobs from the console: a job waiting behind a paused queue is listed
+/// under `waiting`, its page offers the cancel, the cancel asks first
+/// (a confirmation page) and needs the CSRF token, and the job ends dead
+/// with reason `cancelled`, listed under `dead`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_job_is_listed_and_cancelled_from_the_console() {
+    use compactor_producer::queue::{JobView, PauseScope, CANCELLED_REASON};
+    let f = ConsoleFixture::start(None).await;
+    let mut c = ConsoleClient::new(&f.base);
+    let queue = f.client.queue();
+    queue.pause(&PauseScope::Queue).await.unwrap();
+    let k = EntityKey::parse("chat", &compactor_e2e::unique_name("held")).unwrap();
+    f.client
+        .append_messages(&k, conversation(10))
+        .await
+        .unwrap();
+    f.client.compact_now(&k, None).await.unwrap();
+    let waiting = queue.list_jobs(JobView::Waiting, 10, None).await.unwrap();
+    let job = waiting
+        .jobs
+        .iter()
+        .find(|j| j.entity_id.as_deref() == Some(k.entity_id()))
+        .expect("the job waits behind the pause")
+        .job_id;
+
+    let list = c.get("/ui/jobs").await;
+    assert_eq!(list.status, StatusCode::OK);
+    assert!(
+        list.text.contains(&format!("href=\"/ui/jobs/{job}\"")),
+        "{}",
+        list.text
+    );
+    let page = c.get(&format!("/ui/jobs/{job}")).await;
+    assert!(page.text.contains("cancel-dead"), "{}", page.text);
+    let csrf = page.csrf().unwrap();
+    let confirm = c.get(&format!("/ui/jobs/{job}/cancel?then=dead")).await;
+    assert!(
+        confirm.text.contains(&format!("Cancel job {job}?")),
+        "{}",
+        confirm.text
+    );
+    assert_eq!(
+        queue.job(job).await.unwrap().unwrap().state,
+        JobView::Waiting
+    );
+
+    let refused = c
+        .post(&format!("/ui/jobs/{job}/cancel"), &[("then", "dead")])
+        .await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN);
+    let cancelled = c
+        .post(
+            &format!("/ui/jobs/{job}/cancel"),
+            &[("csrf", &csrf), ("then", "dead")],
+        )
+        .await;
+    assert_eq!(
+        cancelled.status,
+        StatusCode::SEE_OTHER,
+        "{}",
+        cancelled.text
+    );
+    assert_eq!(
+        cancelled.location(),
+        Some(format!("/ui/jobs/{job}?notice=cancelled").as_str())
+    );
+    let dead = queue.job(job).await.unwrap().unwrap();
+    assert_eq!(dead.state, JobView::Dead);
+    assert!(
+        dead.last_error
+            .as_deref()
+            .unwrap_or("")
+            .starts_with(CANCELLED_REASON),
+        "{dead:?}"
+    );
+    let again = c
+        .post(
+            &format!("/ui/jobs/{job}/cancel"),
+            &[("csrf", &csrf), ("then", "dead")],
+        )
+        .await;
+    assert_eq!(
+        again.location(),
+        Some(format!("/ui/jobs/{job}?notice=finished").as_str())
+    );
+    let dead_list = c.get("/ui/jobs?state=dead").await;
+    assert!(
+        dead_list.text.contains(&format!("href=\"/ui/jobs/{job}\"")),
+        "{}",
+        dead_list.text
+    );
+    queue.resume(&PauseScope::Queue).await.unwrap();
     f.stop().await;
 }

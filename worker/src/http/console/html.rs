@@ -49,13 +49,12 @@ pub(super) fn url_part(text: &str) -> String {
     out
 }
 
-/// The entries of the navigation. `Jobs` is a slot: its page arrives with
-/// the job listing and lookup, and is shown as not yet available until
-/// then.
+/// The entries of the navigation (an entry without a page would be shown
+/// as not yet available).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Nav {
     Overview,
-    /// Slot: jobs by state and job detail.
+    /// Jobs by state, and one job.
     Jobs,
     Workers,
     DeadLetters,
@@ -69,7 +68,7 @@ pub(super) enum Nav {
 impl Nav {
     const ENTRIES: [(Nav, &'static str, Option<&'static str>); 6] = [
         (Nav::Overview, "Overview", Some("/ui")),
-        (Nav::Jobs, "Jobs", None),
+        (Nav::Jobs, "Jobs", Some("/ui/jobs")),
         (Nav::Workers, "Workers", Some("/ui/workers")),
         (Nav::DeadLetters, "Dead letters", Some("/ui/dead-letters")),
         (Nav::Workstreams, "Workstreams", Some("/ui/workstreams")),

@@ -7,14 +7,13 @@
 //!   a session cookie) and the CSRF check of every form.
 //! - [`html`]: escaping and the one page frame (navigation) every page
 //!   shares; [`assets`]: the stylesheet and script.
-//! - One module per page: [`overview`], [`workers`], [`dead_letters`],
-//!   [`control`] (pause and resume), [`workstreams`] (search, the
-//!   compaction timeline, a run's diff, with [`summary_view`] and
-//!   [`diff`]).
+//! - One module per page: [`overview`], [`jobs`] (by state, one by id,
+//!   cancel), [`workers`], [`dead_letters`], [`control`] (pause and
+//!   resume), [`workstreams`] (search, the compaction timeline, a run's
+//!   diff, with [`summary_view`] and [`diff`]).
 //!
-//! Pages still to come slot in as a module and a line in [`routes`], with
-//! their entry in [`html::Nav`] (already shown, as not yet available):
-//! jobs by state and job detail.
+//! A page slots in as a module, a line in [`routes`] and its entry in
+//! [`html::Nav`].
 //!
 //! The console's routes are not part of the JSON API's route table (nor
 //! of its OpenAPI document): they answer HTML, errors included, and their
@@ -26,6 +25,7 @@ mod dead_letters;
 mod diff;
 mod error;
 mod html;
+mod jobs;
 mod overview;
 mod session;
 mod summary_view;
@@ -77,6 +77,14 @@ fn routes() -> Vec<(Method, &'static str, MethodRouter<AppState>)> {
             "/ui/dead-letters/purge",
             post(dead_letters::purge),
         ),
+        (Method::GET, "/ui/jobs", get(jobs::list)),
+        (Method::GET, "/ui/jobs/{id}", get(jobs::job)),
+        (
+            Method::GET,
+            "/ui/jobs/{id}/cancel",
+            get(jobs::confirm_cancel),
+        ),
+        (Method::POST, "/ui/jobs/{id}/cancel", post(jobs::cancel)),
         (Method::GET, "/ui/queue", get(control::control)),
         (Method::GET, "/ui/queue/pause", get(control::confirm_pause)),
         (Method::POST, "/ui/queue/pause", post(control::pause)),
