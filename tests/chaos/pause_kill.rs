@@ -99,12 +99,16 @@ async fn a_worker_killed_while_the_queue_is_paused_loses_nothing_and_runs_nothin
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    // Every workstream is compacted or has its job waiting: none lost.
+    // One may be both: the killed worker can die after its commit and
+    // before its acknowledgement, so its job comes back to run again (and
+    // then finds nothing to do: `finish` checks nothing commits twice).
     let held = compacted(&scene.db).await;
     let counts = scene.queue.counts().await.expect("counts");
-    assert_eq!(
-        held + usize::try_from(counts.waiting).unwrap(),
-        WORKSTREAMS,
-        "every workstream compacted or waiting, none lost: {counts:?}"
+    let covered = held + usize::try_from(counts.waiting).unwrap();
+    assert!(
+        (WORKSTREAMS..=WORKSTREAMS + 1).contains(&covered),
+        "every workstream compacted or waiting, none lost ({held} compacted): {counts:?}"
     );
     let runs_while_paused = scene
         .db
