@@ -19,8 +19,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use compactor_e2e::console::ConsoleFixture;
-use compactor_e2e::eventually;
 use compactor_e2e::webdriver::Browser;
+use compactor_e2e::{eventually, Fault};
 use compactor_producer::queue::JobView;
 use compactor_shared::EntityKey;
 
@@ -233,6 +233,57 @@ async fn console_in_a_browser() {
     browser.click(&browser.find("#resume-queue").await).await;
     until_url(&browser, "notice=resumed").await;
     assert!(!f.client.queue().pause_state().await.unwrap().any_paused());
+
+    // A running job: its model call hangs, the job page's cancel stops it,
+    // and the attempt commits nothing.
+    f.llm
+        .fail_always(Some(Fault::Hang(Duration::from_secs(60))));
+    let busy = EntityKey::parse("chat", &compactor_e2e::unique_name("busy")).unwrap();
+    f.client
+        .append_messages(&busy, compactor_e2e::conversation(10))
+        .await
+        .unwrap();
+    f.client.compact_now(&busy, None).await.unwrap();
+    let started = std::time::Instant::now();
+    let job = loop {
+        let running = f
+            .client
+            .queue()
+            .list_jobs(JobView::Running, 10, None)
+            .await
+            .unwrap()
+            .jobs
+            .into_iter()
+            .find(|j| j.entity_id.as_deref() == Some(busy.entity_id()));
+        if let Some(j) = running {
+            break j.job_id;
+        }
+        assert!(started.elapsed() < Duration::from_secs(30), "the job runs");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    browser.goto(&format!("{base}/ui/jobs/{job}")).await;
+    assert!(browser.source().await.contains("running"));
+    browser
+        .click(&browser.find("button.cancel-dead").await)
+        .await;
+    assert!(browser.dialog_text().await.contains("Cancel this job?"));
+    browser.answer_dialog(true).await;
+    until_url(&browser, "notice=cancelled").await;
+    assert_eq!(
+        f.client.queue().job(job).await.unwrap().unwrap().state,
+        JobView::Dead
+    );
+    f.llm.fail_always(None);
+    assert_eq!(
+        f.db.store
+            .workstream(&busy)
+            .await
+            .unwrap()
+            .unwrap()
+            .compactions,
+        0,
+        "the cancelled attempt committed nothing"
+    );
 
     // Light by default; dark where the system prefers it.
     browser.goto(&format!("{base}/ui")).await;
