@@ -63,7 +63,7 @@ pub(super) async fn list(
     }
     let _ = write!(
         body,
-        "<p class=\"muted\">{} dead letters kept; the newest {} shown. Bulk retry and purge by reason, domain or age arrive with the queue-control API.</p>",
+        "<p class=\"muted\">{} dead letters kept; the newest {} shown. In bulk, by reason, domain or age (with a dry run): <code>compactor dlq retry|purge --reason …</code> or <code>POST /v1/queue/dead-letters/retry|purge</code>.</p>",
         count(counts.dead),
         letters.len()
     );

@@ -1,6 +1,6 @@
 //! `GET /ui/workers`: the live workers of the queue's registry, with
-//! what each says about itself. (The jobs each one holds arrive with the
-//! job listing API: a slot below says so.)
+//! what each says about itself (the jobs each one holds are on the jobs
+//! page, `running`).
 
 use std::fmt::Write as _;
 
@@ -55,7 +55,7 @@ pub(super) async fn workers(
         body.push_str("</tbody></table></div>");
     }
     body.push_str(
-        "<p class=\"hint\">Slot: the jobs each worker is running appear here with the job listing API.</p>",
+        "<p class=\"hint\">The jobs each one runs, with their lease deadlines: <a href=\"/ui/jobs?state=running\">running jobs</a>.</p>",
     );
     Ok(page(
         StatusCode::OK,

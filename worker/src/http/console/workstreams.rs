@@ -74,7 +74,7 @@ pub(super) async fn search(
          <div><label for=\"domain\">Domain</label><input id=\"domain\" name=\"domain\" value=\"{}\" placeholder=\"chat\"></div>\
          <div><label for=\"entity\">Entity id starts with</label><input id=\"entity\" name=\"entity\" value=\"{}\"></div>\
          <button type=\"submit\">Search</button></form>\
-         <p class=\"hint\">Slot: filters by state (breaker open, over trigger, degraded last time) arrive with the workstream listing API.</p>",
+         <p class=\"hint\">By state (breaker open, over the trigger, degraded last time): <code>compactor workstreams --state …</code> or <code>GET /v1/workstreams?state=…</code>.</p>",
         esc(domain),
         esc(entity)
     );
