@@ -9,6 +9,7 @@
 
 use std::time::{Duration, Instant};
 
+use compactor_e2e::{eventually, eventually_some};
 use compactor_producer::queue::{PauseScope, Queue};
 
 use crate::harness::{
@@ -57,14 +58,10 @@ async fn a_worker_killed_while_the_queue_is_paused_loses_nothing_and_runs_nothin
     until_compacted(&scene.db, 5, Duration::from_secs(60)).await;
 
     // Paused with jobs running and jobs waiting.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let victim_id = loop {
-        if let Some(id) = holder_of_a_running_job(&scene.redis.url, &scene.queue).await {
-            break id;
-        }
-        assert!(Instant::now() < deadline, "a job runs");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    };
+    let victim_id = eventually_some("a job runs", Duration::from_secs(30), || {
+        holder_of_a_running_job(&scene.redis.url, &scene.queue)
+    })
+    .await;
     let paused = scene.queue.pause(&PauseScope::Queue).await.expect("pause");
     assert!(paused.queue_paused);
     let counts = scene.queue.counts().await.expect("counts");
@@ -87,18 +84,12 @@ async fn a_worker_killed_while_the_queue_is_paused_loses_nothing_and_runs_nothin
 
     // While paused: the live worker's jobs finish, the killed one's comes
     // back (its lease expires: 2 s) and waits; nothing is claimed.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let counts = scene.queue.counts().await.expect("counts");
-        if counts.running == 0 {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the running jobs end or come back: {counts:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    eventually(
+        "the running jobs end or come back",
+        Duration::from_secs(30),
+        || async { scene.queue.counts().await.expect("counts").running == 0 },
+    )
+    .await;
     // Every workstream is compacted or has its job waiting: none lost.
     // One may be both: the killed worker can die after its commit and
     // before its acknowledgement, so its job comes back to run again (and
@@ -114,7 +105,8 @@ async fn a_worker_killed_while_the_queue_is_paused_loses_nothing_and_runs_nothin
         .db
         .scalar("SELECT COUNT(*) AS n FROM compaction_runs")
         .await;
-    // Two sweeps and many claim attempts later, still nothing started.
+    // Two sweeps and many claim attempts later, still nothing started: an
+    // absence, so a fixed window to watch, not a condition to wait for.
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(
         scene.queue.counts().await.expect("counts").running,

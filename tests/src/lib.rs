@@ -37,7 +37,9 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 pub use compactor_testkit::llm;
-pub use compactor_testkit::{eventually, redis_url, unique_name, FakeLlm, Fault, PrivateRedis};
+pub use compactor_testkit::{
+    eventually, eventually_some, redis_url, unique_name, FakeLlm, Fault, PrivateRedis,
+};
 
 /// A queue of its own on the machine's Redis (or on a Redis Cluster); its
 /// keys are deleted on drop.

@@ -13,7 +13,8 @@
 //!   removed on drop.
 //! - [`llm`]: [`FakeLlm`], an OpenAI-compatible server on loopback that
 //!   answers in the summary format and fails on request.
-//! - [`wait`]: [`eventually`], polling a condition within a time limit.
+//! - [`wait`]: [`eventually`] and [`eventually_some`], polling a condition
+//!   (or for a value) within a time limit.
 //! - [`turns`]: [`one_at_a_time`], starting things (jobs) each only once
 //!   the one before is finished.
 //! - [`config`]: `config/default.toml` and its key paths.
@@ -56,4 +57,4 @@ pub use redis::{redis_url, PrivateRedis};
 #[cfg(feature = "async")]
 pub use turns::one_at_a_time;
 #[cfg(feature = "async")]
-pub use wait::eventually;
+pub use wait::{eventually, eventually_some};

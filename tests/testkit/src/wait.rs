@@ -18,3 +18,24 @@ where
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// [`eventually`] for a value: polls `check` every 20 ms until it gives
+/// `Some`, and returns what it gave; panics after `limit`, naming `what`
+/// did not happen.
+pub async fn eventually_some<T, F, Fut>(what: &str, limit: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "not within {limit:?}: {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

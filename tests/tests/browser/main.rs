@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use compactor_e2e::console::ConsoleFixture;
 use compactor_e2e::webdriver::Browser;
-use compactor_e2e::{eventually, Fault};
+use compactor_e2e::{eventually, eventually_some, Fault};
 use compactor_producer::queue::JobView;
 use compactor_shared::EntityKey;
 
@@ -244,23 +244,18 @@ async fn console_in_a_browser() {
         .await
         .unwrap();
     f.client.compact_now(&busy, None).await.unwrap();
-    let started = std::time::Instant::now();
-    let job = loop {
-        let running = f
-            .client
+    let job = eventually_some("the job runs", Duration::from_secs(30), || async {
+        f.client
             .queue()
             .list_jobs(JobView::Running, 10, None)
             .await
             .unwrap()
             .jobs
             .into_iter()
-            .find(|j| j.entity_id.as_deref() == Some(busy.entity_id()));
-        if let Some(j) = running {
-            break j.job_id;
-        }
-        assert!(started.elapsed() < Duration::from_secs(30), "the job runs");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+            .find(|j| j.entity_id.as_deref() == Some(busy.entity_id()))
+            .map(|j| j.job_id)
+    })
+    .await;
     browser.goto(&format!("{base}/ui/jobs/{job}")).await;
     assert!(browser.source().await.contains("running"));
     browser
