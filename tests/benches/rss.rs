@@ -113,6 +113,12 @@ async fn run_once(messages: usize, backend: Backend) {
         n if n % 1_000 == 0 => format!("{}k", n / 1_000),
         n => n.to_string(),
     };
+    // SQLite (the embedded default) keeps the plain names; PostgreSQL's
+    // figures are suffixed, so one `bench/run` can record both.
+    let size = match backend {
+        Backend::Sqlite => size,
+        Backend::Postgres => format!("{size}_postgres"),
+    };
     result(
         "rss",
         &format!("peak_rss_{size}"),

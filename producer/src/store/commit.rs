@@ -13,12 +13,12 @@ use compactor_shared::{MessageId, Summary, WorkstreamState};
 use sea_orm::sea_query::{Expr, ExprTrait};
 use sea_orm::{
     ColumnTrait, ConnectionTrait, DatabaseTransaction, EntityTrait, QueryFilter, QuerySelect,
+    QueryTrait,
 };
 
 use super::convert::{encode, encode_parts, now, to_i64};
 use super::entities::{memory_block_entry, message, workstream};
 use super::lease::{eq_or_null, held_by};
-use super::messages::estimate_of;
 use super::outbox::{insert_event, written};
 use super::runs::insert_run;
 use super::workstreams::BREAKER_THRESHOLD;
@@ -312,18 +312,21 @@ async fn write_commit(
     if let Some(fold) = &c.memory_fold {
         update = update.col_expr(W::MemoryBlockSummary, Expr::value(fold.summary));
     }
-    let fenced = release(update)
+    // The fence and the new version in one statement (`RETURNING`: both
+    // backends): no row back, no commit.
+    let mut fenced = release(update)
         .filter(held_by(c.workstream_id, c.lease_owner))
         .filter(eq_or_null(
             W::LastCompactedMessageId,
             c.expected_watermark.map(|m| m.0),
         ))
-        .exec(txn)
-        .await
-        .map_err(StoreError::db(OP))?;
-    if fenced.rows_affected != 1 {
+        .into_query();
+    fenced.returning_col(W::Version);
+    let rows = txn.query_all(&fenced).await.map_err(StoreError::db(OP))?;
+    let [row] = rows.as_slice() else {
         return Ok(None);
-    }
+    };
+    let version: i64 = row.try_get("", "version").map_err(StoreError::db(OP))?;
 
     // The run row first: the messages it folds record its id (recall).
     let run_id = insert_run(txn, c.workstream_id, c.run, OP).await?;
@@ -340,17 +343,6 @@ async fn write_commit(
                 .map_err(StoreError::db(OP))?;
         }
     }
-    let version = workstream::Entity::find_by_id(c.workstream_id)
-        .select_only()
-        .column(W::Version)
-        .into_tuple::<i64>()
-        .one(txn)
-        .await
-        .map_err(StoreError::db(OP))?
-        .ok_or(StoreError::UnknownWorkstream {
-            op: OP,
-            workstream_id: c.workstream_id,
-        })?;
     Ok(Some((version, run_id)))
 }
 
@@ -365,6 +357,9 @@ async fn mark_compacted(
 ) -> Result<(), StoreError> {
     let lower = c.expected_watermark.map(|m| m.0);
     let upper = c.new_watermark.0;
+    // A span of at most a batch (the usual compaction) is marked in one
+    // statement, without reading where to split it first.
+    let many = c.run.messages_compacted > MARK_BATCH.unsigned_abs();
     let mut keep: Vec<i64> = c
         .keep
         .iter()
@@ -376,15 +371,86 @@ async fn mark_compacted(
     let mut from = lower;
     for batch in keep.chunks(ID_LIST_BATCH) {
         let Some(&to) = batch.last() else { continue };
-        mark_range(txn, (c.workstream_id, run_id), from, to, batch).await?;
+        mark_range(txn, (c.workstream_id, run_id), from, to, batch, many).await?;
         from = Some(to);
     }
-    mark_range(txn, (c.workstream_id, run_id), from, upper, &[]).await
+    mark_range(txn, (c.workstream_id, run_id), from, upper, &[], many).await
 }
 
+/// Rows one marking statement updates at most. Each statement is bounded
+/// by the statement timeout (30 s by default); a compaction of a million
+/// messages marks them all in one transaction, but in statements of this
+/// many rows (on PostgreSQL every marked row is a new row version, indexed
+/// again, full-text index included: about 20 µs a row).
+const MARK_BATCH: i64 = 20_000;
+
 /// `is_compacted = true` (folded by `run_id`) for ids in `(from, to]` not
-/// in `except`.
+/// in `except`; when `many`, in statements of at most [`MARK_BATCH`] rows.
 async fn mark_range(
+    txn: &DatabaseTransaction,
+    ids: (i64, i64),
+    from: Option<i64>,
+    to: i64,
+    except: &[i64],
+    many: bool,
+) -> Result<(), StoreError> {
+    let bounds = if many {
+        range_bounds(txn, ids.0, from, to).await?
+    } else {
+        Vec::new()
+    };
+    let mut lower = from;
+    for upper in bounds {
+        mark_range_once(txn, ids, lower, upper, except).await?;
+        lower = Some(upper);
+    }
+    mark_range_once(txn, ids, lower, to, except).await
+}
+
+/// Every [`MARK_BATCH`]-th un-compacted id in `(from, to]`, ascending: the
+/// upper bounds of the statements that mark the range (none when it is
+/// shorter). One index-only read.
+async fn range_bounds(
+    txn: &DatabaseTransaction,
+    workstream_id: i64,
+    from: Option<i64>,
+    to: i64,
+) -> Result<Vec<i64>, StoreError> {
+    let backend = txn.get_database_backend();
+    let p = |n: usize| match backend {
+        sea_orm::DbBackend::Postgres => format!("${n}"),
+        _ => "?".to_owned(),
+    };
+    let sql = format!(
+        "SELECT id FROM (SELECT id, ROW_NUMBER() OVER (ORDER BY id) AS n FROM messages \
+           WHERE workstream_id = {} AND is_compacted = {} AND id > {} AND id <= {}) AS counted \
+         WHERE n % {} = 0 ORDER BY id",
+        p(1),
+        p(2),
+        p(3),
+        p(4),
+        p(5)
+    );
+    let values: [sea_orm::Value; 5] = [
+        workstream_id.into(),
+        false.into(),
+        from.unwrap_or(i64::MIN).into(),
+        to.into(),
+        MARK_BATCH.into(),
+    ];
+    txn.query_all_raw(sea_orm::Statement::from_sql_and_values(
+        backend, sql, values,
+    ))
+    .await
+    .map_err(StoreError::db("commit"))?
+    .iter()
+    .map(|row| row.try_get::<i64>("", "id"))
+    .collect::<Result<_, _>>()
+    .map_err(StoreError::db("commit"))
+}
+
+/// One statement of [`mark_range`].
+async fn mark_range_once(
     txn: &DatabaseTransaction,
     (workstream_id, run_id): (i64, i64),
     from: Option<i64>,
@@ -410,32 +476,58 @@ async fn mark_range(
 /// Replaces the parts and estimates of pruned messages and moves
 /// `uncompacted_tokens` by the difference (of the messages still
 /// un-compacted: the tokens of a compacted one are no longer counted).
+/// A few statements whatever the number of pruned messages: their old
+/// estimates in one read, the new values in one `UPDATE` per batch.
 async fn apply_pruned(
     txn: &DatabaseTransaction,
     c: &Commit<'_>,
     parts: &[String],
 ) -> Result<(), StoreError> {
     const OP: &str = "commit";
-    let mut delta: i64 = 0;
+    // The last word on a message pruned twice wins (as applying them in
+    // order would).
+    let mut latest: std::collections::BTreeMap<i64, (&PrunedMessage, &str)> =
+        std::collections::BTreeMap::new();
     for (pruned, parts) in c.pruned.iter().zip(parts) {
-        let (old, is_compacted) = estimate_of(txn, c.workstream_id, pruned.id, OP)
-            .await?
-            .ok_or(StoreError::UnknownMessage {
-                op: OP,
-                workstream_id: c.workstream_id,
-                message_id: pruned.id,
-            })?;
-        let new = to_i64(pruned.token_estimate);
-        message::Entity::update_many()
-            .col_expr(message::Column::Parts, Expr::value(parts.as_str()))
-            .col_expr(message::Column::TokenEstimate, Expr::value(new))
-            .filter(message::Column::Id.eq(pruned.id.0))
-            .exec(txn)
+        latest.insert(pruned.id.0, (pruned, parts.as_str()));
+    }
+    let ids: Vec<i64> = latest.keys().copied().collect();
+    let mut old: std::collections::HashMap<i64, (i64, bool)> =
+        std::collections::HashMap::with_capacity(ids.len());
+    for batch in ids.chunks(ID_LIST_BATCH) {
+        let rows: Vec<(i64, i64, bool)> = message::Entity::find()
+            .select_only()
+            .column(message::Column::Id)
+            .column(message::Column::TokenEstimate)
+            .column(message::Column::IsCompacted)
+            .filter(message::Column::WorkstreamId.eq(c.workstream_id))
+            .filter(message::Column::Id.is_in(batch.iter().copied()))
+            .into_tuple()
+            .all(txn)
             .await
             .map_err(StoreError::db(OP))?;
+        old.extend(
+            rows.into_iter()
+                .map(|(id, t, compacted)| (id, (t, compacted))),
+        );
+    }
+    let mut delta: i64 = 0;
+    for (&id, (pruned, _)) in &latest {
+        let &(was, is_compacted) = old.get(&id).ok_or(StoreError::UnknownMessage {
+            op: OP,
+            workstream_id: c.workstream_id,
+            message_id: MessageId(id),
+        })?;
         if !is_compacted {
-            delta = delta.saturating_add(new.saturating_sub(old));
+            delta = delta.saturating_add(to_i64(pruned.token_estimate).saturating_sub(was));
         }
+    }
+    let rows: Vec<(i64, &str, i64)> = latest
+        .iter()
+        .map(|(&id, (pruned, parts))| (id, *parts, to_i64(pruned.token_estimate)))
+        .collect();
+    for batch in rows.chunks(PRUNED_BATCH) {
+        update_pruned(txn, c.workstream_id, batch).await?;
     }
     if delta != 0 {
         use workstream::Column as W;
@@ -452,6 +544,57 @@ async fn apply_pruned(
             .await
             .map_err(StoreError::db(OP))?;
     }
+    Ok(())
+}
+
+/// Pruned messages per `UPDATE` (three bound values each, under every
+/// backend's limit).
+const PRUNED_BATCH: usize = 200;
+
+/// New parts and estimates of `rows` (`(id, parts, estimate)`, distinct
+/// ids of the workstream) in one statement: a `VALUES` list the update
+/// looks the new values up in (a CTE with named columns, which both
+/// PostgreSQL and SQLite accept; casts, so PostgreSQL knows the types).
+async fn update_pruned(
+    txn: &DatabaseTransaction,
+    workstream_id: i64,
+    rows: &[(i64, &str, i64)],
+) -> Result<(), StoreError> {
+    let backend = txn.get_database_backend();
+    let mut values: Vec<sea_orm::Value> = Vec::with_capacity(rows.len() * 3 + 1);
+    let mut n = 0;
+    let mut p = || {
+        n += 1;
+        match backend {
+            sea_orm::DbBackend::Postgres => format!("${n}"),
+            _ => "?".to_owned(),
+        }
+    };
+    let mut list = Vec::with_capacity(rows.len());
+    for &(id, parts, estimate) in rows {
+        list.push(format!(
+            "(CAST({} AS BIGINT), CAST({} AS TEXT), CAST({} AS BIGINT))",
+            p(),
+            p(),
+            p()
+        ));
+        values.extend([id.into(), parts.into(), estimate.into()]);
+    }
+    let ws = p();
+    values.push(workstream_id.into());
+    let sql = format!(
+        "WITH v(id, parts, token_estimate) AS (VALUES {}) \
+         UPDATE messages SET \
+           parts = (SELECT v.parts FROM v WHERE v.id = messages.id), \
+           token_estimate = (SELECT v.token_estimate FROM v WHERE v.id = messages.id) \
+         WHERE workstream_id = {ws} AND id IN (SELECT id FROM v)",
+        list.join(", ")
+    );
+    txn.execute_raw(sea_orm::Statement::from_sql_and_values(
+        backend, sql, values,
+    ))
+    .await
+    .map_err(StoreError::db("commit"))?;
     Ok(())
 }
 

@@ -401,7 +401,8 @@ impl Store {
     /// the message that would take the page's token estimates past
     /// `max_tokens` (a page always has at least one message). A job reads
     /// pages of a thousand short messages, or of a few huge ones, with the
-    /// same memory.
+    /// same memory. One page of an [`UncompactedReader`](super::UncompactedReader),
+    /// which a job keeps for all its pages.
     pub async fn uncompacted_page_within(
         &self,
         workstream_id: i64,
@@ -409,43 +410,9 @@ impl Store {
         limit: u64,
         max_tokens: u64,
     ) -> Result<Vec<Message>, StoreError> {
-        if let Some(path) =
-            super::branches::current_path(&self.db, workstream_id, "uncompacted_page_within")
-                .await?
-        {
-            let take = super::branches::path_take(&path, after, limit, max_tokens);
-            return self.path_page(&path, workstream_id, after, take).await;
-        }
-        let mut sizes = message::Entity::find()
-            .select_only()
-            .column(message::Column::Id)
-            .column(message::Column::TokenEstimate)
-            .filter(message::Column::WorkstreamId.eq(workstream_id))
-            .filter(message::Column::IsCompacted.eq(false));
-        if let Some(after) = after {
-            sizes = sizes.filter(message::Column::Id.gt(after.0));
-        }
-        let sizes: Vec<(i64, i64)> = sizes
-            .order_by_asc(message::Column::Id)
-            .limit(limit)
-            .into_tuple()
-            .all(&self.db)
+        self.uncompacted_reader(workstream_id)
+            .page_within(after, limit, max_tokens)
             .await
-            .map_err(StoreError::db("uncompacted_page_within"))?;
-        let mut total: u64 = 0;
-        let mut take: u64 = 0;
-        for (_, tokens) in &sizes {
-            let tokens = u64::try_from(*tokens).unwrap_or(0);
-            if take > 0 && total.saturating_add(tokens) > max_tokens {
-                break;
-            }
-            total = total.saturating_add(tokens);
-            take += 1;
-        }
-        if take == 0 {
-            return Ok(Vec::new());
-        }
-        self.uncompacted_page(workstream_id, after, take).await
     }
 }
 

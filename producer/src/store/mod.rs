@@ -68,6 +68,7 @@ mod outbox;
 mod recall;
 mod runs;
 mod schema;
+mod uncompacted;
 mod workstream_list;
 mod workstream_search;
 mod workstreams;
@@ -86,6 +87,7 @@ pub use outbox::{
 };
 pub use runs::{DegradedReason, HookOutcome, NewRun, RunHook, RunOutcome, RunRow};
 pub use schema::SchemaStatus;
+pub use uncompacted::{UncompactedReader, LONG_HISTORY_TOKENS};
 pub use workstream_list::{
     LastRun, WorkstreamListing, WorkstreamPage, WorkstreamQuery, WorkstreamStateFilter,
 };
@@ -95,6 +97,10 @@ pub use workstreams::{WorkstreamRow, BREAKER_THRESHOLD};
 /// How long connecting may take before it is a [`StoreError::ConnectTimeout`]
 /// (and how long an operation waits for a pooled connection).
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A pooled connection idle at least this long is pinged before it is
+/// handed out (see [`Store::connect_with`]).
+const PING_IF_IDLE_FOR: Duration = Duration::from_secs(10);
 /// Connections of a SQLite file pool: WAL lets readers run beside the one
 /// writer; more connections would only queue on the write lock.
 const SQLITE_POOL_SIZE: u32 = 4;
@@ -135,6 +141,13 @@ impl Store {
         options
             .connect_timeout(CONNECT_TIMEOUT)
             .acquire_timeout(CONNECT_TIMEOUT)
+            // The pool's default pings every connection it hands out: one
+            // more round trip per statement outside a transaction and per
+            // `BEGIN` (a third of a compaction's round trips). Only a
+            // connection idle long enough to have been dropped by the
+            // server or a proxy is pinged; a dead hot one fails its
+            // statement, which is a transient error the caller retries.
+            .test_before_acquire_if_idle_for(PING_IF_IDLE_FOR)
             .sqlx_logging(false);
         if url.starts_with("sqlite:") {
             // An in-memory database exists once per connection: it must

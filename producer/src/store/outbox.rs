@@ -24,7 +24,7 @@ use sea_orm::sea_query::{Expr, ExprTrait};
 use sea_orm::ActiveValue::Set;
 use sea_orm::{
     ColumnTrait, Condition, ConnectionTrait, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder,
-    QuerySelect,
+    QuerySelect, QueryTrait,
 };
 use serde::Serialize;
 
@@ -36,6 +36,14 @@ use crate::events::{EventWritten, InternalEvent};
 
 /// Events (or deliveries) removed per statement when pruning.
 const PRUNE_BATCH: u64 = 500;
+
+/// Event ids per `IN (…)` list, well under every backend's bound-parameter
+/// limit.
+const ID_LIST_BATCH: usize = 500;
+
+/// Deliveries per `INSERT` (11 bound values each: under SQLite's oldest
+/// limit of 999).
+const DELIVERY_INSERT_BATCH: usize = 80;
 
 /// An event to write: what happened to which workstream. `data` is a JSON
 /// object (the event's `data` on the stream and in a webhook's body).
@@ -319,22 +327,29 @@ impl Store {
             .all(&self.db)
             .await
             .map_err(StoreError::db(OP))?;
-        let until = at_ms.saturating_add(millis(claim_for));
-        let mut claimed = Vec::with_capacity(candidates.len());
-        for id in candidates {
-            let res = event::Entity::update_many()
-                .col_expr(event::Column::ClaimedBy, Expr::value(owner))
-                .col_expr(event::Column::ClaimedUntilMs, Expr::value(until))
-                .filter(event::Column::Id.eq(id))
-                .filter(event::Column::StreamedAtMs.is_null())
-                .filter(unclaimed_event(at_ms).add(event::Column::ClaimedBy.eq(owner)))
-                .exec(&self.db)
-                .await
-                .map_err(StoreError::db(OP))?;
-            if res.rows_affected == 1 {
-                claimed.push(id);
-            }
+        if candidates.is_empty() {
+            return Ok(Vec::new());
         }
+        // One statement claims them all; `RETURNING` says which this relay
+        // got (another may have taken some meanwhile).
+        let until = at_ms.saturating_add(millis(claim_for));
+        let mut claim = event::Entity::update_many()
+            .col_expr(event::Column::ClaimedBy, Expr::value(owner))
+            .col_expr(event::Column::ClaimedUntilMs, Expr::value(until))
+            .filter(event::Column::Id.is_in(candidates))
+            .filter(event::Column::StreamedAtMs.is_null())
+            .filter(unclaimed_event(at_ms).add(event::Column::ClaimedBy.eq(owner)))
+            .into_query();
+        claim.returning_col(event::Column::Id);
+        let claimed: Vec<i64> = self
+            .db
+            .query_all(&claim)
+            .await
+            .map_err(StoreError::db(OP))?
+            .iter()
+            .map(|row| row.try_get::<i64>("", "id"))
+            .collect::<Result<_, _>>()
+            .map_err(StoreError::db(OP))?;
         if claimed.is_empty() {
             return Ok(Vec::new());
         }
@@ -363,56 +378,81 @@ impl Store {
         row_id: i64,
         endpoints: &[String],
     ) -> Result<bool, StoreError> {
+        Ok(self.mark_many_relayed(&[row_id], endpoints).await? == 1)
+    }
+
+    /// [`Store::mark_relayed`] for a batch of events, in one transaction
+    /// of two statements whatever their number. Returns how many were
+    /// marked (not relayed already).
+    pub async fn mark_many_relayed(
+        &self,
+        row_ids: &[i64],
+        endpoints: &[String],
+    ) -> Result<usize, StoreError> {
         const OP: &str = "mark_relayed";
+        if row_ids.is_empty() {
+            return Ok(0);
+        }
         let txn = self.begin_write(OP).await?;
         let at_ms = now_ms();
-        let res = event::Entity::update_many()
-            .col_expr(event::Column::StreamedAtMs, Expr::value(at_ms))
-            .col_expr(
-                event::Column::ClaimedBy,
-                Expr::value(Option::<String>::None),
-            )
-            .col_expr(
-                event::Column::ClaimedUntilMs,
-                Expr::value(Option::<i64>::None),
-            )
-            .filter(event::Column::Id.eq(row_id))
-            .filter(event::Column::StreamedAtMs.is_null())
-            .exec(&txn)
-            .await
-            .map_err(StoreError::db(OP))?;
-        if res.rows_affected != 1 {
+        let mut marked = Vec::with_capacity(row_ids.len());
+        for batch in row_ids.chunks(ID_LIST_BATCH) {
+            let mut mark = event::Entity::update_many()
+                .col_expr(event::Column::StreamedAtMs, Expr::value(at_ms))
+                .col_expr(
+                    event::Column::ClaimedBy,
+                    Expr::value(Option::<String>::None),
+                )
+                .col_expr(
+                    event::Column::ClaimedUntilMs,
+                    Expr::value(Option::<i64>::None),
+                )
+                .filter(event::Column::Id.is_in(batch.iter().copied()))
+                .filter(event::Column::StreamedAtMs.is_null())
+                .into_query();
+            mark.returning_col(event::Column::Id);
+            for row in txn.query_all(&mark).await.map_err(StoreError::db(OP))? {
+                marked.push(row.try_get::<i64>("", "id").map_err(StoreError::db(OP))?);
+            }
+        }
+        if marked.is_empty() {
             txn.rollback().await.map_err(StoreError::db(OP))?;
-            return Ok(false);
+            return Ok(0);
         }
         if !endpoints.is_empty() {
-            let rows = endpoints
+            let pairs: Vec<(i64, &String)> = marked
                 .iter()
-                .map(|endpoint| event_delivery::ActiveModel {
-                    event_row_id: Set(row_id),
-                    endpoint: Set(endpoint.clone()),
-                    state: Set(DeliveryState::Pending.as_str().to_owned()),
-                    attempts: Set(0),
-                    next_attempt_at_ms: Set(at_ms),
-                    last_status: Set(None),
-                    last_error: Set(None),
-                    delivered_at_ms: Set(None),
-                    claimed_by: Set(None),
-                    claimed_until_ms: Set(None),
-                    created_at_ms: Set(at_ms),
-                    ..Default::default()
-                });
-            event_delivery::Entity::insert_many(rows)
-                .on_conflict_do_nothing_on([
-                    event_delivery::Column::EventRowId,
-                    event_delivery::Column::Endpoint,
-                ])
-                .exec(&txn)
-                .await
-                .map_err(StoreError::db(OP))?;
+                .flat_map(|&id| endpoints.iter().map(move |e| (id, e)))
+                .collect();
+            for batch in pairs.chunks(DELIVERY_INSERT_BATCH) {
+                let rows = batch
+                    .iter()
+                    .map(|&(row_id, endpoint)| event_delivery::ActiveModel {
+                        event_row_id: Set(row_id),
+                        endpoint: Set(endpoint.clone()),
+                        state: Set(DeliveryState::Pending.as_str().to_owned()),
+                        attempts: Set(0),
+                        next_attempt_at_ms: Set(at_ms),
+                        last_status: Set(None),
+                        last_error: Set(None),
+                        delivered_at_ms: Set(None),
+                        claimed_by: Set(None),
+                        claimed_until_ms: Set(None),
+                        created_at_ms: Set(at_ms),
+                        ..Default::default()
+                    });
+                event_delivery::Entity::insert_many(rows)
+                    .on_conflict_do_nothing_on([
+                        event_delivery::Column::EventRowId,
+                        event_delivery::Column::Endpoint,
+                    ])
+                    .exec(&txn)
+                    .await
+                    .map_err(StoreError::db(OP))?;
+            }
         }
         txn.commit().await.map_err(StoreError::db(OP))?;
-        Ok(true)
+        Ok(marked.len())
     }
 
     /// Claims up to `limit` pending deliveries to `endpoints` that are

@@ -40,7 +40,7 @@ use compactor_producer::queue::payload::JobKind;
 use compactor_producer::queue::{Queue, Trigger};
 use compactor_producer::store::{
     Commit, CommitOutcome, ConflictReason, DegradedReason, EventKind, LeaseTaken, MemoryFold,
-    NewEvent, NewRun, RunHook, RunOutcome, Store, StoreError, WorkstreamRow,
+    NewEvent, NewRun, RunHook, RunOutcome, Store, StoreError, UncompactedReader, WorkstreamRow,
 };
 use compactor_shared::config::EngineConfig;
 use compactor_shared::pipeline::{self, PipelineError};
@@ -635,7 +635,7 @@ impl CompactHandler {
     ) -> Result<(Asked, Option<Prepared>), CompactError> {
         let asked = match &self.hook {
             Some(hook) => {
-                let mut pages = self.pages(ws.id);
+                let mut pages = self.pages(ws);
                 let engine = &self.settings.engine;
                 hooked::ask(hook, job, ws, engine, self.estimator.as_ref(), &mut pages).await?
             }
@@ -660,10 +660,12 @@ impl CompactHandler {
     }
 
     /// The workstream's un-compacted messages, page by page.
-    fn pages(&self, workstream_id: i64) -> StorePages<'_> {
+    fn pages(&self, ws: &WorkstreamRow) -> StorePages<'_> {
         StorePages {
-            store: &self.store,
-            workstream_id,
+            reader: self
+                .store
+                .uncompacted_reader(ws.id)
+                .long_history(ws.uncompacted_tokens),
             page_size: self.settings.page_size,
             page_tokens: self.settings.page_tokens,
         }
@@ -792,7 +794,7 @@ impl CompactHandler {
             }),
             context: asked.context(),
         };
-        let mut pages = self.pages(ws.id);
+        let mut pages = self.pages(ws);
         let mut step = Step {
             summarizer,
             engine,
@@ -984,10 +986,10 @@ impl CompactHandler {
 
 /// The store's un-compacted messages as the pipeline's page source: pages
 /// bounded in count and in tokens (by their stored estimates), so memory
-/// stays bounded whatever the history length.
+/// stays bounded whatever the history length; one statement per page, and
+/// the workstream's branches looked at once (see [`UncompactedReader`]).
 struct StorePages<'a> {
-    store: &'a Store,
-    workstream_id: i64,
+    reader: UncompactedReader<'a>,
     page_size: u64,
     page_tokens: u64,
 }
@@ -999,12 +1001,8 @@ impl pipeline::PageSource for StorePages<'_> {
         &mut self,
         after: Option<MessageId>,
     ) -> impl Future<Output = Result<Vec<Message>, StoreError>> + Send {
-        self.store.uncompacted_page_within(
-            self.workstream_id,
-            after,
-            self.page_size,
-            self.page_tokens,
-        )
+        self.reader
+            .page_within(after, self.page_size, self.page_tokens)
     }
 }
 

@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use chrono::Utc;
 use compactor_producer::queue::{Queue, StreamEntry};
-use compactor_producer::store::{DeliveryResult, DueDelivery, Store, Unrelayed};
+use compactor_producer::store::{DeliveryResult, DueDelivery, Store};
 use futures::stream::{self, StreamExt};
 use tokio::sync::Notify;
 use tokio::time::Instant;
@@ -178,18 +178,24 @@ impl Relay {
                 return 0;
             }
         }
-        let mut relayed = 0;
-        for Unrelayed { row_id, .. } in &claimed {
-            match self.store.mark_relayed(*row_id, &self.endpoints).await {
-                Ok(true) => relayed += 1,
-                Ok(false) => {}
-                Err(error) => RelayStepFailed {
+        // The whole batch in one transaction: a compaction writes two
+        // events, and a busy worker's relay finds dozens at a time.
+        let row_ids: Vec<i64> = claimed.iter().map(|u| u.row_id).collect();
+        let relayed = match self
+            .store
+            .mark_many_relayed(&row_ids, &self.endpoints)
+            .await
+        {
+            Ok(marked) => marked,
+            Err(error) => {
+                RelayStepFailed {
                     step: "mark relayed",
                     error: &error,
                 }
-                .emit(),
+                .emit();
+                0
             }
-        }
+        };
         EventsRelayed {
             queue: self.queue.config().name.as_str(),
             streamed: if self.settings.stream { relayed } else { 0 },

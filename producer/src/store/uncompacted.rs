@@ -1,0 +1,186 @@
+//! Streaming a workstream's un-compacted messages to a compaction, page by
+//! page, in one round trip per page.
+//!
+//! A compaction reads the whole un-compacted history twice (shapes, then
+//! content), in keyset pages bounded in count and in tokens so that memory
+//! stays bounded however long the history is. Each page used to cost four
+//! statements: the branch check, the ids and estimates that decide where
+//! the token bound cuts, the branch check again, and the rows. Now:
+//!
+//! - the branch check (and, for a branched workstream, its path) is made
+//!   once per reader — once per pass of a job, not per page; the path read
+//!   then stays the one the job planned on, whatever is appended meanwhile;
+//! - a page of an unbranched workstream is one statement: a window
+//!   function over the keyset page keeps the rows within the token bound
+//!   (always the first), and only the columns a message needs are read;
+//! - a long history on PostgreSQL is read with the statement's generic
+//!   plan ([`UncompactedReader::long_history`]): right after a bulk append
+//!   the table's statistics lag (a table never analyzed yet estimates a few
+//!   hundred rows), and the custom plan for "the next thousand after id X"
+//!   became a bitmap scan of *every* remaining message plus a sort, per
+//!   page — quadratic in the history; the generic plan walks the index and
+//!   stops after the page, whatever the statistics say.
+
+use compactor_shared::{Message, MessageId};
+use sea_orm::{ConnectionTrait, DbBackend, Statement, TransactionTrait, Value};
+
+use super::convert::{decode, role_from_str};
+use super::{Store, StoreError};
+
+const OP: &str = "uncompacted_page";
+
+/// The un-compacted messages of one workstream, read in keyset pages (see
+/// the module docs). Made by [`Store::uncompacted_reader`].
+#[derive(Debug)]
+pub struct UncompactedReader<'a> {
+    store: &'a Store,
+    workstream_id: i64,
+    /// `None`: not looked at yet; `Some(None)`: unbranched; `Some(Some(p))`:
+    /// the path of the head, `(id, estimate)` oldest first.
+    path: Option<Option<Vec<(i64, i64)>>>,
+    /// Pages are read with the generic plan (PostgreSQL).
+    generic_plan: bool,
+}
+
+/// Un-compacted tokens from which a history counts as long (see
+/// [`UncompactedReader::long_history`]): about a hundred pages' worth of
+/// the e2e conversation's messages.
+pub const LONG_HISTORY_TOKENS: u64 = 100_000;
+
+impl Store {
+    /// A reader of the workstream's un-compacted messages. It looks at the
+    /// workstream's branches on its first page and keeps what it saw.
+    pub fn uncompacted_reader(&self, workstream_id: i64) -> UncompactedReader<'_> {
+        UncompactedReader {
+            store: self,
+            workstream_id,
+            path: None,
+            generic_plan: false,
+        }
+    }
+}
+
+impl UncompactedReader<'_> {
+    /// Tells the reader how long the history is (the workstream's
+    /// `uncompacted_tokens`): from [`LONG_HISTORY_TOKENS`] on, on
+    /// PostgreSQL, each page is read in a short read-only transaction with
+    /// `plan_cache_mode = force_generic_plan` (see the module docs). Three
+    /// more round trips per page, which a page of a long history amortizes;
+    /// a short one (most compactions) keeps one statement per page.
+    pub fn long_history(mut self, uncompacted_tokens: u64) -> Self {
+        self.generic_plan = uncompacted_tokens >= LONG_HISTORY_TOKENS
+            && self.store.db.get_database_backend() == DbBackend::Postgres;
+        self
+    }
+
+    /// The next page: un-compacted messages with ids greater than `after`
+    /// (`None`: from the oldest), ascending, at most `limit` of them, and
+    /// stopping before the message that would take the page's stored
+    /// estimates past `max_tokens` (a page always has at least one message
+    /// while any is left). An empty page is the end.
+    ///
+    /// A row whose role or parts do not decode is a
+    /// [`StoreError::CorruptRow`], never skipped.
+    pub async fn page_within(
+        &mut self,
+        after: Option<MessageId>,
+        limit: u64,
+        max_tokens: u64,
+    ) -> Result<Vec<Message>, StoreError> {
+        if self.path.is_none() {
+            let path =
+                super::branches::current_path(&self.store.db, self.workstream_id, OP).await?;
+            self.path = Some(path);
+        }
+        if let Some(Some(path)) = &self.path {
+            let take = super::branches::path_take(path, after, limit, max_tokens);
+            if take == 0 {
+                return Ok(Vec::new());
+            }
+            return self
+                .store
+                .path_page(path, self.workstream_id, after, take)
+                .await;
+        }
+        if !self.generic_plan {
+            return bounded_page(&self.store.db, self.workstream_id, after, limit, max_tokens)
+                .await;
+        }
+        let txn = self.store.db.begin().await.map_err(StoreError::db(OP))?;
+        txn.execute_unprepared("SET LOCAL plan_cache_mode = force_generic_plan")
+            .await
+            .map_err(StoreError::db(OP))?;
+        let page = bounded_page(&txn, self.workstream_id, after, limit, max_tokens).await?;
+        txn.commit().await.map_err(StoreError::db(OP))?;
+        Ok(page)
+    }
+}
+
+/// One keyset page of an unbranched workstream's un-compacted messages,
+/// cut at `max_tokens` of stored estimates, in one statement.
+async fn bounded_page<C: ConnectionTrait>(
+    db: &C,
+    workstream_id: i64,
+    after: Option<MessageId>,
+    limit: u64,
+    max_tokens: u64,
+) -> Result<Vec<Message>, StoreError> {
+    if limit == 0 {
+        return Ok(Vec::new());
+    }
+    let backend = db.get_database_backend();
+    let p = |n: usize| match backend {
+        DbBackend::Postgres => format!("${n}"),
+        _ => "?".to_owned(),
+    };
+    // The keyset page (the index on (workstream_id, is_compacted, id)
+    // serves it), then the running sum of estimates over it: the first row
+    // always, the others while the sum stays within the bound (estimates
+    // are never negative, so the rows kept are a prefix).
+    let sql = format!(
+        "SELECT id, role, parts, pinned FROM (\
+           SELECT id, role, parts, pinned, \
+             ROW_NUMBER() OVER (ORDER BY id) AS n, \
+             SUM(token_estimate) OVER (ORDER BY id) AS running \
+           FROM (SELECT id, role, parts, pinned, token_estimate FROM messages \
+             WHERE workstream_id = {} AND is_compacted = {} AND id > {} \
+             ORDER BY id LIMIT {}) AS page\
+         ) AS bounded \
+         WHERE n = 1 OR running <= {} ORDER BY id",
+        p(1),
+        p(2),
+        p(3),
+        p(4),
+        p(5)
+    );
+    let values: [Value; 5] = [
+        workstream_id.into(),
+        false.into(),
+        after.map_or(i64::MIN, |a| a.0).into(),
+        i64::try_from(limit).unwrap_or(i64::MAX).into(),
+        i64::try_from(max_tokens).unwrap_or(i64::MAX).into(),
+    ];
+    let rows = db
+        .query_all_raw(Statement::from_sql_and_values(backend, sql, values))
+        .await
+        .map_err(StoreError::db(OP))?;
+    rows.iter()
+        .map(|row| {
+            let id: i64 = row.try_get("", "id").map_err(StoreError::db(OP))?;
+            let role: String = row.try_get("", "role").map_err(StoreError::db(OP))?;
+            let parts: String = row.try_get("", "parts").map_err(StoreError::db(OP))?;
+            let pinned: bool = row.try_get("", "pinned").map_err(StoreError::db(OP))?;
+            let role = role_from_str(&role).ok_or_else(|| StoreError::CorruptRow {
+                table: "messages",
+                id,
+                detail: format!("role: unknown role {role:?}"),
+            })?;
+            Ok(Message {
+                id: MessageId(id),
+                role,
+                parts: decode("messages", id, "parts", &parts)?,
+                pinned,
+            })
+        })
+        .collect()
+}
