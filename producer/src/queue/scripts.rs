@@ -81,9 +81,11 @@ fn with_prelude(prelude: &str, script: &str) -> String {
     for part in parts(script) {
         let mut names = identifiers(part);
         let mut used = vec![false; definitions.len()];
-        while let Some(found) = definitions.iter().enumerate().position(|(i, d)| {
-            !made[i] && !used[i] && d.names.iter().any(|n| names.contains(n))
-        }) {
+        while let Some(found) = definitions
+            .iter()
+            .enumerate()
+            .position(|(i, d)| !made[i] && !used[i] && d.names.iter().any(|n| names.contains(n)))
+        {
             used[found] = true;
             names.extend(identifiers(definitions[found].text));
         }
@@ -419,7 +421,11 @@ mod tests {
                 let names = super::identifiers(piece);
                 for d in &definitions {
                     if d.text != piece && d.names.iter().any(|n| names.contains(n)) {
-                        assert!(at(d.text) < at(piece), "{name}: {:?} after its use", d.names);
+                        assert!(
+                            at(d.text) < at(piece),
+                            "{name}: {:?} after its use",
+                            d.names
+                        );
                     }
                 }
             }
@@ -457,7 +463,10 @@ mod tests {
              local function c()\n  return a() .. \"\\\"--\" .. C\nend\n\
              return c()"
         );
-        assert_eq!(with_prelude(prelude, "return D"), "local C, D = 1, 2\nreturn D");
+        assert_eq!(
+            with_prelude(prelude, "return D"),
+            "local C, D = 1, 2\nreturn D"
+        );
         for other in [
             "local function a()\nend\nredis.call('TIME')\n",
             "local a = [[\nlocal b = 1\n]]\n",
@@ -474,7 +483,10 @@ mod tests {
                        local function b()\n  a()\nend\n\
                        local function c()\n  b()\nend\n";
         assert_eq!(
-            with_prelude(prelude, "if a() then\n  return\nend\n-- @prelude\nreturn c()\n"),
+            with_prelude(
+                prelude,
+                "if a() then\n  return\nend\n-- @prelude\nreturn c()\n"
+            ),
             "local function a()\nend\n\
              if a() then\n  return\nend\n\
              local function b()\n  a()\nend\n\
