@@ -1,7 +1,8 @@
 //! The Lua scripts of the queue, one per transition (`scripts/*.lua`),
-//! each with the shared prelude (`scripts/prelude.lua`) in front: Redis Lua
-//! has no includes. Built once per [`Queue`](super::Queue) and loaded on
-//! every node at connect time, so pipelines can call them by SHA;
+//! each with the part of the shared prelude (`scripts/prelude.lua`) it uses
+//! in front (see `with_prelude`): Redis Lua has no includes. Built once per
+//! [`Queue`](super::Queue) and loaded on every node at connect time, so
+//! pipelines can call them by SHA;
 //! `redis::Script` reloads a script on `NOSCRIPT` by itself.
 
 use redis::Script;
@@ -37,15 +38,166 @@ pub(super) struct Scripts {
     pub(super) cancel: Script,
 }
 
-/// Builds a script from `scripts/<name>.lua` with the shared prelude
-/// (server time, adding, completing, claiming and dead-lettering jobs).
+/// The definitions every script may use (`scripts/prelude.lua`).
+const PRELUDE: &str = include_str!("scripts/prelude.lua");
+
+/// Builds a script from `scripts/<name>.lua` with the part of the shared
+/// prelude (server time, adding, completing, claiming and dead-lettering
+/// jobs) it uses (see [`with_prelude`]).
 macro_rules! script {
     ($name:literal) => {
-        Script::new(concat!(
-            include_str!("scripts/prelude.lua"),
-            include_str!(concat!("scripts/", $name, ".lua"))
+        Script::new(&with_prelude(
+            PRELUDE,
+            include_str!(concat!("scripts/", $name, ".lua")),
         ))
     };
+}
+
+/// `script` with, in front, the definitions of `prelude` it uses, directly
+/// or through another one, in the prelude's order. Redis runs a script's
+/// whole text on every call, and each `local function` of the prelude
+/// makes a closure then: a call of `enqueue` spent as much on defining
+/// claiming, completing and dead-lettering as on its own work.
+///
+/// A line of the script starting `-- @prelude` puts the definitions the
+/// code after it uses, and the code before it does not, there instead of
+/// in front: a script that returns before it (enqueue's common requests)
+/// does not make them.
+///
+/// The prelude is a list of top-level `local` definitions, each up to the
+/// next one; a definition is used when a name it defines appears in the
+/// code (comments left out) of the script or of a definition used. A
+/// name found only in a string keeps a definition for nothing, never the
+/// reverse, since Redis scripts cannot reach a local by any other way.
+/// A prelude of another shape (a top-level line that is not a `local`
+/// definition, its `end`, a comment or blank; a long string or comment,
+/// which the scan does not read) is kept whole.
+fn with_prelude(prelude: &str, script: &str) -> String {
+    let Some(definitions) = definitions(prelude) else {
+        return format!("{prelude}{script}");
+    };
+    let mut made = vec![false; definitions.len()];
+    let mut source = String::with_capacity(prelude.len() + script.len());
+    for part in parts(script) {
+        let mut names = identifiers(part);
+        let mut used = vec![false; definitions.len()];
+        while let Some(found) = definitions
+            .iter()
+            .enumerate()
+            .position(|(i, d)| !made[i] && !used[i] && d.names.iter().any(|n| names.contains(n)))
+        {
+            used[found] = true;
+            names.extend(identifiers(definitions[found].text));
+        }
+        for (i, definition) in definitions.iter().enumerate() {
+            if used[i] {
+                source.push_str(definition.text);
+                made[i] = true;
+            }
+        }
+        source.push_str(part);
+    }
+    source
+}
+
+/// `script` cut before each line starting `-- @prelude` (see
+/// [`with_prelude`]).
+fn parts(script: &str) -> Vec<&str> {
+    let mut cuts = vec![0];
+    let mut offset = 0;
+    for line in script.split_inclusive('\n') {
+        if offset > 0 && line.starts_with("-- @prelude") {
+            cuts.push(offset);
+        }
+        offset += line.len();
+    }
+    cuts.push(script.len());
+    cuts.windows(2).map(|w| &script[w[0]..w[1]]).collect()
+}
+
+/// A top-level definition of the prelude: the names it defines and its
+/// text, comments after it up to the next one included.
+struct Definition<'p> {
+    names: Vec<&'p str>,
+    text: &'p str,
+}
+
+/// The prelude's top-level `local` definitions, or `None` when it has
+/// another shape (see [`with_prelude`]).
+fn definitions(prelude: &str) -> Option<Vec<Definition<'_>>> {
+    if prelude.contains("[[") || prelude.contains("[=") {
+        return None;
+    }
+    let mut starts = Vec::new();
+    let mut offset = 0;
+    for line in prelude.split_inclusive('\n') {
+        let code = line.trim_end();
+        if line.starts_with("local ") {
+            starts.push(offset);
+        } else if !(code.is_empty()
+            || line.starts_with(char::is_whitespace)
+            || code.starts_with("--")
+            || code == "end")
+        {
+            return None;
+        }
+        offset += line.len();
+    }
+    let ends = starts.iter().skip(1).copied().chain([prelude.len()]);
+    Some(
+        starts
+            .iter()
+            .zip(ends)
+            .map(|(&start, end)| {
+                let text = &prelude[start..end];
+                let head = text.lines().next().unwrap_or_default();
+                let names = match head.strip_prefix("local function ") {
+                    Some(rest) => vec![rest.split('(').next().unwrap_or_default().trim()],
+                    None => head
+                        .trim_start_matches("local ")
+                        .split('=')
+                        .next()
+                        .unwrap_or_default()
+                        .split(',')
+                        .map(str::trim)
+                        .collect(),
+                };
+                Definition { names, text }
+            })
+            .collect(),
+    )
+}
+
+/// The identifiers (and keywords) in Lua `code`, comments left out.
+fn identifiers(code: &str) -> std::collections::HashSet<&str> {
+    let mut found = std::collections::HashSet::new();
+    for line in code.lines() {
+        let line = without_comment(line);
+        found.extend(
+            line.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .filter(|w| w.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')),
+        );
+    }
+    found
+}
+
+/// A line of Lua up to its `--` comment, if any: one outside a quoted
+/// string (`'…'` or `"…"`, with `\` escapes).
+fn without_comment(line: &str) -> &str {
+    let bytes = line.as_bytes();
+    let mut quote = None;
+    let mut i = 0;
+    while i < bytes.len() {
+        match (quote, bytes[i]) {
+            (Some(_), b'\\') => i += 1,
+            (Some(q), c) if c == q => quote = None,
+            (None, c @ (b'\'' | b'"')) => quote = Some(c),
+            (None, b'-') if bytes.get(i + 1) == Some(&b'-') => return &line[..i],
+            _ => {}
+        }
+        i += 1;
+    }
+    line
 }
 
 impl Scripts {
@@ -108,7 +260,7 @@ mod tests {
 
     use crate::queue::keys::{Keys, QueueName};
 
-    const PRELUDE: &str = include_str!("scripts/prelude.lua");
+    use super::{definitions, with_prelude, PRELUDE};
 
     /// Every script's own source, the prelude included.
     const SOURCES: [(&str, &str); 16] = [
@@ -236,6 +388,116 @@ mod tests {
                 Lane::Urgent.as_str().to_owned(),
                 Lane::Normal.as_str().to_owned(),
             ]
+        );
+    }
+
+    /// Each script gets every prelude definition its code reaches, through
+    /// others too, and no other, each before the first code that uses it:
+    /// a name of the prelude in the built code is defined there, earlier.
+    #[test]
+    fn each_script_gets_the_prelude_it_uses() {
+        let definitions = definitions(PRELUDE).expect("the prelude is a list of definitions");
+        assert!(definitions.len() > 40, "{}", definitions.len());
+        for (name, own) in &SOURCES[1..] {
+            let built = with_prelude(PRELUDE, own);
+            let used = super::identifiers(&built);
+            let at = |text: &str| built.find(text).unwrap_or(usize::MAX);
+            // Every piece of code: the script's parts, in order, and the
+            // definitions it got.
+            let mut pieces: Vec<&str> = super::parts(own);
+            let mut last = 0;
+            for part in &pieces {
+                assert!(at(part) != usize::MAX && at(part) >= last, "{name}: {part}");
+                last = at(part);
+            }
+            for d in &definitions {
+                let named = d.names.iter().any(|n| used.contains(n));
+                assert_eq!(built.contains(d.text), named, "{name}: {:?}", d.names);
+                if named {
+                    pieces.push(d.text);
+                }
+            }
+            for piece in pieces {
+                let names = super::identifiers(piece);
+                for d in &definitions {
+                    if d.text != piece && d.names.iter().any(|n| names.contains(n)) {
+                        assert!(
+                            at(d.text) < at(piece),
+                            "{name}: {:?} after its use",
+                            d.names
+                        );
+                    }
+                }
+            }
+        }
+        // Enqueue decides its common requests before the definitions only
+        // the rest uses are made.
+        let enqueue = with_prelude(PRELUDE, SOURCES[1].1);
+        let cut = enqueue.find("-- @prelude").expect("enqueue has two parts");
+        let at = |text: &str| enqueue.find(text).unwrap_or(usize::MAX);
+        assert!(at("local function request_common(") < cut);
+        assert!(at("local function add_requested_job(") < cut);
+        assert!(cut < at("local function request_rest("));
+        assert!(cut < at("local function repair_job("));
+        assert!(cut < at("local function pause_of("));
+        assert_eq!(at("local function claim_some("), usize::MAX);
+        assert_eq!(at("local function request_job("), usize::MAX);
+        assert!(enqueue.len() < PRELUDE.len(), "the prelude is trimmed");
+    }
+
+    /// Comments name definitions without using them; strings may hold
+    /// `--`; a prelude of a shape the scan does not read is kept whole.
+    #[test]
+    fn the_prelude_is_trimmed_by_code_only() {
+        let prelude = "-- head\n\
+                       local function a()\n  return '--'\nend\n\n\
+                       -- b is not a()\n\
+                       local function b()\n  return 1 -- c()\nend\n\
+                       local C, D = 1, 2\n\
+                       local function c()\n  return a() .. \"\\\"--\" .. C\nend\n";
+        assert_eq!(
+            with_prelude(prelude, "return c()"),
+            "local function a()\n  return '--'\nend\n\n\
+             -- b is not a()\n\
+             local C, D = 1, 2\n\
+             local function c()\n  return a() .. \"\\\"--\" .. C\nend\n\
+             return c()"
+        );
+        assert_eq!(
+            with_prelude(prelude, "return D"),
+            "local C, D = 1, 2\nreturn D"
+        );
+        for other in [
+            "local function a()\nend\nredis.call('TIME')\n",
+            "local a = [[\nlocal b = 1\n]]\n",
+        ] {
+            assert_eq!(with_prelude(other, "return 1"), format!("{other}return 1"));
+        }
+    }
+
+    /// A `-- @prelude` line puts what the code after it uses, and the code
+    /// before it does not, there.
+    #[test]
+    fn a_prelude_line_makes_the_rest_later() {
+        let prelude = "local function a()\nend\n\
+                       local function b()\n  a()\nend\n\
+                       local function c()\n  b()\nend\n";
+        assert_eq!(
+            with_prelude(
+                prelude,
+                "if a() then\n  return\nend\n-- @prelude\nreturn c()\n"
+            ),
+            "local function a()\nend\n\
+             if a() then\n  return\nend\n\
+             local function b()\n  a()\nend\n\
+             local function c()\n  b()\nend\n\
+             -- @prelude\nreturn c()\n"
+        );
+        assert_eq!(
+            with_prelude(prelude, "-- @prelude first\nreturn b()\n"),
+            "local function a()\nend\n\
+             local function b()\n  a()\nend\n\
+             -- @prelude first\nreturn b()\n"
         );
     }
 

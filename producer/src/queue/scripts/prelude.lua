@@ -19,8 +19,10 @@
 -- ZADD would be in no set, coalescing every later request into a job that
 -- never runs. So every script does all its reads and checks first, and a
 -- key of the wrong type (tampered with, or a clash of names) is refused
--- before anything is written. Derived keys met in a batch (a job record of
--- another type) are skipped, never a reason to fail half-way.
+-- before anything is written (by expect_types, or by the first command
+-- that touches the key, run before the first write or as it: see
+-- call_checked). Derived keys met in a batch (a job record of another
+-- type) are skipped, never a reason to fail half-way.
 
 -- Names the scripts build themselves, from the queue's key prefix
 -- (`{cq:<queue>}:`, an argument) and an entity's member. They must be the
@@ -139,13 +141,37 @@ local function expect_types(...)
   end
 end
 
--- Refuses unless `seq` is a counter INCR can step (or absent).
-local function expect_counter(seq)
-  expect_types(seq, 'string')
-  local value = redis.call('GET', seq)
+-- Runs `command` on `key` (and the rest), refused as expect_types refuses
+-- when `key` holds a type other than `want`: the check folded into the
+-- first command that touches the key, one call instead of a TYPE and the
+-- command. A script that runs it before its first write, or as its first
+-- write (Redis writes nothing when a command fails on the key's type), is
+-- still refused before anything is written. Other errors are raised as
+-- they are.
+local function call_checked(want, command, key, ...)
+  local reply = redis.pcall(command, key, ...)
+  if type(reply) == 'table' and reply['err'] then
+    if string.find(reply['err'], '^WRONGTYPE') then
+      expect_types(key, want)
+    end
+    error(reply)
+  end
+  return reply
+end
+
+-- The value of the job id counter `seq` (false when absent), refused
+-- unless it is a counter INCR can step (it counts from the value read).
+local function counter_value(seq)
+  local value = call_checked('string', 'GET', seq)
   if value and not (string.match(value, '^%d+$') and #value < 19) then
     error({err = 'WRONGTYPE ' .. seq .. ' is not a job id counter: nothing was changed'})
   end
+  return value
+end
+
+-- Refuses unless `seq` is a counter INCR can step (or absent).
+local function expect_counter(seq)
+  counter_value(seq)
 end
 
 -- HMGET of a job record's `fields`, all false when the key holds another
@@ -241,6 +267,13 @@ local function now_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
+-- An integer (a job id, ms, a score) as the digits a command is given.
+-- Redis 7.0 formats a Lua number passed to a command with `%.17g`, which
+-- costs more than the command itself; a string is passed as it is.
+local function digits(n)
+  return string.format('%d', n)
+end
+
 -- Score of a job in its lane's set: the time it may run (ms) with the job
 -- id as tie-breaker, so jobs of the same millisecond run in the order they
 -- were added. ms * 1024 stays exact in a Lua double until the 23rd century.
@@ -259,20 +292,44 @@ local function announce_settled(prefix, member, what)
   redis.call('PUBLISH', released_channel(prefix, member), '{"settled":"' .. what .. '"}')
 end
 
+-- Replaces the entity's job record with a new waiting job `id` of `lane`
+-- (its entry in the lane's set is the caller's), indexes the id in the
+-- queue's job id index `index` and wakes a worker. `id` and `now` (ms) are
+-- digits (see digits).
+local function write_job(job, index, channel, member, payload, lane, id, now)
+  redis.call('DEL', job)
+  redis.call('HSET', job, 'state', 'waiting', 'job_id', id, 'payload', payload,
+    'attempts', '0', 'enqueued_at', now, 'lane', lane)
+  -- The job id index. One of another type (a hand edit) refuses the
+  -- write and changes nothing (see index_writable): one call, no TYPE.
+  redis.pcall('HSET', index, id, member)
+  redis.call('PUBLISH', channel, id)
+end
+
 -- Replaces the entity's job record with a new waiting job in `lane` and
 -- wakes a worker. Returns the new job id.
 local function add_job(job, lanes, seq, channel, member, payload, lane, now)
   local id = redis.call('INCR', seq)
   lane = lane_of(lane)
-  redis.call('DEL', job)
-  redis.call('HSET', job, 'state', 'waiting', 'job_id', id, 'payload', payload,
-    'attempts', 0, 'enqueued_at', now, 'lane', lane)
-  redis.call('ZADD', (lane_set(lanes, lane)), waiting_score(now, id), member)
-  local index = job_ids_key(prefix_of_job_key(job, member))
-  if index_writable(index) then
-    redis.call('HSET', index, id, member)
-  end
-  redis.call('PUBLISH', channel, id)
+  redis.call('ZADD', (lane_set(lanes, lane)), digits(waiting_score(now, id)), member)
+  write_job(job, job_ids_key(prefix_of_job_key(job, member)), channel, member, payload, lane,
+    digits(id), digits(now))
+  return id
+end
+
+-- add_job for a request (request_job), checking each key it writes with
+-- the first command that touches it (call_checked) rather than a TYPE
+-- call per key: the counter is read first (the new id is the next value),
+-- and the job's entry in its lane's set is the first write, so a key of
+-- the wrong type is refused before anything is written. The job record
+-- was read (a hash or nothing); `prefix` is the queue's key prefix.
+-- Returns the new job id, as digits.
+local function add_requested_job(job, lanes, seq, channel, member, payload, lane, prefix)
+  local id = digits((tonumber(counter_value(seq)) or 0) + 1)
+  local now = now_ms()
+  call_checked('zset', 'ZADD', (lane_set(lanes, lane)), digits(waiting_score(now, id)), member)
+  redis.call('INCR', seq)
+  write_job(job, job_ids_key(prefix), channel, member, payload, lane_of(lane), id, digits(now))
   return id
 end
 
@@ -563,6 +620,70 @@ local function make_urgent(job, lanes, member)
   redis.call('HSET', job, 'lane', URGENT)
 end
 
+-- The requests most are, decided with few of the prelude's definitions (a
+-- script has each definition it uses made on every call; see
+-- `with_prelude` in scripts.rs): a new job for an entity with no live job
+-- (`payload`, in `lane`), and a request joining a job waiting in its lane's
+-- set that it leaves as it is (neither manual nor urgent for a job of the
+-- normal lane). Each key is checked by the first command that touches it
+-- (see call_checked), before anything is written. Returns the reply of
+-- request_job, or nil and the fields of the job record read, for
+-- request_rest to decide.
+local function request_common(job, lanes, seq, channel, member, payload, manual, lane, prefix)
+  local f = call_checked('hash', 'HMGET', job, 'state', 'job_id', 'followup_manual', 'lane',
+    'followup_lane')
+  if f[1] == 'waiting' then
+    if not manual and (lane_of(lane) ~= URGENT or lane_of(f[4]) == URGENT)
+        and call_checked('zset', 'ZSCORE', (lane_set(lanes, f[4])), member) then
+      return {'coalesced', f[2] or '0'}
+    end
+    return nil, f
+  end
+  if f[1] == 'running' then
+    return nil, f
+  end
+  return {'added', add_requested_job(job, lanes, seq, channel, member, payload, lane, prefix)}
+end
+
+-- The requests request_common leaves, given the job record's fields `f`
+-- it read (a job waiting or running). See request_job.
+local function request_rest(f, job, lanes, running, channel, member, payload, followup, manual, lane, prefix)
+  lane = lane_of(lane)
+  if f[1] == 'waiting' then
+    local set, other = lane_set(lanes, f[4])
+    if not call_checked('zset', 'ZSCORE', set, member) then
+      expect_types(other, 'zset')
+      repair_job(job, lanes, running, channel, member, now_ms(), prefix)
+    end
+    -- The job reads current data when it starts: nothing to add. A manual
+    -- request upgrades it, so its instructions are not lost. An urgent
+    -- request moves a job of the normal lane to the urgent one, with its
+    -- trigger; a job there already keeps its own (a manual job's
+    -- instructions are not lost to a reactive request).
+    local upgrade = lane == URGENT and lane_of(f[4]) ~= URGENT
+    if upgrade then
+      expect_types(lanes.urgent, 'zset')
+    end
+    if manual or upgrade then
+      redis.call('HSET', job, 'payload', payload)
+    end
+    if upgrade then
+      make_urgent(job, lanes, member)
+    end
+    return {'coalesced', f[2] or '0'}
+  end
+  if not call_checked('zset', 'ZSCORE', running, member) then
+    repair_job(job, lanes, running, channel, member, now_ms(), prefix)
+  end
+  -- Remember exactly one follow-up; a manual one wins over an automatic
+  -- one. It runs in the most urgent lane of the requests made meanwhile.
+  if manual or f[3] ~= '1' then
+    redis.call('HSET', job, 'followup', followup, 'followup_manual', manual and '1' or '0',
+      'followup_lane', max_lane(lane, f[5]))
+  end
+  return {'followup', f[2] or '0'}
+end
+
 -- Requests a job for `member` (job record `job`), deciding by the state of
 -- its current job what that means: joins a waiting job (a manual request
 -- replaces its payload, an urgent one moves it to the urgent lane), records
@@ -573,38 +694,16 @@ end
 -- is the queue's key prefix, where the parked sets are) coalesces requests
 -- like any waiting job; an urgent request moves it to the urgent lane all
 -- the same (a parked job's record carries its lane back when its domain
--- resumes). The one place a request is decided: enqueue and the
--- dead-letter retry call it. Returns {outcome, job_id}; outcome is
--- added | coalesced | followup.
+-- resumes). A key of the wrong type is refused before anything is
+-- written; each path checks the keys it touches. The one place a request
+-- is decided, in two halves (request_common, then request_rest) that
+-- enqueue calls apart: enqueue and the dead-letter retry call it. Returns
+-- {outcome, job_id}; outcome is added | coalesced | followup.
 local function request_job(job, lanes, running, seq, channel, member, payload, followup, manual, lane, prefix)
-  local f = redis.call('HMGET', job, 'state', 'job_id', 'followup_manual', 'lane', 'followup_lane')
-  lane = lane_of(lane)
-  if f[1] == 'waiting' then
-    repair_job(job, lanes, running, channel, member, now_ms(), prefix)
-    -- The job reads current data when it starts: nothing to add. A manual
-    -- request upgrades it, so its instructions are not lost. An urgent
-    -- request moves a job of the normal lane to the urgent one, with its
-    -- trigger; a job there already keeps its own (a manual job's
-    -- instructions are not lost to a reactive request).
-    local upgrade = lane == URGENT and lane_of(f[4]) ~= URGENT
-    if manual or upgrade then
-      redis.call('HSET', job, 'payload', payload)
-    end
-    if upgrade then
-      make_urgent(job, lanes, member)
-    end
-    return {'coalesced', f[2] or '0'}
+  local reply, f = request_common(job, lanes, seq, channel, member, payload, manual, lane, prefix)
+  if reply then
+    return reply
   end
-  if f[1] == 'running' then
-    repair_job(job, lanes, running, channel, member, now_ms(), prefix)
-    -- Remember exactly one follow-up; a manual one wins over an automatic
-    -- one. It runs in the most urgent lane of the requests made meanwhile.
-    if manual or f[3] ~= '1' then
-      redis.call('HSET', job, 'followup', followup, 'followup_manual', manual and '1' or '0',
-        'followup_lane', max_lane(lane, f[5]))
-    end
-    return {'followup', f[2] or '0'}
-  end
-  local id = add_job(job, lanes, seq, channel, member, payload, lane, now_ms())
-  return {'added', tostring(id)}
+  return request_rest(f, job, lanes, running, channel, member, payload, followup, manual, lane,
+    prefix)
 end
