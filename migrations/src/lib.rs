@@ -17,6 +17,7 @@
 //! | `m20261127_000003_add_message_branches` | `messages.parent_id`, `workstreams.head_message_id` and `branch_summaries`: message branches and the summaries of abandoned ones |
 //! | `m20261127_000004_add_workstream_breaker_index` | an index on `workstreams.consecutive_failures`: workstreams listed by an open breaker |
 //! | `m20261127_000005_scope_message_search` | recall: the full-text GIN index scoped to the workstream (PostgreSQL: an expression index over `search` plus a `ws <id>` lexeme) |
+//! | `m20261127_000008_inline_message_search_text` | `messages.search` (PostgreSQL): its function runs its query itself, prepared once per connection instead of parsed and planned per inserted message (same text, nothing recomputed) |
 //!
 //! Every migration is written with the sea-query schema builder only, so the
 //! same code creates the schema on PostgreSQL (production) and SQLite (the
@@ -39,6 +40,7 @@ mod m20261127_000002_add_message_search;
 mod m20261127_000003_add_message_branches;
 mod m20261127_000004_add_workstream_breaker_index;
 mod m20261127_000005_scope_message_search;
+mod m20261127_000008_inline_message_search_text;
 
 pub use sea_orm_migration::{MigrationTrait, MigratorTrait};
 
@@ -64,6 +66,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261127_000003_add_message_branches::Migration),
             Box::new(m20261127_000004_add_workstream_breaker_index::Migration),
             Box::new(m20261127_000005_scope_message_search::Migration),
+            Box::new(m20261127_000008_inline_message_search_text::Migration),
         ]
     }
 }

@@ -51,15 +51,24 @@ fn postgres_function() -> String {
     format!(
         r#"CREATE OR REPLACE FUNCTION compactor_message_search_text_of(parts text) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $fn$
-SELECT left(coalesce(string_agg(concat_ws(' ',
+{}
+$fn$"#,
+        search_text_query()
+    )
+}
+
+/// The query of [`postgres_function`] (a single `SELECT` of `parts`), also
+/// the body of the search text function of `m20261127_000008`.
+pub(crate) fn search_text_query() -> String {
+    format!(
+        r#"SELECT left(coalesce(string_agg(concat_ws(' ',
            e->>'text', e->>'output', e->>'uri', e->>'name',
            (SELECT string_agg(s #>> '{{}}', ' ')
               FROM jsonb_path_query(e->'input', 'lax $.** ? (@.type() == "string")') AS s)),
          ' ' ORDER BY i), ''), {INDEXED_CHARS})
   FROM jsonb_array_elements(
          replace(replace(replace(parts, '\\', chr(1)), '\u0000', ' '), chr(1), '\\')::jsonb)
-       WITH ORDINALITY AS t(e, i)
-$fn$"#
+       WITH ORDINALITY AS t(e, i)"#
     )
 }
 
@@ -67,7 +76,7 @@ $fn$"#
 /// `parts` is not a JSON array (only a hand-made or corrupt row can be) is
 /// indexed as empty rather than refused, so the index never blocks a
 /// write or an update of other columns.
-const POSTGRES_SAFE_FUNCTION: &str = r#"CREATE OR REPLACE FUNCTION compactor_message_search_text(parts text) RETURNS text
+pub(crate) const POSTGRES_SAFE_FUNCTION: &str = r#"CREATE OR REPLACE FUNCTION compactor_message_search_text(parts text) RETURNS text
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $fn$
 BEGIN
   RETURN compactor_message_search_text_of(parts);
