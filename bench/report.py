@@ -225,6 +225,15 @@ def main() -> None:
     idle = r.median("startup", "idle_rss")
     target("worker idle RSS ≤ 30 MB", f"{fmt(idle)} MB" if idle is not None else "—",
            None if idle is None else idle <= 30.0)
+    ctx10k = r.median("chat_path", "context_10000_postgres_p99")
+    target("`GET …/context` p99 ≤ 5 ms at 10k un-compacted messages (PostgreSQL)",
+           f"{fmt(ctx10k)} ms" if ctx10k is not None else "—",
+           None if ctx10k is None else ctx10k <= 5.0)
+    app8 = r.median("chat_path", "append_http_8_postgres")
+    app1 = r.median("chat_path", "append_http_1_postgres")
+    target("append ≥ 20k messages/s in batches of 100 over HTTP (PostgreSQL, 8 writers)",
+           f"{fmt(app8)} msg/s (1 writer: {fmt(app1)})" if app8 is not None else "—",
+           None if app8 is None else app8 >= 20_000)
     tr = r.median("transcript", "extract_chunk_50MB_all_tools_uncut")
     target("transcript extraction ≥ 200 MB/s on one core (worst case: every byte processed)",
            f"{fmt(tr)} MB/s" if tr is not None else "—", None if tr is None else tr >= 200)
@@ -362,6 +371,44 @@ def main() -> None:
         ("wait_p99", "`/wait` (nothing running), p99"),
     ]:
         w(f"| {label} | {mmm(r.get('http_layers', metric))} |")
+    w("")
+
+    # ---- chat path
+    w("## Chat path (PostgreSQL)")
+    w("")
+    w("What a chat backend pays per turn, against a worker running as in production "
+      "(reconciliation sweep off). Append: messages/s appended in batches of 100 (the e2e "
+      "coding conversation: text, tool calls, tool results) over HTTP (`POST …/messages`, "
+      "keep-alive) and through the Rust client (`Compactor::append_messages`), by 1 and by 8 "
+      "concurrent writers, each on a workstream of its own. `build_context` (the client) and "
+      "`GET …/context` (HTTP): one reader, requests one after the other, on a workstream of "
+      "1k / 10k / 100k un-compacted messages. `/wait`: `GET …/wait` with nothing running. "
+      "Source: `tests/benches/chat_path.rs`.")
+    w("")
+    w(f"```\n{command(r, 'chat_path')}\n```")
+    w("")
+    w("| append, messages/s (batches of 100) | 1 writer | 8 writers |")
+    w("|---|---|---|")
+    for via, label in (("http", "over HTTP"), ("client", "Rust client")):
+        w(f"| {label} | {mmm(r.get('chat_path', f'append_{via}_1_postgres'))} | "
+          f"{mmm(r.get('chat_path', f'append_{via}_8_postgres'))} |")
+    w("")
+    chat_sizes = sorted({int(m.split("_")[1]) for (i, su, m) in r.values
+                         if su == "chat_path" and m.startswith("context_") and m.split("_")[1].isdigit()})
+    w("| un-compacted messages | `build_context` p50 ms | `build_context` p99 ms | `/context` p50 ms | `/context` p99 ms |")
+    w("|---|---|---|---|---|")
+    for n in chat_sizes or [1000, 10000, 100000]:
+        w(f"| {n:,} | {mmm(r.get('chat_path', f'build_context_{n}_postgres_p50'))} | "
+          f"{mmm(r.get('chat_path', f'build_context_{n}_postgres_p99'))} | "
+          f"{mmm(r.get('chat_path', f'context_{n}_postgres_p50'))} | "
+          f"{mmm(r.get('chat_path', f'context_{n}_postgres_p99'))} |")
+    w("")
+    w("| `/wait`, nothing running | p50 ms | p99 ms |")
+    w("|---|---|---|")
+    w(f"| `GET …/wait` | {mmm(r.get('chat_path', 'wait_postgres_p50'))} | {mmm(r.get('chat_path', 'wait_postgres_p99'))} |")
+    w("")
+    w(f"Targets: `/context` p99 ≤ 5 ms at 10k: {yes_no(None if ctx10k is None else ctx10k <= 5.0)}; "
+      f"append ≥ 20k messages/s over HTTP (8 writers): {yes_no(None if app8 is None else app8 >= 20_000)}.")
     w("")
 
     # ---- recall

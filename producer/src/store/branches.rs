@@ -114,11 +114,11 @@ pub struct BranchInput {
 
 /// The head, watermark and lease of a workstream, read under its row lock.
 #[derive(Debug, Clone, Copy)]
-struct Tip {
-    head: Option<i64>,
-    last: Option<i64>,
-    watermark: Option<i64>,
-    compacting: bool,
+pub(crate) struct Tip {
+    pub head: Option<i64>,
+    pub last: Option<i64>,
+    pub watermark: Option<i64>,
+    pub compacting: bool,
 }
 
 impl Tip {
@@ -356,13 +356,18 @@ pub(crate) struct AppendPlan {
 /// ([`StoreError::BehindCompaction`]); a parent that is not the head
 /// forks, abandoning the old head's branch unless the parent descends
 /// from it.
+///
+/// `tip` is the workstream's, read by the statement that took the row
+/// lock (the append's first): no statement of its own for an append
+/// without a parent, the chat's common case.
 pub(crate) async fn plan_append<C: ConnectionTrait>(
     db: &C,
     workstream_id: i64,
+    tip: &Tip,
     parent: Option<MessageId>,
     op: &'static str,
 ) -> Result<AppendPlan, StoreError> {
-    let tip = tip(db, workstream_id, op).await?;
+    let tip = *tip;
     let Some(parent) = parent.map(|p| p.0) else {
         return Ok(AppendPlan {
             first_parent: tip.head,
@@ -411,35 +416,21 @@ pub(crate) async fn plan_append<C: ConnectionTrait>(
     })
 }
 
-/// After an append's messages are inserted: the head is the newest, and
-/// the path's tokens are recounted when the path changed.
-pub(crate) async fn after_append<C: ConnectionTrait>(
+/// `uncompacted_tokens` of the path ending at `newest` (an append's
+/// newest message, inserted already), for an append whose plan says
+/// [`AppendPlan::recount`]: the path changed beyond the appended messages.
+pub(crate) async fn path_tokens<C: ConnectionTrait>(
     db: &C,
     workstream_id: i64,
-    plan: &AppendPlan,
+    watermark: Option<i64>,
     newest: i64,
     op: &'static str,
-) -> Result<(), StoreError> {
-    if !plan.branched {
-        return Ok(());
-    }
-    let mut update = workstream::Entity::update_many()
-        .col_expr(workstream::Column::HeadMessageId, Expr::value(Some(newest)));
-    if plan.recount {
-        let tip = tip(db, workstream_id, op).await?;
-        let tree = load_tree(db, workstream_id, tip.watermark, op).await?;
-        let tokens: i64 = path_of(&tree, Some(newest), tip.watermark)
-            .iter()
-            .map(|&(_, t)| t.max(0))
-            .sum();
-        update = update.col_expr(workstream::Column::UncompactedTokens, Expr::value(tokens));
-    }
-    update
-        .filter(workstream::Column::Id.eq(workstream_id))
-        .exec(db)
-        .await
-        .map_err(StoreError::db(op))?;
-    Ok(())
+) -> Result<i64, StoreError> {
+    let tree = load_tree(db, workstream_id, watermark, op).await?;
+    Ok(path_of(&tree, Some(newest), watermark)
+        .iter()
+        .map(|&(_, t)| t.max(0))
+        .sum())
 }
 
 /// The current path's un-compacted messages, `(id, estimate)` oldest

@@ -9,15 +9,16 @@
 use std::collections::HashMap;
 
 use compactor_shared::{EntityKey, Message, MessageId, Part, Role};
-use sea_orm::sea_query::{Expr, ExprTrait};
+use sea_orm::sea_query::{Expr, ExprTrait, Query};
 use sea_orm::{
-    ActiveValue::Set, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder,
-    QuerySelect, QueryTrait,
+    ActiveValue::Set, ColumnTrait, ConnectionTrait, DbBackend, EntityTrait, QueryFilter,
+    QueryOrder, QuerySelect, QueryTrait, Statement,
 };
 
+use super::branches::Tip;
 use super::convert::{decode, encode_parts, now, role_from_str, to_i64, to_u64};
 use super::entities::{message, workstream};
-use super::workstreams::ensure;
+use super::workstreams::{ensure, insert_if_missing};
 use super::{Store, StoreError};
 
 /// A message to append.
@@ -56,7 +57,8 @@ pub struct Appended {
     pub abandoned: Option<super::AbandonedBranch>,
 }
 
-/// Rows per `INSERT` statement. A message binds 8 values; SQLite builds
+/// Rows per `INSERT … VALUES` statement (SQLite's appends, memory entries).
+/// A message binds 8 values; SQLite builds
 /// before 3.32 allow 999 bound parameters per statement (later ones 32,766,
 /// PostgreSQL 65,535), so 120 rows stay under every limit.
 pub(crate) const INSERT_BATCH_ROWS: usize = 120;
@@ -127,8 +129,8 @@ impl Store {
             .collect::<Result<_, _>>()?;
 
         let txn = self.begin_write(OP).await?;
-        let ws = ensure(&txn, key, OP).await?;
         if messages.is_empty() {
+            let ws = ensure(&txn, key, OP).await?;
             txn.commit().await.map_err(StoreError::db(OP))?;
             return Ok(Appended {
                 workstream_id: ws.id,
@@ -141,14 +143,15 @@ impl Store {
         // Lock the workstream row before reading client ids or allocating
         // message ids (see the module docs of `store`): concurrent appends
         // to one workstream commit in id order, and two tries of one append
-        // cannot both find its client ids missing.
-        workstream::Entity::update_many()
-            .col_expr(workstream::Column::UpdatedAt, Expr::value(now()))
-            .filter(workstream::Column::Id.eq(ws.id))
-            .exec(&txn)
-            .await
-            .map_err(StoreError::db(OP))?;
-        let stored = stored_by_client_id(&txn, ws.id, messages, OP).await?;
+        // cannot both find its client ids missing. The locking statement
+        // also reads everything the append needs of the row.
+        let ws = lock_for_append(&txn, key, OP).await?;
+        // Without client ids there is nothing to look up.
+        let stored = if messages.iter().any(|m| m.client_id.is_some()) {
+            stored_by_client_id(&txn, ws.id, messages, OP).await?
+        } else {
+            HashMap::new()
+        };
         let slots = place(messages, &encoded, &stored, OP)?;
         let fresh: Vec<usize> = slots
             .iter()
@@ -156,97 +159,72 @@ impl Store {
             .filter_map(|(i, slot)| matches!(slot, Slot::New(_)).then_some(i))
             .collect();
 
-        let mut new_ids = Vec::with_capacity(fresh.len());
+        let mut new_ids = Vec::new();
+        let mut uncompacted = ws.uncompacted_tokens;
         let plan = if fresh.is_empty() {
             super::branches::AppendPlan::default()
         } else {
-            super::branches::plan_append(&txn, ws.id, parent, OP).await?
+            super::branches::plan_append(&txn, ws.id, &ws.tip, parent, OP).await?
         };
         if !fresh.is_empty() {
+            let rows = NewRows {
+                workstream_id: ws.id,
+                messages,
+                encoded: &encoded,
+                fresh: &fresh,
+                first_parent: plan.first_parent,
+            };
             let added: u64 = fresh.iter().fold(0u64, |sum, &i| {
                 sum.saturating_add(messages[i].token_estimate)
             });
-            workstream::Entity::update_many()
-                .col_expr(
-                    workstream::Column::UncompactedTokens,
-                    Expr::col(workstream::Column::UncompactedTokens).add(to_i64(added)),
-                )
-                .col_expr(workstream::Column::JustAutoCompacted, Expr::value(false))
-                .filter(workstream::Column::Id.eq(ws.id))
-                .exec(&txn)
-                .await
-                .map_err(StoreError::db(OP))?;
-            let created_at = now();
-            for batch in fresh.chunks(INSERT_BATCH_ROWS) {
-                let rows = batch.iter().map(|&i| {
-                    let m = &messages[i];
-                    message::ActiveModel {
-                        workstream_id: Set(ws.id),
-                        role: Set(m.role.as_str().to_owned()),
-                        parts: Set(encoded[i].clone()),
-                        token_estimate: Set(to_i64(m.token_estimate)),
-                        pinned: Set(m.pinned),
-                        is_compacted: Set(false),
-                        created_at: Set(created_at),
-                        client_id: Set(m.client_id.clone()),
-                        parent_id: Set(if Some(&i) == fresh.first() {
-                            plan.first_parent
-                        } else {
-                            None
-                        }),
-                        ..Default::default()
-                    }
-                });
-                let mut insert = message::Entity::insert_many(rows).into_query();
-                insert.returning_col(message::Column::Id);
-                let returned = txn.query_all(&insert).await.map_err(StoreError::db(OP))?;
-                let mut batch_ids = returned
-                    .iter()
-                    .map(|row| row.try_get::<i64>("", "id"))
-                    .collect::<Result<Vec<_>, _>>()
-                    .map_err(StoreError::db(OP))?;
-                // `RETURNING` does not promise an order, but ids are
-                // allocated in the order of the VALUES list, so sorted ids
-                // are the messages' ids in the order given.
-                batch_ids.sort_unstable();
-                new_ids.extend(batch_ids.into_iter().map(MessageId));
+            let postgres = txn.get_database_backend() == DbBackend::Postgres;
+            if postgres && !plan.recount {
+                // The common case in one statement: insert, then update
+                // the row from what the insert returned.
+                let update = RowUpdate {
+                    added: to_i64(added),
+                    branched: plan.branched,
+                };
+                (new_ids, uncompacted) = insert_unnest(&txn, &rows, Some(update), OP).await?;
+            } else {
+                new_ids = if postgres {
+                    insert_unnest(&txn, &rows, None, OP).await?.0
+                } else {
+                    insert_values(&txn, &rows, OP).await?
+                };
+                let newest = new_ids.last().map_or(0, |id| id.0);
+                let tokens = if plan.recount {
+                    let recounted =
+                        super::branches::path_tokens(&txn, ws.id, ws.tip.watermark, newest, OP)
+                            .await?;
+                    Expr::value(recounted)
+                } else {
+                    Expr::col(workstream::Column::UncompactedTokens).add(to_i64(added))
+                };
+                uncompacted = update_row(&txn, ws.id, tokens, plan.branched, newest, OP).await?;
             }
-            let newest = new_ids.last().map(|id| id.0);
-            workstream::Entity::update_many()
-                .col_expr(workstream::Column::LastMessageId, Expr::value(newest))
-                .filter(workstream::Column::Id.eq(ws.id))
-                .exec(&txn)
-                .await
-                .map_err(StoreError::db(OP))?;
-            if let Some(newest) = newest {
-                super::branches::after_append(&txn, ws.id, &plan, newest, OP).await?;
-            }
-        }
-        let mut ids: Vec<MessageId> = Vec::with_capacity(messages.len());
-        for slot in &slots {
-            let id = match *slot {
-                Slot::Stored(id) => id,
-                Slot::New(n) => new_ids.get(n).copied().ok_or_else(|| StoreError::Db {
+            if new_ids.len() != fresh.len() {
+                return Err(StoreError::Db {
                     op: OP,
                     source: sea_orm::DbErr::Custom(format!(
                         "{} ids returned for {} inserted messages",
                         new_ids.len(),
                         fresh.len()
                     )),
-                })?,
+                });
+            }
+        }
+        let mut ids: Vec<MessageId> = Vec::with_capacity(messages.len());
+        for slot in &slots {
+            let id = match *slot {
+                Slot::Stored(id) => id,
+                // Checked above: one id per inserted message.
+                Slot::New(n) => new_ids[n],
                 // An earlier position: its id is known by now.
                 Slot::Repeat(first) => ids[first],
             };
             ids.push(id);
         }
-        let uncompacted = workstream::Entity::find_by_id(ws.id)
-            .select_only()
-            .column(workstream::Column::UncompactedTokens)
-            .into_tuple::<i64>()
-            .one(&txn)
-            .await
-            .map_err(StoreError::db(OP))?
-            .unwrap_or_default();
         txn.commit().await.map_err(StoreError::db(OP))?;
         Ok(Appended {
             workstream_id: ws.id,
@@ -451,6 +429,325 @@ pub(crate) async fn estimate_of<C: ConnectionTrait>(
         .map_err(StoreError::db(op))
 }
 
+/// The workstream row of an append, as the statement that locked it read
+/// it.
+struct Locked {
+    id: i64,
+    uncompacted_tokens: i64,
+    tip: Tip,
+}
+
+/// Locks the row of the workstream of `key` (created when missing) and
+/// reads what an append needs of it, in one statement: `UPDATE … SET
+/// updated_at … RETURNING …` takes the row lock and returns the row as it
+/// is under the lock. A missing workstream is inserted (a no-op when a
+/// concurrent caller inserted it first) and then locked the same way.
+async fn lock_for_append<C: ConnectionTrait>(
+    db: &C,
+    key: &EntityKey,
+    op: &'static str,
+) -> Result<Locked, StoreError> {
+    if let Some(locked) = try_lock(db, key, op).await? {
+        return Ok(locked);
+    }
+    insert_if_missing(db, key, op).await?;
+    try_lock(db, key, op).await?.ok_or(StoreError::Db {
+        op,
+        source: sea_orm::DbErr::RecordNotFound(format!("workstream {key} after insert")),
+    })
+}
+
+async fn try_lock<C: ConnectionTrait>(
+    db: &C,
+    key: &EntityKey,
+    op: &'static str,
+) -> Result<Option<Locked>, StoreError> {
+    use workstream::Column;
+    let mut update = workstream::Entity::update_many()
+        .col_expr(Column::UpdatedAt, Expr::value(now()))
+        .filter(Column::Domain.eq(key.domain()))
+        .filter(Column::EntityId.eq(key.entity_id()))
+        .into_query();
+    update.returning(Query::returning().columns([
+        Column::Id,
+        Column::UncompactedTokens,
+        Column::HeadMessageId,
+        Column::LastMessageId,
+        Column::LastCompactedMessageId,
+        Column::IsCompacting,
+    ]));
+    let Some(row) = db.query_one(&update).await.map_err(StoreError::db(op))? else {
+        return Ok(None);
+    };
+    let read = || -> Result<Locked, sea_orm::DbErr> {
+        Ok(Locked {
+            id: row.try_get("", "id")?,
+            uncompacted_tokens: row.try_get("", "uncompacted_tokens")?,
+            tip: Tip {
+                head: row.try_get("", "head_message_id")?,
+                last: row.try_get("", "last_message_id")?,
+                watermark: row.try_get("", "last_compacted_message_id")?,
+                compacting: row.try_get("", "is_compacting")?,
+            },
+        })
+    };
+    read().map(Some).map_err(StoreError::db(op))
+}
+
+/// The messages an append inserts: `fresh` indexes `messages` (and
+/// `encoded`, their parts); the first continues `first_parent`.
+struct NewRows<'a> {
+    workstream_id: i64,
+    messages: &'a [NewMessage],
+    encoded: &'a [String],
+    fresh: &'a [usize],
+    first_parent: Option<i64>,
+}
+
+/// What an append changes on its workstream row after the insert:
+/// `uncompacted_tokens += added`, `last_message_id` (and, when
+/// `branched`, `head_message_id`) = the newest message, and
+/// `just_auto_compacted = false` (the chat moved on).
+struct RowUpdate {
+    added: i64,
+    branched: bool,
+}
+
+/// The insert of [`insert_unnest`]: `$1` the workstream, `$2` the time,
+/// `$3`…`$8` the columns as arrays (in their text form, cast here).
+macro_rules! insert_unnest_sql {
+    () => {
+        "INSERT INTO messages \
+         (workstream_id, role, parts, token_estimate, pinned, is_compacted, created_at, \
+          client_id, parent_id) \
+         SELECT $1, m.role, m.parts, m.token_estimate, m.pinned, FALSE, $2, m.client_id, \
+          m.parent_id \
+         FROM UNNEST($3::text::text[], $4::text::text[], $5::text::bigint[], \
+          $6::text::boolean[], $7::text::text[], $8::text::bigint[]) \
+          AS m(role, parts, token_estimate, pinned, client_id, parent_id) \
+         RETURNING id"
+    };
+}
+
+/// The insert alone.
+const INSERT_UNNEST: &str = insert_unnest_sql!();
+
+/// The insert and the [`RowUpdate`] (`$9` added tokens, `$10` branched)
+/// in one statement: the update reads the newest id from the insert's
+/// `RETURNING`; every id comes back with the row's new
+/// `uncompacted_tokens`.
+const INSERT_UNNEST_AND_UPDATE: &str = concat!(
+    "WITH ins AS (",
+    insert_unnest_sql!(),
+    "), upd AS (UPDATE workstreams SET \
+       uncompacted_tokens = uncompacted_tokens + $9, \
+       just_auto_compacted = FALSE, \
+       last_message_id = (SELECT max(id) FROM ins), \
+       head_message_id = CASE WHEN $10 THEN (SELECT max(id) FROM ins) \
+                              ELSE head_message_id END \
+       WHERE id = $1 RETURNING uncompacted_tokens) \
+     SELECT ins.id, upd.uncompacted_tokens FROM ins CROSS JOIN upd"
+);
+
+/// PostgreSQL: one `INSERT … SELECT … FROM UNNEST(…)` for the whole batch,
+/// each column bound as one array (in its text form): the same few
+/// parameters however many rows, one statement text (prepared once per
+/// connection), and no bound-parameter limit. `UNNEST` yields the rows in
+/// array order, and ids are allocated in the order rows are inserted.
+///
+/// With `update`, the same statement updates the workstream row
+/// ([`INSERT_UNNEST_AND_UPDATE`]) and its `uncompacted_tokens` is
+/// returned; without, the second value is 0.
+async fn insert_unnest<C: ConnectionTrait>(
+    db: &C,
+    rows: &NewRows<'_>,
+    update: Option<RowUpdate>,
+    op: &'static str,
+) -> Result<(Vec<MessageId>, i64), StoreError> {
+    let n = rows.fresh.len();
+    let mut roles = PgArray::with_capacity(n * 12);
+    let mut parts =
+        PgArray::with_capacity(rows.fresh.iter().map(|&i| rows.encoded[i].len() + 8).sum());
+    let mut tokens = PgArray::with_capacity(n * 8);
+    let mut pinned = PgArray::with_capacity(n * 2);
+    let mut client_ids = PgArray::with_capacity(n * 8);
+    let mut parents = PgArray::with_capacity(n * 5);
+    for (k, &i) in rows.fresh.iter().enumerate() {
+        let m = &rows.messages[i];
+        roles.text(Some(m.role.as_str()));
+        parts.text(Some(&rows.encoded[i]));
+        tokens.raw(Some(&to_i64(m.token_estimate).to_string()));
+        pinned.raw(Some(if m.pinned { "t" } else { "f" }));
+        client_ids.text(m.client_id.as_deref());
+        let parent = if k == 0 { rows.first_parent } else { None };
+        parents.raw(parent.map(|p| p.to_string()).as_deref());
+    }
+    let mut values: Vec<sea_orm::Value> = vec![
+        rows.workstream_id.into(),
+        now().into(),
+        roles.finish().into(),
+        parts.finish().into(),
+        tokens.finish().into(),
+        pinned.finish().into(),
+        client_ids.finish().into(),
+        parents.finish().into(),
+    ];
+    let sql = match &update {
+        Some(update) => {
+            values.push(update.added.into());
+            values.push(update.branched.into());
+            INSERT_UNNEST_AND_UPDATE
+        }
+        None => INSERT_UNNEST,
+    };
+    let returned = db
+        .query_all_raw(Statement::from_sql_and_values(
+            DbBackend::Postgres,
+            sql,
+            values,
+        ))
+        .await
+        .map_err(StoreError::db(op))?;
+    let uncompacted = match (&update, returned.first()) {
+        (Some(_), Some(row)) => row
+            .try_get::<i64>("", "uncompacted_tokens")
+            .map_err(StoreError::db(op))?,
+        _ => 0,
+    };
+    Ok((sorted_ids(&returned, op)?, uncompacted))
+}
+
+/// The [`RowUpdate`] as a statement of its own, with `tokens` the new
+/// `uncompacted_tokens` (added, or recounted when the path changed);
+/// returns it.
+async fn update_row<C: ConnectionTrait>(
+    db: &C,
+    workstream_id: i64,
+    tokens: Expr,
+    branched: bool,
+    newest: i64,
+    op: &'static str,
+) -> Result<i64, StoreError> {
+    let mut update = workstream::Entity::update_many()
+        .col_expr(workstream::Column::UncompactedTokens, tokens)
+        .col_expr(workstream::Column::JustAutoCompacted, Expr::value(false))
+        .col_expr(workstream::Column::LastMessageId, Expr::value(Some(newest)));
+    if branched {
+        update = update.col_expr(workstream::Column::HeadMessageId, Expr::value(Some(newest)));
+    }
+    let mut update = update
+        .filter(workstream::Column::Id.eq(workstream_id))
+        .into_query();
+    update.returning_col(workstream::Column::UncompactedTokens);
+    let row = db
+        .query_one(&update)
+        .await
+        .map_err(StoreError::db(op))?
+        .ok_or(StoreError::UnknownWorkstream { op, workstream_id })?;
+    row.try_get::<i64>("", "uncompacted_tokens")
+        .map_err(StoreError::db(op))
+}
+
+/// SQLite: multi-row `INSERT … VALUES` in batches of
+/// [`INSERT_BATCH_ROWS`] (under its bound-parameter limit).
+async fn insert_values<C: ConnectionTrait>(
+    db: &C,
+    rows: &NewRows<'_>,
+    op: &'static str,
+) -> Result<Vec<MessageId>, StoreError> {
+    let created_at = now();
+    let mut ids = Vec::with_capacity(rows.fresh.len());
+    for (b, batch) in rows.fresh.chunks(INSERT_BATCH_ROWS).enumerate() {
+        let models = batch.iter().enumerate().map(|(k, &i)| {
+            let m = &rows.messages[i];
+            message::ActiveModel {
+                workstream_id: Set(rows.workstream_id),
+                role: Set(m.role.as_str().to_owned()),
+                parts: Set(rows.encoded[i].clone()),
+                token_estimate: Set(to_i64(m.token_estimate)),
+                pinned: Set(m.pinned),
+                is_compacted: Set(false),
+                created_at: Set(created_at),
+                client_id: Set(m.client_id.clone()),
+                parent_id: Set(if b == 0 && k == 0 {
+                    rows.first_parent
+                } else {
+                    None
+                }),
+                ..Default::default()
+            }
+        });
+        let mut insert = message::Entity::insert_many(models).into_query();
+        insert.returning_col(message::Column::Id);
+        let returned = db.query_all(&insert).await.map_err(StoreError::db(op))?;
+        ids.extend(sorted_ids(&returned, op)?);
+    }
+    Ok(ids)
+}
+
+/// The ids an `INSERT … RETURNING id` returned, ascending. `RETURNING` does
+/// not promise an order, but ids are allocated in the order rows are
+/// inserted, so sorted ids are the messages' ids in the order given.
+fn sorted_ids(
+    returned: &[sea_orm::QueryResult],
+    op: &'static str,
+) -> Result<Vec<MessageId>, StoreError> {
+    let mut ids = returned
+        .iter()
+        .map(|row| row.try_get::<i64>("", "id"))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(StoreError::db(op))?;
+    ids.sort_unstable();
+    Ok(ids.into_iter().map(MessageId).collect())
+}
+
+/// A one-dimensional PostgreSQL array literal (`{"a","b",NULL}`), bound as
+/// text and cast to its array type by the statement.
+struct PgArray(String);
+
+impl PgArray {
+    fn with_capacity(bytes: usize) -> PgArray {
+        let mut s = String::with_capacity(bytes + 2);
+        s.push('{');
+        PgArray(s)
+    }
+
+    fn separate(&mut self) {
+        if self.0.len() > 1 {
+            self.0.push(',');
+        }
+    }
+
+    /// An element quoted, so any text (commas, braces, quotes, spaces,
+    /// the word NULL) is taken literally: `"` and `\` are escaped.
+    fn text(&mut self, value: Option<&str>) {
+        self.separate();
+        let Some(value) = value else {
+            self.0.push_str("NULL");
+            return;
+        };
+        self.0.push('"');
+        for c in value.chars() {
+            if c == '"' || c == '\\' {
+                self.0.push('\\');
+            }
+            self.0.push(c);
+        }
+        self.0.push('"');
+    }
+
+    /// An element that needs no quoting (a number, `t`/`f`).
+    fn raw(&mut self, value: Option<&str>) {
+        self.separate();
+        self.0.push_str(value.unwrap_or("NULL"));
+    }
+
+    fn finish(mut self) -> String {
+        self.0.push('}');
+        self.0
+    }
+}
+
 /// The workstream's stored messages named by the client ids of `messages`.
 async fn stored_by_client_id<C: ConnectionTrait>(
     db: &C,
@@ -552,4 +849,24 @@ fn same_content(row: &StoredByClientId, m: &NewMessage, encoded: &str) -> bool {
         && row.pinned == m.pinned
         && (row.parts == encoded
             || serde_json::from_str::<Vec<Part>>(&row.parts).is_ok_and(|parts| parts == m.parts))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::PgArray;
+
+    #[test]
+    fn array_literals_quote_text_and_leave_numbers_bare() {
+        let mut text = PgArray::with_capacity(0);
+        text.text(Some(r#"a "b" \c"#));
+        text.text(None);
+        text.text(Some("NULL"));
+        text.text(Some(""));
+        assert_eq!(text.finish(), r#"{"a \"b\" \\c",NULL,"NULL",""}"#);
+        let mut numbers = PgArray::with_capacity(0);
+        numbers.raw(Some("12"));
+        numbers.raw(None);
+        assert_eq!(numbers.finish(), "{12,NULL}");
+        assert_eq!(PgArray::with_capacity(0).finish(), "{}");
+    }
 }

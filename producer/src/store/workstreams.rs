@@ -206,6 +206,24 @@ pub(crate) async fn ensure<C: ConnectionTrait>(
     if let Some(row) = find_by_key(db, key, op).await? {
         return Ok(row);
     }
+    // A concurrent caller may insert the same key between our select and
+    // this insert: the unique index makes ours a no-op, and the select
+    // below finds theirs.
+    insert_if_missing(db, key, op).await?;
+    find_by_key(db, key, op).await?.ok_or(StoreError::Db {
+        op,
+        source: sea_orm::DbErr::RecordNotFound(format!("workstream {key} after insert")),
+    })
+}
+
+/// Inserts the workstream of `key` unless it exists (a key conflict makes
+/// the insert a no-op: a concurrent caller's row stands). Callers read the
+/// row afterwards.
+pub(crate) async fn insert_if_missing<C: ConnectionTrait>(
+    db: &C,
+    key: &EntityKey,
+    op: &'static str,
+) -> Result<(), StoreError> {
     let at = now();
     let row = workstream::ActiveModel {
         domain: Set(key.domain().to_owned()),
@@ -215,18 +233,12 @@ pub(crate) async fn ensure<C: ConnectionTrait>(
         updated_at: Set(at),
         ..Default::default()
     };
-    // A concurrent caller may insert the same key between our select and
-    // this insert: the unique index makes ours a no-op, and the select
-    // below finds theirs.
     Entity::insert(row)
         .on_conflict_do_nothing_on([Column::Domain, Column::EntityId])
         .exec_without_returning(db)
         .await
         .map_err(StoreError::db(op))?;
-    find_by_key(db, key, op).await?.ok_or(StoreError::Db {
-        op,
-        source: sea_orm::DbErr::RecordNotFound(format!("workstream {key} after insert")),
-    })
+    Ok(())
 }
 
 /// The workstream id behind `key`, or `None` when it does not exist.

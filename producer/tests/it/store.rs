@@ -44,6 +44,7 @@ on_both_backends!(
     a_database_ahead_of_the_build_is_reported_and_not_migrated,
     racing_ensure_workstream_creates_one_row,
     ten_thousand_messages_append_in_one_call,
+    awkward_content_and_client_ids_round_trip_exactly,
     pages_stream_in_order_and_respect_after,
     pages_are_bounded_by_the_tokens_they_hold,
     a_corrupt_row_is_an_error_not_a_panic_or_a_gap,
@@ -346,6 +347,80 @@ async fn ten_thousand_messages_append_in_one_call(backend: Backend) {
         all_uncompacted(&db.store, ws.id).await,
         appended.ids.iter().map(|m| m.0).collect::<Vec<_>>()
     );
+}
+
+/// Text that array literals, SQL and JSON each treat specially is stored
+/// and read back as given (PostgreSQL binds a batch as array literals), and
+/// a retry finds every message by its client id.
+async fn awkward_content_and_client_ids_round_trip_exactly(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    let k = key("awkward");
+    let texts = [
+        r#"quote " and backslash \ and \" and \\"#,
+        "{braces}, commas, (parens) and 'single quotes'",
+        "NULL",
+        "",
+        "  spaces around  ",
+        "new\nline\ttab\r\u{1}\u{7f}",
+        "ünïcödé, 中文, emoji 😀",
+        r#"{"json": ["in", "text"], "esc": "\u0000"}"#,
+    ];
+    let client_ids = [
+        r#"id "quoted""#,
+        r"id \ back\slash",
+        "NULL",
+        "{x,y}",
+        " ",
+        "plain",
+        "ü-😀",
+        "last",
+    ];
+    let mut batch: Vec<NewMessage> = texts
+        .iter()
+        .zip(client_ids)
+        .enumerate()
+        .map(|(i, (text, client_id))| NewMessage {
+            role: if i % 2 == 0 {
+                Role::User
+            } else {
+                Role::Assistant
+            },
+            parts: vec![Part::text(*text)],
+            pinned: i % 3 == 0,
+            token_estimate: i as u64,
+            client_id: Some(client_id.to_owned()),
+        })
+        .collect();
+    batch.push(NewMessage {
+        role: Role::Assistant,
+        parts: vec![Part::tool_call(
+            "c\"1",
+            "bash",
+            serde_json::json!({"cmd": "echo \"{a,b}\" \\ NULL", "n": [1, null]}),
+        )],
+        pinned: false,
+        token_estimate: 1 << 40,
+        client_id: None,
+    });
+    let first = db.store.append_messages(&k, &batch).await.unwrap();
+    assert_eq!(first.ids.len(), batch.len());
+    assert!(first.ids.windows(2).all(|w| w[0] < w[1]));
+    let stored = uncompacted_page(&db, first.workstream_id, None, 100).await;
+    assert_eq!(ids_of(&stored), first.ids);
+    for (m, given) in stored.iter().zip(&batch) {
+        assert_eq!(m.parts, given.parts);
+        assert_eq!(m.role, given.role);
+        assert_eq!(m.pinned, given.pinned);
+    }
+    // Each client id names its message: a retry stores nothing again.
+    let again = db
+        .store
+        .append_messages(&k, &batch[..texts.len()])
+        .await
+        .unwrap();
+    assert_eq!(again.ids[..], first.ids[..texts.len()]);
+    assert_eq!(again.already_stored, texts.len());
+    assert_eq!(count_messages(&db, "awkward").await, batch.len() as i64);
 }
 
 async fn pages_stream_in_order_and_respect_after(backend: Backend) {
