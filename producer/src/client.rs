@@ -46,8 +46,8 @@ use crate::queue::{
 use crate::ready::{Released, Releases};
 use crate::settings::{DatabaseSettings, RedisSettings};
 use crate::store::{
-    EventKind, HistoryWindow, Lease, NewEvent, NewMessage, RunOutcome, SchemaStatus, Store,
-    StoreError, WorkstreamRow, CLIENT_ID_MAX_BYTES,
+    EventKind, Lease, NewEvent, NewMessage, RunOutcome, SchemaStatus, Store, StoreError,
+    WorkstreamRow, CLIENT_ID_MAX_BYTES,
 };
 
 mod branches;
@@ -59,9 +59,6 @@ pub use cancel::JobCancelled;
 /// Largest message accepted, as JSON (a bigger one is an error, not a
 /// truncation: the caller decides what to drop).
 pub const MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
-
-/// Messages read per database round trip when building a context.
-const PAGE_SIZE: u64 = 1_000;
 
 /// How long a waiter goes without looking again while nothing is
 /// announced: the safety net under the announcements (a worker that died
@@ -973,66 +970,14 @@ impl Compactor {
     /// silent cut, and never of the newest messages.
     pub async fn build_context(&self, key: &EntityKey) -> Result<TurnContext, ClientError> {
         let ws = self.workstream(key).await?;
-        let (messages, window) = self.bounded_history(key, &ws).await?;
-        let entries: Vec<String> = self
-            .inner
-            .store
-            .unfolded_memory_entries(ws.id)
-            .await?
-            .into_iter()
-            .map(|e| e.content)
-            .collect();
-        let engine = &self.inner.engine;
-        let context = context::build(
-            &ContextInput {
-                summary: ws.summary.as_ref(),
-                state: &ws.state,
-                memory_block_summary: ws.memory_block_summary.as_deref(),
-                memory_entries: &entries,
-                messages: &messages,
-                just_auto_compacted: ws.just_auto_compacted,
-                context_window: engine.trigger.context_window(),
-            },
-            &engine.context,
-            &self.inner.estimator,
-        );
-        let context = self.with_branch_summaries(ws.id, context).await?;
-        Ok(TurnContext {
-            context,
-            truncated: window.truncated(),
-            omitted_messages: window.omitted_messages,
-            omitted_tokens: window.omitted_tokens,
-        })
-    }
-
-    /// The un-compacted messages of `ws` that the store's
-    /// [`HistoryBound`](crate::store::HistoryBound) lets a context load, and
-    /// what it left out.
-    ///
-    /// Fast path, one round trip for up to a thousand messages: when the
-    /// workstream's own count of un-compacted tokens (the one its trigger
-    /// reads) is within `max_tokens`, pages are read from the oldest, as
-    /// long as they stay within `max_messages`. Past either, the exact
-    /// window is computed first ([`Store::uncompacted_window`]: ids and
-    /// estimates, newest first) and only it is loaded.
-    async fn bounded_history(
-        &self,
-        key: &EntityKey,
-        ws: &WorkstreamRow,
-    ) -> Result<(Vec<Message>, HistoryWindow), ClientError> {
-        let bound = self.inner.store.history_bound();
-        if ws.uncompacted_tokens <= bound.max_tokens {
-            if let Some(messages) = self.pages(ws.id, None, Some(bound.max_messages)).await? {
-                let window = HistoryWindow {
-                    first: messages.first().map(|m| m.id),
-                    messages: messages.len() as u64,
-                    omitted_messages: 0,
-                    omitted_tokens: 0,
-                };
-                return Ok((messages, window));
-            }
-        }
-        let window = self.inner.store.uncompacted_window(ws.id).await?;
+        let store = &self.inner.store;
+        // Three independent reads, each on a pooled connection of its own:
+        // the turn waits for the slowest, not for their sum.
+        let ((messages, window), entries, summaries) = tokio::try_join!(
+            store.context_history(ws.id, ws.uncompacted_tokens),
+            store.unfolded_memory_entries(ws.id),
+            store.branch_summaries_on_path(ws.id),
+        )?;
         if window.truncated() {
             HistoryTruncated {
                 key,
@@ -1040,40 +985,29 @@ impl Compactor {
             }
             .emit();
         }
-        // From the message before the window's first.
-        let after = window.first.map(|first| MessageId(first.0 - 1));
-        let messages = self.pages(ws.id, after, None).await?.unwrap_or_default();
-        Ok((messages, window))
-    }
-
-    /// The un-compacted messages of workstream `ws_id` after `after`, read
-    /// in pages; `None` as soon as there are more than `cap`.
-    async fn pages(
-        &self,
-        ws_id: i64,
-        mut after: Option<MessageId>,
-        cap: Option<u64>,
-    ) -> Result<Option<Vec<Message>>, ClientError> {
-        let mut messages: Vec<Message> = Vec::new();
-        loop {
-            // Never more than one message past the cap.
-            let room = cap.map_or(PAGE_SIZE, |c| (c + 1).saturating_sub(messages.len() as u64));
-            let limit = PAGE_SIZE.min(room).max(1);
-            let page = self
-                .inner
-                .store
-                .uncompacted_page(ws_id, after, limit)
-                .await?;
-            after = page.last().map(|m| m.id);
-            let full = page.len() as u64 == limit;
-            messages.extend(page);
-            if cap.is_some_and(|c| messages.len() as u64 > c) {
-                return Ok(None);
-            }
-            if !full {
-                return Ok(Some(messages));
-            }
-        }
+        let entries: Vec<String> = entries.into_iter().map(|e| e.content).collect();
+        let engine = &self.inner.engine;
+        let context = context::build_owned(
+            &ContextInput {
+                summary: ws.summary.as_ref(),
+                state: &ws.state,
+                memory_block_summary: ws.memory_block_summary.as_deref(),
+                memory_entries: &entries,
+                messages: &[],
+                just_auto_compacted: ws.just_auto_compacted,
+                context_window: engine.trigger.context_window(),
+            },
+            messages,
+            &engine.context,
+            &self.inner.estimator,
+        );
+        let context = self.with_branch_summaries(&summaries, context);
+        Ok(TurnContext {
+            context,
+            truncated: window.truncated(),
+            omitted_messages: window.omitted_messages,
+            omitted_tokens: window.omitted_tokens,
+        })
     }
 
     /// The workstream's compaction status and its job's state in the queue.

@@ -25,7 +25,7 @@
 //!   ones are listed as such, and a summary bullet that still states a
 //!   superseded value is marked "superseded" (see [`crate::stated`]).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 
@@ -136,7 +136,21 @@ pub fn build(
     config: &ContextConfig,
     estimator: &dyn TokenEstimator,
 ) -> BuiltContext {
-    let (mut messages, orphans_neutralized) = sanitize(input.messages);
+    build_owned(input, input.messages.to_vec(), config, estimator)
+}
+
+/// [`build`] from messages given by value (`input.messages` is ignored):
+/// their parts move into the context instead of being copied. Why: a
+/// context of 10k un-compacted messages is megabytes of text, read from
+/// the database only to be returned; copying it again is a measurable share
+/// of `GET …/context`.
+pub fn build_owned(
+    input: &ContextInput<'_>,
+    messages: Vec<Message>,
+    config: &ContextConfig,
+    estimator: &dyn TokenEstimator,
+) -> BuiltContext {
+    let (mut messages, orphans_neutralized) = sanitize(messages);
     if config.continue_after_auto && input.just_auto_compacted {
         messages.push(ContextMessage {
             role: Role::User,
@@ -303,39 +317,48 @@ fn render_preamble(format: SummaryFormat, summary: Option<&Summary>, rest: &str)
 /// same one), so clients that reuse call ids per request are paired right.
 /// Pairs are decided before anything is rewritten, so neutralizing one half
 /// can never orphan the other.
-fn sanitize(messages: &[Message]) -> (Vec<ContextMessage>, usize) {
-    // (message, part) of every call and result that has its partner.
-    let mut paired: HashSet<(usize, usize)> = HashSet::new();
-    let mut open: HashMap<&str, Vec<(usize, usize)>> = HashMap::new();
-    for (mi, m) in messages.iter().enumerate() {
-        for (pi, part) in m.parts.iter().enumerate() {
-            match part {
-                Part::ToolCall { call_id, .. } => {
-                    open.entry(call_id.as_str()).or_default().push((mi, pi));
-                }
-                Part::ToolResult { call_id, .. } => {
-                    if let Some(call) = open.get_mut(call_id.as_str()).and_then(Vec::pop) {
-                        paired.insert(call);
-                        paired.insert((mi, pi));
+fn sanitize(messages: Vec<Message>) -> (Vec<ContextMessage>, usize) {
+    // Whether each part (numbered across messages, in order) is a call or
+    // a result that has its partner.
+    let mut first_part = Vec::with_capacity(messages.len());
+    let mut parts = 0;
+    for m in &messages {
+        first_part.push(parts);
+        parts += m.parts.len();
+    }
+    let mut paired = vec![false; parts];
+    {
+        let mut open: HashMap<&str, Vec<usize>> = HashMap::new();
+        for (m, &first) in messages.iter().zip(&first_part) {
+            for (pi, part) in m.parts.iter().enumerate() {
+                match part {
+                    Part::ToolCall { call_id, .. } => {
+                        open.entry(call_id.as_str()).or_default().push(first + pi);
                     }
+                    Part::ToolResult { call_id, .. } => {
+                        if let Some(call) = open.get_mut(call_id.as_str()).and_then(Vec::pop) {
+                            paired[call] = true;
+                            paired[first + pi] = true;
+                        }
+                    }
+                    _ => {}
                 }
-                _ => {}
             }
         }
     }
     let last = messages.len().saturating_sub(1);
     let mut orphans = 0;
     let mut out = Vec::with_capacity(messages.len());
-    for (mi, m) in messages.iter().enumerate() {
+    for ((mi, m), first) in messages.into_iter().enumerate().zip(first_part) {
         let parts = m
             .parts
-            .iter()
+            .into_iter()
             .enumerate()
             .map(|(pi, part)| match part {
                 // A call of the last message may still be running.
                 Part::ToolCall {
                     tool_name, input, ..
-                } if !paired.contains(&(mi, pi)) && mi != last => {
+                } if !paired[first + pi] && mi != last => {
                     orphans += 1;
                     Part::text(format!(
                         "[call of tool {tool_name} with input {input}; its result was not recorded]"
@@ -348,18 +371,18 @@ fn sanitize(messages: &[Message]) -> (Vec<ContextMessage>, usize) {
                     pruned,
                     is_error,
                 } => {
-                    let shown = if *pruned {
-                        PRUNED_PLACEHOLDER
+                    let shown = if pruned {
+                        PRUNED_PLACEHOLDER.to_owned()
                     } else {
-                        output.as_str()
+                        output
                     };
-                    if paired.contains(&(mi, pi)) {
+                    if paired[first + pi] {
                         Part::ToolResult {
-                            call_id: call_id.clone(),
-                            tool_name: tool_name.clone(),
-                            output: shown.to_owned(),
-                            is_error: *is_error,
-                            pruned: *pruned,
+                            call_id,
+                            tool_name,
+                            output: shown,
+                            is_error,
+                            pruned,
                         }
                     } else {
                         orphans += 1;
@@ -368,7 +391,7 @@ fn sanitize(messages: &[Message]) -> (Vec<ContextMessage>, usize) {
                         ))
                     }
                 }
-                other => other.clone(),
+                other => other,
             })
             .collect();
         out.push(ContextMessage {

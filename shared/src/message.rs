@@ -287,6 +287,237 @@ impl Message {
     }
 }
 
+/// Decodes a JSON array of parts: exactly what
+/// `serde_json::from_str::<Vec<Part>>` gives (the same parts, the same
+/// errors), faster for parts written by `serde_json` (the `type` key
+/// first).
+///
+/// Why: `Part` is an internally tagged enum, which serde decodes by
+/// buffering every part into an intermediate tree before choosing the
+/// variant; a context of 10k messages spends much of its decoding there.
+/// Here the tag is read first and the variant's fields straight after.
+/// Anything else — a part whose `type` is not its first key, an unknown or
+/// repeated key, a missing field, a wrong type — is decoded again by serde's
+/// own derive, so what is accepted, and every error, stays serde's.
+pub fn parts_from_json(json: &str) -> Result<Vec<Part>, serde_json::Error> {
+    match serde_json::from_str::<FastParts>(json) {
+        Ok(FastParts(parts)) => Ok(parts),
+        Err(_) => serde_json::from_str(json),
+    }
+}
+
+/// A part array decoded by [`parts_from_json`]'s fast path.
+struct FastParts(Vec<Part>);
+
+/// One part decoded by the fast path.
+struct FastPart(Part);
+
+impl<'de> Deserialize<'de> for FastParts {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<FastParts, D::Error> {
+        struct Parts;
+        impl<'de> serde::de::Visitor<'de> for Parts {
+            type Value = FastParts;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("an array of parts")
+            }
+
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<FastParts, A::Error> {
+                let mut parts = Vec::with_capacity(seq.size_hint().unwrap_or(1).min(64));
+                while let Some(FastPart(part)) = seq.next_element()? {
+                    parts.push(part);
+                }
+                Ok(FastParts(parts))
+            }
+        }
+        deserializer.deserialize_seq(Parts)
+    }
+}
+
+/// The keys a part may have; anything else ends the fast path.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum PartKey {
+    Type,
+    Text,
+    CallId,
+    ToolName,
+    Input,
+    Output,
+    IsError,
+    Pruned,
+    Uri,
+    MediaType,
+    Name,
+}
+
+impl<'de> Deserialize<'de> for PartKey {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<PartKey, D::Error> {
+        struct Key;
+        impl serde::de::Visitor<'_> for Key {
+            type Value = PartKey;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a part's key")
+            }
+
+            fn visit_str<E: serde::de::Error>(self, key: &str) -> Result<PartKey, E> {
+                Ok(match key {
+                    "type" => PartKey::Type,
+                    "text" => PartKey::Text,
+                    "call_id" => PartKey::CallId,
+                    "tool_name" => PartKey::ToolName,
+                    "input" => PartKey::Input,
+                    "output" => PartKey::Output,
+                    "is_error" => PartKey::IsError,
+                    "pruned" => PartKey::Pruned,
+                    "uri" => PartKey::Uri,
+                    "media_type" => PartKey::MediaType,
+                    "name" => PartKey::Name,
+                    _ => return Err(E::custom("not a key of the fast path")),
+                })
+            }
+        }
+        deserializer.deserialize_identifier(Key)
+    }
+}
+
+/// A part's `type`.
+#[derive(Clone, Copy)]
+enum PartType {
+    Text,
+    ToolCall,
+    ToolResult,
+    Reasoning,
+    File,
+}
+
+impl<'de> Deserialize<'de> for PartType {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<PartType, D::Error> {
+        struct Type;
+        impl serde::de::Visitor<'_> for Type {
+            type Value = PartType;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a part's type")
+            }
+
+            fn visit_str<E: serde::de::Error>(self, ty: &str) -> Result<PartType, E> {
+                Ok(match ty {
+                    "text" => PartType::Text,
+                    "tool_call" => PartType::ToolCall,
+                    "tool_result" => PartType::ToolResult,
+                    "reasoning" => PartType::Reasoning,
+                    "file" => PartType::File,
+                    _ => return Err(E::custom("not a type of the fast path")),
+                })
+            }
+        }
+        deserializer.deserialize_str(Type)
+    }
+}
+
+/// Reads one field into `slot`: an error if the key was seen already.
+fn field<'de, A: serde::de::MapAccess<'de>, T: Deserialize<'de>>(
+    map: &mut A,
+    slot: &mut Option<T>,
+) -> Result<(), A::Error> {
+    if slot.is_some() {
+        return Err(serde::de::Error::custom("repeated key"));
+    }
+    *slot = Some(map.next_value()?);
+    Ok(())
+}
+
+impl<'de> Deserialize<'de> for FastPart {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<FastPart, D::Error> {
+        struct PartVisitor;
+        impl<'de> serde::de::Visitor<'de> for PartVisitor {
+            type Value = FastPart;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a part with its type first")
+            }
+
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<FastPart, A::Error> {
+                use serde::de::Error;
+                if map.next_key::<PartKey>()? != Some(PartKey::Type) {
+                    return Err(A::Error::custom("type is not the first key"));
+                }
+                let ty: PartType = map.next_value()?;
+                let mut text: Option<String> = None;
+                let mut call_id: Option<String> = None;
+                let mut tool_name: Option<String> = None;
+                let mut input: Option<serde_json::Value> = None;
+                let mut output: Option<String> = None;
+                let mut is_error: Option<bool> = None;
+                let mut pruned: Option<bool> = None;
+                let mut uri: Option<String> = None;
+                let mut media_type: Option<Option<String>> = None;
+                let mut name: Option<Option<String>> = None;
+                while let Some(key) = map.next_key::<PartKey>()? {
+                    match (ty, key) {
+                        (PartType::Text | PartType::Reasoning, PartKey::Text) => {
+                            field(&mut map, &mut text)?;
+                        }
+                        (PartType::ToolCall | PartType::ToolResult, PartKey::CallId) => {
+                            field(&mut map, &mut call_id)?;
+                        }
+                        (PartType::ToolCall | PartType::ToolResult, PartKey::ToolName) => {
+                            field(&mut map, &mut tool_name)?;
+                        }
+                        (PartType::ToolCall, PartKey::Input) => field(&mut map, &mut input)?,
+                        (PartType::ToolResult, PartKey::Output) => field(&mut map, &mut output)?,
+                        (PartType::ToolResult, PartKey::IsError) => {
+                            field(&mut map, &mut is_error)?;
+                        }
+                        (PartType::ToolResult, PartKey::Pruned) => field(&mut map, &mut pruned)?,
+                        (PartType::File, PartKey::Uri) => field(&mut map, &mut uri)?,
+                        (PartType::File, PartKey::MediaType) => {
+                            field(&mut map, &mut media_type)?;
+                        }
+                        (PartType::File, PartKey::Name) => field(&mut map, &mut name)?,
+                        _ => return Err(A::Error::custom("not a key of this type")),
+                    }
+                }
+                let missing = || A::Error::custom("a required key is missing");
+                let part = match ty {
+                    PartType::Text => Part::Text {
+                        text: text.ok_or_else(missing)?,
+                    },
+                    PartType::Reasoning => Part::Reasoning {
+                        text: text.ok_or_else(missing)?,
+                    },
+                    PartType::ToolCall => Part::ToolCall {
+                        call_id: call_id.ok_or_else(missing)?,
+                        tool_name: tool_name.ok_or_else(missing)?,
+                        input: input.unwrap_or_default(),
+                    },
+                    PartType::ToolResult => Part::ToolResult {
+                        call_id: call_id.ok_or_else(missing)?,
+                        tool_name: tool_name.ok_or_else(missing)?,
+                        output: output.unwrap_or_default(),
+                        is_error: is_error.unwrap_or_default(),
+                        pruned: pruned.unwrap_or_default(),
+                    },
+                    PartType::File => Part::File {
+                        uri: uri.ok_or_else(missing)?,
+                        media_type: media_type.flatten(),
+                        name: name.flatten(),
+                    },
+                };
+                Ok(FastPart(part))
+            }
+        }
+        deserializer.deserialize_map(PartVisitor)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -411,5 +642,75 @@ mod tests {
         assert!(!result_only.starts_turn());
         assert!(Message::text(2, Role::User, "hi").starts_turn());
         assert!(!Message::text(3, Role::Assistant, "hi").starts_turn());
+    }
+
+    /// The fast path of `parts_from_json` against serde's derive: the same
+    /// parts, or the same error, for parts as written and for every shape
+    /// the fast path leaves to the derive.
+    #[test]
+    fn parts_from_json_decodes_exactly_as_serde() {
+        let written = serde_json::to_string(&vec![
+            Part::text("hello \"there\"\n\u{e9}"),
+            Part::Reasoning {
+                text: "thinking".into(),
+            },
+            Part::tool_call(
+                "c1",
+                "bash",
+                serde_json::json!({"cmd": "ls", "n": [1, -2, 3.5, null, true], "u": u64::MAX}),
+            ),
+            Part::tool_result("c1", "bash", "ok"),
+            Part::ToolResult {
+                call_id: "c2".into(),
+                tool_name: "t".into(),
+                output: String::new(),
+                is_error: true,
+                pruned: true,
+            },
+            Part::File {
+                uri: "file:///a".into(),
+                media_type: Some("text/plain".into()),
+                name: None,
+            },
+        ])
+        .unwrap();
+        let cases = [
+            written.as_str(),
+            "[]",
+            r#"[{"type":"text","text":"a"},{"text":"b","type":"text"}]"#,
+            r#"[{"type":"tool_call","call_id":"c","tool_name":"t"}]"#,
+            r#"[{"type":"tool_call","call_id":"c","tool_name":"t","input":null}]"#,
+            r#"[{"type":"tool_result","call_id":"c","tool_name":"t"}]"#,
+            r#"[{"type":"tool_result","call_id":"c","tool_name":"t","output":null}]"#,
+            r#"[{"type":"file","uri":"u","name":null,"media_type":"m"}]"#,
+            r#"[{"type":"file","uri":"u","name":"n","name":"m"}]"#,
+            r#"[{"type":"text"}]"#,
+            r#"[{"type":"text","text":"a","text":"b"}]"#,
+            r#"[{"type":"text","text":"a","extra":1}]"#,
+            r#"[{"type":"text","text":"a","call_id":"c"}]"#,
+            r#"[{"type":"text","type":"text","text":"a"}]"#,
+            r#"[{"type":"image","url":"x"}]"#,
+            r#"[{"type":1,"text":"a"}]"#,
+            r#"[{"text":"a"}]"#,
+            r#"[["text","a"]]"#,
+            r#"[{"type":"tool_result","call_id":"c","tool_name":"t","pruned":"yes"}]"#,
+            r#"[{"type":"text","text":"a"}"#,
+            r#"[{"type":"text","text":"a"}] x"#,
+            r#"{"type":"text","text":"a"}"#,
+            r#"[{"t\u0079pe":"text","te\u0078t":"a"}]"#,
+            "",
+        ];
+        for json in cases {
+            let fast = parts_from_json(json);
+            let serde = serde_json::from_str::<Vec<Part>>(json);
+            match (fast, serde) {
+                (Ok(fast), Ok(serde)) => assert_eq!(fast, serde, "{json}"),
+                (Err(fast), Err(serde)) => {
+                    assert_eq!(fast.to_string(), serde.to_string(), "{json}");
+                }
+                (fast, serde) => panic!("{json}: fast {fast:?}, serde {serde:?}"),
+            }
+        }
+        assert_eq!(parts_from_json(&written).unwrap().len(), 6);
     }
 }

@@ -149,18 +149,13 @@ impl Compactor {
     /// `context` with the branch summaries of the current path attached
     /// after their branch points (none for a linear workstream: the
     /// context is unchanged).
-    pub(super) async fn with_branch_summaries(
+    pub(super) fn with_branch_summaries(
         &self,
-        workstream_id: i64,
+        summaries: &[BranchSummaryRow],
         mut context: BuiltContext,
-    ) -> Result<BuiltContext, ClientError> {
-        let summaries = self
-            .inner
-            .store
-            .branch_summaries_on_path(workstream_id)
-            .await?;
+    ) -> BuiltContext {
         if summaries.is_empty() {
-            return Ok(context);
+            return context;
         }
         let attached: Vec<Attached> = summaries
             .iter()
@@ -170,6 +165,6 @@ impl Compactor {
             })
             .collect();
         branch::attach(&mut context, &attached, &self.inner.estimator);
-        Ok(context)
+        context
     }
 }

@@ -8,6 +8,7 @@
 
 use std::collections::HashMap;
 
+use compactor_shared::message::parts_from_json;
 use compactor_shared::{EntityKey, Message, MessageId, Part, Role};
 use sea_orm::sea_query::{Expr, ExprTrait, Query};
 use sea_orm::{
@@ -16,7 +17,7 @@ use sea_orm::{
 };
 
 use super::branches::Tip;
-use super::convert::{decode, encode_parts, now, role_from_str, to_i64, to_u64};
+use super::convert::{encode_parts, now, role_from_str, to_i64, to_u64};
 use super::entities::{message, workstream};
 use super::workstreams::{ensure, insert_if_missing};
 use super::{Store, StoreError};
@@ -315,6 +316,16 @@ impl Store {
                 bound.max_tokens,
             ));
         }
+        self.linear_window(workstream_id, OP).await
+    }
+
+    /// [`Store::uncompacted_window`] of a linear workstream.
+    async fn linear_window(
+        &self,
+        workstream_id: i64,
+        op: &'static str,
+    ) -> Result<HistoryWindow, StoreError> {
+        let bound = self.history;
         let sizes: Vec<(i64, i64)> = message::Entity::find()
             .select_only()
             .column(message::Column::Id)
@@ -326,30 +337,24 @@ impl Store {
             .into_tuple()
             .all(&self.db)
             .await
-            .map_err(StoreError::db(OP))?;
-        let mut window = HistoryWindow {
-            first: None,
-            messages: 0,
-            omitted_messages: 0,
-            omitted_tokens: 0,
-        };
-        let mut tokens: u64 = 0;
-        for &(id, estimate) in &sizes {
-            let estimate = to_u64(estimate);
-            let full = window.messages == bound.max_messages
-                || (window.messages > 0 && tokens.saturating_add(estimate) > bound.max_tokens);
-            if full {
-                break;
-            }
-            window.messages += 1;
-            tokens = tokens.saturating_add(estimate);
-            window.first = Some(MessageId(id));
+            .map_err(StoreError::db(op))?;
+        let mut window = newest_within(sizes.iter().copied(), bound);
+        if window.messages < sizes.len() as u64 {
+            self.count_omitted(workstream_id, &mut window, op).await?;
         }
-        let Some(first) = window
-            .first
-            .filter(|_| window.messages < sizes.len() as u64)
-        else {
-            return Ok(window);
+        Ok(window)
+    }
+
+    /// Fills in what `window` leaves out: every un-compacted message older
+    /// than its first (a second statement, run only when the bound cut).
+    async fn count_omitted(
+        &self,
+        workstream_id: i64,
+        window: &mut HistoryWindow,
+        op: &'static str,
+    ) -> Result<(), StoreError> {
+        let Some(first) = window.first else {
+            return Ok(());
         };
         // The count is at least 1 here; `SUM` is cast because PostgreSQL
         // sums BIGINT into NUMERIC.
@@ -368,11 +373,143 @@ impl Store {
             .into_tuple()
             .one(&self.db)
             .await
-            .map_err(StoreError::db(OP))?;
+            .map_err(StoreError::db(op))?;
         let (messages, tokens) = left_out.unwrap_or_default();
         window.omitted_messages = to_u64(messages);
         window.omitted_tokens = to_u64(tokens.unwrap_or_default());
-        Ok(window)
+        Ok(())
+    }
+
+    /// What a context loads of the workstream's un-compacted history: the
+    /// messages (oldest first) and the window they are, the same as
+    /// [`Store::uncompacted_window`] and then [`Store::uncompacted_page`]s
+    /// from its first message would give, in as few statements as the
+    /// history allows. `uncompacted_tokens` is the workstream's own count
+    /// (the one its trigger reads).
+    ///
+    /// Why not pages: a turn's read of 10k messages in pages of a thousand
+    /// took 11 page statements, each after a look at the workstream's head
+    /// (two round trips per page) — most of the latency of `GET …/context`.
+    /// The bound caps what one read holds anyway, so the window is read in
+    /// one statement:
+    ///
+    /// - A linear workstream whose count is within `max_tokens`: the newest
+    ///   `max_messages + 1` un-compacted messages, newest first. All of
+    ///   them when they are within `max_messages` (no token cut, as the
+    ///   count says they fit); else the window is cut from these same rows
+    ///   by the rule of [`Store::uncompacted_window`], and only its rows
+    ///   are decoded.
+    /// - A linear workstream over `max_tokens`: the window from ids and
+    ///   estimates first (most of the rows may be left out: their content is
+    ///   never read), then its messages in one statement.
+    /// - A branched workstream: its current path is read once, and the
+    ///   window's messages by id.
+    ///
+    /// A row whose role or parts do not decode is a
+    /// [`StoreError::CorruptRow`], never skipped.
+    pub async fn context_history(
+        &self,
+        workstream_id: i64,
+        uncompacted_tokens: u64,
+    ) -> Result<(Vec<Message>, HistoryWindow), StoreError> {
+        const OP: &str = "context_history";
+        let bound = self.history;
+        if let Some(path) = super::branches::current_path(&self.db, workstream_id, OP).await? {
+            let fits =
+                uncompacted_tokens <= bound.max_tokens && path.len() as u64 <= bound.max_messages;
+            let window = if fits {
+                HistoryWindow {
+                    first: path.first().map(|&(id, _)| MessageId(id)),
+                    messages: path.len() as u64,
+                    omitted_messages: 0,
+                    omitted_tokens: 0,
+                }
+            } else {
+                super::branches::path_window(&path, bound.max_messages, bound.max_tokens)
+            };
+            let from = window.first.map_or(i64::MAX, |f| f.0);
+            let ids: Vec<MessageId> = path
+                .iter()
+                .filter(|&&(id, _)| id >= from)
+                .map(|&(id, _)| MessageId(id))
+                .collect();
+            let messages = self.messages_by_ids(workstream_id, &ids).await?;
+            let window = if fits {
+                HistoryWindow {
+                    first: messages.first().map(|m| m.id),
+                    messages: messages.len() as u64,
+                    ..window
+                }
+            } else {
+                window
+            };
+            return Ok((messages, window));
+        }
+        if uncompacted_tokens <= bound.max_tokens {
+            let rows: Vec<ContentRow> = message::Entity::find()
+                .select_only()
+                .column(message::Column::Id)
+                .column(message::Column::TokenEstimate)
+                .column(message::Column::Role)
+                .column(message::Column::Parts)
+                .column(message::Column::Pinned)
+                .filter(message::Column::WorkstreamId.eq(workstream_id))
+                .filter(message::Column::IsCompacted.eq(false))
+                .order_by_desc(message::Column::Id)
+                .limit(bound.max_messages.saturating_add(1))
+                .into_tuple()
+                .all(&self.db)
+                .await
+                .map_err(StoreError::db(OP))?;
+            let read = rows.len() as u64;
+            let mut window = if read <= bound.max_messages {
+                HistoryWindow {
+                    first: rows.last().map(|r| MessageId(r.0)),
+                    messages: read,
+                    omitted_messages: 0,
+                    omitted_tokens: 0,
+                }
+            } else {
+                newest_within(rows.iter().map(|r| (r.0, r.1)), bound)
+            };
+            let kept = usize::try_from(window.messages).unwrap_or(usize::MAX);
+            let mut messages = rows
+                .into_iter()
+                .take(kept)
+                .map(|(id, _, role, parts, pinned)| row_message(id, &role, &parts, pinned))
+                .collect::<Result<Vec<_>, _>>()?;
+            messages.reverse();
+            if window.messages < read {
+                self.count_omitted(workstream_id, &mut window, OP).await?;
+            }
+            return Ok((messages, window));
+        }
+        let window = self.linear_window(workstream_id, OP).await?;
+        let Some(first) = window.first else {
+            return Ok((Vec::new(), window));
+        };
+        // Everything from the window's first message on, as pages from it
+        // would read (messages appended meanwhile included).
+        let rows: Vec<ContentRow> = message::Entity::find()
+            .select_only()
+            .column(message::Column::Id)
+            .column(message::Column::TokenEstimate)
+            .column(message::Column::Role)
+            .column(message::Column::Parts)
+            .column(message::Column::Pinned)
+            .filter(message::Column::WorkstreamId.eq(workstream_id))
+            .filter(message::Column::IsCompacted.eq(false))
+            .filter(message::Column::Id.gte(first.0))
+            .order_by_asc(message::Column::Id)
+            .into_tuple()
+            .all(&self.db)
+            .await
+            .map_err(StoreError::db(OP))?;
+        let messages = rows
+            .into_iter()
+            .map(|(id, _, role, parts, pinned)| row_message(id, &role, &parts, pinned))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok((messages, window))
     }
 
     /// [`Store::uncompacted_page`], also bounded in size: it stops before
@@ -394,19 +531,59 @@ impl Store {
     }
 }
 
+/// A message row as a context reads it: id, estimate, role, parts, pinned.
+type ContentRow = (i64, i64, String, String, bool);
+
+/// The newest messages of `sizes` (`(id, estimate)`, newest first) within
+/// `bound`: at most `max_messages`, and at most `max_tokens` of estimates
+/// (the newest message always fits). Nothing about what it leaves out.
+fn newest_within(
+    sizes: impl Iterator<Item = (i64, i64)>,
+    bound: super::HistoryBound,
+) -> HistoryWindow {
+    let mut window = HistoryWindow {
+        first: None,
+        messages: 0,
+        omitted_messages: 0,
+        omitted_tokens: 0,
+    };
+    let mut tokens: u64 = 0;
+    for (id, estimate) in sizes {
+        let estimate = to_u64(estimate);
+        let full = window.messages == bound.max_messages
+            || (window.messages > 0 && tokens.saturating_add(estimate) > bound.max_tokens);
+        if full {
+            break;
+        }
+        window.messages += 1;
+        tokens = tokens.saturating_add(estimate);
+        window.first = Some(MessageId(id));
+    }
+    window
+}
+
 pub(crate) fn to_message(m: message::Model) -> Result<Message, StoreError> {
+    row_message(m.id, &m.role, &m.parts, m.pinned)
+}
+
+/// A message from its columns.
+fn row_message(id: i64, role: &str, parts: &str, pinned: bool) -> Result<Message, StoreError> {
     const TABLE: &str = "messages";
-    let role = role_from_str(&m.role).ok_or_else(|| StoreError::CorruptRow {
+    let role = role_from_str(role).ok_or_else(|| StoreError::CorruptRow {
         table: TABLE,
-        id: m.id,
-        detail: format!("role: unknown role {:?}", m.role),
+        id,
+        detail: format!("role: unknown role {role:?}"),
     })?;
-    let parts = decode(TABLE, m.id, "parts", &m.parts)?;
+    let parts = parts_from_json(parts).map_err(|err| StoreError::CorruptRow {
+        table: TABLE,
+        id,
+        detail: format!("parts: {err}"),
+    })?;
     Ok(Message {
-        id: MessageId(m.id),
+        id: MessageId(id),
         role,
         parts,
-        pinned: m.pinned,
+        pinned,
     })
 }
 

@@ -14,6 +14,7 @@ mod branches;
 mod cluster;
 mod compaction;
 mod console;
+mod context;
 mod dead_letters;
 mod dead_letters_http;
 mod deploy;
