@@ -9,7 +9,15 @@ pub fn normalize(text: &str) -> String {
         if !out.is_empty() {
             out.push(' ');
         }
-        out.extend(word.chars().flat_map(char::to_lowercase));
+        // ASCII words (most) are lower-cased in place, without the
+        // per-char Unicode case mapping.
+        if word.is_ascii() {
+            let start = out.len();
+            out.push_str(word);
+            out[start..].make_ascii_lowercase();
+        } else {
+            out.extend(word.chars().flat_map(char::to_lowercase));
+        }
     }
     let trimmed = out.trim_end_matches(['.', ',', ';', ':', '!']).len();
     out.truncate(trimmed);

@@ -486,8 +486,13 @@ fn w(c: &[Tok], i: usize) -> &str {
 
 /// Position of a space-separated phrase in `c`.
 fn phrase_at(c: &[Tok], phrase: &str) -> Option<usize> {
-    let words: Vec<&str> = phrase.split(' ').collect();
-    (0..c.len()).find(|&i| words.iter().enumerate().all(|(k, p)| w(c, i + k) == *p))
+    (0..c.len()).find(|&i| phrase_is_at(c, i, phrase))
+}
+
+/// Whether the space-separated `phrase` starts at `i` in `c` (no
+/// allocation: the rules ask this thousands of times per chunk).
+fn phrase_is_at(c: &[Tok], i: usize, phrase: &str) -> bool {
+    phrase.split(' ').enumerate().all(|(k, p)| w(c, i + k) == p)
 }
 
 fn has_word(c: &[Tok], words: &[&str]) -> bool {
@@ -513,7 +518,7 @@ fn strip_request(c: &[Tok]) -> (&[Tok], bool) {
         "we'd like to",
     ] {
         let n = prefix.split(' ').count();
-        if phrase_at(c, prefix) == Some(0) && SETTING_VERBS.contains(&w(c, n)) {
+        if !c.is_empty() && phrase_is_at(c, 0, prefix) && SETTING_VERBS.contains(&w(c, n)) {
             return (&c[n..], true);
         }
     }
@@ -1369,7 +1374,7 @@ fn future_choice(c: &[Tok]) -> Option<StatementKind> {
         "we're sticking with",
         "sticking with",
     ] {
-        if phrase_at(c, lead) == Some(0) && c.len() > lead.split(' ').count() {
+        if !c.is_empty() && phrase_is_at(c, 0, lead) && c.len() > lead.split(' ').count() {
             return Some(Decision);
         }
     }

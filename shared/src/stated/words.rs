@@ -109,13 +109,17 @@ pub(crate) fn tokens(sentence: &str) -> Vec<Tok> {
         let trimmed = raw.trim_end_matches(['"', '”', '’', '\'', '`', ')', ']', '*']);
         let brk = trimmed.ends_with([',', ';', '!', '?']) && !in_quote;
         let colon = trimmed.ends_with(':') && !in_quote;
-        let word: String = raw
-            .trim_matches(|c: char| {
-                !(c.is_alphanumeric() || matches!(c, '%' | '€' | '$' | '£' | '#' | '@' | '+'))
-            })
-            .chars()
-            .map(|c| if c == '’' { '\'' } else { c })
-            .collect();
+        let bare = raw.trim_matches(|c: char| {
+            !(c.is_alphanumeric() || matches!(c, '%' | '€' | '$' | '£' | '#' | '@' | '+'))
+        });
+        // Most words have no curly apostrophe: they are used as they are.
+        let straightened;
+        let word: &str = if bare.contains('’') {
+            straightened = bare.replace('’', "'");
+            &straightened
+        } else {
+            bare
+        };
         if word.is_empty() {
             if brk || colon {
                 if let Some(last) = out.last_mut() {
@@ -126,8 +130,8 @@ pub(crate) fn tokens(sentence: &str) -> Vec<Tok> {
             continue;
         }
         let first = out.is_empty();
-        let lower = canonical(&word.to_lowercase());
-        let value = looks_like_value(&word, &lower, first);
+        let lower = canonical(word.to_lowercase());
+        let value = looks_like_value(word, &lower, first);
         out.push(Tok {
             w: lower,
             quoted: quoted_here,
@@ -150,8 +154,8 @@ pub(crate) fn tokens(sentence: &str) -> Vec<Tok> {
 }
 
 /// Spelling variants folded into one form (`dont` → `don't`).
-fn canonical(lower: &str) -> String {
-    match lower {
+fn canonical(lower: String) -> String {
+    let folded = match lower.as_str() {
         "dont" => "don't",
         "cant" => "can't",
         "wont" => "won't",
@@ -163,9 +167,9 @@ fn canonical(lower: &str) -> String {
         "isnt" => "isn't",
         "arent" => "aren't",
         "doesnt" => "doesn't",
-        other => other,
-    }
-    .to_owned()
+        _ => return lower,
+    };
+    folded.to_owned()
 }
 
 fn looks_like_value(word: &str, lower: &str, first: bool) -> bool {

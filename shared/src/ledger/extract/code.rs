@@ -5,7 +5,7 @@
 //! `UTF-8` is not a ticket, a hex word without a digit is not a hash,
 //! `main.rs:42` is a file and line, not a host and port.
 
-use super::scan::{captures, gated, matches, pattern, Scan};
+use super::scan::{pattern, Scan};
 use crate::ledger::ArtifactKind;
 
 pattern!(URL, r#"https?://[^\s<>"'`\])}]+"#);
@@ -402,7 +402,7 @@ pub(super) fn is_shell_tool(name: &str) -> bool {
 pub(super) fn commands(s: &mut Scan<'_>) {
     let text = s.text;
     let mut fenced = Vec::new();
-    for caps in captures(&FENCE, text) {
+    for caps in s.captures_all(&FENCE) {
         if let Some(body) = caps.get(2) {
             fenced.push(body.range());
             let mut offset = body.start();
@@ -416,7 +416,7 @@ pub(super) fn commands(s: &mut Scan<'_>) {
             }
         }
     }
-    for caps in captures(&DOLLAR_LINE, text) {
+    for caps in s.captures_all(&DOLLAR_LINE) {
         if let Some(m) = caps
             .get(1)
             .filter(|m| !fenced.iter().any(|r| r.contains(&m.start())))
@@ -425,7 +425,7 @@ pub(super) fn commands(s: &mut Scan<'_>) {
         }
     }
     let mut ticked = Vec::new();
-    for caps in captures(&BACKTICK, text) {
+    for caps in s.captures_all(&BACKTICK) {
         if let Some(m) = caps.get(1) {
             ticked.push(m.range());
             let span = m.as_str().trim();
@@ -546,7 +546,7 @@ pub(super) fn urls(s: &mut Scan<'_>) {
     if !s.text.contains("://") {
         return;
     }
-    for m in matches(&URL, s.text) {
+    for m in s.find_all(&URL) {
         s.take(m.range(), ArtifactKind::Url, trim_url(m.as_str()));
     }
 }
@@ -555,7 +555,7 @@ pub(super) fn uuids(s: &mut Scan<'_>) {
     if !s.has_digit || !s.text.contains('-') {
         return;
     }
-    for m in matches(&UUID, s.text) {
+    for m in s.find_all(&UUID) {
         s.take(m.range(), ArtifactKind::Identifier, m.as_str());
     }
 }
@@ -566,7 +566,7 @@ pub(super) fn hosts(s: &mut Scan<'_>) {
         return;
     }
     let with_port = text.contains(':').then_some(&HOST_PORT);
-    for caps in with_port.into_iter().flat_map(|p| captures(p, text)) {
+    for caps in with_port.map(|p| s.captures_all(p)).into_iter().flatten() {
         let (Some(all), Some(host), Some(port)) = (caps.get(0), caps.get(1), caps.get(2)) else {
             continue;
         };
@@ -591,7 +591,7 @@ pub(super) fn hosts(s: &mut Scan<'_>) {
         s.take(all.range(), ArtifactKind::Host, all.as_str());
     }
     let ip = text.contains('.').then_some(&IPV4);
-    for m in ip.into_iter().flat_map(|p| matches(p, text)) {
+    for m in ip.map(|p| s.find_all(p)).into_iter().flatten() {
         let glued = matches!(s.byte_before(m.start()), Some(b'.' | b'-'))
             || (s.byte_at(m.end()) == Some(b'.')
                 && s.byte_at(m.end() + 1).is_some_and(|b| b.is_ascii_digit()));
@@ -737,7 +737,7 @@ pub(super) fn versions(s: &mut Scan<'_>) {
     if !s.has_digit || !s.text.contains('.') {
         return;
     }
-    for m in matches(&VERSION, s.text) {
+    for m in s.find_all(&VERSION) {
         let glued = matches!(s.byte_before(m.start()), Some(b'.' | b'-' | b'/' | b'_'))
             || (s.byte_at(m.end()) == Some(b'.')
                 && s.byte_at(m.end() + 1).is_some_and(|b| b.is_ascii_digit()));
@@ -752,7 +752,7 @@ pub(super) fn identifiers(s: &mut Scan<'_>) {
         return;
     }
     let text = s.text;
-    for caps in captures(&HEX_OR_TICKET, text) {
+    for caps in s.captures_all(&HEX_OR_TICKET) {
         let Some(m) = caps.get(0) else { continue };
         let v = m.as_str();
         let keep = if caps.get(1).is_some() {
@@ -771,7 +771,7 @@ pub(super) fn identifiers(s: &mut Scan<'_>) {
             s.take(m.range(), ArtifactKind::Identifier, v);
         }
     }
-    for m in matches(&CVE, text) {
+    for m in s.find_all(&CVE) {
         s.take(m.range(), ArtifactKind::Identifier, m.as_str());
     }
     let symbols = if text.contains("::") {
@@ -779,7 +779,7 @@ pub(super) fn identifiers(s: &mut Scan<'_>) {
     } else {
         None
     };
-    for m in symbols.into_iter().flat_map(|p| matches(p, text)) {
+    for m in symbols.map(|p| s.find_all(p)).into_iter().flatten() {
         let root = m.as_str().split("::").next().unwrap_or("");
         if !matches!(root, "std" | "core" | "alloc") && s.byte_before(m.start()) != Some(b':') {
             s.take(m.range(), ArtifactKind::Identifier, m.as_str());
@@ -788,7 +788,7 @@ pub(super) fn identifiers(s: &mut Scan<'_>) {
     if !text.contains('#') {
         return;
     }
-    for caps in captures(&ISSUE_REF, text) {
+    for caps in s.captures_all(&ISSUE_REF) {
         if let Some(m) = caps.get(1) {
             s.take(m.range(), ArtifactKind::Identifier, m.as_str());
         }
@@ -796,25 +796,24 @@ pub(super) fn identifiers(s: &mut Scan<'_>) {
 }
 
 pub(super) fn error_codes(s: &mut Scan<'_>) {
-    let text = s.text;
-    for m in matches(&ERROR_CODE, text) {
+    for m in s.find_all(&ERROR_CODE) {
         s.take(m.range(), ArtifactKind::ErrorCode, m.as_str());
     }
-    for m in matches(&EXCEPTION, text) {
+    for m in s.find_all(&EXCEPTION) {
         s.take(m.range(), ArtifactKind::ErrorCode, m.as_str());
     }
     if !s.has_digit {
         return;
     }
-    let exit = gated(&GATE_EXIT, text).then_some(&EXIT_CODE);
-    for caps in exit.into_iter().flat_map(|p| captures(p, text)) {
+    let exit = s.gated(&GATE_EXIT).then_some(&EXIT_CODE);
+    for caps in exit.map(|p| s.captures_all(p)).into_iter().flatten() {
         if let (Some(all), Some(code)) = (caps.get(0), caps.get(1)) {
             let value = format!("exit code {}", code.as_str());
             s.take(all.range(), ArtifactKind::ErrorCode, &value);
         }
     }
-    let prefixed = gated(&GATE_ERROR, text).then_some(&PREFIXED_CODE);
-    for caps in prefixed.into_iter().flat_map(|p| captures(p, text)) {
+    let prefixed = s.gated(&GATE_ERROR).then_some(&PREFIXED_CODE);
+    for caps in prefixed.map(|p| s.captures_all(p)).into_iter().flatten() {
         if let (Some(all), Some(code)) = (caps.get(0), caps.get(1)) {
             let code = code.as_str();
             let value = if code.bytes().all(|b| b.is_ascii_digit()) {
@@ -825,18 +824,18 @@ pub(super) fn error_codes(s: &mut Scan<'_>) {
             s.take(all.range(), ArtifactKind::ErrorCode, &value);
         }
     }
-    for caps in captures(&SQLSTATE, text) {
+    for caps in s.captures_all(&SQLSTATE) {
         if let (Some(all), Some(code)) = (caps.get(0), caps.get(1)) {
             let value = format!("SQLSTATE {}", code.as_str());
             s.take(all.range(), ArtifactKind::ErrorCode, &value);
         }
     }
     let http = [
-        gated(&GATE_HTTP, text).then_some(&HTTP_STATUS),
-        gated(&GATE_HTTP_REASON, text).then_some(&HTTP_REASON),
+        s.gated(&GATE_HTTP).then_some(&HTTP_STATUS),
+        s.gated(&GATE_HTTP_REASON).then_some(&HTTP_REASON),
     ];
     for re in http.into_iter().flatten() {
-        for caps in captures(re, text) {
+        for caps in s.captures_all(re) {
             if let (Some(all), Some(code)) = (caps.get(0), caps.get(1)) {
                 let value = format!("HTTP {}", code.as_str());
                 s.take(all.range(), ArtifactKind::ErrorCode, &value);
@@ -850,7 +849,7 @@ pub(super) fn durations(s: &mut Scan<'_>) {
         return;
     }
     for re in [&DURATION_COMPOUND, &DURATION] {
-        for m in matches(re, s.text) {
+        for m in s.find_all(re) {
             if !glued_number(s, m.start()) {
                 s.take(m.range(), ArtifactKind::Duration, m.as_str());
             }
@@ -871,7 +870,7 @@ pub(super) fn quantities(s: &mut Scan<'_>) {
     if !s.has_digit {
         return;
     }
-    for caps in captures(&QUANTITY, s.text) {
+    for caps in s.captures_all(&QUANTITY) {
         let (Some(all), Some(number)) = (caps.get(0), caps.get(1)) else {
             continue;
         };
@@ -911,15 +910,16 @@ pub(super) fn counts(s: &mut Scan<'_>) {
     .any(|t| s.text.contains(t));
     for m in tagged
         .then_some(&SQL_TAG)
+        .map(|p| s.find_all(p))
         .into_iter()
-        .flat_map(|p| matches(p, s.text))
+        .flatten()
     {
         let tag = m.as_str().trim_end();
         if !tag.ends_with(" 0") {
             s.take(m.start()..m.start() + tag.len(), ArtifactKind::Count, tag);
         }
     }
-    for caps in captures(&COUNT, s.text) {
+    for caps in s.captures_all(&COUNT) {
         let (Some(all), Some(n)) = (caps.get(0), caps.get(1)) else {
             continue;
         };
@@ -954,7 +954,7 @@ pub(super) fn config_names(s: &mut Scan<'_>) {
     if !s.text.contains('.') {
         return;
     }
-    for m in matches(&CONFIG_NAME, s.text) {
+    for m in s.find_all(&CONFIG_NAME) {
         let name = m.as_str();
         let segments: Vec<&str> = name.split('.').collect();
         let first = segments.first().copied().unwrap_or("");
