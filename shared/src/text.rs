@@ -23,3 +23,14 @@ pub fn normalize(text: &str) -> String {
     out.truncate(trimmed);
     out
 }
+
+/// Whether `word` is one of `list`, as `list.contains(&word)`, comparing
+/// the length and the first byte before the bytes: the statement rules and
+/// the extractors ask this of nearly every word, against lists of dozens,
+/// and most candidates differ in their first byte.
+#[inline]
+pub(crate) fn is_one_of(word: &str, list: &[&str]) -> bool {
+    let first = word.as_bytes().first();
+    list.iter()
+        .any(|w| w.len() == word.len() && w.as_bytes().first() == first && *w == word)
+}

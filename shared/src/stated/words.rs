@@ -9,6 +9,8 @@
 //! the sentence. Values are what a statement sets; the other content words
 //! say what it sets them on.
 
+use crate::text::is_one_of;
+
 /// One word of a sentence.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Tok {
@@ -69,7 +71,7 @@ pub(crate) fn is_month(word: &str) -> bool {
     const ABBREVIATED: &[&str] = &[
         "jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec",
     ];
-    DATE_WORDS[7..19].contains(&word) || ABBREVIATED.contains(&word)
+    DATE_WORDS[7..19].contains(&word) || is_one_of(word, ABBREVIATED)
 }
 
 /// Words that begin a new clause after `and` / `but` / `so`.
@@ -145,7 +147,7 @@ pub(crate) fn tokens(sentence: &str) -> Vec<Tok> {
         let starts_clause = matches!(out[i].w.as_str(), "and" | "but" | "so" | "because")
             && out
                 .get(i + 1)
-                .is_some_and(|next| CLAUSE_OPENERS.contains(&next.w.as_str()));
+                .is_some_and(|next| is_one_of(next.w.as_str(), CLAUSE_OPENERS));
         if starts_clause || out[i].w == "but" {
             out[i - 1].brk = true;
         }
@@ -177,7 +179,7 @@ fn looks_like_value(word: &str, lower: &str, first: bool) -> bool {
         return true;
     }
     // "may" is mostly the verb.
-    if DATE_WORDS.contains(&lower) && lower != "may" {
+    if is_one_of(lower, DATE_WORDS) && lower != "may" {
         return true;
     }
     // Technical names: dotted, snake_case, paths, e-mail addresses.
@@ -306,7 +308,7 @@ pub(crate) fn strip_fillers(mut clause: &[Tok]) -> &[Tok] {
     loop {
         let before = clause.len();
         if let Some(first) = clause.first() {
-            if !first.quoted && FILLERS.contains(&first.w.as_str()) && clause.len() > 1 {
+            if !first.quoted && is_one_of(first.w.as_str(), FILLERS) && clause.len() > 1 {
                 clause = &clause[1..];
             }
         }
@@ -489,7 +491,7 @@ const STOPWORDS: &[&str] = &[
 
 /// Whether `word` says something about the subject of a statement.
 pub(crate) fn is_content(word: &str) -> bool {
-    !word.is_empty() && !STOPWORDS.contains(&word) && word != "\"q\""
+    !word.is_empty() && !is_one_of(word, STOPWORDS) && word != "\"q\""
 }
 
 const IRREGULAR_PAST: &[&str] = &[
@@ -534,7 +536,7 @@ const IRREGULAR_PAST: &[&str] = &[
 /// A past-tense (or past-participle) verb form, as far as spelling tells.
 pub(crate) fn is_past(word: &str) -> bool {
     (word.len() > 3 && word.ends_with("ed") && !word.ends_with("eed"))
-        || IRREGULAR_PAST.contains(&word)
+        || is_one_of(word, IRREGULAR_PAST)
 }
 
 const IRREGULAR_PARTICIPLES: &[&str] = &[
@@ -547,7 +549,7 @@ const IRREGULAR_PARTICIPLES: &[&str] = &[
 pub(crate) fn is_participle(word: &str) -> bool {
     is_past(word)
         || (word.ends_with("en") && word.len() > 4)
-        || IRREGULAR_PARTICIPLES.contains(&word)
+        || is_one_of(word, IRREGULAR_PARTICIPLES)
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@
 
 use super::scan::{pattern, Scan};
 use crate::ledger::ArtifactKind;
+use crate::text::is_one_of;
 
 pattern!(URL, r#"https?://[^\s<>"'`\])}]+"#);
 pattern!(
@@ -105,7 +106,7 @@ const NOT_TICKETS: &[&str] = &[
 /// Whether `prefix` (the part before the first `-`) names a standard, not
 /// a ticket or reference.
 pub(super) fn is_standard(prefix: &str) -> bool {
-    NOT_TICKETS.contains(&prefix)
+    is_one_of(prefix, NOT_TICKETS)
 }
 
 /// First words of commands worth recording from inline code spans.
@@ -430,7 +431,7 @@ pub(super) fn commands(s: &mut Scan<'_>) {
             ticked.push(m.range());
             let span = m.as_str().trim();
             let first = span.split_whitespace().next().unwrap_or("");
-            if span.contains(' ') && CLI_WORDS.contains(&first) {
+            if span.contains(' ') && is_one_of(first, CLI_WORDS) {
                 s.note(m.start(), ArtifactKind::Command, span);
             }
         }
@@ -482,6 +483,11 @@ fn prose_commands(text: &str) -> Vec<(usize, &str)> {
 
 /// [`prose_commands`] of one line.
 fn prose_commands_in_line(line: &str) -> Vec<(usize, &str)> {
+    // A command starts at a known program: a line without one (most) has
+    // none, and is not cut into words.
+    if !line.split_whitespace().any(|w| is_one_of(w, CLI_WORDS)) {
+        return Vec::new();
+    }
     let words: Vec<(usize, &str)> = line
         .split_whitespace()
         .map(|w| (w.as_ptr() as usize - line.as_ptr() as usize, w))
@@ -502,7 +508,7 @@ fn prose_commands_in_line(line: &str) -> Vec<(usize, &str)> {
             start += 1;
         }
         let program = words.get(start).map_or("", |(_, w)| *w);
-        if !CLI_WORDS.contains(&program) || matches!(program, "cd" | "ls" | "go" | "make") {
+        if !is_one_of(program, CLI_WORDS) || matches!(program, "cd" | "ls" | "go" | "make") {
             i = start + 1;
             continue;
         }
@@ -510,7 +516,7 @@ fn prose_commands_in_line(line: &str) -> Vec<(usize, &str)> {
         let mut span: Vec<&str> = vec![program];
         for &(_, w) in words.iter().skip(start + 1).take(PROSE_COMMAND_WORDS) {
             let bare = w.trim_end_matches([',', ';', '.', ':', ')', '!', '?']);
-            if bare.is_empty() || PROSE_STOPS.contains(&bare) {
+            if bare.is_empty() || is_one_of(bare, PROSE_STOPS) {
                 break;
             }
             span.push(bare);
@@ -584,7 +590,7 @@ pub(super) fn hosts(s: &mut Scan<'_>) {
         if glued
             || !port_ok
             || (is_ip && !octets_ok(host.as_str()))
-            || (!is_ip && EXTENSIONS.contains(&last_label))
+            || (!is_ip && is_one_of(last_label, EXTENSIONS))
         {
             continue;
         }
@@ -690,7 +696,7 @@ pub(super) fn path_of(token: &str) -> Option<&str> {
     let extension = last
         .rsplit_once('.')
         .map(|(stem, ext)| (stem, ext.to_ascii_lowercase()))
-        .filter(|(stem, ext)| !stem.is_empty() && EXTENSIONS.contains(&ext.as_str()));
+        .filter(|(stem, ext)| !stem.is_empty() && is_one_of(ext.as_str(), EXTENSIONS));
     if token.contains('/') {
         let segments: Vec<&str> = token.split('/').filter(|s| !s.is_empty()).collect();
         if segments.is_empty() || segments.contains(&"...") {
@@ -927,15 +933,15 @@ pub(super) fn counts(s: &mut Scan<'_>) {
             true
         } else if caps.get(5).is_some() {
             caps.get(4)
-                .is_none_or(|w| !NOT_COUNTED.contains(&w.as_str()))
+                .is_none_or(|w| !is_one_of(w.as_str(), NOT_COUNTED))
         } else if let Some(noun) = caps.get(6) {
             let noun = noun.as_str();
             let digits = n.as_str().bytes().filter(u8::is_ascii_digit).count();
-            !NOT_COUNTED.contains(&noun)
-                && (COUNTED.contains(&noun)
+            !is_one_of(noun, NOT_COUNTED)
+                && (is_one_of(noun, COUNTED)
                     || noun
                         .strip_suffix('s')
-                        .is_some_and(|stem| COUNTED.contains(&stem))
+                        .is_some_and(|stem| is_one_of(stem, COUNTED))
                     || (digits >= 3 && noun.len() >= 4 && noun.ends_with('s')))
         } else {
             false
@@ -974,9 +980,9 @@ pub(super) fn config_names(s: &mut Scan<'_>) {
         if glued
             || !shaped
             || segments.iter().any(|seg| seg.len() < 2)
-            || CODE_OWNERS.contains(&first)
-            || DOMAINS.contains(&last)
-            || EXTENSIONS.contains(&last)
+            || is_one_of(first, CODE_OWNERS)
+            || is_one_of(last, DOMAINS)
+            || is_one_of(last, EXTENSIONS)
         {
             continue;
         }

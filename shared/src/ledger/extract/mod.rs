@@ -24,6 +24,7 @@ mod scan;
 mod settings;
 mod telling;
 
+use crate::text::is_one_of;
 use std::collections::HashMap;
 
 use self::scan::{Candidate, Reading, Scan, STATED, TOOL_INPUT, TOOL_OUTPUT, WRITTEN};
@@ -611,8 +612,8 @@ fn reads_only(tool_name: &str) -> bool {
         "set", "put", "post", "send", "deploy", "commit", "push", "install", "make", "add", "str",
     ];
     let words = words_of(tool_name);
-    words.iter().any(|w| READS.contains(&w.as_str()))
-        && !words.iter().any(|w| ACTS.contains(&w.as_str()))
+    words.iter().any(|w| is_one_of(w.as_str(), READS))
+        && !words.iter().any(|w| is_one_of(w.as_str(), ACTS))
 }
 
 /// `mcp__github__getIssue` → `mcp github get issue`.

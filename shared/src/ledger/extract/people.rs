@@ -17,6 +17,7 @@
 use super::code::is_standard;
 use super::scan::{pattern, Scan};
 use crate::ledger::ArtifactKind;
+use crate::text::is_one_of;
 
 /// Month names and their abbreviations (English).
 macro_rules! month {
@@ -411,7 +412,7 @@ pub(super) fn emails(s: &mut Scan<'_>) {
     for m in s.find_all(&EMAIL) {
         let tld = m.as_str().rsplit('.').next().unwrap_or("");
         let glued = matches!(s.byte_before(m.start()), Some(b'/' | b':'));
-        if !glued && !super::code::EXTENSIONS.contains(&tld.to_ascii_lowercase().as_str()) {
+        if !glued && !is_one_of(tld.to_ascii_lowercase().as_str(), super::code::EXTENSIONS) {
             s.take(m.range(), ArtifactKind::Email, m.as_str());
         }
     }
@@ -582,7 +583,7 @@ pub(super) fn addresses(s: &mut Scan<'_>) {
         let glued = s
             .byte_before(m.start())
             .is_some_and(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'/' | b'#'));
-        if !glued && city.is_some_and(|c| !NOT_CITIES.contains(&c)) {
+        if !glued && city.is_some_and(|c| !is_one_of(c, NOT_CITIES)) {
             s.take(m.range(), ArtifactKind::Address, m.as_str());
         }
     }
@@ -615,7 +616,7 @@ pub(super) fn names(s: &mut Scan<'_>, self_names: bool) {
         for caps in s.captures_all(re) {
             let Some(m) = caps.get(1) else { continue };
             let first = m.as_str().split(' ').next().unwrap_or("");
-            if !NOT_NAMES.contains(&first) {
+            if !is_one_of(first, NOT_NAMES) {
                 s.take(m.range(), ArtifactKind::Person, m.as_str());
             }
         }

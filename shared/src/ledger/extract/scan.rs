@@ -18,7 +18,7 @@
 use std::cell::Cell;
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Range;
-use std::sync::LazyLock;
+use std::sync::{LazyLock, OnceLock};
 
 use regex::{Regex, RegexSet, RegexSetBuilder};
 
@@ -32,11 +32,24 @@ use crate::ledger::ArtifactKind;
 pub(super) struct Pattern {
     source: &'static str,
     regex: LazyLock<Option<Regex>>,
+    /// Its place in [`SCREENED`], if it is screened; found on first use.
+    slot: OnceLock<Option<usize>>,
 }
 
 impl Pattern {
     pub(super) const fn new(source: &'static str, regex: LazyLock<Option<Regex>>) -> Pattern {
-        Pattern { source, regex }
+        Pattern {
+            source,
+            regex,
+            slot: OnceLock::new(),
+        }
+    }
+
+    /// Its place in [`SCREENED`], if it is screened.
+    fn slot(&'static self) -> Option<usize> {
+        *self
+            .slot
+            .get_or_init(|| SCREENED.iter().position(|p| std::ptr::eq(*p, self)))
     }
 }
 
@@ -260,7 +273,7 @@ impl<'t> Scan<'t> {
     /// Whether `pattern` may match in the text: always, unless it is
     /// screened (see [`SCREENED`]) and the screen found no match of it.
     pub(super) fn may_match(&self, pattern: &'static Pattern) -> bool {
-        let Some(i) = SCREENED.iter().position(|p| std::ptr::eq(*p, pattern)) else {
+        let Some(i) = pattern.slot() else {
             return true;
         };
         let mask = match self.screen.get() {

@@ -12,6 +12,7 @@
 use super::code::CODE_OWNERS;
 use super::scan::{pattern, Scan};
 use crate::ledger::ArtifactKind;
+use crate::text::is_one_of;
 
 /// A literal value: a quoted string, a number with whatever unit is glued
 /// to it, or a switch word.
@@ -216,7 +217,7 @@ pub(super) fn settings(s: &mut Scan<'_>) {
                     s.byte_before(all.start()),
                     Some(b'$' | b'{' | b'.' | b'/' | b'-' | b'@')
                 );
-                if glued || CODE_OWNERS.contains(&owner) {
+                if glued || is_one_of(owner, CODE_OWNERS) {
                     continue;
                 }
                 let values = [(value.start(), value.as_str())];
@@ -268,7 +269,7 @@ fn prose_key_ok(key: &str) -> bool {
         .next()
         .unwrap_or("")
         .to_ascii_lowercase();
-    !NOT_KEYS.contains(&first.as_str())
+    !is_one_of(first.as_str(), NOT_KEYS)
 }
 
 /// Whether a bare number at `end` goes on with a capitalised word ("12 Rue
