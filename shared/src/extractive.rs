@@ -56,7 +56,7 @@ use crate::ledger::has_artifact;
 use crate::prompt::CompactionInput;
 use crate::state::{normalize, StateDelta, StateItem};
 use crate::stated::{self, Outdated, StatementKind};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use crate::summary::{Section, SummarizerOutput, Summary, SummaryFormat};
 use crate::tokens::TokenEstimator;
@@ -441,55 +441,109 @@ const ACKNOWLEDGEMENTS: &[&str] = &[
     "happy to",
 ];
 
-fn is_boilerplate(sentence: &str) -> bool {
-    let lower = sentence.to_lowercase();
-    let short_ack = lower.split_whitespace().count() <= 5
-        && ACKNOWLEDGEMENTS.iter().any(|a| lower.starts_with(a))
-        && !has_artifact(sentence);
-    short_ack || BOILERPLATE.iter().any(|b| lower.contains(b))
+/// What the summarizer asks about a sentence, each answer computed once
+/// per [`summarize`] call. One sentence is asked about as a candidate, then
+/// again as a bullet when the facts are ranked and cut (once per cut step),
+/// and the answers are the costliest part of the summarizer: the ledger's
+/// scan behind [`has_artifact`], the statement rules, dozens of substring
+/// searches for filler. The answers depend on the text alone, so a cached
+/// one is the one a fresh call would give.
+#[derive(Default)]
+struct Judge {
+    artifact: HashMap<String, bool>,
+    boilerplate: HashMap<String, bool>,
+    stated: HashMap<String, Option<StatementKind>>,
+    score: HashMap<String, u8>,
 }
 
-/// Whether a sentence carries something specific: an artifact, a number, a
-/// name (a capitalized word inside it).
-fn is_specific(sentence: &str) -> bool {
-    has_artifact(sentence)
-        || sentence.chars().any(|c| c.is_ascii_digit())
-        || sentence
-            .split_whitespace()
-            .skip(1)
-            .any(|w| w.starts_with(char::is_uppercase) && !w.starts_with("I'") && w != "I")
-}
+impl Judge {
+    /// [`has_artifact`], once per text.
+    fn has_artifact(&mut self, sentence: &str) -> bool {
+        if let Some(&known) = self.artifact.get(sentence) {
+            return known;
+        }
+        let found = has_artifact(sentence);
+        self.artifact.insert(sentence.to_owned(), found);
+        found
+    }
 
-/// How much a key fact is worth keeping, from its text alone (so a fact of
-/// the previous summary ranks the same in every later chunk): what the user
-/// stated or chose first, exact values next, assistant filler and anything
-/// superseded last.
-fn fact_score(bullet: &str) -> u8 {
-    // What the operator or the application's hook asked to keep.
-    if bullet.starts_with("Operator note: ") || bullet.starts_with("Context: ") {
-        return 9;
+    /// [`stated::classify`], once per text.
+    fn classify(&mut self, sentence: &str) -> Option<StatementKind> {
+        if let Some(&known) = self.stated.get(sentence) {
+            return known;
+        }
+        let kind = stated::classify(sentence);
+        self.stated.insert(sentence.to_owned(), kind);
+        kind
     }
-    if bullet.contains("superseded") {
-        return 0;
+
+    /// Whether a sentence is assistant filler: a short acknowledgement
+    /// without any value, or a phrase of politeness, FAQ or policy text.
+    fn is_boilerplate(&mut self, sentence: &str) -> bool {
+        if let Some(&known) = self.boilerplate.get(sentence) {
+            return known;
+        }
+        let lower = sentence.to_lowercase();
+        let short_ack = lower.split_whitespace().count() <= 5
+            && ACKNOWLEDGEMENTS.iter().any(|a| lower.starts_with(a))
+            && !self.has_artifact(sentence);
+        let filler = short_ack || BOILERPLATE.iter().any(|b| lower.contains(b));
+        self.boilerplate.insert(sentence.to_owned(), filler);
+        filler
     }
-    let (user, body) = match bullet.strip_prefix(USER_FACT) {
-        Some(body) => (true, body),
-        None => (false, bullet),
-    };
-    if !user && is_boilerplate(body) {
-        return 0;
+
+    /// Whether a sentence carries something specific: an artifact, a
+    /// number, a name (a capitalized word inside it). The cheap tests go
+    /// first: a sentence with a digit needs no ledger scan.
+    fn is_specific(&mut self, sentence: &str) -> bool {
+        sentence.bytes().any(|b| b.is_ascii_digit())
+            || sentence
+                .split_whitespace()
+                .skip(1)
+                .any(|w| w.starts_with(char::is_uppercase) && !w.starts_with("I'") && w != "I")
+            || self.has_artifact(sentence)
     }
-    let mut score = 1;
-    if is_specific(body) {
-        score += 2;
+
+    /// How much a key fact is worth keeping, from its text alone (so a fact
+    /// of the previous summary ranks the same in every later chunk): what
+    /// the user stated or chose first, exact values next, assistant filler
+    /// and anything superseded last.
+    fn fact_score(&mut self, bullet: &str) -> u8 {
+        if let Some(&known) = self.score.get(bullet) {
+            return known;
+        }
+        let score = self.score_of(bullet);
+        self.score.insert(bullet.to_owned(), score);
+        score
     }
-    if stated::classify(body).is_some() {
-        score += 3;
+
+    fn score_of(&mut self, bullet: &str) -> u8 {
+        // What the operator or the application's hook asked to keep.
+        if bullet.starts_with("Operator note: ") || bullet.starts_with("Context: ") {
+            return 9;
+        }
+        if bullet.contains("superseded") {
+            return 0;
+        }
+        let (user, body) = match bullet.strip_prefix(USER_FACT) {
+            Some(body) => (true, body),
+            None => (false, bullet),
+        };
+        if !user && self.is_boilerplate(body) {
+            return 0;
+        }
+        let mut score = 1;
+        if self.is_specific(body) {
+            score += 2;
+        }
+        if self.classify(body).is_some() {
+            score += 3;
+        }
+        if user {
+            score += 2;
+        }
+        score
     }
-    if user {
-        score += 2;
-    }
-    score
 }
 
 /// Dedup key of a bullet: a fact the user stated is the same fact whether
@@ -504,17 +558,17 @@ fn bullet_key(bullet: &str) -> String {
 
 /// The first sentence of the assistant's answer in `blocks` that is not
 /// filler.
-fn first_answer<'a>(blocks: &'a [Block<'_>]) -> Option<&'a str> {
-    first_answer_of(blocks).map(|(_, sentence)| sentence)
+fn first_answer<'a>(blocks: &'a [Block<'_>], judge: &mut Judge) -> Option<&'a str> {
+    first_answer_of(blocks, judge).map(|(_, sentence)| sentence)
 }
 
 /// [`first_answer`] with the id of the message it is in.
-fn first_answer_of<'a>(blocks: &'a [Block<'_>]) -> Option<(&'a str, &'a str)> {
+fn first_answer_of<'a>(blocks: &'a [Block<'_>], judge: &mut Judge) -> Option<(&'a str, &'a str)> {
     blocks
         .iter()
         .filter(|b| b.speaker == Speaker::Assistant)
         .flat_map(|b| sentences(&b.text).into_iter().map(move |s| (b.id, s)))
-        .find(|(_, s)| !is_boilerplate(s))
+        .find(|(_, s)| !judge.is_boilerplate(s))
 }
 
 /// The user's text of a block as one line (its sentences joined).
@@ -553,6 +607,7 @@ pub fn summarize(
     let mut bullets = Bullets::new(previous, &outdated);
     let mut delta = StateDelta::default();
     let blocks = blocks(input.new_messages);
+    let mut judge = Judge::default();
     let width = config.bullet_chars.max(16);
     // Where the facts with no more specific home, and what is still open, go.
     let (facts_section, open_section) = if handoff {
@@ -593,7 +648,7 @@ pub fn summarize(
             i += 1;
         }
         let turn = &blocks[start..i];
-        let answer = first_answer(&turn[1..]);
+        let answer = first_answer(&turn[1..], &mut judge);
         let lead = match block.speaker {
             Speaker::User => {
                 // The user's words get the whole bullet when the answer
@@ -607,7 +662,7 @@ pub fn summarize(
                 (!said.is_empty()).then(|| format!("#{} user: {}", block.id, shorten(&said, room)))
             }
             _ => turn.iter().find_map(|b| {
-                first_answer(std::slice::from_ref(b))
+                first_answer(std::slice::from_ref(b), &mut judge)
                     .map(|s| format!("#{} assistant: {}", b.id, shorten(s, width / 2)))
             }),
         };
@@ -654,7 +709,7 @@ pub fn summarize(
         } else {
             turn
         };
-        match first_answer_of(answered) {
+        match first_answer_of(answered, &mut judge) {
             Some((id, answer)) => bullets.push(
                 Section::WorkCompleted,
                 shorten(&format!("#{id} assistant: {answer}{tools}"), width),
@@ -686,11 +741,7 @@ pub fn summarize(
             let short = shorten(sentence, width);
             // The user's decisions and constraints by the same rules as the
             // recorded statements: "never mind, found it" is neither.
-            let stated_kind = if user {
-                stated::classify(sentence)
-            } else {
-                None
-            };
+            let stated_kind = if user { judge.classify(sentence) } else { None };
             let decision = if user {
                 stated_kind == Some(StatementKind::Decision)
             } else {
@@ -700,13 +751,15 @@ pub fn summarize(
             // A user's question that names something specific ("can you
             // refund 4.50 EUR to my Visa card?") is a fact about them too.
             let fact = if user {
-                stated_kind.is_some() || is_specific(sentence)
+                stated_kind.is_some() || judge.is_specific(sentence)
             } else {
-                (decision || correction || has_artifact(sentence)) && !is_boilerplate(sentence)
+                (decision || correction || judge.has_artifact(sentence))
+                    && !judge.is_boilerplate(sentence)
             };
             // `handoff9` files errors and their fixes apart, even when
             // they carry no exact value.
-            let error = handoff && has_marker(&lower, ERROR_MARKERS) && !is_boilerplate(sentence);
+            let error =
+                handoff && has_marker(&lower, ERROR_MARKERS) && !judge.is_boilerplate(sentence);
             if fact || error {
                 let bullet = if user {
                     shorten(&format!("{USER_FACT}{sentence}"), width)
@@ -736,7 +789,7 @@ pub fn summarize(
             if stated_kind == Some(StatementKind::Constraint) && proposable {
                 delta.active_constraints.push(StateItem::new(short.clone()));
             }
-            if has_marker(&lower, RISK_MARKERS) && !is_boilerplate(sentence) {
+            if has_marker(&lower, RISK_MARKERS) && !judge.is_boilerplate(sentence) {
                 delta.risks.push(StateItem::new(short.clone()));
             }
             if user && has_marker(&lower, TASK_MARKERS) {
@@ -745,7 +798,7 @@ pub fn summarize(
                     .push(StateItem::new(short.clone()).with_status("open"));
             }
             if block.speaker == Speaker::Assistant && has_marker(&lower, DONE_MARKERS) {
-                if handoff && !is_boilerplate(sentence) {
+                if handoff && !judge.is_boilerplate(sentence) {
                     bullets.push(
                         Section::WorkCompleted,
                         shorten(&format!("#{} assistant: {sentence}", block.id), width),
@@ -790,7 +843,14 @@ pub fn summarize(
             newest_open,
             split,
         };
-        finish_handoff(&mut summary, ends, config, max_output_tokens, estimator);
+        finish_handoff(
+            &mut summary,
+            ends,
+            config,
+            max_output_tokens,
+            estimator,
+            &mut judge,
+        );
         return SummarizerOutput { summary, delta };
     }
     if input.split_turn {
@@ -811,9 +871,10 @@ pub fn summarize(
     keep_salient_facts(
         &mut summary.key_facts,
         scaled_cap(config.max_key_facts, max_output_tokens),
+        &mut judge,
     );
     keep_newest(&mut summary.open_threads, config.max_open_threads);
-    fit_by_salience(&mut summary, max_output_tokens, estimator);
+    fit_by_salience(&mut summary, max_output_tokens, estimator, &mut judge);
     summary.fit_to(max_output_tokens, estimator);
     SummarizerOutput { summary, delta }
 }
@@ -835,6 +896,7 @@ fn finish_handoff(
     config: &ExtractiveConfig,
     max_output_tokens: u64,
     estimator: &dyn TokenEstimator,
+    judge: &mut Judge,
 ) {
     let width = config.bullet_chars.max(16);
     // Replaced by a chunk with turns: they say where the work stands now.
@@ -868,28 +930,30 @@ fn finish_handoff(
     keep_newest(&mut summary.user_messages, flow);
     keep_newest(&mut summary.work_completed, flow);
     keep_newest(&mut summary.errors_and_fixes, facts);
-    keep_salient_facts(&mut summary.technical_details, facts);
-    keep_salient_facts(&mut summary.decisions_made, facts);
+    keep_salient_facts(&mut summary.technical_details, facts, judge);
+    keep_salient_facts(&mut summary.decisions_made, facts, judge);
     keep_newest(&mut summary.pending_work, config.max_open_threads);
     // Over budget: filler and superseded facts go first, then the oldest
     // bullets in the format's cut order.
     if summary.tokens(estimator) > max_output_tokens {
         for section in [Section::TechnicalDetails, Section::DecisionsMade] {
-            summary.section_mut(section).retain(|f| fact_score(f) > 0);
+            summary
+                .section_mut(section)
+                .retain(|f| judge.fact_score(f) > 0);
         }
     }
     summary.fit_to(max_output_tokens, estimator);
 }
 
 /// Keeps the `max` most salient facts (the newest among equals), in order.
-fn keep_salient_facts(facts: &mut Vec<String>, max: usize) {
+fn keep_salient_facts(facts: &mut Vec<String>, max: usize, judge: &mut Judge) {
     if facts.len() <= max {
         return;
     }
     let mut ranked: Vec<(u8, usize)> = facts
         .iter()
         .enumerate()
-        .map(|(i, f)| (fact_score(f), i))
+        .map(|(i, f)| (judge.fact_score(f), i))
         .collect();
     ranked.sort_unstable_by(|a, b| b.cmp(a));
     let mut keep = vec![false; facts.len()];
@@ -919,7 +983,12 @@ enum Cut {
 /// bullets, then facts by rising score; each step oldest first. Tokens are
 /// tracked per bullet and recounted exactly whenever the estimate says the
 /// budget is met, so a large summary is cut in linear time.
-fn fit_by_salience(summary: &mut Summary, budget: u64, estimator: &dyn TokenEstimator) {
+fn fit_by_salience(
+    summary: &mut Summary,
+    budget: u64,
+    estimator: &dyn TokenEstimator,
+    judge: &mut Judge,
+) {
     let mut total = summary.tokens(estimator);
     if total <= budget {
         return;
@@ -946,7 +1015,8 @@ fn fit_by_salience(summary: &mut Summary, budget: u64, estimator: &dyn TokenEsti
             match step {
                 Cut::Facts(max_score) => {
                     let facts = &mut summary.key_facts;
-                    let Some(at) = (i..facts.len()).find(|&k| fact_score(&facts[k]) <= max_score)
+                    let Some(at) =
+                        (i..facts.len()).find(|&k| judge.fact_score(&facts[k]) <= max_score)
                     else {
                         break;
                     };
@@ -979,9 +1049,14 @@ fn fit_by_salience(summary: &mut Summary, budget: u64, estimator: &dyn TokenEsti
     }
 }
 
+/// The paths the ledger finds in `text` (said by the user). Most texts have
+/// none, and a cheap pass of the path extractor alone tells so.
 fn paths_in(text: &str) -> Vec<String> {
     use crate::ledger::ArtifactKind;
     use crate::message::{Message, Role};
+    if !crate::ledger::may_have_path(text) {
+        return Vec::new();
+    }
     crate::ledger::extract(&[Message::text(0, Role::User, text)])
         .into_iter()
         .filter(|a| a.kind == ArtifactKind::Path)

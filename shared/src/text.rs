@@ -9,9 +9,28 @@ pub fn normalize(text: &str) -> String {
         if !out.is_empty() {
             out.push(' ');
         }
-        out.extend(word.chars().flat_map(char::to_lowercase));
+        // ASCII words (most) are lower-cased in place, without the
+        // per-char Unicode case mapping.
+        if word.is_ascii() {
+            let start = out.len();
+            out.push_str(word);
+            out[start..].make_ascii_lowercase();
+        } else {
+            out.extend(word.chars().flat_map(char::to_lowercase));
+        }
     }
     let trimmed = out.trim_end_matches(['.', ',', ';', ':', '!']).len();
     out.truncate(trimmed);
     out
+}
+
+/// Whether `word` is one of `list`, as `list.contains(&word)`, comparing
+/// the length and the first byte before the bytes: the statement rules and
+/// the extractors ask this of nearly every word, against lists of dozens,
+/// and most candidates differ in their first byte.
+#[inline]
+pub(crate) fn is_one_of(word: &str, list: &[&str]) -> bool {
+    let first = word.as_bytes().first();
+    list.iter()
+        .any(|w| w.len() == word.len() && w.as_bytes().first() == first && *w == word)
 }

@@ -32,8 +32,8 @@ use serde::{Deserialize, Serialize};
 
 pub use artifact::Artifact;
 pub use caps::LedgerCaps;
-pub(crate) use extract::has_artifact;
 pub use extract::{extract, LONG_TEXT, MAX_BULK_PER_KIND, MAX_BULK_PER_MESSAGE, MAX_PER_MESSAGE};
+pub(crate) use extract::{has_artifact, may_have_path};
 pub use kind::{ArtifactKind, Salience, Source};
 
 /// The ledger, as stored in the workstream state: a JSON list of

@@ -16,6 +16,7 @@
 
 use super::words::{clauses, is_participle, is_past, strip_fillers, tokens, Tok, DATE_WORDS};
 use super::StatementKind::{self, Constraint, Decision};
+use crate::text::is_one_of;
 
 /// Verbs that set or choose something when a value or "instead" comes with
 /// them ("ship on Friday", "deliver to Kastanienallee 12").
@@ -462,8 +463,8 @@ fn contrast(parts: &[(&[Tok], bool)]) -> Option<StatementKind> {
     parts.windows(2).find_map(|pair| {
         let (a, b) = (pair[0].0, pair[1].0);
         let chosen = (1..=8).contains(&a.len())
-            && !PRONOUNS.contains(&w(a, 0))
-            && !THIRD_PARTY.contains(&w(a, 0))
+            && !is_one_of(w(a, 0), PRONOUNS)
+            && !is_one_of(w(a, 0), THIRD_PARTY)
             && !matches!(
                 w(a, 0),
                 "it" | "it's" | "that" | "that's" | "this" | "there" | "not"
@@ -473,7 +474,7 @@ fn contrast(parts: &[(&[Tok], bool)]) -> Option<StatementKind> {
                 .any(|t| is_past(t.cue()) || matches!(t.cue(), "is" | "was" | "are" | "were"));
         let against = (2..=5).contains(&b.len())
             && w(b, 0) == "not"
-            && !CONTRAST_CASUAL.contains(&w(b, 1))
+            && !is_one_of(w(b, 1), CONTRAST_CASUAL)
             && !b.iter().any(|t| is_past(t.cue()));
         (chosen && against).then_some(Constraint)
     })
@@ -486,8 +487,15 @@ fn w(c: &[Tok], i: usize) -> &str {
 
 /// Position of a space-separated phrase in `c`.
 fn phrase_at(c: &[Tok], phrase: &str) -> Option<usize> {
-    let words: Vec<&str> = phrase.split(' ').collect();
-    (0..c.len()).find(|&i| words.iter().enumerate().all(|(k, p)| w(c, i + k) == *p))
+    // Only where the first word is: the rest of the phrase is split there.
+    let (first, rest) = phrase.split_once(' ').unwrap_or((phrase, ""));
+    (0..c.len()).find(|&i| w(c, i) == first && (rest.is_empty() || phrase_is_at(c, i + 1, rest)))
+}
+
+/// Whether the space-separated `phrase` starts at `i` in `c` (no
+/// allocation: the rules ask this thousands of times per chunk).
+fn phrase_is_at(c: &[Tok], i: usize, phrase: &str) -> bool {
+    phrase.split(' ').enumerate().all(|(k, p)| w(c, i + k) == p)
 }
 
 fn has_word(c: &[Tok], words: &[&str]) -> bool {
@@ -513,7 +521,7 @@ fn strip_request(c: &[Tok]) -> (&[Tok], bool) {
         "we'd like to",
     ] {
         let n = prefix.split(' ').count();
-        if phrase_at(c, prefix) == Some(0) && SETTING_VERBS.contains(&w(c, n)) {
+        if !c.is_empty() && phrase_is_at(c, 0, prefix) && is_one_of(w(c, n), SETTING_VERBS) {
             return (&c[n..], true);
         }
     }
@@ -548,7 +556,7 @@ fn changes_something(c: &[Tok]) -> bool {
                 | "do"
                 | "never"
         )
-        || CHOICE_VERBS.contains(&w(c, v))
+        || is_one_of(w(c, v), CHOICE_VERBS)
 }
 
 /// A hypothetical, a hedge or reported speech anywhere in the sentence.
@@ -572,7 +580,7 @@ fn hedged(parts: &[(&[Tok], bool)]) -> bool {
             "not" => next == "sure",
             "let's" => next == "say",
             "say" => matches!(next, "we" | "you"),
-            other => HEDGES.contains(&other),
+            other => is_one_of(other, HEDGES),
         };
         if hedge {
             return true;
@@ -608,7 +616,7 @@ fn interrogative(c: &[Tok]) -> bool {
             | "where"
             | "who"
     );
-    aux && (PRONOUNS.contains(&w(c, 1)) || DETERMINERS.contains(&w(c, 1)))
+    aux && (is_one_of(w(c, 1), PRONOUNS) || is_one_of(w(c, 1), DETERMINERS))
 }
 
 /// "I'm allergic to peanuts", "my daughter is coeliac", "I have a nut
@@ -629,7 +637,7 @@ fn personal_condition(toks: &[Tok]) -> bool {
     }
     // "I'm (a|strictly|…) vegetarian", "my wife is vegan".
     for (i, t) in toks.iter().enumerate() {
-        if t.quoted || !PERSONAL_CONDITIONS.contains(&t.w.as_str()) {
+        if t.quoted || !is_one_of(t.w.as_str(), PERSONAL_CONDITIONS) {
             continue;
         }
         let mut k = i;
@@ -692,15 +700,15 @@ fn clause_kind(c: &[Tok]) -> Option<StatementKind> {
         }
     }
     let first = w(c, 0);
-    if !FRAMING.contains(&first) {
+    if !is_one_of(first, FRAMING) {
         return None;
     }
     (2..=6.min(c.len().saturating_sub(2)))
         .find(|&k| {
             let lead = w(c, k);
             matches!(lead, "let's" | "we'll" | "i'll" | "let" | "we")
-                || ((SETTING_VERBS.contains(&lead) || CHOICE_VERBS.contains(&lead))
-                    && !DETERMINERS.contains(&w(c, k - 1)))
+                || ((is_one_of(lead, SETTING_VERBS) || is_one_of(lead, CHOICE_VERBS))
+                    && !is_one_of(w(c, k - 1), DETERMINERS))
         })
         .and_then(|k| frames(&c[k..]))
 }
@@ -740,7 +748,7 @@ fn imperative(c: &[Tok]) -> Option<StatementKind> {
 /// "I no longer live at …", "we don't use Redis anymore".
 fn no_longer(c: &[Tok]) -> Option<StatementKind> {
     let first = w(c, 0);
-    if THIRD_PARTY.contains(&first) || matches!(first, "it" | "this" | "that" | "there" | "it's") {
+    if is_one_of(first, THIRD_PARTY) || matches!(first, "it" | "this" | "that" | "there" | "it's") {
         return None;
     }
     if let Some(at) = phrase_at(c, "no longer") {
@@ -791,7 +799,7 @@ fn no_longer(c: &[Tok]) -> Option<StatementKind> {
                 "don't" | "do" | "not" | "won't" | "can't" | "doesn't" | "need" | "to"
             )
         });
-        if verb.is_some_and(|v| !CASUAL_VERBS.contains(&v) && !is_past(v)) {
+        if verb.is_some_and(|v| !is_one_of(v, CASUAL_VERBS) && !is_past(v)) {
             return Some(Decision);
         }
     }
@@ -828,7 +836,7 @@ fn change_verb(c: &[Tok]) -> Option<StatementKind> {
         "stop" => w(c, v + 1).ends_with("ing") && obj(v + 2),
         "forget" if w(c, v + 1) == "about" => {
             let mut at = v + 2;
-            while DETERMINERS.contains(&w(c, at)) {
+            while is_one_of(w(c, at), DETERMINERS) {
                 at += 1;
             }
             obj(at)
@@ -836,7 +844,7 @@ fn change_verb(c: &[Tok]) -> Option<StatementKind> {
         "forget" => {
             let next = w(c, v + 1);
             let plain = obj(v + 1)
-                && !DETERMINERS.contains(&next)
+                && !is_one_of(next, DETERMINERS)
                 && !matches!(next, "me" | "you" | "i" | "to");
             // "forget the shoes", but not "forget the last message".
             let the_thing = next == "the"
@@ -973,7 +981,7 @@ fn short_prohibition(c: &[Tok]) -> Option<StatementKind> {
     }
     let ok = w(c, 0) == "no"
         && (2..=5).contains(&end)
-        && !NO_CASUAL.contains(&w(c, 1))
+        && !is_one_of(w(c, 1), NO_CASUAL)
         && !c[1..end]
             .iter()
             .any(|t| is_past(t.cue()) || t.cue() == "\"q\"");
@@ -1016,7 +1024,7 @@ fn negative_imperative(c: &[Tok]) -> Option<StatementKind> {
             | "forgotten"
             | "heard"
     );
-    if CASUAL_AFTER_NEG.contains(&next)
+    if is_one_of(next, CASUAL_AFTER_NEG)
         || is_past(next)
         || participle
         || next == "again"
@@ -1034,7 +1042,7 @@ fn always_only(c: &[Tok]) -> Option<StatementKind> {
     let ok = match w(c, 0) {
         "always" => {
             !next.is_empty()
-                && !DETERMINERS.contains(&next)
+                && !is_one_of(next, DETERMINERS)
                 && !matches!(
                     next,
                     "been" | "happy" | "glad" | "pleased" | "nice" | "good" | "fun" | "the"
@@ -1043,8 +1051,8 @@ fn always_only(c: &[Tok]) -> Option<StatementKind> {
         }
         "only" => {
             !next.is_empty()
-                && !DETERMINERS.contains(&next)
-                && !PRONOUNS.contains(&next)
+                && !is_one_of(next, DETERMINERS)
+                && !is_one_of(next, PRONOUNS)
                 && !matches!(
                     next,
                     "if" | "when"
@@ -1162,7 +1170,7 @@ fn toggle(c: &[Tok]) -> Option<StatementKind> {
     let np = &c[..k - 1];
     if np
         .iter()
-        .any(|t| PRONOUNS.contains(&t.cue()) || THIRD_PARTY.contains(&t.cue()))
+        .any(|t| is_one_of(t.cue(), PRONOUNS) || is_one_of(t.cue(), THIRD_PARTY))
         || np.len() > 6
     {
         return None;
@@ -1184,7 +1192,7 @@ fn toggle(c: &[Tok]) -> Option<StatementKind> {
         ) && !(after == "by" && w(c, state_at + 2) != "default");
     let state = w(c, state_at);
     let technical =
-        np.iter().any(|t| t.value) || np.last().is_some_and(|t| TOGGLE_NOUNS.contains(&t.cue()));
+        np.iter().any(|t| t.value) || np.last().is_some_and(|t| is_one_of(t.cue(), TOGGLE_NOUNS));
     let ok = ends_well && (technical || !matches!(state, "on" | "off"));
     ok.then_some(Decision)
 }
@@ -1300,7 +1308,7 @@ fn dated_plan(c: &[Tok]) -> Option<StatementKind> {
         _ => return None,
     };
     let verb = w(c, verb_at);
-    if verb.len() < 5 || !verb.ends_with("ing") || NOT_PLANS.contains(&verb) {
+    if verb.len() < 5 || !verb.ends_with("ing") || is_one_of(verb, NOT_PLANS) {
         return None;
     }
     let dated = c.iter().enumerate().skip(verb_at + 1).any(|(i, t)| {
@@ -1308,7 +1316,7 @@ fn dated_plan(c: &[Tok]) -> Option<StatementKind> {
             let next = &c[(i + 1).min(c.len())..];
             next.iter().take(3).any(|v| {
                 (v.value && v.w.chars().any(|ch| ch.is_ascii_digit()))
-                    || DATE_WORDS.contains(&v.cue())
+                    || is_one_of(v.cue(), DATE_WORDS)
             })
         }
     });
@@ -1333,23 +1341,23 @@ const MOVED: &[&str] = &[
 /// theirs now holds another value.
 fn moved_report(c: &[Tok]) -> Option<StatementKind> {
     let first = w(c, 0);
-    if PRONOUNS.contains(&first) && !matches!(first, "it" | "that" | "this") {
+    if is_one_of(first, PRONOUNS) && !matches!(first, "it" | "that" | "this") {
         return None;
     }
-    let at = c.iter().position(|t| MOVED.contains(&t.cue()))?;
+    let at = c.iter().position(|t| is_one_of(t.cue(), MOVED))?;
     // "got pushed", "was moved", or a noun right before ("the release
     // moved to …"; not "it moved to the left").
     let auxiliary = at > 0
         && (matches!(
             w(c, at - 1),
             "got" | "was" | "were" | "is" | "been" | "has" | "have" | "it's" | "gets"
-        ) || (at > 1 && !PRONOUNS.contains(&w(c, at - 1)) && !is_past(w(c, at - 1))));
+        ) || (at > 1 && !is_one_of(w(c, at - 1), PRONOUNS) && !is_past(w(c, at - 1))));
     let to = (at + 1..(at + 4).min(c.len())).find(|&k| w(c, k) == "to")?;
     let valued = c
         .iter()
         .skip(to + 1)
         .take(4)
-        .any(|v| v.value || DATE_WORDS.contains(&v.cue()));
+        .any(|v| v.value || is_one_of(v.cue(), DATE_WORDS));
     (auxiliary && valued).then_some(Decision)
 }
 
@@ -1369,7 +1377,7 @@ fn future_choice(c: &[Tok]) -> Option<StatementKind> {
         "we're sticking with",
         "sticking with",
     ] {
-        if phrase_at(c, lead) == Some(0) && c.len() > lead.split(' ').count() {
+        if !c.is_empty() && phrase_is_at(c, 0, lead) && c.len() > lead.split(' ').count() {
             return Some(Decision);
         }
     }
@@ -1414,13 +1422,13 @@ fn future_choice(c: &[Tok]) -> Option<StatementKind> {
                 || sets_a_value(c, v + 1)
                 // "I'll keep the shoes", not "keep it in mind" / "keep trying".
                 || (verb == "keep"
-                    && DETERMINERS.contains(&next)
+                    && is_one_of(next, DETERMINERS)
                     && !matches!(next, "an" | "a" | "it" | "that" | "this")
                     && !has_word(c, &["mind", "eye", "touch", "posted"]))
         }
         "do" => sets_a_value(c, v + 1) || c.iter().skip(v + 1).any(|t| t.value),
-        v_ if CHOICE_VERBS.contains(&v_) => !next.is_empty() && next != "it",
-        v_ if SETTING_VERBS.contains(&v_) => sets_a_value(c, v + 1),
+        v_ if is_one_of(v_, CHOICE_VERBS) => !next.is_empty() && next != "it",
+        v_ if is_one_of(v_, SETTING_VERBS) => sets_a_value(c, v + 1),
         _ => false,
     };
     hit.then_some(Decision)
@@ -1435,7 +1443,7 @@ const LIMIT_WORDS: &[&str] = &[
 /// Kastanienallee 12 instead", "keep the cache under 512 MB".
 fn setting_imperative(c: &[Tok]) -> Option<StatementKind> {
     let verb = w(c, 0);
-    if !SETTING_VERBS.contains(&verb) || c.len() < 2 {
+    if !is_one_of(verb, SETTING_VERBS) || c.len() < 2 {
         return None;
     }
     let next = w(c, 1);
@@ -1481,7 +1489,7 @@ fn setting_imperative(c: &[Tok]) -> Option<StatementKind> {
                     t.value && (t.w.chars().any(|ch| ch.is_ascii_digit()) || t.w.ends_with("day"))
                 })
         }
-        v if CHOICE_VERBS.contains(&v) => {
+        v if is_one_of(v, CHOICE_VERBS) => {
             !matches!(next, "it" | "this" | "that" | "the" if c.len() == 2)
         }
         _ => sets_a_value(c, 1),
@@ -1511,12 +1519,12 @@ fn personal(c: &[Tok]) -> Option<StatementKind> {
                 3
             };
             let obj = w(c, at);
-            if !obj.is_empty() && obj != "to" && !PRONOUNS.contains(&obj) {
+            if !obj.is_empty() && obj != "to" && !is_one_of(obj, PRONOUNS) {
                 return Some(Constraint);
             }
         }
         ("i" | "we", "hate" | "dislike" | "detest", obj)
-            if !obj.is_empty() && !PRONOUNS.contains(&obj) && obj != "to" =>
+            if !obj.is_empty() && !is_one_of(obj, PRONOUNS) && obj != "to" =>
         {
             return Some(Constraint)
         }
@@ -1558,7 +1566,7 @@ fn personal(c: &[Tok]) -> Option<StatementKind> {
         _ => return None,
     };
     let verb = w(c, verb_at);
-    if !PERSONAL_VERBS.contains(&verb) || c.len() <= verb_at + 1 {
+    if !is_one_of(verb, PERSONAL_VERBS) || c.len() <= verb_at + 1 {
         return None;
     }
     if negated && verb == "want" && w(c, verb_at + 1) == "to" {
@@ -1604,7 +1612,10 @@ fn we_policy(c: &[Tok]) -> Option<StatementKind> {
         v += 1;
     }
     let verb = w(c, v);
-    if verb.is_empty() || CASUAL_VERBS.contains(&verb) || is_past(verb) || PRONOUNS.contains(&verb)
+    if verb.is_empty()
+        || is_one_of(verb, CASUAL_VERBS)
+        || is_past(verb)
+        || is_one_of(verb, PRONOUNS)
     {
         return None;
     }
@@ -1621,7 +1632,7 @@ fn subject_modal(c: &[Tok]) -> Option<StatementKind> {
         };
         let subject = &c[..m];
         let first = w(subject, 0);
-        if THIRD_PARTY.contains(&first) || matches!(first, "i" | "i'm") {
+        if is_one_of(first, THIRD_PARTY) || matches!(first, "i" | "i'm") {
             return None;
         }
         if subject.iter().any(|t| {
@@ -1632,7 +1643,7 @@ fn subject_modal(c: &[Tok]) -> Option<StatementKind> {
         }) {
             return None;
         }
-        let pronoun = subject.len() == 1 && PRONOUNS.contains(&first);
+        let pronoun = subject.len() == 1 && is_one_of(first, PRONOUNS);
         let weak_pronoun = pronoun
             && matches!(
                 first,
@@ -1647,8 +1658,8 @@ fn subject_modal(c: &[Tok]) -> Option<StatementKind> {
             return None;
         }
         if verb == "be" {
-            let epistemic = DETERMINERS.contains(&after)
-                || PRONOUNS.contains(&after)
+            let epistemic = is_one_of(after, DETERMINERS)
+                || is_one_of(after, PRONOUNS)
                 || after.ends_with("ing")
                 || matches!(
                     after,
@@ -1689,7 +1700,7 @@ fn subject_modal(c: &[Tok]) -> Option<StatementKind> {
             let pronoun_adjective = pronoun
                 && !is_participle(after)
                 && !c.get(v + 1).is_some_and(|t| t.value)
-                && !LIMIT_WORDS.contains(&after)
+                && !is_one_of(after, LIMIT_WORDS)
                 && !matches!(
                     after,
                     "in" | "at"
@@ -1789,8 +1800,8 @@ const SETTING_NOUNS: &[&str] = &[
 /// number is +49 170 1234567".
 fn copula_value(c: &[Tok]) -> Option<StatementKind> {
     let first = w(c, 0);
-    if PRONOUNS.contains(&first)
-        || THIRD_PARTY.contains(&first)
+    if is_one_of(first, PRONOUNS)
+        || is_one_of(first, THIRD_PARTY)
         || matches!(first, "i'm" | "it's" | "there's")
     {
         return None;
@@ -1798,7 +1809,7 @@ fn copula_value(c: &[Tok]) -> Option<StatementKind> {
     for m in 1..c.len().min(7) {
         let value_follows = |from: usize| c.iter().skip(from).take(4).any(|t| t.value);
         let np = &c[..m];
-        let names_a_setting = np.last().is_some_and(|t| SETTING_NOUNS.contains(&t.cue()))
+        let names_a_setting = np.last().is_some_and(|t| is_one_of(t.cue(), SETTING_NOUNS))
             || np.iter().any(|t| {
                 matches!(
                     t.cue(),
@@ -1819,7 +1830,7 @@ fn copula_value(c: &[Tok]) -> Option<StatementKind> {
             }
             ("should" | "will", "be") => {
                 let after = w(c, m + 2);
-                let epistemic = DETERMINERS.contains(&after)
+                let epistemic = is_one_of(after, DETERMINERS)
                     || after.ends_with("ing")
                     || matches!(
                         after,
@@ -1843,7 +1854,7 @@ fn limits(c: &[Tok]) -> Option<StatementKind> {
         return None;
     }
     let first = w(c, 0);
-    if THIRD_PARTY.contains(&first) || matches!(first, "it" | "this" | "that" | "there" | "i") {
+    if is_one_of(first, THIRD_PARTY) || matches!(first, "it" | "this" | "that" | "there" | "i") {
         return None;
     }
     let opens = matches!(
@@ -1895,8 +1906,8 @@ fn short_only(c: &[Tok]) -> Option<StatementKind> {
     }
     let ok = (2..=5).contains(&end)
         && w(c, end - 1) == "only"
-        && !PRONOUNS.contains(&w(c, 0))
-        && !THIRD_PARTY.contains(&w(c, 0))
+        && !is_one_of(w(c, 0), PRONOUNS)
+        && !is_one_of(w(c, 0), THIRD_PARTY)
         && !c[..end].iter().any(|t| is_past(t.cue()));
     ok.then_some(Constraint)
 }
@@ -1907,7 +1918,7 @@ fn instead(c: &[Tok]) -> Option<StatementKind> {
         return None;
     }
     let first = w(c, 0);
-    if THIRD_PARTY.contains(&first)
+    if is_one_of(first, THIRD_PARTY)
         || matches!(
             first,
             "it" | "this" | "that" | "there" | "you" | "i" | "it's" | "i've" | "we've"

@@ -36,6 +36,7 @@ mod sentence;
 mod subject;
 mod words;
 
+use crate::text::is_one_of;
 use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
@@ -433,7 +434,7 @@ impl UserStatements {
                     .filter(|w| {
                         !old_values.contains(*w)
                             && !w.starts_with('(')
-                            && !GENERIC_WORDS.contains(&w.as_str())
+                            && !is_one_of(w.as_str(), GENERIC_WORDS)
                     })
                     .cloned()
                     .collect();
@@ -497,7 +498,7 @@ impl Parsed {
             .collect();
         let stems_of = |toks: &[&words::Tok]| -> BTreeSet<String> {
             toks.iter()
-                .filter(|t| !GENERIC_WORDS.contains(&t.w.as_str()) && !words::is_month(&t.w))
+                .filter(|t| !is_one_of(t.w.as_str(), GENERIC_WORDS) && !words::is_month(&t.w))
                 .map(|t| stem(&t.w).to_owned())
                 .filter(|s| s.len() >= 3)
                 .collect()

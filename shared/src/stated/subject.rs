@@ -24,6 +24,7 @@
 //! statement whose value has the same shape (a duration, a time, a date, an
 //! amount, a size…; a bare name only between two choices).
 
+use crate::text::is_one_of;
 use std::collections::BTreeSet;
 
 use super::words::{clauses, is_content, strip_fillers, tokens, Tok, DATE_WORDS};
@@ -134,7 +135,7 @@ impl Subject {
                 t.w == "instead"
                     || (matches!(t.w.as_str(), "it" | "that" | "this")
                         && i > 0
-                        && SET_VERBS.contains(&toks[i - 1].w.as_str()))
+                        && is_one_of(toks[i - 1].w.as_str(), SET_VERBS))
             });
             let values: BTreeSet<String> = toks
                 .iter()
@@ -222,7 +223,7 @@ fn shapes(toks: &[Tok], values: &BTreeSet<String>) -> BTreeSet<&'static str> {
             .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == ','))
             .unwrap_or(digits.len());
         let iso_date = w.matches('-').count() == 2 && w.starts_with(|c: char| c.is_ascii_digit());
-        let shape = if DATE_WORDS.contains(&w) || iso_date {
+        let shape = if is_one_of(w, DATE_WORDS) || iso_date {
             "date"
         } else if number_end == 0 {
             "name"
@@ -230,13 +231,13 @@ fn shapes(toks: &[Tok], values: &BTreeSet<String>) -> BTreeSet<&'static str> {
             let suffix = &digits[number_end..];
             let next = toks.get(i + 1).map_or("", |t| t.w.as_str());
             let unit = if suffix.is_empty() { next } else { suffix };
-            if w.starts_with(['€', '$', '£']) || MONEY_UNITS.contains(&unit) {
+            if w.starts_with(['€', '$', '£']) || is_one_of(unit, MONEY_UNITS) {
                 "money"
             } else if suffix.starts_with(':') || matches!(unit, "am" | "pm" | "o'clock") {
                 "time"
-            } else if DURATION_UNITS.contains(&unit) {
+            } else if is_one_of(unit, DURATION_UNITS) {
                 "duration"
-            } else if SIZE_UNITS.contains(&unit) {
+            } else if is_one_of(unit, SIZE_UNITS) {
                 "size"
             } else if unit == "%" {
                 "percent"
@@ -265,7 +266,7 @@ fn content(c: &[Tok], values: Option<bool>) -> BTreeSet<String> {
 /// never", "I'd like to").
 fn verb_at(c: &[Tok]) -> usize {
     let mut i = 0;
-    while i < c.len() && LEAD_INS.contains(&w(c, i)) {
+    while i < c.len() && is_one_of(w(c, i), LEAD_INS) {
         i += 1;
     }
     if matches!(w(c, i), "do") && w(c, i + 1) == "not" {
@@ -360,7 +361,7 @@ fn toggle_key(c: &[Tok]) -> Option<Keyed> {
 /// "set the request timeout to 37s", "make the timeout 45s".
 fn set_key(c: &[Tok]) -> Option<Keyed> {
     let v = verb_at(c);
-    if !SET_VERBS.contains(&w(c, v)) {
+    if !is_one_of(w(c, v), SET_VERBS) {
         return None;
     }
     let rest = c.get(v + 1..)?;
@@ -395,7 +396,7 @@ fn choice_key(c: &[Tok]) -> Option<Keyed> {
             obj += 1;
             true
         }
-        _ => CHOICE_VERBS.contains(&verb),
+        _ => is_one_of(verb, CHOICE_VERBS),
     };
     if !choice {
         return None;
@@ -431,19 +432,19 @@ fn choice_key(c: &[Tok]) -> Option<Keyed> {
 fn action_key(c: &[Tok]) -> Option<Keyed> {
     let v = verb_at(c);
     let verb = w(c, v);
-    if !ACTION_VERBS.contains(&verb) {
+    if !is_one_of(verb, ACTION_VERBS) {
         return None;
     }
     let rest = c.get(v + 1..)?;
     let prep = rest
         .iter()
-        .position(|t| PREPOSITIONS.contains(&t.w.as_str()))?;
+        .position(|t| is_one_of(t.w.as_str(), PREPOSITIONS))?;
     let values = content(&rest[prep + 1..], None);
     if values.is_empty() || !rest[prep + 1..].iter().any(|t| t.value) {
         return None;
     }
     let prep_word = rest[prep].w.as_str();
-    if prep_word == "to" && DELIVERY_VERBS.contains(&verb) {
+    if prep_word == "to" && is_one_of(verb, DELIVERY_VERBS) {
         return Some((
             BTreeSet::from(["address".to_owned()]),
             "address".to_owned(),
@@ -528,7 +529,7 @@ fn dropped(c: &[Tok]) -> BTreeSet<String> {
             at += 1;
         }
         for t in c.iter().skip(at).take(4) {
-            if PREPOSITIONS.contains(&t.w.as_str())
+            if is_one_of(t.w.as_str(), PREPOSITIONS)
                 || matches!(
                     t.w.as_str(),
                     "and" | "but" | "instead" | "anymore" | "entirely" | "altogether"

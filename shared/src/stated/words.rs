@@ -9,6 +9,8 @@
 //! the sentence. Values are what a statement sets; the other content words
 //! say what it sets them on.
 
+use crate::text::is_one_of;
+
 /// One word of a sentence.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Tok {
@@ -69,7 +71,7 @@ pub(crate) fn is_month(word: &str) -> bool {
     const ABBREVIATED: &[&str] = &[
         "jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec",
     ];
-    DATE_WORDS[7..19].contains(&word) || ABBREVIATED.contains(&word)
+    DATE_WORDS[7..19].contains(&word) || is_one_of(word, ABBREVIATED)
 }
 
 /// Words that begin a new clause after `and` / `but` / `so`.
@@ -109,13 +111,17 @@ pub(crate) fn tokens(sentence: &str) -> Vec<Tok> {
         let trimmed = raw.trim_end_matches(['"', '”', '’', '\'', '`', ')', ']', '*']);
         let brk = trimmed.ends_with([',', ';', '!', '?']) && !in_quote;
         let colon = trimmed.ends_with(':') && !in_quote;
-        let word: String = raw
-            .trim_matches(|c: char| {
-                !(c.is_alphanumeric() || matches!(c, '%' | '€' | '$' | '£' | '#' | '@' | '+'))
-            })
-            .chars()
-            .map(|c| if c == '’' { '\'' } else { c })
-            .collect();
+        let bare = raw.trim_matches(|c: char| {
+            !(c.is_alphanumeric() || matches!(c, '%' | '€' | '$' | '£' | '#' | '@' | '+'))
+        });
+        // Most words have no curly apostrophe: they are used as they are.
+        let straightened;
+        let word: &str = if bare.contains('’') {
+            straightened = bare.replace('’', "'");
+            &straightened
+        } else {
+            bare
+        };
         if word.is_empty() {
             if brk || colon {
                 if let Some(last) = out.last_mut() {
@@ -126,8 +132,8 @@ pub(crate) fn tokens(sentence: &str) -> Vec<Tok> {
             continue;
         }
         let first = out.is_empty();
-        let lower = canonical(&word.to_lowercase());
-        let value = looks_like_value(&word, &lower, first);
+        let lower = canonical(word.to_lowercase());
+        let value = looks_like_value(word, &lower, first);
         out.push(Tok {
             w: lower,
             quoted: quoted_here,
@@ -141,7 +147,7 @@ pub(crate) fn tokens(sentence: &str) -> Vec<Tok> {
         let starts_clause = matches!(out[i].w.as_str(), "and" | "but" | "so" | "because")
             && out
                 .get(i + 1)
-                .is_some_and(|next| CLAUSE_OPENERS.contains(&next.w.as_str()));
+                .is_some_and(|next| is_one_of(next.w.as_str(), CLAUSE_OPENERS));
         if starts_clause || out[i].w == "but" {
             out[i - 1].brk = true;
         }
@@ -150,8 +156,8 @@ pub(crate) fn tokens(sentence: &str) -> Vec<Tok> {
 }
 
 /// Spelling variants folded into one form (`dont` → `don't`).
-fn canonical(lower: &str) -> String {
-    match lower {
+fn canonical(lower: String) -> String {
+    let folded = match lower.as_str() {
         "dont" => "don't",
         "cant" => "can't",
         "wont" => "won't",
@@ -163,9 +169,9 @@ fn canonical(lower: &str) -> String {
         "isnt" => "isn't",
         "arent" => "aren't",
         "doesnt" => "doesn't",
-        other => other,
-    }
-    .to_owned()
+        _ => return lower,
+    };
+    folded.to_owned()
 }
 
 fn looks_like_value(word: &str, lower: &str, first: bool) -> bool {
@@ -173,7 +179,7 @@ fn looks_like_value(word: &str, lower: &str, first: bool) -> bool {
         return true;
     }
     // "may" is mostly the verb.
-    if DATE_WORDS.contains(&lower) && lower != "may" {
+    if is_one_of(lower, DATE_WORDS) && lower != "may" {
         return true;
     }
     // Technical names: dotted, snake_case, paths, e-mail addresses.
@@ -302,7 +308,7 @@ pub(crate) fn strip_fillers(mut clause: &[Tok]) -> &[Tok] {
     loop {
         let before = clause.len();
         if let Some(first) = clause.first() {
-            if !first.quoted && FILLERS.contains(&first.w.as_str()) && clause.len() > 1 {
+            if !first.quoted && is_one_of(first.w.as_str(), FILLERS) && clause.len() > 1 {
                 clause = &clause[1..];
             }
         }
@@ -485,7 +491,7 @@ const STOPWORDS: &[&str] = &[
 
 /// Whether `word` says something about the subject of a statement.
 pub(crate) fn is_content(word: &str) -> bool {
-    !word.is_empty() && !STOPWORDS.contains(&word) && word != "\"q\""
+    !word.is_empty() && !is_one_of(word, STOPWORDS) && word != "\"q\""
 }
 
 const IRREGULAR_PAST: &[&str] = &[
@@ -530,7 +536,7 @@ const IRREGULAR_PAST: &[&str] = &[
 /// A past-tense (or past-participle) verb form, as far as spelling tells.
 pub(crate) fn is_past(word: &str) -> bool {
     (word.len() > 3 && word.ends_with("ed") && !word.ends_with("eed"))
-        || IRREGULAR_PAST.contains(&word)
+        || is_one_of(word, IRREGULAR_PAST)
 }
 
 const IRREGULAR_PARTICIPLES: &[&str] = &[
@@ -543,7 +549,7 @@ const IRREGULAR_PARTICIPLES: &[&str] = &[
 pub(crate) fn is_participle(word: &str) -> bool {
     is_past(word)
         || (word.ends_with("en") && word.len() > 4)
-        || IRREGULAR_PARTICIPLES.contains(&word)
+        || is_one_of(word, IRREGULAR_PARTICIPLES)
 }
 
 #[cfg(test)]

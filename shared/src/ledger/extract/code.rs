@@ -5,8 +5,9 @@
 //! `UTF-8` is not a ticket, a hex word without a digit is not a hash,
 //! `main.rs:42` is a file and line, not a host and port.
 
-use super::scan::{captures, gated, matches, pattern, Scan};
+use super::scan::{pattern, Scan};
 use crate::ledger::ArtifactKind;
+use crate::text::is_one_of;
 
 pattern!(URL, r#"https?://[^\s<>"'`\])}]+"#);
 pattern!(
@@ -105,7 +106,7 @@ const NOT_TICKETS: &[&str] = &[
 /// Whether `prefix` (the part before the first `-`) names a standard, not
 /// a ticket or reference.
 pub(super) fn is_standard(prefix: &str) -> bool {
-    NOT_TICKETS.contains(&prefix)
+    is_one_of(prefix, NOT_TICKETS)
 }
 
 /// First words of commands worth recording from inline code spans.
@@ -402,7 +403,7 @@ pub(super) fn is_shell_tool(name: &str) -> bool {
 pub(super) fn commands(s: &mut Scan<'_>) {
     let text = s.text;
     let mut fenced = Vec::new();
-    for caps in captures(&FENCE, text) {
+    for caps in s.captures_all(&FENCE) {
         if let Some(body) = caps.get(2) {
             fenced.push(body.range());
             let mut offset = body.start();
@@ -416,7 +417,7 @@ pub(super) fn commands(s: &mut Scan<'_>) {
             }
         }
     }
-    for caps in captures(&DOLLAR_LINE, text) {
+    for caps in s.captures_all(&DOLLAR_LINE) {
         if let Some(m) = caps
             .get(1)
             .filter(|m| !fenced.iter().any(|r| r.contains(&m.start())))
@@ -425,12 +426,12 @@ pub(super) fn commands(s: &mut Scan<'_>) {
         }
     }
     let mut ticked = Vec::new();
-    for caps in captures(&BACKTICK, text) {
+    for caps in s.captures_all(&BACKTICK) {
         if let Some(m) = caps.get(1) {
             ticked.push(m.range());
             let span = m.as_str().trim();
             let first = span.split_whitespace().next().unwrap_or("");
-            if span.contains(' ') && CLI_WORDS.contains(&first) {
+            if span.contains(' ') && is_one_of(first, CLI_WORDS) {
                 s.note(m.start(), ArtifactKind::Command, span);
             }
         }
@@ -482,6 +483,11 @@ fn prose_commands(text: &str) -> Vec<(usize, &str)> {
 
 /// [`prose_commands`] of one line.
 fn prose_commands_in_line(line: &str) -> Vec<(usize, &str)> {
+    // A command starts at a known program: a line without one (most) has
+    // none, and is not cut into words.
+    if !line.split_whitespace().any(|w| is_one_of(w, CLI_WORDS)) {
+        return Vec::new();
+    }
     let words: Vec<(usize, &str)> = line
         .split_whitespace()
         .map(|w| (w.as_ptr() as usize - line.as_ptr() as usize, w))
@@ -502,7 +508,7 @@ fn prose_commands_in_line(line: &str) -> Vec<(usize, &str)> {
             start += 1;
         }
         let program = words.get(start).map_or("", |(_, w)| *w);
-        if !CLI_WORDS.contains(&program) || matches!(program, "cd" | "ls" | "go" | "make") {
+        if !is_one_of(program, CLI_WORDS) || matches!(program, "cd" | "ls" | "go" | "make") {
             i = start + 1;
             continue;
         }
@@ -510,7 +516,7 @@ fn prose_commands_in_line(line: &str) -> Vec<(usize, &str)> {
         let mut span: Vec<&str> = vec![program];
         for &(_, w) in words.iter().skip(start + 1).take(PROSE_COMMAND_WORDS) {
             let bare = w.trim_end_matches([',', ';', '.', ':', ')', '!', '?']);
-            if bare.is_empty() || PROSE_STOPS.contains(&bare) {
+            if bare.is_empty() || is_one_of(bare, PROSE_STOPS) {
                 break;
             }
             span.push(bare);
@@ -546,7 +552,7 @@ pub(super) fn urls(s: &mut Scan<'_>) {
     if !s.text.contains("://") {
         return;
     }
-    for m in matches(&URL, s.text) {
+    for m in s.find_all(&URL) {
         s.take(m.range(), ArtifactKind::Url, trim_url(m.as_str()));
     }
 }
@@ -555,7 +561,7 @@ pub(super) fn uuids(s: &mut Scan<'_>) {
     if !s.has_digit || !s.text.contains('-') {
         return;
     }
-    for m in matches(&UUID, s.text) {
+    for m in s.find_all(&UUID) {
         s.take(m.range(), ArtifactKind::Identifier, m.as_str());
     }
 }
@@ -566,7 +572,7 @@ pub(super) fn hosts(s: &mut Scan<'_>) {
         return;
     }
     let with_port = text.contains(':').then_some(&HOST_PORT);
-    for caps in with_port.into_iter().flat_map(|p| captures(p, text)) {
+    for caps in with_port.map(|p| s.captures_all(p)).into_iter().flatten() {
         let (Some(all), Some(host), Some(port)) = (caps.get(0), caps.get(1), caps.get(2)) else {
             continue;
         };
@@ -584,14 +590,14 @@ pub(super) fn hosts(s: &mut Scan<'_>) {
         if glued
             || !port_ok
             || (is_ip && !octets_ok(host.as_str()))
-            || (!is_ip && EXTENSIONS.contains(&last_label))
+            || (!is_ip && is_one_of(last_label, EXTENSIONS))
         {
             continue;
         }
         s.take(all.range(), ArtifactKind::Host, all.as_str());
     }
     let ip = text.contains('.').then_some(&IPV4);
-    for m in ip.into_iter().flat_map(|p| matches(p, text)) {
+    for m in ip.map(|p| s.find_all(p)).into_iter().flatten() {
         let glued = matches!(s.byte_before(m.start()), Some(b'.' | b'-'))
             || (s.byte_at(m.end()) == Some(b'.')
                 && s.byte_at(m.end() + 1).is_some_and(|b| b.is_ascii_digit()));
@@ -690,7 +696,7 @@ pub(super) fn path_of(token: &str) -> Option<&str> {
     let extension = last
         .rsplit_once('.')
         .map(|(stem, ext)| (stem, ext.to_ascii_lowercase()))
-        .filter(|(stem, ext)| !stem.is_empty() && EXTENSIONS.contains(&ext.as_str()));
+        .filter(|(stem, ext)| !stem.is_empty() && is_one_of(ext.as_str(), EXTENSIONS));
     if token.contains('/') {
         let segments: Vec<&str> = token.split('/').filter(|s| !s.is_empty()).collect();
         if segments.is_empty() || segments.contains(&"...") {
@@ -737,7 +743,7 @@ pub(super) fn versions(s: &mut Scan<'_>) {
     if !s.has_digit || !s.text.contains('.') {
         return;
     }
-    for m in matches(&VERSION, s.text) {
+    for m in s.find_all(&VERSION) {
         let glued = matches!(s.byte_before(m.start()), Some(b'.' | b'-' | b'/' | b'_'))
             || (s.byte_at(m.end()) == Some(b'.')
                 && s.byte_at(m.end() + 1).is_some_and(|b| b.is_ascii_digit()));
@@ -752,7 +758,7 @@ pub(super) fn identifiers(s: &mut Scan<'_>) {
         return;
     }
     let text = s.text;
-    for caps in captures(&HEX_OR_TICKET, text) {
+    for caps in s.captures_all(&HEX_OR_TICKET) {
         let Some(m) = caps.get(0) else { continue };
         let v = m.as_str();
         let keep = if caps.get(1).is_some() {
@@ -771,7 +777,7 @@ pub(super) fn identifiers(s: &mut Scan<'_>) {
             s.take(m.range(), ArtifactKind::Identifier, v);
         }
     }
-    for m in matches(&CVE, text) {
+    for m in s.find_all(&CVE) {
         s.take(m.range(), ArtifactKind::Identifier, m.as_str());
     }
     let symbols = if text.contains("::") {
@@ -779,7 +785,7 @@ pub(super) fn identifiers(s: &mut Scan<'_>) {
     } else {
         None
     };
-    for m in symbols.into_iter().flat_map(|p| matches(p, text)) {
+    for m in symbols.map(|p| s.find_all(p)).into_iter().flatten() {
         let root = m.as_str().split("::").next().unwrap_or("");
         if !matches!(root, "std" | "core" | "alloc") && s.byte_before(m.start()) != Some(b':') {
             s.take(m.range(), ArtifactKind::Identifier, m.as_str());
@@ -788,7 +794,7 @@ pub(super) fn identifiers(s: &mut Scan<'_>) {
     if !text.contains('#') {
         return;
     }
-    for caps in captures(&ISSUE_REF, text) {
+    for caps in s.captures_all(&ISSUE_REF) {
         if let Some(m) = caps.get(1) {
             s.take(m.range(), ArtifactKind::Identifier, m.as_str());
         }
@@ -796,25 +802,24 @@ pub(super) fn identifiers(s: &mut Scan<'_>) {
 }
 
 pub(super) fn error_codes(s: &mut Scan<'_>) {
-    let text = s.text;
-    for m in matches(&ERROR_CODE, text) {
+    for m in s.find_all(&ERROR_CODE) {
         s.take(m.range(), ArtifactKind::ErrorCode, m.as_str());
     }
-    for m in matches(&EXCEPTION, text) {
+    for m in s.find_all(&EXCEPTION) {
         s.take(m.range(), ArtifactKind::ErrorCode, m.as_str());
     }
     if !s.has_digit {
         return;
     }
-    let exit = gated(&GATE_EXIT, text).then_some(&EXIT_CODE);
-    for caps in exit.into_iter().flat_map(|p| captures(p, text)) {
+    let exit = s.gated(&GATE_EXIT).then_some(&EXIT_CODE);
+    for caps in exit.map(|p| s.captures_all(p)).into_iter().flatten() {
         if let (Some(all), Some(code)) = (caps.get(0), caps.get(1)) {
             let value = format!("exit code {}", code.as_str());
             s.take(all.range(), ArtifactKind::ErrorCode, &value);
         }
     }
-    let prefixed = gated(&GATE_ERROR, text).then_some(&PREFIXED_CODE);
-    for caps in prefixed.into_iter().flat_map(|p| captures(p, text)) {
+    let prefixed = s.gated(&GATE_ERROR).then_some(&PREFIXED_CODE);
+    for caps in prefixed.map(|p| s.captures_all(p)).into_iter().flatten() {
         if let (Some(all), Some(code)) = (caps.get(0), caps.get(1)) {
             let code = code.as_str();
             let value = if code.bytes().all(|b| b.is_ascii_digit()) {
@@ -825,18 +830,18 @@ pub(super) fn error_codes(s: &mut Scan<'_>) {
             s.take(all.range(), ArtifactKind::ErrorCode, &value);
         }
     }
-    for caps in captures(&SQLSTATE, text) {
+    for caps in s.captures_all(&SQLSTATE) {
         if let (Some(all), Some(code)) = (caps.get(0), caps.get(1)) {
             let value = format!("SQLSTATE {}", code.as_str());
             s.take(all.range(), ArtifactKind::ErrorCode, &value);
         }
     }
     let http = [
-        gated(&GATE_HTTP, text).then_some(&HTTP_STATUS),
-        gated(&GATE_HTTP_REASON, text).then_some(&HTTP_REASON),
+        s.gated(&GATE_HTTP).then_some(&HTTP_STATUS),
+        s.gated(&GATE_HTTP_REASON).then_some(&HTTP_REASON),
     ];
     for re in http.into_iter().flatten() {
-        for caps in captures(re, text) {
+        for caps in s.captures_all(re) {
             if let (Some(all), Some(code)) = (caps.get(0), caps.get(1)) {
                 let value = format!("HTTP {}", code.as_str());
                 s.take(all.range(), ArtifactKind::ErrorCode, &value);
@@ -850,7 +855,7 @@ pub(super) fn durations(s: &mut Scan<'_>) {
         return;
     }
     for re in [&DURATION_COMPOUND, &DURATION] {
-        for m in matches(re, s.text) {
+        for m in s.find_all(re) {
             if !glued_number(s, m.start()) {
                 s.take(m.range(), ArtifactKind::Duration, m.as_str());
             }
@@ -871,7 +876,7 @@ pub(super) fn quantities(s: &mut Scan<'_>) {
     if !s.has_digit {
         return;
     }
-    for caps in captures(&QUANTITY, s.text) {
+    for caps in s.captures_all(&QUANTITY) {
         let (Some(all), Some(number)) = (caps.get(0), caps.get(1)) else {
             continue;
         };
@@ -911,15 +916,16 @@ pub(super) fn counts(s: &mut Scan<'_>) {
     .any(|t| s.text.contains(t));
     for m in tagged
         .then_some(&SQL_TAG)
+        .map(|p| s.find_all(p))
         .into_iter()
-        .flat_map(|p| matches(p, s.text))
+        .flatten()
     {
         let tag = m.as_str().trim_end();
         if !tag.ends_with(" 0") {
             s.take(m.start()..m.start() + tag.len(), ArtifactKind::Count, tag);
         }
     }
-    for caps in captures(&COUNT, s.text) {
+    for caps in s.captures_all(&COUNT) {
         let (Some(all), Some(n)) = (caps.get(0), caps.get(1)) else {
             continue;
         };
@@ -927,15 +933,15 @@ pub(super) fn counts(s: &mut Scan<'_>) {
             true
         } else if caps.get(5).is_some() {
             caps.get(4)
-                .is_none_or(|w| !NOT_COUNTED.contains(&w.as_str()))
+                .is_none_or(|w| !is_one_of(w.as_str(), NOT_COUNTED))
         } else if let Some(noun) = caps.get(6) {
             let noun = noun.as_str();
             let digits = n.as_str().bytes().filter(u8::is_ascii_digit).count();
-            !NOT_COUNTED.contains(&noun)
-                && (COUNTED.contains(&noun)
+            !is_one_of(noun, NOT_COUNTED)
+                && (is_one_of(noun, COUNTED)
                     || noun
                         .strip_suffix('s')
-                        .is_some_and(|stem| COUNTED.contains(&stem))
+                        .is_some_and(|stem| is_one_of(stem, COUNTED))
                     || (digits >= 3 && noun.len() >= 4 && noun.ends_with('s')))
         } else {
             false
@@ -954,7 +960,7 @@ pub(super) fn config_names(s: &mut Scan<'_>) {
     if !s.text.contains('.') {
         return;
     }
-    for m in matches(&CONFIG_NAME, s.text) {
+    for m in s.find_all(&CONFIG_NAME) {
         let name = m.as_str();
         let segments: Vec<&str> = name.split('.').collect();
         let first = segments.first().copied().unwrap_or("");
@@ -974,9 +980,9 @@ pub(super) fn config_names(s: &mut Scan<'_>) {
         if glued
             || !shaped
             || segments.iter().any(|seg| seg.len() < 2)
-            || CODE_OWNERS.contains(&first)
-            || DOMAINS.contains(&last)
-            || EXTENSIONS.contains(&last)
+            || is_one_of(first, CODE_OWNERS)
+            || is_one_of(last, DOMAINS)
+            || is_one_of(last, EXTENSIONS)
         {
             continue;
         }

@@ -24,6 +24,7 @@ mod scan;
 mod settings;
 mod telling;
 
+use crate::text::is_one_of;
 use std::collections::HashMap;
 
 use self::scan::{Candidate, Reading, Scan, STATED, TOOL_INPUT, TOOL_OUTPUT, WRITTEN};
@@ -124,8 +125,26 @@ fn shell_command(input: &serde_json::Value) -> Option<&str> {
 }
 
 /// Whether `text` contains anything the ledger would record.
+///
+/// The extractors run in [`scan`]'s order and stop at the first value
+/// recorded: values are only ever added, so the full scan finds something
+/// exactly when this prefix of it does. The summarizer asks this of every
+/// candidate sentence, and most that carry a value have it early (a path,
+/// a date), so the rest of the patterns are not run on them.
 pub(crate) fn has_artifact(text: &str) -> bool {
-    !scan(text, STATED, false).is_empty()
+    let mut s = Scan::new(text);
+    run(&mut s, STATED, true);
+    s.found_any()
+}
+
+/// Whether [`extract`] may find a path in `text`: the path extractor alone
+/// finds one. Which tokens it looks at does not depend on what other
+/// extractors claimed before it (their claims can only refuse a path), so
+/// when it finds none alone, a full pass finds none either.
+pub(crate) fn may_have_path(text: &str) -> bool {
+    let mut s = Scan::new(text);
+    code::paths(&mut s);
+    s.found_any()
 }
 
 /// Every value in `text`, most specific kinds first (see `scan`); for
@@ -136,33 +155,56 @@ fn scan(text: &str, reading: Reading, bulk: bool) -> Vec<Candidate> {
     } else {
         Scan::new(text)
     };
-    if reading.commands {
-        code::commands(&mut s);
-    }
-    code::urls(&mut s);
-    people::emails(&mut s);
-    code::uuids(&mut s);
-    code::hosts(&mut s);
-    if reading.settings {
-        settings::settings(&mut s);
-    }
-    people::dates_and_times(&mut s);
-    people::amounts(&mut s);
-    people::phones(&mut s);
-    code::paths(&mut s);
-    code::versions(&mut s);
-    people::references(&mut s);
-    code::identifiers(&mut s);
-    code::error_codes(&mut s);
-    people::addresses(&mut s);
-    code::durations(&mut s);
-    code::quantities(&mut s);
-    code::counts(&mut s);
-    code::config_names(&mut s);
-    if reading.names {
-        people::names(&mut s, reading.self_names);
-    }
+    run(&mut s, reading, false);
     s.finish()
+}
+
+/// One extractor of a pass.
+type Extractor = fn(&mut Scan<'_>);
+
+/// Runs the extractors over `s`, most specific kinds first (each claims
+/// what it takes, see `scan`); with `first_only`, stops once one value is
+/// recorded.
+fn run(s: &mut Scan<'_>, reading: Reading, first_only: bool) {
+    let steps: [(bool, Extractor); 20] = [
+        (reading.commands, code::commands),
+        (true, code::urls),
+        (true, people::emails),
+        (true, code::uuids),
+        (true, code::hosts),
+        (reading.settings, settings::settings),
+        (true, people::dates_and_times),
+        (true, people::amounts),
+        (true, people::phones),
+        (true, code::paths),
+        (true, code::versions),
+        (true, people::references),
+        (true, code::identifiers),
+        (true, code::error_codes),
+        (true, people::addresses),
+        (true, code::durations),
+        (true, code::quantities),
+        (true, code::counts),
+        (true, code::config_names),
+        (reading.names, names_of(reading)),
+    ];
+    for (on, step) in steps {
+        if on {
+            step(s);
+            if first_only && s.found_any() {
+                return;
+            }
+        }
+    }
+}
+
+/// The names extractor for `reading` (self-introductions or not).
+fn names_of(reading: Reading) -> Extractor {
+    if reading.self_names {
+        |s| people::names(s, true)
+    } else {
+        |s| people::names(s, false)
+    }
 }
 
 fn of_message(message: &Message, calls: &mut Calls) -> Vec<Artifact> {
@@ -570,8 +612,8 @@ fn reads_only(tool_name: &str) -> bool {
         "set", "put", "post", "send", "deploy", "commit", "push", "install", "make", "add", "str",
     ];
     let words = words_of(tool_name);
-    words.iter().any(|w| READS.contains(&w.as_str()))
-        && !words.iter().any(|w| ACTS.contains(&w.as_str()))
+    words.iter().any(|w| is_one_of(w.as_str(), READS))
+        && !words.iter().any(|w| is_one_of(w.as_str(), ACTS))
 }
 
 /// `mcp__github__getIssue` → `mcp github get issue`.

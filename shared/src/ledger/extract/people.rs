@@ -15,8 +15,9 @@
 //! "José" must not stop at "Jos".
 
 use super::code::is_standard;
-use super::scan::{captures, gated, matches, pattern, Scan};
+use super::scan::{pattern, Scan};
 use crate::ledger::ArtifactKind;
+use crate::text::is_one_of;
 
 /// Month names and their abbreviations (English).
 macro_rules! month {
@@ -408,10 +409,10 @@ pub(super) fn emails(s: &mut Scan<'_>) {
     if !s.text.contains('@') {
         return;
     }
-    for m in matches(&EMAIL, s.text) {
+    for m in s.find_all(&EMAIL) {
         let tld = m.as_str().rsplit('.').next().unwrap_or("");
         let glued = matches!(s.byte_before(m.start()), Some(b'/' | b':'));
-        if !glued && !super::code::EXTENSIONS.contains(&tld.to_ascii_lowercase().as_str()) {
+        if !glued && !is_one_of(tld.to_ascii_lowercase().as_str(), super::code::EXTENSIONS) {
             s.take(m.range(), ArtifactKind::Email, m.as_str());
         }
     }
@@ -421,14 +422,13 @@ pub(super) fn dates_and_times(s: &mut Scan<'_>) {
     if !s.has_digit {
         return;
     }
-    let text = s.text;
     let patterns = [
         Some(&NUMERIC_DATE_TIME),
-        gated(&GATE_MONTH, text).then_some(&TEXT_DATE),
-        gated(&GATE_AMPM, text).then_some(&AMPM_TIME),
+        s.gated(&GATE_MONTH).then_some(&TEXT_DATE),
+        s.gated(&GATE_AMPM).then_some(&AMPM_TIME),
     ];
     for re in patterns.into_iter().flatten() {
-        for m in matches(re, s.text) {
+        for m in s.find_all(re) {
             let glued = matches!(s.byte_before(m.start()), Some(b'.' | b'/' | b'-' | b':'))
                 || matches!(s.byte_at(m.end()), Some(b':'))
                     && s.byte_at(m.end() + 1).is_some_and(|b| b.is_ascii_digit());
@@ -440,11 +440,11 @@ pub(super) fn dates_and_times(s: &mut Scan<'_>) {
 }
 
 pub(super) fn amounts(s: &mut Scan<'_>) {
-    if !s.has_digit || !gated(&GATE_CURRENCY, s.text) {
+    if !s.has_digit || !s.gated(&GATE_CURRENCY) {
         return;
     }
     for re in [&AMOUNT_BEFORE, &AMOUNT_AFTER] {
-        for m in matches(re, s.text) {
+        for m in s.find_all(re) {
             let v = m.as_str().trim_end_matches(['.', ',']);
             let glued = matches!(s.byte_before(m.start()), Some(b'{' | b'\'' | b'"'))
                 || s.byte_before(m.start())
@@ -464,10 +464,10 @@ pub(super) fn phones(s: &mut Scan<'_>) {
     let patterns = [
         text.contains('+').then_some(&PHONE_INTL),
         Some(&PHONE_US),
-        gated(&GATE_PHONE_CUE, text).then_some(&PHONE_CUE),
+        s.gated(&GATE_PHONE_CUE).then_some(&PHONE_CUE),
     ];
     for re in patterns.into_iter().flatten() {
-        for caps in captures(re, s.text) {
+        for caps in s.captures_all(re) {
             let Some(m) = caps.get(1) else { continue };
             let v = m.as_str().trim_end_matches([' ', '.', '-', '(']);
             let digits = v.bytes().filter(u8::is_ascii_digit).count();
@@ -483,7 +483,7 @@ pub(super) fn references(s: &mut Scan<'_>) {
     if !s.has_digit && !text.bytes().any(|b| b.is_ascii_uppercase()) {
         return;
     }
-    for m in matches(&REFERENCE_SEGMENTS, text) {
+    for m in s.find_all(&REFERENCE_SEGMENTS) {
         let v = m.as_str();
         let prefix = v.split('-').next().unwrap_or("");
         let glued = matches!(s.byte_before(m.start()), Some(b'-' | b'/' | b'.'));
@@ -492,7 +492,7 @@ pub(super) fn references(s: &mut Scan<'_>) {
         }
     }
     let hashed = text.contains('#').then_some(&REFERENCE_HASH);
-    for caps in hashed.into_iter().flat_map(|p| captures(p, text)) {
+    for caps in hashed.map(|p| s.captures_all(p)).into_iter().flatten() {
         if let Some(m) = caps.get(1) {
             let v = m.as_str();
             if v.bytes().any(|b| b.is_ascii_digit()) && v.bytes().any(|b| b.is_ascii_uppercase()) {
@@ -501,21 +501,21 @@ pub(super) fn references(s: &mut Scan<'_>) {
         }
     }
     if s.has_digit {
-        for m in matches(&ACCESS_CODE, text) {
+        for m in s.find_all(&ACCESS_CODE) {
             if m.as_str().bytes().any(|b| b.is_ascii_digit()) {
                 s.take(m.range(), ArtifactKind::Reference, m.as_str());
             }
         }
         for re in [&FLIGHT, &PLACE] {
-            for caps in captures(re, text) {
+            for caps in s.captures_all(re) {
                 if let Some(m) = caps.get(1).filter(|m| m.as_str().len() >= 2) {
                     s.take(m.range(), ArtifactKind::Reference, m.as_str());
                 }
             }
         }
     }
-    let cued = gated(&GATE_REFERENCE_CUE, text).then_some(&REFERENCE_CUE);
-    for caps in cued.into_iter().flat_map(|p| captures(p, text)) {
+    let cued = s.gated(&GATE_REFERENCE_CUE).then_some(&REFERENCE_CUE);
+    for caps in cued.map(|p| s.captures_all(p)).into_iter().flatten() {
         let (Some(all), Some(m)) = (caps.get(0), caps.get(1)) else {
             continue;
         };
@@ -555,13 +555,13 @@ pub(super) fn addresses(s: &mut Scan<'_>) {
         return;
     }
     let text = s.text;
-    let streets = if gated(&GATE_STREET, text) {
+    let streets = if s.gated(&GATE_STREET) {
         [&STREET_NUMBER_FIRST, &STREET_ROMANCE, &STREET_NAME_FIRST].to_vec()
     } else {
         Vec::new()
     };
     for re in streets {
-        for m in matches(re, text) {
+        for m in s.find_all(re) {
             let mut end = m.end();
             // "Kastanienallee 12, 10435 Berlin" is one address.
             if let Some(tail) = ADDRESS_TAIL
@@ -575,7 +575,7 @@ pub(super) fn addresses(s: &mut Scan<'_>) {
             s.take(m.start()..m.start() + v.len(), ArtifactKind::Address, v);
         }
     }
-    for m in matches(&POSTCODE_CITY, text) {
+    for m in s.find_all(&POSTCODE_CITY) {
         let city = m
             .as_str()
             .split_whitespace()
@@ -583,13 +583,13 @@ pub(super) fn addresses(s: &mut Scan<'_>) {
         let glued = s
             .byte_before(m.start())
             .is_some_and(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'/' | b'#'));
-        if !glued && city.is_some_and(|c| !NOT_CITIES.contains(&c)) {
+        if !glued && city.is_some_and(|c| !is_one_of(c, NOT_CITIES)) {
             s.take(m.range(), ArtifactKind::Address, m.as_str());
         }
     }
     let zip = text.contains(", ").then_some(&US_CITY_ZIP);
     for re in zip.into_iter().chain([&UK_POSTCODE]) {
-        for m in matches(re, text) {
+        for m in s.find_all(re) {
             s.take(m.range(), ArtifactKind::Address, m.as_str());
         }
     }
@@ -598,11 +598,10 @@ pub(super) fn addresses(s: &mut Scan<'_>) {
 /// Names after a cue or an honorific; self-introductions only when
 /// `self_names` (the user speaking about themselves).
 pub(super) fn names(s: &mut Scan<'_>, self_names: bool) {
-    let text = s.text;
-    if !gated(&GATE_NAME, text) {
+    if !s.gated(&GATE_NAME) {
         return;
     }
-    for m in matches(&HONORIFIC, text) {
+    for m in s.find_all(&HONORIFIC) {
         s.take(m.range(), ArtifactKind::Person, m.as_str());
     }
     let cued: [(&'static super::scan::Pattern, bool); 3] = [
@@ -614,10 +613,10 @@ pub(super) fn names(s: &mut Scan<'_>, self_names: bool) {
         if !wanted {
             continue;
         }
-        for caps in captures(re, text) {
+        for caps in s.captures_all(re) {
             let Some(m) = caps.get(1) else { continue };
             let first = m.as_str().split(' ').next().unwrap_or("");
-            if !NOT_NAMES.contains(&first) {
+            if !is_one_of(first, NOT_NAMES) {
                 s.take(m.range(), ArtifactKind::Person, m.as_str());
             }
         }

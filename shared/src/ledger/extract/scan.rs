@@ -8,23 +8,58 @@
 //!
 //! The cost of a pass is one regex scan per pattern, so patterns are
 //! skipped whenever a cheap check shows they cannot match: a byte test
-//! (`@` for e-mails, `#` for `#1234`), or a literals-only gate searched with
-//! SIMD (see [`gated`]). Over bulk text a pass records at most a few values
-//! per kind and only claims the rest, so a log with 20,000 timestamps costs
-//! 20,000 claims, not 20,000 allocations.
+//! (`@` for e-mails, `#` for `#1234`), or a literals-only gate (see
+//! [`Scan::gated`]). The patterns tried on most texts and the gates are
+//! screened together, in one pass of a regex set (see [`SCREENED`]). Over
+//! bulk text a pass records at most a few values per kind and only claims
+//! the rest, so a log with 20,000 timestamps costs 20,000 claims, not
+//! 20,000 allocations.
 
+use std::cell::Cell;
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Range;
-use std::sync::LazyLock;
+use std::sync::{LazyLock, OnceLock};
 
-use regex::Regex;
+use regex::{Regex, RegexSet, RegexSetBuilder};
+
+use super::{code, people, settings};
 
 use crate::ledger::ArtifactKind;
 
-/// A compiled pattern, or `None` if it failed to compile (a unit test
-/// checks that none does; an extractor without its pattern finds nothing
-/// rather than panicking).
-pub(super) type Pattern = LazyLock<Option<Regex>>;
+/// A pattern: its source, and the regex compiled on first use, or `None`
+/// if it failed to compile (a unit test checks that none does; an
+/// extractor without its pattern finds nothing rather than panicking).
+pub(super) struct Pattern {
+    source: &'static str,
+    regex: LazyLock<Option<Regex>>,
+    /// Its place in [`SCREENED`], if it is screened; found on first use.
+    slot: OnceLock<Option<usize>>,
+}
+
+impl Pattern {
+    pub(super) const fn new(source: &'static str, regex: LazyLock<Option<Regex>>) -> Pattern {
+        Pattern {
+            source,
+            regex,
+            slot: OnceLock::new(),
+        }
+    }
+
+    /// Its place in [`SCREENED`], if it is screened.
+    fn slot(&'static self) -> Option<usize> {
+        *self
+            .slot
+            .get_or_init(|| SCREENED.iter().position(|p| std::ptr::eq(*p, self)))
+    }
+}
+
+impl std::ops::Deref for Pattern {
+    type Target = Option<Regex>;
+
+    fn deref(&self) -> &Option<Regex> {
+        &self.regex
+    }
+}
 
 /// Compiles `pattern` with ASCII word boundaries: `\b` becomes `(?-u:\b)`.
 /// A Unicode `\b` makes the regex engine leave its fast DFA on any
@@ -32,7 +67,12 @@ pub(super) type Pattern = LazyLock<Option<Regex>>;
 /// characters (patterns that end in a Unicode letter class do not end in
 /// `\b`, see `people`).
 pub(super) fn compile(pattern: &str) -> Option<Regex> {
-    Regex::new(&pattern.replace(r"\b", r"(?-u:\b)")).ok()
+    Regex::new(&ascii_boundaries(pattern)).ok()
+}
+
+/// `pattern` with its word boundaries made ASCII (see [`compile`]).
+fn ascii_boundaries(pattern: &str) -> String {
+    pattern.replace(r"\b", r"(?-u:\b)")
 }
 
 /// Declares `static NAME: Pattern` compiled once on first use.
@@ -40,7 +80,10 @@ macro_rules! pattern {
     ($(#[$doc:meta])* $name:ident, $re:expr) => {
         $(#[$doc])*
         pub(super) static $name: $crate::ledger::extract::scan::Pattern =
-            std::sync::LazyLock::new(|| $crate::ledger::extract::scan::compile($re));
+            $crate::ledger::extract::scan::Pattern::new(
+                $re,
+                std::sync::LazyLock::new(|| $crate::ledger::extract::scan::compile($re)),
+            );
     };
 }
 pub(super) use pattern;
@@ -67,13 +110,76 @@ pub(super) fn matches<'t>(
         .flat_map(move |r| r.find_iter(text))
 }
 
-/// Whether `text` contains what every match of a pattern must contain:
-/// `gate` is a literals-only pattern, searched with SIMD prefilters many
-/// times faster than a pattern that starts with a digit or a letter class.
-/// Skipping a pattern whose gate is absent is what keeps a pass over a
-/// long log fast. A gate that failed to compile lets everything through.
-pub(super) fn gated(gate: &'static Pattern, text: &str) -> bool {
-    gate.as_ref().is_none_or(|g| g.is_match(text))
+/// The patterns tried on most texts (they need no more than a digit, or
+/// nothing at all, and no cheap check rules them out), screened together:
+/// one pass of a [`RegexSet`] tells which of them match anywhere in a text,
+/// and the others are not run. A set match is the pattern's own match, so
+/// a pattern the screen rules out would have found nothing. Patterns with
+/// Unicode classes (names, streets) stay out: they would bloat the set's
+/// automaton.
+static SCREENED: [&Pattern; 46] = [
+    &code::UUID,
+    &code::HEX_OR_TICKET,
+    &code::ISSUE_REF,
+    &code::ERROR_CODE,
+    &code::EXCEPTION,
+    &code::PREFIXED_CODE,
+    &code::HTTP_STATUS,
+    &code::HOST_PORT,
+    &code::IPV4,
+    &code::VERSION,
+    &code::DURATION_COMPOUND,
+    &code::DURATION,
+    &code::QUANTITY,
+    &code::COUNT,
+    &code::CONFIG_NAME,
+    &code::DOLLAR_LINE,
+    &people::NUMERIC_DATE_TIME,
+    &people::PHONE_US,
+    &people::REFERENCE_SEGMENTS,
+    &people::REFERENCE_CUE,
+    &people::ACCESS_CODE,
+    &people::FLIGHT,
+    &people::PLACE,
+    &people::UK_POSTCODE,
+    &settings::ENV_ASSIGN,
+    &settings::UPPER_ASSIGN,
+    &settings::LOWER_ASSIGN,
+    &settings::LINE_ASSIGN,
+    &settings::PROSE_SET,
+    &settings::PROSE_IS_NOW,
+    &code::CVE,
+    &code::SQLSTATE,
+    &code::FENCE,
+    &code::GATE_EXIT,
+    &code::GATE_ERROR,
+    &code::GATE_HTTP,
+    &code::GATE_HTTP_REASON,
+    &people::GATE_MONTH,
+    &people::GATE_AMPM,
+    &people::GATE_CURRENCY,
+    &people::GATE_PHONE_CUE,
+    &people::GATE_REFERENCE_CUE,
+    &people::GATE_STREET,
+    &people::GATE_NAME,
+    &settings::GATE_SET_VERB,
+    &settings::GATE_IS_NOW,
+];
+
+/// The set of [`SCREENED`], or `None` if it failed to build (then nothing
+/// is screened out).
+static SCREEN: LazyLock<Option<RegexSet>> = LazyLock::new(|| {
+    RegexSetBuilder::new(SCREENED.iter().map(|p| ascii_boundaries(p.source)))
+        .build()
+        .ok()
+});
+
+/// Which of [`SCREENED`] match somewhere in `text`, one bit each.
+fn screen(text: &str) -> u64 {
+    match SCREEN.as_ref() {
+        Some(set) => set.matches(text).iter().fold(0, |mask, i| mask | 1 << i),
+        None => u64::MAX,
+    }
 }
 
 /// A value found in one text, at byte offset `at`.
@@ -138,6 +244,9 @@ pub(super) struct Scan<'t> {
     /// spares a long log thousands of allocations.
     per_kind: Option<usize>,
     recorded: HashMap<ArtifactKind, Vec<String>>,
+    /// Which screened patterns match in `text` (see [`SCREENED`]), found
+    /// on first use.
+    screen: Cell<Option<u64>>,
 }
 
 impl<'t> Scan<'t> {
@@ -149,6 +258,7 @@ impl<'t> Scan<'t> {
             found: Vec::new(),
             per_kind: None,
             recorded: HashMap::new(),
+            screen: Cell::new(None),
         }
     }
 
@@ -158,6 +268,57 @@ impl<'t> Scan<'t> {
             per_kind: Some(limit),
             ..Scan::new(text)
         }
+    }
+
+    /// Whether `pattern` may match in the text: always, unless it is
+    /// screened (see [`SCREENED`]) and the screen found no match of it.
+    pub(super) fn may_match(&self, pattern: &'static Pattern) -> bool {
+        let Some(i) = pattern.slot() else {
+            return true;
+        };
+        let mask = match self.screen.get() {
+            Some(mask) => mask,
+            None => {
+                let mask = screen(self.text);
+                self.screen.set(Some(mask));
+                mask
+            }
+        };
+        mask & 1 << i != 0
+    }
+
+    /// Whether the text contains what every match of a pattern must
+    /// contain: `gate` is a literals-only pattern. Skipping a pattern whose
+    /// gate is absent is what keeps a pass over a long log fast. The gates
+    /// are screened with the patterns (see [`SCREENED`]), so asking costs
+    /// nothing once the screen ran; a gate that failed to compile lets
+    /// everything through.
+    pub(super) fn gated(&self, gate: &'static Pattern) -> bool {
+        gate.is_none() || self.may_match(gate)
+    }
+
+    /// Whole matches of `pattern` in the text (none if it cannot match).
+    pub(super) fn find_all(
+        &self,
+        pattern: &'static Pattern,
+    ) -> impl Iterator<Item = regex::Match<'t>> {
+        let text = self.text;
+        self.may_match(pattern)
+            .then_some(pattern)
+            .into_iter()
+            .flat_map(move |p| matches(p, text))
+    }
+
+    /// Matches of `pattern` in the text (none if it cannot match).
+    pub(super) fn captures_all(
+        &self,
+        pattern: &'static Pattern,
+    ) -> impl Iterator<Item = regex::Captures<'t>> {
+        let text = self.text;
+        self.may_match(pattern)
+            .then_some(pattern)
+            .into_iter()
+            .flat_map(move |p| captures(p, text))
     }
 
     /// Whether no claimed span overlaps `span`.
@@ -247,6 +408,11 @@ impl<'t> Scan<'t> {
         self.text.as_bytes().get(at).copied()
     }
 
+    /// Whether any value was recorded so far.
+    pub(super) fn found_any(&self) -> bool {
+        !self.found.is_empty()
+    }
+
     /// Everything found, in order of position.
     pub(super) fn finish(mut self) -> Vec<Candidate> {
         self.found.sort_by_key(|c| c.at);
@@ -269,6 +435,22 @@ mod tests {
         assert!(s.take(0..2, ArtifactKind::Path, "ab"));
         let got: Vec<String> = s.finish().into_iter().map(|c| c.value).collect();
         assert_eq!(got, ["ab", "cde", "fg"]);
+    }
+
+    #[test]
+    fn the_screen_builds_and_screens_only_what_cannot_match() {
+        assert!(SCREEN.is_some(), "the screen does not build");
+        for text in [
+            "Turn 5: see src/module_5.rs, E0502 after 45s; ENG-12 at 10:00",
+            "no digits here at all",
+            "MAX_RETRIES=5 and billing.fx_cache: on",
+        ] {
+            let s = Scan::new(text);
+            for p in SCREENED {
+                let found = p.as_ref().is_some_and(|r| r.is_match(text));
+                assert!(s.may_match(p) || !found, "{} in {text}", p.source);
+            }
+        }
     }
 
     #[test]

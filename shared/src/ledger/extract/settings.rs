@@ -10,8 +10,9 @@
 //! context, and a secret must not travel that far.
 
 use super::code::CODE_OWNERS;
-use super::scan::{captures, gated, pattern, Scan};
+use super::scan::{pattern, Scan};
 use crate::ledger::ArtifactKind;
+use crate::text::is_one_of;
 
 /// A literal value: a quoted string, a number with whatever unit is glued
 /// to it, or a switch word.
@@ -206,7 +207,7 @@ pub(super) fn settings(s: &mut Scan<'_>) {
             compound.then_some(&LINE_ASSIGN),
         ];
         for re in patterns.into_iter().flatten() {
-            for caps in captures(re, text) {
+            for caps in s.captures_all(re) {
                 let (Some(all), Some(key), Some(value)) = (caps.get(0), caps.get(1), caps.get(2))
                 else {
                     continue;
@@ -216,7 +217,7 @@ pub(super) fn settings(s: &mut Scan<'_>) {
                     s.byte_before(all.start()),
                     Some(b'$' | b'{' | b'.' | b'/' | b'-' | b'@')
                 );
-                if glued || CODE_OWNERS.contains(&owner) {
+                if glued || is_one_of(owner, CODE_OWNERS) {
                     continue;
                 }
                 let values = [(value.start(), value.as_str())];
@@ -227,8 +228,8 @@ pub(super) fn settings(s: &mut Scan<'_>) {
     if !s.has_digit && !has_switch_word(text) {
         return;
     }
-    let set = gated(&GATE_SET_VERB, text).then_some(&PROSE_SET);
-    for caps in set.into_iter().flat_map(|p| captures(p, text)) {
+    let set = s.gated(&GATE_SET_VERB).then_some(&PROSE_SET);
+    for caps in set.map(|p| s.captures_all(p)).into_iter().flatten() {
         let (Some(all), Some(key), Some(to)) = (caps.get(0), caps.get(1), caps.get(3)) else {
             continue;
         };
@@ -243,8 +244,8 @@ pub(super) fn settings(s: &mut Scan<'_>) {
         values.push((to.start(), to.as_str()));
         record(s, all.start()..to.end(), key.as_str(), &values);
     }
-    let is_now = gated(&GATE_IS_NOW, text).then_some(&PROSE_IS_NOW);
-    for caps in is_now.into_iter().flat_map(|p| captures(p, text)) {
+    let is_now = s.gated(&GATE_IS_NOW).then_some(&PROSE_IS_NOW);
+    for caps in is_now.map(|p| s.captures_all(p)).into_iter().flatten() {
         let (Some(all), Some(key), Some(value)) = (caps.get(0), caps.get(1), caps.get(2)) else {
             continue;
         };
@@ -268,7 +269,7 @@ fn prose_key_ok(key: &str) -> bool {
         .next()
         .unwrap_or("")
         .to_ascii_lowercase();
-    !NOT_KEYS.contains(&first.as_str())
+    !is_one_of(first.as_str(), NOT_KEYS)
 }
 
 /// Whether a bare number at `end` goes on with a capitalised word ("12 Rue

@@ -16,6 +16,8 @@
 //!
 //! Values from either rank as written, not read (see `Salience`).
 
+use crate::text::is_one_of;
+
 /// Verbs in a tool's name that say it changes something.
 const ACTING_VERBS: &[&str] = &[
     "write", "edit", "create", "update", "delete", "remove", "apply", "patch", "replace", "insert",
@@ -37,7 +39,7 @@ pub(super) fn tool_acts(tool_name: &str) -> bool {
     !super::reads_only(tool_name)
         && super::words_of(tool_name)
             .iter()
-            .any(|w| ACTING_VERBS.contains(&w.as_str()))
+            .any(|w| is_one_of(w.as_str(), ACTING_VERBS))
 }
 
 /// Programs that only read or check, whatever their arguments.
@@ -253,7 +255,7 @@ pub(super) fn command_reads_only(command: &str) -> bool {
         };
         any = true;
         let program = program.rsplit('/').next().unwrap_or(program);
-        if program == "cd" || READING_PROGRAMS.contains(&program) {
+        if program == "cd" || is_one_of(program, READING_PROGRAMS) {
             continue;
         }
         let args = &words[1..];

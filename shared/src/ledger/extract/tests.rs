@@ -1127,3 +1127,72 @@ fn sql_command_tags_are_counts() {
         "{found:?}"
     );
 }
+
+/// Texts built from pieces the extractors react to (values, cues, secrets
+/// that are claimed but not recorded), joined by separators.
+fn shaped_text() -> impl proptest::strategy::Strategy<Value = String> {
+    use proptest::strategy::Strategy as _;
+    const PIECES: &[&str] = &[
+        "src/main.rs",
+        "API_KEY=src/x.rs",
+        "set the api key to 5",
+        "DB_PASSWORD: hunter2",
+        "https://example.com/a/b",
+        "ops@example.com",
+        "10.0.0.1:8080",
+        "2026-04-14T10:00:01",
+        "€200",
+        "+49 30 1234567",
+        "v1.2.3",
+        "ENG-1234",
+        "E0502",
+        "ECONNREFUSED",
+        "TimeoutError",
+        "12 Main Street",
+        "45s",
+        "5 GB",
+        "3 rows",
+        "billing.fx_cache",
+        "Mr Smith",
+        "my name is Ana Díaz",
+        "`cargo test -p api`",
+        "$ ls -la",
+        "the",
+        "we",
+        "never",
+        "café",
+        "a.b",
+        "x/y",
+        "#12",
+        "and",
+        "Turn 5",
+    ];
+    proptest::collection::vec(
+        (
+            proptest::sample::select(PIECES),
+            proptest::sample::select(&[" ", ", ", ". ", "\n", ": ", "=", "/", ""][..]),
+        ),
+        0..8,
+    )
+    .prop_map(|parts| {
+        parts
+            .into_iter()
+            .map(|(p, sep)| format!("{p}{sep}"))
+            .collect()
+    })
+}
+
+proptest::proptest! {
+    /// The early-exit pass answers as the full one would.
+    #[test]
+    fn has_artifact_is_a_full_scan_found_something(text in shaped_text()) {
+        proptest::prop_assert_eq!(has_artifact(&text), !scan(&text, STATED, false).is_empty());
+    }
+
+    /// A text the path extractor alone finds no path in has none.
+    #[test]
+    fn may_have_path_never_misses_a_path(text in shaped_text()) {
+        let paths = said_by(Role::User, &text).iter().any(|a| a.kind == ArtifactKind::Path);
+        proptest::prop_assert!(may_have_path(&text) || !paths);
+    }
+}
