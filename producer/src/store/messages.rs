@@ -567,7 +567,12 @@ pub(crate) fn to_message(m: message::Model) -> Result<Message, StoreError> {
 }
 
 /// A message from its columns.
-fn row_message(id: i64, role: &str, parts: &str, pinned: bool) -> Result<Message, StoreError> {
+pub(crate) fn row_message(
+    id: i64,
+    role: &str,
+    parts: &str,
+    pinned: bool,
+) -> Result<Message, StoreError> {
     const TABLE: &str = "messages";
     let role = role_from_str(role).ok_or_else(|| StoreError::CorruptRow {
         table: TABLE,

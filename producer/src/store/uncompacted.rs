@@ -24,7 +24,6 @@
 use compactor_shared::{Message, MessageId};
 use sea_orm::{ConnectionTrait, DbBackend, Statement, TransactionTrait, Value};
 
-use super::convert::{decode, role_from_str};
 use super::{Store, StoreError};
 
 const OP: &str = "uncompacted_page";
@@ -170,17 +169,7 @@ async fn bounded_page<C: ConnectionTrait>(
             let role: String = row.try_get("", "role").map_err(StoreError::db(OP))?;
             let parts: String = row.try_get("", "parts").map_err(StoreError::db(OP))?;
             let pinned: bool = row.try_get("", "pinned").map_err(StoreError::db(OP))?;
-            let role = role_from_str(&role).ok_or_else(|| StoreError::CorruptRow {
-                table: "messages",
-                id,
-                detail: format!("role: unknown role {role:?}"),
-            })?;
-            Ok(Message {
-                id: MessageId(id),
-                role,
-                parts: decode("messages", id, "parts", &parts)?,
-                pinned,
-            })
+            super::messages::row_message(id, &role, &parts, pinned)
         })
         .collect()
 }
