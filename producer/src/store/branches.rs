@@ -719,33 +719,20 @@ impl Store {
     }
 }
 
-/// [`Store::uncompacted_window`] of a branched workstream, over its path.
+/// [`Store::uncompacted_window`] of a branched workstream, over its path:
+/// the newest of the path within the bound, and what it leaves out.
 pub(crate) fn path_window(
     path: &[(i64, i64)],
     max_messages: u64,
     max_tokens: u64,
 ) -> HistoryWindow {
-    let mut window = HistoryWindow {
-        first: None,
-        messages: 0,
-        omitted_messages: 0,
-        omitted_tokens: 0,
+    let bound = super::HistoryBound {
+        max_messages,
+        max_tokens,
     };
-    let mut tokens: u64 = 0;
-    let mut cut = 0;
-    for (i, &(id, estimate)) in path.iter().enumerate().rev() {
-        let estimate = to_u64(estimate);
-        let full = window.messages == max_messages
-            || (window.messages > 0 && tokens.saturating_add(estimate) > max_tokens);
-        if full {
-            cut = i + 1;
-            break;
-        }
-        window.messages += 1;
-        tokens = tokens.saturating_add(estimate);
-        window.first = Some(MessageId(id));
-    }
-    let left_out = &path[..cut];
+    let mut window = super::messages::newest_within(path.iter().rev().copied(), bound);
+    let kept = usize::try_from(window.messages).unwrap_or(path.len());
+    let left_out = &path[..path.len().saturating_sub(kept)];
     window.omitted_messages = left_out.len() as u64;
     window.omitted_tokens = left_out.iter().map(|&(_, t)| to_u64(t)).sum();
     window

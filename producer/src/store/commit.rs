@@ -16,7 +16,7 @@ use sea_orm::{
     QueryTrait,
 };
 
-use super::convert::{encode, encode_parts, now, to_i64};
+use super::convert::{encode, encode_parts, now, placeholder, to_i64};
 use super::entities::{memory_block_entry, message, workstream};
 use super::lease::{eq_or_null, held_by};
 use super::outbox::{insert_event, written};
@@ -417,10 +417,7 @@ async fn range_bounds(
     to: i64,
 ) -> Result<Vec<i64>, StoreError> {
     let backend = txn.get_database_backend();
-    let p = |n: usize| match backend {
-        sea_orm::DbBackend::Postgres => format!("${n}"),
-        _ => "?".to_owned(),
-    };
+    let p = |n| placeholder(backend, n);
     let sql = format!(
         "SELECT id FROM (SELECT id, ROW_NUMBER() OVER (ORDER BY id) AS n FROM messages \
            WHERE workstream_id = {} AND is_compacted = {} AND id > {} AND id <= {}) AS counted \
@@ -565,10 +562,7 @@ async fn update_pruned(
     let mut n = 0;
     let mut p = || {
         n += 1;
-        match backend {
-            sea_orm::DbBackend::Postgres => format!("${n}"),
-            _ => "?".to_owned(),
-        }
+        placeholder(backend, n)
     };
     let mut list = Vec::with_capacity(rows.len());
     for &(id, parts, estimate) in rows {

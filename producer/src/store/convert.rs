@@ -42,6 +42,15 @@ pub(crate) fn now_ms() -> i64 {
     now().timestamp_millis()
 }
 
+/// The `n`-th (from 1) bound parameter of a raw statement: `$n` on
+/// PostgreSQL, `?` on SQLite (positional, so values bind in order).
+pub(crate) fn placeholder(backend: sea_orm::DbBackend, n: usize) -> String {
+    match backend {
+        sea_orm::DbBackend::Postgres => format!("${n}"),
+        _ => "?".to_owned(),
+    }
+}
+
 pub(crate) fn role_from_str(role: &str) -> Option<Role> {
     [Role::System, Role::User, Role::Assistant, Role::Tool]
         .into_iter()

@@ -537,7 +537,7 @@ type ContentRow = (i64, i64, String, String, bool);
 /// The newest messages of `sizes` (`(id, estimate)`, newest first) within
 /// `bound`: at most `max_messages`, and at most `max_tokens` of estimates
 /// (the newest message always fits). Nothing about what it leaves out.
-fn newest_within(
+pub(crate) fn newest_within(
     sizes: impl Iterator<Item = (i64, i64)>,
     bound: super::HistoryBound,
 ) -> HistoryWindow {

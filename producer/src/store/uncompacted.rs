@@ -128,10 +128,7 @@ async fn bounded_page<C: ConnectionTrait>(
         return Ok(Vec::new());
     }
     let backend = db.get_database_backend();
-    let p = |n: usize| match backend {
-        DbBackend::Postgres => format!("${n}"),
-        _ => "?".to_owned(),
-    };
+    let p = |n| super::convert::placeholder(backend, n);
     // The keyset page (the index on (workstream_id, is_compacted, id)
     // serves it), then the running sum of estimates over it: the first row
     // always, the others while the sum stays within the bound (estimates
