@@ -21,7 +21,8 @@ use std::time::Duration;
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClientBuilder;
 use redis::cluster_async::ClusterConnection;
-use redis::{Cmd, Pipeline, RedisFuture, Value};
+use redis::io::tcp::TcpSettings;
+use redis::{Cmd, IntoConnectionInfo, Pipeline, RedisFuture, Value};
 
 use super::config::QueueConfig;
 use super::error::QueueError;
@@ -119,7 +120,11 @@ impl Endpoints {
             .iter()
             .map(|url| {
                 let target = redact_url(url);
-                match redis::Client::open(*url) {
+                match (*url)
+                    .into_connection_info()
+                    .map(|info| info.set_tcp_settings(tcp_settings()))
+                    .and_then(redis::Client::open)
+                {
                     Ok(client) => Ok(PubSubNode { client, target }),
                     // A URL that does not parse never will: not worth a
                     // retry (the caller's reconnect loop gives up at once).
@@ -164,6 +169,7 @@ impl Endpoints {
         let client = ClusterClientBuilder::new(self.urls.iter().map(String::as_str))
             .connection_timeout(config.connect_timeout)
             .response_timeout(config.response_timeout)
+            .tcp_settings(tcp_settings())
             .retries(CLUSTER_RETRIES)
             .min_retry_wait(50)
             .max_retry_wait(1_000)
@@ -185,6 +191,14 @@ impl Endpoints {
             .map_err(connect_err)?;
         Ok(Conn::Cluster(conn))
     }
+}
+
+/// TCP settings of every connection: `TCP_NODELAY`, as ioredis (BullMQ's
+/// client) sets it. redis-rs leaves Nagle on by default, and on a
+/// multiplexed connection a request written while an earlier one is not
+/// yet acknowledged would wait for that ACK.
+fn tcp_settings() -> TcpSettings {
+    TcpSettings::default().set_nodelay(true)
 }
 
 /// Connection settings of a single-server connection: bounded connect
