@@ -21,8 +21,7 @@ use std::time::Duration;
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClientBuilder;
 use redis::cluster_async::ClusterConnection;
-use redis::io::tcp::TcpSettings;
-use redis::{Cmd, IntoConnectionInfo, Pipeline, RedisFuture, Value};
+use redis::{Cmd, Pipeline, RedisFuture, Value};
 
 use super::config::QueueConfig;
 use super::error::QueueError;
@@ -120,11 +119,7 @@ impl Endpoints {
             .iter()
             .map(|url| {
                 let target = redact_url(url);
-                match (*url)
-                    .into_connection_info()
-                    .map(|info| info.set_tcp_settings(tcp_settings()))
-                    .and_then(redis::Client::open)
-                {
+                match redis::Client::open(*url) {
                     Ok(client) => Ok(PubSubNode { client, target }),
                     // A URL that does not parse never will: not worth a
                     // retry (the caller's reconnect loop gives up at once).
@@ -169,7 +164,6 @@ impl Endpoints {
         let client = ClusterClientBuilder::new(self.urls.iter().map(String::as_str))
             .connection_timeout(config.connect_timeout)
             .response_timeout(config.response_timeout)
-            .tcp_settings(tcp_settings())
             .retries(CLUSTER_RETRIES)
             .min_retry_wait(50)
             .max_retry_wait(1_000)
@@ -193,13 +187,12 @@ impl Endpoints {
     }
 }
 
-/// TCP settings of every connection: `TCP_NODELAY`, as ioredis (BullMQ's
-/// client) sets it. redis-rs leaves Nagle on by default, and on a
-/// multiplexed connection a request written while an earlier one is not
-/// yet acknowledged would wait for that ACK.
-fn tcp_settings() -> TcpSettings {
-    TcpSettings::default().set_nodelay(true)
-}
+// Nagle stays on (redis-rs's default), unlike the PostgreSQL connections
+// (see vendor/README.md): a Redis request is one write, answered at once,
+// and the answer carries the ACK, so nothing waits on a delayed ACK; with
+// `TCP_NODELAY` two slots' settle calls on the multiplexed connection went
+// out as separate segments and the queue benchmark's `complete, claim` at
+// concurrency 2 fell from ~10.6k to ~6.1k ops/s (2026-11-27).
 
 /// Connection settings of a single-server connection: bounded connect
 /// time and response time, and a few quick reconnect attempts per failure
