@@ -39,6 +39,10 @@ pub struct UncompactedReader<'a> {
     path: Option<Option<Vec<(i64, i64)>>>,
     /// Pages are read with the generic plan (PostgreSQL).
     generic_plan: bool,
+    /// The last message of a page that held every message left when it was
+    /// read: the page after it is empty without asking the database (each
+    /// pass of a compaction ends by asking for it).
+    ended_at: Option<MessageId>,
 }
 
 /// Un-compacted tokens from which a history counts as long (see
@@ -55,6 +59,7 @@ impl Store {
             workstream_id,
             path: None,
             generic_plan: false,
+            ended_at: None,
         }
     }
 }
@@ -101,42 +106,61 @@ impl UncompactedReader<'_> {
                 .path_page(path, self.workstream_id, after, take)
                 .await;
         }
-        if !self.generic_plan {
-            return bounded_page(&self.store.db, self.workstream_id, after, limit, max_tokens)
-                .await;
+        if after.is_some() && after == self.ended_at {
+            return Ok(Vec::new());
         }
-        let txn = self.store.db.begin().await.map_err(StoreError::db(OP))?;
-        txn.execute_unprepared("SET LOCAL plan_cache_mode = force_generic_plan")
-            .await
-            .map_err(StoreError::db(OP))?;
-        let page = bounded_page(&txn, self.workstream_id, after, limit, max_tokens).await?;
-        txn.commit().await.map_err(StoreError::db(OP))?;
+        let (page, rest) = if self.generic_plan {
+            let txn = self.store.db.begin().await.map_err(StoreError::db(OP))?;
+            txn.execute_unprepared("SET LOCAL plan_cache_mode = force_generic_plan")
+                .await
+                .map_err(StoreError::db(OP))?;
+            let read = bounded_page(&txn, self.workstream_id, after, limit, max_tokens).await?;
+            txn.commit().await.map_err(StoreError::db(OP))?;
+            read
+        } else {
+            bounded_page(&self.store.db, self.workstream_id, after, limit, max_tokens).await?
+        };
+        if rest == Rest::None {
+            self.ended_at = page.last().map(|m| m.id);
+        }
         Ok(page)
     }
 }
 
+/// Whether messages were left after a page when it was read.
+#[derive(Debug, PartialEq, Eq)]
+enum Rest {
+    /// The page held every message left.
+    None,
+    /// More may follow (the page was full, or cut at its token bound).
+    Maybe,
+}
+
 /// One keyset page of an unbranched workstream's un-compacted messages,
-/// cut at `max_tokens` of stored estimates, in one statement.
+/// cut at `max_tokens` of stored estimates, in one statement; and whether
+/// it held every message left.
 async fn bounded_page<C: ConnectionTrait>(
     db: &C,
     workstream_id: i64,
     after: Option<MessageId>,
     limit: u64,
     max_tokens: u64,
-) -> Result<Vec<Message>, StoreError> {
+) -> Result<(Vec<Message>, Rest), StoreError> {
     if limit == 0 {
-        return Ok(Vec::new());
+        return Ok((Vec::new(), Rest::Maybe));
     }
     let backend = db.get_database_backend();
     let p = |n| super::convert::placeholder(backend, n);
     // The keyset page (the index on (workstream_id, is_compacted, id)
     // serves it), then the running sum of estimates over it: the first row
     // always, the others while the sum stays within the bound (estimates
-    // are never negative, so the rows kept are a prefix).
+    // are never negative, so the rows kept are a prefix). `total`, the
+    // keyset page's size, says whether the rows returned are all there was.
     let sql = format!(
-        "SELECT id, role, parts, pinned FROM (\
+        "SELECT id, role, parts, pinned, total FROM (\
            SELECT id, role, parts, pinned, \
              ROW_NUMBER() OVER (ORDER BY id) AS n, \
+             COUNT(*) OVER () AS total, \
              SUM(token_estimate) OVER (ORDER BY id) AS running \
            FROM (SELECT id, role, parts, pinned, token_estimate FROM messages \
              WHERE workstream_id = {} AND is_compacted = {} AND id > {} \
@@ -160,7 +184,12 @@ async fn bounded_page<C: ConnectionTrait>(
         .query_all_raw(Statement::from_sql_and_values(backend, sql, values))
         .await
         .map_err(StoreError::db(OP))?;
-    rows.iter()
+    let total: Option<i64> = match rows.first() {
+        Some(row) => Some(row.try_get("", "total").map_err(StoreError::db(OP))?),
+        None => None,
+    };
+    let page = rows
+        .iter()
         .map(|row| {
             let id: i64 = row.try_get("", "id").map_err(StoreError::db(OP))?;
             let role: String = row.try_get("", "role").map_err(StoreError::db(OP))?;
@@ -168,5 +197,8 @@ async fn bounded_page<C: ConnectionTrait>(
             let pinned: bool = row.try_get("", "pinned").map_err(StoreError::db(OP))?;
             super::messages::row_message(id, &role, &parts, pinned)
         })
-        .collect()
+        .collect::<Result<Vec<_>, _>>()?;
+    let all =
+        total.is_some_and(|t| u64::try_from(t).is_ok_and(|t| t < limit && t == page.len() as u64));
+    Ok((page, if all { Rest::None } else { Rest::Maybe }))
 }

@@ -47,6 +47,7 @@ on_both_backends!(
     awkward_content_and_client_ids_round_trip_exactly,
     pages_stream_in_order_and_respect_after,
     pages_are_bounded_by_the_tokens_they_hold,
+    a_reader_ends_its_pass_after_a_page_that_held_everything,
     a_corrupt_row_is_an_error_not_a_panic_or_a_gap,
     lease_take_hold_expire_renew_release,
     the_fenced_commit_writes_exactly_what_it_says,
@@ -514,6 +515,54 @@ async fn pages_are_bounded_by_the_tokens_they_hold(backend: Backend) {
     assert_eq!(page(Some(ids[1])).await, ids[2..3].to_vec());
     assert_eq!(page(Some(ids[2])).await, ids[3..].to_vec());
     assert!(page(Some(ids[5])).await.is_empty());
+}
+
+/// A page that held every message left ends the pass: the page after it
+/// is empty without a query, even if a message was appended meanwhile (it
+/// is newer than the pass); a full page or a new reader reads on.
+async fn a_reader_ends_its_pass_after_a_page_that_held_everything(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    let (ws, ids) = with_messages(&db, "ended", 3).await;
+    let ids_read = |page: Vec<Message>| page.iter().map(|m| m.id).collect::<Vec<_>>();
+
+    // A full page (3 of at most 3) may have more after it: the reader asks.
+    let mut full = db.store.uncompacted_reader(ws.id);
+    let first = full.page_within(None, 3, 1_000).await.unwrap();
+    assert_eq!(ids_read(first), ids);
+    db.store
+        .append_messages(&key("ended"), &[msg("late", 1)])
+        .await
+        .unwrap();
+    let late = all_uncompacted(&db.store, ws.id).await[3];
+    let next = full.page_within(Some(ids[2]), 3, 1_000).await.unwrap();
+    assert_eq!(ids_read(next), [MessageId(late)]);
+
+    // A page short of its bound held everything: the pass ends there.
+    let mut short = db.store.uncompacted_reader(ws.id);
+    let first = short.page_within(None, 10, 1_000).await.unwrap();
+    assert_eq!(first.len(), 4);
+    db.store
+        .append_messages(&key("ended"), &[msg("later", 1)])
+        .await
+        .unwrap();
+    assert!(short
+        .page_within(Some(MessageId(late)), 10, 1_000)
+        .await
+        .unwrap()
+        .is_empty());
+    // A page cut by its token bound is not the end either.
+    let mut cut = db.store.uncompacted_reader(ws.id);
+    let first = cut.page_within(None, 10, 20).await.unwrap();
+    assert_eq!(first.len(), 2);
+    assert_eq!(
+        cut.page_within(Some(ids[1]), 10, 1_000)
+            .await
+            .unwrap()
+            .len(),
+        3
+    );
+    // The next pass (a new reader) sees what was appended.
+    assert_eq!(all_uncompacted(&db.store, ws.id).await.len(), 5);
 }
 
 async fn a_corrupt_row_is_an_error_not_a_panic_or_a_gap(backend: Backend) {
