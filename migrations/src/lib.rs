@@ -18,6 +18,7 @@
 //! | `m20261127_000004_add_workstream_breaker_index` | an index on `workstreams.consecutive_failures`: workstreams listed by an open breaker |
 //! | `m20261127_000005_scope_message_search` | recall: the full-text GIN index scoped to the workstream (PostgreSQL: an expression index over `search` plus a `ws <id>` lexeme) |
 //! | `m20261127_000006_bound_search_pending_list` | that index takes appends through a pending list bounded at 256 kB (PostgreSQL `fastupdate`) |
+//! | `m20261127_000007_search_on_content_change` | `messages.search` kept by a trigger on insert and on a change of `parts`, not recomputed by every update (PostgreSQL) |
 //!
 //! Every migration is written with the sea-query schema builder only, so the
 //! same code creates the schema on PostgreSQL (production) and SQLite (the
@@ -41,6 +42,7 @@ mod m20261127_000003_add_message_branches;
 mod m20261127_000004_add_workstream_breaker_index;
 mod m20261127_000005_scope_message_search;
 mod m20261127_000006_bound_search_pending_list;
+mod m20261127_000007_search_on_content_change;
 
 pub use sea_orm_migration::{MigrationTrait, MigratorTrait};
 
@@ -67,6 +69,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261127_000004_add_workstream_breaker_index::Migration),
             Box::new(m20261127_000005_scope_message_search::Migration),
             Box::new(m20261127_000006_bound_search_pending_list::Migration),
+            Box::new(m20261127_000007_search_on_content_change::Migration),
         ]
     }
 }
@@ -124,6 +127,7 @@ mod tests {
                 "m20261127_000004_add_workstream_breaker_index",
                 "m20261127_000005_scope_message_search",
                 "m20261127_000006_bound_search_pending_list",
+                "m20261127_000007_search_on_content_change",
             ]
         );
     }

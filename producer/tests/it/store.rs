@@ -1231,6 +1231,51 @@ async fn runs_recorded_before_the_llm_audit_columns_still_read(backend: Backend)
     );
 }
 
+/// PostgreSQL's `search` vector follows a message's content: computed on
+/// append and when its parts are rewritten (pruning), left alone when the
+/// message is marked compacted (migration `m20261127_000007`: a stored
+/// generated column was computed again by every update of the row).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_search_vector_follows_content_not_marking() {
+    let db = TestDb::new(Backend::Postgres).await;
+    let appended = db
+        .store
+        .append_messages(&key("search"), &[msg("alpha", 1)])
+        .await
+        .unwrap();
+    let id = appended.ids[0].0;
+    let matches = |term: &'static str| {
+        let db = &db;
+        async move {
+            db.scalar(&format!(
+                "SELECT (search @@ to_tsquery('simple', '{term}'))::int::int8 AS n \
+                 FROM messages WHERE id = {id}"
+            ))
+            .await
+        }
+    };
+    assert_eq!(matches("alpha").await, 1, "computed on append");
+
+    // A plain column now: blank it, then mark the message compacted.
+    db.exec(&format!(
+        "UPDATE messages SET search = ''::tsvector WHERE id = {id}"
+    ))
+    .await;
+    db.exec(&format!(
+        "UPDATE messages SET is_compacted = true, compacted_by_run_id = 1 WHERE id = {id}"
+    ))
+    .await;
+    assert_eq!(matches("alpha").await, 0, "marking left the vector alone");
+
+    let parts = serde_json::to_string(&[Part::text("beta")]).unwrap();
+    db.exec(&format!(
+        "UPDATE messages SET parts = '{parts}' WHERE id = {id}"
+    ))
+    .await;
+    assert_eq!(matches("beta").await, 1, "computed when the parts change");
+    assert_eq!(matches("alpha").await, 0);
+}
+
 // ---------------------------------------------------------------- connecting
 
 #[tokio::test]
