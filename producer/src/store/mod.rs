@@ -87,7 +87,7 @@ pub use outbox::{
 };
 pub use runs::{DegradedReason, HookOutcome, NewRun, RunHook, RunOutcome, RunRow};
 pub use schema::SchemaStatus;
-pub use uncompacted::{UncompactedReader, LONG_HISTORY_TOKENS};
+pub use uncompacted::{ReadAheadPages, UncompactedReader, LONG_HISTORY_TOKENS};
 pub use workstream_list::{
     LastRun, WorkstreamListing, WorkstreamPage, WorkstreamQuery, WorkstreamStateFilter,
 };

@@ -23,16 +23,19 @@
 
 use compactor_shared::{Message, MessageId};
 use sea_orm::{ConnectionTrait, DbBackend, Statement, TransactionTrait, Value};
+use tokio::task::JoinHandle;
 
 use super::{Store, StoreError};
 
 const OP: &str = "uncompacted_page";
 
 /// The un-compacted messages of one workstream, read in keyset pages (see
-/// the module docs). Made by [`Store::uncompacted_reader`].
+/// the module docs). Made by [`Store::uncompacted_reader`]; it owns its
+/// handle on the pool, so a page can be read on another task (a job reads
+/// the next page while its engine works on this one).
 #[derive(Debug)]
-pub struct UncompactedReader<'a> {
-    store: &'a Store,
+pub struct UncompactedReader {
+    store: Store,
     workstream_id: i64,
     /// `None`: not looked at yet; `Some(None)`: unbranched; `Some(Some(p))`:
     /// the path of the head, `(id, estimate)` oldest first.
@@ -53,9 +56,9 @@ pub const LONG_HISTORY_TOKENS: u64 = 100_000;
 impl Store {
     /// A reader of the workstream's un-compacted messages. It looks at the
     /// workstream's branches on its first page and keeps what it saw.
-    pub fn uncompacted_reader(&self, workstream_id: i64) -> UncompactedReader<'_> {
+    pub fn uncompacted_reader(&self, workstream_id: i64) -> UncompactedReader {
         UncompactedReader {
-            store: self,
+            store: self.clone(),
             workstream_id,
             path: None,
             generic_plan: false,
@@ -64,7 +67,7 @@ impl Store {
     }
 }
 
-impl UncompactedReader<'_> {
+impl UncompactedReader {
     /// Tells the reader how long the history is (the workstream's
     /// `uncompacted_tokens`): from [`LONG_HISTORY_TOKENS`] on, on
     /// PostgreSQL, each page is read in a short read-only transaction with
@@ -201,4 +204,100 @@ async fn bounded_page<C: ConnectionTrait>(
     let all =
         total.is_some_and(|t| u64::try_from(t).is_ok_and(|t| t < limit && t == page.len() as u64));
     Ok((page, if all { Rest::None } else { Rest::Maybe }))
+}
+
+/// An [`UncompactedReader`] that reads the next page while its caller
+/// works on the last one: a compaction's engine is CPU-bound, and reading
+/// and decoding the next page on another runtime thread meanwhile hides
+/// the database's share of a long history. At most one page is read ahead
+/// (memory: two pages instead of one); a page asked for with another
+/// `after` than the one read ahead (the start of the next pass) is read
+/// then, and the page read ahead dropped. Dropping this stops a read under
+/// way.
+#[derive(Debug)]
+pub struct ReadAheadPages {
+    state: Ahead,
+    limit: u64,
+    max_tokens: u64,
+}
+
+#[derive(Debug)]
+enum Ahead {
+    Idle(UncompactedReader),
+    Reading {
+        after: MessageId,
+        task: JoinHandle<(UncompactedReader, Result<Vec<Message>, StoreError>)>,
+    },
+    /// A read ahead did not finish (its task panicked or was cancelled):
+    /// the reader went with it.
+    Lost,
+}
+
+impl UncompactedReader {
+    /// This reader, reading ahead pages of at most `limit` messages and
+    /// `max_tokens` (see [`UncompactedReader::page_within`]).
+    pub fn read_ahead(self, limit: u64, max_tokens: u64) -> ReadAheadPages {
+        ReadAheadPages {
+            state: Ahead::Idle(self),
+            limit,
+            max_tokens,
+        }
+    }
+}
+
+impl ReadAheadPages {
+    /// The page after `after`, as [`UncompactedReader::page_within`] reads
+    /// it; then the read of the page after this one starts.
+    pub async fn page(&mut self, after: Option<MessageId>) -> Result<Vec<Message>, StoreError> {
+        let (mut reader, ready) = match std::mem::replace(&mut self.state, Ahead::Lost) {
+            Ahead::Idle(reader) => (reader, None),
+            Ahead::Reading { after: ahead, task } => {
+                let (reader, page) = task.await.map_err(|e| StoreError::Db {
+                    op: OP,
+                    source: sea_orm::DbErr::Custom(format!("the page read ahead was lost: {e}")),
+                })?;
+                (reader, (Some(ahead) == after).then_some(page))
+            }
+            Ahead::Lost => {
+                return Err(StoreError::Db {
+                    op: OP,
+                    source: sea_orm::DbErr::Custom("an earlier page read ahead was lost".into()),
+                })
+            }
+        };
+        let page = match ready {
+            Some(page) => page,
+            None => reader.page_within(after, self.limit, self.max_tokens).await,
+        };
+        let page = match page {
+            Ok(page) => page,
+            Err(e) => {
+                self.state = Ahead::Idle(reader);
+                return Err(e);
+            }
+        };
+        self.state = match page.last() {
+            Some(last) => {
+                let next = last.id;
+                let (limit, max_tokens) = (self.limit, self.max_tokens);
+                Ahead::Reading {
+                    after: next,
+                    task: tokio::spawn(async move {
+                        let page = reader.page_within(Some(next), limit, max_tokens).await;
+                        (reader, page)
+                    }),
+                }
+            }
+            None => Ahead::Idle(reader),
+        };
+        Ok(page)
+    }
+}
+
+impl Drop for ReadAheadPages {
+    fn drop(&mut self) {
+        if let Ahead::Reading { task, .. } = &self.state {
+            task.abort();
+        }
+    }
 }

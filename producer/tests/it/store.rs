@@ -48,6 +48,7 @@ on_both_backends!(
     pages_stream_in_order_and_respect_after,
     pages_are_bounded_by_the_tokens_they_hold,
     a_reader_ends_its_pass_after_a_page_that_held_everything,
+    pages_read_ahead_are_the_pages_read_in_turn,
     a_corrupt_row_is_an_error_not_a_panic_or_a_gap,
     lease_take_hold_expire_renew_release,
     the_fenced_commit_writes_exactly_what_it_says,
@@ -563,6 +564,42 @@ async fn a_reader_ends_its_pass_after_a_page_that_held_everything(backend: Backe
     );
     // The next pass (a new reader) sees what was appended.
     assert_eq!(all_uncompacted(&db.store, ws.id).await.len(), 5);
+}
+
+/// A reader that reads the next page ahead returns the pages a plain
+/// reader returns, pass after pass; a corrupt row in a page read ahead is
+/// that page's error, when it is asked for, and the reader reads on.
+async fn pages_read_ahead_are_the_pages_read_in_turn(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    let (ws, ids) = with_messages(&db, "ahead", 7).await;
+    let mut ahead = db.store.uncompacted_reader(ws.id).read_ahead(3, 1_000);
+    for pass in 0..2 {
+        let mut seen = Vec::new();
+        let mut after = None;
+        loop {
+            let page = ahead.page(after).await.unwrap();
+            let Some(last) = page.last() else { break };
+            assert!(page.len() <= 3);
+            after = Some(last.id);
+            seen.extend(page.iter().map(|m| m.id));
+        }
+        assert_eq!(seen, ids, "pass {pass}");
+    }
+
+    db.exec(&format!(
+        "UPDATE messages SET parts = '[{{\"type\":\"image\"}}' WHERE id = {}",
+        ids[6]
+    ))
+    .await;
+    let mut ahead = db.store.uncompacted_reader(ws.id).read_ahead(3, 1_000);
+    assert_eq!(ids_of(&ahead.page(None).await.unwrap()), ids[..3]);
+    // The third page (the corrupt row) is being read now.
+    assert_eq!(ids_of(&ahead.page(Some(ids[2])).await.unwrap()), ids[3..6]);
+    match ahead.page(Some(ids[5])).await {
+        Err(StoreError::CorruptRow { id, .. }) => assert_eq!(id, ids[6].0),
+        other => panic!("expected CorruptRow, got {other:?}"),
+    }
+    assert_eq!(ids_of(&ahead.page(None).await.unwrap()), ids[..3]);
 }
 
 async fn a_corrupt_row_is_an_error_not_a_panic_or_a_gap(backend: Backend) {

@@ -40,7 +40,7 @@ use compactor_producer::queue::payload::JobKind;
 use compactor_producer::queue::{Queue, Trigger};
 use compactor_producer::store::{
     Commit, CommitOutcome, ConflictReason, DegradedReason, EventKind, LeaseTaken, MemoryFold,
-    NewEvent, NewRun, RunHook, RunOutcome, Store, StoreError, UncompactedReader, WorkstreamRow,
+    NewEvent, NewRun, ReadAheadPages, RunHook, RunOutcome, Store, StoreError, WorkstreamRow,
 };
 use compactor_shared::config::EngineConfig;
 use compactor_shared::pipeline::{self, PipelineError};
@@ -660,14 +660,13 @@ impl CompactHandler {
     }
 
     /// The workstream's un-compacted messages, page by page.
-    fn pages(&self, ws: &WorkstreamRow) -> StorePages<'_> {
+    fn pages(&self, ws: &WorkstreamRow) -> StorePages {
         StorePages {
-            reader: self
+            pages: self
                 .store
                 .uncompacted_reader(ws.id)
-                .long_history(ws.uncompacted_tokens),
-            page_size: self.settings.page_size,
-            page_tokens: self.settings.page_tokens,
+                .long_history(ws.uncompacted_tokens)
+                .read_ahead(self.settings.page_size, self.settings.page_tokens),
         }
     }
 
@@ -986,23 +985,23 @@ impl CompactHandler {
 
 /// The store's un-compacted messages as the pipeline's page source: pages
 /// bounded in count and in tokens (by their stored estimates), so memory
-/// stays bounded whatever the history length; one statement per page, and
-/// the workstream's branches looked at once (see [`UncompactedReader`]).
-struct StorePages<'a> {
-    reader: UncompactedReader<'a>,
-    page_size: u64,
-    page_tokens: u64,
+/// stays bounded whatever the history length; one statement per page, the
+/// workstream's branches looked at once (see
+/// [`UncompactedReader`](compactor_producer::store::UncompactedReader)), and
+/// the next page read while the engine works on this one
+/// ([`ReadAheadPages`]).
+struct StorePages {
+    pages: ReadAheadPages,
 }
 
-impl pipeline::PageSource for StorePages<'_> {
+impl pipeline::PageSource for StorePages {
     type Error = StoreError;
 
     fn page(
         &mut self,
         after: Option<MessageId>,
     ) -> impl Future<Output = Result<Vec<Message>, StoreError>> + Send {
-        self.reader
-            .page_within(after, self.page_size, self.page_tokens)
+        self.pages.page(after)
     }
 }
 
