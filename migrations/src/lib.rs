@@ -46,6 +46,23 @@ mod m20261127_000007_search_on_content_change;
 
 pub use sea_orm_migration::{MigrationTrait, MigratorTrait};
 
+/// Runs `statements` in order on PostgreSQL; nothing on another backend
+/// (the migrations that only PostgreSQL needs: its indexes, functions and
+/// triggers).
+async fn on_postgres<S: AsRef<str>>(
+    manager: &SchemaManager<'_>,
+    statements: impl IntoIterator<Item = S>,
+) -> Result<(), DbErr> {
+    use sea_orm_migration::sea_orm::{ConnectionTrait, DbBackend};
+    let db = manager.get_connection();
+    if db.get_database_backend() == DbBackend::Postgres {
+        for sql in statements {
+            db.execute_unprepared(sql.as_ref()).await?;
+        }
+    }
+    Ok(())
+}
+
 use sea_orm_migration::sea_orm::{DatabaseConnection, EntityTrait, QueryOrder};
 use sea_orm_migration::seaql_migrations;
 

@@ -38,7 +38,6 @@
 //! SQLite is unchanged (its FTS5 table is joined by rowid).
 
 use sea_orm_migration::prelude::*;
-use sea_orm_migration::sea_orm::{ConnectionTrait, DbBackend};
 
 #[derive(DeriveMigrationName)]
 pub(crate) struct Migration;
@@ -66,22 +65,10 @@ const POSTGRES_DOWN: [&str; 2] = [
 #[async_trait::async_trait]
 impl MigrationTrait for Migration {
     async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {
-        let db = manager.get_connection();
-        if db.get_database_backend() == DbBackend::Postgres {
-            for sql in postgres_up() {
-                db.execute_unprepared(&sql).await?;
-            }
-        }
-        Ok(())
+        crate::on_postgres(manager, postgres_up()).await
     }
 
     async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
-        let db = manager.get_connection();
-        if db.get_database_backend() == DbBackend::Postgres {
-            for sql in POSTGRES_DOWN {
-                db.execute_unprepared(sql).await?;
-            }
-        }
-        Ok(())
+        crate::on_postgres(manager, POSTGRES_DOWN).await
     }
 }

@@ -17,7 +17,6 @@
 //! triggers fire on `UPDATE OF parts` only) and is unchanged.
 
 use sea_orm_migration::prelude::*;
-use sea_orm_migration::sea_orm::{ConnectionTrait, DbBackend};
 
 use crate::m20261127_000005_scope_message_search::SCOPED_SEARCH;
 use crate::m20261127_000006_bound_search_pending_list::PENDING_LIST_KB;
@@ -67,22 +66,10 @@ fn postgres_down() -> Vec<String> {
 #[async_trait::async_trait]
 impl MigrationTrait for Migration {
     async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {
-        let db = manager.get_connection();
-        if db.get_database_backend() == DbBackend::Postgres {
-            for sql in postgres_up() {
-                db.execute_unprepared(&sql).await?;
-            }
-        }
-        Ok(())
+        crate::on_postgres(manager, postgres_up()).await
     }
 
     async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
-        let db = manager.get_connection();
-        if db.get_database_backend() == DbBackend::Postgres {
-            for sql in postgres_down() {
-                db.execute_unprepared(&sql).await?;
-            }
-        }
-        Ok(())
+        crate::on_postgres(manager, postgres_down()).await
     }
 }
