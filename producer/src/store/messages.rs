@@ -13,7 +13,7 @@ use compactor_shared::{EntityKey, Message, MessageId, Part, Role};
 use sea_orm::sea_query::{Expr, ExprTrait, Query};
 use sea_orm::{
     ActiveValue::Set, ColumnTrait, ConnectionTrait, DbBackend, EntityTrait, QueryFilter,
-    QueryOrder, QuerySelect, QueryTrait, Statement,
+    QueryOrder, QuerySelect, QueryTrait, Select, Statement,
 };
 
 use super::branches::Tip;
@@ -326,12 +326,7 @@ impl Store {
         op: &'static str,
     ) -> Result<HistoryWindow, StoreError> {
         let bound = self.history;
-        let sizes: Vec<(i64, i64)> = message::Entity::find()
-            .select_only()
-            .column(message::Column::Id)
-            .column(message::Column::TokenEstimate)
-            .filter(message::Column::WorkstreamId.eq(workstream_id))
-            .filter(message::Column::IsCompacted.eq(false))
+        let sizes: Vec<(i64, i64)> = uncompacted_sizes(workstream_id)
             .order_by_desc(message::Column::Id)
             .limit(bound.max_messages.saturating_add(1))
             .into_tuple()
@@ -446,15 +441,7 @@ impl Store {
             return Ok((messages, window));
         }
         if uncompacted_tokens <= bound.max_tokens {
-            let rows: Vec<ContentRow> = message::Entity::find()
-                .select_only()
-                .column(message::Column::Id)
-                .column(message::Column::TokenEstimate)
-                .column(message::Column::Role)
-                .column(message::Column::Parts)
-                .column(message::Column::Pinned)
-                .filter(message::Column::WorkstreamId.eq(workstream_id))
-                .filter(message::Column::IsCompacted.eq(false))
+            let rows: Vec<ContentRow> = uncompacted_content(workstream_id)
                 .order_by_desc(message::Column::Id)
                 .limit(bound.max_messages.saturating_add(1))
                 .into_tuple()
@@ -490,15 +477,7 @@ impl Store {
         };
         // Everything from the window's first message on, as pages from it
         // would read (messages appended meanwhile included).
-        let rows: Vec<ContentRow> = message::Entity::find()
-            .select_only()
-            .column(message::Column::Id)
-            .column(message::Column::TokenEstimate)
-            .column(message::Column::Role)
-            .column(message::Column::Parts)
-            .column(message::Column::Pinned)
-            .filter(message::Column::WorkstreamId.eq(workstream_id))
-            .filter(message::Column::IsCompacted.eq(false))
+        let rows: Vec<ContentRow> = uncompacted_content(workstream_id)
             .filter(message::Column::Id.gte(first.0))
             .order_by_asc(message::Column::Id)
             .into_tuple()
@@ -533,6 +512,25 @@ impl Store {
 
 /// A message row as a context reads it: id, estimate, role, parts, pinned.
 type ContentRow = (i64, i64, String, String, bool);
+
+/// The workstream's un-compacted messages, `id` and `token_estimate`
+/// selected (callers order and bound it).
+fn uncompacted_sizes(workstream_id: i64) -> Select<message::Entity> {
+    message::Entity::find()
+        .select_only()
+        .column(message::Column::Id)
+        .column(message::Column::TokenEstimate)
+        .filter(message::Column::WorkstreamId.eq(workstream_id))
+        .filter(message::Column::IsCompacted.eq(false))
+}
+
+/// [`uncompacted_sizes`] and the rest of a [`ContentRow`].
+fn uncompacted_content(workstream_id: i64) -> Select<message::Entity> {
+    uncompacted_sizes(workstream_id)
+        .column(message::Column::Role)
+        .column(message::Column::Parts)
+        .column(message::Column::Pinned)
+}
 
 /// The newest messages of `sizes` (`(id, estimate)`, newest first) within
 /// `bound`: at most `max_messages`, and at most `max_tokens` of estimates
