@@ -96,12 +96,7 @@ fn content_bytes(messages: &[Message]) -> u64 {
     messages
         .iter()
         .flat_map(|m| &m.parts)
-        .map(|p| match p {
-            Part::Text { text } | Part::Reasoning { text } => text.len(),
-            Part::ToolCall { input, .. } => input.to_string().len(),
-            Part::ToolResult { output, .. } => output.len(),
-            Part::File { uri, .. } => uri.len(),
-        })
+        .map(Part::content_len)
         .sum::<usize>() as u64
 }
 

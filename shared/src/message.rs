@@ -133,6 +133,18 @@ fn is_false(b: &bool) -> bool {
 pub const PRUNED_PLACEHOLDER: &str = "[Old tool result content cleared]";
 
 impl Part {
+    /// Bytes of content: text and reasoning, a tool call's input (as
+    /// compact JSON), a tool's output, a file's path or URL. How the
+    /// benchmarks measure a conversation's size (MB/s of a compaction).
+    pub fn content_len(&self) -> usize {
+        match self {
+            Part::Text { text } | Part::Reasoning { text } => text.len(),
+            Part::ToolCall { input, .. } => input.to_string().len(),
+            Part::ToolResult { output, .. } => output.len(),
+            Part::File { uri, .. } => uri.len(),
+        }
+    }
+
     pub fn text(text: impl Into<String>) -> Part {
         Part::Text { text: text.into() }
     }
@@ -521,6 +533,20 @@ impl<'de> Deserialize<'de> for FastPart {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn content_len_counts_what_a_part_says_not_its_envelope() {
+        assert_eq!(Part::text("héllo").content_len(), 6);
+        let call = Part::tool_call("c1", "bash", serde_json::json!({"cmd": "ls"}));
+        assert_eq!(call.content_len(), r#"{"cmd":"ls"}"#.len());
+        assert_eq!(Part::tool_result("c1", "bash", "ok\n").content_len(), 3);
+        let file = Part::File {
+            uri: "src/a.rs".into(),
+            media_type: Some("text/x-rust".into()),
+            name: None,
+        };
+        assert_eq!(file.content_len(), 8);
+    }
 
     fn sample() -> Message {
         Message {
