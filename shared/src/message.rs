@@ -350,7 +350,8 @@ impl<'de> Deserialize<'de> for FastParts {
 }
 
 /// The keys a part may have; anything else ends the fast path.
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(field_identifier, rename_all = "snake_case")]
 enum PartKey {
     Type,
     Text,
@@ -365,70 +366,15 @@ enum PartKey {
     Name,
 }
 
-impl<'de> Deserialize<'de> for PartKey {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<PartKey, D::Error> {
-        struct Key;
-        impl serde::de::Visitor<'_> for Key {
-            type Value = PartKey;
-
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("a part's key")
-            }
-
-            fn visit_str<E: serde::de::Error>(self, key: &str) -> Result<PartKey, E> {
-                Ok(match key {
-                    "type" => PartKey::Type,
-                    "text" => PartKey::Text,
-                    "call_id" => PartKey::CallId,
-                    "tool_name" => PartKey::ToolName,
-                    "input" => PartKey::Input,
-                    "output" => PartKey::Output,
-                    "is_error" => PartKey::IsError,
-                    "pruned" => PartKey::Pruned,
-                    "uri" => PartKey::Uri,
-                    "media_type" => PartKey::MediaType,
-                    "name" => PartKey::Name,
-                    _ => return Err(E::custom("not a key of the fast path")),
-                })
-            }
-        }
-        deserializer.deserialize_identifier(Key)
-    }
-}
-
-/// A part's `type`.
-#[derive(Clone, Copy)]
+/// A part's `type`; any other ends the fast path.
+#[derive(Clone, Copy, Deserialize)]
+#[serde(rename_all = "snake_case")]
 enum PartType {
     Text,
     ToolCall,
     ToolResult,
     Reasoning,
     File,
-}
-
-impl<'de> Deserialize<'de> for PartType {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<PartType, D::Error> {
-        struct Type;
-        impl serde::de::Visitor<'_> for Type {
-            type Value = PartType;
-
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("a part's type")
-            }
-
-            fn visit_str<E: serde::de::Error>(self, ty: &str) -> Result<PartType, E> {
-                Ok(match ty {
-                    "text" => PartType::Text,
-                    "tool_call" => PartType::ToolCall,
-                    "tool_result" => PartType::ToolResult,
-                    "reasoning" => PartType::Reasoning,
-                    "file" => PartType::File,
-                    _ => return Err(E::custom("not a type of the fast path")),
-                })
-            }
-        }
-        deserializer.deserialize_str(Type)
-    }
 }
 
 /// Reads one field into `slot`: an error if the key was seen already.
