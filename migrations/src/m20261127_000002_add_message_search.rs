@@ -136,13 +136,22 @@ const SQLITE_DOWN: [&str; 4] = [
     "DROP TABLE IF EXISTS messages_search",
 ];
 
+/// The vector `messages.search` holds for the parts in SQL expression
+/// `parts` (the generated column's expression here, the trigger's in
+/// `m20261127_000007`).
+pub(crate) fn search_vector(parts: &str) -> String {
+    format!("to_tsvector('simple'::regconfig, compactor_message_search_text({parts}))")
+}
+
 fn postgres_up() -> Vec<String> {
     vec![
         postgres_function(),
         POSTGRES_SAFE_FUNCTION.to_owned(),
-        "ALTER TABLE messages ADD COLUMN IF NOT EXISTS search tsvector GENERATED ALWAYS AS \
-         (to_tsvector('simple'::regconfig, compactor_message_search_text(parts))) STORED"
-            .to_owned(),
+        format!(
+            "ALTER TABLE messages ADD COLUMN IF NOT EXISTS search tsvector GENERATED ALWAYS AS \
+             ({}) STORED",
+            search_vector("parts")
+        ),
         "CREATE INDEX IF NOT EXISTS idx_messages_search ON messages USING gin (search)".to_owned(),
     ]
 }

@@ -18,15 +18,12 @@
 
 use sea_orm_migration::prelude::*;
 
+use crate::m20261127_000002_add_message_search::search_vector;
 use crate::m20261127_000005_scope_message_search::SCOPED_SEARCH;
 use crate::m20261127_000006_bound_search_pending_list::PENDING_LIST_KB;
 
 #[derive(DeriveMigrationName)]
 pub(crate) struct Migration;
-
-/// The vector `search` holds: the generated column's expression, verbatim.
-const SEARCH_VECTOR: &str =
-    "to_tsvector('simple'::regconfig, compactor_message_search_text(parts))";
 
 fn postgres_up() -> Vec<String> {
     vec![
@@ -34,7 +31,7 @@ fn postgres_up() -> Vec<String> {
         format!(
             "CREATE OR REPLACE FUNCTION compactor_message_search_refresh() RETURNS trigger \
              LANGUAGE plpgsql AS $fn$ BEGIN NEW.search := {}; RETURN NEW; END $fn$",
-            SEARCH_VECTOR.replace("(parts)", "(NEW.parts)")
+            search_vector("NEW.parts")
         ),
         "DROP TRIGGER IF EXISTS messages_search_refresh ON messages".to_owned(),
         "CREATE TRIGGER messages_search_refresh BEFORE INSERT OR UPDATE OF parts ON messages \
@@ -53,7 +50,8 @@ fn postgres_down() -> Vec<String> {
         "ALTER TABLE messages DROP COLUMN IF EXISTS search".to_owned(),
         format!(
             "ALTER TABLE messages ADD COLUMN search tsvector GENERATED ALWAYS AS \
-             ({SEARCH_VECTOR}) STORED"
+             ({}) STORED",
+            search_vector("parts")
         ),
         format!(
             "CREATE INDEX IF NOT EXISTS idx_messages_search_scoped ON messages \
