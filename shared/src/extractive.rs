@@ -726,6 +726,7 @@ pub fn summarize(
     let mut newest_open: Option<String> = None;
 
     // KEY FACTS and the delta, sentence by sentence.
+    let current_texts = input.state.stated.current_texts();
     let last_user = blocks.iter().rposition(|b| b.speaker == Speaker::User);
     for (index, block) in blocks.iter().enumerate() {
         if matches!(block.speaker, Speaker::Other | Speaker::Context) {
@@ -781,12 +782,14 @@ pub fn summarize(
             }
             // Items the user's recorded statements already hold, or that a
             // later statement superseded, are not proposed again.
-            let proposable = !input.state.stated.is_current_text(sentence)
-                && outdated.superseded_by(sentence).is_none();
-            if decision && proposable {
+            // Asked only of a decision or a constraint: most sentences are
+            // neither.
+            let proposable =
+                || !current_texts.contains(sentence) && outdated.superseded_by(sentence).is_none();
+            if decision && proposable() {
                 delta.key_decisions.push(StateItem::new(short.clone()));
             }
-            if stated_kind == Some(StatementKind::Constraint) && proposable {
+            if stated_kind == Some(StatementKind::Constraint) && proposable() {
                 delta.active_constraints.push(StateItem::new(short.clone()));
             }
             if has_marker(&lower, RISK_MARKERS) && !judge.is_boilerplate(sentence) {
@@ -1052,16 +1055,10 @@ fn fit_by_salience(
 /// The paths the ledger finds in `text` (said by the user). Most texts have
 /// none, and a cheap pass of the path extractor alone tells so.
 fn paths_in(text: &str) -> Vec<String> {
-    use crate::ledger::ArtifactKind;
-    use crate::message::{Message, Role};
     if !crate::ledger::may_have_path(text) {
         return Vec::new();
     }
-    crate::ledger::extract(&[Message::text(0, Role::User, text)])
-        .into_iter()
-        .filter(|a| a.kind == ArtifactKind::Path)
-        .map(|a| a.value)
-        .collect()
+    crate::ledger::paths(text)
 }
 
 /// Extractive rollup: duplicate bullets removed, then cut to `target_tokens`.

@@ -33,7 +33,7 @@ use serde::{Deserialize, Serialize};
 pub use artifact::Artifact;
 pub use caps::LedgerCaps;
 pub use extract::{extract, LONG_TEXT, MAX_BULK_PER_KIND, MAX_BULK_PER_MESSAGE, MAX_PER_MESSAGE};
-pub(crate) use extract::{has_artifact, may_have_path};
+pub(crate) use extract::{has_artifact, may_have_path, paths};
 pub use kind::{ArtifactKind, Salience, Source};
 
 /// The ledger, as stored in the workstream state: a JSON list of

@@ -218,6 +218,18 @@ impl UserStatements {
         !key.is_empty() && self.current().any(|s| normalize(&s.text) == key)
     }
 
+    /// The current statements' texts, normalized once: for asking
+    /// [`UserStatements::is_current_text`] of many texts (the offline
+    /// summarizer asks it of every decision and constraint it reads).
+    pub fn current_texts(&self) -> CurrentTexts {
+        CurrentTexts(
+            self.current()
+                .map(|s| normalize(&s.text))
+                .filter(|key| !key.is_empty())
+                .collect(),
+        )
+    }
+
     /// Records newly extracted statements, then enforces `caps`.
     ///
     /// A statement already recorded (same message, sentence and text) is
@@ -943,6 +955,20 @@ impl Outdated {
             }
         }
         marked
+    }
+}
+
+/// The current statements' normalized texts (see
+/// [`UserStatements::current_texts`]).
+#[derive(Debug, Clone, Default)]
+pub struct CurrentTexts(std::collections::HashSet<String>);
+
+impl CurrentTexts {
+    /// [`UserStatements::is_current_text`] of the statements these were
+    /// taken from.
+    pub fn contains(&self, text: &str) -> bool {
+        let key = normalize(text);
+        !key.is_empty() && self.0.contains(&key)
     }
 }
 

@@ -665,3 +665,30 @@ fn the_same_subject_set_to_another_value_supersedes() {
         s.items()
     );
 }
+
+#[test]
+fn current_texts_answer_as_is_current_text_does() {
+    let stated = recorded(&[
+        user(1, "Set the request timeout to 37s."),
+        user(5, "Never deploy on Fridays."),
+        user(9, "make the timeout 45s"),
+    ]);
+    assert!(
+        stated.superseded().count() > 0,
+        "one statement is superseded"
+    );
+    let set = stated.current_texts();
+    for text in [
+        "make the timeout 45s",
+        "  Make the TIMEOUT 45s. ",
+        "Never deploy on Fridays.",
+        "Set the request timeout to 37s.",
+        "Something else entirely.",
+        "",
+        "  ",
+    ] {
+        assert_eq!(set.contains(text), stated.is_current_text(text), "{text:?}");
+    }
+    assert!(set.contains("never deploy on fridays"));
+    assert!(!set.contains("Set the request timeout to 37s."));
+}

@@ -133,7 +133,7 @@ fn shell_command(input: &serde_json::Value) -> Option<&str> {
 /// a date), so the rest of the patterns are not run on them.
 pub(crate) fn has_artifact(text: &str) -> bool {
     let mut s = Scan::new(text);
-    run(&mut s, STATED, true);
+    run(&mut s, STATED, Stop::FirstFound);
     s.found_any()
 }
 
@@ -147,6 +147,37 @@ pub(crate) fn may_have_path(text: &str) -> bool {
     s.found_any()
 }
 
+/// The paths [`extract`] finds in `text` said by a user, in its order (a
+/// path said twice is placed where it was said last), without the
+/// extractors that cannot change them.
+///
+/// A path is refused only by a claim of an extractor that runs before the
+/// path extractor (see [`run`]), so the pass stops after it. Two
+/// differences from the full pass, both on text no person types: bulk
+/// text (over [`LONG_TEXT`]) takes the full pass, whose per-kind caps and
+/// ranking decide which paths stay; and in a shorter text holding more
+/// than [`MAX_PER_MESSAGE`] values this returns the paths past that cap
+/// too.
+pub(crate) fn paths(text: &str) -> Vec<String> {
+    if text.len() > LONG_TEXT {
+        return extract(&[Message::text(0, Role::User, text)])
+            .into_iter()
+            .filter(|a| a.kind == ArtifactKind::Path)
+            .map(|a| a.value)
+            .collect();
+    }
+    let mut s = Scan::new(text);
+    run(&mut s, STATED, Stop::After(ArtifactKind::Path));
+    let mut out: Vec<String> = Vec::new();
+    for c in s.finish() {
+        if c.kind == ArtifactKind::Path {
+            out.retain(|v| *v != c.value);
+            out.push(c.value);
+        }
+    }
+    out
+}
+
 /// Every value in `text`, most specific kinds first (see `scan`); for
 /// bulk text at most [`MAX_BULK_PER_KIND`] distinct values of a kind.
 fn scan(text: &str, reading: Reading, bulk: bool) -> Vec<Candidate> {
@@ -155,45 +186,59 @@ fn scan(text: &str, reading: Reading, bulk: bool) -> Vec<Candidate> {
     } else {
         Scan::new(text)
     };
-    run(&mut s, reading, false);
+    run(&mut s, reading, Stop::Never);
     s.finish()
 }
 
 /// One extractor of a pass.
 type Extractor = fn(&mut Scan<'_>);
 
+/// When [`run`] ends before its last extractor.
+#[derive(Debug, Clone, Copy)]
+enum Stop {
+    /// Runs them all.
+    Never,
+    /// Once one value is recorded.
+    FirstFound,
+    /// After the extractor of this kind: the ones after it cannot refuse
+    /// its values.
+    After(ArtifactKind),
+}
+
 /// Runs the extractors over `s`, most specific kinds first (each claims
-/// what it takes, see `scan`); with `first_only`, stops once one value is
-/// recorded.
-fn run(s: &mut Scan<'_>, reading: Reading, first_only: bool) {
-    let steps: [(bool, Extractor); 20] = [
-        (reading.commands, code::commands),
-        (true, code::urls),
-        (true, people::emails),
-        (true, code::uuids),
-        (true, code::hosts),
-        (reading.settings, settings::settings),
-        (true, people::dates_and_times),
-        (true, people::amounts),
-        (true, people::phones),
-        (true, code::paths),
-        (true, code::versions),
-        (true, people::references),
-        (true, code::identifiers),
-        (true, code::error_codes),
-        (true, people::addresses),
-        (true, code::durations),
-        (true, code::quantities),
-        (true, code::counts),
-        (true, code::config_names),
-        (reading.names, names_of(reading)),
+/// what it takes, see `scan`), until `stop`.
+fn run(s: &mut Scan<'_>, reading: Reading, stop: Stop) {
+    let steps: [(bool, ArtifactKind, Extractor); 20] = [
+        (reading.commands, ArtifactKind::Command, code::commands),
+        (true, ArtifactKind::Url, code::urls),
+        (true, ArtifactKind::Email, people::emails),
+        (true, ArtifactKind::Identifier, code::uuids),
+        (true, ArtifactKind::Host, code::hosts),
+        (reading.settings, ArtifactKind::Setting, settings::settings),
+        (true, ArtifactKind::DateTime, people::dates_and_times),
+        (true, ArtifactKind::Amount, people::amounts),
+        (true, ArtifactKind::Phone, people::phones),
+        (true, ArtifactKind::Path, code::paths),
+        (true, ArtifactKind::Version, code::versions),
+        (true, ArtifactKind::Reference, people::references),
+        (true, ArtifactKind::Identifier, code::identifiers),
+        (true, ArtifactKind::ErrorCode, code::error_codes),
+        (true, ArtifactKind::Address, people::addresses),
+        (true, ArtifactKind::Duration, code::durations),
+        (true, ArtifactKind::Quantity, code::quantities),
+        (true, ArtifactKind::Count, code::counts),
+        (true, ArtifactKind::ConfigName, code::config_names),
+        (reading.names, ArtifactKind::Person, names_of(reading)),
     ];
-    for (on, step) in steps {
+    for (on, kind, step) in steps {
         if on {
             step(s);
-            if first_only && s.found_any() {
+            if matches!(stop, Stop::FirstFound) && s.found_any() {
                 return;
             }
+        }
+        if matches!(stop, Stop::After(k) if k == kind) {
+            return;
         }
     }
 }

@@ -1195,4 +1195,19 @@ proptest::proptest! {
         let paths = said_by(Role::User, &text).iter().any(|a| a.kind == ArtifactKind::Path);
         proptest::prop_assert!(may_have_path(&text) || !paths);
     }
+
+    /// The paths-only pass finds the full pass's paths, in its order, on
+    /// text under the per-message cap.
+    #[test]
+    fn paths_are_the_full_passes_paths(text in shaped_text()) {
+        proptest::prop_assert_eq!(paths(&text), values_of(&text, ArtifactKind::Path));
+    }
+}
+
+#[test]
+fn paths_of_bulk_text_are_the_full_passes() {
+    let line = "see src/a.rs and /var/log/x.log at 10:00 with E0502 and https://h.io/p/q\n";
+    let text = line.repeat(LONG_TEXT / line.len() + 1);
+    assert!(text.len() > LONG_TEXT);
+    assert_eq!(paths(&text), values_of(&text, ArtifactKind::Path));
 }
