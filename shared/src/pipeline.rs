@@ -24,9 +24,10 @@
 //! messages come from) and a [`Summarize`] (who writes the summary); the
 //! worker implements them over its store and its LLM client, holds the lease
 //! and does the fenced commit with what [`compact`] returns. Memory stays
-//! bounded whatever the history length: one page of messages, one chunk of
-//! transcript and the shapes (ids, token counts, tool ids) are all that is
-//! held at once.
+//! bounded whatever the history length: two pages of messages (the span
+//! being folded and the next one, whose extraction runs ahead on a thread
+//! of its own, see `ahead`), one chunk of transcript and the shapes (ids,
+//! token counts, tool ids) are all that is held at once.
 
 use std::collections::{HashSet, VecDeque};
 use std::future::Future;
@@ -40,9 +41,12 @@ use crate::prompt::CompactionInput;
 use crate::state::WorkstreamState;
 use crate::summary::{SummarizerOutput, Summary};
 use crate::tokens::TokenEstimator;
-use crate::transcript::{self, Block, Transcript};
+use crate::transcript::{Block, Transcript};
 use crate::trigger::Measure;
-use crate::{extractive, ledger, prune, stated};
+use crate::{extractive, ledger, prune};
+
+mod ahead;
+use ahead::Pending;
 
 /// At most this many rollup passes; a summary still too big after them is
 /// cut deterministically.
@@ -265,6 +269,8 @@ where
     let keep: Vec<MessageId> = plan.kept_pinned.iter().map(|&i| shapes[i].id).collect();
     let compacted_tokens: u64 = plan.compact.iter().map(|&i| shapes[i].tokens).sum();
     let messages_compacted = plan.compact.len() as u64;
+    // The span's last message: a page's span that reaches it is the last.
+    let span_end = plan.compact.last().map(|&i| shapes[i].id);
     drop(shapes);
     let kept: HashSet<MessageId> = keep.iter().copied().collect();
 
@@ -286,6 +292,9 @@ where
     let mut chunker = ChunkStream::new(engine.chunk.max_chars);
     let mut tail: Vec<Message> = Vec::new();
     let mut after = None;
+    // The span of the page before, extracted ahead while the summarizer
+    // folds the one before it (see `ahead`).
+    let mut pending: Option<Pending> = None;
     loop {
         let page = pages.page(after).await.map_err(PipelineError::Page)?;
         after = page.last().map(|m| m.id);
@@ -304,24 +313,24 @@ where
             }
         }
         if !span.is_empty() {
-            // Exact values and the user's statements are recorded from the
-            // messages themselves, before any summarizer sees them: whatever
-            // it writes, they survive.
-            run.state
-                .ledger
-                .record(ledger::extract(&span), &ledger_caps, estimator);
-            run.state
-                .stated
-                .record(stated::extract(&span), &engine.stated_caps);
-            let piece = transcript::extract(&span, &engine.transcript);
-            drop(span);
-            for chunk in chunker.push(piece) {
-                run.fold(chunk.text, false).await?;
+            let last = reached_end || span.last().map(|m| m.id) >= span_end;
+            let next = if last {
+                Pending::now(&span, &engine.transcript)
+            } else {
+                Pending::start(span, &engine.transcript)
+            };
+            if let Some(before) = pending.replace(next) {
+                run.take(before, &ledger_caps, estimator, &mut chunker)
+                    .await?;
             }
         }
         if reached_end {
             break;
         }
+    }
+    if let Some(before) = pending.take() {
+        run.take(before, &ledger_caps, estimator, &mut chunker)
+            .await?;
     }
     let rest = chunker.finish();
     let last = rest.len().saturating_sub(1);
@@ -493,6 +502,30 @@ struct Folding<'a, S> {
 }
 
 impl<S: Summarize> Folding<'_, S> {
+    /// Takes one page's span: records its exact values and the user's
+    /// statements from the messages themselves, before any summarizer sees
+    /// them (whatever it writes, they survive), then folds the chunks its
+    /// transcript completes.
+    async fn take<P>(
+        &mut self,
+        span: Pending,
+        ledger_caps: &ledger::LedgerCaps,
+        estimator: &dyn TokenEstimator,
+        chunker: &mut ChunkStream,
+    ) -> Result<(), PipelineError<P, S::Error>> {
+        let extracted = span.finish();
+        self.state
+            .ledger
+            .record(extracted.artifacts, ledger_caps, estimator);
+        self.state
+            .stated
+            .record(extracted.statements, &self.engine.stated_caps);
+        for chunk in chunker.push(extracted.transcript) {
+            self.fold(chunk.text, false).await?;
+        }
+        Ok(())
+    }
+
     /// Folds one chunk of transcript into the summary and state. A chunk
     /// the model finds too long is halved (and the halves folded in order)
     /// until it fits or reaches the minimum size.

@@ -1,0 +1,112 @@
+//! What pass 2 takes from a page's compacted span before any summarizer
+//! sees it — the ledger's values, the user's statements, the transcript —
+//! worked out on a thread of its own while the summarizer folds the page
+//! before.
+//!
+//! A long history is many pages, and each page costs about as much in
+//! extraction as in the extractive summarizer's fold; on one thread a
+//! compaction of a million messages used one core while the other sat
+//! idle. The three extractions are pure functions of the span, so doing
+//! them ahead changes nothing of the result: the pipeline still records
+//! them and folds their transcript page by page, in order. A span that is
+//! the compaction's last (every compaction of one page) is extracted in
+//! place: no thread for it.
+
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use crate::ledger::{self, Artifact};
+use crate::message::Message;
+use crate::stated::{self, Statement};
+use crate::transcript::{self, Transcript, TranscriptConfig};
+
+/// A span's extractions.
+#[derive(Debug)]
+pub(super) struct Extracted {
+    pub(super) artifacts: Vec<Artifact>,
+    pub(super) statements: Vec<Statement>,
+    pub(super) transcript: Transcript,
+}
+
+impl Extracted {
+    fn of(span: &[Message], config: &TranscriptConfig) -> Extracted {
+        Extracted {
+            artifacts: ledger::extract(span),
+            statements: stated::extract(span),
+            transcript: transcript::extract(span, config),
+        }
+    }
+}
+
+/// A span's extractions, done or under way.
+#[derive(Debug)]
+pub(super) enum Pending {
+    Ready(Extracted),
+    Running(JoinHandle<Extracted>),
+}
+
+impl Pending {
+    /// Extracts `span` here and now.
+    pub(super) fn now(span: &[Message], config: &TranscriptConfig) -> Pending {
+        Pending::Ready(Extracted::of(span, config))
+    }
+
+    /// Starts extracting `span` on a thread of its own; extracts it here
+    /// when no thread can be started.
+    pub(super) fn start(span: Vec<Message>, config: &TranscriptConfig) -> Pending {
+        let span = Arc::new(span);
+        let (theirs, config_theirs) = (Arc::clone(&span), config.clone());
+        let spawned = std::thread::Builder::new()
+            .name("compactor-extract".into())
+            .spawn(move || Extracted::of(&theirs, &config_theirs));
+        match spawned {
+            Ok(handle) => Pending::Running(handle),
+            Err(_) => Pending::now(&span, config),
+        }
+    }
+
+    /// The extractions, waiting for the thread if it is still at work
+    /// (a fold of the page before usually outlasts it). A panic in the
+    /// thread goes on here, as it would have in place.
+    pub(super) fn finish(self) -> Extracted {
+        match self {
+            Pending::Ready(done) => done,
+            Pending::Running(handle) => handle
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::message::Role;
+
+    #[test]
+    fn a_span_extracted_ahead_is_the_span_extracted_in_place() {
+        let span: Vec<Message> = (1..=50)
+            .map(|i| {
+                let role = if i % 2 == 0 {
+                    Role::User
+                } else {
+                    Role::Assistant
+                };
+                Message::text(
+                    i,
+                    role,
+                    format!("We decided to keep src/m_{i}.rs; never push to main. Error E{i:04}."),
+                )
+            })
+            .collect();
+        let config = TranscriptConfig::default();
+        let here = Pending::now(&span, &config).finish();
+        let ahead = Pending::start(span, &config);
+        assert!(matches!(ahead, Pending::Running(_)));
+        let ahead = ahead.finish();
+        assert!(!here.artifacts.is_empty() && !here.statements.is_empty());
+        assert_eq!(ahead.artifacts, here.artifacts);
+        assert_eq!(ahead.statements, here.statements);
+        assert_eq!(ahead.transcript, here.transcript);
+    }
+}
