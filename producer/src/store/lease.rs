@@ -13,12 +13,14 @@
 use std::time::Duration;
 
 use sea_orm::sea_query::Expr;
-use sea_orm::{ColumnTrait, Condition, EntityTrait, QueryFilter};
+use sea_orm::{
+    ColumnTrait, Condition, ConnectionTrait, EntityTrait, FromQueryResult, QueryFilter, QueryTrait,
+};
 
 use super::convert::{millis, now, now_ms};
-use super::entities::workstream::{Column, Entity};
+use super::entities::workstream::{Column, Entity, Model};
 use super::outbox::{insert_event, written};
-use super::{NewEvent, Store, StoreError};
+use super::{NewEvent, Store, StoreError, WorkstreamRow};
 
 /// Who holds the lease of a workstream, and until when.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -133,6 +135,50 @@ impl Store {
         })
     }
 
+    /// [`Store::take_lease_with_event`] when the lease is free, the common
+    /// case, in one statement: the `UPDATE` takes it only if nobody holds
+    /// it, and returns the workstream as taken (`RETURNING`, both
+    /// backends). That row is what the new holder reads next, so a job
+    /// needs neither the read before the compare-and-set nor the read
+    /// after it. `None` when the lease is held (even expired, or by
+    /// `owner`: [`Store::take_lease_with_event`] decides those) or the
+    /// workstream does not exist; nothing was written then.
+    pub async fn take_free_lease_with_event(
+        &self,
+        workstream_id: i64,
+        owner: &str,
+        ttl: Duration,
+        event: Option<&NewEvent>,
+    ) -> Result<Option<WorkstreamRow>, StoreError> {
+        const OP: &str = "take_lease";
+        let mut take = Entity::update_many()
+            .col_expr(Column::IsCompacting, Expr::value(true))
+            .col_expr(Column::LeaseOwner, Expr::value(owner))
+            .col_expr(
+                Column::LeaseDeadlineMs,
+                Expr::value(now_ms().saturating_add(millis(ttl))),
+            )
+            .col_expr(Column::UpdatedAt, Expr::value(now()))
+            .filter(Column::Id.eq(workstream_id))
+            .filter(Column::IsCompacting.eq(false))
+            .into_query();
+        take.returning_all();
+        let Some(event) = event else {
+            let rows = self.db.query_all(&take).await.map_err(StoreError::db(OP))?;
+            return taken_row(&rows, OP);
+        };
+        let txn = self.begin_write(OP).await?;
+        let rows = txn.query_all(&take).await.map_err(StoreError::db(OP))?;
+        let Some(row) = taken_row(&rows, OP)? else {
+            txn.rollback().await.map_err(StoreError::db(OP))?;
+            return Ok(None);
+        };
+        let id = insert_event(&txn, event, OP).await?;
+        txn.commit().await.map_err(StoreError::db(OP))?;
+        written(event.kind, &id);
+        Ok(Some(row))
+    }
+
     /// Extends the lease by `ttl` from now. `false` when `owner` no longer
     /// holds it (another owner took it over, or it was released).
     pub async fn renew_lease(
@@ -167,6 +213,20 @@ impl Store {
             .map_err(StoreError::db("release_lease"))?;
         Ok(res.rows_affected == 1)
     }
+}
+
+/// The workstream row a taking `UPDATE … RETURNING` gave back, if any.
+fn taken_row(
+    rows: &[sea_orm::QueryResult],
+    op: &'static str,
+) -> Result<Option<WorkstreamRow>, StoreError> {
+    rows.first()
+        .map(|row| {
+            Model::from_query_result(row, "")
+                .map_err(StoreError::db(op))
+                .and_then(WorkstreamRow::from_model)
+        })
+        .transpose()
 }
 
 /// `id = ? AND is_compacting AND lease_owner = ?`: the fence of every write

@@ -51,6 +51,7 @@ on_both_backends!(
     pages_read_ahead_are_the_pages_read_in_turn,
     a_corrupt_row_is_an_error_not_a_panic_or_a_gap,
     lease_take_hold_expire_renew_release,
+    a_free_lease_is_taken_and_read_in_one_statement,
     the_fenced_commit_writes_exactly_what_it_says,
     a_stale_watermark_conflicts_and_writes_nothing,
     a_lost_lease_conflicts_and_writes_nothing,
@@ -703,6 +704,69 @@ async fn lease_take_hold_expire_renew_release(backend: Backend) {
         s.take_lease(ws.id + 1000, "c", TTL).await,
         Err(StoreError::UnknownWorkstream { .. })
     ));
+}
+
+async fn a_free_lease_is_taken_and_read_in_one_statement(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    let s = &db.store;
+    let k = key("free-lease");
+    s.append_messages(&k, &[msg("hello", 10)]).await.unwrap();
+    let ws = s.workstream(&k).await.unwrap().unwrap();
+    let started = event(EventKind::CompactionStarted, &k, 0);
+    let count = || events_of_kind(&db, "compaction.started");
+
+    // Free: taken, with its event, and the row comes back as taken.
+    let taken = s
+        .take_free_lease_with_event(ws.id, "job-1", TTL, Some(&started))
+        .await
+        .unwrap()
+        .expect("a free lease is taken");
+    assert_eq!(taken, workstream(&db, "free-lease").await);
+    let lease = taken.lease.clone().expect("the row carries the new lease");
+    assert_eq!(lease.owner, "job-1");
+    assert!(lease.deadline_ms > Utc::now().timestamp_millis() + 20_000);
+    assert_eq!(taken.uncompacted_tokens, ws.uncompacted_tokens);
+    assert_eq!(count().await, 1);
+
+    // Held, by another or by the caller, even expired: not this path's to
+    // decide; nothing is written.
+    for owner in ["job-2", "job-1"] {
+        let again = s
+            .take_free_lease_with_event(ws.id, owner, TTL, Some(&started))
+            .await
+            .unwrap();
+        assert_eq!(again, None, "{owner}");
+    }
+    expire_lease(&db, ws.id).await;
+    assert_eq!(
+        s.take_free_lease_with_event(ws.id, "job-2", TTL, None)
+            .await
+            .unwrap(),
+        None
+    );
+    assert_eq!(count().await, 1);
+    assert_eq!(
+        workstream(&db, "free-lease").await.lease.unwrap().owner,
+        "job-1"
+    );
+
+    // Released: free again, without an event this time.
+    assert!(s.release_lease(ws.id, "job-1").await.unwrap());
+    let taken = s
+        .take_free_lease_with_event(ws.id, "job-2", TTL, None)
+        .await
+        .unwrap()
+        .expect("a released lease is free");
+    assert_eq!(taken.lease.unwrap().owner, "job-2");
+    assert_eq!(count().await, 1);
+
+    // No such workstream: nothing to take.
+    assert_eq!(
+        s.take_free_lease_with_event(ws.id + 1000, "job-3", TTL, None)
+            .await
+            .unwrap(),
+        None
+    );
 }
 
 // ---------------------------------------------------------------- the fenced commit

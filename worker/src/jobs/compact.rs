@@ -341,7 +341,7 @@ impl CompactHandler {
             return Ok(Done::Skipped);
         }
         let owner = job.lease_token.as_str();
-        self.take_lease(job, ws.id, owner).await?;
+        let taken = self.take_lease(job, ws.id, owner).await?;
         let mut guard = LeaseGuard::new(self, job, ws.id, started);
         // An operator may have cancelled the job while this attempt waited
         // for the entity lease, before it could revoke it: then the attempt
@@ -352,7 +352,7 @@ impl CompactHandler {
             info!("the job was cancelled before its attempt took the entity lease");
             Ok(Held::Conflict(ConflictReason::LeaseLost))
         } else {
-            self.under_lease(job, ws.id, owner, started).await
+            self.under_lease(job, ws.id, owner, started, taken).await
         };
         let (done, event) = match outcome {
             Ok(Held::Skipped { no_progress }) => {
@@ -449,21 +449,26 @@ impl CompactHandler {
         done
     }
 
-    /// The part of an attempt that holds the entity lease.
+    /// The part of an attempt that holds the entity lease. `taken` is the
+    /// workstream as the lease was taken, when taking it read it.
     async fn under_lease(
         &self,
         job: &Job,
         workstream_id: i64,
         owner: &str,
         started: chrono::DateTime<Utc>,
+        taken: Option<WorkstreamRow>,
     ) -> Result<Held, CompactError> {
         // Read again under the lease: while we waited for it, the previous
         // holder may have committed.
-        let ws = self
-            .store
-            .workstream_by_id(workstream_id)
-            .await?
-            .ok_or(CompactError::UnknownWorkstream)?;
+        let ws = match taken {
+            Some(ws) => ws,
+            None => self
+                .store
+                .workstream_by_id(workstream_id)
+                .await?
+                .ok_or(CompactError::UnknownWorkstream)?,
+        };
         if !job.trigger.is_manual() && !self.due(&ws) {
             return Ok(Held::Skipped { no_progress: false });
         }
@@ -546,12 +551,15 @@ impl CompactHandler {
     /// either from using up an attempt.
     ///
     /// Writes `compaction.started` in the transaction that takes the lease.
+    /// Returns the workstream as taken when the lease was free (one
+    /// statement took it and read the row); `None` when it had to be waited
+    /// for or taken over, and the caller reads the row itself.
     async fn take_lease(
         &self,
         job: &Job,
         workstream_id: i64,
         owner: &str,
-    ) -> Result<(), CompactError> {
+    ) -> Result<Option<WorkstreamRow>, CompactError> {
         let deadline = job.deadline;
         let ttl = self.settings.lease_ttl;
         let give_up = (Instant::now() + ttl * 2).min(
@@ -560,6 +568,14 @@ impl CompactHandler {
                 .unwrap_or(deadline),
         );
         let started = self.outbox_event(job, EventKind::CompactionStarted, json!({}));
+        if let Some(ws) = self
+            .store
+            .take_free_lease_with_event(workstream_id, owner, ttl, Some(&started))
+            .await?
+        {
+            self.outbox_wake.notify_one();
+            return Ok(Some(ws));
+        }
         loop {
             match self
                 .store
@@ -574,7 +590,7 @@ impl CompactHandler {
                             "took over an expired entity lease"
                         );
                     }
-                    return Ok(());
+                    return Ok(None);
                 }
                 LeaseTaken::Held(lease) => {
                     let left_ms = lease
