@@ -16,6 +16,9 @@
 //! run one). For instruction counts on a noisy machine, set
 //! `ENGINE_BENCH_ONCE=<pass>` (or `none`, the set-up alone): the pass runs
 //! once, without criterion, under `perf stat -e instructions`.
+//! `ENGINE_BENCH_ONCE=digest` prints a digest of the whole compaction's
+//! result (summary, state, watermark, report): a change meant to make the
+//! engine faster without changing what it writes must leave it as it was.
 
 use std::hint::black_box;
 use std::time::Duration;
@@ -149,6 +152,15 @@ fn summarize_pass(chunks: &[String], engine: &EngineConfig, e: &dyn TokenEstimat
 }
 
 fn compact_pass(messages: &[Message], engine: &EngineConfig, e: &dyn TokenEstimator) -> bool {
+    compaction(messages, engine, e).is_some()
+}
+
+/// The whole compaction of `messages` (`None`: it did not compact).
+fn compaction(
+    messages: &[Message],
+    engine: &EngineConfig,
+    e: &dyn TokenEstimator,
+) -> Option<pipeline::Compacted> {
     let ws = Workstream {
         uncompacted_tokens: messages.iter().map(|m| e.message_tokens(m)).sum(),
         ..Workstream::default()
@@ -167,7 +179,32 @@ fn compact_pass(messages: &[Message], engine: &EngineConfig, e: &dyn TokenEstima
         &mut pages,
         &mut summarizer,
     ));
-    matches!(outcome, Some(Ok(pipeline::Outcome::Compacted(_))))
+    match outcome {
+        Some(Ok(pipeline::Outcome::Compacted(done))) => Some(*done),
+        _ => None,
+    }
+}
+
+/// A digest of what a compaction of `messages` writes.
+fn digest(messages: &[Message], engine: &EngineConfig, e: &dyn TokenEstimator) -> String {
+    use std::hash::{Hash, Hasher};
+    let Some(done) = compaction(messages, engine, e) else {
+        return "did not compact".into();
+    };
+    let written = format!(
+        "{}\n{}\n{:?} {:?} {} {} {:?} {:?}",
+        serde_json::to_string(&done.summary).unwrap_or_default(),
+        serde_json::to_string(&done.state).unwrap_or_default(),
+        done.watermark,
+        done.keep,
+        done.compacted_tokens,
+        done.summary_tokens,
+        done.report,
+        done.pruned,
+    );
+    let mut h = std::hash::DefaultHasher::new();
+    written.hash(&mut h);
+    format!("{} bytes, {:016x}", written.len(), h.finish())
 }
 
 /// Runs `pass` once (for `perf stat`), or returns `false` if `pass` is not
@@ -187,6 +224,10 @@ fn once(pass: &str) -> bool {
         }
         "chunks" => chunks(&messages, &engine).len(),
         "compact" => usize::from(compact_pass(&messages, &engine, &e)),
+        "digest" => {
+            eprintln!("digest: {}", digest(&messages, &engine, &e));
+            return true;
+        }
         _ => return false,
     };
     eprintln!("{pass}: {n}");
