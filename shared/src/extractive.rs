@@ -289,6 +289,10 @@ fn padded(sentence: &str) -> String {
     for c in sentence.chars() {
         if matches!(c, ',' | '.' | ';' | ':' | '!' | '?' | '(' | ')' | '"') {
             s.push(' ');
+        } else if c.is_ascii() {
+            // Most characters: the same as `to_lowercase`, without the
+            // Unicode case tables.
+            s.push(c.to_ascii_lowercase());
         } else {
             s.extend(c.to_lowercase());
         }

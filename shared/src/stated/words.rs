@@ -132,7 +132,13 @@ pub(crate) fn tokens(sentence: &str) -> Vec<Tok> {
             continue;
         }
         let first = out.is_empty();
-        let lower = canonical(word.to_lowercase());
+        // An ASCII word (most) lower-cases the same without the Unicode
+        // case tables.
+        let lower = canonical(if word.is_ascii() {
+            word.to_ascii_lowercase()
+        } else {
+            word.to_lowercase()
+        });
         let value = looks_like_value(word, &lower, first);
         out.push(Tok {
             w: lower,
