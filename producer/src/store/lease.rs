@@ -101,15 +101,7 @@ impl Store {
                 .add(Column::IsCompacting.eq(row.is_compacting))
                 .add(eq_or_null(Column::LeaseOwner, row.lease_owner.clone()))
                 .add(eq_or_null(Column::LeaseDeadlineMs, row.lease_deadline_ms));
-            let take = Entity::update_many()
-                .col_expr(Column::IsCompacting, Expr::value(true))
-                .col_expr(Column::LeaseOwner, Expr::value(owner))
-                .col_expr(
-                    Column::LeaseDeadlineMs,
-                    Expr::value(at_ms.saturating_add(millis(ttl))),
-                )
-                .col_expr(Column::UpdatedAt, Expr::value(now()))
-                .filter(unchanged);
+            let take = taking(owner, at_ms, ttl).filter(unchanged);
             let Some(event) = event else {
                 let res = take.exec(&self.db).await.map_err(StoreError::db(OP))?;
                 if res.rows_affected == 1 {
@@ -151,14 +143,7 @@ impl Store {
         event: Option<&NewEvent>,
     ) -> Result<Option<WorkstreamRow>, StoreError> {
         const OP: &str = "take_lease";
-        let mut take = Entity::update_many()
-            .col_expr(Column::IsCompacting, Expr::value(true))
-            .col_expr(Column::LeaseOwner, Expr::value(owner))
-            .col_expr(
-                Column::LeaseDeadlineMs,
-                Expr::value(now_ms().saturating_add(millis(ttl))),
-            )
-            .col_expr(Column::UpdatedAt, Expr::value(now()))
+        let mut take = taking(owner, now_ms(), ttl)
             .filter(Column::Id.eq(workstream_id))
             .filter(Column::IsCompacting.eq(false))
             .into_query();
@@ -213,6 +198,19 @@ impl Store {
             .map_err(StoreError::db("release_lease"))?;
         Ok(res.rows_affected == 1)
     }
+}
+
+/// The `UPDATE` that gives the lease to `owner` until `ttl` after `at_ms`
+/// (no filter yet: each way of taking it adds its own condition).
+fn taking(owner: &str, at_ms: i64, ttl: Duration) -> sea_orm::UpdateMany<Entity> {
+    Entity::update_many()
+        .col_expr(Column::IsCompacting, Expr::value(true))
+        .col_expr(Column::LeaseOwner, Expr::value(owner))
+        .col_expr(
+            Column::LeaseDeadlineMs,
+            Expr::value(at_ms.saturating_add(millis(ttl))),
+        )
+        .col_expr(Column::UpdatedAt, Expr::value(now()))
 }
 
 /// The workstream row a taking `UPDATE … RETURNING` gave back, if any.

@@ -200,8 +200,8 @@ enum Stop {
     Never,
     /// Once one value is recorded.
     FirstFound,
-    /// After the extractor of this kind: the ones after it cannot refuse
-    /// its values.
+    /// After the first extractor of this kind: the ones after it cannot
+    /// refuse its values.
     After(ArtifactKind),
 }
 
