@@ -26,7 +26,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use compactor_shared::config::EngineConfig;
-use compactor_shared::context::{self, BuiltContext, ContextInput};
+use compactor_shared::context::BuiltContext;
 use compactor_shared::message::MAX_INPUT_DEPTH;
 use compactor_shared::trigger::{Measure, Usage};
 use compactor_shared::{CharEstimator, EntityKey, Message, MessageId, Part, Role, TokenEstimator};
@@ -36,8 +36,8 @@ use tokio::time::Instant;
 
 use crate::events::{CompactionEvent, EventOutcome};
 use crate::events::{
-    EventNotWritten, HistoryTruncated, InternalEvent, QueueUnreadableWhileWaiting,
-    ReleaseSubscriptionPending, TurnFinalized, WaitEnded,
+    EventNotWritten, InternalEvent, QueueUnreadableWhileWaiting, ReleaseSubscriptionPending,
+    TurnFinalized, WaitEnded,
 };
 use crate::queue::{
     EnqueueOutcome, JobStage, JobState, Payload, PayloadError, Queue, QueueConfig, QueueError,
@@ -52,6 +52,8 @@ use crate::store::{
 
 mod branches;
 mod cancel;
+mod kept_tails;
+mod turn_context;
 
 pub use branches::{BranchLeft, HeadOutcome};
 pub use cancel::JobCancelled;
@@ -110,6 +112,10 @@ pub enum ClientError {
     /// Manual-compaction instructions the queue would refuse (too long).
     #[error("instructions: {0}")]
     InvalidInstructions(#[source] PayloadError),
+    /// A context could not be written as JSON (a bug: every stored value
+    /// can be).
+    #[error("the context could not be written as JSON: {0}")]
+    Encode(#[source] serde_json::Error),
 }
 
 /// A message as app code hands it over (the store assigns its id).
@@ -463,6 +469,8 @@ struct Inner {
     engine: EngineConfig,
     estimator: CharEstimator,
     releases: Releases,
+    /// Un-compacted histories kept between context reads.
+    tails: kept_tails::HistoryCache,
 }
 
 impl Compactor {
@@ -501,8 +509,9 @@ impl Compactor {
         Compactor {
             inner: Arc::new(Inner {
                 estimator: CharEstimator::new(engine.chars_per_token),
-                store,
                 queue,
+                tails: kept_tails::HistoryCache::new(store.context_cache_bytes()),
+                store,
                 engine,
                 releases,
             }),
@@ -955,58 +964,6 @@ impl Compactor {
                 degraded: false,
                 error: None,
             },
-        })
-    }
-
-    /// What to send the model next: the summary, state, exact values and
-    /// memory as the first message, then the un-compacted messages (tool
-    /// halves whose partner is gone turned into text; the summary shrunk if
-    /// the whole would overflow the window).
-    ///
-    /// The un-compacted messages loaded are bounded (`[database]
-    /// context_max_messages` / `context_max_tokens`): past the bound only
-    /// the newest are loaded, and the result says so
-    /// ([`TurnContext::truncated`], with what was left out) — never a
-    /// silent cut, and never of the newest messages.
-    pub async fn build_context(&self, key: &EntityKey) -> Result<TurnContext, ClientError> {
-        let ws = self.workstream(key).await?;
-        let store = &self.inner.store;
-        // Three independent reads, each on a pooled connection of its own:
-        // the turn waits for the slowest, not for their sum.
-        let ((messages, window), entries, summaries) = tokio::try_join!(
-            store.context_history(ws.id, ws.uncompacted_tokens),
-            store.unfolded_memory_entries(ws.id),
-            store.branch_summaries_on_path(ws.id),
-        )?;
-        if window.truncated() {
-            HistoryTruncated {
-                key,
-                window: &window,
-            }
-            .emit();
-        }
-        let entries: Vec<String> = entries.into_iter().map(|e| e.content).collect();
-        let engine = &self.inner.engine;
-        let context = context::build_owned(
-            &ContextInput {
-                summary: ws.summary.as_ref(),
-                state: &ws.state,
-                memory_block_summary: ws.memory_block_summary.as_deref(),
-                memory_entries: &entries,
-                messages: &[],
-                just_auto_compacted: ws.just_auto_compacted,
-                context_window: engine.trigger.context_window(),
-            },
-            messages,
-            &engine.context,
-            &self.inner.estimator,
-        );
-        let context = self.with_branch_summaries(&summaries, context);
-        Ok(TurnContext {
-            context,
-            truncated: window.truncated(),
-            omitted_messages: window.omitted_messages,
-            omitted_tokens: window.omitted_tokens,
         })
     }
 

@@ -162,6 +162,11 @@ pub struct DatabaseSettings {
     /// is always loaded). At least `engine.trigger.context_window`, so a
     /// history the model could take is never cut.
     pub context_max_tokens: u64,
+    /// Most bytes of un-compacted history kept in memory between context
+    /// reads (0: none kept). A turn then reads from the database only the
+    /// messages appended since the workstream's previous turn; see
+    /// `store::history_cache` for why a kept history is never stale.
+    pub context_cache_bytes: u64,
 }
 
 impl Default for DatabaseSettings {
@@ -171,6 +176,7 @@ impl Default for DatabaseSettings {
             statement_timeout: Duration::from_secs(30),
             context_max_messages: 50_000,
             context_max_tokens: 1_000_000,
+            context_cache_bytes: 128 * 1024 * 1024,
         }
     }
 }

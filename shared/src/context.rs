@@ -34,6 +34,9 @@ use crate::state::WorkstreamState;
 use crate::summary::{Summary, SummaryFormat};
 use crate::tokens::TokenEstimator;
 
+mod tail;
+pub use tail::{PreparedTail, TailContext, Unwritable};
+
 /// First line of the preamble, as the seed's summary injection reads.
 pub const SUMMARY_HEADER: &str = "Compacted context summary:";
 
@@ -151,19 +154,53 @@ pub fn build_owned(
     estimator: &dyn TokenEstimator,
 ) -> BuiltContext {
     let (mut messages, orphans_neutralized) = sanitize(messages);
-    if config.continue_after_auto && input.just_auto_compacted {
-        messages.push(ContextMessage {
-            role: Role::User,
-            parts: vec![Part::text(CONTINUE_MESSAGE)],
-            source: None,
-        });
+    if let Some(m) = continue_message(input, config) {
+        messages.push(m);
     }
     let tail_tokens: u64 = messages
         .iter()
         .flat_map(|m| &m.parts)
         .map(|p| estimator.part_tokens(p))
         .sum();
+    let framed = frame(input, tail_tokens, config, estimator);
+    let mut out = Vec::with_capacity(messages.len() + 1);
+    out.extend(framed.preamble);
+    out.extend(messages);
+    BuiltContext {
+        messages: out,
+        tokens: framed.tokens,
+        summary_bullets_dropped: framed.summary_bullets_dropped,
+        orphans_neutralized,
+        over_budget: framed.over_budget,
+    }
+}
 
+/// [`CONTINUE_MESSAGE`], when the context ends with it.
+fn continue_message(input: &ContextInput<'_>, config: &ContextConfig) -> Option<ContextMessage> {
+    (config.continue_after_auto && input.just_auto_compacted).then(|| ContextMessage {
+        role: Role::User,
+        parts: vec![Part::text(CONTINUE_MESSAGE)],
+        source: None,
+    })
+}
+
+/// What frames the messages of a context: its preamble (none when there
+/// is nothing to say), and the totals once the overflow guard has shrunk
+/// the summary to fit beside `tail_tokens`.
+struct Framed {
+    preamble: Option<ContextMessage>,
+    /// The whole context's tokens.
+    tokens: u64,
+    summary_bullets_dropped: usize,
+    over_budget: bool,
+}
+
+fn frame(
+    input: &ContextInput<'_>,
+    tail_tokens: u64,
+    config: &ContextConfig,
+    estimator: &dyn TokenEstimator,
+) -> Framed {
     let mut summary = shown_summary(input);
     let rest = render_rest(input);
     let mut dropped = 0;
@@ -176,26 +213,24 @@ pub fn build_owned(
             dropped = s.fit_to(limit.saturating_sub(fixed), estimator);
         }
     }
-    let mut out = Vec::with_capacity(messages.len() + 1);
     let mut tokens = tail_tokens;
+    let mut preamble = None;
     if summary.is_some() || !rest.is_empty() {
         let format = summary
             .as_ref()
             .map_or_else(SummaryFormat::default, |s| s.format);
         let text = render_preamble(format, summary.as_ref(), &rest);
         tokens += estimator.count(&text);
-        out.push(ContextMessage {
+        preamble = Some(ContextMessage {
             role: config.summary_role,
             parts: vec![Part::Text { text }],
             source: None,
         });
     }
-    out.extend(messages);
-    BuiltContext {
-        messages: out,
+    Framed {
+        preamble,
         tokens,
         summary_bullets_dropped: dropped,
-        orphans_neutralized,
         over_budget: limit.is_some_and(|l| tokens > l),
     }
 }
@@ -311,23 +346,54 @@ fn render_preamble(format: SummaryFormat, summary: Option<&Summary>, rest: &str)
 
 /// Copies the messages for a model: pruned output becomes the placeholder,
 /// and orphaned tool halves become text. Returns the count neutralized.
+/// Pairs ([`Pairing`]) are decided before anything is rewritten, so
+/// neutralizing one half can never orphan the other.
+fn sanitize(messages: Vec<Message>) -> (Vec<ContextMessage>, usize) {
+    let pairing = Pairing::of(&messages);
+    let last = messages.len().saturating_sub(1);
+    let mut orphans = 0;
+    let mut out = Vec::with_capacity(messages.len());
+    for ((mi, m), first) in messages.into_iter().enumerate().zip(&pairing.first_part) {
+        let parts = m
+            .parts
+            .into_iter()
+            .enumerate()
+            .map(|(pi, part)| {
+                let (shown, orphan) = show_part(part, pairing.paired[first + pi], mi == last);
+                orphans += usize::from(orphan);
+                shown
+            })
+            .collect();
+        out.push(ContextMessage {
+            role: m.role,
+            parts,
+            source: Some(m.id),
+        });
+    }
+    (out, orphans)
+}
+
+/// Which tool halves of a list of messages have their partner in it.
 ///
 /// Pairing is by position, as the boundary pairs: a result pairs with the
 /// nearest earlier unanswered call of its id (in an earlier message or the
 /// same one), so clients that reuse call ids per request are paired right.
-/// Pairs are decided before anything is rewritten, so neutralizing one half
-/// can never orphan the other.
-fn sanitize(messages: Vec<Message>) -> (Vec<ContextMessage>, usize) {
-    // Whether each part (numbered across messages, in order) is a call or
-    // a result that has its partner.
-    let mut first_part = Vec::with_capacity(messages.len());
-    let mut parts = 0;
-    for m in &messages {
-        first_part.push(parts);
-        parts += m.parts.len();
-    }
-    let mut paired = vec![false; parts];
-    {
+struct Pairing {
+    /// Per message: the number of its first part, counted across messages.
+    first_part: Vec<usize>,
+    /// Per part: a call or a result that has its partner.
+    paired: Vec<bool>,
+}
+
+impl Pairing {
+    fn of(messages: &[Message]) -> Pairing {
+        let mut first_part = Vec::with_capacity(messages.len());
+        let mut parts = 0;
+        for m in messages {
+            first_part.push(parts);
+            parts += m.parts.len();
+        }
+        let mut paired = vec![false; parts];
         let mut open: HashMap<&str, Vec<usize>> = HashMap::new();
         for (m, &first) in messages.iter().zip(&first_part) {
             for (pi, part) in m.parts.iter().enumerate() {
@@ -345,62 +411,72 @@ fn sanitize(messages: Vec<Message>) -> (Vec<ContextMessage>, usize) {
                 }
             }
         }
+        Pairing { first_part, paired }
     }
-    let last = messages.len().saturating_sub(1);
-    let mut orphans = 0;
-    let mut out = Vec::with_capacity(messages.len());
-    for ((mi, m), first) in messages.into_iter().enumerate().zip(first_part) {
-        let parts = m
+
+    /// Whether message `mi` of `messages` (the list paired) has an orphaned
+    /// half (see [`orphaned`]).
+    fn has_orphan(&self, messages: &[Message], mi: usize) -> bool {
+        let last = messages.len().saturating_sub(1);
+        let first = self.first_part[mi];
+        messages[mi]
             .parts
-            .into_iter()
+            .iter()
             .enumerate()
-            .map(|(pi, part)| match part {
-                // A call of the last message may still be running.
-                Part::ToolCall {
-                    tool_name, input, ..
-                } if !paired[first + pi] && mi != last => {
-                    orphans += 1;
-                    Part::text(format!(
-                        "[call of tool {tool_name} with input {input}; its result was not recorded]"
-                    ))
-                }
+            .any(|(pi, part)| orphaned(part, self.paired[first + pi], mi == last))
+    }
+}
+
+/// Whether `part` is a half whose partner is missing, and turned to text.
+/// A call of the last message may still be running.
+fn orphaned(part: &Part, paired: bool, in_last: bool) -> bool {
+    match part {
+        Part::ToolCall { .. } => !paired && !in_last,
+        Part::ToolResult { .. } => !paired,
+        _ => false,
+    }
+}
+
+/// A part as a model is sent it: pruned output as the placeholder, an
+/// orphaned half (see [`orphaned`]) as text that says what it was; and
+/// whether it was an orphan.
+fn show_part(part: Part, paired: bool, in_last: bool) -> (Part, bool) {
+    let orphan = orphaned(&part, paired, in_last);
+    let shown = match part {
+        Part::ToolCall {
+            tool_name, input, ..
+        } if orphan => Part::text(format!(
+            "[call of tool {tool_name} with input {input}; its result was not recorded]"
+        )),
+        Part::ToolResult {
+            call_id,
+            tool_name,
+            output,
+            pruned,
+            is_error,
+        } => {
+            let shown = if pruned {
+                PRUNED_PLACEHOLDER.to_owned()
+            } else {
+                output
+            };
+            if orphan {
+                Part::text(format!(
+                    "[earlier result of tool {tool_name}, whose call is summarized above]\n{shown}"
+                ))
+            } else {
                 Part::ToolResult {
                     call_id,
                     tool_name,
-                    output,
-                    pruned,
+                    output: shown,
                     is_error,
-                } => {
-                    let shown = if pruned {
-                        PRUNED_PLACEHOLDER.to_owned()
-                    } else {
-                        output
-                    };
-                    if paired[first + pi] {
-                        Part::ToolResult {
-                            call_id,
-                            tool_name,
-                            output: shown,
-                            is_error,
-                            pruned,
-                        }
-                    } else {
-                        orphans += 1;
-                        Part::text(format!(
-                            "[earlier result of tool {tool_name}, whose call is summarized above]\n{shown}"
-                        ))
-                    }
+                    pruned,
                 }
-                other => other,
-            })
-            .collect();
-        out.push(ContextMessage {
-            role: m.role,
-            parts,
-            source: Some(m.id),
-        });
-    }
-    (out, orphans)
+            }
+        }
+        other => other,
+    };
+    (shown, orphan)
 }
 
 #[cfg(test)]

@@ -9,14 +9,18 @@
 //! - **`build_context` and `GET …/context`** p50/p99 on a workstream of 1k,
 //!   10k and 100k un-compacted messages (seeded below the client, so no
 //!   compaction is requested; the reconciliation sweep is off), one reader,
-//!   requests one after the other.
+//!   requests one after the other, each after a new message is appended (a
+//!   chat turn's: the history a read returns is never the one the read
+//!   before it returned).
 //! - **`/wait` overhead**: `GET …/wait` with nothing running, p50/p99.
 //!
 //! Run:
 //! ```text
 //! cargo bench -p compactor-e2e --bench chat_path
 //! ```
-//! `CHAT_BENCH_DB` (`postgres`, default, or `sqlite`), `CHAT_BENCH_SIZES`
+//! `CHAT_BENCH_CONTEXT_CACHE_BYTES` sets the worker's and the client's
+//! `[database] context_cache_bytes` (0: no history kept between reads, the
+//! read before there was a cache). `CHAT_BENCH_DB` (`postgres`, default, or `sqlite`), `CHAT_BENCH_SIZES`
 //! (default `1000 10000 100000`), `CHAT_BENCH_ITERATIONS` (reads per size,
 //! default 300, fewer past 10k messages: 3,000,000 / size, at least 20), `CHAT_BENCH_APPENDS` (messages per writer, default
 //! 10,000), `BENCH_RUNS` (default 1). Targets (issue 17): `/context` p99
@@ -31,7 +35,9 @@ use compactor_e2e::bench::{bench_runs, env_or, ms, percentile, result};
 use compactor_e2e::db::{Backend, TestDb};
 use compactor_e2e::{conversation, settings, start_worker, TestRedis};
 use compactor_producer::client::{Compactor, IncomingMessage};
-use compactor_producer::store::NewMessage;
+use compactor_producer::settings::DatabaseSettings;
+use compactor_producer::store::{NewMessage, Store};
+use compactor_shared::config::EngineConfig;
 use compactor_shared::EntityKey;
 
 const BATCH: usize = 100;
@@ -151,8 +157,20 @@ fn main() {
             let redis = TestRedis::new();
             let mut s = settings(&db.url, &redis, None);
             s.reconcile.interval = Duration::ZERO;
+            let kept_bytes: u64 = env_or(
+                "CHAT_BENCH_CONTEXT_CACHE_BYTES",
+                s.database.context_cache_bytes,
+            );
+            s.database.context_cache_bytes = kept_bytes;
             let worker = start_worker(s).await;
-            let client = compactor_e2e::client(&db, &redis).await;
+            let mut client_db = DatabaseSettings::for_url(&db.url);
+            client_db.context_cache_bytes = kept_bytes;
+            let client = Compactor::from_parts(
+                Store::connect_with(&client_db).await.unwrap(),
+                redis.queue().await,
+                EngineConfig::default(),
+            )
+            .await;
             let base = worker.admin_url();
             let http = reqwest::Client::new();
 
@@ -171,36 +189,47 @@ fn main() {
             for &n in &sizes {
                 let entity = format!("context-{n}-{run}");
                 let key = EntityKey::parse("bench", &entity).unwrap();
-                for batch in messages(n).chunks(1000) {
+                let seeded = messages(n + 2 * iterations);
+                for batch in seeded[..n].chunks(1000) {
                     db.store
                         .append_messages(&key, &new_messages(batch))
                         .await
                         .unwrap();
                 }
+                // A turn's next message, appended below the client before
+                // each read (as the chat backend's turn does; not timed).
+                let mut next = seeded[n..].chunks(1).map(new_messages);
                 let url = format!("{base}/v1/workstreams/bench/{entity}/context");
                 for _ in 0..3 {
                     client.build_context(&key).await.unwrap();
                     get_ok(&http, &url).await;
                 }
                 // Fewer reads of the biggest workstreams (each reads all
-                // of it): 300 at 10k, 30 at 100k, at least 20.
-                let reads = iterations.min(3_000_000 / n.max(1)).max(20);
+                // of it): 300 at 10k, 30 at 100k, at least 20; and at most
+                // n / 10, so the appends grow the workstream by 20 % at
+                // most (a thousand messages: 100 reads, 1,200 at the end).
+                let reads = iterations.min(3_000_000 / n.max(1)).min(n / 10).max(20);
                 let mut built = Vec::with_capacity(reads);
                 let mut served = Vec::with_capacity(reads);
                 for _ in 0..reads {
+                    let turn = next.next().unwrap();
+                    db.store.append_messages(&key, &turn).await.unwrap();
                     built.push(
                         timed(async {
                             client.build_context(&key).await.unwrap();
                         })
                         .await,
                     );
+                    let turn = next.next().unwrap();
+                    db.store.append_messages(&key, &turn).await.unwrap();
                     served.push(timed(get_ok(&http, &url)).await);
                 }
                 let (b50, b99) = report(&format!("build_context_{n}_{db_label}"), built);
                 let (c50, c99) = report(&format!("context_{n}_{db_label}"), served);
                 println!(
-                    "{db_label}, {n} un-compacted messages: build_context p50 {b50:.2} ms \
-                     p99 {b99:.2} ms; GET /context p50 {c50:.2} ms p99 {c99:.2} ms"
+                    "{db_label}, {n} un-compacted messages (one appended before each \
+                     read): build_context p50 {b50:.2} ms p99 {b99:.2} ms; GET /context \
+                     p50 {c50:.2} ms p99 {c99:.2} ms"
                 );
             }
 

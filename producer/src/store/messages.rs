@@ -19,7 +19,7 @@ use sea_orm::{
 use super::branches::Tip;
 use super::convert::{encode_parts, now, role_from_str, to_i64, to_u64};
 use super::entities::{message, workstream};
-use super::workstreams::{ensure, insert_if_missing};
+use super::workstreams::{ensure, insert_if_missing, WorkstreamRow};
 use super::{Store, StoreError};
 
 /// A message to append.
@@ -379,8 +379,10 @@ impl Store {
     /// messages (oldest first) and the window they are, the same as
     /// [`Store::uncompacted_window`] and then [`Store::uncompacted_page`]s
     /// from its first message would give, in as few statements as the
-    /// history allows. `uncompacted_tokens` is the workstream's own count
-    /// (the one its trigger reads).
+    /// history allows, for the workstream row `ws` as just read: its
+    /// `uncompacted_tokens` (the count its trigger reads) decides the
+    /// window, and a row without a head (linear) skips the look at the
+    /// head.
     ///
     /// Why not pages: a turn's read of 10k messages in pages of a thousand
     /// took 11 page statements, each after a look at the workstream's head
@@ -404,12 +406,17 @@ impl Store {
     /// [`StoreError::CorruptRow`], never skipped.
     pub async fn context_history(
         &self,
-        workstream_id: i64,
-        uncompacted_tokens: u64,
+        ws: &WorkstreamRow,
     ) -> Result<(Vec<Message>, HistoryWindow), StoreError> {
         const OP: &str = "context_history";
         let bound = self.history;
-        if let Some(path) = super::branches::current_path(&self.db, workstream_id, OP).await? {
+        let (workstream_id, uncompacted_tokens) = (ws.id, ws.uncompacted_tokens);
+        let path = if ws.head_message_id.is_some() {
+            super::branches::current_path(&self.db, workstream_id, OP).await?
+        } else {
+            None
+        };
+        if let Some(path) = path {
             let fits =
                 uncompacted_tokens <= bound.max_tokens && path.len() as u64 <= bound.max_messages;
             let window = if fits {
@@ -489,6 +496,38 @@ impl Store {
             .map(|(id, _, role, parts, pinned)| row_message(id, &role, &parts, pinned))
             .collect::<Result<Vec<_>, _>>()?;
         Ok((messages, window))
+    }
+
+    /// The un-compacted messages of a linear workstream after `after`, in
+    /// order, at most `limit` (one statement): what was appended to a
+    /// history read before (see `client::kept_tails`). A branched
+    /// workstream's path is not considered.
+    ///
+    /// A row whose role or parts do not decode is a
+    /// [`StoreError::CorruptRow`], never skipped.
+    pub async fn appended_after(
+        &self,
+        workstream_id: i64,
+        after: MessageId,
+        limit: u64,
+    ) -> Result<Vec<Message>, StoreError> {
+        let rows: Vec<ContentRow> = uncompacted_content(workstream_id)
+            .filter(message::Column::Id.gt(after.0))
+            .order_by_asc(message::Column::Id)
+            .limit(limit)
+            .into_tuple()
+            .all(&self.db)
+            .await
+            .map_err(StoreError::db("appended_after"))?;
+        rows.into_iter()
+            .map(|(id, _, role, parts, pinned)| row_message(id, &role, &parts, pinned))
+            .collect()
+    }
+
+    /// `[database] context_cache_bytes`: how much un-compacted history a
+    /// client over this store keeps between context reads.
+    pub fn context_cache_bytes(&self) -> u64 {
+        self.kept_bytes
     }
 
     /// [`Store::uncompacted_page`], also bounded in size: it stops before

@@ -110,6 +110,8 @@ const SQLITE_POOL_SIZE: u32 = 4;
 pub struct Store {
     db: DatabaseConnection,
     history: HistoryBound,
+    /// `[database] context_cache_bytes`, for the client over this store.
+    kept_bytes: u64,
 }
 
 /// How much un-compacted history one context read loads at most
@@ -177,7 +179,11 @@ impl Store {
             max_tokens: settings.context_max_tokens,
         };
         match tokio::time::timeout(CONNECT_TIMEOUT + Duration::from_secs(2), attempt).await {
-            Ok(Ok(db)) => Ok(Store { db, history }),
+            Ok(Ok(db)) => Ok(Store {
+                db,
+                history,
+                kept_bytes: settings.context_cache_bytes,
+            }),
             Ok(Err(err)) => Err(StoreError::Connect {
                 url: redact_url(url),
                 detail: crate::redact::scrub(&err.to_string(), url),

@@ -29,6 +29,9 @@ pub struct WorkstreamRow {
     pub last_compacted_message_id: Option<MessageId>,
     /// The newest message of the workstream.
     pub last_message_id: Option<MessageId>,
+    /// The leaf of the current branch; `None`: linear (the history is every
+    /// un-compacted message, in id order).
+    pub head_message_id: Option<MessageId>,
     /// Sum of the estimates of the messages not yet compacted.
     pub uncompacted_tokens: u64,
     /// Some while `is_compacting`, even when the deadline has passed:
@@ -94,6 +97,7 @@ impl WorkstreamRow {
             memory_block_summary: m.memory_block_summary,
             last_compacted_message_id: m.last_compacted_message_id.map(MessageId),
             last_message_id: m.last_message_id.map(MessageId),
+            head_message_id: m.head_message_id.map(MessageId),
             uncompacted_tokens: to_u64(m.uncompacted_tokens),
             lease,
             version: m.version,

@@ -7,9 +7,9 @@
 
 use compactor_e2e::db::{Backend, TestDb};
 use compactor_e2e::{conversation, key, TestRedis};
-use compactor_producer::client::{Compactor, TurnContext};
+use compactor_producer::client::{ClientError, Compactor, TurnContext};
 use compactor_producer::settings::DatabaseSettings;
-use compactor_producer::store::{NewMessage, Store};
+use compactor_producer::store::{NewMessage, Store, StoreError};
 use compactor_shared::config::EngineConfig;
 use compactor_shared::context::{self, ContextInput};
 use compactor_shared::{CharEstimator, EntityKey, Message, MessageId};
@@ -162,5 +162,140 @@ async fn a_long_branch_reads_as_its_pages() {
 
         let by_tokens = bounded_client(&db, &redis, |s| s.context_max_tokens = 20_000).await;
         same_as_pages(&by_tokens, &k, "the branch by the token bound").await;
+    }
+}
+
+/// Turn after turn, a client keeps a linear workstream's history between
+/// reads (`[database] context_cache_bytes`) and reads only the messages
+/// appended since. What it returns must stay the stored history, as pages
+/// read it: after appends through another store (another process), after
+/// a compaction commits (the version bumped: messages compacted), when the
+/// appended messages take it past the message bound, and along a branch —
+/// on PostgreSQL and SQLite.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kept_history_stays_the_stored_one_turn_after_turn() {
+    use compactor_e2e::{eventually, settings, start_worker};
+    use std::time::Duration;
+
+    for backend in [Backend::Postgres, Backend::Sqlite] {
+        let db = TestDb::new(backend).await;
+        let redis = TestRedis::new();
+        let k = key("kept");
+        let all = history(1_000);
+        let reader = bounded_client(&db, &redis, |_| {}).await;
+        db.store.append_messages(&k, &all[..600]).await.unwrap();
+        assert_eq!(same_as_pages(&reader, &k, "the first read").await, 600);
+        assert_eq!(same_as_pages(&reader, &k, "nothing new").await, 600);
+        // `db.store` is another store, as another process's would be.
+        db.store.append_messages(&k, &all[600..605]).await.unwrap();
+        assert_eq!(same_as_pages(&reader, &k, "5 appended").await, 605);
+        db.store.append_messages(&k, &all[605..606]).await.unwrap();
+        assert_eq!(same_as_pages(&reader, &k, "1 appended").await, 606);
+
+        // A compaction commits: the history read next is the tail.
+        let worker = start_worker(settings(&db.url, &redis, None)).await;
+        reader.compact_now(&k, None).await.unwrap();
+        eventually(
+            "the compaction commits",
+            Duration::from_secs(60),
+            || async { reader.status(&k).await.unwrap().compactions == 1 },
+        )
+        .await;
+        worker.stop().await;
+        let tail = same_as_pages(&reader, &k, "after the commit").await;
+        assert!(
+            tail < 606,
+            "the context is the summary and the tail: {tail}"
+        );
+        db.store.append_messages(&k, &all[606..610]).await.unwrap();
+        same_as_pages(&reader, &k, "appended after the commit").await;
+
+        // Past the bound: the window is cut, as the database cuts it.
+        let n = same_as_pages(&reader, &k, "before the bound").await;
+        let turn = reader.build_context(&k).await.unwrap();
+        let loaded = turn.messages.iter().filter(|m| m.source.is_some()).count();
+        assert_eq!(loaded, n - 1, "the summary first, then the messages loaded");
+        let bounded = bounded_client(&db, &redis, |s| {
+            s.context_max_messages = u64::try_from(loaded).unwrap() + 2;
+        })
+        .await;
+        assert_eq!(same_as_pages(&bounded, &k, "within the bound").await, n);
+        db.store.append_messages(&k, &all[610..615]).await.unwrap();
+        assert!(
+            same_as_pages(&bounded, &k, "past the bound").await == n + 2,
+            "the summary and the newest loaded + 2"
+        );
+        let turn = bounded.build_context(&k).await.unwrap();
+        assert!(turn.truncated && turn.omitted_messages == 3);
+
+        // A branch: a fork two messages back; the path is what the reader
+        // shows.
+        let ws = db.store.workstream(&k).await.unwrap().unwrap();
+        let newest = ws.last_message_id.unwrap();
+        let branch = db
+            .store
+            .append_messages_at(&k, Some(MessageId(newest.0 - 2)), &all[620..623])
+            .await
+            .unwrap();
+        assert!(branch.abandoned.is_some(), "a fork");
+        let on_branch = same_as_pages(&reader, &k, "on the branch").await;
+        db.store.append_messages(&k, &all[623..625]).await.unwrap();
+        assert_eq!(
+            same_as_pages(&reader, &k, "appended on the branch").await,
+            on_branch + 2
+        );
+    }
+}
+
+/// The part of a history kept between reads is not read again: a row of
+/// it changed behind the store's back (here: made undecodable) goes
+/// unnoticed by the reader that keeps it, while a reader that keeps
+/// nothing (`context_cache_bytes = 0`) reads every row and refuses it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_what_was_appended_since_is_read_again() {
+    use sea_orm::ConnectionTrait;
+
+    for backend in [Backend::Postgres, Backend::Sqlite] {
+        let db = TestDb::new(backend).await;
+        let redis = TestRedis::new();
+        let k = key("read-again");
+        let all = history(50);
+        let keeps = bounded_client(&db, &redis, |_| {}).await;
+        let keeps_nothing = bounded_client(&db, &redis, |s| s.context_cache_bytes = 0).await;
+        let stored = db.store.append_messages(&k, &all[..40]).await.unwrap();
+        assert_eq!(keeps.build_context(&k).await.unwrap().messages.len(), 40);
+        assert_eq!(
+            keeps_nothing
+                .build_context(&k)
+                .await
+                .unwrap()
+                .messages
+                .len(),
+            40
+        );
+
+        db.store
+            .connection()
+            .execute_unprepared(&format!(
+                "UPDATE messages SET role = 'robot' WHERE id = {}",
+                stored.ids[3].0
+            ))
+            .await
+            .unwrap();
+        let appended = db.store.append_messages(&k, &all[40..]).await.unwrap();
+        let turn = keeps.build_context(&k).await.unwrap();
+        assert_eq!(turn.messages.len(), 50);
+        assert_eq!(
+            turn.messages[49].source,
+            Some(*appended.ids.last().unwrap())
+        );
+        let err = keeps_nothing.build_context(&k).await.unwrap_err();
+        assert!(
+            matches!(
+                err,
+                ClientError::Store(StoreError::CorruptRow { id, .. }) if id == stored.ids[3].0
+            ),
+            "{err:?}"
+        );
     }
 }

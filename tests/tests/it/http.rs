@@ -1967,3 +1967,65 @@ fn the_openapi_document_names_every_route_the_router_serves() {
         serde_json::from_str(include_str!("../../../docs/openapi.json")).unwrap();
     assert_eq!(committed, doc);
 }
+
+/// `GET …/context` writes a kept history's messages as they were written
+/// when read, and computes only the rest: turn after turn it must answer
+/// what a client that keeps nothing builds — with a result whose call is
+/// not in the history (an orphan, shown as text), a call still running in
+/// the last message, then that call's result — on PostgreSQL and SQLite.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_context_over_http_is_the_one_built_from_scratch_turn_after_turn() {
+    for backend in [Backend::Postgres, Backend::Sqlite] {
+        let db = TestDb::new(backend).await;
+        let redis = TestRedis::new();
+        let (worker, api) = serve(&db, &redis, None, |_| {}).await;
+        let mut scratch = compactor_producer::settings::DatabaseSettings::for_url(&db.url);
+        scratch.context_cache_bytes = 0;
+        let from_scratch = compactor_producer::client::Compactor::from_parts(
+            compactor_producer::store::Store::connect_with(&scratch)
+                .await
+                .unwrap(),
+            redis.queue().await,
+            compactor_shared::config::EngineConfig::default(),
+        )
+        .await;
+        let k = compactor_e2e::key("turns");
+        let turns = [
+            json!([
+                {"role": "tool", "parts": [{"type": "tool_result", "call_id": "gone",
+                    "tool_name": "bash", "output": "from before"}]},
+                {"role": "user", "parts": [{"type": "text", "text": "build it \"now\" \u{e9}"}]},
+            ]),
+            messages(3),
+            json!([{"role": "assistant", "parts": [{"type": "tool_call", "call_id": "run-1",
+                "tool_name": "bash", "input": {"cmd": "make"}}]}]),
+            json!([{"role": "tool", "parts": [{"type": "tool_result", "call_id": "run-1",
+                "tool_name": "bash", "output": "ok"}]}]),
+            json!([{"role": "user", "parts": [{"type": "text", "text": "thanks"}]}]),
+        ];
+        for (turn, batch) in turns.iter().enumerate() {
+            let appended = api
+                .post(&ws("turns", "messages"), &json!({ "messages": batch }))
+                .await;
+            assert_eq!(appended.status, StatusCode::OK, "{}", appended.text);
+            // Twice: the first read of a turn catches up, the second has
+            // nothing new.
+            for read in 0..2 {
+                let context = api.get(&ws("turns", "context")).await;
+                assert_eq!(context.status, StatusCode::OK, "{}", context.text);
+                let expected = from_scratch.build_context(&k).await.unwrap();
+                assert_eq!(
+                    context.body,
+                    serde_json::to_value(&expected).unwrap(),
+                    "{backend:?}, turn {turn}, read {read}"
+                );
+            }
+        }
+        let last = api.get(&ws("turns", "context")).await;
+        assert_eq!(
+            last.body["orphans_neutralized"], 1,
+            "the result from before"
+        );
+        worker.stop().await;
+    }
+}

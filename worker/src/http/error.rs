@@ -175,7 +175,9 @@ impl From<ClientError> for ApiError {
             ClientError::SchemaBehind { .. } | ClientError::SchemaAhead { .. } => {
                 ApiError::SchemaMismatch(error.to_string())
             }
-            ClientError::Config(_) => ApiError::Internal(error.to_string()),
+            ClientError::Config(_) | ClientError::Encode(_) => {
+                ApiError::Internal(error.to_string())
+            }
         }
     }
 }

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use compactor_producer::client::{
@@ -279,8 +279,8 @@ pub(super) async fn context(
     State(state): State<AppState>,
     Workstream(key): Workstream,
 ) -> Result<Response, ApiError> {
-    let context = state.compactor().build_context(&key).await?;
-    Ok(Json(context).into_response())
+    let json = state.compactor().context_json(&key).await?;
+    Ok(([(header::CONTENT_TYPE, "application/json")], json).into_response())
 }
 
 /// Query of `GET …/wait`.

@@ -1,0 +1,312 @@
+//! The next turn's context: [`Compactor::build_context`], and the same
+//! context as the JSON the admin API answers with
+//! ([`Compactor::context_json`]).
+//!
+//! A linear workstream's history is kept between reads ([`super::kept_tails`]):
+//! a turn reads from the database only the messages appended since the
+//! turn before, and its JSON copies the kept messages as they were written
+//! when they were read.
+
+use std::io::Write;
+
+use compactor_shared::context::{self, ContextInput, PreparedTail, TailContext};
+use compactor_shared::{EntityKey, Message, MessageId};
+
+use super::kept_tails::{Kept, Stamp};
+use super::{ClientError, Compactor, TurnContext};
+use crate::events::{HistoryTruncated, InternalEvent};
+use crate::store::{BranchSummaryRow, HistoryWindow, WorkstreamRow};
+
+/// A turn's un-compacted history.
+enum History {
+    /// Kept between reads: put back once the context is built.
+    Kept(Kept),
+    /// Read whole: branched, cut by the load bound, or nothing is kept.
+    Read(Vec<Message>, HistoryWindow),
+}
+
+/// What a turn's context is built from.
+struct TurnReads {
+    ws: WorkstreamRow,
+    history: History,
+    entries: Vec<String>,
+    summaries: Vec<BranchSummaryRow>,
+}
+
+impl Compactor {
+    /// What to send the model next: the summary, state, exact values and
+    /// memory as the first message, then the un-compacted messages (tool
+    /// halves whose partner is gone turned into text; the summary shrunk if
+    /// the whole would overflow the window).
+    ///
+    /// The un-compacted messages loaded are bounded (`[database]
+    /// context_max_messages` / `context_max_tokens`): past the bound only
+    /// the newest are loaded, and the result says so
+    /// ([`TurnContext::truncated`], with what was left out) — never a
+    /// silent cut, and never of the newest messages.
+    ///
+    /// A linear workstream's history is kept between reads (`[database]
+    /// context_cache_bytes`): only what was appended since is read.
+    pub async fn build_context(&self, key: &EntityKey) -> Result<TurnContext, ClientError> {
+        let reads = self.turn_reads(key).await?;
+        Ok(self.turn_of(reads))
+    }
+
+    /// [`Compactor::build_context`] as JSON: the bytes `serde_json` writes
+    /// for the [`TurnContext`], what `GET …/context` answers. A kept
+    /// history's messages are copied as they were written when read.
+    pub async fn context_json(&self, key: &EntityKey) -> Result<Vec<u8>, ClientError> {
+        let reads = self.turn_reads(key).await?;
+        match reads.history {
+            History::Kept(kept) if reads.summaries.is_empty() => {
+                let input = self.input(&reads.ws, &reads.entries);
+                let engine = &self.inner.engine;
+                let context = kept
+                    .tail
+                    .context(&input, &engine.context, &self.inner.estimator);
+                let json = kept_json(&context);
+                self.inner.tails.put(reads.ws.id, kept);
+                json.map_err(ClientError::Encode)
+            }
+            _ => serde_json::to_vec(&self.turn_of(reads)).map_err(ClientError::Encode),
+        }
+    }
+
+    /// The workstream, then its history, memory entries and branch
+    /// summaries: three independent reads, each on a pooled connection of
+    /// its own, so the turn waits for the slowest, not for their sum.
+    async fn turn_reads(&self, key: &EntityKey) -> Result<TurnReads, ClientError> {
+        let ws = self.workstream(key).await?;
+        let store = &self.inner.store;
+        let (history, entries, summaries) = tokio::try_join!(
+            self.history(&ws),
+            async { Ok(store.unfolded_memory_entries(ws.id).await?) },
+            async { Ok(store.branch_summaries_on_path(ws.id).await?) },
+        )?;
+        Ok(TurnReads {
+            history,
+            entries: entries.into_iter().map(|e| e.content).collect(),
+            summaries,
+            ws,
+        })
+    }
+
+    fn input<'a>(&self, ws: &'a WorkstreamRow, entries: &'a [String]) -> ContextInput<'a> {
+        ContextInput {
+            summary: ws.summary.as_ref(),
+            state: &ws.state,
+            memory_block_summary: ws.memory_block_summary.as_deref(),
+            memory_entries: entries,
+            messages: &[],
+            just_auto_compacted: ws.just_auto_compacted,
+            context_window: self.inner.engine.trigger.context_window(),
+        }
+    }
+
+    /// The context of `reads` (a kept history is put back).
+    fn turn_of(&self, reads: TurnReads) -> TurnContext {
+        let TurnReads {
+            ws,
+            history,
+            entries,
+            summaries,
+        } = reads;
+        let input = self.input(&ws, &entries);
+        let engine = &self.inner.engine;
+        let estimator = &self.inner.estimator;
+        let (context, window) = match history {
+            History::Kept(kept) => {
+                let built = kept
+                    .tail
+                    .context(&input, &engine.context, estimator)
+                    .to_built();
+                self.inner.tails.put(ws.id, kept);
+                (built, None)
+            }
+            History::Read(messages, window) => {
+                if window.truncated() {
+                    HistoryTruncated {
+                        key: &ws.key,
+                        window: &window,
+                    }
+                    .emit();
+                }
+                let built = context::build_owned(&input, messages, &engine.context, estimator);
+                (built, Some(window))
+            }
+        };
+        TurnContext {
+            context: self.with_branch_summaries(&summaries, context),
+            truncated: window.is_some_and(|w| w.truncated()),
+            omitted_messages: window.map_or(0, |w| w.omitted_messages),
+            omitted_tokens: window.map_or(0, |w| w.omitted_tokens),
+        }
+    }
+
+    /// The workstream's un-compacted history: its kept history caught up
+    /// when there is one at the workstream's stamp, else read whole (and
+    /// kept when it can be).
+    async fn history(&self, ws: &WorkstreamRow) -> Result<History, ClientError> {
+        let store = &self.inner.store;
+        let tails = &self.inner.tails;
+        let bound = store.history_bound();
+        // Past the token bound the window is cut from the newest end: the
+        // whole history is not what a context holds.
+        let keepable = tails.keeps()
+            && ws.head_message_id.is_none()
+            && ws.uncompacted_tokens <= bound.max_tokens;
+        let stamp = Stamp {
+            version: ws.version,
+            compacted_to: ws.last_compacted_message_id,
+        };
+        if keepable {
+            if let Some(mut kept) = tails.take(ws.id, stamp) {
+                if self.catch_up(ws, &mut kept, bound.max_messages).await? {
+                    return Ok(History::Kept(kept));
+                }
+            }
+        }
+        let (messages, window) = store.context_history(ws).await?;
+        if !keepable || window.truncated() {
+            return Ok(History::Read(messages, window));
+        }
+        // Every message up to the newest the row names is committed (see
+        // `kept_tails`); the read may have seen newer ones too.
+        let upto = messages
+            .last()
+            .map(|m| m.id)
+            .max(ws.last_message_id)
+            .unwrap_or(MessageId(0));
+        match self.prepare(messages) {
+            Ok(tail) => Ok(History::Kept(Kept { stamp, upto, tail })),
+            Err(messages) => Ok(History::Read(messages, window)),
+        }
+    }
+
+    /// Adds to a kept history what was appended since it was read (one
+    /// statement, only when the workstream's newest message is past it).
+    /// `false`: the appended messages take it past `max_messages`, or one
+    /// cannot be written: the history is to be read whole.
+    async fn catch_up(
+        &self,
+        ws: &WorkstreamRow,
+        kept: &mut Kept,
+        max_messages: u64,
+    ) -> Result<bool, ClientError> {
+        if ws.last_message_id <= Some(kept.upto) {
+            return Ok(true);
+        }
+        let room = max_messages.saturating_sub(kept.tail.len() as u64);
+        let appended = self
+            .inner
+            .store
+            .appended_after(ws.id, kept.upto, room.saturating_add(1))
+            .await?;
+        if appended.len() as u64 > room {
+            return Ok(false);
+        }
+        for message in appended {
+            let id = message.id;
+            if kept.tail.push(message, &self.inner.estimator).is_err() {
+                return Ok(false);
+            }
+            kept.upto = id;
+        }
+        Ok(true)
+    }
+
+    /// `messages` ready for contexts; given back when one cannot be
+    /// written as JSON.
+    fn prepare(&self, messages: Vec<Message>) -> Result<PreparedTail, Vec<Message>> {
+        let mut tail = PreparedTail::default();
+        let mut rest = messages.into_iter();
+        while let Some(message) = rest.next() {
+            if let Err(unwritable) = tail.push(message, &self.inner.estimator) {
+                let mut messages = tail.into_messages();
+                messages.push(unwritable.message);
+                messages.extend(rest);
+                return Err(messages);
+            }
+        }
+        Ok(tail)
+    }
+}
+
+/// The JSON of the [`TurnContext`] over a kept history: the messages, then
+/// the rest of its fields as serde writes them (`BuiltContext`'s, then the
+/// bound's: nothing was left out, a kept history is whole).
+fn kept_json(context: &TailContext<'_>) -> Result<Vec<u8>, serde_json::Error> {
+    let mut out = Vec::new();
+    out.extend_from_slice(b"{\"messages\":");
+    context.write_messages_json(&mut out)?;
+    write!(
+        out,
+        ",\"tokens\":{},\"summary_bullets_dropped\":{},\"orphans_neutralized\":{},\
+         \"over_budget\":{},\"truncated\":false,\"omitted_messages\":0,\"omitted_tokens\":0}}",
+        context.tokens,
+        context.summary_bullets_dropped,
+        context.orphans_neutralized,
+        context.over_budget
+    )
+    .map_err(serde_json::Error::io)?;
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use compactor_shared::context::ContextConfig;
+    use compactor_shared::state::WorkstreamState;
+    use compactor_shared::summary::Summary;
+    use compactor_shared::{CharEstimator, Part, Role};
+
+    use super::*;
+
+    #[test]
+    fn a_kept_history_is_written_as_serde_writes_its_turn_context() {
+        let estimator = CharEstimator::default();
+        let summary = Summary {
+            key_facts: vec!["uses Postgres 16".into()],
+            ..Default::default()
+        };
+        let state = WorkstreamState::default();
+        for window in [0, 40, 200_000] {
+            let input = ContextInput {
+                summary: Some(&summary),
+                state: &state,
+                memory_block_summary: None,
+                memory_entries: &[],
+                messages: &[],
+                just_auto_compacted: true,
+                context_window: window,
+            };
+            let mut tail = PreparedTail::default();
+            let messages = [
+                Message::new(
+                    4,
+                    Role::Tool,
+                    vec![Part::tool_result("gone", "bash", "an orphan")],
+                ),
+                Message::text(5, Role::User, "quote \" and \u{1F600}"),
+            ];
+            for m in messages {
+                tail.push(m, &estimator).unwrap();
+            }
+            let config = ContextConfig {
+                continue_after_auto: true,
+                ..ContextConfig::default()
+            };
+            let context = tail.context(&input, &config, &estimator);
+            let turn = TurnContext {
+                context: context.to_built(),
+                truncated: false,
+                omitted_messages: 0,
+                omitted_tokens: 0,
+            };
+            assert_eq!(
+                String::from_utf8(kept_json(&context).unwrap()).unwrap(),
+                serde_json::to_string(&turn).unwrap(),
+                "window {window}"
+            );
+        }
+    }
+}
