@@ -678,21 +678,13 @@ impl Compactor {
         } else {
             let trigger = turn_trigger(current, self.inner.engine.trigger.context_window());
             let label = trigger.label();
-            match self
-                .inner
-                .queue
-                .request_compaction(key, trigger.clone())
-                .await
-            {
-                Ok(enqueue) => {
-                    record_requested(&self.inner.store, key, &trigger, &enqueue).await;
-                    TurnOutcome::Requested {
-                        current_tokens: decision.current_tokens,
-                        threshold_tokens: decision.threshold_tokens,
-                        trigger: label.to_owned(),
-                        enqueue,
-                    }
-                }
+            match request_recorded(&self.inner.store, &self.inner.queue, key, &trigger).await {
+                Ok(enqueue) => TurnOutcome::Requested {
+                    current_tokens: decision.current_tokens,
+                    threshold_tokens: decision.threshold_tokens,
+                    trigger: label.to_owned(),
+                    enqueue,
+                },
                 // The turn is stored either way: say that the request could
                 // not be queued rather than fail what did succeed.
                 Err(error) if error.is_unavailable() => TurnOutcome::Unavailable {
@@ -725,12 +717,7 @@ impl Compactor {
         Payload::new(key.clone(), trigger.clone()).map_err(ClientError::InvalidInstructions)?;
         let ws = self.workstream(key).await?;
         self.inner.store.reset_breaker(ws.id).await?;
-        let outcome = self
-            .inner
-            .queue
-            .request_compaction(key, trigger.clone())
-            .await?;
-        record_requested(&self.inner.store, key, &trigger, &outcome).await;
+        let outcome = request_recorded(&self.inner.store, &self.inner.queue, key, &trigger).await?;
         Ok(outcome)
     }
 
@@ -1042,19 +1029,9 @@ pub async fn record_requested(
     trigger: &Trigger,
     outcome: &EnqueueOutcome,
 ) {
-    let job_id = match outcome {
-        EnqueueOutcome::Added { job_id } | EnqueueOutcome::FollowUpRecorded { job_id } => *job_id,
-        EnqueueOutcome::Coalesced { .. } => return,
+    let Some(event) = requested_event(key, trigger, outcome) else {
+        return;
     };
-    let event = NewEvent::new(
-        EventKind::CompactionRequested,
-        key,
-        serde_json::json!({
-            "trigger": trigger.label(),
-            "job_id": job_id,
-            "enqueue": outcome.label(),
-        }),
-    );
     if let Err(error) = store.record_event(&event).await {
         EventNotWritten {
             kind: event.kind,
@@ -1062,6 +1039,72 @@ pub async fn record_requested(
         }
         .emit();
     }
+}
+
+/// The `compaction.requested` event of a request the queue answered with
+/// `outcome`; none for a coalesced request (it changed nothing).
+fn requested_event(
+    key: &EntityKey,
+    trigger: &Trigger,
+    outcome: &EnqueueOutcome,
+) -> Option<NewEvent> {
+    let job_id = match outcome {
+        EnqueueOutcome::Added { job_id } | EnqueueOutcome::FollowUpRecorded { job_id } => *job_id,
+        EnqueueOutcome::Coalesced { .. } => return None,
+    };
+    Some(NewEvent::new(
+        EventKind::CompactionRequested,
+        key,
+        serde_json::json!({
+            "trigger": trigger.label(),
+            "job_id": job_id,
+            "enqueue": outcome.label(),
+        }),
+    ))
+}
+
+/// Requests a compaction of `key` and writes its `compaction.requested`
+/// event ([`record_requested`]), holding the workstream's row from before
+/// the request until the event is written ([`Store::hold_for_request`]):
+/// the worker that picks the job up waits for the row to take the lease,
+/// so its `compaction.started` never comes before the request's event.
+/// A database that does not answer does not stop the request: the event
+/// is then written (or, failing that, logged as lost) as
+/// [`record_requested`] writes it.
+pub async fn request_recorded(
+    store: &Store,
+    queue: &Queue,
+    key: &EntityKey,
+    trigger: &Trigger,
+) -> Result<EnqueueOutcome, QueueError> {
+    let held = store.hold_for_request(key).await;
+    let outcome = queue.request_compaction(key, trigger.clone()).await;
+    let Ok(Some(held)) = held else {
+        if let Ok(outcome) = &outcome {
+            record_requested(store, key, trigger, outcome).await;
+        }
+        return outcome;
+    };
+    let event = outcome
+        .as_ref()
+        .ok()
+        .and_then(|o| requested_event(key, trigger, o));
+    match event {
+        Some(event) => {
+            if let Err(error) = held.record(&event).await {
+                EventNotWritten {
+                    kind: event.kind,
+                    error: &error,
+                }
+                .emit();
+            }
+        }
+        // Nothing to write; a failed rollback ends with the connection.
+        None => {
+            let _ = held.release().await;
+        }
+    }
+    outcome
 }
 
 /// Checks a client id: 1-255 bytes, no control characters.

@@ -82,8 +82,8 @@ pub use lease::{Lease, LeaseTaken};
 pub use memory::MemoryEntry;
 pub use messages::{Appended, HistoryWindow, NewMessage, CLIENT_ID_MAX_BYTES};
 pub use outbox::{
-    DeliveryFilter, DeliveryResult, DeliveryRow, DeliveryState, DueDelivery, EventRecord, NewEvent,
-    OutboxBacklog, RetryOutcome, Unrelayed,
+    DeliveryFilter, DeliveryResult, DeliveryRow, DeliveryState, DueDelivery, EventRecord,
+    HeldRequest, NewEvent, OutboxBacklog, RetryOutcome, Unrelayed,
 };
 pub use runs::{DegradedReason, HookOutcome, NewRun, RunHook, RunOutcome, RunRow};
 pub use schema::SchemaStatus;

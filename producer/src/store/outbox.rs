@@ -23,13 +23,13 @@ use compactor_shared::EntityKey;
 use sea_orm::sea_query::{Expr, ExprTrait};
 use sea_orm::ActiveValue::Set;
 use sea_orm::{
-    ColumnTrait, Condition, ConnectionTrait, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder,
-    QuerySelect, QueryTrait,
+    ColumnTrait, Condition, ConnectionTrait, DatabaseTransaction, EntityTrait, PaginatorTrait,
+    QueryFilter, QueryOrder, QuerySelect, QueryTrait,
 };
 use serde::Serialize;
 
 use super::convert::{millis, now_ms, to_u32};
-use super::entities::{event, event_delivery};
+use super::entities::{event, event_delivery, workstream};
 use super::{Store, StoreError};
 use crate::events::catalogue::EventKind;
 use crate::events::{EventWritten, InternalEvent};
@@ -294,7 +294,70 @@ fn unclaimed_delivery(at_ms: i64) -> Condition {
         .add(event_delivery::Column::ClaimedUntilMs.lt(at_ms))
 }
 
+/// A request's `compaction.requested` event, to be written once the queue
+/// has taken the request ([`Store::hold_for_request`]): until then the
+/// workstream's row is locked.
+///
+/// Why: the event reports a change made in Redis, so it is written after
+/// Redis took the request. A worker can pick the job up in between and
+/// write its `compaction.started` first — events of one workstream out of
+/// order on the stream. Taking the entity lease writes the workstream's
+/// row, so while the request holds that row the worker waits, and its
+/// `compaction.started` comes after the `compaction.requested` (the lock
+/// is held for one Redis round trip).
+#[derive(Debug)]
+pub struct HeldRequest {
+    txn: DatabaseTransaction,
+}
+
+impl HeldRequest {
+    /// Writes the event and lets the row go.
+    pub async fn record(self, event: &NewEvent) -> Result<String, StoreError> {
+        const OP: &str = "record_event";
+        let id = insert_event(&self.txn, event, OP).await?;
+        self.txn.commit().await.map_err(StoreError::db(OP))?;
+        written(event.kind, &id);
+        Ok(id)
+    }
+
+    /// Lets the row go without an event (the request was refused, or
+    /// changed nothing).
+    pub async fn release(self) -> Result<(), StoreError> {
+        self.txn
+            .rollback()
+            .await
+            .map_err(StoreError::db("record_event"))
+    }
+}
+
 impl Store {
+    /// Locks the workstream of `key` for a request's event (see
+    /// [`HeldRequest`]): in a write transaction (on SQLite, the database's
+    /// write lock), its row selected `FOR UPDATE`. `None` when it has no
+    /// row: no worker can take its lease either.
+    pub async fn hold_for_request(
+        &self,
+        key: &EntityKey,
+    ) -> Result<Option<HeldRequest>, StoreError> {
+        const OP: &str = "hold_for_request";
+        let txn = self.begin_write(OP).await?;
+        let row = workstream::Entity::find()
+            .select_only()
+            .column(workstream::Column::Id)
+            .filter(workstream::Column::Domain.eq(key.domain()))
+            .filter(workstream::Column::EntityId.eq(key.entity_id()))
+            .lock_exclusive()
+            .into_tuple::<i64>()
+            .one(&txn)
+            .await
+            .map_err(StoreError::db(OP))?;
+        if row.is_none() {
+            txn.rollback().await.map_err(StoreError::db(OP))?;
+            return Ok(None);
+        }
+        Ok(Some(HeldRequest { txn }))
+    }
+
     /// Writes one event in a statement of its own: for state changes that
     /// happen outside the database (a request the queue added, a job it
     /// dead-lettered), written right after them.

@@ -69,6 +69,7 @@ on_both_backends!(
     the_outbox_relays_each_event_once_and_delivers_with_retries,
     outbox_deliveries_are_listed_retried_and_pruned_when_done,
     an_event_is_written_only_with_the_change_it_reports,
+    a_held_request_writes_its_event_before_the_lease_can_be_taken,
 );
 
 // ---------------------------------------------------------------- helpers
@@ -1986,4 +1987,71 @@ async fn events_of_kind(db: &TestDb, kind: &str) -> i64 {
         "SELECT COUNT(*) AS n FROM events WHERE kind = '{kind}'"
     ))
     .await
+}
+
+/// The race behind events out of order: a worker picked a job up and wrote
+/// its `compaction.started` before the request's `compaction.requested`
+/// was written (that event follows Redis's change). While a request holds
+/// the workstream (`hold_for_request`: from before the queue takes it until
+/// its event is written), taking the lease waits; the events are then in
+/// order. A request that changed nothing lets the row go without an event,
+/// and a workstream without a row is not held.
+async fn a_held_request_writes_its_event_before_the_lease_can_be_taken(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    let s = &db.store;
+    let k = key("held");
+    s.append_messages(&k, &[msg("hello", 10)]).await.unwrap();
+    let ws = s.workstream(&k).await.unwrap().unwrap();
+    assert!(s.hold_for_request(&key("no-row")).await.unwrap().is_none());
+
+    let held = s
+        .hold_for_request(&k)
+        .await
+        .unwrap()
+        .expect("a row to hold");
+    let store = s.clone();
+    let started = event(EventKind::CompactionStarted, &k, 2);
+    let mut take = tokio::spawn(async move {
+        store
+            .take_free_lease_with_event(ws.id, "job-1", TTL, Some(&started))
+            .await
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        !take.is_finished(),
+        "taking the lease waits for the held request"
+    );
+    let requested = held
+        .record(&event(EventKind::CompactionRequested, &k, 1))
+        .await
+        .unwrap();
+    let taken = tokio::time::timeout(Duration::from_secs(10), &mut take)
+        .await
+        .expect("the lease is taken once the event is written")
+        .unwrap()
+        .unwrap();
+    assert!(taken.is_some());
+    let first = db
+        .scalar("SELECT MIN(id) AS n FROM events WHERE kind = 'compaction.started'")
+        .await;
+    let before = db
+        .scalar(&format!(
+            "SELECT id AS n FROM events WHERE event_id = '{requested}'"
+        ))
+        .await;
+    assert!(
+        before < first,
+        "requested ({before}) before started ({first})"
+    );
+
+    // Nothing to write: the row goes, no event.
+    s.release_lease(ws.id, "job-1").await.unwrap();
+    let held = s.hold_for_request(&k).await.unwrap().unwrap();
+    held.release().await.unwrap();
+    assert_eq!(events_of_kind(&db, "compaction.requested").await, 1);
+    assert!(s
+        .take_free_lease_with_event(ws.id, "job-2", TTL, None)
+        .await
+        .unwrap()
+        .is_some());
 }

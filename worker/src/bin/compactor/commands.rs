@@ -6,8 +6,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use compactor_producer::client::{
-    record_requested, ClientSettings, IdempotencyKey, IncomingMessage, Readiness, TurnOutcome,
-    WaitMode,
+    record_requested, request_recorded, ClientSettings, IdempotencyKey, IncomingMessage, Readiness,
+    TurnOutcome, WaitMode,
 };
 use compactor_producer::events::EventOutcome;
 use compactor_producer::queue::{BulkAction, EnqueueOutcome, Queue, Trigger};
@@ -338,9 +338,9 @@ async fn enqueue(settings: &ClientSettings, target: &Target, out: Output) -> Exi
         let key = key_of(target)?;
         let store = Store::connect_with(&settings.database).await?;
         let queue = queue(settings).await?;
-        let outcome = queue.request_compaction(&key, Trigger::Auto).await?;
-        // As the client's requests do: the event follows Redis's change.
-        record_requested(&store, &key, &Trigger::Auto, &outcome).await;
+        // As the client's requests do: the event follows Redis's change,
+        // and comes before the job's `compaction.started`.
+        let outcome = request_recorded(&store, &queue, &key, &Trigger::Auto).await?;
         out.print(&Enqueued::from(&outcome), || {
             format!("{key}: {}", outcome.label())
         });
