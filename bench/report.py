@@ -382,7 +382,12 @@ def main() -> None:
       "keep-alive) and through the Rust client (`Compactor::append_messages`), by 1 and by 8 "
       "concurrent writers, each on a workstream of its own. `build_context` (the client) and "
       "`GET …/context` (HTTP): one reader, requests one after the other, on a workstream of "
-      "1k / 10k / 100k un-compacted messages. `/wait`: `GET …/wait` with nothing running. "
+      "1k / 10k / 100k un-compacted messages, each read after a new message is appended (a "
+      "chat turn's: no read returns the history the read before it returned). A linear "
+      "workstream's history is kept between reads (`[database] context_cache_bytes`), so a "
+      "read fetches only what was appended; at 100k the history is over "
+      "`context_max_messages` (50,000), and the newest 50,000 are read whole each time (a cut "
+      "window is not kept). `/wait`: `GET …/wait` with nothing running. "
       "Source: `tests/benches/chat_path.rs`.")
     w("")
     w(f"```\n{command(r, 'chat_path')}\n```")

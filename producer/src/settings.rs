@@ -176,7 +176,7 @@ impl Default for DatabaseSettings {
             statement_timeout: Duration::from_secs(30),
             context_max_messages: 50_000,
             context_max_tokens: 1_000_000,
-            context_cache_bytes: 128 * 1024 * 1024,
+            context_cache_bytes: 256 * 1024 * 1024,
         }
     }
 }
