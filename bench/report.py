@@ -386,8 +386,8 @@ def main() -> None:
       "chat turn's: no read returns the history the read before it returned). A linear "
       "workstream's history is kept between reads (`[database] context_cache_bytes`), so a "
       "read fetches only what was appended; at 100k the history is over "
-      "`context_max_messages` (50,000), and the newest 50,000 are read whole each time (a cut "
-      "window is not kept). `/wait`: `GET …/wait` with nothing running. "
+      "`context_max_messages` (50,000): the context is its newest 50,000, a window kept the "
+      "same way and moved on by each append. `/wait`: `GET …/wait` with nothing running. "
       "Source: `tests/benches/chat_path.rs`.")
     w("")
     w(f"```\n{command(r, 'chat_path')}\n```")

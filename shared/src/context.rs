@@ -413,18 +413,6 @@ impl Pairing {
         }
         Pairing { first_part, paired }
     }
-
-    /// Whether message `mi` of `messages` (the list paired) has an orphaned
-    /// half (see [`orphaned`]).
-    fn has_orphan(&self, messages: &[Message], mi: usize) -> bool {
-        let last = messages.len().saturating_sub(1);
-        let first = self.first_part[mi];
-        messages[mi]
-            .parts
-            .iter()
-            .enumerate()
-            .any(|(pi, part)| orphaned(part, self.paired[first + pi], mi == last))
-    }
 }
 
 /// Whether `part` is a half whose partner is missing, and turned to text.

@@ -9,20 +9,20 @@
 
 use std::io::Write;
 
-use compactor_shared::context::{self, ContextInput, PreparedTail, TailContext};
-use compactor_shared::{EntityKey, Message, MessageId};
+use compactor_shared::context::{self, ContextInput, TailContext};
+use compactor_shared::{EntityKey, MessageId};
 
 use super::kept_tails::{Kept, Stamp};
 use super::{ClientError, Compactor, TurnContext};
 use crate::events::{HistoryTruncated, InternalEvent};
-use crate::store::{BranchSummaryRow, HistoryWindow, WorkstreamRow};
+use crate::store::{BranchSummaryRow, ContextHistory, HistoryWindow, WorkstreamRow};
 
 /// A turn's un-compacted history.
 enum History {
     /// Kept between reads: put back once the context is built.
-    Kept(Kept),
-    /// Read whole: branched, cut by the load bound, or nothing is kept.
-    Read(Vec<Message>, HistoryWindow),
+    Kept(Box<Kept>),
+    /// Read whole: branched, or nothing is kept.
+    Read(ContextHistory),
 }
 
 /// What a turn's context is built from.
@@ -61,11 +61,15 @@ impl Compactor {
             History::Kept(kept) if reads.summaries.is_empty() => {
                 let input = self.input(&reads.ws, &reads.entries);
                 let engine = &self.inner.engine;
+                let window = kept.window();
+                if window.truncated() {
+                    truncated(&reads.ws, &window);
+                }
                 let context = kept
                     .tail
                     .context(&input, &engine.context, &self.inner.estimator);
-                let json = kept_json(&context);
-                self.inner.tails.put(reads.ws.id, kept);
+                let json = kept_json(&context, &window);
+                self.inner.tails.put(reads.ws.id, *kept);
                 json.map_err(ClientError::Encode)
             }
             _ => serde_json::to_vec(&self.turn_of(reads)).map_err(ClientError::Encode),
@@ -120,133 +124,120 @@ impl Compactor {
                     .tail
                     .context(&input, &engine.context, estimator)
                     .to_built();
-                self.inner.tails.put(ws.id, kept);
-                (built, None)
+                let window = kept.window();
+                self.inner.tails.put(ws.id, *kept);
+                (built, window)
             }
-            History::Read(messages, window) => {
-                if window.truncated() {
-                    HistoryTruncated {
-                        key: &ws.key,
-                        window: &window,
-                    }
-                    .emit();
-                }
-                let built = context::build_owned(&input, messages, &engine.context, estimator);
-                (built, Some(window))
+            History::Read(read) => {
+                let built = context::build_owned(&input, read.messages, &engine.context, estimator);
+                (built, read.window)
             }
         };
+        if window.truncated() {
+            truncated(&ws, &window);
+        }
         TurnContext {
             context: self.with_branch_summaries(&summaries, context),
-            truncated: window.is_some_and(|w| w.truncated()),
-            omitted_messages: window.map_or(0, |w| w.omitted_messages),
-            omitted_tokens: window.map_or(0, |w| w.omitted_tokens),
+            truncated: window.truncated(),
+            omitted_messages: window.omitted_messages,
+            omitted_tokens: window.omitted_tokens,
         }
     }
 
     /// The workstream's un-compacted history: its kept history caught up
     /// when there is one at the workstream's stamp, else read whole (and
-    /// kept when it can be).
+    /// kept when the workstream is linear).
     async fn history(&self, ws: &WorkstreamRow) -> Result<History, ClientError> {
         let store = &self.inner.store;
         let tails = &self.inner.tails;
-        let bound = store.history_bound();
-        // Past the token bound the window is cut from the newest end: the
-        // whole history is not what a context holds.
-        let keepable = tails.keeps()
-            && ws.head_message_id.is_none()
-            && ws.uncompacted_tokens <= bound.max_tokens;
+        let keepable = tails.keeps() && ws.head_message_id.is_none();
         let stamp = Stamp {
             version: ws.version,
             compacted_to: ws.last_compacted_message_id,
         };
         if keepable {
             if let Some(mut kept) = tails.take(ws.id, stamp) {
-                if self.catch_up(ws, &mut kept, bound.max_messages).await? {
-                    return Ok(History::Kept(kept));
+                if self.catch_up(ws, &mut kept).await? {
+                    return Ok(History::Kept(Box::new(kept)));
                 }
             }
         }
-        let (messages, window) = store.context_history(ws).await?;
-        if !keepable || window.truncated() {
-            return Ok(History::Read(messages, window));
+        let read = store.context_history(ws).await?;
+        if !keepable {
+            return Ok(History::Read(read));
         }
         // Every message up to the newest the row names is committed (see
         // `kept_tails`); the read may have seen newer ones too.
-        let upto = messages
+        let upto = read
+            .messages
             .last()
             .map(|m| m.id)
             .max(ws.last_message_id)
             .unwrap_or(MessageId(0));
-        match self.prepare(messages) {
-            Ok(tail) => Ok(History::Kept(Kept { stamp, upto, tail })),
-            Err(messages) => Ok(History::Read(messages, window)),
+        let bound = store.history_bound();
+        match Kept::new(stamp, upto, read, bound, &self.inner.estimator) {
+            Ok(kept) => Ok(History::Kept(Box::new(kept))),
+            Err(read) => Ok(History::Read(read)),
         }
     }
 
     /// Adds to a kept history what was appended since it was read (one
-    /// statement, only when the workstream's newest message is past it).
-    /// `false`: the appended messages take it past `max_messages`, or one
-    /// cannot be written: the history is to be read whole.
-    async fn catch_up(
-        &self,
-        ws: &WorkstreamRow,
-        kept: &mut Kept,
-        max_messages: u64,
-    ) -> Result<bool, ClientError> {
+    /// statement, only when the workstream's newest message is past it),
+    /// moving its window on past the load bound. `false`: more than a
+    /// window's worth was appended, or a message cannot be written: the
+    /// history is to be read whole.
+    async fn catch_up(&self, ws: &WorkstreamRow, kept: &mut Kept) -> Result<bool, ClientError> {
         if ws.last_message_id <= Some(kept.upto) {
             return Ok(true);
         }
-        let room = max_messages.saturating_sub(kept.tail.len() as u64);
+        let bound = self.inner.store.history_bound();
         let appended = self
             .inner
             .store
-            .appended_after(ws.id, kept.upto, room.saturating_add(1))
+            .appended_after(ws.id, kept.upto, bound.max_messages.saturating_add(1))
             .await?;
-        if appended.len() as u64 > room {
+        if appended.messages.len() as u64 > bound.max_messages {
             return Ok(false);
         }
-        for message in appended {
-            let id = message.id;
-            if kept.tail.push(message, &self.inner.estimator).is_err() {
+        for (message, estimate) in appended.messages.into_iter().zip(appended.estimates) {
+            if !kept.push(message, estimate, bound, &self.inner.estimator) {
                 return Ok(false);
             }
-            kept.upto = id;
         }
         Ok(true)
     }
+}
 
-    /// `messages` ready for contexts; given back when one cannot be
-    /// written as JSON.
-    fn prepare(&self, messages: Vec<Message>) -> Result<PreparedTail, Vec<Message>> {
-        let mut tail = PreparedTail::default();
-        let mut rest = messages.into_iter();
-        while let Some(message) = rest.next() {
-            if let Err(unwritable) = tail.push(message, &self.inner.estimator) {
-                let mut messages = tail.into_messages();
-                messages.push(unwritable.message);
-                messages.extend(rest);
-                return Err(messages);
-            }
-        }
-        Ok(tail)
+/// Says that a context left older messages out (the log's warning).
+fn truncated(ws: &WorkstreamRow, window: &HistoryWindow) {
+    HistoryTruncated {
+        key: &ws.key,
+        window,
     }
+    .emit();
 }
 
 /// The JSON of the [`TurnContext`] over a kept history: the messages, then
 /// the rest of its fields as serde writes them (`BuiltContext`'s, then the
-/// bound's: nothing was left out, a kept history is whole).
-fn kept_json(context: &TailContext<'_>) -> Result<Vec<u8>, serde_json::Error> {
+/// window's).
+fn kept_json(
+    context: &TailContext<'_>,
+    window: &HistoryWindow,
+) -> Result<Vec<u8>, serde_json::Error> {
     let mut out = Vec::new();
     out.extend_from_slice(b"{\"messages\":");
     context.write_messages_json(&mut out)?;
     write!(
         out,
         ",\"tokens\":{},\"summary_bullets_dropped\":{},\"orphans_neutralized\":{},\
-         \"over_budget\":{},\"truncated\":false,\"omitted_messages\":0,\"omitted_tokens\":0}}",
+         \"over_budget\":{},\"truncated\":{},\"omitted_messages\":{},\"omitted_tokens\":{}}}",
         context.tokens,
         context.summary_bullets_dropped,
         context.orphans_neutralized,
-        context.over_budget
+        context.over_budget,
+        window.truncated(),
+        window.omitted_messages,
+        window.omitted_tokens,
     )
     .map_err(serde_json::Error::io)?;
     Ok(out)
@@ -255,9 +246,10 @@ fn kept_json(context: &TailContext<'_>) -> Result<Vec<u8>, serde_json::Error> {
 #[cfg(test)]
 mod tests {
     use compactor_shared::context::ContextConfig;
+    use compactor_shared::context::PreparedTail;
     use compactor_shared::state::WorkstreamState;
     use compactor_shared::summary::Summary;
-    use compactor_shared::{CharEstimator, Part, Role};
+    use compactor_shared::{CharEstimator, Message, Part, Role};
 
     use super::*;
 
@@ -296,17 +288,25 @@ mod tests {
                 ..ContextConfig::default()
             };
             let context = tail.context(&input, &config, &estimator);
-            let turn = TurnContext {
-                context: context.to_built(),
-                truncated: false,
-                omitted_messages: 0,
-                omitted_tokens: 0,
-            };
-            assert_eq!(
-                String::from_utf8(kept_json(&context).unwrap()).unwrap(),
-                serde_json::to_string(&turn).unwrap(),
-                "window {window}"
-            );
+            for omitted in [0, 3] {
+                let cut = HistoryWindow {
+                    first: Some(MessageId(4)),
+                    messages: 2,
+                    omitted_messages: omitted,
+                    omitted_tokens: omitted * 17,
+                };
+                let turn = TurnContext {
+                    context: context.to_built(),
+                    truncated: cut.truncated(),
+                    omitted_messages: cut.omitted_messages,
+                    omitted_tokens: cut.omitted_tokens,
+                };
+                assert_eq!(
+                    String::from_utf8(kept_json(&context, &cut).unwrap()).unwrap(),
+                    serde_json::to_string(&turn).unwrap(),
+                    "window {window}, {omitted} left out"
+                );
+            }
         }
     }
 }

@@ -274,6 +274,39 @@ impl Store {
     }
 }
 
+/// What [`Store::context_history`] read: the messages, oldest first, each
+/// with its stored estimate, and the window they are.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ContextHistory {
+    pub messages: Vec<Message>,
+    /// Per message: its `token_estimate` as stored (what the load bound
+    /// counts).
+    pub estimates: Vec<u64>,
+    pub window: HistoryWindow,
+}
+
+impl ContextHistory {
+    /// The rows, in the order given, decoded; the window: all of them.
+    fn of_rows(rows: impl Iterator<Item = ContentRow>) -> Result<ContextHistory, StoreError> {
+        let mut messages = Vec::new();
+        let mut estimates = Vec::new();
+        for (id, estimate, role, parts, pinned) in rows {
+            messages.push(row_message(id, &role, &parts, pinned)?);
+            estimates.push(to_u64(estimate));
+        }
+        Ok(ContextHistory {
+            window: HistoryWindow {
+                first: messages.first().map(|m| m.id),
+                messages: messages.len() as u64,
+                omitted_messages: 0,
+                omitted_tokens: 0,
+            },
+            messages,
+            estimates,
+        })
+    }
+}
+
 /// Where a bounded read of the un-compacted history starts, and what the
 /// bound leaves out ([`Store::uncompacted_window`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -404,10 +437,7 @@ impl Store {
     ///
     /// A row whose role or parts do not decode is a
     /// [`StoreError::CorruptRow`], never skipped.
-    pub async fn context_history(
-        &self,
-        ws: &WorkstreamRow,
-    ) -> Result<(Vec<Message>, HistoryWindow), StoreError> {
+    pub async fn context_history(&self, ws: &WorkstreamRow) -> Result<ContextHistory, StoreError> {
         const OP: &str = "context_history";
         let bound = self.history;
         let (workstream_id, uncompacted_tokens) = (ws.id, ws.uncompacted_tokens);
@@ -436,6 +466,11 @@ impl Store {
                 .map(|&(id, _)| MessageId(id))
                 .collect();
             let messages = self.messages_by_ids(workstream_id, &ids).await?;
+            let estimate_of: HashMap<i64, i64> = path.iter().copied().collect();
+            let estimates = messages
+                .iter()
+                .map(|m| to_u64(estimate_of.get(&m.id.0).copied().unwrap_or(0)))
+                .collect();
             let window = if fits {
                 HistoryWindow {
                     first: messages.first().map(|m| m.id),
@@ -445,7 +480,11 @@ impl Store {
             } else {
                 window
             };
-            return Ok((messages, window));
+            return Ok(ContextHistory {
+                messages,
+                estimates,
+                window,
+            });
         }
         if uncompacted_tokens <= bound.max_tokens {
             let rows: Vec<ContentRow> = uncompacted_content(workstream_id)
@@ -467,20 +506,20 @@ impl Store {
                 newest_within(rows.iter().map(|r| (r.0, r.1)), bound)
             };
             let kept = usize::try_from(window.messages).unwrap_or(usize::MAX);
-            let mut messages = rows
-                .into_iter()
-                .take(kept)
-                .map(|(id, _, role, parts, pinned)| row_message(id, &role, &parts, pinned))
-                .collect::<Result<Vec<_>, _>>()?;
-            messages.reverse();
+            let mut history = ContextHistory::of_rows(rows.into_iter().take(kept).rev())?;
             if window.messages < read {
                 self.count_omitted(workstream_id, &mut window, OP).await?;
             }
-            return Ok((messages, window));
+            history.window = window;
+            return Ok(history);
         }
         let window = self.linear_window(workstream_id, OP).await?;
         let Some(first) = window.first else {
-            return Ok((Vec::new(), window));
+            return Ok(ContextHistory {
+                messages: Vec::new(),
+                estimates: Vec::new(),
+                window,
+            });
         };
         // Everything from the window's first message on, as pages from it
         // would read (messages appended meanwhile included).
@@ -491,16 +530,15 @@ impl Store {
             .all(&self.db)
             .await
             .map_err(StoreError::db(OP))?;
-        let messages = rows
-            .into_iter()
-            .map(|(id, _, role, parts, pinned)| row_message(id, &role, &parts, pinned))
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok((messages, window))
+        let mut history = ContextHistory::of_rows(rows.into_iter())?;
+        history.window = window;
+        Ok(history)
     }
 
     /// The un-compacted messages of a linear workstream after `after`, in
     /// order, at most `limit` (one statement): what was appended to a
-    /// history read before (see `client::kept_tails`). A branched
+    /// history read before (see `client::kept_tails`), with their stored
+    /// estimates; its `window` says only how many were read. A branched
     /// workstream's path is not considered.
     ///
     /// A row whose role or parts do not decode is a
@@ -510,7 +548,7 @@ impl Store {
         workstream_id: i64,
         after: MessageId,
         limit: u64,
-    ) -> Result<Vec<Message>, StoreError> {
+    ) -> Result<ContextHistory, StoreError> {
         let rows: Vec<ContentRow> = uncompacted_content(workstream_id)
             .filter(message::Column::Id.gt(after.0))
             .order_by_asc(message::Column::Id)
@@ -519,9 +557,7 @@ impl Store {
             .all(&self.db)
             .await
             .map_err(StoreError::db("appended_after"))?;
-        rows.into_iter()
-            .map(|(id, _, role, parts, pinned)| row_message(id, &role, &parts, pinned))
-            .collect()
+        ContextHistory::of_rows(rows.into_iter())
     }
 
     /// `[database] context_cache_bytes`: how much un-compacted history a

@@ -80,7 +80,9 @@ pub use commit::{Commit, CommitOutcome, ConflictReason, MemoryFold, PrunedMessag
 pub use error::StoreError;
 pub use lease::{Lease, LeaseTaken};
 pub use memory::MemoryEntry;
-pub use messages::{Appended, HistoryWindow, NewMessage, CLIENT_ID_MAX_BYTES};
+#[cfg(test)]
+pub(crate) use messages::newest_within;
+pub use messages::{Appended, ContextHistory, HistoryWindow, NewMessage, CLIENT_ID_MAX_BYTES};
 pub use outbox::{
     DeliveryFilter, DeliveryResult, DeliveryRow, DeliveryState, DueDelivery, EventRecord,
     HeldRequest, NewEvent, OutboxBacklog, RetryOutcome, Unrelayed,

@@ -13,12 +13,14 @@
 //! What it gives is exactly what [`super::build_owned`] gives for the same
 //! messages, and its JSON exactly serde's of those messages (tests below).
 
+use std::collections::{BTreeMap, HashMap};
+
 use crate::message::{Message, Part};
 use crate::tokens::TokenEstimator;
 
 use super::{
-    continue_message, frame, show_part, BuiltContext, ContextConfig, ContextInput, ContextMessage,
-    Pairing,
+    continue_message, frame, orphaned, show_part, BuiltContext, ContextConfig, ContextInput,
+    ContextMessage,
 };
 
 /// A message [`PreparedTail::push`] could not write as JSON.
@@ -33,6 +35,8 @@ pub struct Unwritable {
 /// the placeholder), computed when it was added.
 #[derive(Debug, Clone, Default)]
 pub struct PreparedTail {
+    /// The messages; those before `front` are dropped (see
+    /// [`PreparedTail::drop_front`]), and so are their entries below.
     messages: Vec<Message>,
     /// Per message: its tokens as shown when paired.
     tokens: Vec<u64>,
@@ -40,6 +44,12 @@ pub struct PreparedTail {
     json: Vec<u8>,
     /// Per message: where its JSON ends in `json`.
     ends: Vec<usize>,
+    /// How many messages at the front are dropped.
+    front: usize,
+    /// The tokens of the messages not dropped.
+    live_tokens: u64,
+    /// Which tool halves have their partner among the messages not dropped.
+    pairs: Pairs,
 }
 
 impl PreparedTail {
@@ -53,8 +63,8 @@ impl PreparedTail {
     ) -> Result<(), Box<Unwritable>> {
         let shown = ContextMessage {
             role: message.role,
-            // Paired, and as if last: no part is an orphan (see
-            // `Pairing::has_orphan` for those that are).
+            // Paired, and as if last: no part is an orphan (which are is
+            // known per turn: `Pairs`).
             parts: message
                 .parts
                 .iter()
@@ -68,32 +78,60 @@ impl PreparedTail {
             return Err(Box::new(Unwritable { message, error }));
         }
         self.ends.push(self.json.len());
-        self.tokens.push(estimator.message_tokens(&message));
+        let tokens = estimator.message_tokens(&message);
+        self.tokens.push(tokens);
+        self.live_tokens += tokens;
+        self.pairs.push(&message, self.messages.len());
         self.messages.push(message);
         Ok(())
     }
 
+    /// Drops the `n` oldest messages (all of them when there are fewer): a
+    /// window that moves as messages are appended. Their memory is given
+    /// back once the dropped outnumber the kept (so dropping is amortized
+    /// constant time per message).
+    pub fn drop_front(&mut self, n: usize) {
+        let from = self.front;
+        self.front = (self.front + n).min(self.messages.len());
+        self.pairs.drop_messages(&self.messages, from, self.front);
+        self.live_tokens -= self.tokens[from..self.front].iter().sum::<u64>();
+        if self.front == 0 || self.front < self.len() {
+            return;
+        }
+        let base = self.ends[self.front - 1];
+        self.messages.drain(..self.front);
+        self.tokens.drain(..self.front);
+        self.ends.drain(..self.front);
+        self.json.drain(..base);
+        for end in &mut self.ends {
+            *end -= base;
+        }
+        self.pairs.rebase(self.front);
+        self.front = 0;
+    }
+
     /// The messages, given back.
-    pub fn into_messages(self) -> Vec<Message> {
+    pub fn into_messages(mut self) -> Vec<Message> {
+        self.messages.drain(..self.front);
         self.messages
     }
 
     /// The messages, oldest first.
     pub fn messages(&self) -> &[Message] {
-        &self.messages
+        &self.messages[self.front..]
     }
 
     /// The newest message.
     pub fn last(&self) -> Option<&Message> {
-        self.messages.last()
+        self.messages().last()
     }
 
     pub fn len(&self) -> usize {
-        self.messages.len()
+        self.messages.len() - self.front
     }
 
     pub fn is_empty(&self) -> bool {
-        self.messages.is_empty()
+        self.len() == 0
     }
 
     /// About how many bytes the tail holds (its JSON, and the messages,
@@ -103,9 +141,11 @@ impl PreparedTail {
         (2 * self.json.len() + PER_MESSAGE * self.messages.len()) as u64
     }
 
+    /// The JSON of message `i` (of [`PreparedTail::messages`]).
     fn json_of(&self, i: usize) -> &[u8] {
-        let start = if i == 0 { 0 } else { self.ends[i - 1] };
-        &self.json[start..self.ends[i]]
+        let k = self.front + i;
+        let start = if k == 0 { 0 } else { self.ends[k - 1] };
+        &self.json[start..self.ends[k]]
     }
 
     /// The context [`super::build`] builds from `input` with these
@@ -116,31 +156,39 @@ impl PreparedTail {
         config: &ContextConfig,
         estimator: &dyn TokenEstimator,
     ) -> TailContext<'a> {
-        let pairing = Pairing::of(&self.messages);
+        let pairs = &self.pairs;
         let last = self.messages.len().saturating_sub(1);
         let mut rewritten = Vec::new();
         let mut orphans = 0;
-        let mut tail_tokens: u64 = 0;
-        for (mi, m) in self.messages.iter().enumerate() {
-            if !pairing.has_orphan(&self.messages, mi) {
-                tail_tokens += self.tokens[mi];
+        let mut tail_tokens = self.live_tokens;
+        // Only messages with a half whose partner is missing can show
+        // otherwise than prepared.
+        for &mi in pairs.unpaired.range(self.front..).map(|(mi, _)| mi) {
+            let m = &self.messages[mi];
+            let first = pairs.first_part[mi];
+            let paired = |pi: usize| pairs.partner[first + pi].is_some();
+            if !m
+                .parts
+                .iter()
+                .enumerate()
+                .any(|(pi, part)| orphaned(part, paired(pi), mi == last))
+            {
                 continue;
             }
-            let first = pairing.first_part[mi];
             let parts: Vec<Part> = m
                 .parts
                 .iter()
                 .enumerate()
                 .map(|(pi, part)| {
-                    let (shown, orphan) =
-                        show_part(part.clone(), pairing.paired[first + pi], mi == last);
+                    let (shown, orphan) = show_part(part.clone(), paired(pi), mi == last);
                     orphans += usize::from(orphan);
                     shown
                 })
                 .collect();
+            tail_tokens -= self.tokens[mi];
             tail_tokens += parts.iter().map(|p| estimator.part_tokens(p)).sum::<u64>();
             rewritten.push((
-                mi,
+                mi - self.front,
                 ContextMessage {
                     role: m.role,
                     parts,
@@ -167,6 +215,131 @@ impl PreparedTail {
             orphans_neutralized: orphans,
             over_budget: framed.over_budget,
         }
+    }
+}
+
+/// Which tool halves of a tail have their partner in it, kept as messages
+/// are added and dropped: what `Pairing::of` computes over the whole
+/// tail, without going over it on every turn.
+///
+/// Pairing is by position (a result pairs with the nearest earlier
+/// unanswered call of its id). Dropping the oldest messages only unpairs
+/// the results whose call was dropped: a result's call comes before it, and
+/// every call between a result and its call was answered first.
+#[derive(Debug, Clone, Default)]
+struct Pairs {
+    /// Per message (by index in the tail's vectors): its first part's
+    /// number.
+    first_part: Vec<usize>,
+    /// Per part: the message it is in.
+    message_of: Vec<usize>,
+    /// Per part: its partner's number, while both are in the tail.
+    partner: Vec<Option<usize>>,
+    /// Per call id: its unanswered calls, oldest first.
+    open: HashMap<String, Vec<usize>>,
+    /// Messages with halves that have no partner, and how many.
+    unpaired: BTreeMap<usize, u32>,
+}
+
+impl Pairs {
+    fn unpair(&mut self, message: usize) {
+        *self.unpaired.entry(message).or_default() += 1;
+    }
+
+    fn paired(&mut self, message: usize) {
+        if let Some(n) = self.unpaired.get_mut(&message) {
+            *n -= 1;
+            if *n == 0 {
+                self.unpaired.remove(&message);
+            }
+        }
+    }
+
+    /// Adds the parts of `message`, message `mi` of the tail.
+    fn push(&mut self, message: &Message, mi: usize) {
+        let first = self.partner.len();
+        self.first_part.push(first);
+        for (pi, part) in message.parts.iter().enumerate() {
+            let at = first + pi;
+            self.message_of.push(mi);
+            self.partner.push(None);
+            match part {
+                Part::ToolCall { call_id, .. } => {
+                    self.open.entry(call_id.clone()).or_default().push(at);
+                    self.unpair(mi);
+                }
+                Part::ToolResult { call_id, .. } => {
+                    let call = self.open.get_mut(call_id.as_str()).and_then(Vec::pop);
+                    if self.open.get(call_id.as_str()).is_some_and(Vec::is_empty) {
+                        self.open.remove(call_id.as_str());
+                    }
+                    match call {
+                        Some(call) => {
+                            self.partner[call] = Some(at);
+                            self.partner[at] = Some(call);
+                            self.paired(self.message_of[call]);
+                        }
+                        None => self.unpair(mi),
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Drops messages `from..to` of `messages` (the oldest in the tail).
+    fn drop_messages(&mut self, messages: &[Message], from: usize, to: usize) {
+        let live = self
+            .first_part
+            .get(to)
+            .copied()
+            .unwrap_or(self.partner.len());
+        for (mi, message) in messages.iter().enumerate().take(to).skip(from) {
+            self.unpaired.remove(&mi);
+            let first = self.first_part[mi];
+            for (pi, part) in message.parts.iter().enumerate() {
+                let Part::ToolCall { call_id, .. } = part else {
+                    continue;
+                };
+                match self.partner[first + pi] {
+                    // Its result stays: now without a partner.
+                    Some(result) if result >= live => {
+                        self.partner[result] = None;
+                        self.unpair(self.message_of[result]);
+                    }
+                    Some(_) => {}
+                    None => {
+                        if let Some(calls) = self.open.get_mut(call_id.as_str()) {
+                            calls.retain(|&c| c != first + pi);
+                            if calls.is_empty() {
+                                self.open.remove(call_id.as_str());
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Renumbers after the first `messages` messages (all dropped) were
+    /// removed from the tail's vectors.
+    fn rebase(&mut self, messages: usize) {
+        let parts = self
+            .first_part
+            .get(messages)
+            .copied()
+            .unwrap_or(self.partner.len());
+        self.first_part.drain(..messages);
+        self.first_part.iter_mut().for_each(|f| *f -= parts);
+        self.message_of.drain(..parts);
+        self.message_of.iter_mut().for_each(|m| *m -= messages);
+        self.partner.drain(..parts);
+        self.partner.iter_mut().flatten().for_each(|p| *p -= parts);
+        self.open.values_mut().flatten().for_each(|c| *c -= parts);
+        self.unpaired = std::mem::take(&mut self.unpaired)
+            .into_iter()
+            .map(|(m, n)| (m - messages, n))
+            .collect();
     }
 }
 
@@ -213,7 +386,7 @@ impl TailContext<'_> {
             messages.push(match m {
                 Ok(m) => m.clone(),
                 Err(i) => {
-                    let m = &self.tail.messages[i];
+                    let m = &self.tail.messages()[i];
                     ContextMessage {
                         role: m.role,
                         parts: m
@@ -323,6 +496,12 @@ mod tests {
         })
     }
 
+    /// The stored messages a built context shows, by id (for the check
+    /// that a tail holds the same messages).
+    fn expected_messages(built: &BuiltContext) -> Vec<MessageId> {
+        built.messages.iter().filter_map(|m| m.source).collect()
+    }
+
     proptest! {
         /// Whatever the messages, their orphans and the framing, a context
         /// over the prepared tail is the one `build_owned` builds, and its
@@ -330,6 +509,7 @@ mod tests {
         #[test]
         fn a_context_over_a_prepared_tail_is_the_built_one(
             msgs in messages(),
+            rounds in prop::collection::vec((0usize..6, 0usize..5), 1..5),
             with_summary in any::<bool>(),
             auto in any::<bool>(),
             window in prop_oneof![Just(0u64), Just(60u64), Just(200_000u64)],
@@ -355,11 +535,27 @@ mod tests {
                 continue_after_auto: true,
                 ..ContextConfig::default()
             };
-            let expected = build_owned(&input, msgs.clone(), &config, &estimator);
+            // Rounds of some pushed, then the oldest dropped (a window that
+            // moves on), then the rest pushed: the context of what is left,
+            // checked after every round.
             let mut tail = PreparedTail::default();
-            for m in msgs {
-                tail.push(m, &estimator).unwrap();
+            let (mut pushed, mut dropped) = (0, 0);
+            let mut rest = msgs.iter().cloned();
+            for (i, &(push, drop)) in rounds.iter().enumerate() {
+                let push = if i + 1 == rounds.len() { usize::MAX } else { push };
+                for m in rest.by_ref().take(push) {
+                    tail.push(m, &estimator).unwrap();
+                    pushed += 1;
+                }
+                let drop = drop.min(pushed - dropped);
+                tail.drop_front(drop);
+                dropped += drop;
+                let now = build_owned(&input, msgs[dropped..pushed].to_vec(), &config, &estimator);
+                prop_assert_eq!(&tail.context(&input, &config, &estimator).to_built(), &now);
             }
+            let expected = build_owned(&input, msgs[dropped..].to_vec(), &config, &estimator);
+            let ids: Vec<MessageId> = tail.messages().iter().map(|m| m.id).collect();
+            prop_assert_eq!(ids, expected_messages(&expected));
             let context = tail.context(&input, &config, &estimator);
             prop_assert_eq!(&context.to_built(), &expected);
             let mut json = Vec::new();

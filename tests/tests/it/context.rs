@@ -170,8 +170,9 @@ async fn a_long_branch_reads_as_its_pages() {
 /// appended since. What it returns must stay the stored history, as pages
 /// read it: after appends through another store (another process), after
 /// a compaction commits (the version bumped: messages compacted), when the
-/// appended messages take it past the message bound, and along a branch —
-/// on PostgreSQL and SQLite.
+/// appended messages take it past the message bound or the token bound
+/// (the kept window moves on), and along a branch — on PostgreSQL and
+/// SQLite.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_kept_history_stays_the_stored_one_turn_after_turn() {
     use compactor_e2e::{eventually, settings, start_worker};
@@ -227,6 +228,16 @@ async fn a_kept_history_stays_the_stored_one_turn_after_turn() {
         );
         let turn = bounded.build_context(&k).await.unwrap();
         assert!(turn.truncated && turn.omitted_messages == 3);
+        // The window moves on with each append, as a read cuts it.
+        db.store.append_messages(&k, &all[615..617]).await.unwrap();
+        same_as_pages(&bounded, &k, "moved on by 2").await;
+        let by_tokens = bounded_client(&db, &redis, |s| s.context_max_tokens = 3_000).await;
+        same_as_pages(&by_tokens, &k, "cut by the token bound").await;
+        for (i, batch) in all[617..660].chunks(9).enumerate() {
+            db.store.append_messages(&k, batch).await.unwrap();
+            same_as_pages(&by_tokens, &k, &format!("by tokens, append {i}")).await;
+            same_as_pages(&bounded, &k, &format!("by count, append {i}")).await;
+        }
 
         // A branch: a fork two messages back; the path is what the reader
         // shows.
@@ -234,12 +245,12 @@ async fn a_kept_history_stays_the_stored_one_turn_after_turn() {
         let newest = ws.last_message_id.unwrap();
         let branch = db
             .store
-            .append_messages_at(&k, Some(MessageId(newest.0 - 2)), &all[620..623])
+            .append_messages_at(&k, Some(MessageId(newest.0 - 2)), &all[700..703])
             .await
             .unwrap();
         assert!(branch.abandoned.is_some(), "a fork");
         let on_branch = same_as_pages(&reader, &k, "on the branch").await;
-        db.store.append_messages(&k, &all[623..625]).await.unwrap();
+        db.store.append_messages(&k, &all[703..705]).await.unwrap();
         assert_eq!(
             same_as_pages(&reader, &k, "appended on the branch").await,
             on_branch + 2
