@@ -25,8 +25,6 @@
 //!   ones are listed as such, and a summary bullet that still states a
 //!   superseded value is marked "superseded" (see [`crate::stated`]).
 
-use std::collections::HashMap;
-
 use serde::{Deserialize, Serialize};
 
 use crate::message::{Message, MessageId, Part, Role, PRUNED_PLACEHOLDER};
@@ -346,20 +344,26 @@ fn render_preamble(format: SummaryFormat, summary: Option<&Summary>, rest: &str)
 
 /// Copies the messages for a model: pruned output becomes the placeholder,
 /// and orphaned tool halves become text. Returns the count neutralized.
-/// Pairs ([`Pairing`]) are decided before anything is rewritten, so
-/// neutralizing one half can never orphan the other.
+/// Pairs ([`tail::Pairs`], the one definition of pairing) are decided
+/// before anything is rewritten, so neutralizing one half can never orphan
+/// the other.
 fn sanitize(messages: Vec<Message>) -> (Vec<ContextMessage>, usize) {
-    let pairing = Pairing::of(&messages);
+    let mut pairs = tail::Pairs::default();
+    for (mi, m) in messages.iter().enumerate() {
+        pairs.push(m, mi);
+    }
     let last = messages.len().saturating_sub(1);
     let mut orphans = 0;
     let mut out = Vec::with_capacity(messages.len());
-    for ((mi, m), first) in messages.into_iter().enumerate().zip(&pairing.first_part) {
+    for (mi, m) in messages.into_iter().enumerate() {
+        let first = pairs.first_part[mi];
         let parts = m
             .parts
             .into_iter()
             .enumerate()
             .map(|(pi, part)| {
-                let (shown, orphan) = show_part(part, pairing.paired[first + pi], mi == last);
+                let paired = pairs.partner[first + pi].is_some();
+                let (shown, orphan) = show_part(part, paired, mi == last);
                 orphans += usize::from(orphan);
                 shown
             })
@@ -371,48 +375,6 @@ fn sanitize(messages: Vec<Message>) -> (Vec<ContextMessage>, usize) {
         });
     }
     (out, orphans)
-}
-
-/// Which tool halves of a list of messages have their partner in it.
-///
-/// Pairing is by position, as the boundary pairs: a result pairs with the
-/// nearest earlier unanswered call of its id (in an earlier message or the
-/// same one), so clients that reuse call ids per request are paired right.
-struct Pairing {
-    /// Per message: the number of its first part, counted across messages.
-    first_part: Vec<usize>,
-    /// Per part: a call or a result that has its partner.
-    paired: Vec<bool>,
-}
-
-impl Pairing {
-    fn of(messages: &[Message]) -> Pairing {
-        let mut first_part = Vec::with_capacity(messages.len());
-        let mut parts = 0;
-        for m in messages {
-            first_part.push(parts);
-            parts += m.parts.len();
-        }
-        let mut paired = vec![false; parts];
-        let mut open: HashMap<&str, Vec<usize>> = HashMap::new();
-        for (m, &first) in messages.iter().zip(&first_part) {
-            for (pi, part) in m.parts.iter().enumerate() {
-                match part {
-                    Part::ToolCall { call_id, .. } => {
-                        open.entry(call_id.as_str()).or_default().push(first + pi);
-                    }
-                    Part::ToolResult { call_id, .. } => {
-                        if let Some(call) = open.get_mut(call_id.as_str()).and_then(Vec::pop) {
-                            paired[call] = true;
-                            paired[first + pi] = true;
-                        }
-                    }
-                    _ => {}
-                }
-            }
-        }
-        Pairing { first_part, paired }
-    }
 }
 
 /// Whether `part` is a half whose partner is missing, and turned to text.

@@ -218,23 +218,24 @@ impl PreparedTail {
     }
 }
 
-/// Which tool halves of a tail have their partner in it, kept as messages
-/// are added and dropped: what `Pairing::of` computes over the whole
-/// tail, without going over it on every turn.
+/// Which tool halves of a list of messages have their partner in it, kept
+/// as messages are added and dropped (a tail does not go over its whole
+/// history each turn; `sanitize` pairs a list by adding its messages).
 ///
-/// Pairing is by position (a result pairs with the nearest earlier
-/// unanswered call of its id). Dropping the oldest messages only unpairs
-/// the results whose call was dropped: a result's call comes before it, and
-/// every call between a result and its call was answered first.
+/// Pairing is by position, as the boundary pairs: a result pairs with the
+/// nearest earlier unanswered call of its id (in an earlier message or the
+/// same one), so clients that reuse call ids per request are paired right.
+/// Dropping the oldest messages only unpairs the results whose call was
+/// dropped: a result's call comes before it, and every call between a
+/// result and its call was answered first.
 #[derive(Debug, Clone, Default)]
-struct Pairs {
-    /// Per message (by index in the tail's vectors): its first part's
-    /// number.
-    first_part: Vec<usize>,
+pub(super) struct Pairs {
+    /// Per message (by index in the list): its first part's number.
+    pub(super) first_part: Vec<usize>,
     /// Per part: the message it is in.
     message_of: Vec<usize>,
-    /// Per part: its partner's number, while both are in the tail.
-    partner: Vec<Option<usize>>,
+    /// Per part: its partner's number, while both are in the list.
+    pub(super) partner: Vec<Option<usize>>,
     /// Per call id: its unanswered calls, oldest first.
     open: HashMap<String, Vec<usize>>,
     /// Messages with halves that have no partner, and how many.
@@ -255,8 +256,8 @@ impl Pairs {
         }
     }
 
-    /// Adds the parts of `message`, message `mi` of the tail.
-    fn push(&mut self, message: &Message, mi: usize) {
+    /// Adds the parts of `message`, message `mi` of the list.
+    pub(super) fn push(&mut self, message: &Message, mi: usize) {
         let first = self.partner.len();
         self.first_part.push(first);
         for (pi, part) in message.parts.iter().enumerate() {
