@@ -1033,12 +1033,18 @@ pub async fn record_requested(
         return;
     };
     if let Err(error) = store.record_event(&event).await {
-        EventNotWritten {
-            kind: event.kind,
-            error: &error,
-        }
-        .emit();
+        lost(&event, &error);
     }
+}
+
+/// Logs and counts a `compaction.requested` event that could not be
+/// written (the request itself stands).
+fn lost(event: &NewEvent, error: &StoreError) {
+    EventNotWritten {
+        kind: event.kind,
+        error,
+    }
+    .emit();
 }
 
 /// The `compaction.requested` event of a request the queue answered with
@@ -1092,11 +1098,7 @@ pub async fn request_recorded(
     match event {
         Some(event) => {
             if let Err(error) = held.record(&event).await {
-                EventNotWritten {
-                    kind: event.kind,
-                    error: &error,
-                }
-                .emit();
+                lost(&event, &error);
             }
         }
         // Nothing to write; a failed rollback ends with the connection.

@@ -58,22 +58,33 @@ impl Compactor {
     pub async fn context_json(&self, key: &EntityKey) -> Result<Vec<u8>, ClientError> {
         let reads = self.turn_reads(key).await?;
         match reads.history {
-            History::Kept(kept) if reads.summaries.is_empty() => {
-                let input = self.input(&reads.ws, &reads.entries);
-                let engine = &self.inner.engine;
-                let window = kept.window();
-                if window.truncated() {
-                    truncated(&reads.ws, &window);
-                }
-                let context = kept
-                    .tail
-                    .context(&input, &engine.context, &self.inner.estimator);
-                let json = kept_json(&context, &window);
-                self.inner.tails.put(reads.ws.id, *kept);
-                json.map_err(ClientError::Encode)
-            }
+            History::Kept(kept) if reads.summaries.is_empty() => self
+                .over_kept(&reads.ws, &reads.entries, *kept, kept_json)
+                .map_err(ClientError::Encode),
             _ => serde_json::to_vec(&self.turn_of(reads)).map_err(ClientError::Encode),
         }
+    }
+
+    /// `f` of the context over a kept history and its window (said in the
+    /// log when it left messages out); the history is then put back.
+    fn over_kept<R>(
+        &self,
+        ws: &WorkstreamRow,
+        entries: &[String],
+        kept: Kept,
+        f: impl FnOnce(&TailContext<'_>, &HistoryWindow) -> R,
+    ) -> R {
+        let input = self.input(ws, entries);
+        let window = kept.window();
+        if window.truncated() {
+            truncated(ws, &window);
+        }
+        let context = kept
+            .tail
+            .context(&input, &self.inner.engine.context, &self.inner.estimator);
+        let result = f(&context, &window);
+        self.inner.tails.put(ws.id, kept);
+        result
     }
 
     /// The workstream, then its history, memory entries and branch
@@ -115,27 +126,19 @@ impl Compactor {
             entries,
             summaries,
         } = reads;
-        let input = self.input(&ws, &entries);
-        let engine = &self.inner.engine;
-        let estimator = &self.inner.estimator;
         let (context, window) = match history {
-            History::Kept(kept) => {
-                let built = kept
-                    .tail
-                    .context(&input, &engine.context, estimator)
-                    .to_built();
-                let window = kept.window();
-                self.inner.tails.put(ws.id, *kept);
-                (built, window)
-            }
+            History::Kept(kept) => self.over_kept(&ws, &entries, *kept, |c, w| (c.to_built(), *w)),
             History::Read(read) => {
+                if read.window.truncated() {
+                    truncated(&ws, &read.window);
+                }
+                let engine = &self.inner.engine;
+                let input = self.input(&ws, &entries);
+                let estimator = &self.inner.estimator;
                 let built = context::build_owned(&input, read.messages, &engine.context, estimator);
                 (built, read.window)
             }
         };
-        if window.truncated() {
-            truncated(&ws, &window);
-        }
         TurnContext {
             context: self.with_branch_summaries(&summaries, context),
             truncated: window.truncated(),

@@ -2016,9 +2016,12 @@ async fn a_held_request_writes_its_event_before_the_lease_can_be_taken(backend: 
             .take_free_lease_with_event(ws.id, "job-1", TTL, Some(&started))
             .await
     });
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Blocked: it does not complete while the request holds the row (on a
+    // slow machine it only waits longer; this cannot fail spuriously).
     assert!(
-        !take.is_finished(),
+        tokio::time::timeout(Duration::from_millis(300), &mut take)
+            .await
+            .is_err(),
         "taking the lease waits for the held request"
     );
     let requested = held
