@@ -6,7 +6,7 @@
 //! | migration | table |
 //! |---|---|
 //! | `m20261122_000001_create_workstreams` | `workstreams`: one row per `(domain, entity_id)`: summary, state, watermark, lease, counters |
-//! | `m20261122_000002_create_messages` | `messages`: every stored message, never deleted, marked `is_compacted` |
+//! | `m20261122_000002_create_messages` | `messages`: every stored message, never deleted (marked `is_compacted` until `m20261127_000008`) |
 //! | `m20261122_000003_create_memory_block_entries` | `memory_block_entries`: entries until they are folded |
 //! | `m20261122_000004_create_compaction_runs` | `compaction_runs`: one audit row per attempt |
 //! | `m20261122_000005_add_compaction_run_llm_audit` | `compaction_runs`: why a run was degraded, LLM calls and failed calls |
@@ -19,10 +19,12 @@
 //! | `m20261127_000005_scope_message_search` | recall: the full-text GIN index scoped to the workstream (PostgreSQL: an expression index over `search` plus a `ws <id>` lexeme) |
 //! | `m20261127_000006_bound_search_pending_list` | that index takes appends through a pending list bounded at 256 kB (PostgreSQL `fastupdate`) |
 //! | `m20261127_000007_search_on_content_change` | `messages.search` kept by a trigger on insert and on a change of `parts`, not recomputed by every update (PostgreSQL) |
+//! | `m20261127_000008_compacted_below_watermark` | compacted = at or below the workstream's watermark and not `messages.kept`; `compaction_runs.watermark`; `is_compacted` and `compacted_by_run_id` dropped |
 //!
-//! Every migration is written with the sea-query schema builder only, so the
-//! same code creates the schema on PostgreSQL (production) and SQLite (the
-//! embedded default). Applied migrations are recorded by name in
+//! Every migration is written with the sea-query schema builder (or SQL both
+//! backends accept, where the builder has no word for it), so the same code
+//! creates the schema on PostgreSQL (production) and SQLite (the embedded
+//! default). Applied migrations are recorded by name in
 //! `seaql_migrations`; [`migration_names`] lists the names this build knows,
 //! so a service can tell a database that is behind (pending migrations) from
 //! one that is ahead of it (written by a newer build).
@@ -43,6 +45,7 @@ mod m20261127_000004_add_workstream_breaker_index;
 mod m20261127_000005_scope_message_search;
 mod m20261127_000006_bound_search_pending_list;
 mod m20261127_000007_search_on_content_change;
+mod m20261127_000008_compacted_below_watermark;
 
 pub use sea_orm_migration::{MigrationTrait, MigratorTrait};
 
@@ -87,6 +90,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261127_000005_scope_message_search::Migration),
             Box::new(m20261127_000006_bound_search_pending_list::Migration),
             Box::new(m20261127_000007_search_on_content_change::Migration),
+            Box::new(m20261127_000008_compacted_below_watermark::Migration),
         ]
     }
 }
@@ -145,6 +149,7 @@ mod tests {
                 "m20261127_000005_scope_message_search",
                 "m20261127_000006_bound_search_pending_list",
                 "m20261127_000007_search_on_content_change",
+                "m20261127_000008_compacted_below_watermark",
             ]
         );
     }

@@ -149,8 +149,7 @@ fn load_sql(n: u64, ws: &[i64]) -> Vec<String> {
              FROM generate_series(1, 100) AS g"
         ),
         format!(
-            "INSERT INTO messages (workstream_id, role, parts, token_estimate, created_at, \
-               is_compacted, compacted_by_run_id) \
+            "INSERT INTO messages (workstream_id, role, parts, token_estimate, created_at) \
              SELECT (ARRAY[{ids}])[CASE WHEN i % 10 = 0 THEN 2 + i % 9 ELSE 1 END], \
                CASE WHEN i % 2 = 0 THEN 'user' ELSE 'assistant' END, \
                json_build_array(json_build_object('type', 'text', 'text', \
@@ -161,10 +160,24 @@ fn load_sql(n: u64, ws: &[i64]) -> Vec<String> {
                  || CASE WHEN i < {n} / 10 AND i % 10 = 1 THEN 'legacy ' ELSE '' END \
                  || CASE WHEN i < {n} / 2 AND i % 1000 = 3 THEN 'archived ' ELSE '' END \
                  || md5(i::text)))::text, \
-               24, now(), i < {n} * 95 / 100, \
-               CASE WHEN i < {n} * 95 / 100 THEN \
-                 (SELECT min(id) FROM compaction_runs) + i * 100 / {n} END \
+               24, now() \
              FROM generate_series(1, {n}) AS i"
+        ),
+        // Message `i` (id `base + i`) is compacted when `i < 95 %`, by run
+        // `i * 100 / n`: run `k`'s watermark is the id of the last `i` it
+        // folds, and each workstream's watermark its last message below
+        // 95 %.
+        format!(
+            "UPDATE compaction_runs SET watermark = \
+               (SELECT min(id) - 1 FROM messages) \
+               + ((id - (SELECT min(id) FROM compaction_runs) + 1) * {n} + 99) / 100 - 1 \
+             WHERE workstream_id = {big}"
+        ),
+        format!(
+            "UPDATE workstreams SET last_compacted_message_id = \
+               (SELECT max(m.id) FROM messages m WHERE m.workstream_id = workstreams.id \
+                  AND m.id - (SELECT min(id) - 1 FROM messages) < {n} * 95 / 100) \
+             WHERE id IN ({ids})"
         ),
     ]
 }

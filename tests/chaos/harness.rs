@@ -334,8 +334,9 @@ impl Report {
 /// - no entity compacted twice: exactly one commit each, and no two LLM
 ///   calls for one workstream overlapping in time;
 /// - no lease left held;
-/// - no half-written commit: marked messages are exactly those up to the
-///   watermark, the token count matches the rows, a summary iff a commit.
+/// - no half-written commit: no message kept below the watermark (the
+///   scenarios pin nothing, so a commit keeps nothing), the token count
+///   matches the un-compacted rows, a summary iff a commit.
 pub async fn check_invariants(
     db: &TestDb,
     redis_url: &str,
@@ -380,12 +381,10 @@ pub async fn check_invariants(
         .scalar(
             "SELECT COUNT(*) AS n FROM workstreams w WHERE \
              (w.compactions > 0) <> (w.compaction_summary IS NOT NULL) \
-             OR EXISTS (SELECT 1 FROM messages m WHERE m.workstream_id = w.id AND m.is_compacted = true \
-                        AND (w.last_compacted_message_id IS NULL OR m.id > w.last_compacted_message_id)) \
-             OR EXISTS (SELECT 1 FROM messages m WHERE m.workstream_id = w.id AND m.is_compacted = false \
-                        AND m.id <= COALESCE(w.last_compacted_message_id, 0)) \
+             OR EXISTS (SELECT 1 FROM messages m WHERE m.workstream_id = w.id AND m.kept) \
              OR w.uncompacted_tokens <> (SELECT COALESCE(SUM(m.token_estimate), 0) FROM messages m \
-                        WHERE m.workstream_id = w.id AND m.is_compacted = false)",
+                        WHERE m.workstream_id = w.id \
+                          AND (m.kept OR m.id > COALESCE(w.last_compacted_message_id, 0)))",
         )
         .await;
     assert_eq!(half_written, 0, "workstreams with a half-written commit");

@@ -213,7 +213,10 @@ async fn load_tree<C: ConnectionTrait>(
     watermark: Option<i64>,
     op: &'static str,
 ) -> Result<Tree, StoreError> {
-    let mut condition = sea_orm::Condition::any().add(message::Column::IsCompacted.eq(false));
+    let mut condition = sea_orm::Condition::any().add(super::compacted::uncompacted_of(
+        db.get_database_backend(),
+        workstream_id,
+    ));
     if let Some(w) = watermark {
         condition = condition.add(message::Column::Id.eq(w));
     }
@@ -246,7 +249,10 @@ async fn load_where<C: ConnectionTrait>(
         .column(message::Column::Id)
         .column(message::Column::ParentId)
         .column(message::Column::TokenEstimate)
-        .column(message::Column::IsCompacted)
+        .expr_as(
+            super::compacted::compacted_of(db.get_database_backend(), workstream_id),
+            "compacted",
+        )
         .filter(message::Column::WorkstreamId.eq(workstream_id))
         .filter(condition)
         .into_tuple()

@@ -20,7 +20,7 @@ use super::convert::{encode, encode_parts, now, placeholder, to_i64};
 use super::entities::{memory_block_entry, message, workstream};
 use super::lease::{eq_or_null, held_by};
 use super::outbox::{insert_event, written};
-use super::runs::insert_run;
+use super::runs::{insert_run, insert_run_at};
 use super::workstreams::BREAKER_THRESHOLD;
 use super::{NewEvent, NewRun, RunOutcome, Store, StoreError};
 
@@ -102,12 +102,14 @@ impl Store {
     ///    `compactions += 1`, `last_compacted_at`, `just_auto_compacted`,
     ///    the breaker (per `progress`), the memory-block summary, and the
     ///    lease released;
-    /// 2. messages in `(expected, new]` not in `keep` are marked compacted,
-    ///    with the id of the run row (`compacted_by_run_id`, for recall);
+    /// 2. the messages of `keep` in `(expected, new]` are flagged kept;
+    ///    every other message up to the new watermark is compacted by the
+    ///    watermark alone (see `store::compacted`: nothing is written per
+    ///    compacted message);
     /// 3. pruned messages get their new parts and estimate;
     /// 4. folded memory entries are marked;
-    /// 5. the run row is inserted (written before step 2, which needs its
-    ///    id).
+    /// 5. the run row is inserted, with the new watermark (recall's
+    ///    "folded by").
     ///
     /// If the fence does not match, the transaction is rolled back, a run
     /// row with outcome `conflict` is recorded, and the reason is returned.
@@ -328,9 +330,10 @@ async fn write_commit(
     };
     let version: i64 = row.try_get("", "version").map_err(StoreError::db(OP))?;
 
-    // The run row first: the messages it folds record its id (recall).
-    let run_id = insert_run(txn, c.workstream_id, c.run, OP).await?;
-    mark_compacted(txn, c, run_id).await?;
+    // The run records the watermark it wrote: recall finds the run that
+    // folded a message by it.
+    let run_id = insert_run_at(txn, c.workstream_id, c.run, Some(c.new_watermark), OP).await?;
+    keep_below_watermark(txn, c).await?;
     apply_pruned(txn, c, &encoded.pruned).await?;
     if let Some(fold) = &c.memory_fold {
         for ids in fold.folded.chunks(ID_LIST_BATCH) {
@@ -346,20 +349,12 @@ async fn write_commit(
     Ok(Some((version, run_id)))
 }
 
-/// Marks `(expected, new] \ keep` compacted. `keep` is split into bounded
-/// `NOT IN` lists, each applied to its own id range, so any number of kept
-/// messages works: range `(from, k_last]` excludes that batch of `keep`,
-/// the last range `(k_last, new]` excludes nothing.
-async fn mark_compacted(
-    txn: &DatabaseTransaction,
-    c: &Commit<'_>,
-    run_id: i64,
-) -> Result<(), StoreError> {
+/// Flags the messages of `keep` in `(expected, new]` kept: every other
+/// message of the span is compacted by the watermark the commit wrote (see
+/// `store::compacted`), so nothing else is written, however long the span.
+async fn keep_below_watermark(txn: &DatabaseTransaction, c: &Commit<'_>) -> Result<(), StoreError> {
     let lower = c.expected_watermark.map(|m| m.0);
     let upper = c.new_watermark.0;
-    // A span of at most a batch (the usual compaction) is marked in one
-    // statement, without reading where to split it first.
-    let many = c.run.messages_compacted > MARK_BATCH.unsigned_abs();
     let mut keep: Vec<i64> = c
         .keep
         .iter()
@@ -368,105 +363,15 @@ async fn mark_compacted(
         .collect();
     keep.sort_unstable();
     keep.dedup();
-    let mut from = lower;
     for batch in keep.chunks(ID_LIST_BATCH) {
-        let Some(&to) = batch.last() else { continue };
-        mark_range(txn, (c.workstream_id, run_id), from, to, batch, many).await?;
-        from = Some(to);
+        message::Entity::update_many()
+            .col_expr(message::Column::Kept, Expr::value(true))
+            .filter(message::Column::WorkstreamId.eq(c.workstream_id))
+            .filter(message::Column::Id.is_in(batch.iter().copied()))
+            .exec(txn)
+            .await
+            .map_err(StoreError::db("commit"))?;
     }
-    mark_range(txn, (c.workstream_id, run_id), from, upper, &[], many).await
-}
-
-/// Rows one marking statement updates at most. Each statement is bounded
-/// by the statement timeout (30 s by default); a compaction of a million
-/// messages marks them all in one transaction, but in statements of this
-/// many rows (on PostgreSQL every marked row is a new row version, indexed
-/// again, full-text index included: about 20 µs a row).
-const MARK_BATCH: i64 = 20_000;
-
-/// `is_compacted = true` (folded by `run_id`) for ids in `(from, to]` not
-/// in `except`; when `many`, in statements of at most [`MARK_BATCH`] rows.
-async fn mark_range(
-    txn: &DatabaseTransaction,
-    ids: (i64, i64),
-    from: Option<i64>,
-    to: i64,
-    except: &[i64],
-    many: bool,
-) -> Result<(), StoreError> {
-    let bounds = if many {
-        range_bounds(txn, ids.0, from, to).await?
-    } else {
-        Vec::new()
-    };
-    let mut lower = from;
-    for upper in bounds {
-        mark_range_once(txn, ids, lower, upper, except).await?;
-        lower = Some(upper);
-    }
-    mark_range_once(txn, ids, lower, to, except).await
-}
-
-/// Every [`MARK_BATCH`]-th un-compacted id in `(from, to]`, ascending: the
-/// upper bounds of the statements that mark the range (none when it is
-/// shorter). One index-only read.
-async fn range_bounds(
-    txn: &DatabaseTransaction,
-    workstream_id: i64,
-    from: Option<i64>,
-    to: i64,
-) -> Result<Vec<i64>, StoreError> {
-    let backend = txn.get_database_backend();
-    let p = |n| placeholder(backend, n);
-    let sql = format!(
-        "SELECT id FROM (SELECT id, ROW_NUMBER() OVER (ORDER BY id) AS n FROM messages \
-           WHERE workstream_id = {} AND is_compacted = {} AND id > {} AND id <= {}) AS counted \
-         WHERE n % {} = 0 ORDER BY id",
-        p(1),
-        p(2),
-        p(3),
-        p(4),
-        p(5)
-    );
-    let values: [sea_orm::Value; 5] = [
-        workstream_id.into(),
-        false.into(),
-        from.unwrap_or(i64::MIN).into(),
-        to.into(),
-        MARK_BATCH.into(),
-    ];
-    txn.query_all_raw(sea_orm::Statement::from_sql_and_values(
-        backend, sql, values,
-    ))
-    .await
-    .map_err(StoreError::db("commit"))?
-    .iter()
-    .map(|row| row.try_get::<i64>("", "id"))
-    .collect::<Result<_, _>>()
-    .map_err(StoreError::db("commit"))
-}
-
-/// One statement of [`mark_range`].
-async fn mark_range_once(
-    txn: &DatabaseTransaction,
-    (workstream_id, run_id): (i64, i64),
-    from: Option<i64>,
-    to: i64,
-    except: &[i64],
-) -> Result<(), StoreError> {
-    let mut update = message::Entity::update_many()
-        .col_expr(message::Column::IsCompacted, Expr::value(true))
-        .col_expr(message::Column::CompactedByRunId, Expr::value(run_id))
-        .filter(message::Column::WorkstreamId.eq(workstream_id))
-        .filter(message::Column::IsCompacted.eq(false))
-        .filter(message::Column::Id.lte(to));
-    if let Some(from) = from {
-        update = update.filter(message::Column::Id.gt(from));
-    }
-    if !except.is_empty() {
-        update = update.filter(message::Column::Id.is_not_in(except.iter().copied()));
-    }
-    update.exec(txn).await.map_err(StoreError::db("commit"))?;
     Ok(())
 }
 
@@ -496,16 +401,18 @@ async fn apply_pruned(
             .select_only()
             .column(message::Column::Id)
             .column(message::Column::TokenEstimate)
-            .column(message::Column::IsCompacted)
+            .column(message::Column::Kept)
             .filter(message::Column::WorkstreamId.eq(c.workstream_id))
             .filter(message::Column::Id.is_in(batch.iter().copied()))
             .into_tuple()
             .all(txn)
             .await
             .map_err(StoreError::db(OP))?;
+        // Compacted: at or below the watermark this commit wrote, not kept
+        // (the kept flags of this commit are written by now).
         old.extend(
             rows.into_iter()
-                .map(|(id, t, compacted)| (id, (t, compacted))),
+                .map(|(id, t, kept)| (id, (t, !kept && id <= c.new_watermark.0))),
         );
     }
     let mut delta: i64 = 0;

@@ -17,6 +17,7 @@ use sea_orm::{
 };
 
 use super::branches::Tip;
+use super::compacted::{compacted_of, uncompacted_of};
 use super::convert::{encode_parts, now, role_from_str, to_i64, to_u64};
 use super::entities::{message, workstream};
 use super::workstreams::{ensure, insert_if_missing, WorkstreamRow};
@@ -258,7 +259,7 @@ impl Store {
         }
         let mut query = message::Entity::find()
             .filter(message::Column::WorkstreamId.eq(workstream_id))
-            .filter(message::Column::IsCompacted.eq(false));
+            .filter(uncompacted_of(self.backend(), workstream_id));
         if let Some(after) = after {
             query = query.filter(message::Column::Id.gt(after.0));
         }
@@ -359,7 +360,7 @@ impl Store {
         op: &'static str,
     ) -> Result<HistoryWindow, StoreError> {
         let bound = self.history;
-        let sizes: Vec<(i64, i64)> = uncompacted_sizes(workstream_id)
+        let sizes: Vec<(i64, i64)> = uncompacted_sizes(self.backend(), workstream_id)
             .order_by_desc(message::Column::Id)
             .limit(bound.max_messages.saturating_add(1))
             .into_tuple()
@@ -396,7 +397,7 @@ impl Store {
                 "tokens",
             )
             .filter(message::Column::WorkstreamId.eq(workstream_id))
-            .filter(message::Column::IsCompacted.eq(false))
+            .filter(uncompacted_of(self.backend(), workstream_id))
             .filter(message::Column::Id.lt(first.0))
             .into_tuple()
             .one(&self.db)
@@ -487,7 +488,7 @@ impl Store {
             });
         }
         if uncompacted_tokens <= bound.max_tokens {
-            let rows: Vec<ContentRow> = uncompacted_content(workstream_id)
+            let rows: Vec<ContentRow> = uncompacted_content(self.backend(), workstream_id)
                 .order_by_desc(message::Column::Id)
                 .limit(bound.max_messages.saturating_add(1))
                 .into_tuple()
@@ -523,7 +524,7 @@ impl Store {
         };
         // Everything from the window's first message on, as pages from it
         // would read (messages appended meanwhile included).
-        let rows: Vec<ContentRow> = uncompacted_content(workstream_id)
+        let rows: Vec<ContentRow> = uncompacted_content(self.backend(), workstream_id)
             .filter(message::Column::Id.gte(first.0))
             .order_by_asc(message::Column::Id)
             .into_tuple()
@@ -549,7 +550,7 @@ impl Store {
         after: MessageId,
         limit: u64,
     ) -> Result<ContextHistory, StoreError> {
-        let rows: Vec<ContentRow> = uncompacted_content(workstream_id)
+        let rows: Vec<ContentRow> = uncompacted_content(self.backend(), workstream_id)
             .filter(message::Column::Id.gt(after.0))
             .order_by_asc(message::Column::Id)
             .limit(limit)
@@ -590,18 +591,18 @@ type ContentRow = (i64, i64, String, String, bool);
 
 /// The workstream's un-compacted messages, `id` and `token_estimate`
 /// selected (callers order and bound it).
-fn uncompacted_sizes(workstream_id: i64) -> Select<message::Entity> {
+fn uncompacted_sizes(backend: DbBackend, workstream_id: i64) -> Select<message::Entity> {
     message::Entity::find()
         .select_only()
         .column(message::Column::Id)
         .column(message::Column::TokenEstimate)
         .filter(message::Column::WorkstreamId.eq(workstream_id))
-        .filter(message::Column::IsCompacted.eq(false))
+        .filter(uncompacted_of(backend, workstream_id))
 }
 
 /// [`uncompacted_sizes`] and the rest of a [`ContentRow`].
-fn uncompacted_content(workstream_id: i64) -> Select<message::Entity> {
-    uncompacted_sizes(workstream_id)
+fn uncompacted_content(backend: DbBackend, workstream_id: i64) -> Select<message::Entity> {
+    uncompacted_sizes(backend, workstream_id)
         .column(message::Column::Role)
         .column(message::Column::Parts)
         .column(message::Column::Pinned)
@@ -677,7 +678,10 @@ pub(crate) async fn estimate_of<C: ConnectionTrait>(
         .filter(message::Column::WorkstreamId.eq(workstream_id))
         .select_only()
         .column(message::Column::TokenEstimate)
-        .column(message::Column::IsCompacted)
+        .expr_as(
+            compacted_of(db.get_database_backend(), workstream_id),
+            "compacted",
+        )
         .into_tuple::<(i64, bool)>()
         .one(db)
         .await
@@ -773,9 +777,9 @@ struct RowUpdate {
 macro_rules! insert_unnest_sql {
     () => {
         "INSERT INTO messages \
-         (workstream_id, role, parts, token_estimate, pinned, is_compacted, created_at, \
-          client_id, parent_id) \
-         SELECT $1, m.role, m.parts, m.token_estimate, m.pinned, FALSE, $2, m.client_id, \
+         (workstream_id, role, parts, token_estimate, pinned, created_at, client_id, \
+          parent_id) \
+         SELECT $1, m.role, m.parts, m.token_estimate, m.pinned, $2, m.client_id, \
           m.parent_id \
          FROM UNNEST($3::text::text[], $4::text::text[], $5::text::bigint[], \
           $6::text::boolean[], $7::text::text[], $8::text::bigint[]) \
@@ -921,7 +925,6 @@ async fn insert_values<C: ConnectionTrait>(
                 parts: Set(rows.encoded[i].clone()),
                 token_estimate: Set(to_i64(m.token_estimate)),
                 pinned: Set(m.pinned),
-                is_compacted: Set(false),
                 created_at: Set(created_at),
                 client_id: Set(m.client_id.clone()),
                 parent_id: Set(if b == 0 && k == 0 {

@@ -58,6 +58,7 @@ use sea_orm::{
 
 mod branches;
 mod commit;
+mod compacted;
 mod convert;
 mod entities;
 mod error;

@@ -50,19 +50,38 @@ fn workstream_lexeme(workstream_id: i64) -> String {
     format!("'ws {workstream_id}'")
 }
 
-const SELECT_POSTGRES: &str = "SELECT m.id, m.role, m.parts, m.pinned, m.is_compacted, \
-         m.created_at, m.compacted_by_run_id, r.finished_at AS folded_at";
+/// The columns of a recalled message over `m`, its workstream's watermark
+/// `w.at` ([`watermark_join`]) and the run `r` that folded it
+/// ([`FOLDED_BY`]): compacted is derived from the watermark (see
+/// `store::compacted`).
+const SELECT: &str = "SELECT m.id, m.role, m.parts, m.pinned, \
+         (NOT m.kept AND m.id <= w.at) AS is_compacted, \
+         m.created_at, r.id AS compacted_by_run_id, r.finished_at AS folded_at";
+
+/// The one-row watermark `w.at` of the workstream bound as `param`.
+fn watermark_join(param: &str) -> String {
+    format!(
+        "CROSS JOIN (SELECT {} AS at) AS w",
+        super::compacted::watermark_of(param)
+    )
+}
+
+/// The run that folded a compacted `m`: the committed run of its
+/// workstream with the lowest watermark at or above it.
+const FOLDED_BY: &str = "LEFT JOIN compaction_runs r ON NOT m.kept AND m.id <= w.at \
+     AND r.id = (SELECT f.id FROM compaction_runs f WHERE f.workstream_id = m.workstream_id \
+       AND f.watermark >= m.id ORDER BY f.watermark LIMIT 1)";
 
 /// Step 1: matches among the newest [`RECENT_WINDOW`] messages (`$4` is
 /// the lowest id of that window). Bounded: whichever plan the planner
 /// picks (a backwards walk, the GIN index) reads at most the window.
 fn postgres_recent() -> String {
     format!(
-        "{SELECT_POSTGRES} FROM messages m \
-         LEFT JOIN compaction_runs r ON r.id = m.compacted_by_run_id \
+        "{SELECT} FROM messages m {} {FOLDED_BY} \
          WHERE m.workstream_id = $1 AND m.id >= $4 \
            AND {SCOPED_SEARCH} @@ {SCOPED_QUERY} \
-         ORDER BY m.id DESC LIMIT $3"
+         ORDER BY m.id DESC LIMIT $3",
+        watermark_join("$1")
     )
 }
 
@@ -79,9 +98,9 @@ fn postgres_older() -> String {
              WHERE m.workstream_id = $1 AND m.id < $4 \
                AND {SCOPED_SEARCH} @@ {SCOPED_QUERY} \
              ORDER BY m.id + 0 DESC LIMIT $3) \
-         {SELECT_POSTGRES} FROM hits JOIN messages m ON m.id = hits.id \
-         LEFT JOIN compaction_runs r ON r.id = m.compacted_by_run_id \
-         ORDER BY m.id DESC"
+         {SELECT} FROM hits JOIN messages m ON m.id = hits.id {} {FOLDED_BY} \
+         ORDER BY m.id DESC",
+        watermark_join("$1")
     )
 }
 
@@ -90,12 +109,15 @@ fn postgres_older() -> String {
 const POSTGRES_WINDOW_START: &str = "SELECT coalesce((SELECT id FROM messages \
      WHERE workstream_id = $1 ORDER BY id DESC OFFSET $2 LIMIT 1), 0) AS start";
 
-const SQLITE: &str = "SELECT m.id, m.role, m.parts, m.pinned, m.is_compacted, m.created_at, \
-         m.compacted_by_run_id, r.finished_at AS folded_at \
-     FROM messages_search JOIN messages m ON m.id = messages_search.rowid \
-     LEFT JOIN compaction_runs r ON r.id = m.compacted_by_run_id \
-     WHERE messages_search MATCH ?1 AND m.workstream_id = ?2 \
-     ORDER BY m.id DESC LIMIT ?3";
+fn sqlite() -> String {
+    format!(
+        "{SELECT} FROM messages_search JOIN messages m ON m.id = messages_search.rowid \
+         {} {FOLDED_BY} \
+         WHERE messages_search MATCH ?1 AND m.workstream_id = ?2 \
+         ORDER BY m.id DESC LIMIT ?3",
+        watermark_join("?2")
+    )
+}
 
 impl Store {
     /// The newest messages of the workstream `workstream_id` that match
@@ -116,7 +138,7 @@ impl Store {
                 .db
                 .query_all_raw(Statement::from_sql_and_values(
                     backend,
-                    SQLITE,
+                    sqlite(),
                     [
                         query.fts5_match().into(),
                         workstream_id.into(),

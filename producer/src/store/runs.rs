@@ -1,7 +1,7 @@
 //! `compaction_runs`: the audit row every attempt leaves behind.
 
 use chrono::{DateTime, Utc};
-use compactor_shared::EntityKey;
+use compactor_shared::{EntityKey, MessageId};
 use sea_orm::{
     ActiveValue::Set, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder,
     QuerySelect,
@@ -275,6 +275,18 @@ pub(crate) async fn insert_run<C: ConnectionTrait>(
     run: &NewRun,
     op: &'static str,
 ) -> Result<i64, StoreError> {
+    insert_run_at(db, workstream_id, run, None, op).await
+}
+
+/// [`insert_run`] of a committed run, with the watermark its commit wrote
+/// (which says, for recall, which messages it folded).
+pub(crate) async fn insert_run_at<C: ConnectionTrait>(
+    db: &C,
+    workstream_id: i64,
+    run: &NewRun,
+    watermark: Option<MessageId>,
+    op: &'static str,
+) -> Result<i64, StoreError> {
     let row = compaction_run::ActiveModel {
         workstream_id: Set(workstream_id),
         job_id: Set(run.job_id),
@@ -299,6 +311,7 @@ pub(crate) async fn insert_run<C: ConnectionTrait>(
         summary: Set(run.summary.clone()),
         hook_outcome: Set(run.hook.outcome.map(|o| o.as_str().to_owned())),
         hook_duration_ms: Set(run.hook.duration_ms.map(to_i64)),
+        watermark: Set(watermark.map(|w| w.0)),
         ..Default::default()
     };
     let res = Entity::insert(row)

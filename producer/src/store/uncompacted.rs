@@ -153,32 +153,46 @@ async fn bounded_page<C: ConnectionTrait>(
         return Ok((Vec::new(), Rest::Maybe));
     }
     let backend = db.get_database_backend();
-    let p = |n| super::convert::placeholder(backend, n);
-    // The keyset page (the index on (workstream_id, is_compacted, id)
-    // serves it), then the running sum of estimates over it: the first row
-    // always, the others while the sum stays within the bound (estimates
-    // are never negative, so the rows kept are a prefix). `total`, the
-    // keyset page's size, says whether the rows returned are all there was.
+    // Numbered, so that a value is bound once and used twice.
+    let p = |n: usize| match backend {
+        DbBackend::Postgres => format!("${n}"),
+        _ => format!("?{n}"),
+    };
+    // The keyset page is the first `limit` ids after `after` of the two
+    // ranges un-compacted messages are (see `store::compacted`): the kept
+    // ones below the watermark (their partial index), then every id above
+    // it (the index on (workstream_id, id)); neither walks compacted
+    // history. Then the running sum of estimates over the page: the first
+    // row always, the others while the sum stays within the bound
+    // (estimates are never negative, so the rows kept are a prefix).
+    // `total`, the keyset page's size, says whether the rows returned are
+    // all there was.
+    let columns = "id, role, parts, pinned, token_estimate";
+    let watermark = super::compacted::watermark_of(&p(1));
     let sql = format!(
         "SELECT id, role, parts, pinned, total FROM (\
            SELECT id, role, parts, pinned, \
              ROW_NUMBER() OVER (ORDER BY id) AS n, \
              COUNT(*) OVER () AS total, \
              SUM(token_estimate) OVER (ORDER BY id) AS running \
-           FROM (SELECT id, role, parts, pinned, token_estimate FROM messages \
-             WHERE workstream_id = {} AND is_compacted = {} AND id > {} \
-             ORDER BY id LIMIT {}) AS page\
+           FROM (SELECT {columns} FROM (\
+               SELECT {columns} FROM (SELECT {columns} FROM messages \
+                 WHERE workstream_id = {ws} AND kept AND id > {after} \
+                 ORDER BY id LIMIT {limit}) AS below \
+               UNION ALL \
+               SELECT {columns} FROM (SELECT {columns} FROM messages \
+                 WHERE workstream_id = {ws} AND id > {after} AND id > {watermark} \
+                 ORDER BY id LIMIT {limit}) AS above\
+             ) AS ranges ORDER BY id LIMIT {limit}) AS page\
          ) AS bounded \
-         WHERE n = 1 OR running <= {} ORDER BY id",
-        p(1),
-        p(2),
-        p(3),
-        p(4),
-        p(5)
+         WHERE n = 1 OR running <= {max_tokens} ORDER BY id",
+        ws = p(1),
+        after = p(2),
+        limit = p(3),
+        max_tokens = p(4),
     );
-    let values: [Value; 5] = [
+    let values: [Value; 4] = [
         workstream_id.into(),
-        false.into(),
         after.map_or(i64::MIN, |a| a.0).into(),
         i64::try_from(limit).unwrap_or(i64::MAX).into(),
         i64::try_from(max_tokens).unwrap_or(i64::MAX).into(),

@@ -275,7 +275,7 @@ impl Store {
             .column(message::Column::WorkstreamId)
             .column_as(message::Column::Id.count(), "n")
             .filter(message::Column::WorkstreamId.is_in(ids.iter().copied()))
-            .filter(message::Column::IsCompacted.eq(false))
+            .filter(super::compacted::uncompacted_each())
             .group_by(message::Column::WorkstreamId)
             .into_tuple()
             .all(&self.db)

@@ -63,6 +63,7 @@ on_both_backends!(
     runs_are_listed_newest_first,
     a_run_row_says_why_it_was_degraded_and_what_the_llm_cost,
     runs_recorded_before_the_llm_audit_columns_still_read,
+    flags_written_before_the_watermark_migration_read_the_same_after_it,
     a_retried_append_with_client_ids_stores_nothing_twice,
     a_client_id_with_other_content_is_refused_and_nothing_is_stored,
     racing_tries_of_one_append_store_it_once,
@@ -207,10 +208,15 @@ async fn expire_lease(db: &TestDb, workstream_id: i64) {
     .await;
 }
 
-/// `(id, is_compacted, token_estimate)` of every message of a workstream.
+/// `(id, compacted, token_estimate)` of every message of a workstream;
+/// compacted: at or below the watermark and not kept (the rule of
+/// `store::compacted`, spelled out here so that the test checks it).
 async fn message_rows(db: &TestDb, workstream_id: i64) -> Vec<(i64, bool, i64)> {
     let sql = format!(
-        "SELECT id, is_compacted, token_estimate FROM messages WHERE workstream_id = {workstream_id} ORDER BY id"
+        "SELECT id, (NOT kept AND id <= COALESCE((SELECT last_compacted_message_id \
+           FROM workstreams w WHERE w.id = messages.workstream_id), 0)) AS is_compacted, \
+           token_estimate \
+         FROM messages WHERE workstream_id = {workstream_id} ORDER BY id"
     );
     db.store
         .connection()
@@ -1333,12 +1339,134 @@ async fn runs_recorded_before_the_llm_audit_columns_still_read(backend: Backend)
     );
 }
 
+/// A database whose commits marked every compacted message (before
+/// `m20261127_000008`): after `migrate` the same messages are compacted,
+/// kept and folded by the same runs, as pages, recall and the compaction
+/// reader see them; `down` writes the flags back.
+async fn flags_written_before_the_watermark_migration_read_the_same_after_it(backend: Backend) {
+    let db = TestDb::unmigrated(backend).await;
+    let names = migration_names();
+    let before = names
+        .iter()
+        .position(|n| n == "m20261127_000008_compacted_below_watermark")
+        .unwrap();
+    Migrator::up(db.store.connection(), Some(u32::try_from(before).unwrap()))
+        .await
+        .unwrap();
+    db.exec(
+        "INSERT INTO workstreams (domain, entity_id, state, created_at, updated_at) VALUES \
+         ('chat', 'flags', '{}', '2026-01-01T00:00:00+00:00', '2026-01-01T00:00:00+00:00')",
+    )
+    .await;
+    let ws = "(SELECT id FROM workstreams WHERE entity_id = 'flags')";
+    for run in 1..=2 {
+        db.exec(&format!(
+            "INSERT INTO compaction_runs (workstream_id, job_id, attempt, \"trigger\", \
+             started_at, finished_at, outcome, degraded, tokens_before, tokens_after, \
+             messages_compacted, chunks, rollups, llm_tokens_in, llm_tokens_out) VALUES \
+             ({ws}, {run}, 1, 'auto', '2026-01-01T00:00:00+00:00', \
+             '2026-01-01T00:00:0{run}+00:00', 'committed', false, 0, 0, 0, 1, 0, 0, 0)"
+        ))
+        .await;
+    }
+    let run_of = |job: i64| format!("(SELECT id FROM compaction_runs WHERE job_id = {job})");
+    // Eight messages: run 1 folded #1 and #3 and kept the pinned #2; run 2
+    // folded #4 and #5; #6–#8 are un-compacted.
+    for i in 1..=8 {
+        let parts = serde_json::to_string(&[Part::text(format!("word{i}"))]).unwrap();
+        let (compacted, by) = match i {
+            1 | 3 => (true, run_of(1)),
+            4 | 5 => (true, run_of(2)),
+            _ => (false, "NULL".to_owned()),
+        };
+        db.exec(&format!(
+            "INSERT INTO messages (workstream_id, role, parts, token_estimate, pinned, \
+             is_compacted, created_at, compacted_by_run_id) VALUES ({ws}, 'user', '{parts}', \
+             10, {}, {compacted}, '2026-01-01T00:00:00+00:00', {by})",
+            i == 2,
+        ))
+        .await;
+    }
+    let first = db.scalar("SELECT MIN(id) AS n FROM messages").await;
+    let id = |i: i64| first + i - 1;
+    db.exec(&format!(
+        "UPDATE workstreams SET last_compacted_message_id = {}, uncompacted_tokens = 40",
+        id(5)
+    ))
+    .await;
+    db.store.migrate().await.unwrap();
+
+    let ws = db.store.ensure_workstream(&key("flags")).await.unwrap();
+    let uncompacted = [id(2), id(6), id(7), id(8)];
+    assert_eq!(all_uncompacted(&db.store, ws.id).await, uncompacted);
+    let page = db
+        .store
+        .uncompacted_reader(ws.id)
+        .page_within(None, 100, u64::MAX)
+        .await
+        .unwrap();
+    assert_eq!(page.iter().map(|m| m.id.0).collect::<Vec<_>>(), uncompacted);
+    let runs = db.store.runs(&key("flags"), 10).await.unwrap();
+    let run_id = |job: i64| runs.iter().find(|r| r.run.job_id == job).unwrap().id;
+    let recalled = |i: i64| {
+        let store = &db.store;
+        async move {
+            let query =
+                compactor_producer::recall::RecallQuery::parse(&format!("word{i}")).unwrap();
+            let limit = compactor_producer::recall::RecallLimit::new(5).unwrap();
+            let mut found = store.recall(ws.id, &query, limit).await.unwrap();
+            assert_eq!(found.len(), 1, "word{i}");
+            let m = found.remove(0);
+            (m.compacted, m.folded_by.map(|f| f.run_id))
+        }
+    };
+    assert_eq!(recalled(1).await, (true, Some(run_id(1))));
+    assert_eq!(recalled(2).await, (false, None), "kept");
+    assert_eq!(recalled(3).await, (true, Some(run_id(1))));
+    assert_eq!(recalled(5).await, (true, Some(run_id(2))));
+    assert_eq!(recalled(6).await, (false, None));
+
+    // Down writes the flags back from the same rule.
+    Migrator::down(db.store.connection(), Some(1))
+        .await
+        .unwrap();
+    let flagged = |sql: &str| {
+        let db = &db;
+        let sql = sql.to_owned();
+        async move {
+            db.store
+                .connection()
+                .query_all_raw(sea_orm::Statement::from_string(db.db_backend(), sql))
+                .await
+                .unwrap()
+                .iter()
+                .map(|r| {
+                    (
+                        r.try_get::<i64>("", "id").unwrap(),
+                        r.try_get::<Option<i64>>("", "compacted_by_run_id").unwrap(),
+                    )
+                })
+                .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(
+        flagged("SELECT id, compacted_by_run_id FROM messages WHERE is_compacted ORDER BY id")
+            .await,
+        [
+            (id(1), Some(run_id(1))),
+            (id(3), Some(run_id(1))),
+            (id(4), Some(run_id(2))),
+            (id(5), Some(run_id(2))),
+        ]
+    );
+}
+
 /// PostgreSQL's `search` vector follows a message's content: computed on
 /// append and when its parts are rewritten (pruning), left alone when the
 /// message is marked compacted (migration `m20261127_000007`: a stored
 /// generated column was computed again by every update of the row).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres_search_vector_follows_content_not_marking() {
+async fn postgres_search_vector_follows_content_not_flags() {
     let db = TestDb::new(Backend::Postgres).await;
     let appended = db
         .store
@@ -1358,16 +1486,17 @@ async fn postgres_search_vector_follows_content_not_marking() {
     };
     assert_eq!(matches("alpha").await, 1, "computed on append");
 
-    // A plain column now: blank it, then mark the message compacted.
+    // A plain column now: blank it, then flag the message as a commit
+    // flags the messages it keeps.
     db.exec(&format!(
         "UPDATE messages SET search = ''::tsvector WHERE id = {id}"
     ))
     .await;
     db.exec(&format!(
-        "UPDATE messages SET is_compacted = true, compacted_by_run_id = 1 WHERE id = {id}"
+        "UPDATE messages SET kept = true, pinned = true WHERE id = {id}"
     ))
     .await;
-    assert_eq!(matches("alpha").await, 0, "marking left the vector alone");
+    assert_eq!(matches("alpha").await, 0, "flagging left the vector alone");
 
     let parts = serde_json::to_string(&[Part::text("beta")]).unwrap();
     db.exec(&format!(

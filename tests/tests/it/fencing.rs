@@ -42,9 +42,7 @@ async fn racing_runs_commit_once_and_the_loser_is_fenced_off() {
     // Run A stops right before its commit; B takes over and commits.
     let race = FenceRace::start(&db, queue.clone(), &k, engine).await;
     let after_b = db.store.workstream(&k).await.unwrap().unwrap();
-    let compacted_after_b = db
-        .scalar("SELECT COUNT(*) AS n FROM messages WHERE is_compacted = true")
-        .await;
+    let compacted_after_b = db.compacted_messages().await;
     assert_eq!(after_b.compactions, 1);
 
     let (run_a, b) = race.finish().await;
@@ -59,11 +57,7 @@ async fn racing_runs_commit_once_and_the_loser_is_fenced_off() {
         after_b.last_compacted_message_id
     );
     assert!(ws.lease.is_none(), "no lease left held");
-    assert_eq!(
-        db.scalar("SELECT COUNT(*) AS n FROM messages WHERE is_compacted = true")
-            .await,
-        compacted_after_b
-    );
+    assert_eq!(db.compacted_messages().await, compacted_after_b);
     let runs = db.store.runs(&k, 10).await.unwrap();
     let outcomes: Vec<RunOutcome> = runs.iter().map(|r| r.run.outcome).collect();
     assert_eq!(outcomes, vec![RunOutcome::Conflict, RunOutcome::Committed]);

@@ -96,10 +96,7 @@ impl Case {
         assert!(ws.summary.is_some());
         assert!(ws.last_compacted_message_id.is_some());
         assert!(ws.lease.is_none(), "lease released");
-        let marked = self
-            .db
-            .scalar("SELECT COUNT(*) AS n FROM messages WHERE is_compacted = true")
-            .await;
+        let marked = self.db.compacted_messages().await;
         assert_eq!(marked, 800 - 6);
         let runs = self.db.store.runs(&self.key, 10).await.unwrap();
         let committed: Vec<_> = runs
@@ -119,12 +116,7 @@ impl Case {
         assert!(ws.summary.is_none());
         assert!(ws.last_compacted_message_id.is_none());
         assert!(ws.lease.is_none(), "lease released on failure");
-        assert_eq!(
-            self.db
-                .scalar("SELECT COUNT(*) AS n FROM messages WHERE is_compacted = true")
-                .await,
-            0
-        );
+        assert_eq!(self.db.compacted_messages().await, 0);
         let runs = self.db.store.runs(&self.key, 10).await.unwrap();
         assert!(
             runs.iter().all(|r| r.run.outcome == RunOutcome::Failed),

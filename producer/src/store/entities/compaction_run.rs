@@ -32,6 +32,10 @@ pub(crate) struct Model {
     pub summary: Option<String>,
     pub hook_outcome: Option<String>,
     pub hook_duration_ms: Option<i64>,
+    /// The watermark a committed run wrote (NULL for every other outcome):
+    /// recall's "folded by" is the committed run with the lowest watermark
+    /// at or above a compacted message.
+    pub watermark: Option<i64>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

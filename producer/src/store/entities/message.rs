@@ -13,15 +13,13 @@ pub(crate) struct Model {
     pub parts: String,
     pub token_estimate: i64,
     pub pinned: bool,
-    pub is_compacted: bool,
+    /// Kept un-compacted below the workstream's watermark (see
+    /// `store::compacted`).
+    pub kept: bool,
     pub created_at: DateTimeUtc,
     /// The client's id for the message (unique per workstream), if it gave
     /// one.
     pub client_id: Option<String>,
-    /// The compaction run that folded the message (`compaction_runs.id`);
-    /// NULL while it is un-compacted, and for messages folded before the
-    /// column existed.
-    pub compacted_by_run_id: Option<i64>,
     /// The message this one continues; NULL: the workstream's previous
     /// message (the next lower id).
     pub parent_id: Option<i64>,

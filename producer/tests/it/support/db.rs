@@ -11,6 +11,12 @@ use sea_orm::{ConnectionTrait, DbBackend, Statement};
 
 pub use compactor_testkit::db::Backend;
 
+/// `n`: the compacted messages of the database (see
+/// [`TestDb::compacted_messages`]).
+pub const COMPACTED_COUNT: &str = "SELECT COUNT(*) AS n FROM messages m \
+     JOIN workstreams w ON w.id = m.workstream_id \
+     WHERE NOT m.kept AND m.id <= w.last_compacted_message_id";
+
 /// A database of its own for one test.
 pub struct TestDb {
     pub store: Store,
@@ -77,6 +83,13 @@ impl TestDb {
             .unwrap_or_else(|| panic!("{sql}: no row"));
         row.try_get::<i64>("", "n")
             .unwrap_or_else(|e| panic!("{sql}: {e}"))
+    }
+
+    /// How many messages of the database are compacted: at or below their
+    /// workstream's watermark and not kept (the rule of the store's
+    /// `compacted` module, spelled out so that tests check it).
+    pub async fn compacted_messages(&self) -> i64 {
+        self.scalar(COMPACTED_COUNT).await
     }
 
     pub fn db_backend(&self) -> DbBackend {
