@@ -13,13 +13,14 @@ use compactor_shared::{EntityKey, Message, MessageId, Part, Role};
 use sea_orm::sea_query::{Expr, ExprTrait, Query};
 use sea_orm::{
     ActiveValue::Set, ColumnTrait, ConnectionTrait, DbBackend, EntityTrait, QueryFilter,
-    QueryOrder, QuerySelect, QueryTrait, Select, Statement,
+    QueryOrder, QuerySelect, QueryTrait, Select, Statement, TransactionTrait,
 };
 
 use super::branches::Tip;
 use super::compacted::{compacted_of, uncompacted_of};
 use super::convert::{encode_parts, now, role_from_str, to_i64, to_u64};
 use super::entities::{message, workstream};
+use super::keyset::after_in_workstream;
 use super::workstreams::{ensure, insert_if_missing, WorkstreamRow};
 use super::{Store, StoreError};
 
@@ -261,7 +262,7 @@ impl Store {
             .filter(message::Column::WorkstreamId.eq(workstream_id))
             .filter(uncompacted_of(self.backend(), workstream_id));
         if let Some(after) = after {
-            query = query.filter(message::Column::Id.gt(after.0));
+            query = query.filter(after_in_workstream(self.backend(), workstream_id, after.0));
         }
         query
             .order_by_asc(message::Column::Id)
@@ -550,15 +551,77 @@ impl Store {
         after: MessageId,
         limit: u64,
     ) -> Result<ContextHistory, StoreError> {
-        let rows: Vec<ContentRow> = uncompacted_content(self.backend(), workstream_id)
-            .filter(message::Column::Id.gt(after.0))
-            .order_by_asc(message::Column::Id)
-            .limit(limit)
-            .into_tuple()
-            .all(&self.db)
-            .await
-            .map_err(StoreError::db("appended_after"))?;
+        let rows: Vec<ContentRow> =
+            appended_after_query(self.backend(), workstream_id, after, limit)
+                .into_tuple()
+                .all(&self.db)
+                .await
+                .map_err(StoreError::db("appended_after"))?;
         ContextHistory::of_rows(rows.into_iter())
+    }
+
+    /// PostgreSQL's generic plan (`EXPLAIN EXECUTE` of the prepared
+    /// statement, text) for [`Store::appended_after`]: the plan a prepared
+    /// statement may switch to after five runs, which must still walk the
+    /// workstream's index (see `store::keyset`). For tests and diagnosis
+    /// (`None` on SQLite).
+    #[doc(hidden)]
+    pub async fn appended_after_generic_plan(
+        &self,
+        workstream_id: i64,
+        after: MessageId,
+        limit: u64,
+    ) -> Result<Option<String>, StoreError> {
+        const OP: &str = "appended_after_plan";
+        if self.backend() != DbBackend::Postgres {
+            return Ok(None);
+        }
+        let statement = appended_after_query(DbBackend::Postgres, workstream_id, after, limit)
+            .build(DbBackend::Postgres);
+        // Every value of this statement is an integer: written as literals
+        // in the `EXECUTE`.
+        let values = statement
+            .values
+            .iter()
+            .flat_map(|values| values.0.iter())
+            .map(|value| match value {
+                sea_orm::Value::BigInt(Some(v)) => Ok(v.to_string()),
+                sea_orm::Value::BigUnsigned(Some(v)) => Ok(v.to_string()),
+                other => Err(StoreError::Db {
+                    op: OP,
+                    source: sea_orm::DbErr::Custom(format!("not an integer: {other:?}")),
+                }),
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let txn = self.db.begin().await.map_err(StoreError::db(OP))?;
+        for sql in [
+            "SET LOCAL plan_cache_mode = force_generic_plan".to_owned(),
+            format!("PREPARE compactor_plan_probe AS {}", statement.sql),
+        ] {
+            txn.execute_unprepared(&sql)
+                .await
+                .map_err(StoreError::db(OP))?;
+        }
+        let rows = txn
+            .query_all_raw(Statement::from_string(
+                DbBackend::Postgres,
+                format!(
+                    "EXPLAIN EXECUTE compactor_plan_probe({})",
+                    values.join(", ")
+                ),
+            ))
+            .await
+            .map_err(StoreError::db(OP))?;
+        txn.execute_unprepared("DEALLOCATE compactor_plan_probe")
+            .await
+            .map_err(StoreError::db(OP))?;
+        txn.commit().await.map_err(StoreError::db(OP))?;
+        let lines = rows
+            .iter()
+            .map(|row| row.try_get_by_index::<String>(0))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(StoreError::db(OP))?;
+        Ok(Some(lines.join("\n")))
     }
 
     /// `[database] context_cache_bytes`: how much un-compacted history a
@@ -606,6 +669,19 @@ fn uncompacted_content(backend: DbBackend, workstream_id: i64) -> Select<message
         .column(message::Column::Role)
         .column(message::Column::Parts)
         .column(message::Column::Pinned)
+}
+
+/// The statement of [`Store::appended_after`].
+fn appended_after_query(
+    backend: DbBackend,
+    workstream_id: i64,
+    after: MessageId,
+    limit: u64,
+) -> Select<message::Entity> {
+    uncompacted_content(backend, workstream_id)
+        .filter(after_in_workstream(backend, workstream_id, after.0))
+        .order_by_asc(message::Column::Id)
+        .limit(limit)
 }
 
 /// The newest messages of `sizes` (`(id, estimate)`, newest first) within

@@ -62,6 +62,7 @@ mod compacted;
 mod convert;
 mod entities;
 mod error;
+mod keyset;
 mod lease;
 mod memory;
 mod messages;

@@ -162,7 +162,8 @@ async fn bounded_page<C: ConnectionTrait>(
     // ranges un-compacted messages are (see `store::compacted`): the kept
     // ones below the watermark (their partial index), then every id above
     // it (the index on (workstream_id, id)); neither walks compacted
-    // history. Then the running sum of estimates over the page: the first
+    // history; "after `after`" is the row comparison of `store::keyset`,
+    // which keeps a generic plan on that index too. Then the running sum of estimates over the page: the first
     // row always, the others while the sum stays within the bound
     // (estimates are never negative, so the rows kept are a prefix).
     // `total`, the keyset page's size, says whether the rows returned are
@@ -177,17 +178,17 @@ async fn bounded_page<C: ConnectionTrait>(
              SUM(token_estimate) OVER (ORDER BY id) AS running \
            FROM (SELECT {columns} FROM (\
                SELECT {columns} FROM (SELECT {columns} FROM messages \
-                 WHERE workstream_id = {ws} AND kept AND id > {after} \
+                 WHERE workstream_id = {ws} AND kept AND {bound} \
                  ORDER BY id LIMIT {limit}) AS below \
                UNION ALL \
                SELECT {columns} FROM (SELECT {columns} FROM messages \
-                 WHERE workstream_id = {ws} AND id > {after} AND id > {watermark} \
+                 WHERE workstream_id = {ws} AND {bound} AND id > {watermark} \
                  ORDER BY id LIMIT {limit}) AS above\
              ) AS ranges ORDER BY id LIMIT {limit}) AS page\
          ) AS bounded \
          WHERE n = 1 OR running <= {max_tokens} ORDER BY id",
         ws = p(1),
-        after = p(2),
+        bound = super::keyset::after_in_workstream_sql(&p(1), &p(2)),
         limit = p(3),
         max_tokens = p(4),
     );

@@ -1461,6 +1461,44 @@ async fn flags_written_before_the_watermark_migration_read_the_same_after_it(bac
     );
 }
 
+/// The read of what was appended to a workstream since a turn keeps to
+/// that workstream's index even in PostgreSQL's generic plan, which a
+/// prepared statement may switch to after five runs: through the primary
+/// key it would walk every message of every workstream appended since
+/// (`store::keyset`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_reads_after_an_id_keep_to_the_workstream_in_a_generic_plan() {
+    let db = TestDb::new(Backend::Postgres).await;
+    let (a, ids) = with_messages(&db, "quiet", 2).await;
+    // Others append much more afterwards.
+    for batch in 0..20 {
+        let messages: Vec<NewMessage> = (0..1000)
+            .map(|i| msg(&format!("busy {batch} {i}"), 10))
+            .collect();
+        db.store
+            .append_messages(&key("busy"), &messages)
+            .await
+            .unwrap();
+    }
+    db.exec("ANALYZE messages").await;
+
+    let plan = db
+        .store
+        .appended_after_generic_plan(a.id, ids[0], 1000)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        plan.contains("idx_messages_workstream_id") && !plan.contains("messages_pkey"),
+        "the workstream's index, not the primary key:\n{plan}"
+    );
+    let read = db.store.appended_after(a.id, ids[0], 1000).await.unwrap();
+    assert_eq!(
+        read.messages.iter().map(|m| m.id).collect::<Vec<_>>(),
+        [ids[1]]
+    );
+}
+
 /// PostgreSQL's `search` vector follows a message's content: computed on
 /// append and when its parts are rewritten (pruning), left alone when the
 /// message is marked compacted (migration `m20261127_000007`: a stored
