@@ -161,8 +161,9 @@ pub struct RecalledMessage {
     /// Whether a compaction has folded the message (it is no longer in the
     /// context verbatim).
     pub compacted: bool,
-    /// The run that folded it; `null` while un-compacted (and for messages
-    /// folded before runs were recorded on messages).
+    /// The run that folded it (the committed run with the lowest watermark
+    /// at or above it); `null` while un-compacted (and for a message folded
+    /// before runs recorded their watermark, when no later run's covers it).
     pub folded_by: Option<FoldedBy>,
 }
 
