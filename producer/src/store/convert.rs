@@ -83,6 +83,20 @@ pub(crate) fn decode<T: serde::de::DeserializeOwned>(
     })
 }
 
+/// The text of an `EXPLAIN` (one line per row), for the store's plan
+/// probes.
+pub(crate) fn plan_text(
+    rows: &[sea_orm::QueryResult],
+    op: &'static str,
+) -> Result<String, StoreError> {
+    let lines = rows
+        .iter()
+        .map(|row| row.try_get_by_index::<String>(0))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(StoreError::db(op))?;
+    Ok(lines.join("\n"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

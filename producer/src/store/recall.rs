@@ -246,12 +246,7 @@ impl Store {
             ))
             .await
             .map_err(StoreError::db(OP))?;
-        let lines = rows
-            .iter()
-            .map(|row| row.try_get_by_index::<String>(0))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(StoreError::db(OP))?;
-        Ok(Some(lines.join("\n")))
+        super::convert::plan_text(&rows, OP).map(Some)
     }
 }
 

@@ -1269,25 +1269,39 @@ async fn a_run_row_says_why_it_was_degraded_and_what_the_llm_cost(backend: Backe
     }
 }
 
+/// A database with every migration before `migration` applied, and a
+/// workstream `chat`/`entity` written in SQL (this build's entities may
+/// name later columns); every migration's name and `migration`'s index.
+async fn migrated_before(
+    backend: Backend,
+    migration: &str,
+    entity: &str,
+) -> (TestDb, Vec<String>, usize) {
+    let db = TestDb::unmigrated(backend).await;
+    let names = migration_names();
+    let before = names.iter().position(|n| n == migration).unwrap();
+    Migrator::up(db.store.connection(), Some(u32::try_from(before).unwrap()))
+        .await
+        .unwrap();
+    db.exec(&format!(
+        "INSERT INTO workstreams (domain, entity_id, state, created_at, updated_at) VALUES \
+         ('chat', '{entity}', '{{}}', '2026-01-01T00:00:00+00:00', '2026-01-01T00:00:00+00:00')"
+    ))
+    .await;
+    (db, names, before)
+}
+
 /// A database migrated by the previous build holds runs without the audit
 /// columns; after `migrate` they read as not degraded for a known reason,
 /// with no calls counted.
 async fn runs_recorded_before_the_llm_audit_columns_still_read(backend: Backend) {
-    let db = TestDb::unmigrated(backend).await;
-    let names = migration_names();
     // Every migration before the audit columns' (the later ones add
     // columns this build's entities read, so the rows of that time are
     // written in SQL).
-    let before = names
-        .iter()
-        .position(|n| n == "m20261122_000005_add_compaction_run_llm_audit")
-        .unwrap();
-    Migrator::up(db.store.connection(), Some(u32::try_from(before).unwrap()))
-        .await
-        .unwrap();
-    db.exec(
-        "INSERT INTO workstreams (domain, entity_id, state, created_at, updated_at) VALUES \
-         ('chat', 'old', '{}', '2026-01-01T00:00:00+00:00', '2026-01-01T00:00:00+00:00')",
+    let (db, names, before) = migrated_before(
+        backend,
+        "m20261122_000005_add_compaction_run_llm_audit",
+        "old",
     )
     .await;
     db.exec(
@@ -1344,18 +1358,10 @@ async fn runs_recorded_before_the_llm_audit_columns_still_read(backend: Backend)
 /// kept and folded by the same runs, as pages, recall and the compaction
 /// reader see them; `down` writes the flags back.
 async fn flags_written_before_the_watermark_migration_read_the_same_after_it(backend: Backend) {
-    let db = TestDb::unmigrated(backend).await;
-    let names = migration_names();
-    let before = names
-        .iter()
-        .position(|n| n == "m20261127_000008_compacted_below_watermark")
-        .unwrap();
-    Migrator::up(db.store.connection(), Some(u32::try_from(before).unwrap()))
-        .await
-        .unwrap();
-    db.exec(
-        "INSERT INTO workstreams (domain, entity_id, state, created_at, updated_at) VALUES \
-         ('chat', 'flags', '{}', '2026-01-01T00:00:00+00:00', '2026-01-01T00:00:00+00:00')",
+    let (db, _, _) = migrated_before(
+        backend,
+        "m20261127_000008_compacted_below_watermark",
+        "flags",
     )
     .await;
     let ws = "(SELECT id FROM workstreams WHERE entity_id = 'flags')";
