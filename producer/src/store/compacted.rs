@@ -46,15 +46,6 @@ pub(crate) fn uncompacted_of(backend: DbBackend, workstream_id: i64) -> SimpleEx
     )
 }
 
-/// `messages` rows that are un-compacted, each against its own
-/// workstream's watermark (a query over several workstreams).
-pub(crate) fn uncompacted_each() -> SimpleExpr {
-    Expr::cust(
-        "(messages.kept OR messages.id > COALESCE((SELECT w.last_compacted_message_id \
-         FROM workstreams w WHERE w.id = messages.workstream_id), 0))",
-    )
-}
-
 /// Whether a `messages` row of workstream `workstream_id` is compacted, as
 /// a selected boolean.
 pub(crate) fn compacted_of(backend: DbBackend, workstream_id: i64) -> SimpleExpr {

@@ -14,11 +14,13 @@
 use chrono::{DateTime, Utc};
 use compactor_shared::EntityKey;
 use sea_orm::sea_query::{Condition, Expr, ExprTrait, LikeExpr, SimpleExpr};
-use sea_orm::{ColumnTrait, DbBackend, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
+use sea_orm::{
+    ColumnTrait, ConnectionTrait, DbBackend, EntityTrait, QueryFilter, QueryOrder, QuerySelect,
+};
 
 use super::convert::to_u64;
+use super::entities::compaction_run;
 use super::entities::workstream::{Column, Entity};
-use super::entities::{compaction_run, message};
 use super::runs::{to_row, DegradedReason, RunOutcome};
 use super::workstreams::{WorkstreamRow, BREAKER_THRESHOLD};
 use super::{Store, StoreError};
@@ -268,19 +270,49 @@ impl Store {
     }
 
     /// How many messages of each of the workstreams `ids` are not
-    /// compacted yet (workstreams with none are missing).
+    /// compacted yet (workstreams with none are missing): per workstream,
+    /// the messages above its watermark (a range of its index) plus the
+    /// kept ones below it (their partial index) — never a walk of its
+    /// compacted history (see `store::compacted`).
     async fn uncompacted_counts(&self, ids: &[i64]) -> Result<Vec<(i64, i64)>, StoreError> {
-        message::Entity::find()
-            .select_only()
-            .column(message::Column::WorkstreamId)
-            .column_as(message::Column::Id.count(), "n")
-            .filter(message::Column::WorkstreamId.is_in(ids.iter().copied()))
-            .filter(super::compacted::uncompacted_each())
-            .group_by(message::Column::WorkstreamId)
-            .into_tuple()
-            .all(&self.db)
+        const OP: &str = "list_workstreams_counts";
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let backend = self.backend();
+        let list = |from: usize| {
+            (from..from + ids.len())
+                .map(|n| super::convert::placeholder(backend, n))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let sql = format!(
+            "SELECT workstream_id, COUNT(*) AS n FROM (\
+               SELECT m.workstream_id FROM workstreams w JOIN messages m \
+                 ON m.workstream_id = w.id AND m.id > COALESCE(w.last_compacted_message_id, 0) \
+               WHERE w.id IN ({}) \
+               UNION ALL \
+               SELECT workstream_id FROM messages WHERE workstream_id IN ({}) AND kept\
+             ) AS uncompacted GROUP BY workstream_id",
+            list(1),
+            list(1 + ids.len())
+        );
+        let values: Vec<sea_orm::Value> = ids.iter().chain(ids).map(|&id| id.into()).collect();
+        self.db
+            .query_all_raw(sea_orm::Statement::from_sql_and_values(
+                backend, sql, values,
+            ))
             .await
-            .map_err(StoreError::db("list_workstreams_counts"))
+            .map_err(StoreError::db(OP))?
+            .iter()
+            .map(|row| {
+                Ok((
+                    row.try_get::<i64>("", "workstream_id")?,
+                    row.try_get::<i64>("", "n")?,
+                ))
+            })
+            .collect::<Result<_, sea_orm::DbErr>>()
+            .map_err(StoreError::db(OP))
     }
 }
 

@@ -10,7 +10,7 @@ use compactor_migrations::{migration_names, Migrator, MigratorTrait};
 use compactor_producer::store::{
     Commit, CommitOutcome, ConflictReason, DegradedReason, DeliveryFilter, DeliveryResult,
     DeliveryState, EventKind, LeaseTaken, MemoryFold, NewEvent, NewMessage, NewRun, PrunedMessage,
-    RetryOutcome, RunOutcome, SchemaStatus, Store, StoreError, WorkstreamRow,
+    RetryOutcome, RunOutcome, SchemaStatus, Store, StoreError, WorkstreamQuery, WorkstreamRow,
 };
 use compactor_shared::state::StateItem;
 use compactor_shared::{EntityKey, Message, MessageId, Part, Role, Summary, WorkstreamState};
@@ -822,6 +822,22 @@ async fn the_fenced_commit_writes_exactly_what_it_says(backend: Backend) {
     assert_eq!(
         all_uncompacted(&db.store, ws.id).await,
         [ids[2], ids[6], ids[7], ids[8], ids[9]].map(|m| m.0)
+    );
+    let listed = db
+        .store
+        .list_workstreams(&WorkstreamQuery {
+            state: None,
+            domain: None,
+            entity_prefix: Some("commit".to_owned()),
+            after: None,
+            limit: 10,
+            trigger_tokens: None,
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        listed.workstreams[0].uncompacted_messages, 5,
+        "the listing counts the kept message and those above the watermark"
     );
     let page = uncompacted_page(&db, ws.id, Some(ids[7]), 1).await;
     assert_eq!(page[0].parts, vec![Part::text("[pruned]")]);
