@@ -50,13 +50,21 @@ fn workstream_lexeme(workstream_id: i64) -> String {
     format!("'ws {workstream_id}'")
 }
 
-/// The columns of a recalled message over `m`, its workstream's watermark
-/// `w.at` ([`watermark_join`]) and the run `r` that folded it
-/// ([`FOLDED_BY`]): compacted is derived from the watermark (see
-/// `store::compacted`).
+/// The columns of a recalled message over `m` and its workstream's
+/// watermark `w.at` ([`watermark_join`]): compacted is derived from the
+/// watermark (see `store::compacted`), and the run that folded a compacted
+/// message is the committed run of its workstream with the lowest
+/// watermark at or above it — looked up per row returned, in the select
+/// list, so that only the rows a recall returns pay for it (as a join
+/// condition it was tried against every run for every candidate row).
 const SELECT: &str = "SELECT m.id, m.role, m.parts, m.pinned, \
-         (NOT m.kept AND m.id <= w.at) AS is_compacted, \
-         m.created_at, r.id AS compacted_by_run_id, r.finished_at AS folded_at";
+         (NOT m.kept AND m.id <= w.at) AS is_compacted, m.created_at, \
+         CASE WHEN NOT m.kept AND m.id <= w.at THEN (SELECT f.id FROM compaction_runs f \
+           WHERE f.workstream_id = m.workstream_id AND f.watermark >= m.id \
+           ORDER BY f.watermark LIMIT 1) END AS compacted_by_run_id, \
+         CASE WHEN NOT m.kept AND m.id <= w.at THEN (SELECT f.finished_at FROM compaction_runs f \
+           WHERE f.workstream_id = m.workstream_id AND f.watermark >= m.id \
+           ORDER BY f.watermark LIMIT 1) END AS folded_at";
 
 /// The one-row watermark `w.at` of the workstream bound as `param`.
 fn watermark_join(param: &str) -> String {
@@ -66,18 +74,12 @@ fn watermark_join(param: &str) -> String {
     )
 }
 
-/// The run that folded a compacted `m`: the committed run of its
-/// workstream with the lowest watermark at or above it.
-const FOLDED_BY: &str = "LEFT JOIN compaction_runs r ON NOT m.kept AND m.id <= w.at \
-     AND r.id = (SELECT f.id FROM compaction_runs f WHERE f.workstream_id = m.workstream_id \
-       AND f.watermark >= m.id ORDER BY f.watermark LIMIT 1)";
-
 /// Step 1: matches among the newest [`RECENT_WINDOW`] messages (`$4` is
 /// the lowest id of that window). Bounded: whichever plan the planner
 /// picks (a backwards walk, the GIN index) reads at most the window.
 fn postgres_recent() -> String {
     format!(
-        "{SELECT} FROM messages m {} {FOLDED_BY} \
+        "{SELECT} FROM messages m {} \
          WHERE m.workstream_id = $1 AND m.id >= $4 \
            AND {SCOPED_SEARCH} @@ {SCOPED_QUERY} \
          ORDER BY m.id DESC LIMIT $3",
@@ -98,7 +100,7 @@ fn postgres_older() -> String {
              WHERE m.workstream_id = $1 AND m.id < $4 \
                AND {SCOPED_SEARCH} @@ {SCOPED_QUERY} \
              ORDER BY m.id + 0 DESC LIMIT $3) \
-         {SELECT} FROM hits JOIN messages m ON m.id = hits.id {} {FOLDED_BY} \
+         {SELECT} FROM hits JOIN messages m ON m.id = hits.id {} \
          ORDER BY m.id DESC",
         watermark_join("$1")
     )
@@ -112,7 +114,7 @@ const POSTGRES_WINDOW_START: &str = "SELECT coalesce((SELECT id FROM messages \
 fn sqlite() -> String {
     format!(
         "{SELECT} FROM messages_search JOIN messages m ON m.id = messages_search.rowid \
-         {} {FOLDED_BY} \
+         {} \
          WHERE messages_search MATCH ?1 AND m.workstream_id = ?2 \
          ORDER BY m.id DESC LIMIT ?3",
         watermark_join("?2")
