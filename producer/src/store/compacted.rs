@@ -14,6 +14,8 @@
 use sea_orm::sea_query::{Expr, SimpleExpr};
 use sea_orm::DbBackend;
 
+use super::convert::custom_placeholder;
+
 /// The watermark of the workstream whose id is the placeholder `param`
 /// (no watermark: 0, below every id), read in the statement that uses it,
 /// so the statement sees the watermark and the messages of one snapshot.
@@ -24,23 +26,13 @@ pub(crate) fn watermark_of(param: &str) -> String {
     )
 }
 
-/// The placeholder of the one value of a custom expression in a query
-/// built by sea-query: it numbers `$1` into the statement on PostgreSQL,
-/// and takes `?` on SQLite.
-fn bound(backend: DbBackend) -> &'static str {
-    match backend {
-        DbBackend::Postgres => "$1",
-        _ => "?",
-    }
-}
-
 /// `messages` rows of workstream `workstream_id` that are un-compacted
 /// (add the `workstream_id` filter too: this condition does not).
 pub(crate) fn uncompacted_of(backend: DbBackend, workstream_id: i64) -> SimpleExpr {
     Expr::cust_with_values(
         format!(
             "(messages.kept OR messages.id > {})",
-            watermark_of(bound(backend))
+            watermark_of(&custom_placeholder(backend, 1))
         ),
         [workstream_id],
     )
@@ -52,7 +44,7 @@ pub(crate) fn compacted_of(backend: DbBackend, workstream_id: i64) -> SimpleExpr
     Expr::cust_with_values(
         format!(
             "(NOT messages.kept AND messages.id <= {})",
-            watermark_of(bound(backend))
+            watermark_of(&custom_placeholder(backend, 1))
         ),
         [workstream_id],
     )

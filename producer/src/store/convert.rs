@@ -43,8 +43,19 @@ pub(crate) fn now_ms() -> i64 {
 }
 
 /// The `n`-th (from 1) bound parameter of a raw statement: `$n` on
-/// PostgreSQL, `?` on SQLite (positional, so values bind in order).
+/// PostgreSQL, `?n` on SQLite (numbered on both, so one value can be used
+/// twice).
 pub(crate) fn placeholder(backend: sea_orm::DbBackend, n: usize) -> String {
+    match backend {
+        sea_orm::DbBackend::Postgres => format!("${n}"),
+        _ => format!("?{n}"),
+    }
+}
+
+/// The `n`-th (from 1) value of a custom expression in a query sea-query
+/// builds (`Expr::cust_with_values`): it renumbers `$n` into the
+/// statement on PostgreSQL, and takes plain `?` (in order) on SQLite.
+pub(crate) fn custom_placeholder(backend: sea_orm::DbBackend, n: usize) -> String {
     match backend {
         sea_orm::DbBackend::Postgres => format!("${n}"),
         _ => "?".to_owned(),

@@ -14,6 +14,8 @@
 use sea_orm::sea_query::{Expr, SimpleExpr};
 use sea_orm::DbBackend;
 
+use super::convert::custom_placeholder;
+
 /// `messages` rows of workstream `workstream_id` with an id above
 /// `after` (add the `workstream_id` filter too: it keeps the scan inside
 /// the workstream).
@@ -22,11 +24,15 @@ pub(crate) fn after_in_workstream(
     workstream_id: i64,
     after: i64,
 ) -> SimpleExpr {
-    let sql = match backend {
-        DbBackend::Postgres => "(messages.workstream_id, messages.id) > ($1, $2)",
-        _ => "(messages.workstream_id, messages.id) > (?, ?)",
-    };
-    Expr::cust_with_values(sql, [workstream_id, after])
+    let p = |n| custom_placeholder(backend, n);
+    Expr::cust_with_values(
+        format!(
+            "(messages.workstream_id, messages.id) > ({}, {})",
+            p(1),
+            p(2)
+        ),
+        [workstream_id, after],
+    )
 }
 
 /// The same bound in SQL written by hand, with the placeholders given.

@@ -153,21 +153,18 @@ async fn bounded_page<C: ConnectionTrait>(
         return Ok((Vec::new(), Rest::Maybe));
     }
     let backend = db.get_database_backend();
-    // Numbered, so that a value is bound once and used twice.
-    let p = |n: usize| match backend {
-        DbBackend::Postgres => format!("${n}"),
-        _ => format!("?{n}"),
-    };
+    // Numbered: the workstream's value is bound once and used thrice.
+    let p = |n| super::convert::placeholder(backend, n);
     // The keyset page is the first `limit` ids after `after` of the two
     // ranges un-compacted messages are (see `store::compacted`): the kept
     // ones below the watermark (their partial index), then every id above
     // it (the index on (workstream_id, id)); neither walks compacted
     // history; "after `after`" is the row comparison of `store::keyset`,
-    // which keeps a generic plan on that index too. Then the running sum of estimates over the page: the first
-    // row always, the others while the sum stays within the bound
-    // (estimates are never negative, so the rows kept are a prefix).
-    // `total`, the keyset page's size, says whether the rows returned are
-    // all there was.
+    // which keeps a generic plan on that index too. Then the running sum
+    // of estimates over the page: the first row always, the others while
+    // the sum stays within the bound (estimates are never negative, so the
+    // rows kept are a prefix). `total`, the keyset page's size, says
+    // whether the rows returned are all there was.
     let columns = "id, role, parts, pinned, token_estimate";
     let watermark = super::compacted::watermark_of(&p(1));
     let sql = format!(
