@@ -135,6 +135,7 @@ fn transcript_pass(messages: &[Message], engine: &EngineConfig) -> usize {
 fn summarize_pass(chunks: &[String], engine: &EngineConfig, e: &dyn TokenEstimator) -> Summary {
     let mut summary: Option<Summary> = None;
     let mut state = WorkstreamState::default();
+    let mut judgements = extractive::Judgements::default();
     for text in chunks {
         let input = CompactionInput {
             previous_summary: summary.as_ref(),
@@ -144,7 +145,13 @@ fn summarize_pass(chunks: &[String], engine: &EngineConfig, e: &dyn TokenEstimat
             split_turn: false,
             format: engine.summary.format,
         };
-        let out = extractive::summarize(&input, &engine.extractive, engine.summary_budget(), e);
+        let out = extractive::summarize_with(
+            &input,
+            &engine.extractive,
+            engine.summary_budget(),
+            e,
+            &mut judgements,
+        );
         summary = Some(out.summary);
         state.merge(&out.delta, &engine.state_caps);
     }
@@ -166,10 +173,7 @@ fn compaction(
         ..Workstream::default()
     };
     let mut pages = InMemory::new(messages, PAGE);
-    let mut summarizer = Extractive {
-        engine,
-        estimator: e,
-    };
+    let mut summarizer = Extractive::new(engine, e);
     let outcome = pipeline::now_or_never(pipeline::compact(
         &ws,
         &Request::default(),

@@ -458,6 +458,58 @@ struct Judge {
     boilerplate: HashMap<String, bool>,
     stated: HashMap<String, Option<StatementKind>>,
     score: HashMap<String, u8>,
+    /// The statement rules' answers handed over with the spans whose
+    /// transcript is being folded: the newest span's and the one before
+    /// (a chunk can hold the end of one span and the start of the next).
+    known: [stated::Classified; 2],
+}
+
+/// What the summarizer knows of the sentences it folds, kept from one
+/// chunk to the next of a compaction ([`summarize_with`]).
+///
+/// - **The user's sentences, classified once.** The summarizer asks the
+///   statement rules about every sentence of the user, the same rules the
+///   compaction has just applied to the same sentences to record the
+///   user's statements ([`stated::extract_classified`]). Those answers are
+///   handed over ([`Judgements::know`]) and taken instead of asking again.
+/// - **The summary's own facts, scored once.** Each chunk ranks the facts
+///   of the summary so far again when it cuts them to their cap; a fact's
+///   score is kept while the fact stays in the summary.
+///
+/// Every answer depends on the text alone, so a kept one is the one a
+/// fresh judgement gives: the output is the same as [`summarize`]'s. It
+/// holds at most two spans' classified sentences and one summary's scores.
+#[derive(Default)]
+pub struct Judgements {
+    judge: Judge,
+}
+
+impl Judgements {
+    /// The statement rules' answers for the sentences of the next span to
+    /// be folded; the answers of the span before it are kept too, those
+    /// older dropped.
+    pub fn know(&mut self, classified: stated::Classified) {
+        let known = &mut self.judge.known;
+        known[0] = std::mem::replace(&mut known[1], classified);
+    }
+
+    /// Forgets everything but the scores of `summary`'s bullets.
+    fn start(&mut self, summary: &Summary) -> &mut Judge {
+        let judge = &mut self.judge;
+        judge.artifact.clear();
+        judge.boilerplate.clear();
+        judge.stated.clear();
+        if !judge.score.is_empty() {
+            let bullets: HashSet<&str> = summary
+                .sections()
+                .flat_map(|(_, bullets)| bullets.iter().map(String::as_str))
+                .collect();
+            judge
+                .score
+                .retain(|bullet, _| bullets.contains(bullet.as_str()));
+        }
+        judge
+    }
 }
 
 impl Judge {
@@ -474,6 +526,9 @@ impl Judge {
     /// [`stated::classify`], once per text.
     fn classify(&mut self, sentence: &str) -> Option<StatementKind> {
         if let Some(&known) = self.stated.get(sentence) {
+            return known;
+        }
+        if let Some(known) = self.known.iter().rev().find_map(|k| k.get(sentence)) {
             return known;
         }
         let kind = stated::classify(sentence);
@@ -595,6 +650,25 @@ pub fn summarize(
     max_output_tokens: u64,
     estimator: &dyn TokenEstimator,
 ) -> SummarizerOutput {
+    summarize_with(
+        input,
+        config,
+        max_output_tokens,
+        estimator,
+        &mut Judgements::default(),
+    )
+}
+
+/// [`summarize`], keeping what it judged of the summary's bullets in
+/// `judgements` for the next chunk of the same compaction: the same output,
+/// less work on a compaction of many chunks.
+pub fn summarize_with(
+    input: &CompactionInput<'_>,
+    config: &ExtractiveConfig,
+    max_output_tokens: u64,
+    estimator: &dyn TokenEstimator,
+    judgements: &mut Judgements,
+) -> SummarizerOutput {
     let format = input.format;
     let handoff = format == SummaryFormat::Handoff9;
     let outdated = input.state.stated.outdated();
@@ -611,7 +685,7 @@ pub fn summarize(
     let mut bullets = Bullets::new(previous, &outdated);
     let mut delta = StateDelta::default();
     let blocks = blocks(input.new_messages);
-    let mut judge = Judge::default();
+    let judge = judgements.start(&bullets.summary);
     let width = config.bullet_chars.max(16);
     // Where the facts with no more specific home, and what is still open, go.
     let (facts_section, open_section) = if handoff {
@@ -652,7 +726,7 @@ pub fn summarize(
             i += 1;
         }
         let turn = &blocks[start..i];
-        let answer = first_answer(&turn[1..], &mut judge);
+        let answer = first_answer(&turn[1..], judge);
         let lead = match block.speaker {
             Speaker::User => {
                 // The user's words get the whole bullet when the answer
@@ -666,7 +740,7 @@ pub fn summarize(
                 (!said.is_empty()).then(|| format!("#{} user: {}", block.id, shorten(&said, room)))
             }
             _ => turn.iter().find_map(|b| {
-                first_answer(std::slice::from_ref(b), &mut judge)
+                first_answer(std::slice::from_ref(b), judge)
                     .map(|s| format!("#{} assistant: {}", b.id, shorten(s, width / 2)))
             }),
         };
@@ -713,7 +787,7 @@ pub fn summarize(
         } else {
             turn
         };
-        match first_answer_of(answered, &mut judge) {
+        match first_answer_of(answered, judge) {
             Some((id, answer)) => bullets.push(
                 Section::WorkCompleted,
                 shorten(&format!("#{id} assistant: {answer}{tools}"), width),
@@ -856,7 +930,7 @@ pub fn summarize(
             config,
             max_output_tokens,
             estimator,
-            &mut judge,
+            judge,
         );
         return SummarizerOutput { summary, delta };
     }
@@ -878,10 +952,10 @@ pub fn summarize(
     keep_salient_facts(
         &mut summary.key_facts,
         scaled_cap(config.max_key_facts, max_output_tokens),
-        &mut judge,
+        judge,
     );
     keep_newest(&mut summary.open_threads, config.max_open_threads);
-    fit_by_salience(&mut summary, max_output_tokens, estimator, &mut judge);
+    fit_by_salience(&mut summary, max_output_tokens, estimator, judge);
     summary.fit_to(max_output_tokens, estimator);
     SummarizerOutput { summary, delta }
 }

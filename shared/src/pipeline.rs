@@ -43,7 +43,7 @@ use crate::summary::{SummarizerOutput, Summary};
 use crate::tokens::TokenEstimator;
 use crate::transcript::{Block, Transcript};
 use crate::trigger::Measure;
-use crate::{extractive, ledger, prune};
+use crate::{extractive, ledger, prune, stated};
 
 mod ahead;
 use ahead::Pending;
@@ -90,6 +90,14 @@ pub trait Summarize {
         summary: &Summary,
         target_tokens: u64,
     ) -> impl Future<Output = Result<Summary, Self::Error>> + Send;
+
+    /// The statement rules' answers for the user's sentences of the span
+    /// whose transcript is folded next, worked out when its statements were
+    /// recorded. A summarizer that asks the same rules of the same
+    /// sentences may take them instead; by default they are dropped.
+    fn know_statements(&mut self, classified: stated::Classified) {
+        drop(classified);
+    }
 
     /// Folds memory entries into the memory-block summary (at most
     /// `max_chars`).
@@ -520,6 +528,7 @@ impl<S: Summarize> Folding<'_, S> {
         self.state
             .stated
             .record(extracted.statements, &self.engine.stated_caps);
+        self.summarizer.know_statements(extracted.classified);
         for chunk in chunker.push(extracted.transcript) {
             self.fold(chunk.text, false).await?;
         }
@@ -590,11 +599,23 @@ fn halves(text: &str, max_chars: usize) -> Vec<String> {
         .collect()
 }
 
-/// The offline summarizer as a [`Summarize`]: it never fails.
-#[derive(Clone, Copy)]
+/// The offline summarizer as a [`Summarize`]: it never fails. One value
+/// per compaction: it keeps what it judged between chunks
+/// ([`extractive::Judgements`]).
 pub struct Extractive<'a> {
-    pub engine: &'a EngineConfig,
-    pub estimator: &'a dyn TokenEstimator,
+    engine: &'a EngineConfig,
+    estimator: &'a dyn TokenEstimator,
+    judgements: extractive::Judgements,
+}
+
+impl<'a> Extractive<'a> {
+    pub fn new(engine: &'a EngineConfig, estimator: &'a dyn TokenEstimator) -> Extractive<'a> {
+        Extractive {
+            engine,
+            estimator,
+            judgements: extractive::Judgements::default(),
+        }
+    }
 }
 
 /// The extractive summarizer cannot fail.
@@ -614,13 +635,18 @@ impl Summarize for Extractive<'_> {
         &mut self,
         input: &CompactionInput<'_>,
     ) -> impl Future<Output = Result<SummarizerOutput, Never>> + Send {
-        let output = extractive::summarize(
+        let output = extractive::summarize_with(
             input,
             &self.engine.extractive,
             self.engine.summary_budget(),
             self.estimator,
+            &mut self.judgements,
         );
         std::future::ready(Ok(output))
+    }
+
+    fn know_statements(&mut self, classified: stated::Classified) {
+        self.judgements.know(classified);
     }
 
     fn rollup(

@@ -96,6 +96,59 @@ pub(crate) fn decode<T: serde::de::DeserializeOwned>(
 
 /// The text of an `EXPLAIN` (one line per row), for the store's plan
 /// probes.
+/// `EXPLAIN (ANALYZE, BUFFERS)` of `statement` in PostgreSQL's generic
+/// plan: the plan a prepared statement may switch to after five runs,
+/// which cannot see the values (prepared, then executed with
+/// `plan_cache_mode = force_generic_plan`, in a transaction of its own).
+/// Run, so that the buffers it read show where an index scan started.
+/// Every value of `statement` must be an integer (they are written as
+/// literals in the `EXECUTE`).
+pub(crate) async fn explain_generic(
+    db: &sea_orm::DatabaseConnection,
+    statement: sea_orm::Statement,
+    op: &'static str,
+) -> Result<String, StoreError> {
+    use sea_orm::{ConnectionTrait, TransactionTrait};
+
+    let values = statement
+        .values
+        .iter()
+        .flat_map(|values| values.0.iter())
+        .map(|value| match value {
+            sea_orm::Value::BigInt(Some(v)) => Ok(v.to_string()),
+            sea_orm::Value::BigUnsigned(Some(v)) => Ok(v.to_string()),
+            other => Err(StoreError::Db {
+                op,
+                source: sea_orm::DbErr::Custom(format!("not an integer: {other:?}")),
+            }),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let txn = db.begin().await.map_err(StoreError::db(op))?;
+    for sql in [
+        "SET LOCAL plan_cache_mode = force_generic_plan".to_owned(),
+        format!("PREPARE compactor_plan_probe AS {}", statement.sql),
+    ] {
+        txn.execute_unprepared(&sql)
+            .await
+            .map_err(StoreError::db(op))?;
+    }
+    let rows = txn
+        .query_all_raw(sea_orm::Statement::from_string(
+            sea_orm::DbBackend::Postgres,
+            format!(
+                "EXPLAIN (ANALYZE, BUFFERS) EXECUTE compactor_plan_probe({})",
+                values.join(", ")
+            ),
+        ))
+        .await
+        .map_err(StoreError::db(op))?;
+    txn.execute_unprepared("DEALLOCATE compactor_plan_probe")
+        .await
+        .map_err(StoreError::db(op))?;
+    txn.commit().await.map_err(StoreError::db(op))?;
+    plan_text(&rows, op)
+}
+
 pub(crate) fn plan_text(
     rows: &[sea_orm::QueryResult],
     op: &'static str,

@@ -13,14 +13,13 @@ use compactor_shared::{EntityKey, Message, MessageId, Part, Role};
 use sea_orm::sea_query::{Expr, ExprTrait, Query};
 use sea_orm::{
     ActiveValue::Set, ColumnTrait, ConnectionTrait, DbBackend, EntityTrait, QueryFilter,
-    QueryOrder, QuerySelect, QueryTrait, Select, Statement, TransactionTrait,
+    QueryOrder, QuerySelect, QueryTrait, Select, Statement,
 };
 
 use super::branches::Tip;
 use super::compacted::{compacted_of, uncompacted_of};
 use super::convert::{encode_parts, now, role_from_str, to_i64, to_u64};
 use super::entities::{message, workstream};
-use super::keyset::after_in_workstream;
 use super::workstreams::{ensure, insert_if_missing, WorkstreamRow};
 use super::{Store, StoreError};
 
@@ -253,26 +252,11 @@ impl Store {
         after: Option<MessageId>,
         limit: u64,
     ) -> Result<Vec<Message>, StoreError> {
-        if let Some(path) =
-            super::branches::current_path(&self.db, workstream_id, "uncompacted_page").await?
-        {
-            return self.path_page(&path, workstream_id, after, limit).await;
-        }
-        let mut query = message::Entity::find()
-            .filter(message::Column::WorkstreamId.eq(workstream_id))
-            .filter(uncompacted_of(self.backend(), workstream_id));
-        if let Some(after) = after {
-            query = query.filter(after_in_workstream(self.backend(), workstream_id, after.0));
-        }
-        query
-            .order_by_asc(message::Column::Id)
-            .limit(limit)
-            .all(&self.db)
+        // A page bounded in count only: the compaction reader's page (the
+        // same keyset bounds, the same branch handling) with no token bound.
+        self.uncompacted_reader(workstream_id)
+            .page_within(after, limit, u64::MAX)
             .await
-            .map_err(StoreError::db("uncompacted_page"))?
-            .into_iter()
-            .map(to_message)
-            .collect()
     }
 }
 
@@ -551,20 +535,42 @@ impl Store {
         after: MessageId,
         limit: u64,
     ) -> Result<ContextHistory, StoreError> {
-        let rows: Vec<ContentRow> =
-            appended_after_query(self.backend(), workstream_id, after, limit)
-                .into_tuple()
-                .all(&self.db)
-                .await
-                .map_err(StoreError::db("appended_after"))?;
+        const OP: &str = "appended_after";
+        let rows = self
+            .db
+            .query_all_raw(appended_after_statement(
+                self.backend(),
+                workstream_id,
+                after,
+                limit,
+            ))
+            .await
+            .map_err(StoreError::db(OP))?;
+        let rows = rows
+            .iter()
+            .map(|row| {
+                let column = |name| row.try_get_by::<i64, _>(name).map_err(StoreError::db(OP));
+                Ok((
+                    column("id")?,
+                    column("token_estimate")?,
+                    row.try_get_by::<String, _>("role")
+                        .map_err(StoreError::db(OP))?,
+                    row.try_get_by::<String, _>("parts")
+                        .map_err(StoreError::db(OP))?,
+                    row.try_get_by::<bool, _>("pinned")
+                        .map_err(StoreError::db(OP))?,
+                ))
+            })
+            .collect::<Result<Vec<ContentRow>, StoreError>>()?;
         ContextHistory::of_rows(rows.into_iter())
     }
 
-    /// PostgreSQL's generic plan (`EXPLAIN EXECUTE` of the prepared
-    /// statement, text) for [`Store::appended_after`]: the plan a prepared
-    /// statement may switch to after five runs, which must still walk the
-    /// workstream's index (see `store::keyset`). For tests and diagnosis
-    /// (`None` on SQLite).
+    /// PostgreSQL's generic plan for [`Store::appended_after`], run
+    /// (`EXPLAIN (ANALYZE, BUFFERS)`: see [`convert::explain_generic`]). It
+    /// must start its walk of the workstream's index at `after` (see
+    /// `store::keyset`). For tests and diagnosis (`None` on SQLite).
+    ///
+    /// [`convert::explain_generic`]: super::convert::explain_generic
     #[doc(hidden)]
     pub async fn appended_after_generic_plan(
         &self,
@@ -572,51 +578,13 @@ impl Store {
         after: MessageId,
         limit: u64,
     ) -> Result<Option<String>, StoreError> {
-        const OP: &str = "appended_after_plan";
         if self.backend() != DbBackend::Postgres {
             return Ok(None);
         }
-        let statement = appended_after_query(DbBackend::Postgres, workstream_id, after, limit)
-            .build(DbBackend::Postgres);
-        // Every value of this statement is an integer: written as literals
-        // in the `EXECUTE`.
-        let values = statement
-            .values
-            .iter()
-            .flat_map(|values| values.0.iter())
-            .map(|value| match value {
-                sea_orm::Value::BigInt(Some(v)) => Ok(v.to_string()),
-                sea_orm::Value::BigUnsigned(Some(v)) => Ok(v.to_string()),
-                other => Err(StoreError::Db {
-                    op: OP,
-                    source: sea_orm::DbErr::Custom(format!("not an integer: {other:?}")),
-                }),
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        let txn = self.db.begin().await.map_err(StoreError::db(OP))?;
-        for sql in [
-            "SET LOCAL plan_cache_mode = force_generic_plan".to_owned(),
-            format!("PREPARE compactor_plan_probe AS {}", statement.sql),
-        ] {
-            txn.execute_unprepared(&sql)
-                .await
-                .map_err(StoreError::db(OP))?;
-        }
-        let rows = txn
-            .query_all_raw(Statement::from_string(
-                DbBackend::Postgres,
-                format!(
-                    "EXPLAIN EXECUTE compactor_plan_probe({})",
-                    values.join(", ")
-                ),
-            ))
+        let statement = appended_after_statement(DbBackend::Postgres, workstream_id, after, limit);
+        super::convert::explain_generic(&self.db, statement, "appended_after_plan")
             .await
-            .map_err(StoreError::db(OP))?;
-        txn.execute_unprepared("DEALLOCATE compactor_plan_probe")
-            .await
-            .map_err(StoreError::db(OP))?;
-        txn.commit().await.map_err(StoreError::db(OP))?;
-        super::convert::plan_text(&rows, OP).map(Some)
+            .map(Some)
     }
 
     /// `[database] context_cache_bytes`: how much un-compacted history a
@@ -647,36 +615,54 @@ impl Store {
 /// A message row as a context reads it: id, estimate, role, parts, pinned.
 type ContentRow = (i64, i64, String, String, bool);
 
-/// The workstream's un-compacted messages, `id` and `token_estimate`
-/// selected (callers order and bound it).
-fn uncompacted_sizes(backend: DbBackend, workstream_id: i64) -> Select<message::Entity> {
+/// `messages` with `id` and `token_estimate` selected.
+fn sizes() -> Select<message::Entity> {
     message::Entity::find()
         .select_only()
         .column(message::Column::Id)
         .column(message::Column::TokenEstimate)
+}
+
+/// A selection of [`sizes`] with the rest of a [`ContentRow`].
+fn with_content(select: Select<message::Entity>) -> Select<message::Entity> {
+    select
+        .column(message::Column::Role)
+        .column(message::Column::Parts)
+        .column(message::Column::Pinned)
+}
+
+/// The workstream's un-compacted messages, `id` and `token_estimate`
+/// selected (callers order and bound it).
+fn uncompacted_sizes(backend: DbBackend, workstream_id: i64) -> Select<message::Entity> {
+    sizes()
         .filter(message::Column::WorkstreamId.eq(workstream_id))
         .filter(uncompacted_of(backend, workstream_id))
 }
 
 /// [`uncompacted_sizes`] and the rest of a [`ContentRow`].
 fn uncompacted_content(backend: DbBackend, workstream_id: i64) -> Select<message::Entity> {
-    uncompacted_sizes(backend, workstream_id)
-        .column(message::Column::Role)
-        .column(message::Column::Parts)
-        .column(message::Column::Pinned)
+    with_content(uncompacted_sizes(backend, workstream_id))
 }
 
-/// The statement of [`Store::appended_after`].
-fn appended_after_query(
+/// The statement of [`Store::appended_after`]: written by hand, so that
+/// the keyset bound's placeholders are the same parameters each time it
+/// names them (`store::keyset`).
+fn appended_after_statement(
     backend: DbBackend,
     workstream_id: i64,
     after: MessageId,
     limit: u64,
-) -> Select<message::Entity> {
-    uncompacted_content(backend, workstream_id)
-        .filter(after_in_workstream(backend, workstream_id, after.0))
-        .order_by_asc(message::Column::Id)
-        .limit(limit)
+) -> Statement {
+    let p = |n| super::convert::placeholder(backend, n);
+    let sql = format!(
+        "SELECT id, token_estimate, role, parts, pinned FROM messages \
+         WHERE {bound} AND (kept OR id > {watermark}) ORDER BY id LIMIT {limit}",
+        bound = super::keyset::after_in_workstream_sql(&p(1), &p(2)),
+        watermark = super::compacted::watermark_of(&p(1)),
+        limit = p(3),
+    );
+    let values: [sea_orm::Value; 3] = [workstream_id.into(), after.0.into(), to_i64(limit).into()];
+    Statement::from_sql_and_values(backend, sql, values)
 }
 
 /// The newest messages of `sizes` (`(id, estimate)`, newest first) within

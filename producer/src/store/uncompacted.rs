@@ -67,6 +67,34 @@ impl Store {
     }
 }
 
+impl Store {
+    /// PostgreSQL's generic plan for a compaction's page of an unbranched
+    /// workstream (the statement [`UncompactedReader`] reads a long
+    /// history with), run: see [`convert::explain_generic`]. Both of its
+    /// index scans must start at `after` (the one above the watermark: at
+    /// the greater of the two), never at the workstream's first message.
+    /// For tests and diagnosis (`None` on SQLite).
+    ///
+    /// [`convert::explain_generic`]: super::convert::explain_generic
+    #[doc(hidden)]
+    pub async fn uncompacted_page_generic_plan(
+        &self,
+        workstream_id: i64,
+        after: Option<MessageId>,
+        limit: u64,
+        max_tokens: u64,
+    ) -> Result<Option<String>, StoreError> {
+        if self.db.get_database_backend() != DbBackend::Postgres || limit == 0 {
+            return Ok(None);
+        }
+        let statement =
+            bounded_page_statement(DbBackend::Postgres, workstream_id, after, limit, max_tokens);
+        super::convert::explain_generic(&self.db, statement, "uncompacted_page_plan")
+            .await
+            .map(Some)
+    }
+}
+
 impl UncompactedReader {
     /// Tells the reader how long the history is (the workstream's
     /// `uncompacted_tokens`): from [`LONG_HISTORY_TOKENS`] on, on
@@ -139,6 +167,65 @@ enum Rest {
     Maybe,
 }
 
+/// The statement of [`bounded_page`] (`limit` above 0).
+fn bounded_page_statement(
+    backend: DbBackend,
+    workstream_id: i64,
+    after: Option<MessageId>,
+    limit: u64,
+    max_tokens: u64,
+) -> Statement {
+    // Numbered: each value is bound once and used where it is needed.
+    let p = |n| super::convert::placeholder(backend, n);
+    // The keyset page is the first `limit` ids after `after` of the two
+    // ranges un-compacted messages are (see `store::compacted`): the kept
+    // ones below the watermark (their partial index), then every id above
+    // it (the index on (workstream_id, id)), that scan starting at the
+    // greater of `after` and the watermark; neither walks compacted
+    // history nor the pages read before (the bounds of `store::keyset`,
+    // which keep a generic plan on those indexes). Then the running sum
+    // of estimates over the page: the first row always, the others while
+    // the sum stays within the bound (estimates are never negative, so the
+    // rows kept are a prefix). `total`, the keyset page's size, says
+    // whether the rows returned are all there was.
+    let columns = "id, role, parts, pinned, token_estimate";
+    let watermark = super::compacted::watermark_of(&p(1));
+    let (ws, after_id) = (p(1), p(2));
+    let kept_after = super::keyset::after_in_workstream_sql(&ws, &after_id);
+    let above = super::keyset::from_in_workstream_sql(
+        &ws,
+        &after_id,
+        &super::keyset::greatest(backend, &after_id, &watermark),
+    );
+    let sql = format!(
+        "SELECT id, role, parts, pinned, total FROM (\
+           SELECT id, role, parts, pinned, \
+             ROW_NUMBER() OVER (ORDER BY id) AS n, \
+             COUNT(*) OVER () AS total, \
+             SUM(token_estimate) OVER (ORDER BY id) AS running \
+           FROM (SELECT {columns} FROM (\
+               SELECT {columns} FROM (SELECT {columns} FROM messages \
+                 WHERE kept AND {kept_after} \
+                 ORDER BY id LIMIT {limit}) AS below \
+               UNION ALL \
+               SELECT {columns} FROM (SELECT {columns} FROM messages \
+                 WHERE {above} \
+                 ORDER BY id LIMIT {limit}) AS above\
+             ) AS ranges ORDER BY id LIMIT {limit}) AS page\
+         ) AS bounded \
+         WHERE n = 1 OR running <= {max_tokens} ORDER BY id",
+        limit = p(3),
+        max_tokens = p(4),
+    );
+    let values: [Value; 4] = [
+        workstream_id.into(),
+        after.map_or(i64::MIN, |a| a.0).into(),
+        i64::try_from(limit).unwrap_or(i64::MAX).into(),
+        i64::try_from(max_tokens).unwrap_or(i64::MAX).into(),
+    ];
+    Statement::from_sql_and_values(backend, sql, values)
+}
+
 /// One keyset page of an unbranched workstream's un-compacted messages,
 /// cut at `max_tokens` of stored estimates, in one statement; and whether
 /// it held every message left.
@@ -152,51 +239,15 @@ async fn bounded_page<C: ConnectionTrait>(
     if limit == 0 {
         return Ok((Vec::new(), Rest::Maybe));
     }
-    let backend = db.get_database_backend();
-    // Numbered: the workstream's value is bound once and used thrice.
-    let p = |n| super::convert::placeholder(backend, n);
-    // The keyset page is the first `limit` ids after `after` of the two
-    // ranges un-compacted messages are (see `store::compacted`): the kept
-    // ones below the watermark (their partial index), then every id above
-    // it (the index on (workstream_id, id)); neither walks compacted
-    // history; "after `after`" is the row comparison of `store::keyset`,
-    // which keeps a generic plan on that index too. Then the running sum
-    // of estimates over the page: the first row always, the others while
-    // the sum stays within the bound (estimates are never negative, so the
-    // rows kept are a prefix). `total`, the keyset page's size, says
-    // whether the rows returned are all there was.
-    let columns = "id, role, parts, pinned, token_estimate";
-    let watermark = super::compacted::watermark_of(&p(1));
-    let sql = format!(
-        "SELECT id, role, parts, pinned, total FROM (\
-           SELECT id, role, parts, pinned, \
-             ROW_NUMBER() OVER (ORDER BY id) AS n, \
-             COUNT(*) OVER () AS total, \
-             SUM(token_estimate) OVER (ORDER BY id) AS running \
-           FROM (SELECT {columns} FROM (\
-               SELECT {columns} FROM (SELECT {columns} FROM messages \
-                 WHERE workstream_id = {ws} AND kept AND {bound} \
-                 ORDER BY id LIMIT {limit}) AS below \
-               UNION ALL \
-               SELECT {columns} FROM (SELECT {columns} FROM messages \
-                 WHERE workstream_id = {ws} AND {bound} AND id > {watermark} \
-                 ORDER BY id LIMIT {limit}) AS above\
-             ) AS ranges ORDER BY id LIMIT {limit}) AS page\
-         ) AS bounded \
-         WHERE n = 1 OR running <= {max_tokens} ORDER BY id",
-        ws = p(1),
-        bound = super::keyset::after_in_workstream_sql(&p(1), &p(2)),
-        limit = p(3),
-        max_tokens = p(4),
+    let statement = bounded_page_statement(
+        db.get_database_backend(),
+        workstream_id,
+        after,
+        limit,
+        max_tokens,
     );
-    let values: [Value; 4] = [
-        workstream_id.into(),
-        after.map_or(i64::MIN, |a| a.0).into(),
-        i64::try_from(limit).unwrap_or(i64::MAX).into(),
-        i64::try_from(max_tokens).unwrap_or(i64::MAX).into(),
-    ];
     let rows = db
-        .query_all_raw(Statement::from_sql_and_values(backend, sql, values))
+        .query_all_raw(statement)
         .await
         .map_err(StoreError::db(OP))?;
     let total: Option<i64> = match rows.first() {

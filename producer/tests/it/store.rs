@@ -1483,15 +1483,54 @@ async fn flags_written_before_the_watermark_migration_read_the_same_after_it(bac
     );
 }
 
-/// The read of what was appended to a workstream since a turn keeps to
-/// that workstream's index even in PostgreSQL's generic plan, which a
-/// prepared statement may switch to after five runs: through the primary
-/// key it would walk every message of every workstream appended since
-/// (`store::keyset`).
+/// Buffers a plan of `EXPLAIN (ANALYZE, BUFFERS)` read in all (its first
+/// `Buffers:` line is the top node's: hit + read).
+fn buffers_of(plan: &str) -> u64 {
+    let line = plan
+        .lines()
+        .find(|l| l.trim_start().starts_with("Buffers:"))
+        .unwrap_or_else(|| panic!("no buffers in the plan:\n{plan}"));
+    ["hit=", "read="]
+        .iter()
+        .filter_map(|k| {
+            let at = line.find(k)? + k.len();
+            line[at..]
+                .split(|c: char| !c.is_ascii_digit())
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum()
+}
+
+/// Reads "after an id" keep to the workstream's index even in PostgreSQL's
+/// generic plan, which a prepared statement may switch to after five runs
+/// (`store::keyset`), and a compaction's pages start their scans at the id:
+/// - through the primary key, the read of what a turn appended would walk
+///   every message of every workstream appended since;
+/// - with only `workstream_id = $1` to position it, the scan of a page
+///   starts at the workstream's first message and checks each entry up to
+///   the id: a compaction of a long history read its pages in quadratic
+///   time.
+///
+/// The quiet workstream has 50,000 messages (about 150 pages of its index);
+/// a page positioned at the id reads a few dozen.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_reads_after_an_id_keep_to_the_workstream_in_a_generic_plan() {
     let db = TestDb::new(Backend::Postgres).await;
-    let (a, ids) = with_messages(&db, "quiet", 2).await;
+    let mut ids = Vec::new();
+    for batch in 0..50 {
+        let messages: Vec<NewMessage> = (0..1000)
+            .map(|i| msg(&format!("quiet {batch} {i}"), 10))
+            .collect();
+        let appended = db
+            .store
+            .append_messages(&key("quiet"), &messages)
+            .await
+            .unwrap();
+        ids.extend(appended.ids);
+    }
+    let a = workstream(&db, "quiet").await;
     // Others append much more afterwards.
     for batch in 0..20 {
         let messages: Vec<NewMessage> = (0..1000)
@@ -1502,22 +1541,79 @@ async fn postgres_reads_after_an_id_keep_to_the_workstream_in_a_generic_plan() {
             .await
             .unwrap();
     }
+    // Fresh tables (never analyzed: right after a bulk append) and then
+    // analyzed: a generic plan is chosen on the statistics there are.
+    reads_after_an_id_start_at_the_id(&db, a.id, &ids, "before ANALYZE").await;
     db.exec("ANALYZE messages").await;
+    reads_after_an_id_start_at_the_id(&db, a.id, &ids, "after ANALYZE").await;
 
+    // The first page after a compaction: the scan above the watermark
+    // starts at the watermark, not at the first message.
+    let watermark = ids[48_999];
+    db.exec(&format!(
+        "UPDATE workstreams SET last_compacted_message_id = {} WHERE id = {}",
+        watermark.0, a.id
+    ))
+    .await;
     let plan = db
         .store
-        .appended_after_generic_plan(a.id, ids[0], 1000)
+        .uncompacted_page_generic_plan(a.id, None, 1000, u64::MAX)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        buffers_of(&plan) < 60,
+        "the first page starts at the watermark:\n{plan}"
+    );
+    let page = db
+        .store
+        .uncompacted_page_within(a.id, None, 1000, u64::MAX)
+        .await
+        .unwrap();
+    assert_eq!(page.iter().map(|m| m.id).collect::<Vec<_>>(), ids[49_000..]);
+}
+
+/// The probes of [`postgres_reads_after_an_id_keep_to_the_workstream_in_a_generic_plan`]
+/// on the quiet workstream `ws` of `ids`, whose watermark is not set yet.
+async fn reads_after_an_id_start_at_the_id(db: &TestDb, ws: i64, ids: &[MessageId], when: &str) {
+    // What a turn appended since it last read.
+    let after = ids[ids.len() - 3];
+    let plan = db
+        .store
+        .appended_after_generic_plan(ws, after, 1000)
         .await
         .unwrap()
         .unwrap();
     assert!(
         plan.contains("idx_messages_workstream_id") && !plan.contains("messages_pkey"),
-        "the workstream's index, not the primary key:\n{plan}"
+        "{when}: the workstream's index, not the primary key:\n{plan}"
     );
-    let read = db.store.appended_after(a.id, ids[0], 1000).await.unwrap();
+    let read = db.store.appended_after(ws, after, 1000).await.unwrap();
     assert_eq!(
         read.messages.iter().map(|m| m.id).collect::<Vec<_>>(),
-        [ids[1]]
+        ids[ids.len() - 2..]
+    );
+
+    // A compaction's page near the end of the history.
+    let after = ids[48_000];
+    let plan = db
+        .store
+        .uncompacted_page_generic_plan(ws, Some(after), 1000, u64::MAX)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        buffers_of(&plan) < 60,
+        "{when}: the page's scans start at the id:\n{plan}"
+    );
+    let page = db
+        .store
+        .uncompacted_page_within(ws, Some(after), 1000, u64::MAX)
+        .await
+        .unwrap();
+    assert_eq!(
+        page.iter().map(|m| m.id).collect::<Vec<_>>(),
+        ids[48_001..49_001]
     );
 }
 

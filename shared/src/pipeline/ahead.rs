@@ -17,7 +17,7 @@ use std::thread::JoinHandle;
 
 use crate::ledger::{self, Artifact};
 use crate::message::Message;
-use crate::stated::{self, Statement};
+use crate::stated::{self, Classified, Statement};
 use crate::transcript::{self, Transcript, TranscriptConfig};
 
 /// A span's extractions.
@@ -25,14 +25,19 @@ use crate::transcript::{self, Transcript, TranscriptConfig};
 pub(super) struct Extracted {
     pub(super) artifacts: Vec<Artifact>,
     pub(super) statements: Vec<Statement>,
+    /// The statement rules' answers behind `statements`, for the
+    /// summarizer (it asks them again of the same sentences).
+    pub(super) classified: Classified,
     pub(super) transcript: Transcript,
 }
 
 impl Extracted {
     fn of(span: &[Message], config: &TranscriptConfig) -> Extracted {
+        let (statements, classified) = stated::extract_classified(span);
         Extracted {
             artifacts: ledger::extract(span),
-            statements: stated::extract(span),
+            statements,
+            classified,
             transcript: transcript::extract(span, config),
         }
     }
@@ -107,6 +112,7 @@ mod tests {
         assert!(!here.artifacts.is_empty() && !here.statements.is_empty());
         assert_eq!(ahead.artifacts, here.artifacts);
         assert_eq!(ahead.statements, here.statements);
+        assert_eq!(ahead.classified, here.classified);
         assert_eq!(ahead.transcript, here.transcript);
     }
 }

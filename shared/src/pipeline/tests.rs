@@ -75,10 +75,7 @@ fn compacted(outcome: Outcome) -> Compacted {
 fn too_few_messages_is_nothing_to_cut() {
     let engine = engine();
     let e = estimator();
-    let mut s = Extractive {
-        engine: &engine,
-        estimator: &e,
-    };
+    let mut s = Extractive::new(&engine, &e);
     let out = run(&conversation(1), &engine, &mut s, 4_000).unwrap();
     assert!(matches!(out, Outcome::NothingToCut));
 }
@@ -87,10 +84,7 @@ fn too_few_messages_is_nothing_to_cut() {
 fn compacts_up_to_the_tail_and_reports_progress() {
     let engine = engine();
     let e = estimator();
-    let mut s = Extractive {
-        engine: &engine,
-        estimator: &e,
-    };
+    let mut s = Extractive::new(&engine, &e);
     let messages = conversation(30);
     let c = compacted(run(&messages, &engine, &mut s, 4_000).unwrap());
     // The default tail keeps the last 6 messages verbatim.
@@ -127,10 +121,7 @@ fn messages_appended_after_the_plan_are_not_compacted() {
     }
     let engine = engine();
     let e = estimator();
-    let mut s = Extractive {
-        engine: &engine,
-        estimator: &e,
-    };
+    let mut s = Extractive::new(&engine, &e);
     let messages = conversation(40);
     let mut pages = Growing {
         messages: messages.clone(),
@@ -352,10 +343,7 @@ fn deterministic_for_the_same_input() {
     let e = estimator();
     let messages = conversation(50);
     let extractive = || {
-        let mut summarizer = Extractive {
-            engine: &engine,
-            estimator: &e,
-        };
+        let mut summarizer = Extractive::new(&engine, &e);
         compacted(run(&messages, &engine, &mut summarizer, 4_000).unwrap())
     };
     let once = extractive();
@@ -404,10 +392,7 @@ fn a_summary_stored_in_the_other_format_is_converted_and_kept_by_the_next_compac
             &e,
             4_000,
             &mut InMemory::new(&messages, 7),
-            &mut Extractive {
-                engine: &engine,
-                estimator: &e,
-            },
+            &mut Extractive::new(&engine, &e),
         ))
         .expect("ready")
         .unwrap(),
@@ -423,4 +408,129 @@ fn a_summary_stored_in_the_other_format_is_converted_and_kept_by_the_next_compac
         .contains(&"run the load test".to_owned()));
     assert!(!c.summary.user_messages.is_empty());
     assert!(c.report.progress, "{:?}", c.report);
+}
+
+/// The extractive summarizer folding each chunk afresh: no judgements kept
+/// between chunks, the statement rules' answers handed over dropped (what
+/// `Extractive` did before it kept them).
+struct Afresh<'a> {
+    engine: &'a EngineConfig,
+    estimator: &'a dyn TokenEstimator,
+}
+
+impl Summarize for Afresh<'_> {
+    type Error = Never;
+
+    fn summarize(
+        &mut self,
+        input: &CompactionInput<'_>,
+    ) -> impl Future<Output = Result<SummarizerOutput, Never>> + Send {
+        std::future::ready(Ok(extractive::summarize(
+            input,
+            &self.engine.extractive,
+            self.engine.summary_budget(),
+            self.estimator,
+        )))
+    }
+
+    fn rollup(
+        &mut self,
+        summary: &Summary,
+        target_tokens: u64,
+    ) -> impl Future<Output = Result<Summary, Never>> + Send {
+        std::future::ready(Ok(extractive::rollup(
+            summary,
+            target_tokens,
+            self.estimator,
+        )))
+    }
+
+    fn fold_memory(
+        &mut self,
+        previous: Option<&str>,
+        entries: &[String],
+        max_chars: usize,
+    ) -> impl Future<Output = Result<String, Never>> + Send {
+        std::future::ready(Ok(extractive::fold_memory_block(
+            previous, entries, max_chars,
+        )))
+    }
+}
+
+/// A conversation of user decisions and constraints (some superseded
+/// later, some said twice, some longer than a bullet), questions, and
+/// assistant answers with paths, commands and filler: everything the
+/// summarizer judges.
+fn judged_conversation(turns: i64) -> Vec<Message> {
+    let user = [
+        "From now on, reply in English and keep answers short.",
+        "We decided to use PostgreSQL 16 for the ledger; never push to main without a review.",
+        "Actually, use MySQL 8 for the ledger instead.",
+        "Can you move the deploy to Friday? The staging box at 10.0.0.7 is down.",
+        "Never mind, found it.",
+        "Please don't touch src/billing/invoice.rs until the audit is over, and keep the old \
+         retry policy of three attempts with a 250 ms backoff for every outbound payment call.",
+        "We decided to use PostgreSQL 16 for the ledger; never push to main without a review.",
+        "What does error E1042 mean?",
+    ];
+    let assistant = [
+        "Sure, happy to help.",
+        "I ran cargo test -p ledger and it fails in src/ledger/post.rs at line 88.",
+        "The fix is in src/ledger/post.rs: the rounding uses f32; switching to rust_decimal fixes it.",
+        "Thanks for your patience! Let me know if there is anything else.",
+        "Done: the migration m20261127_000001 now runs before the backfill, and make check passes.",
+    ];
+    let mut out = Vec::new();
+    let mut id = 0;
+    for t in 0..turns {
+        id += 1;
+        let said = user[(t as usize) % user.len()];
+        out.push(Message::text(id, Role::User, format!("{said} (turn {t})")));
+        id += 1;
+        let answer = assistant[(t as usize * 3) % assistant.len()];
+        let also = assistant[(t as usize + 1) % assistant.len()];
+        out.push(Message::text(
+            id,
+            Role::Assistant,
+            format!("{answer} {also}"),
+        ));
+    }
+    out
+}
+
+#[test]
+fn judgements_kept_between_chunks_change_nothing_of_the_result() {
+    use crate::summary::SummaryFormat;
+
+    for format in [SummaryFormat::Sections, SummaryFormat::Handoff9] {
+        let mut engine = engine();
+        engine.summary.format = format;
+        // Many chunks, many pages (of 7: spans extracted ahead).
+        engine.chunk.max_chars = 1_500;
+        let e = estimator();
+        let messages = judged_conversation(160);
+        let kept =
+            compacted(run(&messages, &engine, &mut Extractive::new(&engine, &e), 500).unwrap());
+        let afresh = compacted(
+            run(
+                &messages,
+                &engine,
+                &mut Afresh {
+                    engine: &engine,
+                    estimator: &e,
+                },
+                500,
+            )
+            .unwrap(),
+        );
+        assert!(kept.report.chunks > 10, "{:?}", kept.report);
+        assert!(
+            kept.state.stated.current().count() > 0 && kept.state.stated.superseded().count() > 0,
+            "statements recorded, one superseded: {:?}",
+            kept.state.stated
+        );
+        assert_eq!(kept.summary, afresh.summary, "{format:?}");
+        assert_eq!(kept.state, afresh.state, "{format:?}");
+        assert_eq!(kept.report, afresh.report, "{format:?}");
+    }
 }

@@ -37,7 +37,7 @@ mod subject;
 mod words;
 
 use crate::text::is_one_of;
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 
 use serde::{Deserialize, Serialize};
 
@@ -120,9 +120,48 @@ pub fn classify(sentence: &str) -> Option<StatementKind> {
     classify::classify(sentence)
 }
 
+/// The statement rules' answer ([`classify`]) for each sentence of the
+/// user that [`extract_classified`] read, by its trimmed text.
+///
+/// The extractive summarizer asks the same rules about the same sentences
+/// when it folds their transcript; a compaction hands it these answers so
+/// that each sentence is classified once (see
+/// `extractive::Judgements::know`).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Classified {
+    answers: HashMap<String, Option<StatementKind>>,
+}
+
+impl Classified {
+    /// What [`classify`] answers for `sentence`, if it was read.
+    pub fn get(&self, sentence: &str) -> Option<Option<StatementKind>> {
+        self.answers.get(sentence.trim()).copied()
+    }
+
+    /// Sentences held.
+    pub fn len(&self) -> usize {
+        self.answers.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.answers.is_empty()
+    }
+}
+
 /// The decisions and constraints stated in the text parts of the user's
 /// messages, in message order.
 pub fn extract(messages: &[Message]) -> Vec<Statement> {
+    extract_into(messages, None)
+}
+
+/// [`extract`], and the rules' answer for every sentence it classified.
+pub fn extract_classified(messages: &[Message]) -> (Vec<Statement>, Classified) {
+    let mut classified = Classified::default();
+    let statements = extract_into(messages, Some(&mut classified));
+    (statements, classified)
+}
+
+fn extract_into(messages: &[Message], mut classified: Option<&mut Classified>) -> Vec<Statement> {
     let mut out = Vec::new();
     for message in messages.iter().filter(|m| m.role == Role::User) {
         let mut index = 0u32;
@@ -130,7 +169,11 @@ pub fn extract(messages: &[Message]) -> Vec<Statement> {
             let Part::Text { text } = part else { continue };
             let mut previous: Option<&str> = None;
             for candidate in sentence::candidates(text) {
-                if let Some(kind) = classify::classify(candidate) {
+                let kind = classify::classify(candidate);
+                if let Some(classified) = classified.as_deref_mut() {
+                    classified.answers.insert(candidate.trim().to_owned(), kind);
+                }
+                if let Some(kind) = kind {
                     out.push(Statement::new(kind, candidate, message.id, index));
                 } else if let Some(context) =
                     previous.filter(|_| classify::value_fragment(candidate))

@@ -201,10 +201,7 @@ impl Workstream {
             ..Default::default()
         };
         let mut pages = pipeline::InMemory::new(&live, 100);
-        let mut summarizer = pipeline::Extractive {
-            engine,
-            estimator: &e,
-        };
+        let mut summarizer = pipeline::Extractive::new(engine, &e);
         let outcome = pipeline::now_or_never(pipeline::compact(
             &stored,
             &pipeline::Request::default(),

@@ -210,10 +210,7 @@ async fn the_worker_commits_exactly_what_the_pipeline_computes() {
         &e,
         4_000,
         &mut pipeline::InMemory::new(&messages, 1_000),
-        &mut pipeline::Extractive {
-            engine: &engine,
-            estimator: &e,
-        },
+        &mut pipeline::Extractive::new(&engine, &e),
     ))
     .unwrap()
     .unwrap();

@@ -47,6 +47,7 @@ use compactor_shared::pipeline::{self, PipelineError};
 use compactor_shared::prompt::CompactionInput;
 use compactor_shared::summary::SummarizerOutput;
 use compactor_shared::CharEstimator;
+use compactor_shared::{extractive, stated};
 use compactor_shared::{EntityKey, Message, MessageId, Summary, TokenEstimator};
 use futures::future::BoxFuture;
 use serde_json::json;
@@ -816,6 +817,7 @@ impl CompactHandler {
             estimator,
             deadline,
             usage: LlmUsage::default(),
+            judgements: extractive::Judgements::default(),
         };
         let outcome = pipeline::compact(
             &workstream,
@@ -1029,6 +1031,8 @@ struct Step<'a> {
     estimator: &'a dyn TokenEstimator,
     deadline: Instant,
     usage: LlmUsage,
+    /// What the extractive summarizer judged, kept between chunks.
+    judgements: extractive::Judgements,
 }
 
 impl pipeline::SummarizeFailure for SummarizeError {
@@ -1044,13 +1048,18 @@ impl pipeline::Summarize for Step<'_> {
         &mut self,
         input: &CompactionInput<'_>,
     ) -> impl Future<Output = Result<SummarizerOutput, SummarizeError>> + Send {
-        self.summarizer.summarize(
+        self.summarizer.summarize_judged(
             input,
             self.engine,
             self.estimator,
             self.deadline,
             &mut self.usage,
+            &mut self.judgements,
         )
+    }
+
+    fn know_statements(&mut self, classified: stated::Classified) {
+        self.judgements.know(classified);
     }
 
     fn rollup(

@@ -203,13 +203,31 @@ impl Summarizer {
         deadline: Instant,
         usage: &mut LlmUsage,
     ) -> Result<SummarizerOutput, SummarizeError> {
+        let mut judgements = extractive::Judgements::default();
+        self.summarize_judged(input, engine, estimator, deadline, usage, &mut judgements)
+            .await
+    }
+
+    /// [`Summarizer::summarize`] for one chunk of a compaction of many:
+    /// the extractive summarizer keeps what it judged in `judgements` for
+    /// the next (see [`extractive::Judgements`]); the others ignore it.
+    pub async fn summarize_judged(
+        &self,
+        input: &CompactionInput<'_>,
+        engine: &EngineConfig,
+        estimator: &dyn TokenEstimator,
+        deadline: Instant,
+        usage: &mut LlmUsage,
+        judgements: &mut extractive::Judgements,
+    ) -> Result<SummarizerOutput, SummarizeError> {
         let budget = output_budget(engine);
         match self {
-            Summarizer::Extractive => Ok(extractive::summarize(
+            Summarizer::Extractive => Ok(extractive::summarize_with(
                 input,
                 &engine.extractive,
                 budget,
                 estimator,
+                judgements,
             )),
             Summarizer::Replaced(output) => Ok(output.as_ref().clone()),
             Summarizer::Llm(client) => {
