@@ -413,10 +413,7 @@ fn a_summary_stored_in_the_other_format_is_converted_and_kept_by_the_next_compac
 /// The extractive summarizer folding each chunk afresh: no judgements kept
 /// between chunks, the statement rules' answers handed over dropped (what
 /// `Extractive` did before it kept them).
-struct Afresh<'a> {
-    engine: &'a EngineConfig,
-    estimator: &'a dyn TokenEstimator,
-}
+struct Afresh<'a>(Extractive<'a>);
 
 impl Summarize for Afresh<'_> {
     type Error = Never;
@@ -425,11 +422,14 @@ impl Summarize for Afresh<'_> {
         &mut self,
         input: &CompactionInput<'_>,
     ) -> impl Future<Output = Result<SummarizerOutput, Never>> + Send {
+        let Extractive {
+            engine, estimator, ..
+        } = self.0;
         std::future::ready(Ok(extractive::summarize(
             input,
-            &self.engine.extractive,
-            self.engine.summary_budget(),
-            self.estimator,
+            &engine.extractive,
+            engine.summary_budget(),
+            estimator,
         )))
     }
 
@@ -438,11 +438,7 @@ impl Summarize for Afresh<'_> {
         summary: &Summary,
         target_tokens: u64,
     ) -> impl Future<Output = Result<Summary, Never>> + Send {
-        std::future::ready(Ok(extractive::rollup(
-            summary,
-            target_tokens,
-            self.estimator,
-        )))
+        self.0.rollup(summary, target_tokens)
     }
 
     fn fold_memory(
@@ -451,9 +447,7 @@ impl Summarize for Afresh<'_> {
         entries: &[String],
         max_chars: usize,
     ) -> impl Future<Output = Result<String, Never>> + Send {
-        std::future::ready(Ok(extractive::fold_memory_block(
-            previous, entries, max_chars,
-        )))
+        self.0.fold_memory(previous, entries, max_chars)
     }
 }
 
@@ -515,10 +509,7 @@ fn judgements_kept_between_chunks_change_nothing_of_the_result() {
             run(
                 &messages,
                 &engine,
-                &mut Afresh {
-                    engine: &engine,
-                    estimator: &e,
-                },
+                &mut Afresh(Extractive::new(&engine, &e)),
                 500,
             )
             .unwrap(),
