@@ -94,8 +94,6 @@ pub(crate) fn decode<T: serde::de::DeserializeOwned>(
     })
 }
 
-/// The text of an `EXPLAIN` (one line per row), for the store's plan
-/// probes.
 /// `EXPLAIN (ANALYZE, BUFFERS)` of `statement` in PostgreSQL's generic
 /// plan: the plan a prepared statement may switch to after five runs,
 /// which cannot see the values (prepared, then executed with
@@ -149,6 +147,8 @@ pub(crate) async fn explain_generic(
     plan_text(&rows, op)
 }
 
+/// The text of an `EXPLAIN` (one line per row), for the store's plan
+/// probes.
 pub(crate) fn plan_text(
     rows: &[sea_orm::QueryResult],
     op: &'static str,

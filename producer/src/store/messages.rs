@@ -615,33 +615,23 @@ impl Store {
 /// A message row as a context reads it: id, estimate, role, parts, pinned.
 type ContentRow = (i64, i64, String, String, bool);
 
-/// `messages` with `id` and `token_estimate` selected.
-fn sizes() -> Select<message::Entity> {
+/// The workstream's un-compacted messages, `id` and `token_estimate`
+/// selected (callers order and bound it).
+fn uncompacted_sizes(backend: DbBackend, workstream_id: i64) -> Select<message::Entity> {
     message::Entity::find()
         .select_only()
         .column(message::Column::Id)
         .column(message::Column::TokenEstimate)
-}
-
-/// A selection of [`sizes`] with the rest of a [`ContentRow`].
-fn with_content(select: Select<message::Entity>) -> Select<message::Entity> {
-    select
-        .column(message::Column::Role)
-        .column(message::Column::Parts)
-        .column(message::Column::Pinned)
-}
-
-/// The workstream's un-compacted messages, `id` and `token_estimate`
-/// selected (callers order and bound it).
-fn uncompacted_sizes(backend: DbBackend, workstream_id: i64) -> Select<message::Entity> {
-    sizes()
         .filter(message::Column::WorkstreamId.eq(workstream_id))
         .filter(uncompacted_of(backend, workstream_id))
 }
 
 /// [`uncompacted_sizes`] and the rest of a [`ContentRow`].
 fn uncompacted_content(backend: DbBackend, workstream_id: i64) -> Select<message::Entity> {
-    with_content(uncompacted_sizes(backend, workstream_id))
+    uncompacted_sizes(backend, workstream_id)
+        .column(message::Column::Role)
+        .column(message::Column::Parts)
+        .column(message::Column::Pinned)
 }
 
 /// The statement of [`Store::appended_after`]: written by hand, so that

@@ -65,9 +65,7 @@ impl Store {
             ended_at: None,
         }
     }
-}
 
-impl Store {
     /// PostgreSQL's generic plan for a compaction's page of an unbranched
     /// workstream (the statement [`UncompactedReader`] reads a long
     /// history with), run: see [`convert::explain_generic`]. Both of its

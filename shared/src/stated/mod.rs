@@ -137,15 +137,6 @@ impl Classified {
     pub fn get(&self, sentence: &str) -> Option<Option<StatementKind>> {
         self.answers.get(sentence.trim()).copied()
     }
-
-    /// Sentences held.
-    pub fn len(&self) -> usize {
-        self.answers.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.answers.is_empty()
-    }
 }
 
 /// The decisions and constraints stated in the text parts of the user's
