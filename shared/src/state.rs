@@ -21,6 +21,8 @@
 //! repeats a current user statement is not shown twice, and an item that
 //! still states something the user superseded is marked so.
 
+use std::collections::{BTreeSet, HashMap};
+
 use serde::{Deserialize, Serialize};
 
 use crate::ledger::ArtifactLedger;
@@ -341,7 +343,9 @@ impl Entry {
         }
     }
 
-    /// The same item: the same id when both have one, else the same text.
+    /// The same item: the same id when both have one, else the same text
+    /// (what [`Merging::remove_same_as`] removes by its indexes).
+    #[cfg(test)]
     fn same_as(&self, other: &Entry) -> bool {
         match (&self.id_key, &other.id_key) {
             (Some(a), Some(b)) => a == b,
@@ -351,7 +355,7 @@ impl Entry {
 }
 
 fn merge_field(items: &mut Vec<StateItem>, delta: &[StateItem], cap: usize) {
-    let mut list: Vec<Entry> = items.drain(..).map(|i| Entry::new(i, None)).collect();
+    let mut list = Merging::new(items.drain(..));
     // Items that name their id are applied before items known only by their
     // text. A delta may rename an item by id and also mention it by its old
     // text; resolving ids first means the text-only mention is matched
@@ -363,51 +367,147 @@ fn merge_field(items: &mut Vec<StateItem>, delta: &[StateItem], cap: usize) {
         if incoming.text.trim().is_empty() && incoming.id.is_none() {
             continue;
         }
+        let id_key = incoming.id.as_deref().map(normalize);
+        let text_key = normalize(&incoming.text);
         // The item this one updates: the same id first; otherwise the most
         // recent item with the same text that could be it (no id on one
         // side). Most recent, so that a second merge picks the same item.
-        let target = incoming
-            .id
-            .as_ref()
-            .and_then(|id| {
-                let id = normalize(id);
-                list.iter()
-                    .position(|e| e.id_key.as_deref() == Some(id.as_str()))
-            })
-            .or_else(|| {
-                let text = normalize(&incoming.text);
-                list.iter().rposition(|e| {
-                    (incoming.id.is_none() || e.item.id.is_none()) && e.text_key == text
-                })
-            });
-        let merged = match target {
-            Some(at) => {
-                let mut existing = list.remove(at).item;
+        let target = id_key
+            .as_deref()
+            .and_then(|id| list.first_with_id(id))
+            .or_else(|| list.last_with_text(&text_key, incoming.id.is_none()));
+        let merged = match target.and_then(|at| list.take(at)) {
+            Some(existing) => {
+                let mut entry = existing;
                 if !incoming.text.trim().is_empty() {
-                    existing.text = incoming.text.trim().to_owned();
+                    entry.item.text = incoming.text.trim().to_owned();
+                    entry.text_key = text_key;
                 }
                 if incoming.status.is_some() {
-                    existing.status = incoming.status.clone();
+                    entry.item.status = incoming.status.clone();
                 }
-                if existing.id.is_none() {
-                    existing.id = incoming.id.clone();
+                if entry.item.id.is_none() {
+                    entry.item.id = incoming.id.clone();
+                    entry.id_key = id_key;
                 }
-                existing
+                entry.touched = Some(seq);
+                entry
             }
-            None => StateItem {
-                id: incoming.id.clone(),
-                text: incoming.text.trim().to_owned(),
-                status: incoming.status.clone(),
+            None => Entry {
+                item: StateItem {
+                    id: incoming.id.clone(),
+                    text: incoming.text.trim().to_owned(),
+                    status: incoming.status.clone(),
+                },
+                touched: Some(seq),
+                id_key,
+                text_key,
             },
         };
         // An update can make the item equal to another one (new text, or a
         // newly learnt id): it absorbs that one, so no item is listed twice.
-        let merged = Entry::new(merged, Some(seq));
-        list.retain(|e| !e.same_as(&merged));
+        list.remove_same_as(&merged);
         list.push(merged);
     }
+    let mut list = list.into_entries();
     evict_merged(&mut list, cap);
     items.extend(list.into_iter().map(|e| e.item));
+}
+
+/// A field's items during a merge, in order, with the places of each
+/// normalized id and text: finding the item an incoming one updates, and
+/// the items it absorbs, costs a lookup instead of a scan of the list (a
+/// delta of thousands of items made a merge quadratic). Removed items
+/// leave an empty slot, so places stay valid and the order of the rest is
+/// the list's.
+struct Merging {
+    slots: Vec<Option<Entry>>,
+    by_id: HashMap<String, BTreeSet<usize>>,
+    by_text: HashMap<String, BTreeSet<usize>>,
+}
+
+impl Merging {
+    fn new(items: impl Iterator<Item = StateItem>) -> Merging {
+        let mut list = Merging {
+            slots: Vec::new(),
+            by_id: HashMap::new(),
+            by_text: HashMap::new(),
+        };
+        for item in items {
+            list.push(Entry::new(item, None));
+        }
+        list
+    }
+
+    fn push(&mut self, entry: Entry) {
+        let at = self.slots.len();
+        if let Some(id) = &entry.id_key {
+            self.by_id.entry(id.clone()).or_default().insert(at);
+        }
+        self.by_text
+            .entry(entry.text_key.clone())
+            .or_default()
+            .insert(at);
+        self.slots.push(Some(entry));
+    }
+
+    /// The first item with the normalized id `id`.
+    fn first_with_id(&self, id: &str) -> Option<usize> {
+        self.by_id.get(id).and_then(|at| at.first().copied())
+    }
+
+    /// The last item with the normalized text `text`; only one without an
+    /// id unless `any_id`.
+    fn last_with_text(&self, text: &str, any_id: bool) -> Option<usize> {
+        let places = self.by_text.get(text)?;
+        places
+            .iter()
+            .rev()
+            .copied()
+            .find(|&at| any_id || self.slots[at].as_ref().is_some_and(|e| e.item.id.is_none()))
+    }
+
+    /// Takes the item at `at` out of the list.
+    fn take(&mut self, at: usize) -> Option<Entry> {
+        let entry = self.slots.get_mut(at)?.take()?;
+        if let Some(id) = &entry.id_key {
+            unplace(&mut self.by_id, id, at);
+        }
+        unplace(&mut self.by_text, &entry.text_key, at);
+        Some(entry)
+    }
+
+    /// Removes every item that is the same as `merged`: those with its id
+    /// when both have one, those with its text when either has none.
+    fn remove_same_as(&mut self, merged: &Entry) {
+        let mut gone: Vec<usize> = Vec::new();
+        if let Some(id) = &merged.id_key {
+            gone.extend(self.by_id.get(id).into_iter().flatten());
+        }
+        if let Some(places) = self.by_text.get(&merged.text_key) {
+            gone.extend(places.iter().copied().filter(|&at| {
+                merged.id_key.is_none()
+                    || self.slots[at].as_ref().is_some_and(|e| e.id_key.is_none())
+            }));
+        }
+        for at in gone {
+            self.take(at);
+        }
+    }
+
+    fn into_entries(self) -> Vec<Entry> {
+        self.slots.into_iter().flatten().collect()
+    }
+}
+
+/// Forgets that the item at `at` has `key`.
+fn unplace(index: &mut HashMap<String, BTreeSet<usize>>, key: &str, at: usize) {
+    if let Some(places) = index.get_mut(key) {
+        places.remove(&at);
+        if places.is_empty() {
+            index.remove(key);
+        }
+    }
 }
 
 /// Eviction after a merge: items the delta did not touch go first (closed
@@ -459,6 +559,85 @@ fn evict(items: &mut Vec<StateItem>, cap: usize) {
 mod tests {
     use super::*;
     use crate::stated::{StatedCaps, UserStatements};
+
+    /// The merge as it was written before [`Merging`]: a scan of the list
+    /// for each incoming item. The indexed merge must give the same result.
+    fn merge_field_by_scans(items: &mut Vec<StateItem>, delta: &[StateItem], cap: usize) {
+        let mut list: Vec<Entry> = items.drain(..).map(|i| Entry::new(i, None)).collect();
+        let by_id = delta.iter().filter(|i| i.id.is_some());
+        let by_text = delta.iter().filter(|i| i.id.is_none());
+        for (seq, incoming) in by_id.chain(by_text).enumerate() {
+            if incoming.text.trim().is_empty() && incoming.id.is_none() {
+                continue;
+            }
+            let target = incoming
+                .id
+                .as_ref()
+                .and_then(|id| {
+                    let id = normalize(id);
+                    list.iter()
+                        .position(|e| e.id_key.as_deref() == Some(id.as_str()))
+                })
+                .or_else(|| {
+                    let text = normalize(&incoming.text);
+                    list.iter().rposition(|e| {
+                        (incoming.id.is_none() || e.item.id.is_none()) && e.text_key == text
+                    })
+                });
+            let merged = match target {
+                Some(at) => {
+                    let mut existing = list.remove(at).item;
+                    if !incoming.text.trim().is_empty() {
+                        existing.text = incoming.text.trim().to_owned();
+                    }
+                    if incoming.status.is_some() {
+                        existing.status = incoming.status.clone();
+                    }
+                    if existing.id.is_none() {
+                        existing.id = incoming.id.clone();
+                    }
+                    existing
+                }
+                None => StateItem {
+                    id: incoming.id.clone(),
+                    text: incoming.text.trim().to_owned(),
+                    status: incoming.status.clone(),
+                },
+            };
+            let merged = Entry::new(merged, Some(seq));
+            list.retain(|e| !e.same_as(&merged));
+            list.push(merged);
+        }
+        evict_merged(&mut list, cap);
+        items.extend(list.into_iter().map(|e| e.item));
+    }
+
+    /// Items from a small alphabet, so that ids and texts collide often:
+    /// renames, absorbed duplicates, text-only mentions of items with ids.
+    fn small_item() -> impl proptest::strategy::Strategy<Value = StateItem> {
+        use proptest::prelude::*;
+        (
+            proptest::option::of(prop_oneof!["A-1", "a-1 ", "B-2", "C-3"]),
+            prop_oneof!["use X", "Use  x.", "drop Y", "", "  ", "keep Z", "keep z!"],
+            proptest::option::of(prop_oneof!["open", "done", "closed"]),
+        )
+            .prop_map(|(id, text, status)| StateItem { id, text, status })
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn the_indexed_merge_is_the_merge_by_scans(
+            state in proptest::collection::vec(small_item(), 0..12),
+            delta in proptest::collection::vec(small_item(), 0..24),
+            cap in 0usize..10,
+        ) {
+            let mut indexed = state.clone();
+            merge_field(&mut indexed, &delta, cap);
+            let mut scanned = state;
+            merge_field_by_scans(&mut scanned, &delta, cap);
+            proptest::prop_assert_eq!(indexed, scanned);
+        }
+    }
 
     fn texts(items: &[StateItem]) -> Vec<&str> {
         items.iter().map(|i| i.text.as_str()).collect()

@@ -1,7 +1,7 @@
 //! What pass 2 takes from a page's compacted span before any summarizer
 //! sees it — the ledger's values, the user's statements, the transcript —
-//! worked out on a thread of its own while the summarizer folds the page
-//! before.
+//! worked out on a thread of its own while the summarizer folds the pages
+//! before (up to `EXTRACTED_AHEAD` spans run ahead).
 //!
 //! A long history is many pages, and each page costs about as much in
 //! extraction as in the extractive summarizer's fold; on one thread a

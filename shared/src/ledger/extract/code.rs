@@ -7,7 +7,7 @@
 
 use super::scan::{pattern, Scan};
 use crate::ledger::ArtifactKind;
-use crate::text::is_one_of;
+use crate::text::{is_one_of, Words};
 
 pattern!(URL, r#"https?://[^\s<>"'`\])}]+"#);
 pattern!(
@@ -157,6 +157,9 @@ const CLI_WORDS: &[&str] = &[
     "deno",
     "bun",
 ];
+
+/// [`CLI_WORDS`], for the test of every word of a text.
+static CLI: Words = Words::new(CLI_WORDS);
 
 /// File extensions that make a bare `name.ext` a path.
 pub(super) const EXTENSIONS: &[&str] = &[
@@ -431,7 +434,7 @@ pub(super) fn commands(s: &mut Scan<'_>) {
             ticked.push(m.range());
             let span = m.as_str().trim();
             let first = span.split_whitespace().next().unwrap_or("");
-            if span.contains(' ') && is_one_of(first, CLI_WORDS) {
+            if span.contains(' ') && CLI.contains(first) {
                 s.note(m.start(), ArtifactKind::Command, span);
             }
         }
@@ -485,7 +488,7 @@ fn prose_commands(text: &str) -> Vec<(usize, &str)> {
 fn prose_commands_in_line(line: &str) -> Vec<(usize, &str)> {
     // A command starts at a known program: a line without one (most) has
     // none, and is not cut into words.
-    if !line.split_whitespace().any(|w| is_one_of(w, CLI_WORDS)) {
+    if !line.split_whitespace().any(|w| CLI.contains(w)) {
         return Vec::new();
     }
     let words: Vec<(usize, &str)> = line
@@ -508,7 +511,7 @@ fn prose_commands_in_line(line: &str) -> Vec<(usize, &str)> {
             start += 1;
         }
         let program = words.get(start).map_or("", |(_, w)| *w);
-        if !is_one_of(program, CLI_WORDS) || matches!(program, "cd" | "ls" | "go" | "make") {
+        if !CLI.contains(program) || matches!(program, "cd" | "ls" | "go" | "make") {
             i = start + 1;
             continue;
         }
