@@ -464,7 +464,12 @@ impl Merging {
             .iter()
             .rev()
             .copied()
-            .find(|&at| any_id || self.slots[at].as_ref().is_some_and(|e| e.item.id.is_none()))
+            .find(|&at| any_id || self.entry(at).is_some_and(|e| e.item.id.is_none()))
+    }
+
+    /// The item at `at`, unless it was taken out.
+    fn entry(&self, at: usize) -> Option<&Entry> {
+        self.slots.get(at).and_then(Option::as_ref)
     }
 
     /// Takes the item at `at` out of the list.
@@ -486,8 +491,7 @@ impl Merging {
         }
         if let Some(places) = self.by_text.get(&merged.text_key) {
             gone.extend(places.iter().copied().filter(|&at| {
-                merged.id_key.is_none()
-                    || self.slots[at].as_ref().is_some_and(|e| e.id_key.is_none())
+                merged.id_key.is_none() || self.entry(at).is_some_and(|e| e.id_key.is_none())
             }));
         }
         for at in gone {
