@@ -377,8 +377,7 @@ fn merge_field(items: &mut Vec<StateItem>, delta: &[StateItem], cap: usize) {
             .and_then(|id| list.first_with_id(id))
             .or_else(|| list.last_with_text(&text_key, incoming.id.is_none()));
         let merged = match target.and_then(|at| list.take(at)) {
-            Some(existing) => {
-                let mut entry = existing;
+            Some(mut entry) => {
                 if !incoming.text.trim().is_empty() {
                     entry.item.text = incoming.text.trim().to_owned();
                     entry.text_key = text_key;
@@ -464,7 +463,7 @@ impl Merging {
             .iter()
             .rev()
             .copied()
-            .find(|&at| any_id || self.entry(at).is_some_and(|e| e.item.id.is_none()))
+            .find(|&at| any_id || self.entry(at).is_some_and(|e| e.id_key.is_none()))
     }
 
     /// The item at `at`, unless it was taken out.
