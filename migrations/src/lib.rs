@@ -20,6 +20,7 @@
 //! | `m20261127_000006_bound_search_pending_list` | that index takes appends through a pending list bounded at 256 kB (PostgreSQL `fastupdate`) |
 //! | `m20261127_000007_search_on_content_change` | `messages.search` kept by a trigger on insert and on a change of `parts`, not recomputed by every update (PostgreSQL) |
 //! | `m20261127_000008_compacted_below_watermark` | compacted = at or below the workstream's watermark and not `messages.kept`; `compaction_runs.watermark`; `is_compacted` and `compacted_by_run_id` dropped |
+//! | `m20261201_000001_add_compaction_run_evidence` | `compaction_runs`: the candidate evidence lines a run kept for the next context and left out (`evidence_kept`, `evidence_dropped`) |
 //!
 //! Every migration is written with the sea-query schema builder (or SQL both
 //! backends accept, where the builder has no word for it), so the same code
@@ -46,6 +47,7 @@ mod m20261127_000005_scope_message_search;
 mod m20261127_000006_bound_search_pending_list;
 mod m20261127_000007_search_on_content_change;
 mod m20261127_000008_compacted_below_watermark;
+mod m20261201_000001_add_compaction_run_evidence;
 
 pub use sea_orm_migration::{MigrationTrait, MigratorTrait};
 
@@ -91,6 +93,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261127_000006_bound_search_pending_list::Migration),
             Box::new(m20261127_000007_search_on_content_change::Migration),
             Box::new(m20261127_000008_compacted_below_watermark::Migration),
+            Box::new(m20261201_000001_add_compaction_run_evidence::Migration),
         ]
     }
 }
@@ -150,6 +153,7 @@ mod tests {
                 "m20261127_000006_bound_search_pending_list",
                 "m20261127_000007_search_on_content_change",
                 "m20261127_000008_compacted_below_watermark",
+                "m20261201_000001_add_compaction_run_evidence",
             ]
         );
     }

@@ -5,6 +5,7 @@
 //!
 //! - `ledger`: `ledger::extract` of each page of 1,000 messages;
 //! - `stated`: `stated::extract` of each page;
+//! - `evidence`: `evidence::read` of each page (candidate lines by form);
 //! - `transcript`: transcript extraction and chunking of the whole span;
 //! - `summarize`: the extractive summarizer folding every chunk in turn,
 //!   with the state merged after each, as the pipeline does;
@@ -31,7 +32,7 @@ use compactor_shared::pipeline::{self, Extractive, InMemory, Request, Workstream
 use compactor_shared::prompt::CompactionInput;
 use compactor_shared::summary::Summary;
 use compactor_shared::{
-    ledger, stated, transcript, CharEstimator, TokenEstimator, WorkstreamState,
+    evidence, ledger, stated, transcript, CharEstimator, TokenEstimator, WorkstreamState,
 };
 use criterion::{criterion_group, Criterion, Throughput};
 
@@ -123,6 +124,13 @@ fn stated_pass(messages: &[Message]) -> usize {
     messages
         .chunks(PAGE)
         .map(|page| stated::extract(page).len())
+        .sum()
+}
+
+fn evidence_pass(messages: &[Message], engine: &EngineConfig) -> usize {
+    messages
+        .chunks(PAGE)
+        .map(|page| evidence::read(page, engine.evidence.max_line_chars).len())
         .sum()
 }
 
@@ -221,6 +229,7 @@ fn once(pass: &str) -> bool {
         "none" => messages.len(),
         "ledger" => ledger_pass(&messages),
         "stated" => stated_pass(&messages),
+        "evidence" => evidence_pass(&messages, &engine),
         "transcript" => transcript_pass(&messages, &engine),
         "summarize" => {
             let c = chunks(&messages, &engine);
@@ -258,6 +267,9 @@ fn passes(c: &mut Criterion) {
     });
     group.bench_function("stated", |b| {
         b.iter(|| black_box(stated_pass(black_box(&messages))))
+    });
+    group.bench_function("evidence", |b| {
+        b.iter(|| black_box(evidence_pass(black_box(&messages), &engine)))
     });
     group.bench_function("transcript", |b| {
         b.iter(|| black_box(transcript_pass(black_box(&messages), &engine)))

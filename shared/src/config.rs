@@ -22,12 +22,35 @@
 //! fit `trigger.context_window`, which is taken as the summarizer's window
 //! too (as the derived output budget already is). The offline summarizer
 //! has no window, so the CLI and an extractive worker do not check it.
+//!
+//! # Sizes derived from the window
+//!
+//! Four sizes may be left unset, and are then derived from
+//! `trigger.context_window` so that a configuration that names only the
+//! model's window passes both checks (8k to 1M tokens): the seeds' constants
+//! for large windows, scaled down for small ones.
+//! - `trigger.output_reserve` and `trigger.safety_margin`: a quarter and a
+//!   sixteenth of the window, at most the seed's 32,000 and 8,000
+//!   ([`crate::trigger::derived_output_reserve`],
+//!   [`crate::trigger::derived_safety_margin`]); derived as the trigger is
+//!   read.
+//! - `summary.max_output_tokens`: [`EngineConfig::derived_summary_budget`],
+//!   CoWork's 4,096 (at most 8 % of the window) and at most half the
+//!   trigger.
+//! - `chunk.max_chars`: [`EngineConfig::derived_chunk_max_chars`], half the
+//!   room a summarization call leaves in the window, at most the seed's
+//!   120,000; derived as the engine configuration is read, the only place
+//!   that knows both the chunk and the window.
+//!
+//! A value that is set is used as it is, and refused as before when it
+//! cannot work. Written back, a derived value is left out.
 
 use serde::{Deserialize, Serialize};
 
 use crate::boundary::BoundaryConfig;
 use crate::chunk::DEFAULT_CHUNK_MAX_CHARS;
 use crate::context::ContextConfig;
+use crate::evidence::EvidenceConfig;
 use crate::extractive::ExtractiveConfig;
 use crate::ledger::LedgerCaps;
 use crate::memory::MemoryBlockConfig;
@@ -43,6 +66,9 @@ use crate::trigger::{TriggerConfigError, TriggerPolicy};
 /// The smallest `chunk.max_chars` accepted.
 pub const MIN_CHUNK_MAX_CHARS: usize = 1_000;
 
+/// The smallest `summary.max_output_tokens` accepted (and derived).
+pub const MIN_MAX_OUTPUT_TOKENS: u64 = 100;
+
 /// Summary format and size settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -53,7 +79,7 @@ pub struct SummaryConfig {
     /// keeps rendering as written and is converted at the next compaction.
     pub format: SummaryFormat,
     /// Output-token budget of one summarization; `None` derives it from the
-    /// context window (4,096, at most 8 % of the window, never below 500).
+    /// trigger ([`EngineConfig::derived_summary_budget`]).
     pub max_output_tokens: Option<u64>,
     /// A summary above this many tokens gets a rollup pass.
     pub rollup_max_tokens: u64,
@@ -70,24 +96,76 @@ impl Default for SummaryConfig {
 }
 
 /// Chunking settings.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
+#[derive(Clone, Copy, Serialize, Deserialize)]
+#[serde(from = "ChunkSpec", into = "ChunkSpec")]
 pub struct ChunkConfig {
-    /// Most chars of transcript per summarization call.
+    /// Most chars of transcript per summarization call: the value in force,
+    /// set or derived ([`EngineConfig::derived_chunk_max_chars`]).
     pub max_chars: usize,
+    /// `max_chars` is to be derived (read without one), or is written as
+    /// unset (equal to the derived one). Only [`EngineConfig`]'s serde,
+    /// which knows the window, sets or reads this mark; it is no part of the
+    /// value (equality ignores it).
+    unset: bool,
 }
 
-impl Default for ChunkConfig {
-    fn default() -> Self {
+/// `[engine.chunk]` as a configuration writes it.
+#[derive(Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct ChunkSpec {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_chars: Option<usize>,
+}
+
+impl From<ChunkSpec> for ChunkConfig {
+    fn from(spec: ChunkSpec) -> ChunkConfig {
         ChunkConfig {
-            max_chars: DEFAULT_CHUNK_MAX_CHARS,
+            max_chars: spec.max_chars.unwrap_or(DEFAULT_CHUNK_MAX_CHARS),
+            unset: spec.max_chars.is_none(),
         }
     }
 }
 
+impl From<ChunkConfig> for ChunkSpec {
+    fn from(chunk: ChunkConfig) -> ChunkSpec {
+        ChunkSpec {
+            max_chars: (!chunk.unset).then_some(chunk.max_chars),
+        }
+    }
+}
+
+/// Unset: the seed's 120,000 chars, what a large window derives (a window
+/// read from a configuration replaces it by its own).
+impl Default for ChunkConfig {
+    fn default() -> Self {
+        ChunkSpec::default().into()
+    }
+}
+
+impl PartialEq for ChunkConfig {
+    fn eq(&self, other: &ChunkConfig) -> bool {
+        self.max_chars == other.max_chars
+    }
+}
+
+impl Eq for ChunkConfig {}
+
+impl std::fmt::Debug for ChunkConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChunkConfig")
+            .field("max_chars", &self.max_chars)
+            .finish()
+    }
+}
+
 /// The whole engine configuration.
+///
+/// Its serde (by hand, below) reads and writes the table as derived, then
+/// derives an unset `chunk.max_chars` from the rest, or leaves out a
+/// derived one.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
+#[serde(remote = "Self")]
 pub struct EngineConfig {
     /// Characters per token of the default estimator (the seed's 3).
     pub chars_per_token: u32,
@@ -106,6 +184,8 @@ pub struct EngineConfig {
     pub context: ContextConfig,
     /// Summaries of the branches the head leaves.
     pub branch: BranchConfig,
+    /// Verbatim evidence lines a context keeps of compacted messages.
+    pub evidence: EvidenceConfig,
 }
 
 /// `[engine.branch]`: summaries of abandoned branches.
@@ -146,7 +226,27 @@ impl Default for EngineConfig {
             memory_block: MemoryBlockConfig::default(),
             context: ContextConfig::default(),
             branch: BranchConfig::default(),
+            evidence: EvidenceConfig::default(),
         }
+    }
+}
+
+impl<'de> Deserialize<'de> for EngineConfig {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let mut engine = EngineConfig::deserialize(deserializer)?;
+        if engine.chunk.unset {
+            engine.chunk.max_chars = engine.derived_chunk_max_chars();
+            engine.chunk.unset = false;
+        }
+        Ok(engine)
+    }
+}
+
+impl Serialize for EngineConfig {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut written = self.clone();
+        written.chunk.unset = self.chunk.max_chars == self.derived_chunk_max_chars();
+        EngineConfig::serialize(&written, serializer)
     }
 }
 
@@ -176,10 +276,17 @@ impl EngineConfig {
         if self.branch.budget_tokens == 0 {
             return invalid("branch.budget_tokens", "must be at least 1");
         }
+        if let Err(why) = self.evidence.validate() {
+            return invalid("evidence", &why);
+        }
         if self.chunk.max_chars < MIN_CHUNK_MAX_CHARS {
             return invalid("chunk.max_chars", "must be at least 1000");
         }
-        if self.summary.max_output_tokens.is_some_and(|t| t < 100) {
+        if self
+            .summary
+            .max_output_tokens
+            .is_some_and(|t| t < MIN_MAX_OUTPUT_TOKENS)
+        {
             return invalid("summary.max_output_tokens", "must be at least 100");
         }
         if self.summary.rollup_max_tokens < 1_000 {
@@ -302,11 +409,63 @@ impl EngineConfig {
         }
     }
 
+    /// The defaults for a model of `context_window` tokens: what a
+    /// configuration that sets only `trigger.context_window` reads as.
+    pub fn for_window(context_window: u64) -> EngineConfig {
+        let mut engine = EngineConfig {
+            trigger: TriggerPolicy::for_window(context_window),
+            ..EngineConfig::default()
+        };
+        engine.chunk.max_chars = engine.derived_chunk_max_chars();
+        engine
+    }
+
     /// The summary output budget in force.
     pub fn summary_budget(&self) -> u64 {
         self.summary
             .max_output_tokens
-            .unwrap_or_else(|| summary_output_budget(self.trigger.context_window()))
+            .unwrap_or_else(|| self.derived_summary_budget())
+    }
+
+    /// `summary.max_output_tokens` when unset: CoWork's budget for the
+    /// window ([`summary_output_budget`]: 4,096, at most 8 % of the window,
+    /// at least 500), and at most half the trigger threshold, so that a
+    /// fresh summary leaves the workstream room before it is due again;
+    /// never below [`MIN_MAX_OUTPUT_TOKENS`]. 8,000 → 640, 32,000 → 2,560,
+    /// 128,000 and more → 4,096; a 200,000 window with ratio 0.02 (trigger
+    /// 4,000) → 2,000.
+    pub fn derived_summary_budget(&self) -> u64 {
+        let budget = summary_output_budget(self.trigger.context_window());
+        match self.trigger.threshold() {
+            Some(threshold) => budget.min(threshold / 2).max(MIN_MAX_OUTPUT_TOKENS),
+            None => budget,
+        }
+    }
+
+    /// `chunk.max_chars` when unset: half the room one summarization call
+    /// leaves in `trigger.context_window` after the prompt, the previous
+    /// summary and the answer ([`EngineConfig::summarization_call`] less its
+    /// chunk), in chars at `chars_per_token`; the other half stays free for
+    /// the workstream state and the exact-value ledger, which travel in the
+    /// same prompt. At least [`MIN_CHUNK_MAX_CHARS`], at most the seed's
+    /// [`DEFAULT_CHUNK_MAX_CHARS`], which an unlimited window (0) gets.
+    /// With the other sizes derived and today's prompt (about 940 tokens):
+    /// 8,000 → 8,670, 32,000 → 38,910, and 120,000 from about 89,000 up.
+    pub fn derived_chunk_max_chars(&self) -> usize {
+        let window = self.trigger.context_window();
+        if window == 0 {
+            return DEFAULT_CHUNK_MAX_CHARS;
+        }
+        let call = self.summarization_call();
+        let fixed = call
+            .prompt
+            .saturating_add(call.previous_summary)
+            .saturating_add(call.answer);
+        let tokens = window.saturating_sub(fixed) / 2;
+        let chars = tokens.saturating_mul(u64::from(self.chars_per_token.max(1)));
+        usize::try_from(chars)
+            .unwrap_or(usize::MAX)
+            .clamp(MIN_CHUNK_MAX_CHARS, DEFAULT_CHUNK_MAX_CHARS)
     }
 
     /// What one summarization call sends and asks back, in estimated tokens.
@@ -351,7 +510,7 @@ impl EngineConfig {
             Some(_) => format!("engine.summary.max_output_tokens = {budget}"),
             None => format!(
                 "{budget} tokens, the budget engine.summary.max_output_tokens derives from \
-                 engine.trigger.context_window = {}",
+                 engine.trigger.context_window = {} and the trigger",
                 self.trigger.context_window()
             ),
         }
@@ -402,7 +561,7 @@ mod tests {
         assert_eq!(c.summary.rollup_max_tokens, 80_000);
         assert_eq!(c.summary_budget(), 4_096);
         assert_eq!(c.memory_block.trigger_entries, 15);
-        assert_eq!((c.stated_caps.current, c.stated_caps.superseded), (48, 16));
+        assert_eq!((c.stated_caps.current, c.stated_caps.superseded), (16, 6));
     }
 
     /// A small model: 8k window, trigger at 5,500 tokens.
@@ -425,16 +584,14 @@ mod tests {
     #[test]
     fn the_defaults_fit_an_llm_call_and_an_unlimited_window_always_does() {
         EngineConfig::default().validate_llm_calls().unwrap();
-        let unlimited = EngineConfig {
+        let mut unlimited = EngineConfig {
             trigger: TriggerPolicy::Utilization {
                 context_window: 0,
                 ratio: 0.9,
             },
-            chunk: ChunkConfig {
-                max_chars: usize::MAX / 2,
-            },
             ..EngineConfig::default()
         };
+        unlimited.chunk.max_chars = usize::MAX / 2;
         unlimited.validate().unwrap();
         unlimited.validate_llm_calls().unwrap();
     }
@@ -493,10 +650,8 @@ mod tests {
 
     #[test]
     fn the_call_estimate_bounds_a_real_prompt() {
-        let c = EngineConfig {
-            chunk: ChunkConfig { max_chars: 9_000 },
-            ..small()
-        };
+        let mut c = small();
+        c.chunk.max_chars = 9_000;
         let call = c.summarization_call();
         let estimator = CharEstimator::new(c.chars_per_token);
         let mut previous = crate::Summary {
@@ -538,8 +693,9 @@ mod tests {
         assert!(err.contains("at most 5499"), "{err}");
         c.summary.max_output_tokens = Some(5_499);
         c.validate().unwrap();
-        // The derived budget is checked too (a tiny trigger).
-        let tiny = EngineConfig {
+        // The derived budget is checked too: it keeps below a low trigger
+        // while there is room (400 tokens: 200) ...
+        let mut tiny = EngineConfig {
             trigger: TriggerPolicy::Threshold {
                 context_window: 2_000,
                 ratio: 0.2,
@@ -548,12 +704,214 @@ mod tests {
             },
             ..EngineConfig::default()
         };
+        tiny.validate().unwrap();
+        assert_eq!(tiny.summary_budget(), 200);
+        // ... and is refused, saying so, when even the smallest is not
+        // below it (100 tokens).
+        tiny.trigger = TriggerPolicy::Threshold {
+            context_window: 2_000,
+            ratio: 0.05,
+            output_reserve: 100,
+            safety_margin: 0,
+        };
         let err = refusal(tiny.validate());
-        assert!(err.contains("unset, so 500 tokens, the budget"), "{err}");
+        assert!(err.contains("unset, so 100 tokens, the budget"), "{err}");
         assert!(
-            err.contains("engine.trigger.context_window = 2000"),
+            err.contains("engine.trigger.context_window = 2000 and the trigger"),
             "{err}"
         );
+    }
+
+    /// What a configuration naming only `trigger.context_window` reads as.
+    fn window_only(window: u64, extra: &str) -> EngineConfig {
+        let text = format!("[trigger]\npolicy = \"threshold\"\ncontext_window = {window}\n{extra}");
+        toml::from_str(&text).unwrap_or_else(|e| panic!("{text}: {e}"))
+    }
+
+    #[test]
+    fn unset_sizes_derive_from_the_window_and_fit_it() {
+        // (window, output_reserve, safety_margin, trigger, summary budget,
+        // chunk chars: the seed's for large windows, below them half of
+        // what the prompt, the previous summary and the answer leave)
+        for (window, reserve, margin, trigger, budget, seed_chunk) in [
+            (8_000, 2_000, 500, 5_500, 640, None),
+            (16_000, 4_000, 1_000, 11_000, 1_280, None),
+            (32_000, 8_000, 2_000, 22_000, 2_560, None),
+            (128_000, 32_000, 8_000, 88_000, 4_096, Some(120_000)),
+            (200_000, 32_000, 8_000, 140_000, 4_096, Some(120_000)),
+            (1_000_000, 32_000, 8_000, 700_000, 4_096, Some(120_000)),
+        ] {
+            let c = window_only(window, "");
+            assert_eq!(
+                c.trigger,
+                TriggerPolicy::Threshold {
+                    context_window: window,
+                    ratio: 0.7,
+                    output_reserve: reserve,
+                    safety_margin: margin,
+                },
+                "{window}"
+            );
+            assert_eq!(c.trigger.threshold(), Some(trigger), "{window}");
+            assert_eq!(c.summary.max_output_tokens, None, "{window}");
+            assert_eq!(c.summary_budget(), budget, "{window}");
+            let prompt = c.summarization_call().prompt;
+            let half_room = (window - prompt - 2 * budget) / 2;
+            let chunk = seed_chunk.unwrap_or(half_room as usize * 3);
+            assert_eq!(c.chunk.max_chars, chunk, "{window}, prompt {prompt}");
+            assert_eq!(c, EngineConfig::for_window(window), "{window}");
+            c.validate().unwrap_or_else(|e| panic!("{window}: {e}"));
+            c.validate_llm_calls()
+                .unwrap_or_else(|e| panic!("{window}: {e}"));
+            let call = c.summarization_call();
+            assert!(
+                call.total() + call.chunk <= window,
+                "{window}: the chunk takes at most half the room: {call:?}"
+            );
+            // The longer prompt of the nine sections gets a smaller chunk.
+            let handoff = window_only(window, "[summary]\nformat = \"handoff9\"\n");
+            handoff.validate().unwrap();
+            handoff.validate_llm_calls().unwrap();
+            assert!(handoff.chunk.max_chars <= chunk, "{window}");
+        }
+        // Large windows get the seeds' constants: the defaults.
+        assert_eq!(window_only(200_000, ""), EngineConfig::default());
+        assert_eq!(
+            EngineConfig::default().derived_chunk_max_chars(),
+            DEFAULT_CHUNK_MAX_CHARS
+        );
+        // Fewer chars per token, fewer chars, still fitting.
+        let three = window_only(8_000, "");
+        let two: EngineConfig = toml::from_str(
+            "chars_per_token = 2\n[trigger]\npolicy = \"threshold\"\ncontext_window = 8000\n",
+        )
+        .unwrap();
+        assert!(
+            two.chunk.max_chars < three.chunk.max_chars * 2 / 3,
+            "{} vs {}",
+            two.chunk.max_chars,
+            three.chunk.max_chars
+        );
+        two.validate_llm_calls().unwrap();
+        let call = two.summarization_call();
+        assert!(call.total() + call.chunk <= 8_000, "{call:?}");
+        // An unlimited model: the seeds' sizes.
+        let unlimited = window_only(0, "");
+        assert_eq!(unlimited.chunk.max_chars, DEFAULT_CHUNK_MAX_CHARS);
+        unlimited.validate().unwrap();
+        unlimited.validate_llm_calls().unwrap();
+    }
+
+    #[test]
+    fn a_low_trigger_ratio_gets_a_summary_budget_below_it() {
+        // 8 % of 32,000 is 2,560, above this trigger of 1,600 tokens.
+        let c = window_only(32_000, "ratio = 0.05\n");
+        assert_eq!(c.trigger.threshold(), Some(1_600));
+        assert_eq!(c.summary_budget(), 800, "half the trigger");
+        c.validate().unwrap();
+        c.validate_llm_calls().unwrap();
+        // Set by hand, the same 2,560 is refused as before.
+        let err = refusal(
+            window_only(
+                32_000,
+                "ratio = 0.05\n[summary]\nmax_output_tokens = 2560\n",
+            )
+            .validate(),
+        );
+        assert!(
+            err.starts_with(
+                "engine.summary.max_output_tokens: 2560 is not below the trigger (1600"
+            ),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn explicit_sizes_override_the_derived_ones_and_are_checked_as_before() {
+        // The seeds' sizes, set by hand for an 8k model: refused as before,
+        // one after the other.
+        let err = refusal(
+            window_only(8_000, "output_reserve = 32000\nsafety_margin = 8000\n").validate(),
+        );
+        assert_eq!(
+            err,
+            "engine.trigger: output_reserve + safety_margin (40000) leaves no room in a context \
+             window of 8000"
+        );
+        let c = window_only(8_000, "[chunk]\nmax_chars = 120000\n");
+        assert_eq!(c.chunk.max_chars, 120_000);
+        c.validate().unwrap();
+        let err = refusal(c.validate_llm_calls());
+        assert!(err.starts_with("engine.chunk.max_chars: "), "{err}");
+        assert!(err.contains("a chunk of 120000 chars"), "{err}");
+        let err = refusal(window_only(8_000, "[summary]\nmax_output_tokens = 6000\n").validate());
+        assert!(
+            err.starts_with("engine.summary.max_output_tokens: 6000 is not below the trigger"),
+            "{err}"
+        );
+        // Values that fit are used as they are, the rest still derived.
+        let c = window_only(
+            8_000,
+            "output_reserve = 1000\n[chunk]\nmax_chars = 5000\n[summary]\nmax_output_tokens = 300\n",
+        );
+        assert_eq!(
+            c.trigger,
+            TriggerPolicy::Threshold {
+                context_window: 8_000,
+                ratio: 0.7,
+                output_reserve: 1_000,
+                safety_margin: 500,
+            }
+        );
+        assert_eq!(c.trigger.threshold(), Some(5_600));
+        assert_eq!((c.chunk.max_chars, c.summary_budget()), (5_000, 300));
+        c.validate().unwrap();
+        c.validate_llm_calls().unwrap();
+        // A chunk set to exactly the derived value is that value.
+        let derived = window_only(8_000, "");
+        let same = window_only(
+            8_000,
+            &format!("[chunk]\nmax_chars = {}\n", derived.chunk.max_chars),
+        );
+        assert_eq!(same, derived);
+    }
+
+    #[test]
+    fn derived_sizes_are_written_as_unset_and_set_ones_as_set() {
+        let written = toml::Value::try_from(EngineConfig::default()).unwrap();
+        assert!(written["chunk"].get("max_chars").is_none(), "{written}");
+        assert!(
+            written["trigger"].get("output_reserve").is_none(),
+            "{written}"
+        );
+        assert!(
+            written["trigger"].get("safety_margin").is_none(),
+            "{written}"
+        );
+        assert!(
+            written["summary"].get("max_output_tokens").is_none(),
+            "{written}"
+        );
+        // A chunk set by hand is written, and reads back the same even once
+        // the window changes.
+        let mut c = EngineConfig::for_window(8_000);
+        c.chunk.max_chars = 5_000;
+        let written = toml::Value::try_from(&c).unwrap();
+        assert_eq!(written["chunk"]["max_chars"].as_integer(), Some(5_000));
+        let read: EngineConfig = written.try_into().unwrap();
+        assert_eq!(read, c);
+        let mut large = toml::Value::try_from(&c).unwrap();
+        large["trigger"]["context_window"] = toml::Value::Integer(200_000);
+        let large: EngineConfig = large.try_into().unwrap();
+        assert_eq!(large.chunk.max_chars, 5_000);
+        assert_eq!(
+            large.trigger.threshold(),
+            Some(140_000),
+            "reserve derived for 200k"
+        );
+        // One equal to the derived value is written as unset.
+        let derived = toml::Value::try_from(EngineConfig::for_window(8_000)).unwrap();
+        assert!(derived["chunk"].get("max_chars").is_none(), "{derived}");
     }
 
     #[test]

@@ -243,15 +243,17 @@ fn guard_limit(window: u64, ratio: f64) -> Option<u64> {
 /// `input` starts with, before any overflow guard: what a compaction leaves
 /// behind besides the un-compacted messages. `input.messages` is ignored.
 pub fn preamble_tokens(input: &ContextInput<'_>, estimator: &dyn TokenEstimator) -> u64 {
+    estimator.count(&preamble_text(input))
+}
+
+/// The preamble's text a context built from `input` starts with, before
+/// any overflow guard (`input.messages` is ignored).
+pub fn preamble_text(input: &ContextInput<'_>) -> String {
     let summary = shown_summary(input);
     let format = summary
         .as_ref()
         .map_or_else(SummaryFormat::default, |s| s.format);
-    estimator.count(&render_preamble(
-        format,
-        summary.as_ref(),
-        &render_rest(input),
-    ))
+    render_preamble(format, summary.as_ref(), &render_rest(input))
 }
 
 /// The summary as it is shown: bullets that still state what the user
@@ -285,6 +287,13 @@ fn render_rest(input: &ContextInput<'_>) -> String {
         stated
             .superseding(a)
             .or_else(|| stated.replacing(a, &stated_in))
+            .or_else(|| {
+                input
+                    .state
+                    .evidence
+                    .replaced_in(&a.value, Some(a.first_seen))
+                    .map(|r| r.by)
+            })
             .map(crate::stated::superseded_marker)
     });
     if !ledger.is_empty() {
@@ -294,6 +303,15 @@ fn render_rest(input: &ContextInput<'_>) -> String {
         rest.push_str(LEDGER_HEADING);
         rest.push('\n');
         rest.push_str(&ledger);
+    }
+    let evidence = input.state.evidence.render();
+    if !evidence.is_empty() {
+        if !rest.is_empty() {
+            rest.push('\n');
+        }
+        rest.push_str(crate::evidence::EVIDENCE_HEADING);
+        rest.push('\n');
+        rest.push_str(&evidence);
     }
     let memory_summary = input.memory_block_summary.filter(|s| !s.trim().is_empty());
     if memory_summary.is_some() || !input.memory_entries.is_empty() {

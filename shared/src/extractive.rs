@@ -315,6 +315,11 @@ fn push_unique(list: &mut Vec<String>, bullet: String) {
 /// bullets, so deduplicating a 120,000-char chunk's hundreds of candidate
 /// sentences stays linear. Each new bullet that still states something the
 /// user superseded is marked so before it is compared.
+///
+/// Near repeats (the same sentence with another step number) are left to
+/// [`crate::repeats`], once per compaction on the summary as capped:
+/// comparing every candidate sentence with its section here cost the fold
+/// five times its time.
 struct Bullets<'o> {
     summary: Summary,
     keys: [HashSet<String>; Section::ALL.len()],
@@ -578,7 +583,7 @@ impl Judge {
 
     fn score_of(&mut self, bullet: &str) -> u8 {
         // What the operator or the application's hook asked to keep.
-        if bullet.starts_with("Operator note: ") || bullet.starts_with("Context: ") {
+        if bullet.starts_with("Context: ") {
             return 9;
         }
         if bullet.contains("superseded") {
@@ -694,17 +699,10 @@ pub fn summarize_with(
         (Section::KeyFacts, Section::OpenThreads)
     };
 
-    if let Some(instructions) = input.instructions.filter(|i| !i.trim().is_empty()) {
-        let note_section = if handoff {
-            Section::PrimaryRequest
-        } else {
-            Section::KeyFacts
-        };
-        bullets.push(
-            note_section,
-            shorten(&format!("Operator note: {}", instructions.trim()), width),
-        );
-    }
+    // An operator's instructions are for a model: they are not facts of
+    // the conversation, and an offline summarizer cannot follow them, so
+    // they are not copied into the summary (they once opened every
+    // branch summary and the demo's KEY FACTS).
     for block in blocks.iter().filter(|b| b.speaker == Speaker::Context) {
         for line in block.text.lines().filter_map(|l| l.strip_prefix("- ")) {
             bullets.push(
@@ -1304,10 +1302,14 @@ mod tests {
             4_096,
             &CharEstimator::default(),
         );
-        assert!(out
-            .summary
-            .key_facts
-            .contains(&"Operator note: keep the parser details".to_string()));
+        // Instructions are for a model, not facts of the conversation.
+        assert!(
+            out.summary
+                .sections()
+                .all(|(_, bullets)| bullets.iter().all(|b| !b.contains("parser details"))),
+            "{:?}",
+            out.summary
+        );
         assert_eq!(
             out.summary.open_threads.last().map(String::as_str),
             Some("Turn in progress: Please refactor the parser.")
@@ -1649,13 +1651,7 @@ Let me know if there is anything else.\n",
             Some("keep the parser details"),
         );
         let s = &first.summary;
-        assert_eq!(
-            s.primary_request,
-            [
-                "Operator note: keep the parser details",
-                "#1 user: Please refactor the parser."
-            ]
-        );
+        assert_eq!(s.primary_request, ["#1 user: Please refactor the parser."]);
         assert_eq!(
             s.current_state,
             ["Turn in progress: #1 user: Please refactor the parser."]

@@ -24,7 +24,10 @@
 //! - [`state`]: workstream state, its delta and the capped merge.
 //! - [`ledger`]: the artifact ledger of exact values.
 //! - [`stated`]: the user's decisions and constraints, and what superseded them.
+//! - [`evidence`]: lines of compacted messages kept verbatim, chosen by
+//!   form, rarity and coverage under the budget the context leaves.
 //! - [`extractive`]: the offline summarizer.
+//! - [`repeats`]: no line of a context nearly repeats another.
 //! - [`context`]: what the next turn is sent, and the guards around it.
 //! - [`memory`]: when memory-block entries are folded.
 //! - [`pipeline`]: one compaction, start to end, driven by a page source
@@ -39,6 +42,7 @@ pub mod chunk;
 pub mod config;
 pub mod context;
 pub mod domain;
+pub mod evidence;
 pub mod extractive;
 pub mod key;
 pub mod ledger;
@@ -49,6 +53,7 @@ pub mod payload;
 pub mod pipeline;
 pub mod prompt;
 pub mod prune;
+pub mod repeats;
 pub mod state;
 pub mod stated;
 pub mod summary;

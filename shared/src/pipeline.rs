@@ -43,7 +43,7 @@ use crate::summary::{SummarizerOutput, Summary};
 use crate::tokens::TokenEstimator;
 use crate::transcript::{Block, Transcript};
 use crate::trigger::Measure;
-use crate::{extractive, ledger, prune, stated};
+use crate::{evidence, extractive, ledger, prune, stated};
 
 mod ahead;
 use ahead::Pending;
@@ -198,6 +198,9 @@ pub struct Report {
     /// The workstream ends below its trigger. A commit without progress
     /// counts towards the circuit breaker.
     pub progress: bool,
+    /// Candidate evidence lines kept in the context, and left out.
+    pub evidence_kept: u64,
+    pub evidence_dropped: u64,
 }
 
 /// Everything a commit writes.
@@ -303,6 +306,7 @@ where
         context: Some(context_block(&request.context)).filter(|b| !b.is_empty()),
         chunks: 0,
         min_chunk_chars,
+        evidence: evidence::Gathering::default(),
     };
     let ledger_caps = ledger_caps(engine);
     let mut chunker = ChunkStream::new(engine.chunk.max_chars);
@@ -330,10 +334,11 @@ where
         }
         if !span.is_empty() {
             let last = reached_end || span.last().map(|m| m.id) >= span_end;
+            let line_chars = engine.evidence.max_line_chars;
             let next = if last {
-                Pending::now(&span, &engine.transcript)
+                Pending::now(&span, &engine.transcript, line_chars)
             } else {
-                Pending::start(span, &engine.transcript)
+                Pending::start(span, &engine.transcript, line_chars)
             };
             pending.push_back(next);
             if pending.len() > EXTRACTED_AHEAD {
@@ -359,8 +364,9 @@ where
     }
     let Folding {
         chunks,
-        state,
+        mut state,
         summary,
+        evidence: gathered,
         ..
     } = run;
     let mut summary = summary.unwrap_or_else(|| Summary::empty(format));
@@ -415,16 +421,57 @@ where
     // messages are not compacted, so the ledger reads them when they are.
     let (pruned, pruned_freed) = prune_tail(&mut tail, engine, estimator);
 
+    // Evidence fills what the rest leaves under its share of the trigger.
+    let tail_tokens = workstream
+        .uncompacted_tokens
+        .saturating_sub(compacted_tokens)
+        .saturating_sub(pruned_freed);
+    crate::repeats::drop_repeats(&mut summary, &mut state);
+    let previous = std::mem::take(&mut state.evidence);
+    let memory = memory_summary.as_deref();
+    let shown = context::preamble_text(&left_behind(
+        &summary,
+        &state,
+        memory,
+        &unfolded_left,
+        engine,
+    ));
+    let budget = evidence_budget(engine, estimator.count(&shown), tail_tokens, estimator);
+    let mut chosen = gathered.choose(
+        &previous,
+        &tail,
+        &shown,
+        budget,
+        &engine.evidence,
+        estimator,
+    );
+    state.evidence = std::mem::take(&mut chosen.evidence);
+    // What a later value of its slot replaced is marked wherever it is
+    // still stated: in the user's statements, the evidence and the
+    // summary (and the exact values, as the context renders them).
+    state.stated.supersede_replaced(&state.evidence);
+    state
+        .evidence
+        .mark_statements(&state.stated, engine.evidence.scope_messages);
+    let outdated = state.stated.outdated();
+    state.evidence.mark_outdated(&outdated);
+    state.evidence.mark_summary(&mut summary);
+    // The markers take tokens the choice did not count: give back the
+    // lines taken last while the context is over the evidence's share.
+    if let Some(target) = evidence_target(engine).filter(|_| !state.evidence.lines.is_empty()) {
+        let left = context::preamble_tokens(
+            &left_behind(&summary, &state, memory, &unfolded_left, engine),
+            estimator,
+        ) + tail_tokens;
+        if left > target {
+            chosen.evidence = std::mem::take(&mut state.evidence);
+            chosen.trim(left - target, estimator);
+            state.evidence = std::mem::take(&mut chosen.evidence);
+        }
+    }
+
     let summary_tokens = context::preamble_tokens(
-        &ContextInput {
-            summary: Some(&summary),
-            state: &state,
-            memory_block_summary: memory_summary.as_deref(),
-            memory_entries: &unfolded_left,
-            messages: &[],
-            just_auto_compacted: false,
-            context_window: engine.trigger.context_window(),
-        },
+        &left_behind(&summary, &state, memory, &unfolded_left, engine),
         estimator,
     );
     let tokens_before = workstream
@@ -453,11 +500,72 @@ where
             chunks,
             rollups,
             progress,
+            evidence_kept: chosen.kept,
+            evidence_dropped: chosen.dropped,
         },
     })))
 }
 
+/// The tokens a context may take after a compaction, evidence included:
+/// `evidence.share_of_trigger` of the trigger; `None` when evidence is
+/// off or the trigger has no threshold.
+fn evidence_target(engine: &EngineConfig) -> Option<u64> {
+    let share = engine.evidence.share_of_trigger;
+    engine
+        .trigger
+        .threshold()
+        .filter(|_| share > 0.0)
+        .map(|t| (t as f64 * share) as u64)
+}
+
+/// The preamble a compaction leaves, as a context's input.
+fn left_behind<'a>(
+    summary: &'a Summary,
+    state: &'a WorkstreamState,
+    memory_block_summary: Option<&'a str>,
+    memory_entries: &'a [String],
+    engine: &EngineConfig,
+) -> ContextInput<'a> {
+    ContextInput {
+        summary: Some(summary),
+        state,
+        memory_block_summary,
+        memory_entries,
+        messages: &[],
+        just_auto_compacted: false,
+        context_window: engine.trigger.context_window(),
+    }
+}
+
+/// Tokens the evidence may take: what a context of `shown` preamble
+/// tokens and `tail_tokens` of kept messages leaves under
+/// `evidence.share_of_trigger` of the trigger (or `evidence.max_tokens`
+/// when the trigger has no threshold), less its heading.
+pub fn evidence_budget(
+    engine: &EngineConfig,
+    shown: u64,
+    tail_tokens: u64,
+    estimator: &dyn TokenEstimator,
+) -> u64 {
+    if engine.evidence.share_of_trigger <= 0.0 {
+        return 0;
+    }
+    let Some(target) = evidence_target(engine) else {
+        return engine.evidence.max_tokens;
+    };
+    let heading = estimator.count(crate::evidence::EVIDENCE_HEADING) + 1;
+    target
+        .saturating_sub(shown)
+        .saturating_sub(tail_tokens)
+        .saturating_sub(heading)
+}
+
 /// Share of the trigger threshold the rendered ledger may take at most.
+/// Evidence ([`crate::evidence`]) takes what the rest leaves under its
+/// share; a tenth here was tried and lost values only a tool's output
+/// held (73 % of them kept instead of 100 % on the coding session): they
+/// are rare among rare log values, and only the ledger's kinds tell them
+/// apart.
 pub const LEDGER_SHARE_OF_TRIGGER_PERCENT: u64 = 25;
 
 /// The ledger's caps for this engine: its token budget is the configured
@@ -518,6 +626,8 @@ struct Folding<'a, S> {
     context: Option<String>,
     chunks: u32,
     min_chunk_chars: usize,
+    /// The spans' candidate evidence lines.
+    evidence: evidence::Gathering,
 }
 
 impl<S: Summarize> Folding<'_, S> {
@@ -540,6 +650,8 @@ impl<S: Summarize> Folding<'_, S> {
             .stated
             .record(extracted.statements, &self.engine.stated_caps);
         self.summarizer.know_statements(extracted.classified);
+        let offset = self.state.evidence.seen + self.evidence.messages();
+        self.evidence.add(extracted.evidence, offset);
         for chunk in chunker.push(extracted.transcript) {
             self.fold(chunk.text, false).await?;
         }

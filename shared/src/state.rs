@@ -25,6 +25,7 @@ use std::collections::{BTreeSet, HashMap};
 
 use serde::{Deserialize, Serialize};
 
+use crate::evidence::Evidence;
 use crate::ledger::ArtifactLedger;
 use crate::stated::{superseded_marker, UserStatements};
 
@@ -242,6 +243,10 @@ fields_struct!(
         /// superseded (absent from states stored before it existed).
         #[serde(skip_serializing_if = "UserStatements::is_empty")]
         pub stated: UserStatements,
+        /// Lines of compacted messages kept verbatim (absent from states
+        /// stored before it existed).
+        #[serde(skip_serializing_if = "Evidence::is_empty")]
+        pub evidence: Evidence,
     }
 );
 

@@ -4,6 +4,10 @@
 //! - [`TriggerPolicy::Threshold`] (the seed, default): compact when the
 //!   estimated tokens reach `min(ctx × 0.7, ctx − output_reserve −
 //!   safety_margin)`; with 200,000 / 32,000 / 8,000 that is 140,000.
+//!   Left unset, the reserve and the margin are derived from the window
+//!   ([`derived_output_reserve`], [`derived_safety_margin`]): the seed's
+//!   32,000 and 8,000 from a 128,000-token window up, scaled down below it,
+//!   so that an 8k model's trigger is min(5,600, 8,000 − 2,000 − 500).
 //! - [`TriggerPolicy::Overflow`] (OpenCode): compact when the usage the
 //!   model reported for the last step, `input + cache_read + output`,
 //!   exceeds `input_limit`, or `ctx − output_reserve` when the model has no
@@ -110,27 +114,53 @@ impl Measure {
     }
 }
 
-/// The configured trigger policy.
+/// The configured trigger policy, with every size in force: a reserve or
+/// margin the configuration leaves out is derived from the window as the
+/// configuration is read, so a policy in hand never has an unset one.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "policy", rename_all = "snake_case", deny_unknown_fields)]
+#[serde(from = "TriggerSpec", into = "TriggerSpec")]
 pub enum TriggerPolicy {
+    Threshold {
+        context_window: u64,
+        ratio: f64,
+        output_reserve: u64,
+        safety_margin: u64,
+    },
+    Overflow {
+        context_window: u64,
+        input_limit: Option<u64>,
+        output_reserve: u64,
+    },
+    Utilization {
+        context_window: u64,
+        ratio: f64,
+    },
+}
+
+/// [`TriggerPolicy`] as a configuration writes it. `output_reserve` and
+/// `safety_margin` may be left out (`None`): reading derives them from
+/// `context_window`, and writing leaves out a value equal to the derived
+/// one, so the derived and the explicit stay apart where they can differ.
+#[derive(Serialize, Deserialize)]
+#[serde(tag = "policy", rename_all = "snake_case", deny_unknown_fields)]
+enum TriggerSpec {
     Threshold {
         #[serde(default = "default_context_window")]
         context_window: u64,
         #[serde(default = "default_ratio_threshold")]
         ratio: f64,
-        #[serde(default = "default_output_reserve")]
-        output_reserve: u64,
-        #[serde(default = "default_safety_margin")]
-        safety_margin: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        output_reserve: Option<u64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        safety_margin: Option<u64>,
     },
     Overflow {
         #[serde(default = "default_context_window")]
         context_window: u64,
         #[serde(default)]
         input_limit: Option<u64>,
-        #[serde(default = "default_output_reserve")]
-        output_reserve: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        output_reserve: Option<u64>,
     },
     Utilization {
         #[serde(default = "default_context_window")]
@@ -138,6 +168,78 @@ pub enum TriggerPolicy {
         #[serde(default = "default_ratio_utilization")]
         ratio: f64,
     },
+}
+
+impl From<TriggerSpec> for TriggerPolicy {
+    fn from(spec: TriggerSpec) -> TriggerPolicy {
+        match spec {
+            TriggerSpec::Threshold {
+                context_window,
+                ratio,
+                output_reserve,
+                safety_margin,
+            } => TriggerPolicy::Threshold {
+                context_window,
+                ratio,
+                output_reserve: output_reserve
+                    .unwrap_or_else(|| derived_output_reserve(context_window)),
+                safety_margin: safety_margin
+                    .unwrap_or_else(|| derived_safety_margin(context_window)),
+            },
+            TriggerSpec::Overflow {
+                context_window,
+                input_limit,
+                output_reserve,
+            } => TriggerPolicy::Overflow {
+                context_window,
+                input_limit,
+                output_reserve: output_reserve
+                    .unwrap_or_else(|| derived_output_reserve(context_window)),
+            },
+            TriggerSpec::Utilization {
+                context_window,
+                ratio,
+            } => TriggerPolicy::Utilization {
+                context_window,
+                ratio,
+            },
+        }
+    }
+}
+
+impl From<TriggerPolicy> for TriggerSpec {
+    fn from(policy: TriggerPolicy) -> TriggerSpec {
+        let unless = |value: u64, derived: u64| (value != derived).then_some(value);
+        match policy {
+            TriggerPolicy::Threshold {
+                context_window,
+                ratio,
+                output_reserve,
+                safety_margin,
+            } => TriggerSpec::Threshold {
+                context_window,
+                ratio,
+                output_reserve: unless(output_reserve, derived_output_reserve(context_window)),
+                safety_margin: unless(safety_margin, derived_safety_margin(context_window)),
+            },
+            TriggerPolicy::Overflow {
+                context_window,
+                input_limit,
+                output_reserve,
+            } => TriggerSpec::Overflow {
+                context_window,
+                input_limit,
+                output_reserve: unless(output_reserve, derived_output_reserve(context_window)),
+            },
+            TriggerPolicy::Utilization {
+                context_window,
+                ratio,
+            } => TriggerSpec::Utilization {
+                context_window,
+                ratio,
+            },
+        }
+    }
 }
 
 fn default_context_window() -> u64 {
@@ -149,21 +251,45 @@ fn default_ratio_threshold() -> f64 {
 fn default_ratio_utilization() -> f64 {
     0.9
 }
-fn default_output_reserve() -> u64 {
-    32_000
+
+/// The seed's output reserve: tokens kept for the agent model's answer.
+pub const SEED_OUTPUT_RESERVE: u64 = 32_000;
+/// The seed's safety margin below the reserve.
+pub const SEED_SAFETY_MARGIN: u64 = 8_000;
+/// The smallest window that gets the seed's reserve and margin as they
+/// are; a smaller one gets them scaled by `window / SEED_WINDOW`.
+pub const SEED_WINDOW: u64 = 128_000;
+
+/// `output_reserve` when the configuration leaves it unset: a quarter of
+/// the window, at most the seed's 32,000 (reached at 128,000 tokens); the
+/// seed's for an unlimited model (`context_window = 0`). 8,000 → 2,000,
+/// 32,000 → 8,000.
+pub fn derived_output_reserve(context_window: u64) -> u64 {
+    scaled_to_window(SEED_OUTPUT_RESERVE, context_window)
 }
-fn default_safety_margin() -> u64 {
-    8_000
+
+/// `safety_margin` when the configuration leaves it unset: a sixteenth of
+/// the window, at most the seed's 8,000 (reached at 128,000 tokens); the
+/// seed's for an unlimited model. 8,000 → 500, 32,000 → 2,000. With the
+/// derived reserve, the two take 31.25 % of a small window, so the
+/// threshold policy's trigger is 68.75 % of it (below the 0.7 ratio).
+pub fn derived_safety_margin(context_window: u64) -> u64 {
+    scaled_to_window(SEED_SAFETY_MARGIN, context_window)
+}
+
+/// `seed × window / SEED_WINDOW` below [`SEED_WINDOW`], `seed` from it up
+/// and for an unlimited window (0).
+fn scaled_to_window(seed: u64, context_window: u64) -> u64 {
+    if context_window == 0 || context_window >= SEED_WINDOW {
+        seed
+    } else {
+        seed * context_window / SEED_WINDOW
+    }
 }
 
 impl Default for TriggerPolicy {
     fn default() -> Self {
-        TriggerPolicy::Threshold {
-            context_window: default_context_window(),
-            ratio: default_ratio_threshold(),
-            output_reserve: default_output_reserve(),
-            safety_margin: default_safety_margin(),
-        }
+        TriggerPolicy::for_window(default_context_window())
     }
 }
 
@@ -190,6 +316,18 @@ pub struct TriggerDecision {
 }
 
 impl TriggerPolicy {
+    /// The seed's policy (threshold, ratio 0.7) for a model of
+    /// `context_window` tokens, with the reserve and margin derived from it:
+    /// what a configuration that sets only the window reads as.
+    pub fn for_window(context_window: u64) -> TriggerPolicy {
+        TriggerPolicy::Threshold {
+            context_window,
+            ratio: default_ratio_threshold(),
+            output_reserve: derived_output_reserve(context_window),
+            safety_margin: derived_safety_margin(context_window),
+        }
+    }
+
     /// Checks the settings; call once when configuration is loaded.
     pub fn validate(&self) -> Result<(), TriggerConfigError> {
         match *self {
@@ -439,7 +577,11 @@ mod tests {
     fn config_is_tagged_by_policy_and_validated() {
         let p: TriggerPolicy =
             serde_json::from_str(r#"{"policy":"threshold","context_window":100000}"#).unwrap();
-        assert_eq!(p.threshold(), Some(60_000));
+        assert_eq!(
+            p.threshold(),
+            Some(68_750),
+            "min(70,000, 100,000 - 25,000 - 6,250): reserve and margin derived"
+        );
         assert!(serde_json::from_str::<TriggerPolicy>(r#"{"policy":"magic"}"#).is_err());
         let bad = TriggerPolicy::Utilization {
             context_window: 1000,
@@ -457,5 +599,108 @@ mod tests {
             Err(TriggerConfigError::NoRoom { .. })
         ));
         assert!(TriggerPolicy::default().validate().is_ok());
+    }
+
+    fn read(json: &str) -> TriggerPolicy {
+        serde_json::from_str(json).unwrap_or_else(|e| panic!("{json}: {e}"))
+    }
+
+    #[test]
+    fn an_unset_reserve_and_margin_derive_from_the_window() {
+        for (window, reserve, margin, threshold) in [
+            (8_000, 2_000, 500, 5_500),
+            (32_000, 8_000, 2_000, 22_000),
+            (128_000, 32_000, 8_000, 88_000),
+            (200_000, 32_000, 8_000, 140_000),
+            (1_000_000, 32_000, 8_000, 700_000),
+        ] {
+            let p = read(&format!(
+                r#"{{"policy":"threshold","context_window":{window}}}"#
+            ));
+            assert_eq!(
+                p,
+                TriggerPolicy::Threshold {
+                    context_window: window,
+                    ratio: 0.7,
+                    output_reserve: reserve,
+                    safety_margin: margin,
+                },
+                "{window}"
+            );
+            assert_eq!(p, TriggerPolicy::for_window(window));
+            assert_eq!(p.threshold(), Some(threshold), "{window}");
+            p.validate().unwrap();
+            let overflow = read(&format!(
+                r#"{{"policy":"overflow","context_window":{window}}}"#
+            ));
+            assert_eq!(overflow.threshold(), Some(window - reserve), "{window}");
+            overflow.validate().unwrap();
+        }
+        assert_eq!(
+            TriggerPolicy::default(),
+            read(r#"{"policy":"threshold"}"#),
+            "the default window gets the seed's 32,000 and 8,000"
+        );
+        assert_eq!(
+            (derived_output_reserve(0), derived_safety_margin(0)),
+            (32_000, 8_000),
+            "an unlimited model keeps the seed's"
+        );
+        assert_eq!(
+            (derived_output_reserve(4_096), derived_safety_margin(4_096)),
+            (1_024, 256)
+        );
+    }
+
+    #[test]
+    fn an_explicit_reserve_or_margin_is_kept_and_checked_as_before() {
+        let p = read(
+            r#"{"policy":"threshold","context_window":8000,"output_reserve":32000,"safety_margin":8000}"#,
+        );
+        assert_eq!(
+            p.validate(),
+            Err(TriggerConfigError::NoRoom {
+                reserve: 40_000,
+                window: 8_000
+            })
+        );
+        // One set, the other derived; zero is a value, not "unset".
+        let p = read(r#"{"policy":"threshold","context_window":8000,"safety_margin":0}"#);
+        assert_eq!(
+            p,
+            TriggerPolicy::Threshold {
+                context_window: 8_000,
+                ratio: 0.7,
+                output_reserve: 2_000,
+                safety_margin: 0,
+            }
+        );
+        let p = read(r#"{"policy":"overflow","context_window":8000,"output_reserve":8000}"#);
+        assert!(matches!(
+            p.validate(),
+            Err(TriggerConfigError::NoRoom { .. })
+        ));
+    }
+
+    #[test]
+    fn a_derived_value_is_written_as_unset_and_an_explicit_one_as_set() {
+        let written = serde_json::to_value(TriggerPolicy::default()).unwrap();
+        assert_eq!(
+            written,
+            serde_json::json!({"policy": "threshold", "context_window": 200000, "ratio": 0.7})
+        );
+        let explicit = TriggerPolicy::Threshold {
+            context_window: 8_000,
+            ratio: 0.7,
+            output_reserve: 1_000,
+            safety_margin: 500,
+        };
+        let written = serde_json::to_value(explicit).unwrap();
+        assert_eq!(written["output_reserve"], 1_000);
+        assert!(
+            written.get("safety_margin").is_none(),
+            "500 is what 8,000 derives"
+        );
+        assert_eq!(read(&written.to_string()), explicit, "read back the same");
     }
 }

@@ -6,10 +6,19 @@
 //! that answers malformed every third call). After every compaction the
 //! built context is scored against the planted facts.
 //!
+//! Also third-party data, each with a part to tune on and a held-out part:
+//! Schema-Guided Dialogue task dialogues (`sgd-train`, `sgd-test`) and two
+//! real Claude Code sessions (`claude-code-tune`, `claude-code-held-out`),
+//! from `tests/data/`. Every row also scores two baselines on the same
+//! messages: the sliding window of the same tokens and the full history.
+//!
 //! Run: `bench/quality`, or `cargo bench -p compactor-e2e --bench quality`.
-//! Knobs: `QUALITY_SHAPES` (coding,support), `QUALITY_MODES`
+//! Knobs: `QUALITY_SHAPES` (coding,support,sgd-train,sgd-test,
+//! claude-code-tune,claude-code-held-out), `QUALITY_MODES`
 //! (extractive,value_free_llm,malformed_llm), `QUALITY_SEED` (1),
-//! `QUALITY_MESSAGES` (per shape's default: 1,600 coding, 1,200 support),
+//! `QUALITY_MESSAGES` (per shape's default: 1,600 coding, 1,200 support,
+//! all of a data shape's fixture; a data shape is cut at whole dialogues or
+//! turns),
 //! `QUALITY_ROUNDS` (10), `QUALITY_CONTEXT_WINDOW` (derived: one slice is
 //! about the trigger), `QUALITY_DB` (sqlite | postgres),
 //! `QUALITY_MARKDOWN` (a file to write the Markdown tables to),
@@ -40,7 +49,7 @@ where
 }
 
 fn main() {
-    let shapes = list("QUALITY_SHAPES", &Shape::ALL, Shape::parse);
+    let shapes = list("QUALITY_SHAPES", &Shape::EVERY, Shape::parse);
     let modes = list("QUALITY_MODES", &Mode::ALL, Mode::parse);
     let seed = env_or("QUALITY_SEED", 1u64);
     let messages: Option<usize> = std::env::var("QUALITY_MESSAGES")

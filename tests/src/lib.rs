@@ -316,6 +316,8 @@ pub fn compaction_event(
         messages_compacted: 10,
         chunks: 1,
         rollups: 0,
+        evidence_kept: 0,
+        evidence_dropped: 0,
         degraded: false,
         error: None,
     }

@@ -145,7 +145,7 @@ mod tests {
                 .unwrap_or_else(|| panic!("{} has no buckets", family.name));
             assert!(buckets.windows(2).all(|w| w[0] < w[1]), "{}", family.name);
         }
-        assert_eq!(HISTOGRAM_BUCKETS.len(), 10);
+        assert_eq!(HISTOGRAM_BUCKETS.len(), 11);
     }
 
     #[test]

@@ -106,6 +106,10 @@ pub mod names {
     pub const COMPACTION_CHUNKS: &str = "compactor_compaction_chunks";
     /// Histogram: rollup passes per committed compaction.
     pub const COMPACTION_ROLLUPS: &str = "compactor_compaction_rollups";
+    /// Histogram: candidate evidence lines per committed compaction, by
+    /// `outcome` ([`super::EvidenceOutcome`]): kept for the next context,
+    /// or left out.
+    pub const COMPACTION_EVIDENCE_LINES: &str = "compactor_compaction_evidence_lines";
     /// Counter: commits refused by the fence (lease lost or another run
     /// committed first); each one is a wasted run.
     pub const FENCE_CONFLICTS_TOTAL: &str = "compactor_fence_conflicts_total";
@@ -445,6 +449,17 @@ label_enum! {
 }
 
 label_enum! {
+    /// `outcome` of [`names::COMPACTION_EVIDENCE_LINES`]: what a
+    /// compaction did with a candidate evidence line.
+    EvidenceOutcome {
+        /// Chosen for the next context.
+        Kept => "kept",
+        /// Left out: no budget, nothing new, or a repeat.
+        Dropped => "dropped",
+    }
+}
+
+label_enum! {
     /// `direction` of [`names::LLM_TOKENS_TOTAL`].
     TokenDirection {
         /// Prompt tokens.
@@ -775,6 +790,12 @@ pub const FAMILIES: &[Family] = &[
         "Rollup passes per committed compaction",
     ),
     family(
+        names::COMPACTION_EVIDENCE_LINES,
+        Kind::Histogram,
+        &["domain", "outcome"],
+        "Candidate evidence lines per committed compaction, by outcome (kept, dropped)",
+    ),
+    family(
         names::FENCE_CONFLICTS_TOTAL,
         Kind::Counter,
         DOMAIN,
@@ -1032,6 +1053,14 @@ pub mod buckets {
 
     /// Rollup passes of one compaction: usually none.
     pub const ROLLUPS: &[f64] = &[0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 10.0];
+
+    /// Candidate evidence lines of one compaction, kept or dropped: none
+    /// (evidence off, or nothing worth keeping) to the 16,384 lines the
+    /// engine holds at most, plus the evidence shown before.
+    pub const EVIDENCE_LINES: &[f64] = &[
+        0.0, 1.0, 2.0, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1_000.0, 2_500.0, 5_000.0,
+        10_000.0, 20_000.0,
+    ];
 }
 
 /// The buckets of every histogram family. A histogram missing here would
@@ -1045,6 +1074,7 @@ pub const HISTOGRAM_BUCKETS: &[(&str, &[f64])] = &[
     (names::COMPACTION_MESSAGES, buckets::MESSAGES),
     (names::COMPACTION_CHUNKS, buckets::CHUNKS),
     (names::COMPACTION_ROLLUPS, buckets::ROLLUPS),
+    (names::COMPACTION_EVIDENCE_LINES, buckets::EVIDENCE_LINES),
     (names::HTTP_REQUEST_SECONDS, buckets::HTTP_SECONDS),
     (names::HOOK_CALL_SECONDS, buckets::HTTP_SECONDS),
 ];
@@ -1082,7 +1112,14 @@ mod tests {
                     assert!(!f.name.ends_with("_total"), "{}", f.name);
                     // Named by their unit: durations in `_seconds`, the
                     // sizes of a compaction in what they count.
-                    let units = ["_seconds", "_tokens", "_messages", "_chunks", "_rollups"];
+                    let units = [
+                        "_seconds",
+                        "_tokens",
+                        "_messages",
+                        "_chunks",
+                        "_rollups",
+                        "_lines",
+                    ];
                     assert!(
                         units.iter().any(|unit| f.name.ends_with(unit)),
                         "{}: histograms end in a unit",
@@ -1098,7 +1135,7 @@ mod tests {
             }
         }
         // Every constant in `names` is a family.
-        assert_eq!(FAMILIES.len(), 33);
+        assert_eq!(FAMILIES.len(), 34);
         assert_eq!(LLM_FAMILIES.len(), 8);
         assert_eq!(EVENT_FAMILIES.len(), 5);
         assert_eq!(HOOK_FAMILIES.len(), 2);
@@ -1122,6 +1159,7 @@ mod tests {
             &QueueState::LABELS,
             &CompactionOutcome::LABELS,
             &TokenStage::LABELS,
+            &EvidenceOutcome::LABELS,
             &TokenDirection::LABELS,
             &LlmOutcome::LABELS,
             &DeliveryOutcome::LABELS,

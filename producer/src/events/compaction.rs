@@ -36,6 +36,14 @@ pub struct CompactionEvent {
     pub messages_compacted: u64,
     pub chunks: u32,
     pub rollups: u32,
+    /// Candidate evidence lines kept for the next context (0 from a
+    /// worker that did not count them).
+    #[serde(default)]
+    pub evidence_kept: u64,
+    /// Candidate evidence lines left out: no budget, nothing new, or a
+    /// repeat (0 likewise).
+    #[serde(default)]
+    pub evidence_dropped: u64,
     /// The offline summarizer stood in for a failing LLM.
     pub degraded: bool,
     /// Why a failed run failed (short, no message content).

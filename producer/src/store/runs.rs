@@ -126,6 +126,11 @@ pub struct NewRun {
     pub messages_compacted: u64,
     pub chunks: u32,
     pub rollups: u32,
+    /// Candidate evidence lines (verbatim lines of the compacted messages,
+    /// and the evidence shown before) kept for the next context, and left
+    /// out; 0 on runs that computed no compaction (failed, skipped).
+    pub evidence_kept: u64,
+    pub evidence_dropped: u64,
     /// The model asked (as the server reported it, else as configured);
     /// `None` for the extractive summarizer.
     pub llm_model: Option<String>,
@@ -176,8 +181,9 @@ pub struct RunRow {
     pub id: i64,
     pub workstream_id: i64,
     /// `degraded_reason` is `None` on rows written before the reason was
-    /// recorded, and the LLM call counts are 0 on rows written before
-    /// calls were counted.
+    /// recorded, the LLM call counts are 0 on rows written before calls
+    /// were counted, and the evidence counts on rows written before
+    /// evidence lines were counted.
     #[serde(flatten)]
     pub run: NewRun,
 }
@@ -302,6 +308,8 @@ pub(crate) async fn insert_run_at<C: ConnectionTrait>(
         messages_compacted: Set(to_i64(run.messages_compacted)),
         chunks: Set(to_i32(run.chunks)),
         rollups: Set(to_i32(run.rollups)),
+        evidence_kept: Set(to_i64(run.evidence_kept)),
+        evidence_dropped: Set(to_i64(run.evidence_dropped)),
         llm_model: Set(run.llm_model.clone()),
         llm_calls: Set(to_i32(run.llm_calls)),
         llm_failed_calls: Set(to_i32(run.llm_failed_calls)),
@@ -364,6 +372,8 @@ pub(super) fn to_row(m: compaction_run::Model) -> Result<RunRow, StoreError> {
             messages_compacted: to_u64(m.messages_compacted),
             chunks: to_u32(m.chunks),
             rollups: to_u32(m.rollups),
+            evidence_kept: to_u64(m.evidence_kept),
+            evidence_dropped: to_u64(m.evidence_dropped),
             llm_model: m.llm_model,
             llm_calls: to_u32(m.llm_calls),
             llm_failed_calls: to_u32(m.llm_failed_calls),

@@ -63,6 +63,7 @@ on_both_backends!(
     runs_are_listed_newest_first,
     a_run_row_says_why_it_was_degraded_and_what_the_llm_cost,
     runs_recorded_before_the_llm_audit_columns_still_read,
+    runs_recorded_before_the_evidence_columns_read_zero,
     flags_written_before_the_watermark_migration_read_the_same_after_it,
     a_retried_append_with_client_ids_stores_nothing_twice,
     a_client_id_with_other_content_is_refused_and_nothing_is_stored,
@@ -111,6 +112,8 @@ fn make_run(outcome: RunOutcome) -> NewRun {
         messages_compacted: 5,
         chunks: 1,
         rollups: 0,
+        evidence_kept: 12,
+        evidence_dropped: 30,
         llm_model: Some("extractive".to_owned()),
         llm_calls: 1,
         llm_failed_calls: 0,
@@ -846,6 +849,10 @@ async fn the_fenced_commit_writes_exactly_what_it_says(backend: Backend) {
     assert_eq!(runs[0].run.outcome, RunOutcome::Committed);
     assert_eq!(runs[0].workstream_id, ws.id);
     assert_eq!(runs[0].run.llm_model.as_deref(), Some("extractive"));
+    assert_eq!(
+        (runs[0].run.evidence_kept, runs[0].run.evidence_dropped),
+        (12, 30)
+    );
 
     // A second compaction continues from the new watermark; compacted
     // tokens never take the counter below zero.
@@ -1337,6 +1344,7 @@ async fn runs_recorded_before_the_llm_audit_columns_still_read(backend: Backend)
     assert_eq!((row.run.llm_calls, row.run.llm_failed_calls), (0, 0));
     assert_eq!(row.run.llm_model.as_deref(), Some("old-model"));
     assert_eq!((row.run.llm_tokens_in, row.run.llm_tokens_out), (800, 90));
+    assert_eq!((row.run.evidence_kept, row.run.evidence_dropped), (0, 0));
     assert_eq!(row.run.outcome, RunOutcome::Committed);
 
     // And new rows are written beside it.
@@ -1369,12 +1377,85 @@ async fn runs_recorded_before_the_llm_audit_columns_still_read(backend: Backend)
     );
 }
 
+/// A run recorded before `m20261201_000001` reads as having kept and
+/// dropped no evidence line; new rows record both counts beside it, and
+/// `down` removes the columns again.
+async fn runs_recorded_before_the_evidence_columns_read_zero(backend: Backend) {
+    let (db, names, before) = migrated_before(
+        backend,
+        "m20261201_000001_add_compaction_run_evidence",
+        "pre-evidence",
+    )
+    .await;
+    db.exec(
+        "INSERT INTO compaction_runs (workstream_id, job_id, attempt, \"trigger\", started_at, \
+         finished_at, outcome, degraded, tokens_before, tokens_after, messages_compacted, chunks, \
+         rollups, llm_tokens_in, llm_tokens_out) VALUES ((SELECT id FROM workstreams \
+         WHERE entity_id = 'pre-evidence'), 3, 1, 'auto', '2026-01-01T00:00:00+00:00', \
+         '2026-01-01T00:00:05+00:00', 'committed', false, 900, 300, 12, 1, 0, 0, 0)",
+    )
+    .await;
+    assert_eq!(db.store.migrate().await.unwrap(), names[before..]);
+    let ws = db
+        .store
+        .ensure_workstream(&key("pre-evidence"))
+        .await
+        .unwrap();
+    let old = db
+        .store
+        .runs(&key("pre-evidence"), 1)
+        .await
+        .unwrap()
+        .remove(0);
+    assert_eq!((old.run.evidence_kept, old.run.evidence_dropped), (0, 0));
+    assert_eq!(old.run.messages_compacted, 12);
+
+    let run = NewRun {
+        evidence_kept: 7,
+        evidence_dropped: 40,
+        ..make_run(RunOutcome::Committed)
+    };
+    db.store.record_run(ws.id, &run).await.unwrap();
+    let rows = db.store.runs(&key("pre-evidence"), 10).await.unwrap();
+    assert_eq!(rows.len(), 2);
+    assert_eq!(
+        (rows[0].run.evidence_kept, rows[0].run.evidence_dropped),
+        (7, 40)
+    );
+    let json = serde_json::to_value(&rows[0]).unwrap();
+    assert_eq!(json["evidence_kept"], 7);
+    assert_eq!(json["evidence_dropped"], 40);
+
+    Migrator::down(
+        db.store.connection(),
+        Some(u32::try_from(names.len() - before).unwrap()),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        db.store.schema_status().await.unwrap(),
+        SchemaStatus::Behind {
+            pending: names[before..].to_vec()
+        }
+    );
+    assert!(
+        db.store
+            .connection()
+            .execute_unprepared("SELECT evidence_kept FROM compaction_runs")
+            .await
+            .is_err(),
+        "down drops the columns"
+    );
+    let rows = db.scalar("SELECT COUNT(*) AS n FROM compaction_runs").await;
+    assert_eq!(rows, 2, "the rows survive the columns' removal");
+}
+
 /// A database whose commits marked every compacted message (before
 /// `m20261127_000008`): after `migrate` the same messages are compacted,
 /// kept and folded by the same runs, as pages, recall and the compaction
 /// reader see them; `down` writes the flags back.
 async fn flags_written_before_the_watermark_migration_read_the_same_after_it(backend: Backend) {
-    let (db, _, _) = migrated_before(
+    let (db, names, before) = migrated_before(
         backend,
         "m20261127_000008_compacted_below_watermark",
         "flags",
@@ -1448,10 +1529,14 @@ async fn flags_written_before_the_watermark_migration_read_the_same_after_it(bac
     assert_eq!(recalled(5).await, (true, Some(run_id(2))));
     assert_eq!(recalled(6).await, (false, None));
 
-    // Down writes the flags back from the same rule.
-    Migrator::down(db.store.connection(), Some(1))
-        .await
-        .unwrap();
+    // Down writes the flags back from the same rule (the later migrations
+    // are undone first).
+    Migrator::down(
+        db.store.connection(),
+        Some(u32::try_from(names.len() - before).unwrap()),
+    )
+    .await
+    .unwrap();
     let flagged = |sql: &str| {
         let db = &db;
         let sql = sql.to_owned();

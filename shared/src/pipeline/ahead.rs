@@ -15,6 +15,7 @@
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
+use crate::evidence;
 use crate::ledger::{self, Artifact};
 use crate::message::Message;
 use crate::stated::{self, Classified, Statement};
@@ -29,16 +30,19 @@ pub(super) struct Extracted {
     /// summarizer (it asks them again of the same sentences).
     pub(super) classified: Classified,
     pub(super) transcript: Transcript,
+    /// Its candidate evidence lines.
+    pub(super) evidence: evidence::Read,
 }
 
 impl Extracted {
-    fn of(span: &[Message], config: &TranscriptConfig) -> Extracted {
+    fn of(span: &[Message], config: &TranscriptConfig, line_chars: usize) -> Extracted {
         let (statements, classified) = stated::extract_classified(span);
         Extracted {
             artifacts: ledger::extract(span),
             statements,
             classified,
             transcript: transcript::extract(span, config),
+            evidence: evidence::read(span, line_chars),
         }
     }
 }
@@ -52,21 +56,25 @@ pub(super) enum Pending {
 
 impl Pending {
     /// Extracts `span` here and now.
-    pub(super) fn now(span: &[Message], config: &TranscriptConfig) -> Pending {
-        Pending::Ready(Extracted::of(span, config))
+    pub(super) fn now(span: &[Message], config: &TranscriptConfig, line_chars: usize) -> Pending {
+        Pending::Ready(Extracted::of(span, config, line_chars))
     }
 
     /// Starts extracting `span` on a thread of its own; extracts it here
     /// when no thread can be started.
-    pub(super) fn start(span: Vec<Message>, config: &TranscriptConfig) -> Pending {
+    pub(super) fn start(
+        span: Vec<Message>,
+        config: &TranscriptConfig,
+        line_chars: usize,
+    ) -> Pending {
         let span = Arc::new(span);
         let (theirs, config_theirs) = (Arc::clone(&span), config.clone());
         let spawned = std::thread::Builder::new()
             .name("compactor-extract".into())
-            .spawn(move || Extracted::of(&theirs, &config_theirs));
+            .spawn(move || Extracted::of(&theirs, &config_theirs, line_chars));
         match spawned {
             Ok(handle) => Pending::Running(handle),
-            Err(_) => Pending::now(&span, config),
+            Err(_) => Pending::now(&span, config, line_chars),
         }
     }
 
@@ -105,8 +113,8 @@ mod tests {
             })
             .collect();
         let config = TranscriptConfig::default();
-        let here = Pending::now(&span, &config).finish();
-        let ahead = Pending::start(span, &config);
+        let here = Pending::now(&span, &config, 280).finish();
+        let ahead = Pending::start(span, &config, 280);
         assert!(matches!(ahead, Pending::Running(_)));
         let ahead = ahead.finish();
         assert!(!here.artifacts.is_empty() && !here.statements.is_empty());
@@ -114,5 +122,6 @@ mod tests {
         assert_eq!(ahead.statements, here.statements);
         assert_eq!(ahead.classified, here.classified);
         assert_eq!(ahead.transcript, here.transcript);
+        assert_eq!(ahead.evidence.lines.len(), here.evidence.lines.len());
     }
 }

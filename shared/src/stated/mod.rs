@@ -201,8 +201,8 @@ pub struct StatedCaps {
 impl Default for StatedCaps {
     fn default() -> Self {
         StatedCaps {
-            current: 48,
-            superseded: 16,
+            current: 16,
+            superseded: 6,
         }
     }
 }
@@ -407,6 +407,20 @@ impl UserStatements {
             }
         }
         out
+    }
+
+    /// Marks superseded each current statement that still states a value
+    /// a later value of its slot replaced ([`crate::evidence`]), said
+    /// before the replacing message; returns how many.
+    pub fn supersede_replaced(&mut self, evidence: &crate::evidence::Evidence) -> usize {
+        let mut n = 0;
+        for s in self.items.iter_mut().filter(|s| s.is_current()) {
+            if let Some(r) = evidence.replaced_in(&s.text, Some(s.source)) {
+                s.superseded_by = Some(r.by);
+                n += 1;
+            }
+        }
+        n
     }
 
     /// A matcher for lines that still state what a superseded statement

@@ -396,9 +396,9 @@ fn an_oversized_batch_keeps_its_newest_statements_within_the_caps() {
     assert_eq!(batch.len(), 1_000);
     let mut stated = UserStatements::default();
     stated.record(batch.clone(), &StatedCaps::default());
-    assert_eq!(stated.len(), 48);
-    assert_eq!(stated.items()[47].text, "Never use library_999.");
-    assert_eq!(stated.items()[0].text, "Never use library_952.");
+    assert_eq!(stated.len(), 16);
+    assert_eq!(stated.items()[15].text, "Never use library_999.");
+    assert_eq!(stated.items()[0].text, "Never use library_984.");
     let once = stated.clone();
     stated.record(batch, &StatedCaps::default());
     assert_eq!(stated, once);

@@ -80,11 +80,57 @@ pub struct SessionRun {
     pub rounds: Vec<Round>,
     pub llm: Option<LlmStats>,
     pub seconds: f64,
+    /// Baselines on the same messages after the last round.
+    pub baselines: Option<Baselines>,
 }
 
 impl SessionRun {
     pub fn last(&self) -> Option<&Round> {
         self.rounds.last()
+    }
+}
+
+/// What two naive contexts keep of the same messages after the last round.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Baselines {
+    /// The newest messages whose estimated tokens sum to at most the last
+    /// context's, verbatim.
+    pub window: Score,
+    /// Every appended message, verbatim (its tokens: the whole history's).
+    pub full: Score,
+}
+
+/// The baselines of the first `appended` messages of `session`, the window
+/// at most `tokens` tokens, estimated with `chars_per_token` (the engine's).
+pub fn baselines(
+    session: &Session,
+    appended: usize,
+    tokens: u64,
+    chars_per_token: u32,
+) -> Baselines {
+    let estimator = CharEstimator::new(chars_per_token);
+    let history = &session.messages[..appended];
+    let sizes: Vec<u64> = history
+        .iter()
+        .map(|m| estimator.message_tokens(&as_message(m)))
+        .collect();
+    let mut start = history.len();
+    let mut used = 0u64;
+    while start > 0 && used + sizes[start - 1] <= tokens {
+        start -= 1;
+        used += sizes[start];
+    }
+    let window = ContextView {
+        tokens: used,
+        ..ContextView::verbatim(&history[start..])
+    };
+    let full = ContextView {
+        tokens: sizes.iter().sum(),
+        ..ContextView::verbatim(history)
+    };
+    Baselines {
+        window: score(session, appended, &window),
+        full: score(session, appended, &full),
     }
 }
 
@@ -149,6 +195,7 @@ pub async fn run(session: &Session, mode: Mode, spec: &RunSpec) -> SessionRun {
     let trigger = &settings.engine.trigger;
     let trigger_tokens = trigger.threshold().unwrap_or(window);
     let trigger = *trigger;
+    let chars_per_token = settings.engine.chars_per_token;
     let client = Compactor::from_parts(
         db.store.clone(),
         redis.queue().await,
@@ -215,6 +262,14 @@ pub async fn run(session: &Session, mode: Mode, spec: &RunSpec) -> SessionRun {
         });
     }
     worker.stop().await;
+    let baselines = rounds.last().map(|r: &Round| {
+        baselines(
+            session,
+            r.score.appended,
+            r.score.context_tokens,
+            chars_per_token,
+        )
+    });
     SessionRun {
         mode,
         context_window: window,
@@ -222,6 +277,7 @@ pub async fn run(session: &Session, mode: Mode, spec: &RunSpec) -> SessionRun {
         rounds,
         llm: llm.as_ref().map(SummaryLlm::stats),
         seconds: started.elapsed().as_secs_f64(),
+        baselines,
     }
 }
 

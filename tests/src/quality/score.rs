@@ -251,6 +251,9 @@ pub struct Score {
     /// Indices of superseded facts the context shows as current.
     pub stale: Vec<usize>,
     pub context_tokens: u64,
+    /// Pairs of lines of the preamble that say nearly the same thing
+    /// ([`near_duplicate_pairs`]).
+    pub near_duplicate_pairs: usize,
 }
 
 /// Scores `view` after the first `appended` messages of `session`.
@@ -258,6 +261,7 @@ pub fn score(session: &Session, appended: usize, view: &ContextView) -> Score {
     let mut s = Score {
         appended,
         context_tokens: view.tokens,
+        near_duplicate_pairs: near_duplicate_pairs(&view.preamble),
         ..Score::default()
     };
     for (i, f) in session.facts.iter().enumerate() {
@@ -288,4 +292,87 @@ pub fn score(session: &Session, appended: usize, view: &ContextView) -> Score {
         }
     }
     s
+}
+
+/// Jaccard similarity of word 3-shingles at or above which two lines are
+/// near-duplicates.
+pub const NEAR_DUPLICATE_JACCARD: f64 = 0.8;
+
+/// The word 3-shingles of a line (lowercased words split on whitespace,
+/// list markers dropped), as sorted hashes; `None` for a line of fewer than
+/// three words (a heading, a bare value), which is not compared.
+fn shingles(line: &str) -> Option<Vec<u64>> {
+    use std::hash::{Hash, Hasher};
+    let words: Vec<String> = line
+        .split_whitespace()
+        .filter(|w| !matches!(*w, "-" | "*" | "+" | "•"))
+        .map(str::to_lowercase)
+        .collect();
+    if words.len() < 3 {
+        return None;
+    }
+    let mut out: Vec<u64> = words
+        .windows(3)
+        .map(|w| {
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            w.hash(&mut h);
+            h.finish()
+        })
+        .collect();
+    out.sort_unstable();
+    out.dedup();
+    Some(out)
+}
+
+/// How many pairs of lines of `text` have a word 3-shingle Jaccard
+/// similarity of at least [`NEAR_DUPLICATE_JACCARD`] (lines of fewer than
+/// three words are not compared; identical lines count).
+pub fn near_duplicate_pairs(text: &str) -> usize {
+    let sets: Vec<Vec<u64>> = text.lines().filter_map(shingles).collect();
+    let mut pairs = 0;
+    for (i, a) in sets.iter().enumerate() {
+        for b in &sets[i + 1..] {
+            let (small, large) = if a.len() <= b.len() { (a, b) } else { (b, a) };
+            // |A ∩ B| / |A ∪ B| ≤ |small| / |large|: skip pairs that cannot reach it.
+            if (small.len() as f64) < NEAR_DUPLICATE_JACCARD * large.len() as f64 {
+                continue;
+            }
+            let (mut x, mut y, mut common) = (0, 0, 0usize);
+            while x < small.len() && y < large.len() {
+                match small[x].cmp(&large[y]) {
+                    std::cmp::Ordering::Less => x += 1,
+                    std::cmp::Ordering::Greater => y += 1,
+                    std::cmp::Ordering::Equal => {
+                        common += 1;
+                        x += 1;
+                        y += 1;
+                    }
+                }
+            }
+            let union = small.len() + large.len() - common;
+            if common as f64 >= NEAR_DUPLICATE_JACCARD * union as f64 {
+                pairs += 1;
+            }
+        }
+    }
+    pairs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn near_duplicate_lines_are_counted() {
+        let text = "- the user wants a table in San Jose at 7 pm tonight\n\
+                    - The user wants a table in San Jose at 7 pm tonight\n\
+                    - the user wants a table in Fremont at 8 pm on Friday\n\
+                    KEY FACTS:\n\
+                    KEY FACTS:\n\
+                    a b c d e f g h i j\n\
+                    a b c d e f g h i j k\n";
+        // The first two (case aside, identical), the last two (8 of 9 shingles).
+        assert_eq!(near_duplicate_pairs(text), 2);
+        assert_eq!(near_duplicate_pairs(""), 0);
+    }
 }

@@ -51,10 +51,18 @@ pub enum Kind {
     PersonName,
     /// A plain-words marker of a decision or constraint ("vegetarian").
     Phrase,
+    /// Cities, areas, stations, airports, venues (third-party data's slots).
+    Place,
+    /// Names of restaurants, films, songs, artists, events, people…
+    NamedEntity,
+    /// Cuisines, genres, categories.
+    Category,
+    /// Any other slot value of third-party data.
+    Slot,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 19] = [
+    pub const ALL: [Kind; 23] = [
         Kind::Path,
         Kind::Command,
         Kind::Identifier,
@@ -74,6 +82,10 @@ impl Kind {
         Kind::Email,
         Kind::PersonName,
         Kind::Phrase,
+        Kind::Place,
+        Kind::NamedEntity,
+        Kind::Category,
+        Kind::Slot,
     ];
 
     pub fn name(self) -> &'static str {
@@ -97,6 +109,10 @@ impl Kind {
             Kind::Email => "email",
             Kind::PersonName => "person_name",
             Kind::Phrase => "phrase",
+            Kind::Place => "place",
+            Kind::NamedEntity => "named_entity",
+            Kind::Category => "category",
+            Kind::Slot => "other_slot",
         }
     }
 }
@@ -196,7 +212,8 @@ impl Fact {
     }
 }
 
-/// The shapes of session the benchmark generates.
+/// The shapes of session the benchmark runs: generated ones, and
+/// third-party data.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Shape {
@@ -204,15 +221,44 @@ pub enum Shape {
     Coding,
     /// A customer-support / personal-assistant chat of many short turns.
     Support,
+    /// Schema-Guided Dialogue task dialogues, the train split (tuning).
+    SgdTrain,
+    /// Schema-Guided Dialogue task dialogues, the test split (held out).
+    SgdTest,
+    /// A real Claude Code session (tuning).
+    ClaudeCodeTune,
+    /// Another real Claude Code session (held out).
+    ClaudeCodeHeldOut,
 }
 
 impl Shape {
+    /// The generated shapes (a seed changes them).
     pub const ALL: [Shape; 2] = [Shape::Coding, Shape::Support];
+    /// The shapes made of third-party data (fixed; the seed is unused).
+    pub const DATA: [Shape; 4] = [
+        Shape::SgdTrain,
+        Shape::SgdTest,
+        Shape::ClaudeCodeTune,
+        Shape::ClaudeCodeHeldOut,
+    ];
+    /// Every shape, as the benchmark runs them by default.
+    pub const EVERY: [Shape; 6] = [
+        Shape::Coding,
+        Shape::Support,
+        Shape::SgdTrain,
+        Shape::SgdTest,
+        Shape::ClaudeCodeTune,
+        Shape::ClaudeCodeHeldOut,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
             Shape::Coding => "coding",
             Shape::Support => "support",
+            Shape::SgdTrain => "sgd-train",
+            Shape::SgdTest => "sgd-test",
+            Shape::ClaudeCodeTune => "claude-code-tune",
+            Shape::ClaudeCodeHeldOut => "claude-code-held-out",
         }
     }
 
@@ -220,19 +266,56 @@ impl Shape {
         match self {
             Shape::Coding => "coding agent with tools",
             Shape::Support => "support / assistant chat",
+            Shape::SgdTrain => "SGD task dialogues (train: tuning)",
+            Shape::SgdTest => "SGD task dialogues (test: held-out)",
+            Shape::ClaudeCodeTune => "real Claude Code session (tuning)",
+            Shape::ClaudeCodeHeldOut => "real Claude Code session (held-out)",
         }
     }
 
-    /// The default length of a session of this shape.
+    /// Whether the session is third-party data, not generated.
+    pub fn is_data(self) -> bool {
+        Shape::DATA.contains(&self)
+    }
+
+    /// The default length of a session of this shape (all of a fixture).
     pub fn default_messages(self) -> usize {
         match self {
             Shape::Coding => 1_600,
             Shape::Support => 1_200,
+            Shape::SgdTrain => super::sgd::Split::Train.fixture().messages(),
+            Shape::SgdTest => super::sgd::Split::Test.fixture().messages(),
+            Shape::ClaudeCodeTune => super::claude_code::Split::Tune.fixture().messages.len(),
+            Shape::ClaudeCodeHeldOut => super::claude_code::Split::HeldOut.fixture().messages.len(),
         }
     }
 
+    /// Where a data shape comes from (`None` for generated ones).
+    pub fn provenance(self) -> Option<String> {
+        let (path, what) = match self {
+            Shape::SgdTrain | Shape::SgdTest => {
+                let split = if self == Shape::SgdTrain {
+                    super::sgd::Split::Train
+                } else {
+                    super::sgd::Split::Test
+                };
+                (split.path(), split.fixture().provenance())
+            }
+            Shape::ClaudeCodeTune | Shape::ClaudeCodeHeldOut => {
+                let split = if self == Shape::ClaudeCodeTune {
+                    super::claude_code::Split::Tune
+                } else {
+                    super::claude_code::Split::HeldOut
+                };
+                (split.path(), split.fixture().provenance())
+            }
+            Shape::Coding | Shape::Support => return None,
+        };
+        Some(format!("tests/{path}: {what}"))
+    }
+
     pub fn parse(name: &str) -> Option<Shape> {
-        Shape::ALL.into_iter().find(|s| s.name() == name)
+        Shape::EVERY.into_iter().find(|s| s.name() == name)
     }
 }
 
@@ -271,6 +354,14 @@ impl Session {
         match spec.shape {
             Shape::Coding => super::coding::generate(spec),
             Shape::Support => super::support::generate(spec),
+            Shape::SgdTrain => super::sgd::session(spec, super::sgd::Split::Train),
+            Shape::SgdTest => super::sgd::session(spec, super::sgd::Split::Test),
+            Shape::ClaudeCodeTune => {
+                super::claude_code::session(spec, super::claude_code::Split::Tune)
+            }
+            Shape::ClaudeCodeHeldOut => {
+                super::claude_code::session(spec, super::claude_code::Split::HeldOut)
+            }
         }
     }
 
@@ -306,11 +397,26 @@ impl Session {
             self.count(|f| f.class == Class::Value && f.source == Source::ToolOutputOnly);
         let statements = self.count(|f| f.class.is_statement());
         let superseded = self.count(|f| f.superseded.is_some());
+        let from = self
+            .spec
+            .shape
+            .provenance()
+            .unwrap_or_else(|| format!("seed {}", self.spec.seed));
+        if self.spec.shape.is_data() {
+            let values_superseded =
+                self.count(|f| f.class == Class::Value && f.superseded.is_some());
+            return format!(
+                "{} ({from}): {} messages, {} facts taken from the data (its annotations, or rules fixed before scoring): {values} exact values \
+                 ({values_superseded} superseded later)",
+                self.spec.shape.title(),
+                self.messages.len(),
+                self.facts.len(),
+            );
+        }
         format!(
-            "{} (seed {}): {} messages, {} planted facts: {values} exact values ({tool_only} only in tool output), \
+            "{} ({from}): {} messages, {} planted facts: {values} exact values ({tool_only} only in tool output), \
              {statements} decisions/constraints ({superseded} superseded later)",
             self.spec.shape.title(),
-            self.spec.seed,
             self.messages.len(),
             self.facts.len(),
         )
@@ -345,6 +451,32 @@ fn pieces(m: &IncomingMessage) -> Vec<(Place, String)> {
             Part::Reasoning { .. } => None,
         })
         .collect()
+}
+
+/// Where `value` first is in `messages` (as a whole token) and its most
+/// salient source, as [`Builder::finish`] measures a planted fact; `None`
+/// when it is in no message.
+pub fn locate(messages: &[IncomingMessage], value: &str, fold: bool) -> Option<(usize, Source)> {
+    let mut first = None;
+    let mut places = BTreeSet::new();
+    for (i, m) in messages.iter().enumerate() {
+        for (place, text) in pieces(m) {
+            if contains_value(&text, value, fold) {
+                first.get_or_insert(i);
+                places.insert(place as u8);
+            }
+        }
+    }
+    let source = if places.contains(&(Place::UserText as u8)) {
+        Source::User
+    } else if places.contains(&(Place::AssistantText as u8)) {
+        Source::Assistant
+    } else if places.contains(&(Place::ToolInput as u8)) {
+        Source::ToolInput
+    } else {
+        Source::ToolOutputOnly
+    };
+    first.map(|i| (i, source))
 }
 
 /// Tiny deterministic PRNG (xorshift64*): the same session on every run and

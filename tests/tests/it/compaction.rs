@@ -131,9 +131,23 @@ async fn three_thousand_messages_compact_in_chunks(backend: Backend) {
     assert_eq!(runs.len(), 1);
     assert_eq!(runs[0].run.chunks as usize, expected_chunks);
     assert_eq!(runs[0].run.messages_compacted, 2_994);
+    // Distinct paths and commands: some candidate evidence lines are kept,
+    // exactly the lines the committed state holds, and most are left out.
+    let stored = db.store.workstream(&k).await.unwrap().unwrap();
+    assert!(runs[0].run.evidence_kept > 0, "{runs:?}");
+    assert_eq!(
+        runs[0].run.evidence_kept,
+        stored.state.evidence.lines.len() as u64
+    );
+    assert!(runs[0].run.evidence_dropped > 0, "{runs:?}");
+    // The context shrinks to what the summary, the kept evidence and the
+    // tail take: evidence fills at most its share of the trigger.
+    let engine = compactor.engine();
+    let threshold = engine.trigger.threshold().expect("a threshold trigger");
+    let evidence_limit = (threshold as f64 * engine.evidence.share_of_trigger) as u64;
     assert!(
-        runs[0].run.tokens_after < runs[0].run.tokens_before / 10,
-        "{runs:?}"
+        runs[0].run.tokens_after <= evidence_limit.max(runs[0].run.tokens_before / 10),
+        "{runs:?} (evidence limit {evidence_limit})"
     );
     assert_eq!(runs[0].run.llm_model.as_deref(), Some("fake-model"));
 
@@ -176,7 +190,7 @@ async fn a_long_conversation_is_compacted_in_chunks_on_sqlite() {
 /// through this worker), so they measure what production does.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_worker_commits_exactly_what_the_pipeline_computes() {
-    use compactor_shared::pipeline;
+    use compactor_shared::{evidence, pipeline};
 
     let db = TestDb::new(Backend::Sqlite).await;
     let redis = TestRedis::new();
@@ -240,6 +254,46 @@ async fn the_worker_commits_exactly_what_the_pipeline_computes() {
         runs[0].run.messages_compacted,
         expected.report.messages_compacted
     );
+    // The evidence figures the pipeline reported are the run's: kept ones
+    // are the lines the committed state holds, and kept + dropped are all
+    // the candidates — the lines of the compacted messages (a first
+    // compaction: no evidence shown before), counted here by choosing with
+    // no budget, which keeps none.
+    let run = &runs[0].run;
+    assert!(run.evidence_kept > 0, "{run:?}");
+    assert_eq!(
+        (run.evidence_kept, run.evidence_dropped),
+        (
+            expected.report.evidence_kept,
+            expected.report.evidence_dropped
+        )
+    );
+    assert_eq!(
+        run.evidence_kept,
+        committed.state.evidence.lines.len() as u64
+    );
+    let compacted: Vec<Message> = messages
+        .iter()
+        .filter(|m| m.id <= expected.watermark && !expected.keep.contains(&m.id))
+        .cloned()
+        .collect();
+    assert_eq!(compacted.len() as u64, run.messages_compacted);
+    let mut gathering = evidence::Gathering::default();
+    gathering.add(
+        evidence::read(&compacted, engine.evidence.max_line_chars),
+        0,
+    );
+    let candidates = gathering
+        .choose(
+            &evidence::Evidence::default(),
+            &[],
+            "",
+            0,
+            &engine.evidence,
+            &e,
+        )
+        .dropped;
+    assert_eq!(run.evidence_kept + run.evidence_dropped, candidates);
 }
 
 /// `[engine.summary] format = "handoff9"` end to end on PostgreSQL, with
@@ -290,18 +344,35 @@ async fn a_handoff9_summary_has_the_nine_sections_and_the_context_opens_with_the
         .map(|(i, s)| (Some(i + 1), s.heading()))
         .collect();
     assert_eq!(listed, nine);
+    // Errors, pending work and the current state: every turn of this
+    // conversation is one template whose error and request are the user's
+    // own words, so those sections' bullets repeat the user messages' (the
+    // current state is "turn in progress: <the last user message>") and
+    // are left out: no context repeats itself (asserted below).
     for section in [
         Section::PrimaryRequest,
         Section::UserMessages,
         Section::WorkCompleted,
-        Section::ErrorsAndFixes,
-        Section::PendingWork,
-        Section::CurrentState,
         Section::NextStep,
     ] {
         assert!(
             !summary.section(section).is_empty(),
             "{section:?} is empty: {summary:?}"
+        );
+    }
+    // The errors the user reported are in the summary once: every turn
+    // of this conversation reports its error in the user's own request,
+    // so errors-and-fixes bullets would repeat the user messages' ones
+    // and are left out (no context repeats itself).
+    let lines: Vec<&String> = summary.sections().flat_map(|(_, b)| b).collect();
+    assert!(
+        lines.iter().any(|l| l.contains("fails with error E0")),
+        "{summary:?}"
+    );
+    for (i, a) in lines.iter().enumerate() {
+        assert!(
+            lines[i + 1..].iter().all(|b| a != b),
+            "{a} stands twice: {summary:?}"
         );
     }
     assert!(

@@ -274,6 +274,9 @@ async fn skip_leaves_the_messages_uncompacted_and_records_a_skipped_run() {
     assert_eq!(page["runs"][0]["outcome"], "skipped");
     assert_eq!(page["runs"][0]["hook_outcome"], "skipped");
     assert_eq!(page["runs"][0]["trigger"], "reactive");
+    // Nothing was compacted: no candidate evidence line kept or dropped.
+    assert_eq!(page["runs"][0]["evidence_kept"], 0);
+    assert_eq!(page["runs"][0]["evidence_dropped"], 0);
     assert_eq!(page["next_before"], Value::Null);
     c.stop().await;
 }

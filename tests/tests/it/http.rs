@@ -1330,7 +1330,7 @@ async fn metrics_after_end_to_end_compactions_have_every_family() {
         .iter()
         .chain(compactor_worker::llm::metrics::FAMILIES)
         .collect();
-    assert_eq!(families.len(), 41, "every family of both catalogues");
+    assert_eq!(families.len(), 42, "every family of both catalogues");
     let mut missing = Vec::new();
     for family in &families {
         let kind = match family.kind {
@@ -1369,6 +1369,14 @@ async fn metrics_after_end_to_end_compactions_have_every_family() {
         ("compactor_entity_leases_lost_total", "domain=\"chat\""),
         ("compactor_compactions_total", "domain=\"chat\""),
         ("compactor_turns_total", "domain=\"chat\""),
+        (
+            "compactor_compaction_evidence_lines_count",
+            "outcome=\"kept\"",
+        ),
+        (
+            "compactor_compaction_evidence_lines_sum",
+            "outcome=\"kept\"",
+        ),
     ] {
         let total: f64 = text
             .lines()

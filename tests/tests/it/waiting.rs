@@ -183,6 +183,13 @@ async fn a_waiter_during_a_real_compaction_gets_its_event() {
     );
     assert!(event.tokens_after < event.tokens_before);
     assert!(event.messages_compacted > 0 && event.chunks >= 1);
+    // The announced evidence figures are the run row's.
+    let run = db.store.runs(&k, 1).await.unwrap().remove(0).run;
+    assert!(event.evidence_kept > 0, "{event:?}");
+    assert_eq!(
+        (event.evidence_kept, event.evidence_dropped),
+        (run.evidence_kept, run.evidence_dropped)
+    );
     assert!(!event.degraded);
     println!("waited {waited:?} for a compaction: {event:?}");
     worker.stop().await;

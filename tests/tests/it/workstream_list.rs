@@ -34,6 +34,8 @@ fn run(outcome: RunOutcome, degraded: Option<DegradedReason>) -> NewRun {
         messages_compacted: 5,
         chunks: 1,
         rollups: 0,
+        evidence_kept: 0,
+        evidence_dropped: 0,
         llm_model: None,
         llm_calls: 0,
         llm_failed_calls: 0,

@@ -1,7 +1,9 @@
 //! How a compaction job ended (`compactor_compactions_total` and its
 //! figures), and the announcement of its end failing.
 
-use compactor_producer::events::catalogue::{names, CompactionOutcome, NotifyOp, TokenStage};
+use compactor_producer::events::catalogue::{
+    names, CompactionOutcome, EvidenceOutcome, NotifyOp, TokenStage,
+};
 use compactor_producer::queue::QueueError;
 use compactor_producer::store::ConflictReason;
 use tracing::{info, warn};
@@ -28,6 +30,9 @@ pub(crate) struct Compacted<'a> {
     pub messages_compacted: u64,
     pub chunks: u32,
     pub rollups: u32,
+    /// Candidate evidence lines kept for the next context, and left out.
+    pub evidence_kept: u64,
+    pub evidence_dropped: u64,
     /// The offline summarizer stood in for the LLM.
     pub degraded: bool,
     /// The workstream ended below its trigger (`no_progress` otherwise).
@@ -43,6 +48,8 @@ impl InternalEvent for Compacted<'_> {
             tokens_after = self.tokens_after,
             messages = self.messages_compacted,
             chunks = self.chunks,
+            evidence_kept = self.evidence_kept,
+            evidence_dropped = self.evidence_dropped,
             degraded = self.degraded,
             progress = self.progress,
             duration_ms = self.duration_ms,
@@ -65,6 +72,13 @@ impl InternalEvent for Compacted<'_> {
             .record(f64::from(self.chunks));
         metrics::histogram!(names::COMPACTION_ROLLUPS, "domain" => domain())
             .record(f64::from(self.rollups));
+        for (outcome, lines) in [
+            (EvidenceOutcome::Kept, self.evidence_kept),
+            (EvidenceOutcome::Dropped, self.evidence_dropped),
+        ] {
+            metrics::histogram!(names::COMPACTION_EVIDENCE_LINES, "domain" => domain(), "outcome" => outcome.as_str())
+                .record(lines as f64);
+        }
     }
 }
 
@@ -148,6 +162,8 @@ mod tests {
             messages_compacted: 40,
             chunks: 2,
             rollups: 1,
+            evidence_kept: 6,
+            evidence_dropped: 25,
             degraded,
             progress,
             duration_ms: 120,
@@ -203,7 +219,17 @@ mod tests {
             &[("domain", D)],
             Value::Histogram(vec![1.0, 1.0]),
         );
-        assert_eq!(recorded.len(), 7);
+        recorded.assert_one(
+            names::COMPACTION_EVIDENCE_LINES,
+            &[("domain", D), ("outcome", "kept")],
+            Value::Histogram(vec![6.0, 6.0]),
+        );
+        recorded.assert_one(
+            names::COMPACTION_EVIDENCE_LINES,
+            &[("domain", D), ("outcome", "dropped")],
+            Value::Histogram(vec![25.0, 25.0]),
+        );
+        assert_eq!(recorded.len(), 9);
     }
 
     #[test]

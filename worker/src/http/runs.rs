@@ -58,6 +58,14 @@ pub(super) struct RunView {
     tokens_before: u64,
     tokens_after: u64,
     messages_compacted: u64,
+    /// Candidate evidence lines (verbatim lines of the compacted messages,
+    /// and the evidence shown before) kept for the next context; 0 on a
+    /// run that computed no compaction, and on runs recorded before they
+    /// were counted.
+    evidence_kept: u64,
+    /// Candidate evidence lines left out: no budget, nothing new, or a
+    /// repeat.
+    evidence_dropped: u64,
     llm_calls: u32,
     /// What the pre-compaction hook did (`null` without a hook):
     /// `proceed`, `instructions`, `context`, `replaced`, `skipped`, or a
@@ -87,6 +95,8 @@ impl From<RunRow> for RunView {
             tokens_before: run.tokens_before,
             tokens_after: run.tokens_after,
             messages_compacted: run.messages_compacted,
+            evidence_kept: run.evidence_kept,
+            evidence_dropped: run.evidence_dropped,
             llm_calls: run.llm_calls,
             hook_outcome: run.hook.outcome.map(|o| o.as_str().to_owned()),
             hook_duration_ms: run.hook.duration_ms,
@@ -112,8 +122,9 @@ impl From<RunRow> for RunView {
 /// `GET …/runs`: the workstream's compaction runs.
 ///
 /// One row per attempt, newest first: trigger, outcome, tokens before and
-/// after, degraded, and what the pre-compaction hook did. Paginated by
-/// id: pass the answer's `next_before` as `before`.
+/// after, evidence lines kept and dropped, degraded, and what the
+/// pre-compaction hook did. Paginated by id: pass the answer's
+/// `next_before` as `before`.
 pub(super) async fn list(
     State(state): State<AppState>,
     Workstream(key): Workstream,

@@ -532,6 +532,8 @@ impl CompactHandler {
             messages_compacted: 0,
             chunks: 0,
             rollups: 0,
+            evidence_kept: 0,
+            evidence_dropped: 0,
             llm_model: calls.model.clone().or_else(|| self.summarizer.model()),
             llm_calls: calls.sent,
             llm_failed_calls: calls.failed,
@@ -893,6 +895,8 @@ impl CompactHandler {
             messages_compacted: figures.messages_compacted,
             chunks: figures.chunks,
             rollups: figures.rollups,
+            evidence_kept: figures.evidence_kept,
+            evidence_dropped: figures.evidence_dropped,
             llm_model: usage
                 .calls
                 .model
@@ -989,6 +993,8 @@ impl CompactHandler {
             messages_compacted: report.figures.messages_compacted,
             chunks: report.figures.chunks,
             rollups: report.figures.rollups,
+            evidence_kept: report.figures.evidence_kept,
+            evidence_dropped: report.figures.evidence_dropped,
             degraded: report.degraded,
             error,
         }
@@ -1108,6 +1114,8 @@ impl JobHandler for CompactHandler {
                     messages_compacted: report.figures.messages_compacted,
                     chunks: report.figures.chunks,
                     rollups: report.figures.rollups,
+                    evidence_kept: report.figures.evidence_kept,
+                    evidence_dropped: report.figures.evidence_dropped,
                     degraded: report.degraded,
                     progress: report.figures.progress,
                     duration_ms: report.duration_ms,

@@ -316,12 +316,10 @@ impl Summarizer {
     }
 }
 
-/// Output-token budget of one summarization.
+/// Output-token budget of one summarization: the one the engine checks
+/// ([`EngineConfig::summary_budget`]), set or derived.
 pub fn output_budget(engine: &EngineConfig) -> u64 {
-    engine
-        .summary
-        .max_output_tokens
-        .unwrap_or_else(|| prompt::summary_output_budget(engine.trigger.context_window()))
+    engine.summary_budget()
 }
 
 /// The model's answer to `prompt`, not cut off by the output limit: an

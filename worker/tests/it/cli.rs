@@ -737,6 +737,15 @@ async fn the_demo_is_compacted_by_a_running_worker_and_shows_it() {
         )),
         "{text}"
     );
+    // The demo's values are distinct: some candidate evidence lines are
+    // kept, and the text says how many of each.
+    let kept = runs[0]["evidence_kept"].as_u64().unwrap();
+    let dropped = runs[0]["evidence_dropped"].as_u64().unwrap();
+    assert!(kept > 0, "{runs:?}");
+    assert!(
+        text.contains(&format!("evidence  {kept} lines kept, {dropped} dropped\n")),
+        "{text}"
+    );
     let text = w.text(&["status", "demo", &entity]);
     assert!(text.contains("compactions  1, the last "), "{text}");
 

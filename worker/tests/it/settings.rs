@@ -287,3 +287,98 @@ fn the_admin_bounds_are_settings_checked_at_start() {
         assert!(err.contains(key), "{vars:?}: {err}");
     }
 }
+
+/// Issue 31: with an LLM and a small window, the defaults refused to
+/// start (the reserve and margin, then the chunk, then the summary budget).
+/// Now a model's window is the one engine setting it needs: the sizes left
+/// unset derive from it.
+#[test]
+fn with_an_llm_the_window_alone_is_enough() {
+    let llm = [
+        ("COMPACTOR__LLM__PROVIDER", "openai"),
+        ("COMPACTOR__LLM__MODEL", "local-model"),
+        ("COMPACTOR__LLM__BASE_URL", "http://127.0.0.1:8080/v1"),
+    ];
+    for (window, reserve, margin) in [
+        ("8192", 2_048, 512),
+        ("32768", 8_192, 2_048),
+        ("128000", 32_000, 8_000),
+    ] {
+        let mut vars = llm.to_vec();
+        vars.push(("COMPACTOR__ENGINE__TRIGGER__CONTEXT_WINDOW", window));
+        let s = Settings::load_from(None, env(&vars)).unwrap_or_else(|e| panic!("{window}: {e}"));
+        let window: u64 = window.parse().unwrap();
+        assert_eq!(s.llm.provider, Provider::OpenAi);
+        assert_eq!(
+            s.engine.trigger,
+            compactor_shared::trigger::TriggerPolicy::Threshold {
+                context_window: window,
+                ratio: 0.7,
+                output_reserve: reserve,
+                safety_margin: margin,
+            }
+        );
+        assert_eq!(
+            s.engine,
+            compactor_shared::config::EngineConfig::for_window(window)
+        );
+        assert!(
+            s.engine.summarization_call().total() <= window,
+            "{window}: {:?}",
+            s.engine.summarization_call()
+        );
+        // A file that names only the window reads the same.
+        let path = file(
+            &format!("window-{window}"),
+            &format!("[engine.trigger]\ncontext_window = {window}\n"),
+        );
+        let from_file = Settings::load_from(Some(&path), env(&llm)).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(from_file.engine, s.engine, "{window}");
+    }
+    // Large windows keep the seeds' sizes.
+    let mut vars = llm.to_vec();
+    vars.push(("COMPACTOR__ENGINE__TRIGGER__CONTEXT_WINDOW", "128000"));
+    let s = Settings::load_from(None, env(&vars)).unwrap();
+    assert_eq!(s.engine.chunk.max_chars, 120_000);
+    assert_eq!(s.engine.summary_budget(), 4_096);
+}
+
+#[test]
+fn with_an_llm_a_size_set_by_hand_that_does_not_fit_is_still_refused() {
+    let base = [
+        ("COMPACTOR__LLM__PROVIDER", "openai"),
+        ("COMPACTOR__LLM__MODEL", "local-model"),
+        ("COMPACTOR__LLM__BASE_URL", "http://127.0.0.1:8080/v1"),
+        ("COMPACTOR__ENGINE__TRIGGER__CONTEXT_WINDOW", "8192"),
+    ];
+    for (key, value, named) in [
+        (
+            "COMPACTOR__ENGINE__TRIGGER__OUTPUT_RESERVE",
+            "32000",
+            "engine.trigger: output_reserve + safety_margin (32512)",
+        ),
+        (
+            "COMPACTOR__ENGINE__CHUNK__MAX_CHARS",
+            "120000",
+            "engine.chunk.max_chars: ",
+        ),
+        (
+            "COMPACTOR__ENGINE__SUMMARY__MAX_OUTPUT_TOKENS",
+            "6000",
+            "engine.summary.max_output_tokens: 6000 is not below the trigger",
+        ),
+    ] {
+        let mut vars = base.to_vec();
+        vars.push((key, value));
+        let err = Settings::load_from(None, env(&vars))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(named), "{key}: {err}");
+    }
+    // One that fits is used as it is.
+    let mut vars = base.to_vec();
+    vars.push(("COMPACTOR__ENGINE__CHUNK__MAX_CHARS", "6000"));
+    let s = Settings::load_from(None, env(&vars)).unwrap();
+    assert_eq!(s.engine.chunk.max_chars, 6_000);
+}

@@ -36,6 +36,10 @@ pub(crate) struct Model {
     /// recall's "folded by" is the committed run with the lowest watermark
     /// at or above a compacted message.
     pub watermark: Option<i64>,
+    /// Candidate evidence lines the run kept for the next context, and
+    /// left out (0 on rows written before they were counted).
+    pub evidence_kept: i64,
+    pub evidence_dropped: i64,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -749,6 +749,13 @@ async fn runs(settings: &ClientSettings, target: &Target, limit: u64, out: Outpu
                             r.run.messages_compacted, r.run.chunks, r.run.rollups
                         ),
                     ],
+                    vec![
+                        "evidence".to_owned(),
+                        format!(
+                            "{} lines kept, {} dropped",
+                            r.run.evidence_kept, r.run.evidence_dropped
+                        ),
+                    ],
                 ];
                 if let Some(model) = &r.run.llm_model {
                     rows.push(vec![

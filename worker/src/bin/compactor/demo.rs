@@ -170,17 +170,19 @@ pub(crate) async fn run(
             summary: run.run.summary.clone(),
             context,
         };
+        // The summary is shown once, where the model reads it: at the
+        // head of the context (printed apart as well, every line of it
+        // stood twice in what a newcomer reads first).
         out.print(&report, || {
             format!(
                 "compacted {} of {} messages: {} → {} tokens{} in {:.1}s\n\n\
-                 == summary ==\n{}\n\n== next turn's context ==\n{}",
+                 == next turn's context (the summary first) ==\n{}",
                 report.messages_compacted,
                 report.messages,
                 report.tokens_before,
                 report.tokens_after,
                 if report.degraded { " (degraded)" } else { "" },
                 started.elapsed().as_secs_f64(),
-                report.summary.as_deref().unwrap_or("(none)"),
                 render_context(&report.context)
             )
         });
@@ -190,5 +192,123 @@ pub(crate) async fn run(
     match result {
         Ok(code) => code,
         Err(f) => f.exit(out),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use compactor_shared::config::EngineConfig;
+    use compactor_shared::context::{self, ContextInput};
+    use compactor_shared::pipeline::{self, Extractive, InMemory, Outcome, Request, Workstream};
+    use compactor_shared::{CharEstimator, Message, MessageId, TokenEstimator};
+    use std::collections::HashSet;
+
+    /// Word 3-shingles of a line, as the quality benchmark compares lines.
+    fn shingles(line: &str) -> HashSet<String> {
+        let words: Vec<String> = line
+            .split(|c: char| !c.is_alphanumeric())
+            .filter(|w| !w.is_empty())
+            .map(str::to_lowercase)
+            .collect();
+        if words.len() < 3 {
+            return HashSet::from([words.join(" ")]);
+        }
+        words.windows(3).map(|w| w.join(" ")).collect()
+    }
+
+    fn jaccard(a: &HashSet<String>, b: &HashSet<String>) -> f64 {
+        let inter = a.intersection(b).count() as f64;
+        inter / (a.len() as f64 + b.len() as f64 - inter)
+    }
+
+    /// What the demo prints for the context, computed as the worker and
+    /// `build_context` compute it: the demo's conversation, compacted once
+    /// by the default engine with the demo's instructions.
+    fn demo_context() -> String {
+        let engine = EngineConfig::default();
+        let estimator = CharEstimator::new(engine.chars_per_token);
+        let messages: Vec<Message> = conversation(150)
+            .into_iter()
+            .enumerate()
+            .map(|(i, m)| Message::new(i as i64 + 1, m.role, m.parts))
+            .collect();
+        let workstream = Workstream {
+            uncompacted_tokens: messages.iter().map(|m| estimator.message_tokens(m)).sum(),
+            ..Workstream::default()
+        };
+        let request = Request {
+            instructions: Some("Keep every file path, command and error code.".into()),
+            context: Vec::new(),
+        };
+        let mut pages = InMemory::new(&messages, 200);
+        let mut summarizer = Extractive::new(&engine, &estimator);
+        let outcome = pipeline::now_or_never(pipeline::compact(
+            &workstream,
+            &request,
+            &engine,
+            &estimator,
+            1_000,
+            &mut pages,
+            &mut summarizer,
+        ));
+        let Some(Ok(Outcome::Compacted(done))) = outcome else {
+            panic!("the demo's conversation is compacted");
+        };
+        let kept: Vec<Message> = messages
+            .iter()
+            .filter(|m| m.id > done.watermark || done.keep.contains(&m.id))
+            .cloned()
+            .collect();
+        let built = context::build(
+            &ContextInput {
+                summary: Some(&done.summary),
+                state: &done.state,
+                memory_block_summary: None,
+                memory_entries: &[],
+                messages: &kept,
+                just_auto_compacted: false,
+                context_window: engine.trigger.context_window(),
+            },
+            &engine.context,
+            &estimator,
+        );
+        assert!(built.messages.iter().any(|m| m.source.is_none()));
+        assert!(done.watermark > MessageId(100));
+        render_context(&built)
+    }
+
+    #[test]
+    fn the_demo_prints_no_near_duplicate_lines() {
+        let text = demo_context();
+        let lines: Vec<(&str, HashSet<String>)> = text
+            .lines()
+            .map(str::trim)
+            .filter(|l| l.split_whitespace().count() >= 4)
+            .map(|l| (l, shingles(l)))
+            .collect();
+        let mut pairs = Vec::new();
+        for (i, (a, sa)) in lines.iter().enumerate() {
+            for (b, sb) in &lines[i + 1..] {
+                if jaccard(sa, sb) >= 0.8 {
+                    pairs.push(format!("{a}\n  ~ {b}"));
+                }
+            }
+        }
+        if std::env::var_os("DEMO_PRINT").is_some() {
+            eprintln!("{text}");
+        }
+        assert!(
+            pairs.is_empty(),
+            "{} near-duplicate pairs:\n{}\n\n{text}",
+            pairs.len(),
+            pairs.join("\n")
+        );
+    }
+
+    #[test]
+    fn the_demo_does_not_present_its_instructions_as_facts() {
+        let text = demo_context();
+        assert!(!text.contains("Keep every file path"), "{text}");
     }
 }

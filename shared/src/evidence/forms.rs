@@ -1,0 +1,692 @@
+//! Candidate terms of a line, found by the form of their characters, not
+//! by vocabulary: what holds in any language and any domain.
+//!
+//! - **Number**: digits with at most a few letters or signs around them
+//!   (`1,249.90`, `EUR`-less `¥128,000`, `7:30`, `2026-03-15`,
+//!   `2026年3月15日`, `15%`, `3pm`).
+//! - **Code**: letters and digits mixed (`#A-448213`, `INV-2024-0042`,
+//!   `DE89370400440532013000`), words joined by `/ _ @ . : =` (paths, URLs,
+//!   e-mails, `snake_case`, dotted names), inner capitals (`camelCase`),
+//!   and all-capital words (`EUR`, `SFO`, `ENOSPC`).
+//! - **Name**: runs of capitalised words (`Pizza Hut`, `Hotel Adlon`,
+//!   `Łódź Kaliska`), runs of Katakana, and a word of any script right
+//!   after a label (`name: 山田`) or next to an honorific (`山田さん`).
+//! - **Quoted**: what stands between quotes (`"blue-green"`, `「至急」`).
+//! - **Word**: any other word (three letters or more in spaced scripts,
+//!   runs of two or more ideographs in the others). Words are candidates
+//!   too: the workstream's statistics decide which are rare enough to
+//!   matter ([`super::select`]).
+//!
+//! Each value term remembers what labels its slot: the label it follows
+//! (`label: value`, `KEY=value`, `"field": value`) and its neighbouring
+//! words, which [`super::slots`] compares to tell a changed value from an
+//! unrelated one.
+
+use super::lang::HONORIFICS;
+
+/// What a term looks like.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) enum Form {
+    Number,
+    Code,
+    Name,
+    Quoted,
+    Word,
+}
+
+impl Form {
+    /// Values are what a summary loses and a model cannot guess.
+    pub(crate) fn is_value(self) -> bool {
+        !matches!(self, Form::Word)
+    }
+}
+
+/// One candidate of a line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Term {
+    /// Case-folded: the same term however it was written.
+    pub(crate) key: String,
+    pub(crate) form: Form,
+    /// The label the value follows, case-folded.
+    pub(crate) label: Option<String>,
+    /// The nearest word before and after it, case-folded.
+    pub(crate) left: Option<String>,
+    pub(crate) right: Option<String>,
+}
+
+impl Term {
+    /// The shape of a number or a code, its characters' classes with each
+    /// run folded (`17:15` and `6:30` are `0:0`, `4th` and `2nd` are `0a`):
+    /// two values of one shape fill the same kind of slot. `None` for
+    /// names, quoted strings and words.
+    pub(crate) fn shape(&self) -> Option<String> {
+        if !matches!(self.form, Form::Number | Form::Code) {
+            return None;
+        }
+        let mut out = String::new();
+        for c in self.key.chars() {
+            let class = if c.is_numeric() {
+                '0'
+            } else if c.is_alphabetic() {
+                'a'
+            } else {
+                c
+            };
+            if !out.ends_with(class) || !matches!(class, '0' | 'a') {
+                out.push(class);
+            }
+        }
+        Some(out)
+    }
+}
+
+/// Scripts written without spaces between words.
+pub(crate) fn is_unspaced_script(c: char) -> bool {
+    matches!(c as u32,
+        0x3040..=0x309F   // Hiragana
+        | 0x30A0..=0x30FF // Katakana
+        | 0x31F0..=0x31FF // Katakana extensions
+        | 0xFF66..=0xFF9F // half-width Katakana
+        | 0x3400..=0x4DBF // CJK extension A
+        | 0x4E00..=0x9FFF // CJK unified ideographs
+        | 0xF900..=0xFAFF // CJK compatibility
+        | 0x0E00..=0x0E7F // Thai
+    )
+}
+
+fn is_katakana(c: char) -> bool {
+    matches!(c as u32, 0x30A0..=0x30FF | 0x31F0..=0x31FF | 0xFF66..=0xFF9F) && c != '・'
+}
+
+fn is_hiragana(c: char) -> bool {
+    matches!(c as u32, 0x3040..=0x309F)
+}
+
+fn is_ideograph(c: char) -> bool {
+    matches!(c as u32, 0x3400..=0x4DBF | 0x4E00..=0x9FFF | 0xF900..=0xFAFF)
+}
+
+/// Characters that join the pieces of one value (`a/b`, `a_b`, `a@b`,
+/// `1,249.90`, `host:port`, `KEY=value`, `A-448213`, `+49`).
+fn is_joiner(c: char) -> bool {
+    matches!(
+        c,
+        '/' | '\\' | '_' | '@' | '.' | ',' | ':' | '=' | '-' | '+' | '#' | '~' | '&' | '?' | '%'
+    )
+}
+
+/// Signs a value may start or end with (currency, number sign, percent).
+fn is_value_sign(c: char) -> bool {
+    matches!(
+        c,
+        '#' | '$' | '€' | '£' | '¥' | '₹' | '₩' | '%' | '~' | '/' | '+' | '@'
+    ) || (c as u32 >= 0x20A0 && c as u32 <= 0x20CF)
+}
+
+/// Punctuation trimmed off both ends of a whitespace-separated piece.
+fn is_edge_punct(c: char) -> bool {
+    !c.is_alphanumeric() && !is_value_sign(c) && !is_unspaced_script(c)
+}
+
+fn is_quote_open(c: char) -> Option<char> {
+    match c {
+        '"' => Some('"'),
+        '“' => Some('”'),
+        '„' => Some('“'),
+        '«' => Some('»'),
+        '「' => Some('」'),
+        '『' => Some('』'),
+        '`' => Some('`'),
+        _ => None,
+    }
+}
+
+/// A piece of a line between separators, before it becomes a term.
+#[derive(Debug, Clone)]
+struct Piece<'a> {
+    text: &'a str,
+    /// Its first letter is upper case (a Latin, Greek or Cyrillic capital).
+    capital: bool,
+    /// It ends a sentence or a clause (a following name run stops).
+    ends_clause: bool,
+    /// It starts a sentence (its capital says nothing).
+    starts_sentence: bool,
+    /// It is a label: `word:` or `"field":`.
+    label: bool,
+}
+
+/// The candidate terms of `line`, each key once, in the order they stand.
+pub(crate) fn terms(line: &str) -> Vec<Term> {
+    let pieces = pieces(line);
+    let mut out: Vec<Term> = Vec::new();
+    let push = |out: &mut Vec<Term>, term: Term| {
+        if term.key.is_empty() {
+            return;
+        }
+        if let Some(old) = out.iter_mut().find(|t| t.key == term.key) {
+            // A value seen as a word elsewhere in the line is a value.
+            if old.form == Form::Word && term.form != Form::Word {
+                *old = term;
+            }
+            return;
+        }
+        out.push(term);
+    };
+    for quoted in quoted(line) {
+        push(
+            &mut out,
+            Term {
+                key: fold(quoted),
+                form: Form::Quoted,
+                label: None,
+                left: None,
+                right: None,
+            },
+        );
+    }
+    let mut i = 0;
+    while i < pieces.len() {
+        let piece = &pieces[i];
+        let label =
+            (i > 0 && pieces[i - 1].label).then(|| fold(pieces[i - 1].text.trim_end_matches(':')));
+        let left = (i > 0).then(|| neighbour(&pieces[i - 1])).flatten();
+        let after_honorific =
+            i > 0 && HONORIFICS.has(&fold(pieces[i - 1].text.trim_end_matches('.')));
+        if piece.label {
+            push(&mut out, word_term(piece.text.trim_end_matches(':')));
+            i += 1;
+            continue;
+        }
+        // A run of capitalised words is one name. A sentence's first
+        // word says nothing by its capital: a run it starts is a name from
+        // its second word on (`Sounds Ok.` is no name, `Visit Pizza Hut`
+        // names `Pizza Hut`), unless an honorific stands before it.
+        if piece.capital && piece.starts_sentence && !after_honorific && run_len(&pieces, i) >= 2 {
+            push(&mut out, word_term(piece.text));
+            i += 1;
+            continue;
+        }
+        if piece.capital && (!piece.starts_sentence || after_honorific) {
+            let len = run_len(&pieces, i).max(1);
+            let start = piece.text.as_ptr() as usize - line.as_ptr() as usize;
+            let last = &pieces[i + len - 1];
+            let end = last.text.as_ptr() as usize - line.as_ptr() as usize + last.text.len();
+            let right = pieces.get(i + len).and_then(neighbour);
+            push(
+                &mut out,
+                Term {
+                    key: fold(&line[start..end]),
+                    form: Form::Name,
+                    label,
+                    left,
+                    right,
+                },
+            );
+            i += len;
+            continue;
+        }
+        let right = pieces.get(i + 1).and_then(neighbour);
+        // A labelled word is the label's value.
+        let form = value_form(piece.text).or(label.as_ref().map(|_| Form::Word));
+        if let Some(form) = form {
+            let form = if form == Form::Word && (label.is_some() || after_honorific) {
+                Form::Name
+            } else {
+                form
+            };
+            if form != Form::Word {
+                push(
+                    &mut out,
+                    Term {
+                        key: fold(piece.text),
+                        form,
+                        label,
+                        left,
+                        right,
+                    },
+                );
+                i += 1;
+                continue;
+            }
+        }
+        let word = word_term(piece.text);
+        if is_word(piece.text) {
+            push(&mut out, word);
+        }
+        i += 1;
+    }
+    out
+}
+
+fn word_term(text: &str) -> Term {
+    Term {
+        key: fold(text),
+        form: Form::Word,
+        label: None,
+        left: None,
+        right: None,
+    }
+}
+
+/// A word long enough to be a candidate.
+fn is_word(text: &str) -> bool {
+    let chars = text.chars().filter(|c| c.is_alphanumeric()).count();
+    if text.chars().any(is_unspaced_script) {
+        chars >= 2 && !text.chars().all(is_hiragana)
+    } else {
+        chars >= 3
+    }
+}
+
+/// The neighbour of a value, as a slot's context: a plain word, never
+/// another value.
+fn neighbour(piece: &Piece<'_>) -> Option<String> {
+    let t = piece.text.trim_end_matches(':');
+    (value_form(t).is_none_or(|f| f == Form::Word) && !t.is_empty()).then(|| fold(t))
+}
+
+/// How many capitalised pieces stand in a row from `i`, within a clause.
+fn run_len(pieces: &[Piece<'_>], i: usize) -> usize {
+    let mut n = 0;
+    while let Some(p) = pieces.get(i + n) {
+        if !p.capital || p.label || (n > 0 && p.starts_sentence) {
+            break;
+        }
+        n += 1;
+        if p.ends_clause {
+            break;
+        }
+    }
+    n
+}
+
+/// The form of a piece that is a value, `Some(Form::Word)` for a word of
+/// another script (a name only beside a label or an honorific), `None` for
+/// a plain word.
+fn value_form(text: &str) -> Option<Form> {
+    let mut digits = 0;
+    let mut letters = 0;
+    let mut upper = 0;
+    let mut lower_then_upper = false;
+    let mut joined = false;
+    let mut signs = 0;
+    let mut prev: Option<char> = None;
+    let mut katakana = true;
+    let mut unspaced = false;
+    let mut uncased = false;
+    let chars: Vec<char> = text.chars().collect();
+    for (k, &c) in chars.iter().enumerate() {
+        if c.is_numeric() {
+            digits += 1;
+        } else if c.is_alphabetic() {
+            letters += 1;
+            if is_unspaced_script(c) {
+                unspaced = true;
+            } else if !c.is_uppercase() && !c.is_lowercase() {
+                uncased = true;
+            }
+            if c.is_uppercase() {
+                upper += 1;
+                if prev.is_some_and(char::is_lowercase) {
+                    lower_then_upper = true;
+                }
+            }
+        } else if is_value_sign(c) {
+            signs += 1;
+        }
+        // A hyphen alone joins words (`well-known`), not a value.
+        if is_joiner(c)
+            && c != '-'
+            && k > 0
+            && chars[k - 1].is_alphanumeric()
+            && chars.get(k + 1).is_some_and(|n| n.is_alphanumeric())
+        {
+            joined = true;
+        }
+        if !is_katakana(c) {
+            katakana = false;
+        }
+        prev = Some(c);
+    }
+    if digits > 0 {
+        // Digits with a few small letters or counters around them are a
+        // number (`3pm`, `18h05`, `15日`); with capitals, a code.
+        let counters = chars.iter().filter(|&&c| is_ideograph(c)).count();
+        return Some(if upper == 0 && letters - counters <= 3 {
+            Form::Number
+        } else {
+            Form::Code
+        });
+    }
+    if letters == 0 {
+        return None;
+    }
+    if katakana && letters >= 2 {
+        return Some(Form::Name);
+    }
+    if unspaced || uncased {
+        return Some(Form::Word);
+    }
+    if joined || lower_then_upper || signs > 0 || (upper >= 2 && upper == letters) {
+        return Some(Form::Code);
+    }
+    None
+}
+
+/// Case-folded, for comparing terms.
+pub(crate) fn fold(text: &str) -> String {
+    if text.is_ascii() {
+        text.to_ascii_lowercase()
+    } else {
+        text.chars().flat_map(char::to_lowercase).collect()
+    }
+}
+
+/// Quoted spans of 2–80 characters.
+fn quoted(line: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut it = line.char_indices();
+    while let Some((at, c)) = it.next() {
+        let Some(close) = is_quote_open(c) else {
+            continue;
+        };
+        // An opening quote starts a word.
+        if line[..at]
+            .chars()
+            .next_back()
+            .is_some_and(char::is_alphanumeric)
+        {
+            continue;
+        }
+        let start = at + c.len_utf8();
+        if let Some(len) = line[start..].find(close) {
+            let inner = &line[start..start + len];
+            let n = inner.chars().count();
+            if (2..=80).contains(&n) && !inner.contains('\n') {
+                out.push(inner.trim());
+            }
+            // Go on after the closing quote.
+            for _ in inner.chars().chain(std::iter::once(close)) {
+                it.next();
+            }
+        }
+    }
+    out
+}
+
+/// The line cut into pieces: at white space, and in scripts without
+/// spaces at each change of script (digits stay with the ideographs that
+/// count them, as in `3月15日`).
+fn pieces(line: &str) -> Vec<Piece<'_>> {
+    let mut out: Vec<Piece<'_>> = Vec::new();
+    let mut sentence_start = true;
+    for raw in line.split_whitespace() {
+        let trimmed = raw.trim_start_matches(is_edge_punct);
+        let trimmed = trimmed.trim_end_matches(|c: char| is_edge_punct(c) && c != ':');
+        let label = trimmed.ends_with(':')
+            && trimmed.len() > 1
+            && !trimmed[..trimmed.len() - 1].contains(':');
+        let core = trimmed.trim_end_matches(':');
+        let last = raw.chars().next_back();
+        let ends_sentence = matches!(last, Some('.' | '!' | '?' | '。' | '！' | '？'))
+            && !core.ends_with(|c: char| c.is_ascii_digit());
+        let ends_clause = ends_sentence || matches!(last, Some(',' | ';' | ':' | ')' | '、'));
+        if core.is_empty() {
+            sentence_start |= ends_sentence;
+            continue;
+        }
+        if let Some((key, _)) = core.split_once('=').filter(|(k, v)| {
+            !k.is_empty()
+                && !v.is_empty()
+                && k.chars()
+                    .all(|c| c.is_alphanumeric() || c == '_' || c == '.')
+        }) {
+            // KEY=value: the key labels the whole piece.
+            out.push(Piece {
+                text: key,
+                capital: false,
+                ends_clause: false,
+                starts_sentence: false,
+                label: true,
+            });
+            let value = &core[key.len() + 1..];
+            out.push(Piece {
+                text: value,
+                capital: false,
+                ends_clause,
+                starts_sentence: false,
+                label: false,
+            });
+            sentence_start = ends_sentence;
+            continue;
+        }
+        if core.chars().any(is_unspaced_script) {
+            for run in script_runs(core) {
+                out.push(Piece {
+                    text: run,
+                    capital: false,
+                    ends_clause: false,
+                    starts_sentence: false,
+                    label: false,
+                });
+            }
+            if let Some(p) = out.last_mut() {
+                p.ends_clause = ends_clause;
+                p.label = label;
+            }
+            sentence_start = ends_sentence;
+            continue;
+        }
+        let first = core.chars().next();
+        let capital =
+            first.is_some_and(char::is_uppercase) && core.chars().skip(1).any(char::is_lowercase);
+        out.push(Piece {
+            text: core,
+            capital,
+            ends_clause,
+            starts_sentence: sentence_start,
+            label,
+        });
+        sentence_start = ends_sentence;
+    }
+    out
+}
+
+/// What kind of run a character of an unspaced piece belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Run {
+    Ideograph,
+    Kana,
+    Katakana,
+    Other,
+    Sep,
+}
+
+fn run_of(c: char) -> Run {
+    if is_ideograph(c) {
+        Run::Ideograph
+    } else if is_katakana(c) {
+        Run::Katakana
+    } else if is_hiragana(c) || (c as u32 >= 0x0E00 && c as u32 <= 0x0E7F) {
+        Run::Kana
+    } else if c.is_alphanumeric() || is_joiner(c) || is_value_sign(c) {
+        Run::Other
+    } else {
+        Run::Sep
+    }
+}
+
+/// Splits a piece with unspaced script into runs of one script; a number
+/// and the ideographs right after it (its counters or units: `15日`,
+/// `128,000円`) stay one run, and so do consecutive such numbers
+/// (`2026年3月15日`). Honorifics after a name start a run of their own.
+fn script_runs(piece: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    let mut current: Option<Run> = None;
+    // Within a number-with-counters run.
+    let mut counted = false;
+    let chars: Vec<(usize, char)> = piece.char_indices().collect();
+    for (k, &(at, c)) in chars.iter().enumerate() {
+        let run = run_of(c);
+        let digit = c.is_ascii_digit() || matches!(c as u32, 0xFF10..=0xFF19);
+        let continues = match current {
+            None => false,
+            Some(Run::Sep) => false,
+            Some(_) if counted => {
+                // After digits: counters, and further digits, continue.
+                digit
+                    || matches!(c, ',' | '.')
+                    || (run == Run::Ideograph && chars[k - 1].1.is_numeric())
+            }
+            Some(prev) => prev == run && run != Run::Sep,
+        };
+        if !continues {
+            if current.is_some_and(|r| r != Run::Sep) && at > start {
+                out.push(&piece[start..at]);
+            }
+            start = at;
+            counted = digit;
+        } else if digit {
+            counted = true;
+        }
+        current = Some(run);
+    }
+    if current.is_some_and(|r| r != Run::Sep) && start < piece.len() {
+        out.push(&piece[start..]);
+    }
+    // A run that only holds an honorific, or kana, stays (neighbours).
+    out.retain(|r| !r.is_empty());
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn values(line: &str) -> Vec<(String, Form)> {
+        terms(line)
+            .into_iter()
+            .filter(|t| t.form.is_value())
+            .map(|t| (t.key, t.form))
+            .collect()
+    }
+
+    fn has(line: &str, key: &str, form: Form) {
+        let got = values(line);
+        assert!(
+            got.iter().any(|(k, f)| k == key && *f == form),
+            "{key:?} as {form:?} not in {got:?} of {line:?}"
+        );
+    }
+
+    #[test]
+    fn english_values_by_form() {
+        let line = "Order #A-448213 for EUR 1,249.90 ships to Pizza Hut, San Jose on 2026-03-15 at 7:30 pm.";
+        has(line, "#a-448213", Form::Code);
+        has(line, "eur", Form::Code);
+        has(line, "1,249.90", Form::Number);
+        has(line, "pizza hut", Form::Name);
+        has(line, "san jose", Form::Name);
+        has(line, "2026-03-15", Form::Number);
+        has(line, "7:30", Form::Number);
+        has(
+            "Mail bob.smith@example.com or see https://x.io/a?b=1",
+            "bob.smith@example.com",
+            Form::Code,
+        );
+        has(
+            "run cargo test in src/main.rs with RUST_LOG=debug",
+            "src/main.rs",
+            Form::Code,
+        );
+        has(
+            "run cargo test in src/main.rs with RUST_LOG=debug",
+            "debug",
+            Form::Name,
+        );
+        has("call parseConfig() first", "parseconfig", Form::Code);
+        has("the flag is \"blue-green\" now", "blue-green", Form::Quoted);
+    }
+
+    #[test]
+    fn german_values_by_form() {
+        let line = "Die Rechnung über 1.150,00 € geht an Frau Müller, IBAN DE89370400440532013000.";
+        has(line, "1.150,00", Form::Number);
+        has(line, "frau müller", Form::Name);
+        has(line, "de89370400440532013000", Form::Code);
+        has(
+            "Treffen am 15.03.2026 um 14:00 im Hotel Adlon",
+            "hotel adlon",
+            Form::Name,
+        );
+        has(
+            "Treffen am 15.03.2026 um 14:00 im Hotel Adlon",
+            "15.03.2026",
+            Form::Number,
+        );
+    }
+
+    #[test]
+    fn japanese_values_by_form() {
+        let line = "山田さんの予約は2026年3月15日、金額は¥128,000です。ホテルはヒルトン東京。";
+        has(line, "2026年3月15日", Form::Number);
+        has(line, "¥128,000", Form::Number);
+        has(line, "ヒルトン", Form::Name);
+        let all = terms(line);
+        assert!(all.iter().any(|t| t.key == "山田"), "{all:?}");
+        has("担当: 佐藤", "佐藤", Form::Name);
+    }
+
+    #[test]
+    fn spanish_values_by_form() {
+        let line = "La reserva 4471-B en el Hotel Alameda es para el 3 de mayo, total 245,50 €.";
+        has(line, "4471-b", Form::Code);
+        has(line, "hotel alameda", Form::Name);
+        has(line, "245,50", Form::Number);
+        has(
+            "Contacto: Sra. García, teléfono +34 612 345 678",
+            "garcía",
+            Form::Name,
+        );
+        has(
+            "Contacto: Sra. García, teléfono +34 612 345 678",
+            "+34",
+            Form::Number,
+        );
+    }
+
+    #[test]
+    fn french_values_by_form() {
+        let line = "Le vol AF1234 part de Paris-Orly le 12/04 à 18h05 ; référence « XK9-PLM ».";
+        has(line, "af1234", Form::Code);
+        has(line, "paris-orly", Form::Name);
+        has(line, "12/04", Form::Number);
+        has(line, "18h05", Form::Number);
+        has(line, "xk9-plm", Form::Quoted);
+        has(
+            "Rendez-vous avec Mme Dubois à Lyon",
+            "mme dubois",
+            Form::Name,
+        );
+    }
+
+    #[test]
+    fn a_sentence_start_alone_is_no_name() {
+        assert!(values("Please check the logs.").is_empty());
+        assert!(values("We really need to do something about it.").is_empty());
+    }
+
+    #[test]
+    fn labels_and_neighbours_mark_the_slot() {
+        let t = terms("party size: 4, time 7 pm");
+        let four = t.iter().find(|t| t.key == "4").unwrap();
+        assert_eq!(four.label.as_deref(), Some("size"));
+        let seven = t.iter().find(|t| t.key == "7").unwrap();
+        assert_eq!(seven.left.as_deref(), Some("time"));
+        assert_eq!(seven.right.as_deref(), Some("pm"));
+        let kv = terms("set MAX_CONN=64 please");
+        let v = kv.iter().find(|t| t.key == "64").unwrap();
+        assert_eq!(v.label.as_deref(), Some("max_conn"));
+    }
+}

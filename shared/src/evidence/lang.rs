@@ -1,0 +1,179 @@
+//! What stays language-specific in evidence selection, as data: one table
+//! per word class, each language's words in one place. Nothing else of the
+//! module tests a word of any language; candidates are found by the form
+//! of their characters ([`super::forms`]) and ranked by the workstream's
+//! own statistics ([`super::select`]).
+//!
+//! To add a language, add its words to each table: nothing else changes.
+
+/// A word class and its words, per language.
+pub(crate) struct Table {
+    pub(crate) by_language: &'static [(&'static str, &'static [&'static str])],
+}
+
+impl Table {
+    /// Whether `word` (already lower-cased) is in the table, in any
+    /// language. Words of scripts without spaces match as substrings of
+    /// the line (`contained_in`).
+    pub(crate) fn has(&self, word: &str) -> bool {
+        self.by_language
+            .iter()
+            .any(|(_, words)| words.contains(&word))
+    }
+
+    /// Whether `line` (lower-cased) contains a word or phrase of the
+    /// table: whole words for spaced scripts, a substring for the others.
+    pub(crate) fn contained_in(&self, line: &str) -> bool {
+        let mut spaced = String::with_capacity(line.len() + 2);
+        spaced.push(' ');
+        spaced.extend(line.chars().map(|c| {
+            if c.is_alphanumeric() || c == '\'' {
+                c
+            } else {
+                ' '
+            }
+        }));
+        spaced.push(' ');
+        self.by_language.iter().any(|(_, words)| {
+            words.iter().any(|w| {
+                if is_unspaced(w) {
+                    line.contains(w)
+                } else {
+                    let at = spaced.match_indices(w);
+                    let bytes = spaced.as_bytes();
+                    at.into_iter().any(|(i, _)| {
+                        bytes.get(i.wrapping_sub(1)) == Some(&b' ')
+                            && bytes.get(i + w.len()) == Some(&b' ')
+                    })
+                }
+            })
+        })
+    }
+}
+
+/// Words of scripts written without spaces between words (Japanese,
+/// Chinese): matched inside a run.
+fn is_unspaced(word: &str) -> bool {
+    word.chars().any(super::forms::is_unspaced_script)
+}
+
+/// Words that say a value replaces an earlier one: a later value of the
+/// same slot whose sentence carries one of them supersedes the earlier
+/// value even when their surrounding words differ.
+pub(crate) const CHANGE_CUES: Table = Table {
+    by_language: &[
+        (
+            "en",
+            &[
+                "instead",
+                "actually",
+                "change",
+                "changed",
+                "switch",
+                "rather",
+                "correction",
+                "update",
+                "updated",
+                "no longer",
+                "scratch",
+                "how about",
+                "what about",
+            ],
+        ),
+        (
+            "de",
+            &[
+                "statt",
+                "stattdessen",
+                "lieber",
+                "doch",
+                "ändern",
+                "geändert",
+                "korrektur",
+                "eigentlich",
+                "wie wäre es",
+                "was ist mit",
+            ],
+        ),
+        (
+            "ja",
+            &[
+                "代わりに",
+                "やっぱり",
+                "変更",
+                "訂正",
+                "ではなく",
+                "じゃなくて",
+                "はどう",
+            ],
+        ),
+        (
+            "es",
+            &[
+                "mejor",
+                "cambiar",
+                "cambio",
+                "corrección",
+                "en realidad",
+                "en lugar",
+                "en vez",
+                "qué tal",
+            ],
+        ),
+        (
+            "fr",
+            &[
+                "plutôt",
+                "finalement",
+                "changer",
+                "changement",
+                "correction",
+                "remplacer",
+                "au lieu",
+                "et si",
+            ],
+        ),
+    ],
+};
+
+/// Titles and honorifics: the word after (or, in Japanese, before) one
+/// is a name even when the form alone would not say so.
+pub(crate) const HONORIFICS: Table = Table {
+    by_language: &[
+        ("en", &["mr", "mrs", "ms", "dr", "prof", "sir", "madam"]),
+        ("de", &["herr", "frau", "dr", "prof"]),
+        (
+            "ja",
+            &["さん", "様", "さま", "氏", "先生", "くん", "ちゃん"],
+        ),
+        ("es", &["sr", "sra", "srta", "don", "doña"]),
+        ("fr", &["m", "mme", "mlle", "monsieur", "madame"]),
+    ],
+};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_table_has_the_five_languages() {
+        for table in [&CHANGE_CUES, &HONORIFICS] {
+            let langs: Vec<&str> = table.by_language.iter().map(|(l, _)| *l).collect();
+            for lang in ["en", "de", "ja", "es", "fr"] {
+                assert!(langs.contains(&lang), "{lang} missing");
+            }
+        }
+    }
+
+    #[test]
+    fn cues_match_whole_words_in_spaced_scripts_and_runs_in_the_others() {
+        assert!(CHANGE_CUES.contained_in("make it 8 pm instead"));
+        assert!(CHANGE_CUES.contained_in("how about the 7th?"));
+        assert!(!CHANGE_CUES.contained_in("unchanged"));
+        assert!(CHANGE_CUES.contained_in("lieber um 9 uhr"));
+        assert!(CHANGE_CUES.contained_in("やっぱり3月16日にします"));
+        assert!(CHANGE_CUES.contained_in("mejor el martes"));
+        assert!(CHANGE_CUES.contained_in("plutôt jeudi"));
+        assert!(HONORIFICS.has("frau"));
+    }
+}

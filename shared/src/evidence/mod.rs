@@ -1,0 +1,635 @@
+//! Evidence: lines of the compacted messages kept verbatim, chosen so the
+//! next model call still has what was said, whatever the summarizer wrote.
+//!
+//! One general mechanism, no phrase rules:
+//! 1. **Candidates by form** ([`forms`]): every line of every compacted
+//!    message (user and assistant text, tool calls and tool output) is cut
+//!    into terms by the form of their characters: numbers, codes, names,
+//!    quoted strings, words. Nothing in it names a domain or a language.
+//! 2. **Ranked by the workstream's own statistics** ([`select`]): a term
+//!    is worth its rarity among the messages (so boilerplate and repeated
+//!    menus sink), more when a value than a word, more when the user said
+//!    it, more when another speaker repeated it.
+//! 3. **Chosen as coverage under a budget**: lines are taken by what they
+//!    newly cover per token; a line that nearly repeats a kept one, or the
+//!    summary, adds nothing and is left out, so no context repeats itself.
+//! 4. **Superseded by slot** ([`slots`]): a later value of the same slot
+//!    (same label, or same neighbouring words) within a short scope of
+//!    messages marks the earlier one superseded on its line.
+//!
+//! The budget is what the compaction leaves under
+//! [`EvidenceConfig::share_of_trigger`] of the trigger: contexts used to sit
+//! at a fifth of their trigger while losing most facts. Selection runs at
+//! every compaction over the evidence kept before and the new span's lines,
+//! so old evidence competes with new on the same terms.
+//!
+//! What stays language-specific (change cues, honorifics) is data, in
+//! [`lang`].
+
+use std::collections::HashMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::message::{Message, MessageId, Part, Role};
+use crate::tokens::TokenEstimator;
+
+mod forms;
+mod lang;
+mod select;
+mod slots;
+
+pub use select::Chosen;
+pub(crate) use select::{jaccard, shingles};
+
+/// Evidence settings.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct EvidenceConfig {
+    /// Share of the trigger threshold a context may fill after a
+    /// compaction, evidence included: evidence takes what the summary,
+    /// the state and the kept tail leave below it. 0 turns evidence off.
+    pub share_of_trigger: f64,
+    /// Evidence budget, in tokens, when the trigger has no threshold.
+    pub max_tokens: u64,
+    /// A later value supersedes an earlier one of its slot only within
+    /// this many messages (a topic or a dialogue; unrelated tasks further
+    /// apart never supersede each other).
+    pub scope_messages: u64,
+    /// Longest evidence line, in characters; longer lines are cut at
+    /// sentence ends, then at spaces.
+    pub max_line_chars: usize,
+}
+
+impl Default for EvidenceConfig {
+    fn default() -> Self {
+        EvidenceConfig {
+            share_of_trigger: 0.6,
+            max_tokens: 4_000,
+            scope_messages: 24,
+            max_line_chars: 280,
+        }
+    }
+}
+
+impl EvidenceConfig {
+    pub fn validate(&self) -> Result<(), String> {
+        if !(0.0..=0.9).contains(&self.share_of_trigger) {
+            return Err("share_of_trigger must be between 0 and 0.9".into());
+        }
+        if self.max_line_chars < 40 {
+            return Err("max_line_chars must be at least 40".into());
+        }
+        Ok(())
+    }
+}
+
+/// Who said a line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Speaker {
+    User,
+    Assistant,
+    /// A tool call's input or a tool's output.
+    Tool,
+}
+
+impl Speaker {
+    fn of(role: Role, tool: bool) -> Speaker {
+        match role {
+            _ if tool => Speaker::Tool,
+            Role::User => Speaker::User,
+            Role::Tool => Speaker::Tool,
+            Role::Assistant | Role::System => Speaker::Assistant,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Speaker::User => "user",
+            Speaker::Assistant => "assistant",
+            Speaker::Tool => "tool",
+        }
+    }
+
+    fn index(self) -> usize {
+        match self {
+            Speaker::User => 0,
+            Speaker::Assistant => 1,
+            Speaker::Tool => 2,
+        }
+    }
+}
+
+/// A value of a line that a later message replaced.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Replaced {
+    /// The value, as the line writes it (case-folded); empty when the
+    /// whole line is a statement the user superseded.
+    pub value: String,
+    /// The message that replaced it.
+    pub by: MessageId,
+    /// That message's place in the workstream ([`Line::seq`]); 0 when
+    /// unknown (a statement's value).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub seq: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+impl Replaced {
+    /// A value distinctive enough to be marked wherever it stands (on a
+    /// line of unknown place: a summary bullet, a statement, an exact
+    /// value): three characters or more (`16:45`, `4th`), not `3` or `10`,
+    /// which any line may hold for another reason.
+    pub fn distinctive(&self) -> bool {
+        self.value.chars().filter(|c| c.is_alphanumeric()).count() >= 3
+    }
+}
+
+/// One kept line.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Line {
+    /// The message it was said in.
+    pub at: MessageId,
+    /// Its message's place in the workstream (the count of messages read
+    /// before it), which slot scopes are measured in.
+    pub seq: u64,
+    pub speaker: Speaker,
+    pub text: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub superseded: Vec<Replaced>,
+}
+
+/// The evidence of a workstream, stored in its state.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Evidence {
+    /// Kept lines, oldest first.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub lines: Vec<Line>,
+    /// Messages read by every compaction so far.
+    pub seen: u64,
+    /// Values a later value of their slot replaced (the newest
+    /// [`MAX_REPLACED`]), wherever they are shown: a summary bullet, a
+    /// statement or an exact value that still states one is marked so.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub replaced: Vec<Replaced>,
+}
+
+/// Replaced values remembered.
+pub const MAX_REPLACED: usize = 64;
+
+/// Whether `needle` (case-folded) stands in `hay` (case-folded) as a whole
+/// token: not glued to a letter or a digit on either side.
+pub(crate) fn has_token(hay: &str, needle: &str) -> bool {
+    if needle.is_empty() {
+        return false;
+    }
+    hay.match_indices(needle).any(|(at, _)| {
+        let before = hay[..at].chars().next_back();
+        let after = hay[at + needle.len()..].chars().next();
+        !before.is_some_and(char::is_alphanumeric) && !after.is_some_and(char::is_alphanumeric)
+    })
+}
+
+/// The heading of the evidence in a context.
+pub const EVIDENCE_HEADING: &str =
+    "Said earlier (verbatim lines of compacted messages, oldest first; #N: the message it was said in):";
+
+impl Evidence {
+    pub fn is_empty(&self) -> bool {
+        self.lines.is_empty() && self.replaced.is_empty() && self.seen == 0
+    }
+
+    /// The replacement of a value `line` still states as current: the
+    /// newest replaced value it holds (and the line was not written by
+    /// the replacing message or after it, which `written` tells when
+    /// known).
+    pub fn replaced_in(&self, line: &str, written: Option<MessageId>) -> Option<&Replaced> {
+        if self.replaced.is_empty() || line.contains("superseded") {
+            return None;
+        }
+        let folded = forms::fold(line);
+        self.replaced
+            .iter()
+            .rev()
+            .filter(|r| r.distinctive() && written.is_none_or(|w| w < r.by))
+            .find(|r| has_token(&folded, &r.value))
+    }
+
+    /// Marks each line that still states what the user superseded
+    /// (`outdated`, the user's statements' matcher) as superseded.
+    pub fn mark_outdated(&mut self, outdated: &crate::stated::Outdated) {
+        if outdated.is_empty() {
+            return;
+        }
+        for line in &mut self.lines {
+            if line.superseded.iter().any(|r| r.value.is_empty()) {
+                continue;
+            }
+            if let Some(by) = outdated.superseded_by(&line.text) {
+                line.superseded.push(Replaced {
+                    value: String::new(),
+                    by,
+                    seq: 0,
+                });
+            }
+        }
+    }
+
+    /// Takes in what the user's statements ([`crate::stated`]) say was
+    /// superseded: the numbers and codes a superseded statement holds
+    /// that no current statement says again are replaced values, and a
+    /// kept line of a superseded statement (a clip of it, too) or one that
+    /// still states a replaced value is marked superseded.
+    pub fn mark_statements(&mut self, stated: &crate::stated::UserStatements, scope: u64) {
+        // A current statement keeps a value current when it is the
+        // statement's only value of its shape: one that names it beside
+        // another of the same shape contrasts them ("book the 09:15 one,
+        // the 07:40 is too early").
+        let current: Vec<Vec<forms::Term>> =
+            stated.current().map(|s| forms::terms(&s.text)).collect();
+        let says = |key: &str, shape: &Option<String>| {
+            current.iter().any(|terms| {
+                terms.iter().any(|t| t.key == key)
+                    && terms.iter().filter(|t| t.shape() == *shape).count() == 1
+            })
+        };
+        for s in stated.superseded() {
+            let Some(by) = s.superseded_by else { continue };
+            let old = forms::terms(&s.text);
+            // What the superseding statement says: a value of the old
+            // one's shape it gives instead replaces it, unless it speaks
+            // of another subject (a code of another shape the old one
+            // lacks: another file, another ticket; a restated rule is not
+            // a changed value).
+            let new: Vec<forms::Term> = stated
+                .items()
+                .iter()
+                .filter(|n| n.source == by)
+                .flat_map(|n| forms::terms(&n.text))
+                .collect();
+            // (A superseding statement no longer recorded, evicted by the
+            // caps, cannot be read: its supersession stands as recorded.)
+            let instead = |t: &forms::Term, shape: &Option<String>| {
+                new.is_empty()
+                    || (new.iter().any(|n| n.shape() == *shape && n.key != t.key)
+                        && !new.iter().any(|n| {
+                            n.form == forms::Form::Code
+                                && n.shape() != *shape
+                                && !old.iter().any(|o| o.key == n.key)
+                        }))
+            };
+            for t in old.iter().cloned() {
+                let shape = t.shape();
+                if shape.is_some()
+                    && instead(&t, &shape)
+                    && !says(&t.key, &shape)
+                    && !self.replaced.iter().any(|r| r.value == t.key)
+                {
+                    self.replaced.push(Replaced {
+                        value: t.key,
+                        by,
+                        seq: 0,
+                    });
+                }
+            }
+            let text = forms::fold(&s.text);
+            for line in self.lines.iter_mut().filter(|l| l.at == s.source) {
+                let of_it = forms::fold(&line.text)
+                    .split('…')
+                    .map(str::trim)
+                    .filter(|f| !f.is_empty())
+                    .all(|f| text.contains(f));
+                if of_it && !line.superseded.iter().any(|r| r.value.is_empty()) {
+                    line.superseded.push(Replaced {
+                        value: String::new(),
+                        by,
+                        seq: 0,
+                    });
+                }
+            }
+        }
+        let excess = self.replaced.len().saturating_sub(MAX_REPLACED);
+        self.replaced.drain(..excess);
+        let replaced = std::mem::take(&mut self.replaced);
+        for line in &mut self.lines {
+            let folded = forms::fold(&line.text);
+            // A replaced value marks the lines of its slot's scope; one of
+            // unknown place, only where it is distinctive.
+            let near = |r: &&Replaced| {
+                if r.seq == 0 {
+                    r.distinctive()
+                } else {
+                    r.seq.saturating_sub(line.seq) <= scope
+                }
+            };
+            for r in replaced
+                .iter()
+                .filter(|r| !r.value.is_empty() && line.at < r.by)
+                .filter(near)
+            {
+                if has_token(&folded, &r.value)
+                    && !line.superseded.iter().any(|o| o.value == r.value)
+                {
+                    line.superseded.push(r.clone());
+                }
+            }
+        }
+        self.replaced = replaced;
+    }
+
+    /// Marks each bullet of `summary` (its history section aside) that
+    /// still states a replaced value; returns how many.
+    pub fn mark_summary(&self, summary: &mut crate::summary::Summary) -> usize {
+        let mut n = 0;
+        for section in summary.format.sections() {
+            if *section == crate::summary::Section::ConversationFlow {
+                continue;
+            }
+            for bullet in summary.section_mut(*section) {
+                if let Some(r) = self.replaced_in(bullet, None) {
+                    bullet.push_str(&format!(" [superseded by #{}: {}]", r.by.0, r.value));
+                    n += 1;
+                }
+            }
+        }
+        n
+    }
+
+    /// The lines as a context shows them (empty when there are none).
+    pub fn render(&self) -> String {
+        self.lines.iter().map(render_line).collect()
+    }
+}
+
+/// One line as a context shows it: `- #N speaker: text [superseded …]`.
+pub(crate) fn render_line(line: &Line) -> String {
+    let mut out = format!("- #{} {}: {}", line.at.0, line.speaker.as_str(), line.text);
+    if !line.superseded.is_empty() {
+        out.push_str(" [superseded");
+        for r in &line.superseded {
+            if r.value.is_empty() {
+                out.push_str(&format!(" by #{}", r.by.0));
+            } else {
+                out.push_str(&format!(" by #{}: {}", r.by.0, r.value));
+            }
+            out.push(';');
+        }
+        out.pop();
+        out.push(']');
+    }
+    out.push('\n');
+    out
+}
+
+/// A candidate line with its terms.
+#[derive(Debug, Clone)]
+pub(crate) struct Candidate {
+    pub(crate) line: Line,
+    pub(crate) terms: Vec<forms::Term>,
+}
+
+/// What one span gave: its candidate lines (their `seq` counted from the
+/// span's first message) and in how many of its messages each term is.
+#[derive(Debug, Default)]
+pub struct Read {
+    pub(crate) lines: Vec<Candidate>,
+    /// Per term, in how many messages each speaker said it (user,
+    /// assistant, tool).
+    pub(crate) df: HashMap<String, [u32; 3]>,
+    pub(crate) messages: u64,
+}
+
+impl Read {
+    /// Candidate lines read.
+    pub fn len(&self) -> usize {
+        self.lines.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.lines.is_empty()
+    }
+}
+
+/// Reads a span's messages into candidate lines (pure; the pipeline runs
+/// it on its extraction thread).
+pub fn read(span: &[Message], max_line_chars: usize) -> Read {
+    let mut out = Read::default();
+    for (i, message) in span.iter().enumerate() {
+        let seq = i as u64;
+        // Each term once per speaker of the message (a hash set: a tool's
+        // output may hold thousands).
+        let mut seen: std::collections::HashSet<(String, Speaker)> =
+            std::collections::HashSet::new();
+        for part in &message.parts {
+            let (text, tool) = match part {
+                Part::Text { text } => (std::borrow::Cow::Borrowed(text.as_str()), false),
+                Part::ToolCall {
+                    tool_name, input, ..
+                } => (
+                    std::borrow::Cow::Owned(format!("{tool_name} {input}")),
+                    true,
+                ),
+                Part::ToolResult { output, .. } => {
+                    (std::borrow::Cow::Borrowed(output.as_str()), true)
+                }
+                Part::File { uri, .. } => (std::borrow::Cow::Borrowed(uri.as_str()), true),
+                Part::Reasoning { .. } => continue,
+            };
+            let speaker = Speaker::of(message.role, tool);
+            for piece in lines_of(&text, max_line_chars) {
+                let mut terms = forms::terms(piece);
+                if terms.is_empty() {
+                    continue;
+                }
+                let clipped = clip(piece, &terms);
+                if let Some(c) = &clipped {
+                    terms = forms::terms(c);
+                }
+                let piece = clipped.as_deref().unwrap_or(piece);
+                for t in &terms {
+                    seen.insert((t.key.clone(), speaker));
+                }
+                out.lines.push(Candidate {
+                    line: Line {
+                        at: message.id,
+                        seq,
+                        speaker,
+                        text: piece.to_owned(),
+                        superseded: Vec::new(),
+                    },
+                    terms,
+                });
+            }
+        }
+        for (key, speaker) in seen {
+            out.df.entry(key).or_default()[speaker.index()] += 1;
+        }
+    }
+    out.messages = span.len() as u64;
+    out
+}
+
+/// Words kept on each side of a value when a long line is clipped.
+const CLIP_CONTEXT: usize = 2;
+
+/// A long line clipped to its values and the few words around each
+/// (`… leave on March 5th with a return …`): what a fact needs to be
+/// read, at a fraction of the line's tokens. `None` when the line is short,
+/// has no values, or the clip would keep most of it anyway.
+fn clip(line: &str, terms: &[forms::Term]) -> Option<String> {
+    let words: Vec<&str> = line.split_whitespace().collect();
+    if words.len() <= 8 {
+        return None;
+    }
+    let value_words: Vec<&str> = terms
+        .iter()
+        .filter(|t| t.form.is_value())
+        .flat_map(|t| t.key.split_whitespace())
+        .collect();
+    if value_words.is_empty() {
+        return None;
+    }
+    let marked: Vec<bool> = words
+        .iter()
+        .map(|w| {
+            let w = forms::fold(w);
+            value_words.iter().any(|v| w.contains(v))
+        })
+        .collect();
+    let mut keep = vec![false; words.len()];
+    for (i, _) in marked.iter().enumerate().filter(|(_, m)| **m) {
+        let from = i.saturating_sub(CLIP_CONTEXT);
+        let to = (i + CLIP_CONTEXT + 1).min(words.len());
+        keep[from..to].iter_mut().for_each(|k| *k = true);
+    }
+    if keep.iter().filter(|k| **k).count() * 5 >= words.len() * 4 {
+        return None;
+    }
+    let mut out = String::new();
+    let mut gap = false;
+    for (i, w) in words.iter().enumerate() {
+        if !keep[i] {
+            gap = true;
+            continue;
+        }
+        if gap || (i == 0 && !keep[0]) {
+            if !out.is_empty() || i > 0 {
+                out.push_str(if out.is_empty() { "… " } else { " … " });
+            }
+        } else if !out.is_empty() {
+            out.push(' ');
+        }
+        gap = false;
+        out.push_str(w);
+    }
+    if gap {
+        out.push_str(" …");
+    }
+    Some(out)
+}
+
+/// The lines of `text` an evidence line may be: its lines, long ones cut at
+/// sentence ends, then at spaces, to at most `max` characters.
+fn lines_of(text: &str, max: usize) -> Vec<&str> {
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let line = line.trim();
+        if line.is_empty() || !line.chars().any(char::is_alphanumeric) {
+            continue;
+        }
+        if line.chars().count() <= max {
+            out.push(line);
+            continue;
+        }
+        let mut rest = line;
+        while !rest.is_empty() {
+            if rest.chars().count() <= max {
+                out.push(rest.trim());
+                break;
+            }
+            let limit = rest
+                .char_indices()
+                .nth(max)
+                .map_or(rest.len(), |(at, _)| at);
+            let head = &rest[..limit];
+            let cut = head
+                .rmatch_indices(['.', '!', '?', '。', ';', '；', '！', '？'])
+                .map(|(at, s)| at + s.len())
+                .find(|&at| at > limit / 3)
+                .or_else(|| head.rfind([' ', ',', '、']).filter(|&at| at > limit / 3))
+                .unwrap_or(limit);
+            let piece = rest[..cut].trim();
+            if piece.chars().any(char::is_alphanumeric) {
+                out.push(piece);
+            }
+            rest = rest[cut..].trim_start();
+        }
+    }
+    out
+}
+
+/// The candidates of one compaction, span by span.
+#[derive(Debug, Default)]
+pub struct Gathering {
+    read: Read,
+}
+
+/// Most candidate lines held at once; past it the weakest are dropped
+/// (memory stays bounded on a compaction of any length).
+const MAX_POOL: usize = 16_384;
+
+impl Gathering {
+    /// Adds a span read by [`read`]; `offset` is the count of messages
+    /// the workstream had before the span.
+    pub fn add(&mut self, mut span: Read, offset: u64) {
+        for c in &mut span.lines {
+            c.line.seq += offset;
+        }
+        let pool = &mut self.read;
+        pool.lines.append(&mut span.lines);
+        for (k, n) in span.df {
+            let counts = pool.df.entry(k).or_default();
+            for (c, n) in counts.iter_mut().zip(n) {
+                *c += n;
+            }
+        }
+        pool.messages += span.messages;
+        if pool.lines.len() > MAX_POOL {
+            select::prune(pool, MAX_POOL / 2);
+        }
+    }
+
+    /// Messages added so far.
+    pub fn messages(&self) -> u64 {
+        self.read.messages
+    }
+
+    /// Chooses the evidence: `previous`'s lines and the gathered ones
+    /// compete for `budget` tokens; lines that the rest of the context
+    /// (`shown`: the summary and the state as rendered) already says are
+    /// left out. `later` are the messages kept after the span (the tail),
+    /// read for supersession only.
+    pub fn choose(
+        self,
+        previous: &Evidence,
+        later: &[Message],
+        shown: &str,
+        budget: u64,
+        config: &EvidenceConfig,
+        estimator: &dyn TokenEstimator,
+    ) -> Chosen {
+        let seen = previous.seen + self.read.messages;
+        let mut later = read(later, config.max_line_chars);
+        for c in &mut later.lines {
+            c.line.seq += seen;
+        }
+        select::choose(previous, self.read, later, shown, budget, config, estimator)
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,503 @@
+//! Ranking by the workstream's own statistics, and the choice of lines as
+//! a coverage problem under a token budget.
+//!
+//! A term is worth `ln((N + 1) / df)`: N messages read, df of them carry
+//! it. Boilerplate (a greeting, a menu repeated by every answer, a
+//! distractor pool) is in many messages and sinks towards zero; a booking
+//! reference said once rises. Values weigh more than words, the user's
+//! words more than the assistant's, tool output least, and a term that
+//! two speakers said (the user's value the assistant confirmed, a tool's
+//! value the assistant used) more. A value a later line superseded is
+//! worth nothing on the line that still states it.
+//!
+//! Lines are taken greedily by what they newly cover per token (lazily
+//! re-scored: a line's gain only falls as others are taken), so many facts
+//! fit in few lines; a line whose word shingles nearly repeat a kept line,
+//! or the rest of the context, is not taken at all.
+
+use std::cmp::Ordering;
+use std::collections::{BinaryHeap, HashMap, HashSet};
+
+use super::forms::{self, Form};
+use super::{slots, Candidate, Evidence, EvidenceConfig, Line, Read, Replaced, Speaker};
+use crate::tokens::TokenEstimator;
+
+/// What a compaction chose.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Chosen {
+    pub evidence: Evidence,
+    /// Candidate lines kept.
+    pub kept: u64,
+    /// Candidate lines left out (no budget, nothing new, or a repeat).
+    pub dropped: u64,
+    /// For each line of `evidence`, when it was taken (0 first): the
+    /// order to give lines back in when the context runs over.
+    pub rank: Vec<u32>,
+}
+
+impl Chosen {
+    /// Gives back the lines taken last until `excess` tokens are freed
+    /// (the markers added after the choice can take a context past its
+    /// share); returns how many lines went.
+    pub fn trim(&mut self, mut excess: u64, estimator: &dyn TokenEstimator) -> u64 {
+        let mut n = 0;
+        while excess > 0 {
+            let Some((i, _)) = self.rank.iter().enumerate().max_by_key(|(_, r)| **r) else {
+                break;
+            };
+            let line = self.evidence.lines.remove(i);
+            self.rank.remove(i);
+            excess = excess.saturating_sub(estimator.count(&super::render_line(&line)));
+            n += 1;
+        }
+        self.kept -= n;
+        self.dropped += n;
+        n
+    }
+}
+
+/// Two lines whose word 3-shingles overlap this much say the same thing.
+pub(crate) const NEAR_DUPLICATE: f64 = 0.6;
+
+/// A line gaining less than this (about one rare word) is not worth its
+/// tokens.
+const MIN_GAIN: f64 = 0.5;
+
+/// What the words of a line without a new value must be worth.
+const WORDS_ALONE: f64 = 2.0;
+
+fn form_weight(form: Form) -> f64 {
+    match form {
+        Form::Number | Form::Code | Form::Name | Form::Quoted => 1.0,
+        Form::Word => 0.2,
+    }
+}
+
+fn speaker_weight(speaker: Speaker) -> f64 {
+    match speaker {
+        Speaker::User => 1.0,
+        Speaker::Assistant => 0.7,
+        Speaker::Tool => 0.5,
+    }
+}
+
+/// The statistics terms are weighed by.
+struct Stats<'a> {
+    df: &'a HashMap<String, [u32; 3]>,
+    messages: f64,
+    /// Terms the rest of the context already shows.
+    shown: &'a HashSet<String>,
+}
+
+impl Stats<'_> {
+    fn weight(&self, t: &forms::Term, speaker: Speaker) -> f64 {
+        // Repeated by one speaker, a term is boilerplate; said by two, it
+        // is confirmed: rarity is counted per speaker.
+        let counts = self.df.get(&t.key).copied().unwrap_or([1, 0, 0]);
+        let df = f64::from(counts.iter().copied().max().unwrap_or(1).max(1));
+        let idf = ((self.messages + 1.0) / df).ln().max(0.0);
+        let confirmed = counts.iter().filter(|&&n| n > 0).count() >= 2;
+        let mut w = idf * form_weight(t.form) * speaker_weight(speaker);
+        if t.form.is_value() {
+            // A value said again in other messages is being worked on,
+            // not boilerplate (that is the template's shape, below): its
+            // recurrence adds to its worth; a value of one or two
+            // characters (`3`, `10`) says little on its own.
+            let said: u32 = counts.iter().sum();
+            w += 0.5 * f64::from(said).ln_1p() * speaker_weight(speaker);
+            if t.key.chars().filter(|c| c.is_alphanumeric()).count() < 3 {
+                w *= 0.4;
+            }
+            if confirmed {
+                w *= 2.0;
+            }
+        }
+        // Shown already (an exact value of the ledger, a summary bullet):
+        // a line adds the words around it, not the value.
+        if self.shown.contains(&t.key) {
+            w *= 0.2;
+        }
+        w
+    }
+}
+
+/// The word 3-shingles of a text (one shingle of its words when shorter),
+/// hashed, sorted and without repeats; scripts without spaces count each
+/// character as a word.
+pub(crate) fn shingles(text: &str) -> Vec<u64> {
+    use std::hash::{Hash, Hasher};
+    let mut words: Vec<String> = Vec::new();
+    for w in text.split(|c: char| !c.is_alphanumeric()) {
+        if w.is_empty() {
+            continue;
+        }
+        if w.chars().any(forms::is_unspaced_script) {
+            words.extend(w.chars().map(String::from));
+        } else {
+            words.push(forms::fold(w));
+        }
+    }
+    let hash = |ws: &[String]| {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        ws.hash(&mut h);
+        h.finish()
+    };
+    let mut out: Vec<u64> = if words.len() < 3 {
+        vec![hash(&words)]
+    } else {
+        words.windows(3).map(hash).collect()
+    };
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+/// Jaccard similarity of two [`shingles`] sets.
+pub(crate) fn jaccard(a: &[u64], b: &[u64]) -> f64 {
+    if a.is_empty() && b.is_empty() {
+        return 1.0;
+    }
+    let inter = shared(a, b) as f64;
+    inter / (a.len() as f64 + b.len() as f64 - inter)
+}
+
+/// How many elements two sorted sets share.
+fn shared(a: &[u64], b: &[u64]) -> usize {
+    let (mut i, mut j, mut n) = (0, 0, 0);
+    while i < a.len() && j < b.len() {
+        match a[i].cmp(&b[j]) {
+            Ordering::Less => i += 1,
+            Ordering::Greater => j += 1,
+            Ordering::Equal => {
+                n += 1;
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+    n
+}
+
+/// Kept lines by their shingles: whether a line nearly repeats one of
+/// them is asked of the lines sharing a shingle with it only, not of every
+/// kept line (a context of thousands of lines would be quadratic).
+#[derive(Default)]
+struct NearIndex {
+    postings: HashMap<u64, Vec<u32>>,
+    sizes: Vec<u32>,
+}
+
+impl NearIndex {
+    fn add(&mut self, sh: &[u64]) {
+        let id = self.sizes.len() as u32;
+        self.sizes.push(sh.len() as u32);
+        for s in sh {
+            self.postings.entry(*s).or_default().push(id);
+        }
+    }
+
+    fn repeats(&self, sh: &[u64]) -> bool {
+        let mut counts: HashMap<u32, u32> = HashMap::new();
+        for s in sh {
+            for id in self.postings.get(s).into_iter().flatten() {
+                *counts.entry(*id).or_default() += 1;
+            }
+        }
+        counts.into_iter().any(|(id, n)| {
+            let union = sh.len() as f64 + f64::from(self.sizes[id as usize]) - f64::from(n);
+            f64::from(n) / union >= NEAR_DUPLICATE
+        })
+    }
+}
+
+/// A line's weight on its own (for pruning a large pool).
+fn standalone(c: &Candidate, stats: &Stats<'_>) -> f64 {
+    c.terms
+        .iter()
+        .map(|t| stats.weight(t, c.line.speaker))
+        .sum::<f64>()
+        / (c.line.text.len() as f64 + 16.0)
+}
+
+/// Keeps the `keep` lines of `pool` worth most on their own, in order,
+/// and the counts of their terms only: on a compaction of any length the
+/// pool and its statistics stay bounded (a term seen again later starts
+/// from what was kept of it).
+pub(crate) fn prune(pool: &mut Read, keep: usize) {
+    let empty = HashSet::new();
+    let stats = Stats {
+        df: &pool.df,
+        messages: pool.messages as f64,
+        shown: &empty,
+    };
+    let mut ranked: Vec<(usize, f64)> = pool
+        .lines
+        .iter()
+        .enumerate()
+        .map(|(i, c)| (i, standalone(c, &stats)))
+        .collect();
+    ranked.sort_by(|a, b| b.1.partial_cmp(&a.1).unwrap_or(Ordering::Equal));
+    let mut kept: Vec<usize> = ranked.into_iter().take(keep).map(|(i, _)| i).collect();
+    kept.sort_unstable();
+    let mut lines = std::mem::take(&mut pool.lines);
+    let mut i = 0;
+    lines.retain(|_| {
+        let k = kept.binary_search(&i).is_ok();
+        i += 1;
+        k
+    });
+    let kept_terms: HashSet<&str> = lines
+        .iter()
+        .flat_map(|c| c.terms.iter().map(|t| t.key.as_str()))
+        .collect();
+    pool.df.retain(|k, _| kept_terms.contains(k.as_str()));
+    pool.lines = lines;
+}
+
+/// A line in the greedy queue, by gain per token.
+struct Queued {
+    ratio: f64,
+    line: usize,
+}
+
+impl PartialEq for Queued {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+impl Eq for Queued {}
+impl PartialOrd for Queued {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Queued {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.ratio
+            .partial_cmp(&other.ratio)
+            .unwrap_or(Ordering::Equal)
+            // Ties: the newer line first.
+            .then(self.line.cmp(&other.line))
+    }
+}
+
+/// See [`super::Gathering::choose`].
+pub(crate) fn choose(
+    previous: &Evidence,
+    mut pool: Read,
+    later: Read,
+    shown: &str,
+    budget: u64,
+    config: &EvidenceConfig,
+    estimator: &dyn TokenEstimator,
+) -> Chosen {
+    // The lines kept before compete again, counted as messages of their own.
+    let mut all: Vec<Candidate> = Vec::with_capacity(previous.lines.len() + pool.lines.len());
+    for line in &previous.lines {
+        let terms = forms::terms(&line.text);
+        let mut seen = HashSet::new();
+        for t in &terms {
+            if seen.insert(t.key.clone()) {
+                pool.df.entry(t.key.clone()).or_default()[line.speaker.index()] += 1;
+            }
+        }
+        all.push(Candidate {
+            line: line.clone(),
+            terms,
+        });
+    }
+    let messages = pool.messages + previous.lines.len() as u64;
+    all.append(&mut pool.lines);
+    let found = slots::supersede(&mut all, &later.lines, config.scope_messages);
+    // Replaced values: those of before, less the ones said again as a
+    // slot's value since, then the new ones.
+    let mut replaced: Vec<Replaced> = previous
+        .replaced
+        .iter()
+        .filter(|r| {
+            let again = found.replaced.iter().any(|n| n.value == r.value)
+                || found
+                    .last_filled
+                    .get(&r.value)
+                    .is_some_and(|&seq| seq >= previous.seen);
+            !again
+        })
+        .cloned()
+        .collect();
+    replaced.extend(found.replaced);
+    let excess = replaced.len().saturating_sub(super::MAX_REPLACED);
+    replaced.drain(..excess);
+
+    let shown_terms: HashSet<String> = shown
+        .lines()
+        .flat_map(forms::terms)
+        .filter(|t| t.form.is_value())
+        .map(|t| t.key)
+        .collect();
+    let mut near = NearIndex::default();
+    for line in shown.lines().filter(|l| l.split_whitespace().count() >= 4) {
+        near.add(&shingles(line));
+    }
+    let stats = Stats {
+        df: &pool.df,
+        messages: messages as f64,
+        shown: &shown_terms,
+    };
+    // A line whose shape (digits aside) recurs is a template's instance
+    // (`… 52 lines of output …`): its numbers are the template's, not
+    // facts, and its worth is shared among its instances.
+    let shape = |c: &Candidate| -> String {
+        forms::fold(&c.line.text)
+            .chars()
+            .map(|ch| if ch.is_numeric() { '0' } else { ch })
+            .collect()
+    };
+    let mut shapes: HashMap<String, u32> = HashMap::new();
+    for c in &all {
+        *shapes.entry(shape(c)).or_default() += 1;
+    }
+    let newest = all.last().map_or(1, |c| c.line.seq.max(1)) as f64;
+    let oldest = all.first().map_or(0, |c| c.line.seq) as f64;
+    let weights: Vec<Vec<(usize, f64)>> = {
+        let mut ids: HashMap<&str, usize> = HashMap::new();
+        all.iter()
+            .map(|c| {
+                // Old facts matter as much as new ones (what survives ten
+                // compactions is the point); recency only breaks ties.
+                let recency =
+                    0.95 + 0.05 * (c.line.seq as f64 - oldest) / (newest - oldest).max(1.0);
+                let instances = f64::from(shapes.get(&shape(c)).copied().unwrap_or(1));
+                let recency = recency / instances.sqrt();
+                c.terms
+                    .iter()
+                    .map(|t| {
+                        let n = ids.len();
+                        let id = *ids.entry(t.key.as_str()).or_insert(n);
+                        let stale =
+                            t.form.is_value() && c.line.superseded.iter().any(|r| r.value == t.key);
+                        let w = if stale {
+                            0.0
+                        } else {
+                            stats.weight(t, c.line.speaker) * recency
+                        };
+                        (id, w)
+                    })
+                    .collect()
+            })
+            .collect()
+    };
+    // A line costs its text, its `- #N speaker: ` and its markers.
+    let costs: Vec<u64> = all
+        .iter()
+        .map(|c| {
+            let marks: u64 = c
+                .line
+                .superseded
+                .iter()
+                .map(|r| estimator.count(&r.value) + 5)
+                .sum();
+            estimator.count(&c.line.text) + 6 + marks
+        })
+        .collect();
+    let mut covered: HashSet<usize> = HashSet::new();
+    // What a line newly covers; a line that covers no new value must
+    // cover words worth [`WORDS_ALONE`] to be worth its tokens.
+    let is_value: Vec<Vec<bool>> = all
+        .iter()
+        .map(|c| c.terms.iter().map(|t| t.form.is_value()).collect())
+        .collect();
+    let gain = |line: usize, covered: &HashSet<usize>| -> f64 {
+        let mut values = 0.0;
+        let mut words = 0.0;
+        for ((id, w), value) in weights[line].iter().zip(&is_value[line]) {
+            if covered.contains(id) {
+                continue;
+            }
+            if *value {
+                values += w;
+            } else {
+                words += w;
+            }
+        }
+        if values <= 0.0 && words < WORDS_ALONE {
+            0.0
+        } else {
+            values + words
+        }
+    };
+    let mut queue: BinaryHeap<Queued> = (0..all.len())
+        .map(|line| Queued {
+            ratio: gain(line, &covered) / costs[line] as f64,
+            line,
+        })
+        .filter(|q| q.ratio > 0.0)
+        .collect();
+    let mut left = budget;
+    let mut taken: Vec<usize> = Vec::new();
+    while let Some(top) = queue.pop() {
+        let g = gain(top.line, &covered);
+        if g < MIN_GAIN {
+            continue;
+        }
+        let ratio = g / costs[top.line] as f64;
+        if queue.peek().is_some_and(|next| ratio < next.ratio) {
+            queue.push(Queued {
+                ratio,
+                line: top.line,
+            });
+            continue;
+        }
+        if costs[top.line] > left {
+            continue;
+        }
+        let sh = shingles(&all[top.line].line.text);
+        if near.repeats(&sh) {
+            continue;
+        }
+        left -= costs[top.line];
+        covered.extend(weights[top.line].iter().map(|(id, _)| *id));
+        taken.push(top.line);
+        near.add(&sh);
+    }
+    let order: HashMap<usize, u32> = taken
+        .iter()
+        .enumerate()
+        .map(|(k, &line)| (line, k as u32))
+        .collect();
+    taken.sort_unstable();
+    let rank: Vec<u32> = taken.iter().map(|line| order[line]).collect();
+    let kept = taken.len() as u64;
+    let dropped = all.len() as u64 - kept;
+    let mut lines: Vec<Line> = Vec::with_capacity(taken.len());
+    let mut all: Vec<Option<Candidate>> = all.into_iter().map(Some).collect();
+    for i in taken {
+        if let Some(c) = all[i].take() {
+            lines.push(c.line);
+        }
+    }
+    Chosen {
+        evidence: Evidence {
+            lines,
+            seen: previous.seen + pool.messages,
+            replaced,
+        },
+        kept,
+        dropped,
+        rank,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jaccard_of_shingles() {
+        let a = shingles("the deploy of step 12 failed with E0042");
+        let b = shingles("the deploy of step 13 failed with E0042");
+        let j = jaccard(&a, &b);
+        assert!((0.2..0.6).contains(&j), "{j}");
+        assert!((jaccard(&a, &a) - 1.0).abs() < 1e-9);
+        assert_eq!(jaccard(&a, &shingles("nothing alike here at all")), 0.0);
+    }
+}

@@ -1,0 +1,340 @@
+//! Supersession by slot, not by phrase: a value replaces an older one when
+//! both fill the same slot, that is
+//! - the same label or key (`time: 7 pm` … `time: 8 pm`, `MAX=4` … `MAX=8`,
+//!   the same JSON field of the same tool), or
+//! - the same neighbouring words and the same form (`at 7 pm` … `at 8 pm`),
+//!   when the later line is the user's (or the same speaker's) and either
+//!   both neighbours agree or the line carries a change cue ("instead",
+//!   "statt", "代わりに", …: [`super::lang::CHANGE_CUES`]);
+//!
+//! - the same shape of number or code (`17:15` … `17:30`, `the 4th` … `the
+//!   2nd`) when the user says one such value in each of two lines a few
+//!   messages apart ([`SHAPE_SCOPE`]) and the later line brings no code of
+//!   another subject (another file, another ticket): a task dialogue's
+//!   changed time or date, whatever words surround it;
+//!
+//! and only within [`super::EvidenceConfig::scope_messages`] messages of
+//! each other, so unrelated tasks (another dialogue, another ticket) never
+//! supersede each other's values. Slots are what people say: a tool's
+//! output is a record of one call (two calls' `result:` lines are two
+//! results, not a changed one), so tool lines neither fill nor supersede.
+
+use std::collections::HashMap;
+
+use super::forms::{fold, Form, Term};
+use super::lang::CHANGE_CUES;
+use super::{Candidate, Replaced, Speaker};
+use crate::message::MessageId;
+
+/// Messages within which a user's single value of one shape replaces the
+/// user's single value of that shape before.
+pub(crate) const SHAPE_SCOPE: u64 = 6;
+
+/// The last value seen in a slot.
+struct Filled {
+    value: String,
+    line: usize,
+    seq: u64,
+    speaker: Speaker,
+    left: Option<String>,
+    right: Option<String>,
+}
+
+/// Whether line `c` speaks of another subject than line `old` of `lines`:
+/// it holds a code of another shape than `t` that the old line lacks
+/// (another file, another ticket). Then its values fill other slots,
+/// whatever their shapes and neighbours: a session that asks the same
+/// question of file after file changes no value.
+fn another_subject(lines: &[Candidate], old: usize, c: &Candidate, t: &Term) -> bool {
+    let Some(old) = lines.get(old) else {
+        return false;
+    };
+    let shape = t.shape();
+    c.terms.iter().any(|o| {
+        o.form == Form::Code
+            && o.key != t.key
+            && o.shape() != shape
+            && !old.terms.iter().any(|p| p.key == o.key)
+    })
+}
+
+/// The slots a value fills.
+fn slots(t: &Term) -> Vec<(String, bool)> {
+    let mut out = Vec::with_capacity(3);
+    if let Some(label) = &t.label {
+        out.push((format!("label\u{1}{label}"), true));
+    }
+    let form = match t.form {
+        Form::Number => "n",
+        Form::Code => "c",
+        Form::Name => "p",
+        Form::Quoted => "q",
+        Form::Word => return out,
+    };
+    if let Some(left) = &t.left {
+        out.push((format!("left\u{1}{form}\u{1}{left}"), false));
+    }
+    if let Some(right) = &t.right {
+        out.push((format!("right\u{1}{form}\u{1}{right}"), false));
+    }
+    out
+}
+
+/// Marks on `lines` (in message order) each value a later line of
+/// `lines` or of `later` replaced, and returns every replaced value with
+/// the message that replaced it, less those said again as a slot's value
+/// after it (current again), oldest first.
+pub(crate) fn supersede(lines: &mut [Candidate], later: &[Candidate], scope: u64) -> Superseded {
+    let mut filled: HashMap<String, Filled> = HashMap::new();
+    let mut marks: Vec<(usize, String, MessageId, u64)> = Vec::new();
+    // The last message each value filled a slot in.
+    let mut last_filled: HashMap<String, u64> = HashMap::new();
+    let total = lines.len() + later.len();
+    for j in 0..total {
+        let c = if j < lines.len() {
+            &lines[j]
+        } else {
+            &later[j - lines.len()]
+        };
+        if c.line.speaker == Speaker::Tool {
+            continue;
+        }
+        let mut cue: Option<bool> = None;
+        let shapes: Vec<Option<String>> = c.terms.iter().map(Term::shape).collect();
+        for (k, t) in c.terms.iter().enumerate() {
+            if !t.form.is_value() {
+                continue;
+            }
+            // The line's only value of its shape fills the shape's slot.
+            let shape_slot = shapes[k].as_ref().filter(|s| {
+                c.line.speaker == Speaker::User
+                    && shapes.iter().filter(|o| o.as_ref() == Some(*s)).count() == 1
+            });
+            if let Some(shape) = shape_slot {
+                let slot = format!("shape\u{1}{shape}");
+                if let Some(old) = filled.get(&slot) {
+                    let new_subject = another_subject(lines, old.line, c, t);
+                    if old.value != t.key
+                        && old.line != j
+                        && old.line < lines.len()
+                        && !new_subject
+                        && c.line.seq.saturating_sub(old.seq) <= SHAPE_SCOPE.min(scope)
+                        && !c.terms.iter().any(|o| o.key == old.value)
+                    {
+                        marks.push((old.line, old.value.clone(), c.line.at, c.line.seq));
+                    }
+                }
+                last_filled.insert(t.key.clone(), c.line.seq);
+                filled.insert(
+                    slot,
+                    Filled {
+                        value: t.key.clone(),
+                        line: j,
+                        seq: c.line.seq,
+                        speaker: c.line.speaker,
+                        left: None,
+                        right: None,
+                    },
+                );
+            }
+            for (slot, labelled) in slots(t) {
+                if let Some(old) = filled.get(&slot) {
+                    let in_scope = c.line.seq.saturating_sub(old.seq) <= scope;
+                    let replaces = old.value != t.key
+                        && old.line != j
+                        && in_scope
+                        && old.line < lines.len()
+                        && (labelled || !another_subject(lines, old.line, c, t))
+                        && (labelled || {
+                            let by_whom =
+                                c.line.speaker == Speaker::User || c.line.speaker == old.speaker;
+                            let cue = *cue.get_or_insert_with(|| {
+                                CHANGE_CUES.contained_in(&fold(&c.line.text))
+                            });
+                            let both = old.left.is_some()
+                                && old.right.is_some()
+                                && old.left == t.left
+                                && old.right == t.right;
+                            let repeated = c.terms.iter().any(|o| o.key == old.value);
+                            by_whom && (cue || (both && !repeated))
+                        });
+                    if replaces {
+                        marks.push((old.line, old.value.clone(), c.line.at, c.line.seq));
+                    }
+                }
+                last_filled.insert(t.key.clone(), c.line.seq);
+                filled.insert(
+                    slot,
+                    Filled {
+                        value: t.key.clone(),
+                        line: j,
+                        seq: c.line.seq,
+                        speaker: c.line.speaker,
+                        left: t.left.clone(),
+                        right: t.right.clone(),
+                    },
+                );
+            }
+        }
+    }
+    let mut replaced: Vec<Replaced> = Vec::new();
+    for (line, value, by, seq) in marks {
+        let line = &mut lines[line].line;
+        if !line.superseded.iter().any(|r| r.value == value) {
+            line.superseded.push(Replaced {
+                value: value.clone(),
+                by,
+                seq,
+            });
+        }
+        let again = last_filled.get(&value).is_some_and(|&s| s > seq);
+        if !again {
+            replaced.retain(|r| r.value != value);
+            replaced.push(Replaced { value, by, seq });
+        }
+    }
+    Superseded {
+        replaced,
+        last_filled,
+    }
+}
+
+/// What [`supersede`] found.
+pub(crate) struct Superseded {
+    /// Replaced values, oldest first.
+    pub(crate) replaced: Vec<Replaced>,
+    /// The last message (`seq`) each value filled a slot in.
+    pub(crate) last_filled: HashMap<String, u64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::evidence::{forms, Line};
+
+    fn cand(seq: u64, speaker: Speaker, text: &str) -> Candidate {
+        Candidate {
+            line: Line {
+                at: MessageId(seq as i64 + 100),
+                seq,
+                speaker,
+                text: text.to_owned(),
+                superseded: Vec::new(),
+            },
+            terms: forms::terms(text),
+        }
+    }
+
+    fn marked(lines: &[Candidate]) -> Vec<(u64, String)> {
+        lines
+            .iter()
+            .flat_map(|c| {
+                c.line
+                    .superseded
+                    .iter()
+                    .map(move |r| (c.line.seq, r.value.clone()))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_labelled_value_is_replaced_by_the_next_of_its_label() {
+        let mut lines = vec![
+            cand(0, Speaker::User, "Budget: 400 EUR"),
+            cand(3, Speaker::Assistant, "Noted."),
+            cand(5, Speaker::User, "Budget: 550 EUR"),
+        ];
+        let _ = supersede(&mut lines, &[], 24);
+        assert_eq!(marked(&lines), vec![(0, "400".to_owned())]);
+    }
+
+    #[test]
+    fn a_change_cue_replaces_a_value_of_the_same_neighbour_in_each_language() {
+        for (a, b) in [
+            ("Book a table at 7 pm please.", "Actually, at 8 pm instead."),
+            ("Ich komme am Montag um 9 Uhr.", "Lieber um 10 Uhr."),
+            (
+                "Reserva para el martes a las 20 horas.",
+                "Mejor a las 21 horas.",
+            ),
+            ("Arrivée prévue à 18 heures.", "Plutôt à 19 heures."),
+        ] {
+            let mut lines = vec![cand(0, Speaker::User, a), cand(2, Speaker::User, b)];
+            let _ = supersede(&mut lines, &[], 24);
+            assert_eq!(marked(&lines).len(), 1, "{a} / {b}: {:?}", marked(&lines));
+        }
+        let mut ja = vec![
+            cand(0, Speaker::User, "予約は 3月15日 でお願いします"),
+            cand(2, Speaker::User, "やっぱり 3月16日 でお願いします"),
+        ];
+        let _ = supersede(&mut ja, &[], 24);
+        assert_eq!(marked(&ja), vec![(0, "3月15日".to_owned())]);
+    }
+
+    #[test]
+    fn the_users_next_value_of_a_shape_replaces_the_one_before_nearby() {
+        let mut lines = vec![
+            cand(
+                0,
+                Speaker::User,
+                "I'd like to book an appointment at a salon March 8th at 16:45.",
+            ),
+            cand(
+                1,
+                Speaker::Assistant,
+                "Tell me the name of the salon please.",
+            ),
+            cand(
+                2,
+                Speaker::User,
+                "I'd like the appointment Tuesday next week at evening 6:30.",
+            ),
+        ];
+        let _ = supersede(&mut lines, &[], 24);
+        assert_eq!(marked(&lines), vec![(0, "16:45".to_owned())]);
+        // Two of a shape in one line are two slots (a departure and a
+        // return): neither replaces the other, nor is replaced by shape.
+        let mut two = vec![
+            cand(0, Speaker::User, "Leave on the 5th and return on the 13th."),
+            cand(2, Speaker::User, "And a hotel for the 6th."),
+        ];
+        let _ = supersede(&mut two, &[], 24);
+        assert!(marked(&two).is_empty(), "{:?}", marked(&two));
+        // Far apart, they are other tasks.
+        let mut far = vec![
+            cand(0, Speaker::User, "A table at 16:45."),
+            cand(10, Speaker::User, "A cab at 18:30."),
+        ];
+        let _ = supersede(&mut far, &[], 24);
+        assert!(marked(&far).is_empty());
+    }
+
+    #[test]
+    fn slots_of_unrelated_dialogues_never_supersede_each_other() {
+        let mut lines = vec![
+            cand(0, Speaker::User, "Budget: 400 EUR"),
+            cand(100, Speaker::User, "Budget: 90 USD"),
+        ];
+        let _ = supersede(&mut lines, &[], 24);
+        assert!(marked(&lines).is_empty());
+    }
+
+    #[test]
+    fn values_of_other_slots_stay_current() {
+        let mut lines = vec![
+            cand(0, Speaker::User, "A table for 4 at 7 pm."),
+            cand(2, Speaker::User, "Find a cinema in Berlin."),
+        ];
+        let _ = supersede(&mut lines, &[], 24);
+        assert!(marked(&lines).is_empty(), "{:?}", marked(&lines));
+    }
+
+    #[test]
+    fn a_later_message_of_the_tail_supersedes_a_kept_line() {
+        let mut lines = vec![cand(0, Speaker::User, "deadline: 2026-03-01")];
+        let later = vec![cand(4, Speaker::User, "deadline: 2026-04-01")];
+        let found = supersede(&mut lines, &later, 24);
+        assert_eq!(found.replaced.len(), 1);
+        assert_eq!(marked(&lines), vec![(0, "2026-03-01".to_owned())]);
+    }
+}

@@ -1,0 +1,267 @@
+use super::*;
+use crate::tokens::CharEstimator;
+
+fn msg(id: i64, role: Role, text: &str) -> Message {
+    Message::text(id, role, text)
+}
+
+fn choose(messages: &[Message], previous: &Evidence, budget: u64) -> Chosen {
+    let config = EvidenceConfig::default();
+    let mut g = Gathering::default();
+    g.add(read(messages, config.max_line_chars), previous.seen);
+    g.choose(previous, &[], "", budget, &config, &CharEstimator::new(3))
+}
+
+/// A support chat: a greeting and a menu in every answer, and one order
+/// reference, one amount and one name said once each.
+fn support_chat() -> Vec<Message> {
+    let mut m = Vec::new();
+    let mut id = 1;
+    for i in 0..30 {
+        let user = match i {
+            4 => "My order is #A-448213 and it never arrived.".to_owned(),
+            9 => "I paid EUR 1,249.90 for it.".to_owned(),
+            14 => "Please send it to Hotel Adlon instead of my home.".to_owned(),
+            _ => format!("ok, and what about the other thing number {}", i % 3),
+        };
+        m.push(msg(id, Role::User, &user));
+        id += 1;
+        m.push(msg(
+            id,
+            Role::Assistant,
+            "Thank you for contacting support! How can I help you today? Options: track, refund, change address.",
+        ));
+        id += 1;
+    }
+    m
+}
+
+#[test]
+fn rare_values_are_kept_and_boilerplate_is_not() {
+    let chosen = choose(&support_chat(), &Evidence::default(), 200);
+    let text = chosen.evidence.render();
+    for value in ["#A-448213", "EUR 1,249.90", "Hotel Adlon"] {
+        assert!(text.contains(value), "{value} missing from\n{text}");
+    }
+    assert!(
+        text.matches("Thank you for contacting support").count() <= 1,
+        "{text}"
+    );
+    assert!(chosen.kept >= 3 && chosen.dropped > 0, "{chosen:?}");
+}
+
+#[test]
+fn the_budget_is_respected() {
+    let chosen = choose(&support_chat(), &Evidence::default(), 40);
+    let estimator = CharEstimator::new(3);
+    let tokens: u64 = chosen
+        .evidence
+        .lines
+        .iter()
+        .map(|l| estimator.count(&l.text) + 6)
+        .sum();
+    assert!(tokens <= 40, "{tokens}");
+    assert!(!chosen.evidence.is_empty());
+}
+
+#[test]
+fn no_two_kept_lines_nearly_repeat_each_other() {
+    let messages: Vec<Message> = (1..=40)
+        .map(|i| {
+            msg(
+                i,
+                Role::Assistant,
+                &format!("Step {i}: ran the migration job on db-eu-1 and it finished with status OK after a while"),
+            )
+        })
+        .collect();
+    let chosen = choose(&messages, &Evidence::default(), 5_000);
+    let lines = &chosen.evidence.lines;
+    for (i, a) in lines.iter().enumerate() {
+        for b in &lines[i + 1..] {
+            let j = select::jaccard(&select::shingles(&a.text), &select::shingles(&b.text));
+            assert!(j < select::NEAR_DUPLICATE, "{} ~ {} ({j})", a.text, b.text);
+        }
+    }
+}
+
+#[test]
+fn kept_lines_carry_forward_and_compete_with_new_ones() {
+    let first = choose(&support_chat(), &Evidence::default(), 200);
+    assert_eq!(first.evidence.seen, 60);
+    let later: Vec<Message> = (100..140)
+        .map(|i| msg(i, Role::User, "fine, thanks, nothing else for now"))
+        .collect();
+    let second = choose(&later, &first.evidence, 200);
+    let text = second.evidence.render();
+    assert!(text.contains("#A-448213"), "{text}");
+    assert_eq!(second.evidence.seen, 100);
+    assert!(second.evidence.lines.iter().all(|l| l.seq < 100));
+}
+
+#[test]
+fn a_superseded_value_is_marked_on_its_line() {
+    let messages = vec![
+        msg(1, Role::User, "Book a table for 4 at 7 pm, please."),
+        msg(2, Role::Assistant, "Sure, which restaurant?"),
+        msg(3, Role::User, "Actually, make it at 8 pm instead."),
+    ];
+    let chosen = choose(&messages, &Evidence::default(), 500);
+    let text = chosen.evidence.render();
+    let old = text
+        .lines()
+        .find(|l| l.contains("7 pm"))
+        .unwrap_or_else(|| panic!("the 7 pm line is kept: {text}"));
+    assert!(old.contains("[superseded by #3: 7]"), "{old}");
+    let new = text.lines().find(|l| l.contains("8 pm")).unwrap();
+    assert!(!new.contains("superseded"), "{new}");
+}
+
+#[test]
+fn reading_cuts_long_lines_and_skips_reasoning() {
+    let long =
+        "word ".repeat(200) + "and finally the code ZX-9931 appears. " + &"more ".repeat(100);
+    let m = Message::new(
+        1,
+        Role::Assistant,
+        vec![
+            Part::Reasoning {
+                text: "secret plan R-1234".into(),
+            },
+            Part::text(long),
+        ],
+    );
+    let r = read(&[m], 280);
+    assert!(r.lines.iter().all(|c| c.line.text.chars().count() <= 280));
+    assert!(r.lines.iter().any(|c| c.line.text.contains("ZX-9931")));
+    assert!(r.lines.iter().all(|c| !c.line.text.contains("R-1234")));
+}
+
+#[test]
+fn tool_output_values_the_assistant_used_rank_above_unused_ones() {
+    let messages = vec![
+        msg(1, Role::User, "what is the build id?"),
+        Message::new(
+            2,
+            Role::Assistant,
+            vec![Part::tool_call(
+                "c1",
+                "bash",
+                serde_json::json!({"cmd": "ci status"}),
+            )],
+        ),
+        Message::new(
+            3,
+            Role::Tool,
+            vec![Part::tool_result(
+                "c1",
+                "bash",
+                "build b-77123 passed\nrunner r-55512 idle",
+            )],
+        ),
+        msg(4, Role::Assistant, "The build b-77123 passed."),
+    ];
+    let chosen = choose(&messages, &Evidence::default(), 20);
+    let text = chosen.evidence.render();
+    assert!(text.contains("b-77123"), "{text}");
+    assert!(!text.contains("r-55512"), "{text}");
+}
+
+#[test]
+fn a_long_line_is_clipped_to_its_values_and_their_neighbours() {
+    let line = "Well, after thinking about it for a while I want to leave on March 5th with a return on the 13th of March, and honestly any seat is fine for me and my partner.";
+    let r = read(&[msg(1, Role::User, line)], 280);
+    let text = &r.lines[0].line.text;
+    assert!(
+        text.contains("March 5th") && text.contains("13th"),
+        "{text}"
+    );
+    assert!(text.contains('…') && text.len() < line.len(), "{text}");
+}
+
+#[test]
+fn replaced_values_are_remembered_and_marked_where_still_stated() {
+    let messages = vec![
+        msg(1, Role::User, "deadline: 2026-03-01"),
+        msg(2, Role::Assistant, "Noted, I will plan for it."),
+        msg(3, Role::User, "deadline: 2026-04-01"),
+    ];
+    let chosen = choose(&messages, &Evidence::default(), 500);
+    let e = &chosen.evidence;
+    assert_eq!(e.replaced.len(), 1, "{e:?}");
+    assert_eq!(e.replaced[0].value, "2026-03-01");
+    let mut summary = crate::summary::Summary::empty(crate::summary::SummaryFormat::Sections);
+    summary.key_facts = vec![
+        "The deadline is 2026-03-01.".into(),
+        "Ship on 2026-04-01.".into(),
+    ];
+    assert_eq!(e.mark_summary(&mut summary), 1);
+    assert_eq!(
+        summary.key_facts[0],
+        "The deadline is 2026-03-01. [superseded by #3: 2026-03-01]"
+    );
+    // Said again as the slot's value, it is current again.
+    let again = vec![msg(10, Role::User, "deadline: 2026-03-01 after all")];
+    let third = choose(&again, e, 500);
+    assert!(
+        third
+            .evidence
+            .replaced
+            .iter()
+            .all(|r| r.value != "2026-03-01"),
+        "{:?}",
+        third.evidence.replaced
+    );
+}
+
+#[test]
+fn values_only_a_superseded_statement_held_are_replaced_and_marked() {
+    let stated: crate::stated::UserStatements = serde_json::from_value(serde_json::json!([
+        {"kind": "decision", "text": "And book the 07:40 train to London on the 11th.",
+         "source": 5, "superseded_by": 9},
+        {"kind": "decision", "text": "No wait, book the 09:15 one, the 07:40 is too early.",
+         "source": 9}
+    ]))
+    .unwrap();
+    let mut e = Evidence {
+        lines: vec![
+            Line {
+                at: MessageId(6),
+                seq: 6,
+                speaker: Speaker::Tool,
+                text: r#"book_train {"departure":"07:40","day":"11 Nov"}"#.into(),
+                superseded: Vec::new(),
+            },
+            Line {
+                at: MessageId(5),
+                seq: 5,
+                speaker: Speaker::User,
+                text: "… book the 07:40 train to London …".into(),
+                superseded: Vec::new(),
+            },
+        ],
+        seen: 10,
+        replaced: Vec::new(),
+    };
+    e.mark_statements(&stated, 24);
+    // 07:40 is only named beside 09:15 by the current statement: replaced.
+    assert!(
+        e.replaced
+            .iter()
+            .any(|r| r.value == "07:40" && r.by == MessageId(9)),
+        "{e:?}"
+    );
+    assert!(
+        e.lines[0].superseded.iter().any(|r| r.value == "07:40"),
+        "{e:?}"
+    );
+    // The clip of the superseded statement is marked as a whole.
+    assert!(
+        e.lines[1].superseded.iter().any(|r| r.value.is_empty()),
+        "{e:?}"
+    );
+    assert!(e.replaced_in("- 07:40 (#5)", Some(MessageId(5))).is_some());
+    assert!(e
+        .replaced_in("- 07:40 (#12)", Some(MessageId(12)))
+        .is_none());
+}

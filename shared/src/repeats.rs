@@ -1,0 +1,216 @@
+//! No context repeats itself: after a compaction, a line of the summary or
+//! of the state that nearly repeats another line of the preamble is
+//! dropped, whichever summarizer wrote it.
+//!
+//! Two lines repeat each other when their word 3-shingles overlap by at
+//! least [`REPEAT`] (Jaccard), or by [`SAME_SHAPE`] once every digit is
+//! read as `0`: a session that asks the same question with another step
+//! number reads as one line, not forty. Within a section the newest line
+//! stays (the latest step is the current one); across sections the line
+//! that comes first in the context stays, and the user's own statements
+//! (framed as decisions and constraints) always do. The verbatim evidence
+//! is chosen against the preamble already ([`crate::evidence`]), and the
+//! tail is the conversation itself, so neither is touched here.
+//!
+//! It runs once per compaction on what is stored, so a turn's context
+//! costs nothing for it.
+
+use crate::evidence::{jaccard, shingles};
+use crate::state::{Field, WorkstreamState};
+use crate::summary::Summary;
+
+/// Shingle overlap at which two lines say the same.
+pub const REPEAT: f64 = 0.8;
+
+/// Shingle overlap, digits aside, at which two lines are one shape.
+pub const SAME_SHAPE: f64 = 0.9;
+
+/// Lines shorter than this many words are left alone (a heading, a short
+/// value line: repeating their few words says nothing).
+const MIN_WORDS: usize = 4;
+
+/// A line's two fingerprints.
+struct Print {
+    plain: Vec<u64>,
+    shape: Vec<u64>,
+}
+
+impl Print {
+    fn of(line: &str) -> Option<Print> {
+        if line.split_whitespace().count() < MIN_WORDS {
+            return None;
+        }
+        let masked: String = line
+            .chars()
+            .map(|c| if c.is_numeric() { '0' } else { c })
+            .collect();
+        Some(Print {
+            plain: shingles(line),
+            shape: shingles(&masked),
+        })
+    }
+
+    fn repeats(&self, other: &Print) -> bool {
+        jaccard(&self.plain, &other.plain) >= REPEAT
+            || jaccard(&self.shape, &other.shape) >= SAME_SHAPE
+    }
+}
+
+/// Drops from `summary` and `state` the lines that repeat another line of
+/// the preamble (see the module doc). Returns how many were dropped.
+pub fn drop_repeats(summary: &mut Summary, state: &mut WorkstreamState) -> usize {
+    let mut kept: Vec<Print> = state
+        .stated
+        .current()
+        .filter_map(|s| Print::of(&s.text))
+        .collect();
+    let mut dropped = 0;
+    let before = summary.clone();
+    let before_prints = kept.len();
+    for section in summary.format.sections() {
+        dropped += keep_newest(summary.section_mut(*section), &mut kept);
+    }
+    // A summary is never emptied: when every bullet repeats the user's
+    // statements, the summary stays as written (an empty one reads as a
+    // lost summary, to a model and to an operator).
+    if summary.is_empty() && !before.is_empty() {
+        *summary = before;
+        dropped = 0;
+        kept.truncate(before_prints);
+        kept.extend(
+            summary
+                .format
+                .sections()
+                .iter()
+                .flat_map(|s| summary.section(*s).iter().filter_map(|b| Print::of(b)))
+                .collect::<Vec<_>>(),
+        );
+    }
+    for field in Field::ALL {
+        dropped += keep_newest(state.field_mut(field), &mut kept);
+    }
+    dropped
+}
+
+/// Within `items` (oldest first) keeps the newest of each repeating group,
+/// and drops what repeats a line of `before`; adds what it keeps to
+/// `before`.
+fn keep_newest<T: Lines>(items: &mut Vec<T>, before: &mut Vec<Print>) -> usize {
+    let prints: Vec<Option<Print>> = items.iter().map(|i| Print::of(i.line())).collect();
+    let mut keep = vec![true; items.len()];
+    for i in (0..items.len()).rev() {
+        let Some(p) = &prints[i] else { continue };
+        let newer = prints[i + 1..]
+            .iter()
+            .zip(&keep[i + 1..])
+            .any(|(q, &k)| k && q.as_ref().is_some_and(|q| q.repeats(p)));
+        if newer || before.iter().any(|b| b.repeats(p)) {
+            keep[i] = false;
+        }
+    }
+    let dropped = keep.iter().filter(|k| !**k).count();
+    let mut k = keep.iter();
+    items.retain(|_| k.next().copied().unwrap_or(true));
+    before.extend(
+        prints
+            .into_iter()
+            .zip(&keep)
+            .filter(|(_, k)| **k)
+            .filter_map(|(p, _)| p),
+    );
+    dropped
+}
+
+/// What a line of a section or a state field reads.
+trait Lines {
+    fn line(&self) -> &str;
+}
+
+impl Lines for String {
+    fn line(&self) -> &str {
+        self
+    }
+}
+
+impl Lines for crate::state::StateItem {
+    fn line(&self) -> &str {
+        &self.text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::StateItem;
+    use crate::summary::SummaryFormat;
+
+    #[test]
+    fn the_same_question_with_another_number_is_one_line_the_newest() {
+        let mut summary = Summary::empty(SummaryFormat::Sections);
+        summary.key_facts = (116..=140)
+            .map(|i| format!("User: Step {i}: can you check deploy/helm/payments/values.yaml?"))
+            .chain(["User: Step 141: can you check services/payments/src/fx.rs?".to_owned()])
+            .collect();
+        let mut state = WorkstreamState::default();
+        let n = drop_repeats(&mut summary, &mut state);
+        assert_eq!(n, 24);
+        assert_eq!(
+            summary.key_facts,
+            [
+                "User: Step 140: can you check deploy/helm/payments/values.yaml?",
+                "User: Step 141: can you check services/payments/src/fx.rs?"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_state_item_that_repeats_the_summary_goes_and_distinct_lines_stay() {
+        let mut summary = Summary::empty(SummaryFormat::Sections);
+        summary.key_facts = vec![
+            "The HTTP 429 comes from the change in step 146; I decided to keep the rounding half-even.".into(),
+            "Order #A-448213 was refunded EUR 1,249.90 on 2026-03-15.".into(),
+            "Order #A-448999 was shipped to Hotel Adlon in Berlin.".into(),
+        ];
+        let mut state = WorkstreamState {
+            key_decisions: vec![
+                StateItem::new("The HTTP 429 comes from the change in step 140; I decided to keep the rounding half-even."),
+                StateItem::new("Use PostgreSQL for the ledger tables."),
+            ],
+            ..WorkstreamState::default()
+        };
+        let n = drop_repeats(&mut summary, &mut state);
+        assert_eq!(n, 1);
+        assert_eq!(summary.key_facts.len(), 3);
+        assert_eq!(state.key_decisions.len(), 1);
+        assert_eq!(
+            state.key_decisions[0].text,
+            "Use PostgreSQL for the ledger tables."
+        );
+    }
+
+    #[test]
+    fn a_summary_that_only_repeats_the_users_statements_is_kept_whole() {
+        let stated: crate::stated::UserStatements = serde_json::from_value(serde_json::json!([
+            {"kind": "constraint", "text": "Never run migrations against billing-prod-eu1.", "source": 3}
+        ]))
+        .unwrap();
+        let mut state = WorkstreamState {
+            stated,
+            ..WorkstreamState::default()
+        };
+        let mut summary = Summary::empty(SummaryFormat::Sections);
+        summary.key_facts = vec!["User: Never run migrations against billing-prod-eu1.".into()];
+        assert_eq!(drop_repeats(&mut summary, &mut state), 0);
+        assert_eq!(summary.key_facts.len(), 1);
+    }
+
+    #[test]
+    fn short_lines_are_left_alone() {
+        let mut summary = Summary::empty(SummaryFormat::Sections);
+        summary.open_threads = vec!["Refunds?".into(), "Refunds?!".into()];
+        assert_eq!(
+            drop_repeats(&mut summary, &mut WorkstreamState::default()),
+            0
+        );
+    }
+}
