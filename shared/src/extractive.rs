@@ -600,7 +600,12 @@ impl Judge {
         if self.is_specific(body) {
             score += 2;
         }
-        if self.classify(body).is_some() {
+        let stated = if user {
+            self.classify(body)
+        } else {
+            stated::marked(body)
+        };
+        if stated.is_some() {
             score += 3;
         }
         if user {
@@ -827,8 +832,10 @@ pub fn summarize_with(
             let correction = has_marker(&lower, CORRECTION_MARKERS);
             // A user's question that names something specific ("can you
             // refund 4.50 EUR to my Visa card?") is a fact about them too.
+            // A sentence that only thanks or closes the talk is none.
             let fact = if user {
-                stated_kind.is_some() || judge.is_specific(sentence)
+                (stated_kind.is_some() || judge.is_specific(sentence))
+                    && !crate::evidence::only_closes(sentence)
             } else {
                 (decision || correction || judge.has_artifact(sentence))
                     && !judge.is_boilerplate(sentence)
@@ -1081,6 +1088,9 @@ fn fit_by_salience(
         Cut::Facts(3),
         Cut::Facts(5),
         Cut::Facts(7),
+        // Every fact of the conversation before what the operator or the
+        // application's hook asked to keep (`Context:`, 9).
+        Cut::Facts(8),
     ];
     for step in steps {
         let mut i = 0;

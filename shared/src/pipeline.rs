@@ -436,7 +436,11 @@ where
         &unfolded_left,
         engine,
     ));
-    let budget = evidence_budget(engine, estimator.count(&shown), tail_tokens, estimator);
+    let shown_tokens = estimator.count(&shown);
+    let kept_tokens = estimator.count(&previous.render());
+    let budget = evidence_budget(engine, shown_tokens, tail_tokens, kept_tokens, estimator);
+    let heading = estimator.count(crate::evidence::EVIDENCE_HEADING) + 1;
+    let ceiling = evidence_ceiling(engine, shown_tokens + tail_tokens + heading, kept_tokens);
     let mut chosen = gathered.choose(
         &previous,
         &tail,
@@ -458,7 +462,7 @@ where
     state.evidence.mark_summary(&mut summary);
     // The markers take tokens the choice did not count: give back the
     // lines taken last while the context is over the evidence's share.
-    if let Some(target) = evidence_target(engine).filter(|_| !state.evidence.lines.is_empty()) {
+    if let Some(target) = ceiling.filter(|_| !state.evidence.lines.is_empty()) {
         let left = context::preamble_tokens(
             &left_behind(&summary, &state, memory, &unfolded_left, engine),
             estimator,
@@ -506,18 +510,6 @@ where
     })))
 }
 
-/// The tokens a context may take after a compaction, evidence included:
-/// `evidence.share_of_trigger` of the trigger; `None` when evidence is
-/// off or the trigger has no threshold.
-fn evidence_target(engine: &EngineConfig) -> Option<u64> {
-    let share = engine.evidence.share_of_trigger;
-    engine
-        .trigger
-        .threshold()
-        .filter(|_| share > 0.0)
-        .map(|t| (t as f64 * share) as u64)
-}
-
 /// The preamble a compaction leaves, as a context's input.
 fn left_behind<'a>(
     summary: &'a Summary,
@@ -538,26 +530,46 @@ fn left_behind<'a>(
 }
 
 /// Tokens the evidence may take: what a context of `shown` preamble
-/// tokens and `tail_tokens` of kept messages leaves under
-/// `evidence.share_of_trigger` of the trigger (or `evidence.max_tokens`
-/// when the trigger has no threshold), less its heading.
+/// tokens and `tail_tokens` of kept messages leaves under its ceiling
+/// ([`evidence_ceiling`]; `evidence.max_tokens` when the trigger has no
+/// threshold), less its heading. `kept` is what the evidence took before.
 pub fn evidence_budget(
     engine: &EngineConfig,
     shown: u64,
     tail_tokens: u64,
+    kept: u64,
     estimator: &dyn TokenEstimator,
 ) -> u64 {
     if engine.evidence.share_of_trigger <= 0.0 {
         return 0;
     }
-    let Some(target) = evidence_target(engine) else {
+    let heading = estimator.count(crate::evidence::EVIDENCE_HEADING) + 1;
+    let Some(ceiling) = evidence_ceiling(engine, shown + tail_tokens + heading, kept) else {
         return engine.evidence.max_tokens;
     };
-    let heading = estimator.count(crate::evidence::EVIDENCE_HEADING) + 1;
-    target
+    ceiling
         .saturating_sub(shown)
         .saturating_sub(tail_tokens)
         .saturating_sub(heading)
+}
+
+/// Share of the trigger threshold under which evidence keeps what it held
+/// before, even past `evidence.share_of_trigger`: a kept tail that grew
+/// (a few large tool outputs) must not push out every line kept so far,
+/// which no later compaction could read again.
+pub const EVIDENCE_HOLD_SHARE: f64 = 0.85;
+
+/// The tokens a context may take after a compaction, evidence included:
+/// `evidence.share_of_trigger` of the trigger, or, when the rest
+/// (`rest` tokens) leaves the evidence less than it held before (`kept`),
+/// as much of that as fits under [`EVIDENCE_HOLD_SHARE`] of it. `None`
+/// when evidence is off or the trigger has no threshold.
+fn evidence_ceiling(engine: &EngineConfig, rest: u64, kept: u64) -> Option<u64> {
+    let share = engine.evidence.share_of_trigger;
+    let threshold = engine.trigger.threshold().filter(|_| share > 0.0)?;
+    let target = (threshold as f64 * share) as u64;
+    let hold = (threshold as f64 * EVIDENCE_HOLD_SHARE.max(share)) as u64;
+    Some(target.max(rest.saturating_add(kept).min(hold)))
 }
 
 /// Share of the trigger threshold the rendered ledger may take at most.

@@ -5,7 +5,11 @@
 //! Two lines repeat each other when their word 3-shingles overlap by at
 //! least [`REPEAT`] (Jaccard), or by [`SAME_SHAPE`] once every digit is
 //! read as `0`: a session that asks the same question with another step
-//! number reads as one line, not forty. Within a section the newest line
+//! number reads as one line, not forty. A line whose shingles stand, to
+//! [`CONTAINED`], in one line kept already says nothing that line does not
+//! ("User: Book it on the 7th." beside the user's statement "Actually, no.
+//! Book it on the 7th."). A leading id or label (`#1171 user:`, `User:`)
+//! is no content and is read past. Within a section the newest line
 //! stays (the latest step is the current one); across sections the line
 //! that comes first in the context stays, and the user's own statements
 //! (framed as decisions and constraints) always do. The verbatim evidence
@@ -25,6 +29,10 @@ pub const REPEAT: f64 = 0.8;
 /// Shingle overlap, digits aside, at which two lines are one shape.
 pub const SAME_SHAPE: f64 = 0.9;
 
+/// Share of a line's shingles standing in another line at which it says
+/// nothing new.
+pub const CONTAINED: f64 = 0.8;
+
 /// Lines shorter than this many words are left alone (a heading, a short
 /// value line: repeating their few words says nothing).
 const MIN_WORDS: usize = 4;
@@ -37,6 +45,22 @@ struct Print {
 
 impl Print {
     fn of(line: &str) -> Option<Print> {
+        // A leading id and label (`#1171 user:`, `User:`) say where and
+        // who, not what.
+        let mut line = line.trim_start_matches(['-', '*', ' ']);
+        for _ in 0..2 {
+            let Some((first, rest)) = line.split_once(char::is_whitespace) else {
+                break;
+            };
+            let id = first.len() > 1
+                && first.starts_with('#')
+                && first[1..].chars().all(|c| c.is_ascii_digit());
+            let label = first.len() > 1 && first.ends_with(':');
+            if !(id || label) {
+                break;
+            }
+            line = rest.trim_start();
+        }
         if line.split_whitespace().count() < MIN_WORDS {
             return None;
         }
@@ -50,10 +74,22 @@ impl Print {
         })
     }
 
+    /// Whether this line repeats `other`: they nearly match, or this
+    /// one stands within it.
     fn repeats(&self, other: &Print) -> bool {
         jaccard(&self.plain, &other.plain) >= REPEAT
             || jaccard(&self.shape, &other.shape) >= SAME_SHAPE
+            || contained(&self.plain, &other.plain) >= CONTAINED
     }
+}
+
+/// Share of `a`'s shingles (sorted) that stand in `b` (sorted).
+fn contained(a: &[u64], b: &[u64]) -> f64 {
+    if a.is_empty() {
+        return 0.0;
+    }
+    let inside = a.iter().filter(|s| b.binary_search(s).is_ok()).count();
+    inside as f64 / a.len() as f64
 }
 
 /// Drops from `summary` and `state` the lines that repeat another line of
@@ -103,8 +139,8 @@ fn keep_newest<T: Lines>(items: &mut Vec<T>, before: &mut Vec<Print>) -> usize {
         let newer = prints[i + 1..]
             .iter()
             .zip(&keep[i + 1..])
-            .any(|(q, &k)| k && q.as_ref().is_some_and(|q| q.repeats(p)));
-        if newer || before.iter().any(|b| b.repeats(p)) {
+            .any(|(q, &k)| k && q.as_ref().is_some_and(|q| p.repeats(q)));
+        if newer || before.iter().any(|b| p.repeats(b)) {
             keep[i] = false;
         }
     }
@@ -202,6 +238,43 @@ mod tests {
         summary.key_facts = vec!["User: Never run migrations against billing-prod-eu1.".into()];
         assert_eq!(drop_repeats(&mut summary, &mut state), 0);
         assert_eq!(summary.key_facts.len(), 1);
+    }
+
+    #[test]
+    fn a_line_standing_within_a_kept_one_goes_past_its_label() {
+        let stated: crate::stated::UserStatements = serde_json::from_value(serde_json::json!([
+            {"kind": "decision", "text": "Actually, no. Book it on the 7th.", "source": 991}
+        ]))
+        .unwrap();
+        let mut state = WorkstreamState {
+            stated,
+            key_decisions: vec![StateItem::new("Book it on the 7th.")],
+            ..WorkstreamState::default()
+        };
+        let mut summary = Summary::empty(SummaryFormat::Sections);
+        summary.key_facts = vec![
+            "User: Book it on the 7th.".into(),
+            "User: I need a cab for two people to 560 Waverley Street.".into(),
+        ];
+        summary.conversation_flow =
+            vec!["#1171 user: I need a cab for two people to 560 Waverley Street.".into()];
+        assert_eq!(drop_repeats(&mut summary, &mut state), 3);
+        assert_eq!(
+            summary.key_facts,
+            ["User: I need a cab for two people to 560 Waverley Street."]
+        );
+        assert!(summary.conversation_flow.is_empty());
+        assert!(state.key_decisions.is_empty());
+        // Containment is one way: the longer line is not within the short.
+        let mut summary = Summary::empty(SummaryFormat::Sections);
+        summary.key_facts = vec![
+            "User: Book it on the 7th and send the confirmation to Noor.".into(),
+            "User: Book it on the 7th.".into(),
+        ];
+        assert_eq!(
+            drop_repeats(&mut summary, &mut WorkstreamState::default()),
+            0
+        );
     }
 
     #[test]

@@ -22,7 +22,7 @@
 //! words, which [`super::slots`] compares to tell a changed value from an
 //! unrelated one.
 
-use super::lang::HONORIFICS;
+use super::lang::{FUNCTION_CAPITALS, HONORIFICS};
 
 /// What a term looks like.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -52,6 +52,9 @@ pub(crate) struct Term {
     /// The nearest word before and after it, case-folded.
     pub(crate) left: Option<String>,
     pub(crate) right: Option<String>,
+    /// Where it stands in its line, as byte offsets (the first place it
+    /// stands): a value is shown as it was written, not case-folded.
+    pub(crate) span: (usize, usize),
 }
 
 impl Term {
@@ -181,6 +184,7 @@ pub(crate) fn terms(line: &str) -> Vec<Term> {
                 label: None,
                 left: None,
                 right: None,
+                span: span_of(line, quoted),
             },
         );
     }
@@ -193,7 +197,7 @@ pub(crate) fn terms(line: &str) -> Vec<Term> {
         let after_honorific =
             i > 0 && HONORIFICS.has(&fold(pieces[i - 1].text.trim_end_matches('.')));
         if piece.label {
-            push(&mut out, word_term(piece.text.trim_end_matches(':')));
+            push(&mut out, word_term(line, piece.text.trim_end_matches(':')));
             i += 1;
             continue;
         }
@@ -202,7 +206,7 @@ pub(crate) fn terms(line: &str) -> Vec<Term> {
         // its second word on (`Sounds Ok.` is no name, `Visit Pizza Hut`
         // names `Pizza Hut`), unless an honorific stands before it.
         if piece.capital && piece.starts_sentence && !after_honorific && run_len(&pieces, i) >= 2 {
-            push(&mut out, word_term(piece.text));
+            push(&mut out, word_term(line, piece.text));
             i += 1;
             continue;
         }
@@ -220,6 +224,7 @@ pub(crate) fn terms(line: &str) -> Vec<Term> {
                     label,
                     left,
                     right,
+                    span: (start, end),
                 },
             );
             i += len;
@@ -243,13 +248,14 @@ pub(crate) fn terms(line: &str) -> Vec<Term> {
                         label,
                         left,
                         right,
+                        span: span_of(line, piece.text),
                     },
                 );
                 i += 1;
                 continue;
             }
         }
-        let word = word_term(piece.text);
+        let word = word_term(line, piece.text);
         if is_word(piece.text) {
             push(&mut out, word);
         }
@@ -258,14 +264,23 @@ pub(crate) fn terms(line: &str) -> Vec<Term> {
     out
 }
 
-fn word_term(text: &str) -> Term {
+fn word_term(line: &str, text: &str) -> Term {
     Term {
         key: fold(text),
         form: Form::Word,
         label: None,
         left: None,
         right: None,
+        span: span_of(line, text),
     }
+}
+
+/// Where `piece`, a slice of `line`, stands in it.
+fn span_of(line: &str, piece: &str) -> (usize, usize) {
+    let start = (piece.as_ptr() as usize)
+        .saturating_sub(line.as_ptr() as usize)
+        .min(line.len());
+    (start, (start + piece.len()).min(line.len()))
 }
 
 /// A word long enough to be a candidate.
@@ -478,8 +493,9 @@ fn pieces(line: &str) -> Vec<Piece<'_>> {
             continue;
         }
         let first = core.chars().next();
-        let capital =
-            first.is_some_and(char::is_uppercase) && core.chars().skip(1).any(char::is_lowercase);
+        let capital = first.is_some_and(char::is_uppercase)
+            && core.chars().skip(1).any(char::is_lowercase)
+            && !FUNCTION_CAPITALS.has(&fold(core));
         out.push(Piece {
             text: core,
             capital,

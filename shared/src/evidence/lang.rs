@@ -151,13 +151,168 @@ pub(crate) const HONORIFICS: Table = Table {
     ],
 };
 
+/// Words a language capitalises by its grammar, not because they name
+/// something (`I'm`, the German `Sie`): a capital says nothing of them.
+pub(crate) const FUNCTION_CAPITALS: Table = Table {
+    by_language: &[
+        (
+            "en",
+            &["i'm", "i'd", "i'll", "i've", "i’m", "i’d", "i’ll", "i’ve"],
+        ),
+        ("de", &["sie", "ihr", "ihre", "ihnen", "ihren", "ihrer"]),
+        ("ja", &[]),
+        ("es", &["ud", "uds", "usted", "ustedes"]),
+        ("fr", &[]),
+    ],
+};
+
+/// Words that close a conversation or thank for it: a sentence holding one
+/// and no value ("No that's it, thanks again.", "Danke, das ist alles.")
+/// ends a talk; it is no decision and no constraint, whatever else its
+/// words look like.
+pub(crate) const CLOSINGS: Table = Table {
+    by_language: &[
+        (
+            "en",
+            &[
+                "thanks",
+                "thank you",
+                "thx",
+                "that's all",
+                "that is all",
+                "that's it",
+                "that's everything",
+                "nothing else",
+                "anything else",
+                "goodbye",
+                "good bye",
+                "bye",
+                "all set",
+            ],
+        ),
+        (
+            "de",
+            &[
+                "danke",
+                "dankeschön",
+                "vielen dank",
+                "das ist alles",
+                "das war's",
+                "nichts weiter",
+                "sonst nichts",
+                "tschüss",
+                "auf wiedersehen",
+            ],
+        ),
+        (
+            "ja",
+            &[
+                "ありがとう",
+                "以上です",
+                "それだけです",
+                "大丈夫です",
+                "さようなら",
+                "失礼します",
+            ],
+        ),
+        (
+            "es",
+            &[
+                "gracias",
+                "eso es todo",
+                "nada más",
+                "es todo",
+                "adiós",
+                "hasta luego",
+            ],
+        ),
+        (
+            "fr",
+            &[
+                "merci",
+                "c'est tout",
+                "rien d'autre",
+                "au revoir",
+                "bonne journée",
+            ],
+        ),
+    ],
+};
+
+/// Words with which a user says what they want, in the first person: a
+/// sentence holding one and a value ("I need a cab for two people.",
+/// "Ich brauche 2 Tickets.") states a constraint of the task. An order to
+/// do something ("please look at src/a.rs", "find events in Portland") is
+/// a task, not a constraint, and is not listed.
+pub(crate) const WANTS: Table = Table {
+    by_language: &[
+        (
+            "en",
+            &[
+                "i want",
+                "i'd like",
+                "i would like",
+                "i need",
+                "i'll need",
+                "i prefer",
+                "i'd prefer",
+                "i'm looking for",
+                "i am looking for",
+                "i'd rather",
+            ],
+        ),
+        (
+            "de",
+            &[
+                "ich möchte",
+                "ich will",
+                "ich brauche",
+                "ich hätte gern",
+                "ich hätte gerne",
+                "ich suche",
+                "ich bevorzuge",
+                "mir wäre",
+            ],
+        ),
+        ("ja", &["たい", "がいい", "が欲しい", "をお願い"]),
+        (
+            "es",
+            &[
+                "quiero",
+                "quisiera",
+                "necesito",
+                "me gustaría",
+                "prefiero",
+                "busco",
+            ],
+        ),
+        (
+            "fr",
+            &[
+                "je veux",
+                "je voudrais",
+                "j'ai besoin",
+                "je cherche",
+                "je préfère",
+                "j'aimerais",
+            ],
+        ),
+    ],
+};
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn every_table_has_the_five_languages() {
-        for table in [&CHANGE_CUES, &HONORIFICS] {
+        for table in [
+            &CHANGE_CUES,
+            &HONORIFICS,
+            &CLOSINGS,
+            &WANTS,
+            &FUNCTION_CAPITALS,
+        ] {
             let langs: Vec<&str> = table.by_language.iter().map(|(l, _)| *l).collect();
             for lang in ["en", "de", "ja", "es", "fr"] {
                 assert!(langs.contains(&lang), "{lang} missing");
@@ -175,5 +330,11 @@ mod tests {
         assert!(CHANGE_CUES.contained_in("mejor el martes"));
         assert!(CHANGE_CUES.contained_in("plutôt jeudi"));
         assert!(HONORIFICS.has("frau"));
+        assert!(CLOSINGS.contained_in("no that's it, thanks again."));
+        assert!(CLOSINGS.contained_in("danke, das ist alles."));
+        assert!(CLOSINGS.contained_in("以上です。ありがとうございました"));
+        assert!(CLOSINGS.contained_in("eso es todo, gracias"));
+        assert!(CLOSINGS.contained_in("merci, c'est tout"));
+        assert!(!CLOSINGS.contained_in("keep the thankyou page"));
     }
 }

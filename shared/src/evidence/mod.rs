@@ -47,7 +47,9 @@ pub(crate) use select::{jaccard, shingles};
 pub struct EvidenceConfig {
     /// Share of the trigger threshold a context may fill after a
     /// compaction, evidence included: evidence takes what the summary,
-    /// the state and the kept tail leave below it. 0 turns evidence off.
+    /// the state and the kept tail leave below it (and keeps what it held
+    /// before up to [`crate::pipeline::EVIDENCE_HOLD_SHARE`] of it). 0
+    /// turns evidence off.
     pub share_of_trigger: f64,
     /// Evidence budget, in tokens, when the trigger has no threshold.
     pub max_tokens: u64,
@@ -178,6 +180,54 @@ pub struct Evidence {
     pub replaced: Vec<Replaced>,
 }
 
+/// Whether `sentence` only closes the talk: it thanks or says it is done
+/// ([`lang::CLOSINGS`], any language) and holds no value by its form. The
+/// user's statements ([`crate::stated`]) frame no such sentence as a
+/// decision or a constraint.
+pub fn only_closes(sentence: &str) -> bool {
+    lang::CLOSINGS.contained_in(&forms::fold(sentence))
+        && !forms::terms(sentence)
+            .iter()
+            .any(|t| t.form.is_value() && !lang::CLOSINGS.has(&t.key))
+}
+
+/// Whether `sentence` asks for a value: the user says in the first person
+/// that they want it ([`lang::WANTS`], any language) and it holds a value
+/// by its form, or it answers with its values and a few words; and it is
+/// no question ("I need a cab for two people.", "Ich brauche 2 Tickets.",
+/// "3月15日に予約したい", "On the 7th."). An order to do something is a
+/// task, not a constraint: "please look at src/a.rs" is not one.
+pub fn asks_for_value(sentence: &str) -> bool {
+    if sentence.trim_end().ends_with(['?', '？']) {
+        return false;
+    }
+    let terms = forms::terms(sentence);
+    // (A closing word written with a capital, "No, Thanks", is no value.)
+    let values: Vec<&forms::Term> = terms
+        .iter()
+        .filter(|t| t.form.is_value() && !lang::CLOSINGS.has(&t.key))
+        .collect();
+    if values.is_empty() {
+        return false;
+    }
+    // An answer that is its values and a few words around them ("On the
+    // 7th.", "Leaving from Philadelphia.") gives them as asked for.
+    let words = sentence.split_whitespace().count();
+    let in_values: usize = values
+        .iter()
+        .map(|t| {
+            sentence
+                .get(t.span.0..t.span.1)
+                .map_or(1, |v| v.split_whitespace().count())
+        })
+        .sum();
+    words.saturating_sub(in_values) <= ANSWER_WORDS
+        || lang::WANTS.contained_in(&forms::fold(sentence))
+}
+
+/// Words besides its values an answer giving them may hold.
+const ANSWER_WORDS: usize = 3;
+
 /// Replaced values remembered.
 pub const MAX_REPLACED: usize = 64;
 
@@ -282,11 +332,23 @@ impl Evidence {
                                 && !old.iter().any(|o| o.key == n.key)
                         }))
             };
+            // A name of the old statement that the superseding one names
+            // too, capitalised in the run of its words (not only after a
+            // label, where any word is read as a name), is what it replaces
+            // ("Scrap SQLite, use Postgres instead"), unless a current
+            // statement still says it.
+            let renamed = |t: &forms::Term| {
+                new.iter()
+                    .any(|n| n.form == forms::Form::Name && n.label.is_none() && n.key == t.key)
+                    && !stated
+                        .current()
+                        .filter(|c| c.source != by)
+                        .any(|c| forms::terms(&c.text).iter().any(|o| o.key == t.key))
+            };
             for t in old.iter().cloned() {
                 let shape = t.shape();
-                if shape.is_some()
-                    && instead(&t, &shape)
-                    && !says(&t.key, &shape)
+                if ((shape.is_some() && instead(&t, &shape) && !says(&t.key, &shape))
+                    || renamed(&t))
                     && !self.replaced.iter().any(|r| r.value == t.key)
                 {
                     self.replaced.push(Replaced {

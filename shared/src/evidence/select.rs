@@ -56,7 +56,9 @@ impl Chosen {
     }
 }
 
-/// Two lines whose word 3-shingles overlap this much say the same thing.
+/// Two lines whose word 3-shingles overlap this much say the same thing
+/// (and a line whose shingles stand, to [`crate::repeats::CONTAINED`], in
+/// a kept one says nothing new).
 pub(crate) const NEAR_DUPLICATE: f64 = 0.6;
 
 /// A line gaining less than this (about one rare word) is not worth its
@@ -203,9 +205,12 @@ impl NearIndex {
                 *counts.entry(*id).or_default() += 1;
             }
         }
+        // Near the same, or standing whole within a kept line (one that
+        // says it and a marker, or more).
         counts.into_iter().any(|(id, n)| {
             let union = sh.len() as f64 + f64::from(self.sizes[id as usize]) - f64::from(n);
             f64::from(n) / union >= NEAR_DUPLICATE
+                || f64::from(n) / sh.len() as f64 >= crate::repeats::CONTAINED
         })
     }
 }

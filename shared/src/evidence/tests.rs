@@ -265,3 +265,91 @@ fn values_only_a_superseded_statement_held_are_replaced_and_marked() {
         .replaced_in("- 07:40 (#12)", Some(MessageId(12)))
         .is_none());
 }
+
+#[test]
+fn a_sentence_that_only_closes_the_talk_is_told_in_five_languages() {
+    for closing in [
+        "No that's it, thanks again.",
+        "No, Thanks",
+        "Nope, I'm all set.",
+        "Danke, das ist alles.",
+        "以上です。ありがとうございました。",
+        "No, gracias, eso es todo.",
+        "Merci, c'est tout.",
+    ] {
+        assert!(only_closes(closing), "{closing}");
+    }
+    // A closing that still gives a value is more than a closing.
+    for not in [
+        "Thanks, make it 7 pm then.",
+        "Danke, bitte um 19:30.",
+        "ありがとう、3月15日でお願いします。",
+        "Gracias, para el 15 de marzo.",
+        "Merci, pour 4 personnes.",
+        "Use Postgres from now on.",
+    ] {
+        assert!(!only_closes(not), "{not}");
+    }
+}
+
+#[test]
+fn a_sentence_that_asks_for_a_value_or_answers_with_one_in_five_languages() {
+    for asks in [
+        "I need a cab for two people to 560 Waverley Street.",
+        "On the 7th.",
+        "Leaving from Philadelphia.",
+        "Ich brauche 2 Tickets für Samstag.",
+        "3月15日に予約したいです。",
+        "Quiero una mesa para 4 a las 21:00.",
+        "Je voudrais partir le 12 mars.",
+    ] {
+        assert!(asks_for_value(asks), "{asks}");
+    }
+    // An order to do something is a task, not a constraint.
+    assert!(!asks_for_value(
+        "Turn 159: please look at src/module_159.rs and explain why the test fails; we need it fixed."
+    ));
+    for not in [
+        // A question about a value asks nothing of the task.
+        "Is there anything available in NY?",
+        // Asking without a value: a task, no constraint of it.
+        // (German capitalises every noun, and a capital mid-sentence reads
+        // as a name: "Ich möchte ein Restaurant finden." is framed; see
+        // docs/BENCHMARK_NOTES.md.)
+        "I'd like to find a place to eat.",
+        "Je voudrais trouver un restaurant.",
+        "Thank you so much, that is all I need for now.",
+        // A long report of values without a word of asking.
+        "I was in Berlin last week and the build on 1.74 passed twice.",
+    ] {
+        assert!(!asks_for_value(not), "{not}");
+    }
+}
+
+#[test]
+fn a_line_the_summary_states_already_is_not_kept_again_markers_and_all() {
+    let messages = vec![
+        msg(
+            1,
+            Role::User,
+            "what's the weather like in London this week?",
+        ),
+        msg(2, Role::Assistant, "Sunny in London, 21 degrees."),
+    ];
+    let config = EvidenceConfig::default();
+    let mut g = Gathering::default();
+    g.add(read(&messages, config.max_line_chars), 0);
+    // The summary's bullet carries a marker: its shingles are more than
+    // the line's, which still stands whole within it.
+    let shown = "KEY FACTS:\n- User: what's the weather like in London this week? [superseded by #111: london]\n";
+    let c = g.choose(
+        &Evidence::default(),
+        &[],
+        shown,
+        500,
+        &config,
+        &CharEstimator::new(3),
+    );
+    let texts: Vec<&str> = c.evidence.lines.iter().map(|l| l.text.as_str()).collect();
+    assert_eq!(texts, ["Sunny in London, 21 degrees."]);
+}

@@ -116,8 +116,31 @@ impl Statement {
 /// [`extract`] applies to each sentence of the user). The extractive
 /// summarizer uses it so a casual remark never becomes a constraint there
 /// either.
+///
+/// Only what the user's words mark is framed: a sentence that thanks or
+/// closes the talk and holds no value ([`crate::evidence::only_closes`])
+/// never is, whatever else its words look like ("No that's it, thanks
+/// again." is no constraint). A sentence that asks for a value, or
+/// answers with one, is a constraint of the task.
 pub fn classify(sentence: &str) -> Option<StatementKind> {
+    marked(sentence).or_else(|| asks(sentence))
+}
+
+/// What the statement rules make of `sentence`, unless it only closes the
+/// talk: [`classify`] without the sentences that ask or answer with a
+/// value, which only the user's words are (an assistant's "Noted order
+/// 70360 for Lindenstraße 360." answers nothing).
+pub fn marked(sentence: &str) -> Option<StatementKind> {
+    if crate::evidence::only_closes(sentence) {
+        return None;
+    }
     classify::classify(sentence)
+}
+
+/// A sentence that asks for a value, or answers with one
+/// ([`crate::evidence::asks_for_value`]), states a constraint of the task.
+fn asks(sentence: &str) -> Option<StatementKind> {
+    crate::evidence::asks_for_value(sentence).then_some(StatementKind::Constraint)
 }
 
 /// The statement rules' answer ([`classify`]) for each sentence of the
@@ -160,15 +183,21 @@ fn extract_into(messages: &[Message], mut classified: Option<&mut Classified>) -
             let Part::Text { text } = part else { continue };
             let mut previous: Option<&str> = None;
             for candidate in sentence::candidates(text) {
-                let kind = classify::classify(candidate);
+                let kind = marked(candidate);
+                let fragment = previous.filter(|_| {
+                    kind.is_none()
+                        && classify::value_fragment(candidate)
+                        && !crate::evidence::only_closes(candidate)
+                });
+                // (A value fragment is read with the sentence before it;
+                // only a sentence that is neither may still ask.)
+                let kind = kind.or_else(|| fragment.is_none().then(|| asks(candidate)).flatten());
                 if let Some(classified) = classified.as_deref_mut() {
                     classified.answers.insert(candidate.trim().to_owned(), kind);
                 }
                 if let Some(kind) = kind {
                     out.push(Statement::new(kind, candidate, message.id, index));
-                } else if let Some(context) =
-                    previous.filter(|_| classify::value_fragment(candidate))
-                {
+                } else if let Some(context) = fragment {
                     // "Can you ask for a window seat? 14A if possible.": the
                     // value chosen, with the sentence that says what it is.
                     let text = format!("{context} {candidate}");

@@ -6,6 +6,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
 
 mod default_config;
+mod framing;
 mod planted_facts;
 mod properties;
 mod stated_survival;
