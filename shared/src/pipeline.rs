@@ -436,11 +436,14 @@ where
         &unfolded_left,
         engine,
     ));
-    let shown_tokens = estimator.count(&shown);
     let kept_tokens = estimator.count(&previous.render());
-    let budget = evidence_budget(engine, shown_tokens, tail_tokens, kept_tokens, estimator);
-    let heading = estimator.count(crate::evidence::EVIDENCE_HEADING) + 1;
-    let ceiling = evidence_ceiling(engine, shown_tokens + tail_tokens + heading, kept_tokens);
+    let (budget, ceiling) = evidence_budget(
+        engine,
+        estimator.count(&shown),
+        tail_tokens,
+        kept_tokens,
+        estimator,
+    );
     let mut chosen = gathered.choose(
         &previous,
         &tail,
@@ -533,24 +536,27 @@ fn left_behind<'a>(
 /// tokens and `tail_tokens` of kept messages leaves under its ceiling
 /// ([`evidence_ceiling`]; `evidence.max_tokens` when the trigger has no
 /// threshold), less its heading. `kept` is what the evidence took before.
+/// Also returns the ceiling itself, which the context is trimmed back to
+/// once the markers are added (`None` without one).
 pub fn evidence_budget(
     engine: &EngineConfig,
     shown: u64,
     tail_tokens: u64,
     kept: u64,
     estimator: &dyn TokenEstimator,
-) -> u64 {
+) -> (u64, Option<u64>) {
     if engine.evidence.share_of_trigger <= 0.0 {
-        return 0;
+        return (0, None);
     }
     let heading = estimator.count(crate::evidence::EVIDENCE_HEADING) + 1;
     let Some(ceiling) = evidence_ceiling(engine, shown + tail_tokens + heading, kept) else {
-        return engine.evidence.max_tokens;
+        return (engine.evidence.max_tokens, None);
     };
-    ceiling
+    let budget = ceiling
         .saturating_sub(shown)
         .saturating_sub(tail_tokens)
-        .saturating_sub(heading)
+        .saturating_sub(heading);
+    (budget, Some(ceiling))
 }
 
 /// Share of the trigger threshold under which evidence keeps what it held

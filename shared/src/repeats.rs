@@ -19,7 +19,7 @@
 //! It runs once per compaction on what is stored, so a turn's context
 //! costs nothing for it.
 
-use crate::evidence::{jaccard, shingles};
+use crate::evidence::{jaccard, shared, shingles};
 use crate::state::{Field, WorkstreamState};
 use crate::summary::Summary;
 
@@ -88,8 +88,7 @@ fn contained(a: &[u64], b: &[u64]) -> f64 {
     if a.is_empty() {
         return 0.0;
     }
-    let inside = a.iter().filter(|s| b.binary_search(s).is_ok()).count();
-    inside as f64 / a.len() as f64
+    shared(a, b) as f64 / a.len() as f64
 }
 
 /// Drops from `summary` and `state` the lines that repeat another line of

@@ -39,7 +39,7 @@ mod select;
 mod slots;
 
 pub use select::Chosen;
-pub(crate) use select::{jaccard, shingles};
+pub(crate) use select::{jaccard, shared, shingles};
 
 /// Evidence settings.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -299,10 +299,12 @@ impl Evidence {
         // statement's only value of its shape: one that names it beside
         // another of the same shape contrasts them ("book the 09:15 one,
         // the 07:40 is too early").
-        let current: Vec<Vec<forms::Term>> =
-            stated.current().map(|s| forms::terms(&s.text)).collect();
+        let current: Vec<(MessageId, Vec<forms::Term>)> = stated
+            .current()
+            .map(|s| (s.source, forms::terms(&s.text)))
+            .collect();
         let says = |key: &str, shape: &Option<String>| {
-            current.iter().any(|terms| {
+            current.iter().any(|(_, terms)| {
                 terms.iter().any(|t| t.key == key)
                     && terms.iter().filter(|t| t.shape() == *shape).count() == 1
             })
@@ -340,10 +342,10 @@ impl Evidence {
             let renamed = |t: &forms::Term| {
                 new.iter()
                     .any(|n| n.form == forms::Form::Name && n.label.is_none() && n.key == t.key)
-                    && !stated
-                        .current()
-                        .filter(|c| c.source != by)
-                        .any(|c| forms::terms(&c.text).iter().any(|o| o.key == t.key))
+                    && !current
+                        .iter()
+                        .filter(|(source, _)| *source != by)
+                        .any(|(_, terms)| terms.iter().any(|o| o.key == t.key))
             };
             for t in old.iter().cloned() {
                 let shape = t.shape();

@@ -164,7 +164,7 @@ pub(crate) fn jaccard(a: &[u64], b: &[u64]) -> f64 {
 }
 
 /// How many elements two sorted sets share.
-fn shared(a: &[u64], b: &[u64]) -> usize {
+pub(crate) fn shared(a: &[u64], b: &[u64]) -> usize {
     let (mut i, mut j, mut n) = (0, 0, 0);
     while i < a.len() && j < b.len() {
         match a[i].cmp(&b[j]) {
