@@ -525,3 +525,27 @@ fn judgements_kept_between_chunks_change_nothing_of_the_result() {
         assert_eq!(kept.report, afresh.report, "{format:?}");
     }
 }
+
+#[test]
+fn evidence_keeps_what_it_held_through_a_large_tail_up_to_the_hold_share() {
+    let engine = engine();
+    let threshold = engine.trigger.threshold().expect("a threshold");
+    let target = (threshold as f64 * engine.evidence.share_of_trigger) as u64;
+    let hold = (threshold as f64 * EVIDENCE_HOLD_SHARE) as u64;
+    let e = CharEstimator::default();
+    // A tail that leaves nothing under the share: a first compaction (no
+    // evidence before) gets nothing past it.
+    let (budget, _) = evidence_budget(&engine, 0, target, 0, &e);
+    assert_eq!(budget, 0);
+    // Evidence held before is kept, past the share, while the context
+    // stays under the hold share.
+    let (budget, ceiling) = evidence_budget(&engine, 0, target, 40, &e);
+    assert_eq!(budget, 40);
+    assert!(
+        ceiling.is_some_and(|c| c > target && c <= hold),
+        "{ceiling:?}"
+    );
+    // Never past the hold share, however much it held.
+    let (budget, ceiling) = evidence_budget(&engine, 0, hold, 10_000, &e);
+    assert_eq!((budget, ceiling), (0, Some(hold)));
+}
