@@ -7,7 +7,9 @@
 //! reference said once rises. Values weigh more than words, the user's
 //! words more than the assistant's, tool output least, and a term that
 //! two speakers said (the user's value the assistant confirmed, a tool's
-//! value the assistant used) more. A value a later line superseded is
+//! value the assistant used) more; a tool's term that neither the user
+//! nor the assistant ever said (markup, a listing, a file read whole) less
+//! again. A value a later line superseded is
 //! worth nothing on the line that still states it.
 //!
 //! Lines are taken greedily by what they newly cover per token (lazily
@@ -65,6 +67,10 @@ pub(crate) const NEAR_DUPLICATE: f64 = 0.6;
 /// tokens.
 const MIN_GAIN: f64 = 0.5;
 
+/// What a tool's term nobody took up is worth, against one the user or
+/// the assistant said too.
+const UNUSED_TOOL: f64 = 0.5;
+
 /// What the words of a line without a new value must be worth.
 const WORDS_ALONE: f64 = 2.0;
 
@@ -113,6 +119,13 @@ impl Stats<'_> {
             if confirmed {
                 w *= 2.0;
             }
+        }
+        // A tool's output that neither the user nor the assistant ever
+        // said again is what the tool printed, not what the work used
+        // (markup, listings, a file read whole): it is worth less than a
+        // value someone took up.
+        if speaker == Speaker::Tool && counts[0] == 0 && counts[1] == 0 {
+            w *= UNUSED_TOOL;
         }
         // Shown already (an exact value of the ledger, a summary bullet):
         // a line adds the words around it, not the value.

@@ -8,8 +8,8 @@
 //!   "statt", "代わりに", …: [`super::lang::CHANGE_CUES`]);
 //!
 //! - the same shape of number or code (`17:15` … `17:30`, `the 4th` … `the
-//!   2nd`) when the user says one such value in each of two lines a few
-//!   messages apart ([`SHAPE_SCOPE`]) and the later line brings no code of
+//!   2nd`) when the user says one such value in each of two lines of two
+//!   messages a few messages apart ([`SHAPE_SCOPE`]) and the later line brings no code of
 //!   another subject (another file, another ticket): a task dialogue's
 //!   changed time or date, whatever words surround it;
 //!
@@ -118,6 +118,9 @@ pub(crate) fn supersede(lines: &mut [Candidate], later: &[Candidate], scope: u64
                         && old.line != j
                         && old.line < lines.len()
                         && !new_subject
+                        // (Values of one shape down the lines of one
+                        // message are a list, not a change of mind.)
+                        && c.line.seq != old.seq
                         && c.line.seq.saturating_sub(old.seq) <= SHAPE_SCOPE.min(scope)
                         && !c.terms.iter().any(|o| o.key == old.value)
                     {

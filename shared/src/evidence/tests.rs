@@ -353,3 +353,114 @@ fn a_line_the_summary_states_already_is_not_kept_again_markers_and_all() {
     let texts: Vec<&str> = c.evidence.lines.iter().map(|l| l.text.as_str()).collect();
     assert_eq!(texts, ["Sunny in London, 21 degrees."]);
 }
+
+#[test]
+fn a_tool_line_nobody_took_up_ranks_below_a_name_the_assistant_said() {
+    // A file read whole: every markup line is rare, none is what the work
+    // used; the assistant then names one function of it.
+    let markup: String = (0..12)
+        .map(|i| format!("{i}→ <div class=\"pane-{i}\"><span class=\"row-{i}\">"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let messages = vec![
+        msg(1, Role::User, "why is the transcript empty?"),
+        Message::new(
+            2,
+            Role::Assistant,
+            vec![Part::tool_call(
+                "c1",
+                "read",
+                serde_json::json!({"path": "session_live.ex"}),
+            )],
+        ),
+        Message::new(3, Role::Tool, vec![Part::tool_result("c1", "read", markup)]),
+        msg(
+            4,
+            Role::Assistant,
+            "It never calls `load_session_messages` on mount.",
+        ),
+    ];
+    let chosen = choose(&messages, &Evidence::default(), 24);
+    let text = chosen.evidence.render();
+    assert!(text.contains("load_session_messages"), "{text}");
+    assert!(!text.contains("pane-"), "{text}");
+}
+
+#[test]
+fn values_of_one_shape_down_one_message_are_a_list_not_a_change() {
+    let messages = vec![
+        msg(
+            1,
+            Role::User,
+            "The epic has 3 subtasks.\n4. Errors and fixes\n5. Pending tasks",
+        ),
+        msg(2, Role::Assistant, "Understood."),
+    ];
+    let chosen = choose(&messages, &Evidence::default(), 500);
+    let e = &chosen.evidence;
+    assert!(e.replaced.is_empty(), "{e:?}");
+    assert!(e.lines.iter().all(|l| l.superseded.is_empty()), "{e:?}");
+    // The same values in two messages are a change.
+    let messages = vec![
+        msg(1, Role::User, "The epic has 3 subtasks."),
+        msg(2, Role::Assistant, "Understood."),
+        msg(3, Role::User, "Sorry, it has 4 subtasks."),
+    ];
+    let chosen = choose(&messages, &Evidence::default(), 500);
+    assert!(
+        chosen.evidence.replaced.iter().any(|r| r.value == "3"),
+        "{:?}",
+        chosen.evidence
+    );
+}
+
+#[test]
+fn a_name_the_user_replaces_is_marked_where_it_stands() {
+    let stated: crate::stated::UserStatements = serde_json::from_value(serde_json::json!([
+        {"kind": "decision", "text": "Use SQLite for the cache.",
+         "source": 3, "superseded_by": 7},
+        {"kind": "decision", "text": "Scrap SQLite, use Postgres instead.",
+         "source": 7}
+    ]))
+    .unwrap();
+    let mut e = Evidence {
+        lines: vec![Line {
+            at: MessageId(4),
+            seq: 4,
+            speaker: Speaker::Assistant,
+            text: "The cache now runs on SQLite.".into(),
+            superseded: Vec::new(),
+        }],
+        seen: 8,
+        replaced: Vec::new(),
+    };
+    e.mark_statements(&stated, 24);
+    assert!(
+        e.replaced
+            .iter()
+            .any(|r| r.value == "sqlite" && r.by == MessageId(7)),
+        "{e:?}"
+    );
+    assert!(
+        e.lines[0].superseded.iter().any(|r| r.value == "sqlite"),
+        "{e:?}"
+    );
+    // Postgres, which the replacing statement brings, is current.
+    assert!(e.replaced.iter().all(|r| r.value != "postgres"), "{e:?}");
+    // A current statement that still names it keeps it current.
+    let still: crate::stated::UserStatements = serde_json::from_value(serde_json::json!([
+        {"kind": "decision", "text": "Use SQLite for the cache.",
+         "source": 3, "superseded_by": 7},
+        {"kind": "decision", "text": "Scrap SQLite, use Postgres instead.",
+         "source": 7},
+        {"kind": "constraint", "text": "Keep SQLite for the tests.",
+         "source": 9}
+    ]))
+    .unwrap();
+    let mut e2 = Evidence {
+        seen: 10,
+        ..Evidence::default()
+    };
+    e2.mark_statements(&still, 24);
+    assert!(e2.replaced.iter().all(|r| r.value != "sqlite"), "{e2:?}");
+}
