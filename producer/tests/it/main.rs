@@ -6,5 +6,6 @@
 
 mod lanes;
 mod queue;
+mod redis_work;
 mod store;
 mod support;

@@ -174,27 +174,39 @@ local function expect_counter(seq)
   counter_value(seq)
 end
 
+-- Runs read `command` on `key` (and the rest); nil when `key` holds
+-- another type than the command reads, instead of failing the script
+-- half-way. One call: the type is learnt from the command's own refusal,
+-- not from a TYPE before it. Other errors are raised as they are.
+local function read_or_nil(command, key, ...)
+  local reply = redis.pcall(command, key, ...)
+  if type(reply) == 'table' and reply['err'] then
+    if string.find(reply['err'], '^WRONGTYPE') then
+      return nil
+    end
+    error(reply)
+  end
+  return reply
+end
+
 -- HMGET of a job record's `fields`, all false when the key holds another
 -- type (so a batch treats it like a missing record instead of failing
 -- half-way).
 local function job_fields(job, ...)
-  local t = redis.call('TYPE', job)['ok']
-  if t ~= 'hash' then
+  local reply = read_or_nil('HMGET', job, ...)
+  if reply == nil then
     local none = {}
     for i = 1, select('#', ...) do
       none[i] = false
     end
     return none
   end
-  return redis.call('HMGET', job, ...)
+  return reply
 end
 
 -- ZSCORE that cannot fail half-way: nil when `key` holds another type.
 local function zscore_of(key, member)
-  if redis.call('TYPE', key)['ok'] ~= 'zset' then
-    return nil
-  end
-  return redis.call('ZSCORE', key, member)
+  return read_or_nil('ZSCORE', key, member)
 end
 
 -- What is paused: {queue = true|false, domains = {[domain] = paused at ms}}.
@@ -202,11 +214,10 @@ end
 -- than failing a script half-way; the pause script refuses to touch it.
 local function pause_of(prefix)
   local paused = {queue = false, domains = {}, any_domain = false}
-  local key = paused_key(prefix)
-  if redis.call('TYPE', key)['ok'] ~= 'hash' then
+  local flat = read_or_nil('HGETALL', paused_key(prefix))
+  if flat == nil then
     return paused
   end
-  local flat = redis.call('HGETALL', key)
   for i = 1, #flat, 2 do
     local field = flat[i]
     if field == PAUSED_QUEUE then

@@ -10,15 +10,21 @@
 -- Returns {completions, claims, next_due}: one completion per finished job
 -- ({'done'}, {'followup', new job_id} or {'lost'}: the lease was lost and
 -- nothing changed), then what claim_some returns (see the prelude).
-expect_types(KEYS[1], 'zset', KEYS[2], 'zset', KEYS[3], 'zset', KEYS[5], 'zset')
-expect_counter(KEYS[4])
-local lanes = lanes_of(KEYS[2], KEYS[5])
-local now = now_ms()
 local members, tokens = {}, {}
 for i = 1, tonumber(ARGV[9]) do
   members[i] = ARGV[8 + 2 * i]
   tokens[i] = ARGV[9 + 2 * i]
 end
+-- Every key this call may write is checked before the first write; the
+-- done set and the counter only a completion touches, so a plain claim,
+-- a busy worker's most frequent call, pays for neither.
+expect_types(KEYS[1], 'zset', KEYS[2], 'zset', KEYS[5], 'zset')
+if #members > 0 then
+  expect_types(KEYS[3], 'zset')
+  expect_counter(KEYS[4])
+end
+local lanes = lanes_of(KEYS[2], KEYS[5])
+local now = now_ms()
 local completions = complete_jobs(ARGV[1], KEYS[1], lanes, KEYS[3], KEYS[4], ARGV[2],
   members, tokens, now, ARGV[4])
 if #members > 0 then

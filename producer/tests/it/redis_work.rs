@@ -1,0 +1,255 @@
+//! Redis work per queue operation, counted: each operation runs once on a
+//! private Redis, and `INFO commandstats` before and after tells how many
+//! commands it executed (inside scripts included) and how many it sent.
+//! Counts, not timings: the same on any machine, and the next feature that
+//! adds a command to every job fails here first (issue 32).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use compactor_producer::queue::{ClaimOutcome, FailAction, Queue, QueueConfig, Trigger};
+use compactor_shared::EntityKey;
+use compactor_testkit::PrivateRedis;
+use redis::aio::MultiplexedConnection;
+
+use crate::support::queue::TestQueue;
+
+/// Calls per command name (`evalsha`, `hset`, …), `info` left out.
+type Calls = BTreeMap<String, u64>;
+
+/// Calls, and the server's µs in them, per command name.
+async fn commandstats(conn: &mut MultiplexedConnection) -> (Calls, Calls) {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(conn)
+        .await
+        .unwrap();
+    let (mut out, mut usec) = (Calls::new(), Calls::new());
+    for line in info.lines() {
+        let Some((name, rest)) = line
+            .strip_prefix("cmdstat_")
+            .and_then(|l| l.split_once(':'))
+        else {
+            continue;
+        };
+        if name == "info" {
+            continue;
+        }
+        let field = |key: &str| -> u64 {
+            rest.split(',')
+                .find_map(|f| f.strip_prefix(key))
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(0)
+        };
+        out.insert(name.to_owned(), field("calls="));
+        usec.insert(name.to_owned(), field("usec="));
+    }
+    (out, usec)
+}
+
+/// What one operation cost.
+#[derive(Debug)]
+struct Work {
+    /// Commands sent by the client (its round trips, pipelining aside).
+    sent: u64,
+    /// Commands executed, those run by scripts included.
+    executed: u64,
+    by_command: Calls,
+    /// The server's µs in its scripts (shown, never asserted: a timing).
+    script_usec: u64,
+}
+
+/// Commands a client sends itself: the others were run by scripts.
+const SENT: &[&str] = &[
+    "evalsha",
+    "eval",
+    "fcall",
+    "fcall_ro",
+    "script|load",
+    "script",
+];
+
+async fn measure<F, Fut>(conn: &mut MultiplexedConnection, op: F) -> Work
+where
+    F: FnOnce() -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    let (before, usec_before) = commandstats(conn).await;
+    op().await;
+    let (after, usec_after) = commandstats(conn).await;
+    let script_usec = usec_after.get("evalsha").copied().unwrap_or(0)
+        - usec_before.get("evalsha").copied().unwrap_or(0);
+    let by_command: Calls = after
+        .iter()
+        .filter_map(|(k, n)| {
+            let d = n - before.get(k).copied().unwrap_or(0);
+            (d > 0).then(|| (k.clone(), d))
+        })
+        .collect();
+    let executed = by_command.values().sum();
+    let sent = by_command
+        .iter()
+        .filter(|(k, _)| SENT.contains(&k.as_str()))
+        .map(|(_, n)| n)
+        .sum();
+    Work {
+        sent,
+        executed,
+        by_command,
+        script_usec,
+    }
+}
+
+fn key(entity: &str) -> EntityKey {
+    EntityKey::parse("chat", entity).unwrap()
+}
+
+async fn claim(q: &Queue) -> compactor_producer::queue::ClaimedJob {
+    match q.claim("w1").await.unwrap() {
+        ClaimOutcome::Claimed(job) => job,
+        other => panic!("expected a job, got {other:?}"),
+    }
+}
+
+/// The budget: per operation, the commands it may send (its round trips)
+/// and execute, scripts' commands included, on a queue with nothing
+/// paused. The one place these numbers live; each says what it pays for.
+/// An operation now cheaper fails nothing; one dearer fails here.
+const BUDGET: &[(&str, u64, u64)] = &[
+    // EVALSHA; the dedup lookup (HMGET), the job id counter (GET, INCR),
+    // TIME, the entity's old record replaced (DEL, HSET) and the id index
+    // (HSET), the lane's ZADD, the wake-up PUBLISH.
+    ("enqueue a new job", 1, 10),
+    // EVALSHA; the entity's record (HMGET) and its place in the lane
+    // (ZSCORE): nothing else is touched.
+    ("enqueue onto a waiting job", 1, 3),
+    // EVALSHA; the record (HMGET), the follow-up flag (HSET), the entity's
+    // place (ZSCORE).
+    ("enqueue a follow-up of a running job", 1, 4),
+    // EVALSHA; three key-type checks before the first write (running,
+    // waiting, urgent: a claim touches neither the done set nor the
+    // counter, so they are not checked), TIME, the pause
+    // record (HGETALL), both lanes (ZRANGEBYSCORE ×2), the record read
+    // (HMGET), out of both lanes (ZREM ×2), the lease (HSET, ZADD).
+    ("claim", 1, 13),
+    // As a claim that finds nothing: the checks, the pause record, both
+    // lanes and the next due job of each (ZRANGE ×2).
+    ("claim with nothing due", 1, 10),
+    // EVALSHA; two key-type checks, the lease (HMGET), TIME, the deadline
+    // (HSET, ZADD).
+    ("renew", 1, 7),
+    // EVALSHA; the checks, the lease, the done set and its trim, the
+    // follow-up job's record, counter, lane and wake-up.
+    ("complete, adding the follow-up", 1, 21),
+    // EVALSHA; five key-type checks, the lease, the retry's record and
+    // delayed place, the failure and wake-up publishes.
+    ("fail with a retry", 1, 15),
+    // One script for both: a completion and a claim in one round trip.
+    ("complete and claim the next", 1, 25),
+];
+
+fn budget(op: &str) -> (u64, u64) {
+    BUDGET
+        .iter()
+        .find(|(name, _, _)| *name == op)
+        .map(|(_, sent, executed)| (*sent, *executed))
+        .unwrap_or_else(|| panic!("{op} has no budget"))
+}
+
+#[track_caller]
+fn within(op: &str, work: &Work) {
+    let (sent, executed) = budget(op);
+    // (Shown with --nocapture: the table of docs/BENCHMARK_NOTES.md.)
+    println!(
+        "| {op} | {} | {} | {} | {:?} |",
+        work.sent, work.executed, work.script_usec, work.by_command
+    );
+    assert_eq!(
+        work.sent, sent,
+        "{op}: {} round trips, budget {sent}: {:?}",
+        work.sent, work.by_command
+    );
+    assert!(
+        work.executed <= executed,
+        "{op}: {} commands executed, budget {executed}: {:?}",
+        work.executed,
+        work.by_command
+    );
+}
+
+#[tokio::test]
+async fn each_queue_operation_stays_within_its_redis_budget() {
+    // Private: `INFO commandstats` counts the whole server's commands.
+    let redis = PrivateRedis::start();
+    let tq = TestQueue::at(&redis.url(), QueueConfig::default()).await;
+    let q = &tq.queue;
+    let mut conn = tq.raw().await;
+    // Scripts loaded and the counter made before anything is counted.
+    let warm = key("warm");
+    q.request_compaction(&warm, Trigger::Auto).await.unwrap();
+    let job = claim(q).await;
+    q.complete(&job).await.unwrap();
+
+    let k = key("a");
+    let w = measure(&mut conn, || async {
+        q.request_compaction(&k, Trigger::Auto).await.unwrap();
+    })
+    .await;
+    within("enqueue a new job", &w);
+    let w = measure(&mut conn, || async {
+        q.request_compaction(&k, Trigger::Auto).await.unwrap();
+    })
+    .await;
+    within("enqueue onto a waiting job", &w);
+    let mut claimed = None;
+    let w = measure(&mut conn, || async {
+        claimed = Some(claim(q).await);
+    })
+    .await;
+    within("claim", &w);
+    let job = claimed.unwrap();
+    let w = measure(&mut conn, || async {
+        assert!(q.renew(&job).await.unwrap());
+    })
+    .await;
+    within("renew", &w);
+    let w = measure(&mut conn, || async {
+        q.request_compaction(&k, Trigger::Auto).await.unwrap();
+    })
+    .await;
+    within("enqueue a follow-up of a running job", &w);
+    let w = measure(&mut conn, || async {
+        q.complete(&job).await.unwrap();
+    })
+    .await;
+    within("complete, adding the follow-up", &w);
+    let job = claim(q).await;
+    let w = measure(&mut conn, || async {
+        let retry = FailAction::Retry {
+            delay: Duration::from_secs(60),
+        };
+        q.fail(&job, retry, "budget test").await.unwrap();
+    })
+    .await;
+    within("fail with a retry", &w);
+    let w = measure(&mut conn, || async {
+        assert!(matches!(
+            q.claim("w1").await.unwrap(),
+            ClaimOutcome::Empty { .. }
+        ));
+    })
+    .await;
+    within("claim with nothing due", &w);
+    let other = key("b");
+    q.request_compaction(&other, Trigger::Auto).await.unwrap();
+    let job = claim(q).await;
+    q.request_compaction(&key("c"), Trigger::Auto)
+        .await
+        .unwrap();
+    let w = measure(&mut conn, || async {
+        let (_, next) = q.complete_and_claim(&job, "w1").await.unwrap();
+        assert!(matches!(next, ClaimOutcome::Claimed(_)), "{next:?}");
+    })
+    .await;
+    within("complete and claim the next", &w);
+}
