@@ -7,11 +7,12 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use compactor_producer::queue::{ClaimOutcome, FailAction, Queue, QueueConfig, Trigger};
+use compactor_producer::queue::{ClaimOutcome, FailAction, QueueConfig, Trigger};
 use compactor_shared::EntityKey;
 use compactor_testkit::PrivateRedis;
 use redis::aio::MultiplexedConnection;
 
+use crate::queue::claim;
 use crate::support::queue::TestQueue;
 
 /// Calls per command name (`evalsha`, `hset`, …), `info` left out.
@@ -104,13 +105,6 @@ fn key(entity: &str) -> EntityKey {
     EntityKey::parse("chat", entity).unwrap()
 }
 
-async fn claim(q: &Queue) -> compactor_producer::queue::ClaimedJob {
-    match q.claim("w1").await.unwrap() {
-        ClaimOutcome::Claimed(job) => job,
-        other => panic!("expected a job, got {other:?}"),
-    }
-}
-
 /// The budget: per operation, the commands it may send (its round trips)
 /// and execute, scripts' commands included, on a queue with nothing
 /// paused. The one place these numbers live; each says what it pays for.
@@ -190,17 +184,17 @@ async fn each_queue_operation_stays_within_its_redis_budget() {
     let job = claim(q).await;
     q.complete(&job).await.unwrap();
 
+    // One entity's request, made new, onto its waiting job, then as the
+    // follow-up of its running one.
     let k = key("a");
-    let w = measure(&mut conn, || async {
+    let request = || async {
         q.request_compaction(&k, Trigger::Auto).await.unwrap();
-    })
-    .await;
-    within("enqueue a new job", &w);
-    let w = measure(&mut conn, || async {
-        q.request_compaction(&k, Trigger::Auto).await.unwrap();
-    })
-    .await;
-    within("enqueue onto a waiting job", &w);
+    };
+    within("enqueue a new job", &measure(&mut conn, request).await);
+    within(
+        "enqueue onto a waiting job",
+        &measure(&mut conn, request).await,
+    );
     let mut claimed = None;
     let w = measure(&mut conn, || async {
         claimed = Some(claim(q).await);
@@ -213,11 +207,10 @@ async fn each_queue_operation_stays_within_its_redis_budget() {
     })
     .await;
     within("renew", &w);
-    let w = measure(&mut conn, || async {
-        q.request_compaction(&k, Trigger::Auto).await.unwrap();
-    })
-    .await;
-    within("enqueue a follow-up of a running job", &w);
+    within(
+        "enqueue a follow-up of a running job",
+        &measure(&mut conn, request).await,
+    );
     let w = measure(&mut conn, || async {
         q.complete(&job).await.unwrap();
     })

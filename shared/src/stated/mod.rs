@@ -183,15 +183,20 @@ fn extract_into(messages: &[Message], mut classified: Option<&mut Classified>) -
             let Part::Text { text } = part else { continue };
             let mut previous: Option<&str> = None;
             for candidate in sentence::candidates(text) {
-                let kind = marked(candidate);
-                let fragment = previous.filter(|_| {
-                    kind.is_none()
-                        && classify::value_fragment(candidate)
-                        && !crate::evidence::only_closes(candidate)
-                });
+                // (What [`marked`] reads, with the closing test made once:
+                // a sentence that only closes is no statement, no value
+                // fragment, and asks for nothing.)
+                let closes = crate::evidence::only_closes(candidate);
+                let kind = (!closes).then(|| classify::classify(candidate)).flatten();
+                let fragment = previous
+                    .filter(|_| !closes && kind.is_none() && classify::value_fragment(candidate));
                 // (A value fragment is read with the sentence before it;
                 // only a sentence that is neither may still ask.)
-                let kind = kind.or_else(|| fragment.is_none().then(|| asks(candidate)).flatten());
+                let kind = kind.or_else(|| {
+                    (!closes && fragment.is_none())
+                        .then(|| asks(candidate))
+                        .flatten()
+                });
                 if let Some(classified) = classified.as_deref_mut() {
                     classified.answers.insert(candidate.trim().to_owned(), kind);
                 }
