@@ -8,6 +8,7 @@ use compactor_shared::payload::{Payload, Trigger};
 use compactor_shared::{EntityKey, MessageId};
 use serde::Serialize;
 
+use super::call::{is_missing, Call};
 use super::convert::parse_id;
 use super::error::{redis_error, QueueError};
 use super::handle::Queue;
@@ -114,11 +115,11 @@ impl Queue {
         &self,
         key: &EntityKey,
         trigger: Trigger,
-    ) -> Result<redis::ScriptInvocation<'_>, QueueError> {
+    ) -> Result<Call<'_>, QueueError> {
         Ok(self.request_invocation(&Request::compaction(key, trigger)?))
     }
 
-    fn request_invocation(&self, request: &Request) -> redis::ScriptInvocation<'_> {
+    fn request_invocation(&self, request: &Request) -> Call<'_> {
         let mut inv = self.scripts.enqueue.prepare_invoke();
         inv.key(self.keys.job_of_member(&request.member))
             .key(self.keys.waiting())
@@ -177,15 +178,15 @@ impl Queue {
         let mut pipe = redis::pipe();
         for (key, trigger) in requests {
             let inv = self.enqueue_invocation(key, trigger.clone())?;
-            pipe.invoke_script(&inv);
+            inv.add_to(&mut pipe);
         }
         let mut conn = self.conn.clone();
         let replies: Vec<Vec<String>> = match pipe.query_async(&mut conn).await {
             Ok(r) => r,
-            // The server lost its scripts (restart, SCRIPT FLUSH): load and
-            // retry once. Enqueue is idempotent per entity, so a partial first
-            // run cannot add a job twice.
-            Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
+            // The server lost its code (restart, FUNCTION or SCRIPT FLUSH):
+            // load and retry once. Enqueue is idempotent per entity, so a
+            // partial first run cannot add a job twice.
+            Err(e) if is_missing(&e) => {
                 self.load_scripts().await?;
                 pipe.query_async(&mut conn)
                     .await

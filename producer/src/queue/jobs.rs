@@ -24,6 +24,7 @@ use compactor_shared::payload::Payload;
 use compactor_shared::EntityKey;
 use serde::{Deserialize, Serialize};
 
+use super::call::Call;
 use super::error::{redis_error, QueueError};
 use super::handle::Queue;
 
@@ -225,7 +226,7 @@ impl Queue {
         Ok(jobs.first().map(|j| summary(now, j)))
     }
 
-    fn jobs_script(&self) -> redis::ScriptInvocation<'_> {
+    fn jobs_script(&self) -> Call<'_> {
         let mut inv = self.scripts.jobs.prepare_invoke();
         inv.key(self.keys.urgent())
             .key(self.keys.waiting())

@@ -11,7 +11,8 @@
 //!
 //! Every transition is one Lua script (enqueue, claim, renew, complete,
 //! fail, release, recover, pause, and an operator's cancel),
-//! loaded once and called by SHA (`redis::Script` reloads on `NOSCRIPT`).
+//! loaded once as a Redis function library and called by name (`call`:
+//! by SHA on a server without functions; a call reloads lost code).
 //! Times come from the Redis server clock, so workers with skewed clocks
 //! agree on lease deadlines. All keys of a queue share one hash tag, so the
 //! queue runs unchanged on a Redis Cluster (`[redis] cluster = true`; see
@@ -58,8 +59,8 @@
 //!   (one server or a cluster); `config`: the `[queue]` settings;
 //!   `error`: [`QueueError`].
 //! - `keys`: every key name; `lane`: the two lanes of waiting jobs;
-//!   `scripts`: the Lua scripts (`scripts/*.lua`)
-//!   and their loading; `convert`: script arguments and replies.
+//!   `scripts`: the Lua scripts (`scripts/*.lua`) and their loading;
+//!   `call`: how they are called (`FCALL`, or `EVALSHA`); `convert`: script arguments and replies.
 //! - Operations, each an `impl Queue` block: `enqueue` (app code's
 //!   requests), `settle` (complete and claim in one round trip), `claim`
 //!   (the leased job, renewing its lease), `fail` (retry, postpone,
@@ -75,6 +76,7 @@
 //!   job stands, for waiters) and `stream` (the Redis Stream of
 //!   compaction events the worker's outbox relay feeds).
 
+mod call;
 mod cancel;
 mod claim;
 mod config;

@@ -12,6 +12,7 @@
 
 use compactor_shared::EntityKey;
 
+use super::call::Call;
 use super::error::{redis_error, QueueError};
 use super::handle::Queue;
 use super::keys::Keys;
@@ -61,7 +62,7 @@ impl Queue {
         self.run_repair(invocation).await
     }
 
-    fn repair_invocation(&self, mode: &str) -> redis::ScriptInvocation<'_> {
+    fn repair_invocation(&self, mode: &str) -> Call<'_> {
         let keys = self.keys();
         let mut invocation = self.scripts.repair.prepare_invoke();
         invocation
@@ -75,10 +76,7 @@ impl Queue {
         invocation
     }
 
-    async fn run_repair(
-        &self,
-        invocation: redis::ScriptInvocation<'_>,
-    ) -> Result<Repair, QueueError> {
+    async fn run_repair(&self, invocation: Call<'_>) -> Result<Repair, QueueError> {
         let mut conn = self.conn.clone();
         let (requeued, relisted, wrapped): (u64, u64, u64) = invocation
             .invoke_async(&mut conn)

@@ -1,57 +1,70 @@
-//! The Lua scripts of the queue, one per transition (`scripts/*.lua`),
-//! each with the part of the shared prelude (`scripts/prelude.lua`) it uses
-//! in front (see `with_prelude`): Redis Lua has no includes. Built once per
-//! [`Queue`](super::Queue) and loaded on every node at connect time, so
-//! pipelines can call them by SHA;
-//! `redis::Script` reloads a script on `NOSCRIPT` by itself.
+//! The Lua scripts of the queue, one per transition (`scripts/*.lua`).
+//! Each runs as a function of one Redis function library, the shared
+//! prelude (`scripts/prelude.lua`) at its top level, made once at load
+//! (see the `call` module); on a server without functions, by SHA, with
+//! the part of the prelude it uses in front (see `with_prelude`): Redis
+//! Lua has no includes. Built once per [`Queue`](super::Queue) and loaded
+//! on every node at connect time, so pipelines can call them by name; a
+//! call that finds its code gone loads it again.
+
+use std::sync::Arc;
 
 use redis::Script;
 
+use super::call::{Library, QueueScript};
 use super::conn::Conn;
 use super::error::{redis_error, QueueError};
 
 /// Every script of the queue. The operations that call them live in the
 /// module of their operation.
 pub(super) struct Scripts {
-    pub(super) enqueue: Script,
+    pub(super) enqueue: QueueScript,
     /// Completes finished jobs and claims due ones (`settle` module).
-    pub(super) settle: Script,
-    pub(super) renew: Script,
-    pub(super) fail: Script,
-    pub(super) recover: Script,
-    pub(super) release: Script,
+    pub(super) settle: QueueScript,
+    pub(super) renew: QueueScript,
+    pub(super) fail: QueueScript,
+    pub(super) recover: QueueScript,
+    pub(super) release: QueueScript,
     /// The worker registry (`workers` module).
-    pub(super) heartbeat: Script,
-    pub(super) workers: Script,
+    pub(super) heartbeat: QueueScript,
+    pub(super) workers: QueueScript,
     /// A job's progress, for chat-side waiters (`progress` module).
-    pub(super) progress: Script,
+    pub(super) progress: QueueScript,
     /// Puts records back in their set (`repair` module).
-    pub(super) repair: Script,
+    pub(super) repair: QueueScript,
     /// Bulk dead-letter retry and purge (`dead_bulk` module).
-    pub(super) dead_retry: Script,
-    pub(super) dead_purge: Script,
+    pub(super) dead_retry: QueueScript,
+    pub(super) dead_purge: QueueScript,
     /// Pauses and resumes the queue or a domain (`pause` module).
-    pub(super) pause: Script,
+    pub(super) pause: QueueScript,
     /// Pages of jobs and jobs by id, for operators (`jobs` module).
-    pub(super) jobs: Script,
+    pub(super) jobs: QueueScript,
     /// Cancels a job by id (`cancel` module).
-    pub(super) cancel: Script,
+    pub(super) cancel: QueueScript,
+    library: Arc<Library>,
 }
+
+/// Every script's name and source, in `Scripts`' order.
+const SOURCES: [(&str, &str); 15] = [
+    ("enqueue", include_str!("scripts/enqueue.lua")),
+    ("settle", include_str!("scripts/settle.lua")),
+    ("renew", include_str!("scripts/renew.lua")),
+    ("fail", include_str!("scripts/fail.lua")),
+    ("recover", include_str!("scripts/recover.lua")),
+    ("release", include_str!("scripts/release.lua")),
+    ("heartbeat", include_str!("scripts/heartbeat.lua")),
+    ("workers", include_str!("scripts/workers.lua")),
+    ("progress", include_str!("scripts/progress.lua")),
+    ("repair", include_str!("scripts/repair.lua")),
+    ("dead_retry", include_str!("scripts/dead_retry.lua")),
+    ("dead_purge", include_str!("scripts/dead_purge.lua")),
+    ("pause", include_str!("scripts/pause.lua")),
+    ("jobs", include_str!("scripts/jobs.lua")),
+    ("cancel", include_str!("scripts/cancel.lua")),
+];
 
 /// The definitions every script may use (`scripts/prelude.lua`).
 const PRELUDE: &str = include_str!("scripts/prelude.lua");
-
-/// Builds a script from `scripts/<name>.lua` with the part of the shared
-/// prelude (server time, adding, completing, claiming and dead-lettering
-/// jobs) it uses (see [`with_prelude`]).
-macro_rules! script {
-    ($name:literal) => {
-        Script::new(&with_prelude(
-            PRELUDE,
-            include_str!(concat!("scripts/", $name, ".lua")),
-        ))
-    };
-}
 
 /// `script` with, in front, the definitions of `prelude` it uses, directly
 /// or through another one, in the prelude's order. Redis runs a script's
@@ -202,30 +215,49 @@ fn without_comment(line: &str) -> &str {
 
 impl Scripts {
     pub(super) fn new() -> Scripts {
+        let library = Arc::new(Library::new(PRELUDE, &SOURCES));
+        let make = |(name, source): (&str, &str)| {
+            QueueScript::new(
+                name,
+                Script::new(&with_prelude(PRELUDE, source)),
+                library.clone(),
+            )
+        };
         Scripts {
-            enqueue: script!("enqueue"),
-            settle: script!("settle"),
-            renew: script!("renew"),
-            fail: script!("fail"),
-            recover: script!("recover"),
-            release: script!("release"),
-            heartbeat: script!("heartbeat"),
-            workers: script!("workers"),
-            progress: script!("progress"),
-            repair: script!("repair"),
-            dead_retry: script!("dead_retry"),
-            dead_purge: script!("dead_purge"),
-            pause: script!("pause"),
-            jobs: script!("jobs"),
-            cancel: script!("cancel"),
+            enqueue: make(SOURCES[0]),
+            settle: make(SOURCES[1]),
+            renew: make(SOURCES[2]),
+            fail: make(SOURCES[3]),
+            recover: make(SOURCES[4]),
+            release: make(SOURCES[5]),
+            heartbeat: make(SOURCES[6]),
+            workers: make(SOURCES[7]),
+            progress: make(SOURCES[8]),
+            repair: make(SOURCES[9]),
+            dead_retry: make(SOURCES[10]),
+            dead_purge: make(SOURCES[11]),
+            pause: make(SOURCES[12]),
+            jobs: make(SOURCES[13]),
+            cancel: make(SOURCES[14]),
+            library,
         }
     }
 
-    /// `SCRIPT LOAD`s every script, so pipelines can call them by SHA. On a
-    /// cluster the client sends `SCRIPT LOAD` to every node, so whichever
-    /// node owns the queue's slot (now, or after a failover) has them.
+    /// Loads the library on the server, or, where it has no functions,
+    /// `SCRIPT LOAD`s every script, so pipelines can call them by name or
+    /// SHA. On a cluster the client sends either to every primary, so
+    /// whichever node owns the queue's slot (now, or after a failover) has
+    /// them.
     pub(super) async fn load(&self, conn: &Conn) -> Result<(), QueueError> {
         let mut conn = conn.clone();
+        let functions = self
+            .library
+            .load(&mut conn)
+            .await
+            .map_err(redis_error("FUNCTION LOAD"))?;
+        if functions {
+            return Ok(());
+        }
         for script in [
             &self.enqueue,
             &self.settle,
@@ -244,7 +276,7 @@ impl Scripts {
             &self.cancel,
         ] {
             script
-                .prepare_invoke()
+                .script
                 .load_async(&mut conn)
                 .await
                 .map_err(redis_error("SCRIPT LOAD"))?;
@@ -263,24 +295,11 @@ mod tests {
     use super::{definitions, with_prelude, PRELUDE};
 
     /// Every script's own source, the prelude included.
-    const SOURCES: [(&str, &str); 16] = [
-        ("prelude", PRELUDE),
-        ("enqueue", include_str!("scripts/enqueue.lua")),
-        ("settle", include_str!("scripts/settle.lua")),
-        ("renew", include_str!("scripts/renew.lua")),
-        ("fail", include_str!("scripts/fail.lua")),
-        ("recover", include_str!("scripts/recover.lua")),
-        ("release", include_str!("scripts/release.lua")),
-        ("heartbeat", include_str!("scripts/heartbeat.lua")),
-        ("workers", include_str!("scripts/workers.lua")),
-        ("progress", include_str!("scripts/progress.lua")),
-        ("repair", include_str!("scripts/repair.lua")),
-        ("dead_retry", include_str!("scripts/dead_retry.lua")),
-        ("dead_purge", include_str!("scripts/dead_purge.lua")),
-        ("pause", include_str!("scripts/pause.lua")),
-        ("jobs", include_str!("scripts/jobs.lua")),
-        ("cancel", include_str!("scripts/cancel.lua")),
-    ];
+    fn sources() -> Vec<(&'static str, &'static str)> {
+        std::iter::once(("prelude", PRELUDE))
+            .chain(super::SOURCES)
+            .collect()
+    }
 
     fn redis_url() -> String {
         std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned())
@@ -398,7 +417,7 @@ mod tests {
     fn each_script_gets_the_prelude_it_uses() {
         let definitions = definitions(PRELUDE).expect("the prelude is a list of definitions");
         assert!(definitions.len() > 40, "{}", definitions.len());
-        for (name, own) in &SOURCES[1..] {
+        for (name, own) in &super::SOURCES {
             let built = with_prelude(PRELUDE, own);
             let used = super::identifiers(&built);
             let at = |text: &str| built.find(text).unwrap_or(usize::MAX);
@@ -432,7 +451,7 @@ mod tests {
         }
         // Enqueue decides its common requests before the definitions only
         // the rest uses are made.
-        let enqueue = with_prelude(PRELUDE, SOURCES[1].1);
+        let enqueue = with_prelude(PRELUDE, super::SOURCES[0].1);
         let cut = enqueue.find("-- @prelude").expect("enqueue has two parts");
         let at = |text: &str| enqueue.find(text).unwrap_or(usize::MAX);
         assert!(at("local function request_common(") < cut);
@@ -527,7 +546,7 @@ mod tests {
         assert!(!joins_to_prefix("local token = f[2] .. ':' .. attempt"));
         assert!(!joins_to_prefix("redis.call('SET', KEYS[3], ARGV[1])"));
         let mut joins = Vec::new();
-        for (name, source) in SOURCES {
+        for (name, source) in sources() {
             for line in source.lines() {
                 let code = line.split("--").next().unwrap_or_default();
                 if joins_to_prefix(code) || code.contains("'|'") || code.contains("\"|\"") {

@@ -267,19 +267,72 @@ async fn enqueue_many_is_pipelined_and_keeps_request_order() {
     assert_eq!(q.counts().await.unwrap().waiting, 200);
 }
 
+/// The library of functions and the scripts' cache both lost (a restart
+/// without persistence, a flush): a call loads the code again and runs,
+/// and so does a pipeline. On a private server, so that the flush reaches
+/// no other test's calls.
 #[tokio::test]
-async fn scripts_are_reloaded_after_a_script_flush() {
-    let t = TestQueue::new().await;
+async fn lost_code_is_loaded_again_after_a_flush() {
+    let redis = PrivateRedis::start();
+    let t = TestQueue::at(&redis.url(), QueueConfig::default()).await;
     let q = &t.queue;
-    let mut conn = raw().await;
-    exec(&mut conn, redis::cmd("SCRIPT").arg("FLUSH")).await;
+    let mut conn = t.raw().await;
+    let flush = || async {
+        let mut conn = t.raw().await;
+        exec(&mut conn, redis::cmd("FUNCTION").arg("FLUSH")).await;
+        exec(&mut conn, redis::cmd("SCRIPT").arg("FLUSH")).await;
+    };
+    let libraries = |conn: &mut MultiplexedConnection| {
+        let mut conn = conn.clone();
+        async move {
+            query::<Vec<redis::Value>>(&mut conn, redis::cmd("FUNCTION").arg("LIST"))
+                .await
+                .len()
+        }
+    };
+    assert_eq!(libraries(&mut conn).await, 1, "loaded at connect");
+    flush().await;
+    assert_eq!(libraries(&mut conn).await, 0);
     assert!(matches!(
         request(q, &key("s")).await,
         EnqueueOutcome::Added { .. }
     ));
-    exec(&mut conn, redis::cmd("SCRIPT").arg("FLUSH")).await;
+    assert_eq!(libraries(&mut conn).await, 1, "loaded again by the call");
+    flush().await;
     let outcomes = q.enqueue_many(&[(key("s2"), Trigger::Auto)]).await.unwrap();
     assert!(matches!(outcomes[0], EnqueueOutcome::Added { .. }));
+    flush().await;
+    let job = claim(q).await;
+    q.complete(&job).await.unwrap();
+    assert_eq!(q.counts().await.unwrap().waiting, 1);
+}
+
+/// A server that refuses functions to this user (an ACL without
+/// `FUNCTION`; Redis before 7 has no such command): the queue calls its
+/// scripts by SHA instead, and reloads them by SHA when they are lost.
+#[tokio::test]
+async fn without_functions_the_scripts_run_by_sha() {
+    let redis = PrivateRedis::start();
+    let mut admin = compactor_testkit::redis::connection(&redis.url()).await;
+    exec(
+        &mut admin,
+        redis::cmd("ACL")
+            .arg("SETUSER")
+            .arg("default")
+            .arg("-function"),
+    )
+    .await;
+    let t = TestQueue::at(&redis.url(), QueueConfig::default()).await;
+    let q = &t.queue;
+    request(q, &key("a")).await;
+    exec(&mut admin, redis::cmd("SCRIPT").arg("FLUSH")).await;
+    request(q, &key("b")).await;
+    let job = claim(q).await;
+    q.complete(&job).await.unwrap();
+    assert_eq!(q.counts().await.unwrap().waiting, 1);
+    let stats: String = query(&mut admin, redis::cmd("INFO").arg("commandstats")).await;
+    assert!(stats.contains("cmdstat_evalsha:"), "{stats}");
+    assert!(!stats.contains("cmdstat_fcall:"), "{stats}");
 }
 
 #[tokio::test]

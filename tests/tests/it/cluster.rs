@@ -161,16 +161,21 @@ async fn enqueue_many_pipelines_on_the_cluster_even_after_the_scripts_are_flushe
         };
         assert_eq!(second, &EnqueueOutcome::Coalesced { job_id: *job_id });
     }
-    // Every node forgets the scripts (a restart, a failover to a node that
-    // never loaded them): the pipeline reloads them and goes through, and
-    // a single call falls back on its own. Other tests sharing the cluster
+    // Every node forgets the code (a restart, a failover to a node that
+    // never loaded it): the pipeline loads it again and goes through, and
+    // a single call does so on its own. Other tests sharing the cluster
     // ride through this the same way.
-    for node in 0..NODES {
-        let _: () = redis::cmd("SCRIPT")
-            .arg("FLUSH")
-            .query(&mut cluster().connection(node))
-            .unwrap();
-    }
+    let forget = || {
+        for node in 0..NODES {
+            for cache in ["FUNCTION", "SCRIPT"] {
+                let _: () = redis::cmd(cache)
+                    .arg("FLUSH")
+                    .query(&mut cluster().connection(node))
+                    .unwrap();
+            }
+        }
+    };
+    forget();
     let more: Vec<_> = (50..60)
         .map(|i| (key(&format!("m{i}")), Trigger::Auto))
         .collect();
@@ -178,12 +183,7 @@ async fn enqueue_many_pipelines_on_the_cluster_even_after_the_scripts_are_flushe
     assert!(outcomes
         .iter()
         .all(|o| matches!(o, EnqueueOutcome::Added { .. })));
-    for node in 0..NODES {
-        let _: () = redis::cmd("SCRIPT")
-            .arg("FLUSH")
-            .query(&mut cluster().connection(node))
-            .unwrap();
-    }
+    forget();
     assert!(matches!(
         q.request_compaction(&key("single"), Trigger::Auto)
             .await
