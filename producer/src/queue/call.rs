@@ -111,6 +111,16 @@ impl QueueScript {
         }
     }
 
+    /// Puts this script's code on the server: the library, or where the
+    /// server has no functions, this script by SHA. For a call or a
+    /// pipeline of calls that found it gone.
+    pub(super) async fn load(&self, conn: &mut (impl ConnectionLike + Send)) -> RedisResult<()> {
+        if !self.library.load(conn).await? {
+            self.script.load_async(conn).await?;
+        }
+        Ok(())
+    }
+
     /// A call of this script, keys and arguments to follow.
     pub(super) fn prepare_invoke(&self) -> Call<'_> {
         Call {
@@ -163,8 +173,8 @@ impl Call<'_> {
         cmd
     }
 
-    /// Adds the call to `pipe` (see [`is_missing`] for what to do when the
-    /// pipeline finds the code gone).
+    /// Adds the call to `pipe` (when the pipeline finds the code gone, see
+    /// [`is_missing`], load it with [`QueueScript::load`] and send it again).
     pub(super) fn add_to(&self, pipe: &mut Pipeline) {
         pipe.add_command(self.cmd());
     }
@@ -177,10 +187,7 @@ impl Call<'_> {
     ) -> RedisResult<T> {
         match self.cmd().query_async(conn).await {
             Err(e) if is_missing(&e) => {
-                let library = &self.script.library;
-                if !library.load(conn).await? {
-                    self.script.script.prepare_invoke().load_async(conn).await?;
-                }
+                self.script.load(conn).await?;
                 self.cmd().query_async(conn).await
             }
             result => result,

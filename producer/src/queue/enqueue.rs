@@ -187,7 +187,11 @@ impl Queue {
             // load and retry once. Enqueue is idempotent per entity, so a
             // partial first run cannot add a job twice.
             Err(e) if is_missing(&e) => {
-                self.load_scripts().await?;
+                self.scripts
+                    .enqueue
+                    .load(&mut conn)
+                    .await
+                    .map_err(redis_error("enqueue_many: loading the script"))?;
                 pipe.query_async(&mut conn)
                     .await
                     .map_err(redis_error("enqueue_many"))?

@@ -61,7 +61,9 @@ impl Queue {
             conn,
             scripts: Arc::new(Scripts::new()),
         };
-        queue.load_scripts().await?;
+        // Every script on the server (see [`Scripts::load`]); a call that
+        // later finds its code gone loads it again itself.
+        queue.scripts.load(&queue.conn).await?;
         Ok(queue)
     }
 
@@ -85,11 +87,5 @@ impl Queue {
 
     pub fn config(&self) -> &QueueConfig {
         &self.config
-    }
-
-    /// Loads every script on the server (see [`Scripts::load`]): at
-    /// connect time, and again when a pipeline finds them gone.
-    pub(super) async fn load_scripts(&self) -> Result<(), QueueError> {
-        self.scripts.load(&self.conn).await
     }
 }
