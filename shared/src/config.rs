@@ -25,7 +25,7 @@
 //!
 //! # Sizes derived from the window
 //!
-//! Four sizes may be left unset, and are then derived from
+//! Five sizes may be left unset, and are then derived from
 //! `trigger.context_window` so that a configuration that names only the
 //! model's window passes both checks (8k to 1M tokens): the seeds' constants
 //! for large windows, scaled down for small ones.
@@ -41,6 +41,10 @@
 //!   room a summarization call leaves in the window, at most the seed's
 //!   120,000; derived as the engine configuration is read, the only place
 //!   that knows both the chunk and the window.
+//!
+//! - `evidence.share_of_trigger`: [`EngineConfig::evidence_share`], the
+//!   share of the trigger that is half the window (the seeds'
+//!   post-compaction target), between 0.5 and 0.8.
 //!
 //! A value that is set is used as it is, and refused as before when it
 //! cannot work. Written back, a derived value is left out.
@@ -425,6 +429,20 @@ impl EngineConfig {
         self.summary
             .max_output_tokens
             .unwrap_or_else(|| self.derived_summary_budget())
+    }
+
+    /// The share of the trigger a context may fill after a compaction,
+    /// evidence included: `evidence.share_of_trigger`, or when unset
+    /// [`crate::evidence::derived_share_of_trigger`] (half the window).
+    /// Without a threshold only 0 (evidence off) means anything:
+    /// `evidence.max_tokens` is the budget.
+    pub fn evidence_share(&self) -> f64 {
+        self.evidence.share_of_trigger.unwrap_or_else(|| {
+            crate::evidence::derived_share_of_trigger(
+                self.trigger.context_window(),
+                self.trigger.threshold(),
+            )
+        })
     }
 
     /// `summary.max_output_tokens` when unset: CoWork's budget for the
@@ -877,6 +895,41 @@ mod tests {
     }
 
     #[test]
+    fn an_unset_evidence_share_brings_a_context_to_half_its_window() {
+        // Whatever the window and the trigger's ratio, a compaction may
+        // fill half the window: the share of the trigger that is.
+        for window in [8_000u64, 32_000, 128_000, 200_000, 1_000_000] {
+            let c = window_only(window, "");
+            let threshold = c.trigger.threshold().unwrap();
+            let filled = threshold as f64 * c.evidence_share();
+            assert!(
+                (filled - window as f64 / 2.0).abs() < 1.0,
+                "{window}: {filled} of a {threshold} trigger"
+            );
+            let share = c.evidence_share();
+            assert!((0.5..=0.8).contains(&share), "{window}: {share}");
+        }
+        // The utilization policy's 0.9: 0.56 of the trigger.
+        let mut c = window_only(200_000, "");
+        c.trigger = TriggerPolicy::Utilization {
+            context_window: 200_000,
+            ratio: 0.9,
+        };
+        assert!((c.evidence_share() - 0.5 / 0.9).abs() < 1e-9);
+        // A low trigger ratio is held to 0.8, a share set by hand is kept,
+        // and without a threshold only 0 would mean anything.
+        let c = window_only(200_000, "ratio = 0.3\n");
+        assert_eq!(c.evidence_share(), 0.8);
+        let c = window_only(200_000, "[evidence]\nshare_of_trigger = 0.4\n");
+        assert_eq!(c.evidence_share(), 0.4);
+        assert!(window_only(0, "").evidence_share() > 0.0);
+        assert!(
+            refusal(window_only(200_000, "[evidence]\nshare_of_trigger = 0.95\n").validate())
+                .contains("share_of_trigger")
+        );
+    }
+
+    #[test]
     fn derived_sizes_are_written_as_unset_and_set_ones_as_set() {
         let written = toml::Value::try_from(EngineConfig::default()).unwrap();
         assert!(written["chunk"].get("max_chars").is_none(), "{written}");
@@ -890,6 +943,10 @@ mod tests {
         );
         assert!(
             written["summary"].get("max_output_tokens").is_none(),
+            "{written}"
+        );
+        assert!(
+            written["evidence"].get("share_of_trigger").is_none(),
             "{written}"
         );
         // A chunk set by hand is written, and reads back the same even once

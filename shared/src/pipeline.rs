@@ -545,7 +545,7 @@ pub fn evidence_budget(
     kept: u64,
     estimator: &dyn TokenEstimator,
 ) -> (u64, Option<u64>) {
-    if engine.evidence.share_of_trigger <= 0.0 {
+    if engine.evidence_share() <= 0.0 {
         return (0, None);
     }
     let heading = estimator.count(crate::evidence::EVIDENCE_HEADING) + 1;
@@ -560,18 +560,18 @@ pub fn evidence_budget(
 }
 
 /// Share of the trigger threshold under which evidence keeps what it held
-/// before, even past `evidence.share_of_trigger`: a kept tail that grew
+/// before, even past [`EngineConfig::evidence_share`]: a kept tail that grew
 /// (a few large tool outputs) must not push out every line kept so far,
 /// which no later compaction could read again.
 pub const EVIDENCE_HOLD_SHARE: f64 = 0.85;
 
 /// The tokens a context may take after a compaction, evidence included:
-/// `evidence.share_of_trigger` of the trigger, or, when the rest
+/// [`EngineConfig::evidence_share`] of the trigger, or, when the rest
 /// (`rest` tokens) leaves the evidence less than it held before (`kept`),
 /// as much of that as fits under [`EVIDENCE_HOLD_SHARE`] of it. `None`
 /// when evidence is off or the trigger has no threshold.
 fn evidence_ceiling(engine: &EngineConfig, rest: u64, kept: u64) -> Option<u64> {
-    let share = engine.evidence.share_of_trigger;
+    let share = engine.evidence_share();
     let threshold = engine.trigger.threshold().filter(|_| share > 0.0)?;
     let target = (threshold as f64 * share) as u64;
     let hold = (threshold as f64 * EVIDENCE_HOLD_SHARE.max(share)) as u64;

@@ -49,8 +49,10 @@ pub struct EvidenceConfig {
     /// compaction, evidence included: evidence takes what the summary,
     /// the state and the kept tail leave below it (and keeps what it held
     /// before up to [`crate::pipeline::EVIDENCE_HOLD_SHARE`] of it). 0
-    /// turns evidence off.
-    pub share_of_trigger: f64,
+    /// turns evidence off. Unset: derived from the trigger
+    /// ([`derived_share_of_trigger`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub share_of_trigger: Option<f64>,
     /// Evidence budget, in tokens, when the trigger has no threshold.
     pub max_tokens: u64,
     /// A later value supersedes an earlier one of its slot only within
@@ -65,7 +67,7 @@ pub struct EvidenceConfig {
 impl Default for EvidenceConfig {
     fn default() -> Self {
         EvidenceConfig {
-            share_of_trigger: 0.6,
+            share_of_trigger: None,
             max_tokens: 4_000,
             scope_messages: 24,
             max_line_chars: 280,
@@ -75,13 +77,42 @@ impl Default for EvidenceConfig {
 
 impl EvidenceConfig {
     pub fn validate(&self) -> Result<(), String> {
-        if !(0.0..=0.9).contains(&self.share_of_trigger) {
-            return Err("share_of_trigger must be between 0 and 0.9".into());
+        if let Some(share) = self.share_of_trigger {
+            if !(0.0..=0.9).contains(&share) {
+                return Err("share_of_trigger must be between 0 and 0.9".into());
+            }
         }
         if self.max_line_chars < 40 {
             return Err("max_line_chars must be at least 40".into());
         }
         Ok(())
+    }
+}
+
+/// The share of the window a context is brought down to after a
+/// compaction: CoWork's post-compaction target (`PROACTIVE_COMPACTION_TARGET`,
+/// 50 % utilization), which leaves the other half for the conversation
+/// that follows and the model's answer.
+pub const POST_COMPACTION_TARGET: f64 = 0.5;
+
+/// The least and the most an unset `share_of_trigger` derives to: below,
+/// evidence would get almost nothing beside a summary; above, a compaction
+/// would leave too little room before the next one is due.
+const DERIVED_SHARE: (f64, f64) = (0.5, 0.8);
+
+/// `share_of_trigger` when unset: the share of the trigger that is
+/// [`POST_COMPACTION_TARGET`] of the window, so a context after a
+/// compaction fills half the window whatever the trigger's ratio (0.9 of
+/// the window → 0.56, 0.7 → 0.71), within [`DERIVED_SHARE`]. A fixed share
+/// of the trigger left a workstream with a 0.7 ratio at 42 % of its window
+/// while most of what it said was dropped for want of room. Without a
+/// threshold (an unlimited window) the share applies to nothing
+/// (`max_tokens` is the budget) and is the lower bound.
+pub fn derived_share_of_trigger(window: u64, threshold: Option<u64>) -> f64 {
+    match threshold.filter(|&t| t > 0) {
+        Some(threshold) => (POST_COMPACTION_TARGET * window as f64 / threshold as f64)
+            .clamp(DERIVED_SHARE.0, DERIVED_SHARE.1),
+        None => DERIVED_SHARE.0,
     }
 }
 

@@ -530,7 +530,7 @@ fn judgements_kept_between_chunks_change_nothing_of_the_result() {
 fn evidence_keeps_what_it_held_through_a_large_tail_up_to_the_hold_share() {
     let engine = engine();
     let threshold = engine.trigger.threshold().expect("a threshold");
-    let target = (threshold as f64 * engine.evidence.share_of_trigger) as u64;
+    let target = (threshold as f64 * engine.evidence_share()) as u64;
     let hold = (threshold as f64 * EVIDENCE_HOLD_SHARE) as u64;
     let e = CharEstimator::default();
     // A tail that leaves nothing under the share: a first compaction (no

@@ -144,7 +144,7 @@ async fn three_thousand_messages_compact_in_chunks(backend: Backend) {
     // tail take: evidence fills at most its share of the trigger.
     let engine = compactor.engine();
     let threshold = engine.trigger.threshold().expect("a threshold trigger");
-    let evidence_limit = (threshold as f64 * engine.evidence.share_of_trigger) as u64;
+    let evidence_limit = (threshold as f64 * engine.evidence_share()) as u64;
     assert!(
         runs[0].run.tokens_after <= evidence_limit.max(runs[0].run.tokens_before / 10),
         "{runs:?} (evidence limit {evidence_limit})"
