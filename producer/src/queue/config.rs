@@ -18,7 +18,9 @@ pub struct QueueConfig {
     /// How long a claimed job's lease lasts without renewal.
     #[serde(with = "humantime_serde")]
     pub lease_ttl: Duration,
-    /// Finished-job records kept at most…
+    /// Finished-job records kept at most (a busy queue at the bound trims
+    /// in batches, once every 64th of it, and holds up to that many more
+    /// between two trims)…
     pub done_max_count: u64,
     /// …and for at most this long.
     #[serde(with = "humantime_serde")]

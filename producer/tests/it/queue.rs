@@ -794,6 +794,36 @@ async fn finished_records_beyond_the_count_bound_are_deleted() {
     );
 }
 
+/// At its bound a busy queue trims its finished records once every 64th
+/// of the bound, not on each completion: the done set holds at most that
+/// many over the bound, and each trim brings it back to the bound.
+#[tokio::test]
+async fn finished_records_are_trimmed_in_batches_a_64th_over_the_bound() {
+    let t = TestQueue::with(QueueConfig {
+        done_max_count: 128,
+        ..QueueConfig::default()
+    })
+    .await;
+    let q = &t.queue;
+    let mut sizes = Vec::new();
+    for i in 0..140 {
+        let job = request_and_claim(q, &key(&format!("batch{i}"))).await;
+        assert_eq!(q.complete(&job).await.unwrap(), Completion::Done);
+        sizes.push(q.counts().await.unwrap().done);
+    }
+    assert_eq!(*sizes.iter().max().unwrap(), 130, "{sizes:?}");
+    // 130 kept (128 and two over), the 131st brings it back to 128.
+    assert_eq!(sizes[129], 130);
+    assert_eq!(sizes[130], 128, "{sizes:?}");
+    assert_eq!(&sizes[131..134], &[129, 130, 128], "{sizes:?}");
+    // The oldest records went, not just their entries.
+    assert_eq!(q.job_state(&key("batch0")).await.unwrap(), None);
+    assert!(matches!(
+        q.job_state(&key("batch139")).await.unwrap(),
+        Some(JobState::Done { .. })
+    ));
+}
+
 #[tokio::test]
 async fn dead_letters_past_their_age_leave_the_set_even_in_a_quiet_queue() {
     let t = TestQueue::with(QueueConfig {
@@ -1146,6 +1176,39 @@ async fn a_script_that_meets_a_key_of_the_wrong_type_changes_nothing() {
         "{:?}",
         settled.claimed
     );
+}
+
+/// The claim of a `settle` that completed jobs first meets a lane of the
+/// wrong type after the completions were written: the completions stand
+/// (each whole), nothing is claimed, and the next claim alone, which has
+/// written nothing yet, is refused as before.
+#[tokio::test]
+async fn a_lane_of_the_wrong_type_met_after_a_completion_claims_nothing_and_loses_nothing() {
+    let t = TestQueue::new().await;
+    let q = &t.queue;
+    let mut conn = raw().await;
+    for (lane, k) in [
+        (q.keys().waiting(), key("finishing")),
+        (q.keys().urgent(), key("finishing-urgent")),
+    ] {
+        let job = request_and_claim(q, &k).await;
+        set(&mut conn, &lane, "not a sorted set").await;
+        let settled = q.settle(&[&job], 1, "w1").await.unwrap();
+        assert_eq!(settled.completions, vec![Completion::Done], "{lane}");
+        assert!(settled.claimed.is_empty(), "{lane}: {:?}", settled.claimed);
+        assert!(matches!(
+            q.job_state(&k).await.unwrap(),
+            Some(JobState::Done { .. })
+        ));
+        let error = q.claim("w1").await.unwrap_err();
+        assert!(error.to_string().contains("WRONGTYPE"), "{lane}: {error}");
+        del(&mut conn, &lane).await;
+        // The same job, completed again: its lease is gone, nothing changes.
+        assert_eq!(q.complete(&job).await.unwrap(), Completion::LeaseLost);
+    }
+    let other = key("after");
+    request(q, &other).await;
+    assert_eq!(claim(q).await.key, other, "the queue works again");
 }
 
 #[tokio::test]

@@ -124,26 +124,34 @@ const BUDGET: &[(&str, u64, u64)] = &[
     // FCALL; the record (HMGET), the follow-up flag (HSET), the entity's
     // place (ZSCORE).
     ("enqueue a follow-up of a running job", 1, 4),
-    // FCALL; three key-type checks before the first write (running,
-    // waiting, urgent: a claim touches neither the done set nor the
-    // counter, so they are not checked), TIME, the pause
-    // record (HGETALL), both lanes (ZRANGEBYSCORE ×2), the record read
-    // (HMGET), out of both lanes (ZREM ×2), the lease (HSET, ZADD).
-    ("claim", 1, 13),
-    // As a claim that finds nothing: the checks, the pause record, both
-    // lanes and the next due job of each (ZRANGE ×2).
-    ("claim with nothing due", 1, 10),
+    // FCALL; TIME, the pause record (HGETALL), both lanes
+    // (ZRANGEBYSCORE ×2: the reads that also refuse a lane of the wrong
+    // type before anything is written), the record read (HMGET), the
+    // lease (ZADD running, the first write, refusing a running set of the
+    // wrong type; HSET), out of both lanes (ZREM ×2). No TYPE call.
+    ("claim", 1, 10),
+    // As a claim that finds nothing: the pause record, both lanes and the
+    // next due job of each (ZRANGE ×2).
+    ("claim with nothing due", 1, 7),
     // FCALL; two key-type checks, the lease (HMGET), TIME, the deadline
     // (HSET, ZADD).
     ("renew", 1, 7),
-    // FCALL; the checks, the lease, the done set and its trim, the
-    // follow-up job's record, counter, lane and wake-up.
-    ("complete, adding the follow-up", 1, 21),
+    // FCALL; TIME, the lease (HMGET), the done set's size (ZCARD, which
+    // also refuses it of the wrong type), the counter and both lanes
+    // checked because there is a follow-up (GET, TYPE ×2), out of running
+    // (ZREM) and into done (ZADD), the follow-up job's counter, lane,
+    // record, index and wake-up (INCR, ZADD, DEL, HSET ×2, PUBLISH), the
+    // settled notice (PUBLISH), the age bound's oldest entry (ZRANGE).
+    ("complete, adding the follow-up", 1, 17),
     // FCALL; five key-type checks, the lease, the retry's record and
     // delayed place, the failure and wake-up publishes.
     ("fail with a retry", 1, 15),
-    // One script for both: a completion and a claim in one round trip.
-    ("complete and claim the next", 1, 25),
+    // One script for both, in one round trip: the completion (TIME,
+    // HMGET, ZCARD, ZREM, ZADD, HSET, PEXPIRE, PUBLISH, ZRANGE) and the
+    // claim (HGETALL, ZRANGEBYSCORE ×2, HMGET, ZADD, ZREM ×2, HSET),
+    // without a TYPE call: the completion's reads and first write checked
+    // the keys it writes, the claim's reads check the lanes.
+    ("complete and claim the next", 1, 18),
 ];
 
 fn budget(op: &str) -> (u64, u64) {

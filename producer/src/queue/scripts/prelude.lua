@@ -413,19 +413,48 @@ end
 -- records them in the `done` set and adds the follow-ups requested while
 -- they ran. Returns one completion per job, in order: {'done'},
 -- {'followup', new job_id} or {'lost'} (nothing changed: that lease was
--- lost). The lease fields stay on a done record as its history; only a
--- running state makes a lease valid.
+-- lost), and the done set's size after (nil when nothing finished, and
+-- then nothing was written). The lease fields stay on a done record as
+-- its history; only a running state makes a lease valid.
+--
+-- Every key it writes is refused, when of the wrong type, before the
+-- first write, with no TYPE call on the common path: the records by their
+-- reads (one of another type is no running job: 'lost'), the done set by
+-- the size it reads anyway (for trim_done), the running set by the ZREM
+-- that is the first write. The counter and the lanes, which only a
+-- follow-up writes, are checked only when there is one.
 local function complete_jobs(prefix, running, lanes, done, seq, channel, members, tokens, now, done_max_age)
-  local completions, finished, done_entries = {}, {}, {}
+  local completions, records, finished, done_entries = {}, {}, {}, {}
+  local followups = false
   for i, member in ipairs(members) do
-    local job = job_key(prefix, member)
-    local f = job_fields(job, 'state', 'lease', 'job_id', 'followup', 'followup_lane')
+    local f = job_fields(job_key(prefix, member), 'state', 'lease', 'job_id', 'followup',
+      'followup_lane')
     if f[1] ~= 'running' or f[2] ~= tokens[i] then
       completions[i] = {'lost'}
     else
+      records[i] = f
       finished[#finished + 1] = member
       done_entries[#done_entries + 1] = now
       done_entries[#done_entries + 1] = set_entry(member, f[3] or '0')
+      followups = followups or f[4] ~= false
+    end
+  end
+  if #finished == 0 then
+    return completions, nil
+  end
+  local size = call_checked('zset', 'ZCARD', done)
+  if followups then
+    expect_counter(seq)
+    expect_types(lanes.normal, 'zset', lanes.urgent, 'zset')
+  end
+  -- One call each for the whole batch (at most 128 jobs: far below Lua's
+  -- unpack limit).
+  call_checked('zset', 'ZREM', running, unpack(finished))
+  redis.call('ZADD', done, unpack(done_entries))
+  for i, member in ipairs(members) do
+    local f = records[i]
+    if f then
+      local job = job_key(prefix, member)
       if f[4] then
         local id = add_job(job, lanes, seq, channel, member, f[4], f[5], now)
         completions[i] = {'followup', tostring(id)}
@@ -438,23 +467,31 @@ local function complete_jobs(prefix, running, lanes, done, seq, channel, members
       end
     end
   end
-  -- One call each for the whole batch (at most 128 jobs: far below Lua's
-  -- unpack limit).
-  if #finished > 0 then
-    redis.call('ZREM', running, unpack(finished))
-    redis.call('ZADD', done, unpack(done_entries))
-  end
-  return completions
+  return completions, size + #finished
 end
 
--- Keeps the `done` set within its age and count bounds. Records past the
--- age bound expire on their own (PEXPIRE); records past the count bound
--- are deleted here, unless their entity has a newer job by now.
-local function trim_done(prefix, done, now, max_count, max_age)
-  local old = redis.call('ZRANGEBYSCORE', done, '-inf', now - tonumber(max_age))
-  unindex_entries(prefix, old)
-  redis.call('ZREMRANGEBYSCORE', done, '-inf', now - tonumber(max_age))
-  local excess = redis.call('ZRANGE', done, 0, -(tonumber(max_count) + 1))
+-- Keeps the `done` set, of `size` entries, within its age and count
+-- bounds. Entries past the age bound leave when the oldest one is that
+-- old (one read on the common path; their records expire on their own,
+-- PEXPIRE). Past the count bound by more than a 64th of it, the oldest
+-- records go in one batch and are deleted, unless their entity has a
+-- newer job by now: a busy queue at its bound trims once every
+-- `max_count / 64` completions instead of on each one, and the set holds
+-- at most that many entries over its bound (none below 64).
+local function trim_done(prefix, done, now, max_count, max_age, size)
+  max_count = tonumber(max_count)
+  local cutoff = now - tonumber(max_age)
+  local oldest = redis.call('ZRANGE', done, 0, 0, 'WITHSCORES')
+  if oldest[2] and tonumber(oldest[2]) <= cutoff then
+    local old = redis.call('ZRANGEBYSCORE', done, '-inf', cutoff)
+    unindex_entries(prefix, old)
+    redis.call('ZREMRANGEBYSCORE', done, '-inf', cutoff)
+    size = size - #old
+  end
+  if size <= max_count + math.floor(max_count / 64) then
+    return
+  end
+  local excess = redis.call('ZRANGE', done, 0, -(max_count + 1))
   for _, entry in ipairs(excess) do
     local member, job_id = string.match(entry, '^(.*)|(%d+)$')
     if member then
@@ -481,13 +518,29 @@ end
 -- dropped), and, when fewer than `wanted` jobs are due, the ms until the
 -- next delayed one of either lane is ('' if none waits):
 -- {entries, next_due}.
-local function claim_some(lanes, running, prefix, lease_ttl, worker, nonce, now, wanted)
+--
+-- `strict`: nothing was written before it in this call. Then a key of the
+-- wrong type is refused before the claim's first write, with no TYPE on
+-- the common path: each lane by its first read, the running set by the
+-- ZADD that is the first write, the other lane (written only to take a
+-- member out of both) by a TYPE only when the urgent lane has jobs. After
+-- a completion's writes (not strict; the running set then was written
+-- already), a lane of the wrong type is no reason to fail the call half
+-- way: it has nothing to claim, and the next strict claim refuses it.
+local function claim_some(lanes, running, prefix, lease_ttl, worker, nonce, now, wanted, strict)
   local entries = {}
   -- A paused queue hands out nothing (its jobs stay where they wait); the
   -- wake-up its resumption publishes brings idle workers back.
   local paused = pause_of(prefix)
   if paused.queue then
     return {entries, ''}
+  end
+  -- A read of a lane: refused on the wrong type when strict, else nil.
+  local function lane_read(command, set, ...)
+    if strict then
+      return call_checked('zset', command, set, ...)
+    end
+    return read_or_nil(command, set, ...)
   end
   -- The parked set of each paused domain (one whose parked key holds
   -- another type, tampered with, is not parked into: its jobs run).
@@ -501,48 +554,42 @@ local function claim_some(lanes, running, prefix, lease_ttl, worker, nonce, now,
   end
   local due = now * SCORE_SCALE + SCORE_SCALE - 1
   local deadline = now + tonumber(lease_ttl)
+  local read = {}
   for _, lane in ipairs({URGENT, NORMAL}) do
     local set, other = lane_set(lanes, lane)
     while #entries < wanted do
       -- At most `wanted` members (a batch, capped by the caller far below
       -- Lua's unpack limit), however long the backlog. A job of a paused
       -- domain met here is parked, once: the loop goes on past it.
-      local flat = redis.call('ZRANGEBYSCORE', set, '-inf', due, 'WITHSCORES', 'LIMIT', 0,
+      local flat = lane_read('ZRANGEBYSCORE', set, '-inf', due, 'WITHSCORES', 'LIMIT', 0,
         wanted - #entries)
-      if #flat == 0 then
+      read[set] = true
+      if not flat or #flat == 0 then
         break
+      end
+      if strict and not read[other] then
+        expect_types(other, 'zset')
+        read[other] = true
       end
       local members, scores = {}, {}
       for i = 1, #flat, 2 do
         members[#members + 1] = flat[i]
         scores[#scores + 1] = flat[i + 1]
       end
-      -- Every record of the batch is read before anything changes.
-      local records = {}
+      -- Every record of the batch is read, and what each gets decided,
+      -- before anything changes.
+      local records, leases, leased = {}, {}, {}
       for i, member in ipairs(members) do
-        records[i] = job_fields(job_key(prefix, member),
+        local f = job_fields(job_key(prefix, member),
           'state', 'job_id', 'attempts', 'enqueued_at', 'payload')
-      end
-      -- A member listed in both lanes (a hand edit, or a repair by a build
-      -- that knew one lane only) leaves both: one claim, no stale entry.
-      redis.call('ZREM', set, unpack(members))
-      redis.call('ZREM', other, unpack(members))
-      local leased = {}
-      for i, member in ipairs(members) do
-        local job = job_key(prefix, member)
-        local f = records[i]
-        local parked = parking[domain_of(member) or '']
+        records[i] = f
         if f[1] ~= 'waiting' then
           entries[#entries + 1] = {'orphan', member}
-        elseif parked then
-          -- Still waiting, in its lane (the record's), at its place.
-          redis.call('ZADD', parked, scores[i], member)
-        else
+        elseif not parking[domain_of(member) or ''] then
           f[2] = f[2] or '0'
           local attempt = (tonumber(f[3]) or 0) + 1
           local token = f[2] .. ':' .. attempt .. ':' .. nonce
-          redis.call('HSET', job, 'state', 'running', 'attempts', attempt, 'lease', token,
-            'deadline', deadline, 'worker', worker, 'started_at', now)
+          leases[i] = {attempt, token}
           leased[#leased + 1] = deadline
           leased[#leased + 1] = member
           local enqueued_at = tonumber(f[4]) or now
@@ -551,7 +598,24 @@ local function claim_some(lanes, running, prefix, lease_ttl, worker, nonce, now,
         end
       end
       if #leased > 0 then
-        redis.call('ZADD', running, unpack(leased))
+        call_checked('zset', 'ZADD', running, unpack(leased))
+      end
+      -- A member listed in both lanes (a hand edit, or a repair by a build
+      -- that knew one lane only) leaves both: one claim, no stale entry.
+      -- (The other lane, when of another type, lists nobody.)
+      redis.call('ZREM', set, unpack(members))
+      redis.pcall('ZREM', other, unpack(members))
+      for i, member in ipairs(members) do
+        local f = records[i]
+        local lease = leases[i]
+        if lease then
+          redis.call('HSET', job_key(prefix, member), 'state', 'running', 'attempts', lease[1],
+            'lease', lease[2], 'deadline', deadline, 'worker', worker, 'started_at', now)
+        elseif f[1] == 'waiting' then
+          -- Parked: still waiting, in its lane (the record's), at its
+          -- place.
+          redis.call('ZADD', parking[domain_of(member) or ''], scores[i], member)
+        end
       end
     end
   end
@@ -559,8 +623,8 @@ local function claim_some(lanes, running, prefix, lease_ttl, worker, nonce, now,
   if #entries < wanted then
     local soonest
     for _, set in ipairs({lanes.urgent, lanes.normal}) do
-      local next = redis.call('ZRANGE', set, 0, 0, 'WITHSCORES')
-      if next[2] then
+      local next = lane_read('ZRANGE', set, 0, 0, 'WITHSCORES')
+      if next and next[2] then
         local at = math.floor(tonumber(next[2]) / SCORE_SCALE)
         if not soonest or at < soonest then
           soonest = at
