@@ -5,7 +5,8 @@
 // Completed-job retention mirrors compactor's default (10,000 records).
 //
 // Run: node bench/bullmq/worker.mjs   (REDIS_URL, BENCH_RUNS,
-//      BENCH_ONLY = noop2 | noop50 | pickup)
+//      RUNTIME_BENCH = noop2 | noop50 | pickup, as worker/benches/runtime.rs;
+//      not BENCH_ONLY, which bench/run sets to its own step globs)
 import { Queue, Worker } from 'bullmq';
 import { cleanup, connection, nowMs, percentile, PREFIX, result, RUNS, sleep, uniqueName } from './common.mjs';
 
@@ -94,7 +95,7 @@ async function pickup(n) {
   return lat;
 }
 
-const only = process.env.BENCH_ONLY;
+const only = process.env.RUNTIME_BENCH;
 const wanted = (x) => !only || only === x;
 const suite = 'runtime';
 console.log(`BullMQ worker benchmark, Redis at ${process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'}, ${RUNS} run(s)`);
