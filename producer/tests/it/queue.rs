@@ -1178,6 +1178,25 @@ async fn a_script_that_meets_a_key_of_the_wrong_type_changes_nothing() {
     );
 }
 
+/// A renew whose running set is not a set is refused before it writes the
+/// record's new deadline: the running set is its first write.
+#[tokio::test]
+async fn a_renew_that_meets_a_running_set_of_the_wrong_type_changes_nothing() {
+    let t = TestQueue::new().await;
+    let q = &t.queue;
+    let mut conn = raw().await;
+    let k = key("renewing");
+    let job = request_and_claim(q, &k).await;
+    let before = record(&mut conn, q, &k).await;
+    set(&mut conn, q.keys().running(), "not a sorted set").await;
+    let error = q.renew(&job).await.unwrap_err();
+    assert!(error.to_string().contains("WRONGTYPE"), "{error}");
+    let after = record(&mut conn, q, &k).await;
+    assert_eq!(after.get("deadline"), before.get("deadline"), "{after:?}");
+    del(&mut conn, q.keys().running()).await;
+    assert!(q.renew(&job).await.unwrap());
+}
+
 /// The claim of a `settle` that completed jobs first meets a lane of the
 /// wrong type after the completions were written: the completions stand
 /// (each whole), nothing is claimed, and the next claim alone, which has

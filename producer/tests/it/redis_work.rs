@@ -133,9 +133,10 @@ const BUDGET: &[(&str, u64, u64)] = &[
     // As a claim that finds nothing: the pause record, both lanes and the
     // next due job of each (ZRANGE ×2).
     ("claim with nothing due", 1, 7),
-    // FCALL; two key-type checks, the lease (HMGET), TIME, the deadline
-    // (HSET, ZADD).
-    ("renew", 1, 7),
+    // FCALL; the lease (HMGET, refusing a record of the wrong type),
+    // TIME, the deadline (ZADD, the first write, refusing a running set of
+    // the wrong type; HSET). No TYPE call.
+    ("renew", 1, 5),
     // FCALL; TIME, the lease (HMGET), the done set's size (ZCARD, which
     // also refuses it of the wrong type), the counter and both lanes
     // checked because there is a follow-up (GET, TYPE ×2), out of running
