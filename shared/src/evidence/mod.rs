@@ -77,10 +77,11 @@ impl Default for EvidenceConfig {
 
 impl EvidenceConfig {
     pub fn validate(&self) -> Result<(), String> {
-        if let Some(share) = self.share_of_trigger {
-            if !(0.0..=0.9).contains(&share) {
-                return Err("share_of_trigger must be between 0 and 0.9".into());
-            }
+        if self
+            .share_of_trigger
+            .is_some_and(|share| !(0.0..=0.9).contains(&share))
+        {
+            return Err("share_of_trigger must be between 0 and 0.9".into());
         }
         if self.max_line_chars < 40 {
             return Err("max_line_chars must be at least 40".into());

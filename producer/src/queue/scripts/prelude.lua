@@ -638,12 +638,6 @@ local function claim_some(lanes, running, prefix, lease_ttl, worker, nonce, now,
   return {entries, next_due}
 end
 
--- Whether the caller holds the lease of a running job.
-local function holds_lease(job, token)
-  local f = job_fields(job, 'state', 'lease')
-  return f[1] == 'running' and f[2] == token
-end
-
 -- Puts an entity's job back in the set its state says it is in, when the
 -- set has no entry for it (the set was evicted or tampered with, or a
 -- script failed half-way before every script checked first). Without it a
