@@ -1124,6 +1124,33 @@ async fn a_script_that_meets_a_key_of_the_wrong_type_changes_nothing() {
         Failure::RetryScheduled
     );
 
+    // A dead-letter whose dead-letter set is not a set: checked only on
+    // that path, and still before the first write.
+    let job = claim_when_due(q, &k).await;
+    set(&mut conn, q.keys().dead(), "not a sorted set").await;
+    let error = q
+        .fail(&job, FailAction::DeadLetter, "boom")
+        .await
+        .unwrap_err();
+    assert!(error.to_string().contains("WRONGTYPE"), "{error}");
+    let fields = record(&mut conn, q, &k).await;
+    assert_eq!(fields.get("state").map(String::as_str), Some("running"));
+    assert_eq!(fields.get("lease"), Some(&job.lease_token));
+    let in_running: Option<f64> = query(
+        &mut conn,
+        redis::cmd("ZSCORE")
+            .arg(q.keys().running())
+            .arg(Keys::member(&k)),
+    )
+    .await;
+    assert!(in_running.is_some(), "still tracked as running");
+    del(&mut conn, q.keys().dead()).await;
+    assert_eq!(
+        q.fail(&job, FailAction::DeadLetter, "boom").await.unwrap(),
+        Failure::DeadLettered
+    );
+    request(q, &k).await;
+
     // A completion whose running set is not a set: the record is not
     // marked done while the running set still lists it.
     let job = claim_when_due(q, &k).await;

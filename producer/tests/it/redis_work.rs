@@ -144,9 +144,12 @@ const BUDGET: &[(&str, u64, u64)] = &[
     // record, index and wake-up (INCR, ZADD, DEL, HSET ×2, PUBLISH), the
     // settled notice (PUBLISH), the age bound's oldest entry (ZRANGE).
     ("complete, adding the follow-up", 1, 17),
-    // FCALL; five key-type checks, the lease, the retry's record and
-    // delayed place, the failure and wake-up publishes.
-    ("fail with a retry", 1, 15),
+    // FCALL; the lease (HMGET, refusing a record of the wrong type), the
+    // lane the retry goes back to (TYPE: it is written after the running
+    // set), TIME, out of running (ZREM, the first write, refusing a
+    // running set of the wrong type), the retry's record (HSET, HDEL) and
+    // delayed place (ZADD), the wake-up and settled publishes.
+    ("fail with a retry", 1, 10),
     // One script for both, in one round trip: the completion (TIME,
     // HMGET, ZCARD, ZREM, ZADD, HSET, PEXPIRE, PUBLISH, ZRANGE) and the
     // claim (HGETALL, ZRANGEBYSCORE ×2, HMGET, ZADD, ZREM ×2, HSET),

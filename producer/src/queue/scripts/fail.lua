@@ -8,23 +8,39 @@
 --         a service the job needs was unavailable, the job did not fail)
 -- A retry waits in the job's lane, its delay kept there too.
 -- Returns {'retry'}, {'dead'}, {'dead_followup', new job_id} or {'lost'}.
-expect_types(KEYS[1], 'hash', KEYS[2], 'zset', KEYS[3], 'zset', KEYS[4], 'zset', KEYS[6], 'zset')
-expect_counter(KEYS[5])
+-- A key of the wrong type is refused before anything is written, with
+-- only the checks the path taken needs: the record by its read, the lane
+-- a retry goes back to by one TYPE (it is written after the running set),
+-- the running set by the ZREM that is the first write. The dead-letter
+-- set is checked only when the job is dead-lettered, the counter and the
+-- lanes only when that adds a follow-up.
 local lanes = lanes_of(KEYS[3], KEYS[6])
-local f = redis.call('HMGET', KEYS[1], 'state', 'lease', 'job_id', 'followup', 'lane', 'followup_lane')
+local f = call_checked('hash', 'HMGET', KEYS[1], 'state', 'lease', 'job_id', 'followup', 'lane',
+  'followup_lane')
 if f[1] ~= 'running' or f[2] ~= ARGV[2] then
   return {'lost'}
 end
-local now = now_ms()
-redis.call('ZREM', KEYS[2], ARGV[1])
 local delay = tonumber(ARGV[3])
+local retry_lane = nil
 if delay >= 0 then
+  retry_lane = lane_set(lanes, f[5])
+  expect_types(retry_lane, 'zset')
+else
+  expect_types(KEYS[4], 'zset')
+  if f[4] then
+    expect_counter(KEYS[5])
+    expect_types(lanes.normal, 'zset', lanes.urgent, 'zset')
+  end
+end
+local now = now_ms()
+call_checked('zset', 'ZREM', KEYS[2], ARGV[1])
+if retry_lane then
   redis.call('HSET', KEYS[1], 'state', 'waiting', 'last_error', ARGV[4])
   redis.call('HDEL', KEYS[1], 'lease', 'deadline', 'worker')
   if ARGV[9] == '0' then
     bump(KEYS[1], 'attempts', -1)
   end
-  redis.call('ZADD', (lane_set(lanes, f[5])), waiting_score(now + delay, f[3]), ARGV[1])
+  redis.call('ZADD', retry_lane, waiting_score(now + delay, f[3]), ARGV[1])
   -- Idle workers re-read when the retry is due.
   redis.call('PUBLISH', ARGV[7], f[3])
   announce_settled(ARGV[8], ARGV[1], 'retry')
