@@ -291,7 +291,7 @@ fn render_rest(input: &ContextInput<'_>) -> String {
                 input
                     .state
                     .evidence
-                    .replaced_in(&a.value, Some(a.first_seen))
+                    .replaced_in(&a.value, Some((a.first_seen, a.last_seen)))
                     .map(|r| r.by)
             })
             .map(crate::stated::superseded_marker)

@@ -166,10 +166,21 @@ pub struct Replaced {
     /// unknown (a statement's value).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub seq: u64,
+    /// The message of the mention it replaced (0 when unknown: a value
+    /// stored before this was recorded). A replacement reaches that
+    /// mention and what repeats it later, not a mention said before it:
+    /// "March 11th" of one dialogue is not what "the 11th" of a later one
+    /// changed.
+    #[serde(default, skip_serializing_if = "is_unknown")]
+    pub from: MessageId,
 }
 
 fn is_zero(n: &u64) -> bool {
     *n == 0
+}
+
+fn is_unknown(id: &MessageId) -> bool {
+    id.0 == 0
 }
 
 impl Replaced {
@@ -286,10 +297,15 @@ impl Evidence {
     }
 
     /// The replacement of a value `line` still states as current: the
-    /// newest replaced value it holds (and the line was not written by
-    /// the replacing message or after it, which `written` tells when
-    /// known).
-    pub fn replaced_in(&self, line: &str, written: Option<MessageId>) -> Option<&Replaced> {
+    /// newest replaced value it holds. When `written` tells the first and
+    /// the last message the line was said in: one the line was first said
+    /// before the replacing message, and last said at or after the
+    /// replaced mention (a mention only older than that is another one).
+    pub fn replaced_in(
+        &self,
+        line: &str,
+        written: Option<(MessageId, MessageId)>,
+    ) -> Option<&Replaced> {
         if self.replaced.is_empty() || line.contains("superseded") {
             return None;
         }
@@ -297,7 +313,10 @@ impl Evidence {
         self.replaced
             .iter()
             .rev()
-            .filter(|r| r.distinctive() && written.is_none_or(|w| w < r.by))
+            .filter(|r| {
+                r.distinctive()
+                    && written.is_none_or(|(first, last)| first < r.by && last >= r.from)
+            })
             .find(|r| has_token(&folded, &r.value))
     }
 
@@ -316,6 +335,7 @@ impl Evidence {
                     value: String::new(),
                     by,
                     seq: 0,
+                    from: line.at,
                 });
             }
         }
@@ -389,6 +409,7 @@ impl Evidence {
                         value: t.key,
                         by,
                         seq: 0,
+                        from: s.source,
                     });
                 }
             }
@@ -404,6 +425,7 @@ impl Evidence {
                         value: String::new(),
                         by,
                         seq: 0,
+                        from: s.source,
                     });
                 }
             }
@@ -414,10 +436,11 @@ impl Evidence {
         for line in &mut self.lines {
             let folded = forms::fold(&line.text);
             // A replaced value marks the lines of its slot's scope; one of
-            // unknown place, only where it is distinctive.
+            // unknown place, only where it is distinctive, and not before
+            // the mention it replaced.
             let near = |r: &&Replaced| {
                 if r.seq == 0 {
-                    r.distinctive()
+                    r.distinctive() && line.at >= r.from
                 } else {
                     r.seq.saturating_sub(line.seq) <= scope
                 }

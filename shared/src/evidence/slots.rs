@@ -183,17 +183,24 @@ pub(crate) fn supersede(lines: &mut [Candidate], later: &[Candidate], scope: u64
     let mut replaced: Vec<Replaced> = Vec::new();
     for (line, value, by, seq) in marks {
         let line = &mut lines[line].line;
+        let from = line.at;
         if !line.superseded.iter().any(|r| r.value == value) {
             line.superseded.push(Replaced {
                 value: value.clone(),
                 by,
                 seq,
+                from,
             });
         }
         let again = last_filled.get(&value).is_some_and(|&s| s > seq);
         if !again {
             replaced.retain(|r| r.value != value);
-            replaced.push(Replaced { value, by, seq });
+            replaced.push(Replaced {
+                value,
+                by,
+                seq,
+                from,
+            });
         }
     }
     Superseded {

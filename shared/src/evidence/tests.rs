@@ -260,10 +260,68 @@ fn values_only_a_superseded_statement_held_are_replaced_and_marked() {
         e.lines[1].superseded.iter().any(|r| r.value.is_empty()),
         "{e:?}"
     );
-    assert!(e.replaced_in("- 07:40 (#5)", Some(MessageId(5))).is_some());
+    let at = |n| Some((MessageId(n), MessageId(n)));
+    assert!(e.replaced_in("- 07:40 (#5)", at(5)).is_some());
+    assert!(e.replaced_in("- 07:40 (#12)", at(12)).is_none());
+}
+
+/// A value a later dialogue replaced is not replaced where an earlier,
+/// unrelated dialogue said it: "the 11th" of a house visit (#1029),
+/// changed at #1109, leaves the "March 11th" of a football match (#156)
+/// and of a flight (#255) current.
+#[test]
+fn a_replacement_does_not_reach_back_past_the_mention_it_replaced() {
+    let stated: crate::stated::UserStatements = serde_json::from_value(serde_json::json!([
+        {"kind": "constraint", "text": "I would like to visit it on the 11th of this month.",
+         "source": 1029, "superseded_by": 1109},
+        {"kind": "constraint", "text": "Reserve the table for the 2nd of this month.",
+         "source": 1109}
+    ]))
+    .unwrap();
+    let line = |at: i64, speaker, text: &str| Line {
+        at: MessageId(at),
+        seq: at as u64,
+        speaker,
+        text: text.into(),
+        superseded: Vec::new(),
+    };
+    let mut e = Evidence {
+        lines: vec![
+            line(
+                156,
+                Speaker::Assistant,
+                "There's a Timbers Vs Earthquakes game on March 11th.",
+            ),
+            line(
+                1031,
+                Speaker::Assistant,
+                "Your visit on the 11th is booked.",
+            ),
+        ],
+        seen: 1200,
+        replaced: Vec::new(),
+    };
+    e.mark_statements(&stated, 24);
+    assert!(
+        e.replaced
+            .iter()
+            .any(|r| r.value == "11th" && r.from == MessageId(1029)),
+        "{e:?}"
+    );
+    assert!(e.lines[0].superseded.is_empty(), "{e:?}");
+    assert!(!e.lines[1].superseded.is_empty(), "{e:?}");
+    // An exact value recorded from #156 and #255 only is left current; one
+    // said again after the replaced mention is not.
+    let seen = |first, last| Some((MessageId(first), MessageId(last)));
     assert!(e
-        .replaced_in("- 07:40 (#12)", Some(MessageId(12)))
+        .replaced_in("- March 11th (#156)", seen(156, 255))
         .is_none());
+    assert!(e
+        .replaced_in("- March 11th (#156)", seen(156, 1031))
+        .is_some());
+    assert!(e
+        .replaced_in("- the 11th (#1029)", seen(1029, 1029))
+        .is_some());
 }
 
 #[test]

@@ -449,7 +449,7 @@ impl UserStatements {
     pub fn supersede_replaced(&mut self, evidence: &crate::evidence::Evidence) -> usize {
         let mut n = 0;
         for s in self.items.iter_mut().filter(|s| s.is_current()) {
-            if let Some(r) = evidence.replaced_in(&s.text, Some(s.source)) {
+            if let Some(r) = evidence.replaced_in(&s.text, Some((s.source, s.source))) {
                 s.superseded_by = Some(r.by);
                 n += 1;
             }

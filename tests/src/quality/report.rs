@@ -340,6 +340,11 @@ fn score_lines(emit: &dyn Fn(String, f64, &str), p: &str, s: &Score, counts: boo
         "items",
     );
     emit(
+        format!("{p}/current_shown_superseded"),
+        s.current_shown_superseded as f64,
+        "items",
+    );
+    emit(
         format!("{p}/context_tokens"),
         s.context_tokens as f64,
         "tokens",
@@ -351,15 +356,17 @@ fn cell(t: &Tally) -> String {
 }
 
 /// The columns of `s` both Markdown tables have, in their order: values,
-/// tool-only, decisions & constraints, superseded shown / superseded.
+/// tool-only, decisions & constraints, superseded shown / superseded,
+/// current facts shown only as superseded.
 fn score_cells(s: &Score) -> String {
     format!(
-        "{} | {} | {} | {} / {}",
+        "{} | {} | {} | {} / {} | {}",
         cell(&s.values),
         cell(&s.tool_only),
         cell(&s.statements),
         s.superseded_shown,
-        s.superseded
+        s.superseded,
+        s.current_shown_superseded
     )
 }
 
@@ -368,8 +375,8 @@ fn score_cells(s: &Score) -> String {
 pub fn markdown(results: &[(Session, Vec<SessionRun>)]) -> String {
     let mut out = String::new();
     out.push_str(
-        "| session | summarizer | exact values kept | of which only in tool output | current decisions & constraints | superseded shown as current | context / trigger | sliding window (same tokens) | full history | near-duplicate line pairs | targets |\n\
-         |---|---|---|---|---|---|---|---|---|---|---|\n",
+        "| session | summarizer | exact values kept | of which only in tool output | current decisions & constraints | superseded shown as current | current shown as superseded | context / trigger | sliding window (same tokens) | full history | near-duplicate line pairs | targets |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     let mut lines = String::new();
     for (session, runs) in results {
@@ -418,7 +425,7 @@ pub fn markdown(results: &[(Session, Vec<SessionRun>)]) -> String {
             let (window, trigger) = window_and_trigger(run);
             let _ = writeln!(
                 out,
-                "\n#### {}: {} (window {window} tokens, trigger {trigger})\n\n| round | messages | values | tool-only | decisions & constraints | superseded shown | context tokens | run |\n|---|---|---|---|---|---|---|---|",
+                "\n#### {}: {} (window {window} tokens, trigger {trigger})\n\n| round | messages | values | tool-only | decisions & constraints | superseded shown | current shown as superseded | context tokens | run |\n|---|---|---|---|---|---|---|---|---|",
                 session.spec.shape.title(),
                 run.mode.title(),
             );

@@ -15,6 +15,11 @@
 //! 4. a line carrying the words of the replacing statement that name the
 //!    old value: "Scrap SQLite, use Postgres instead" kept verbatim shows
 //!    SQLite as scrapped, not as current.
+//!
+//! And a current value counts as *kept* only where the model can read it
+//! as current: in the tail, or on a line without that marker. A current
+//! value found only on lines marked superseded (a replacement that marked
+//! an unrelated mention) is lost, and counted as *shown as superseded*.
 
 use std::collections::BTreeMap;
 
@@ -134,6 +139,18 @@ impl ContextView {
                 .any(|t| contains_value(t, value, fold_case))
     }
 
+    /// Whether the value is in the context where it reads as current: in
+    /// the tail, or on a preamble line not marked superseded.
+    pub fn contains_as_current(&self, value: &str, fold_case: bool) -> bool {
+        self.preamble.lines().any(|line| {
+            !line.to_lowercase().contains(SUPERSEDED_MARKER)
+                && line_has_value(line, value, fold_case)
+        }) || self
+            .tail
+            .iter()
+            .any(|t| contains_value(t, value, fold_case))
+    }
+
     /// Whether superseded `fact` is shown as current (see the module doc).
     pub fn shows_as_current(&self, fact: &Fact) -> bool {
         let change = fact
@@ -246,6 +263,9 @@ pub struct Score {
     pub superseded: usize,
     /// Of those, how many the context shows as current.
     pub superseded_shown: usize,
+    /// Current facts said so far that the context holds only on lines
+    /// marked superseded (counted as lost).
+    pub current_shown_superseded: usize,
     /// Indices (in the session's facts) of due facts the context lacks.
     pub lost: Vec<usize>,
     /// Indices of superseded facts the context shows as current.
@@ -276,9 +296,12 @@ pub fn score(session: &Session, appended: usize, view: &ContextView) -> Score {
             }
             continue;
         }
-        let kept = view.contains(&f.value, f.fold_case());
+        let kept = view.contains_as_current(&f.value, f.fold_case());
         if !kept {
             s.lost.push(i);
+            if view.contains(&f.value, f.fold_case()) {
+                s.current_shown_superseded += 1;
+            }
         }
         if f.class == Class::Value {
             s.values.add(kept);
@@ -374,5 +397,25 @@ mod tests {
         // The first two (case aside, identical), the last two (8 of 9 shingles).
         assert_eq!(near_duplicate_pairs(text), 2);
         assert_eq!(near_duplicate_pairs(""), 0);
+    }
+
+    #[test]
+    fn a_value_only_on_lines_marked_superseded_is_not_read_as_current() {
+        let view = ContextView {
+            preamble: "- March 11th (#156) [superseded by the user at #1109]\n\
+                       - #1029 constraint, superseded by #1109: on the 11th of this month\n\
+                       - 17:30 (#1113)"
+                .into(),
+            tail: vec!["Book it for 6 pm.".into()],
+            tokens: 0,
+        };
+        assert!(view.contains("March 11th", false));
+        assert!(!view.contains_as_current("March 11th", false));
+        assert!(!view.contains_as_current("11th of this month", true));
+        assert!(view.contains_as_current("17:30", false));
+        assert!(
+            view.contains_as_current("6 pm", false),
+            "the tail is history as said"
+        );
     }
 }
