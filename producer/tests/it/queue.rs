@@ -1079,6 +1079,27 @@ async fn record(
     query(conn, redis::cmd("HGETALL").arg(q.keys().job(k))).await
 }
 
+/// Asserts that `job` still runs under its lease, its record and its
+/// place in the running set untouched by a refused call.
+async fn assert_still_running(
+    conn: &mut MultiplexedConnection,
+    q: &Queue,
+    k: &EntityKey,
+    job: &ClaimedJob,
+) {
+    let fields = record(conn, q, k).await;
+    assert_eq!(fields.get("state").map(String::as_str), Some("running"));
+    assert_eq!(fields.get("lease"), Some(&job.lease_token));
+    let in_running: Option<f64> = query(
+        conn,
+        redis::cmd("ZSCORE")
+            .arg(q.keys().running())
+            .arg(Keys::member(k)),
+    )
+    .await;
+    assert!(in_running.is_some(), "still tracked as running");
+}
+
 #[tokio::test]
 async fn a_script_that_meets_a_key_of_the_wrong_type_changes_nothing() {
     let t = TestQueue::new().await;
@@ -1106,18 +1127,8 @@ async fn a_script_that_meets_a_key_of_the_wrong_type_changes_nothing() {
     let delay = retry_after(Duration::from_millis(1));
     let error = q.fail(&job, delay, "boom").await.unwrap_err();
     assert!(error.to_string().contains("WRONGTYPE"), "{error}");
-    let fields = record(&mut conn, q, &k).await;
-    assert_eq!(fields.get("state").map(String::as_str), Some("running"));
-    assert_eq!(fields.get("lease"), Some(&job.lease_token));
-    assert_eq!(fields.get("last_error"), None);
-    let in_running: Option<f64> = query(
-        &mut conn,
-        redis::cmd("ZSCORE")
-            .arg(q.keys().running())
-            .arg(Keys::member(&k)),
-    )
-    .await;
-    assert!(in_running.is_some(), "still tracked as running");
+    assert_still_running(&mut conn, q, &k, &job).await;
+    assert_eq!(record(&mut conn, q, &k).await.get("last_error"), None);
     del(&mut conn, q.keys().waiting()).await;
     assert_eq!(
         q.fail(&job, delay, "boom").await.unwrap(),
@@ -1133,17 +1144,7 @@ async fn a_script_that_meets_a_key_of_the_wrong_type_changes_nothing() {
         .await
         .unwrap_err();
     assert!(error.to_string().contains("WRONGTYPE"), "{error}");
-    let fields = record(&mut conn, q, &k).await;
-    assert_eq!(fields.get("state").map(String::as_str), Some("running"));
-    assert_eq!(fields.get("lease"), Some(&job.lease_token));
-    let in_running: Option<f64> = query(
-        &mut conn,
-        redis::cmd("ZSCORE")
-            .arg(q.keys().running())
-            .arg(Keys::member(&k)),
-    )
-    .await;
-    assert!(in_running.is_some(), "still tracked as running");
+    assert_still_running(&mut conn, q, &k, &job).await;
     del(&mut conn, q.keys().dead()).await;
     assert_eq!(
         q.fail(&job, FailAction::DeadLetter, "boom").await.unwrap(),

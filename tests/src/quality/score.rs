@@ -132,11 +132,14 @@ impl ContextView {
 
     /// Whether the value is anywhere in the context.
     pub fn contains(&self, value: &str, fold_case: bool) -> bool {
-        contains_value(&self.preamble, value, fold_case)
-            || self
-                .tail
-                .iter()
-                .any(|t| contains_value(t, value, fold_case))
+        contains_value(&self.preamble, value, fold_case) || self.in_tail(value, fold_case)
+    }
+
+    /// Whether the value is in the verbatim tail.
+    fn in_tail(&self, value: &str, fold_case: bool) -> bool {
+        self.tail
+            .iter()
+            .any(|t| contains_value(t, value, fold_case))
     }
 
     /// Whether the value is in the context where it reads as current: in
@@ -145,10 +148,7 @@ impl ContextView {
         self.preamble.lines().any(|line| {
             !line.to_lowercase().contains(SUPERSEDED_MARKER)
                 && line_has_value(line, value, fold_case)
-        }) || self
-            .tail
-            .iter()
-            .any(|t| contains_value(t, value, fold_case))
+        }) || self.in_tail(value, fold_case)
     }
 
     /// Whether superseded `fact` is shown as current (see the module doc).
