@@ -278,15 +278,10 @@ fn render_rest(input: &ContextInput<'_>) -> String {
     }
     let stated = &input.state.stated;
     let entries = input.state.ledger.entries();
-    let stated_in = |kind, at| {
-        entries.iter().any(|e| {
-            e.kind == kind && e.salience == crate::ledger::Salience::Stated && e.first_seen == at
-        })
-    };
     let ledger = input.state.ledger.render_cited(&|a| {
         stated
             .superseding(a)
-            .or_else(|| stated.replacing(a, &stated_in))
+            .or_else(|| stated.replacing(a, entries))
             .or_else(|| {
                 input
                     .state

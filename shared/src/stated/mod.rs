@@ -469,11 +469,14 @@ impl UserStatements {
         }
         let value = artifact.value.to_lowercase();
         let names = |s: &Statement| s.text.to_lowercase().contains(&value);
-        let by = self
+        let old = self
             .superseded()
             .filter(|s| s.source == artifact.first_seen || s.source == artifact.last_seen)
-            .find(|s| names(s))
-            .and_then(|s| s.superseded_by)?;
+            .find(|s| names(s))?;
+        let by = old.superseded_by?;
+        if !self.replaced_in(old, &value) {
+            return None;
+        }
         // A current statement that names the value keeps it current,
         // unless it is the one that replaced it ("the 07:40 is too early").
         let named_current = self.current().any(|s| s.source != by && names(s));
@@ -482,12 +485,15 @@ impl UserStatements {
 
     /// The message of a later current statement that replaces a personal
     /// detail the user gave (an address, a phone number, an e-mail) with a
-    /// new one of the same kind, "from now on deliver to …": `newer` tells
-    /// whether a ledger value of that kind was stated in a given message.
+    /// new one of the same kind, "from now on deliver to …": the statement
+    /// itself names a value of that kind the user stated (one of `ledger`,
+    /// the ledger's values). Its message is not enough: "let's go with them
+    /// instead. … her number is …" gives the landlord's number, it does not
+    /// change the user's.
     pub fn replacing(
         &self,
         artifact: &crate::ledger::Artifact,
-        newer: &dyn Fn(crate::ledger::ArtifactKind, MessageId) -> bool,
+        ledger: &[crate::ledger::Artifact],
     ) -> Option<MessageId> {
         use crate::ledger::ArtifactKind as K;
         if artifact.salience != crate::ledger::Salience::Stated
@@ -500,8 +506,45 @@ impl UserStatements {
             .filter(|s| s.source > artifact.last_seen)
             .filter(|s| replaces(&normalize(&s.text)))
             .filter(|s| !s.text.to_lowercase().contains(&value))
-            .find(|s| newer(artifact.kind, s.source))
+            .find(|s| {
+                let text = s.text.to_lowercase();
+                ledger.iter().any(|e| {
+                    e.kind == artifact.kind
+                        && e.salience == crate::ledger::Salience::Stated
+                        && e.first_seen == s.source
+                        && text.contains(&e.value.to_lowercase())
+                })
+            })
             .map(|s| s.source)
+    }
+
+    /// Whether `value`, named by the superseded statement `old`, is what
+    /// its replacement replaced. A replacement that names values of some
+    /// of the old statement's forms ([`skeleton`]) replaced those: "make
+    /// the hotel 3 nights" replaces "2 nights", not "€900" beside it in
+    /// "2 nights, and keep it under €900". One that names none of them
+    /// ("19:30" for "7pm", or no value at all) replaced the statement
+    /// whole.
+    fn replaced_in(&self, old: &Statement, value: &str) -> bool {
+        let forms = |text: &str| -> BTreeSet<String> {
+            words::tokens(text)
+                .iter()
+                .filter(|t| t.value)
+                .map(|t| skeleton(&t.w))
+                .collect()
+        };
+        let given: BTreeSet<String> = self
+            .items
+            .iter()
+            .filter(|s| Some(s.source) == old.superseded_by)
+            .flat_map(|s| forms(&s.text))
+            .collect();
+        let had = forms(&old.text);
+        let changed: BTreeSet<&String> = given.intersection(&had).collect();
+        changed.is_empty()
+            || words::tokens(value)
+                .iter()
+                .any(|t| changed.contains(&skeleton(&t.w)))
     }
 
     pub fn outdated(&self) -> Outdated {
@@ -537,6 +580,7 @@ impl UserStatements {
                     .filter(|t| t.value && !t.quoted && t.w.chars().count() >= 4)
                     .map(|t| t.w)
                     .filter(|v| !current.iter().any(|c| c.contains(v.as_str())))
+                    .filter(|v| self.replaced_in(old, v))
                     .collect();
                 OutdatedEntry {
                     by,
@@ -551,6 +595,31 @@ impl UserStatements {
         let current = current.iter().map(|c| normalize(c)).collect();
         Outdated { entries, current }
     }
+}
+
+/// The form of a value in any script: its characters' classes (digit,
+/// letter, anything else) with each run folded, and a number's inner
+/// separators part of the number. So `3`, `1,100` and `10:30` are one
+/// form, `14A` and `18C` another, `/v2/fx-snapshots` and
+/// `/v2/fx/snapshots` a third, and `€900` and `€1,100` a fourth.
+fn skeleton(value: &str) -> String {
+    let mut out = String::new();
+    let mut chars = value.chars().peekable();
+    while let Some(c) = chars.next() {
+        let class = if c.is_numeric() {
+            '0'
+        } else if c.is_alphabetic() {
+            'a'
+        } else if out.ends_with('0') && chars.peek().is_some_and(|n| n.is_numeric()) {
+            continue;
+        } else {
+            '.'
+        };
+        if !out.ends_with(class) {
+            out.push(class);
+        }
+    }
+    out
 }
 
 /// Words too common to tie a line to a statement's subject.
@@ -930,8 +999,11 @@ struct OutdatedEntry {
     key_words: BTreeSet<String>,
     new_values: BTreeSet<String>,
     /// Values the superseded statement named that no current statement
-    /// names: a line that is only one of them (an artifact list's
-    /// `- /v2/fx-snapshots`) is outdated.
+    /// names, and that its replacement replaced
+    /// ([`UserStatements::replaced_in`]):
+    /// a line that is only one of them (an artifact list's
+    /// `- /v2/fx-snapshots`) is outdated, while `- €900` stays current
+    /// when only "2 nights" beside it became "3 nights".
     bare: BTreeSet<String>,
 }
 

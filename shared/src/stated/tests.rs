@@ -580,15 +580,39 @@ fn ledger_values_of_superseded_statements_and_replaced_details_are_found() {
     // An address given before, with no statement of its own, is replaced
     // by the later "from now on deliver to …" that states a new one.
     let street = stated(ArtifactKind::Address, "14 Harbour Street", 3);
-    let newer = |kind, at| kind == ArtifactKind::Address && at == MessageId(7);
-    assert_eq!(s.replacing(&street, &newer), Some(MessageId(7)));
-    assert_eq!(s.replacing(&street, &|_, _| false), None);
+    let ledger = [
+        street.clone(),
+        stated(ArtifactKind::Address, "39 Calton Road", 7),
+    ];
+    assert_eq!(s.replacing(&street, &ledger), Some(MessageId(7)));
+    assert_eq!(s.replacing(&street, &ledger[..1]), None);
     let read = Artifact::new(ArtifactKind::Address, "14 Harbour Street", MessageId(3));
     assert_eq!(
-        s.replacing(&read, &newer),
+        s.replacing(&read, &ledger),
         None,
         "only what the user stated"
     );
+}
+
+#[test]
+fn a_detail_of_the_same_kind_beside_a_statement_does_not_replace_the_users() {
+    use crate::ledger::{Artifact, ArtifactKind, Salience, Source};
+    let s = recorded(&[user(
+        9,
+        "A friend swears by Lothian Removals, let's go with them instead. The deposit goes to the new landlord, her number is 0131 496 0744.",
+    )]);
+    let stated = |value: &str, id| {
+        Artifact::new(ArtifactKind::Phone, value, MessageId(id))
+            .said_by(Source::User, Salience::Stated)
+    };
+    let mobile = stated("+44 7700 900541", 2);
+    let ledger = [mobile.clone(), stated("0131 496 0744", 9)];
+    assert!(
+        s.current().any(|x| x.source == MessageId(9)),
+        "the choice is read: {:?}",
+        s.items()
+    );
+    assert_eq!(s.replacing(&mobile, &ledger), None, "{:?}", s.items());
 }
 
 #[test]
@@ -691,4 +715,74 @@ fn current_texts_answer_as_is_current_text_does() {
     }
     assert!(set.contains("never deploy on fridays"));
     assert!(!set.contains("Set the request timeout to 37s."));
+}
+
+#[test]
+fn a_replacement_outdates_the_values_of_the_forms_it_names() {
+    let stated = recorded(&[
+        user(
+            1,
+            "Yes, 2 nights, and keep it under €900 in total. Something like https://stays.example/listing/96242 but a proper hotel.",
+        ),
+        user(2, "We're staying longer: make the hotel 3 nights."),
+    ]);
+    assert_eq!(
+        superseded_by(&stated, 1),
+        Some(MessageId(2)),
+        "{:?}",
+        stated.items()
+    );
+    let outdated = stated.outdated();
+    // The sentence that said "2 nights" is outdated as a whole ...
+    assert_eq!(
+        outdated.superseded_by("- #1 user: Yes, 2 nights, and keep it under €900 in total."),
+        Some(MessageId(2))
+    );
+    // ... but the budget and the listing beside it were not replaced,
+    // neither as a line of their own nor as the ledger's values.
+    for line in ["- €900", "- https://stays.example/listing/96242"] {
+        assert_eq!(outdated.superseded_by(line), None, "{line}");
+    }
+    use crate::ledger::{Artifact, ArtifactKind, Salience, Source};
+    let said = |kind, value: &str| {
+        Artifact::new(kind, value, MessageId(1)).said_by(Source::User, Salience::Stated)
+    };
+    assert_eq!(
+        stated.superseding(&said(ArtifactKind::Amount, "€900")),
+        None
+    );
+    assert_eq!(
+        stated.superseding(&said(
+            ArtifactKind::Url,
+            "https://stays.example/listing/96242"
+        )),
+        None
+    );
+    // A replacement that names none of the old statement's forms
+    // replaced it whole.
+    let stated = recorded(&[
+        user(1, "Move the standup to 7pm."),
+        user(2, "Move the standup to 19:30 instead."),
+    ]);
+    assert_eq!(
+        superseded_by(&stated, 1),
+        Some(MessageId(2)),
+        "{:?}",
+        stated.items()
+    );
+    assert_eq!(
+        stated.superseding(&said(ArtifactKind::DateTime, "7pm")),
+        Some(MessageId(2))
+    );
+}
+
+#[test]
+fn a_value_form_folds_runs_and_a_numbers_separators() {
+    use super::skeleton;
+    assert_eq!(skeleton("3"), skeleton("1,100"));
+    assert_eq!(skeleton("14a"), skeleton("18c"));
+    assert_eq!(skeleton("/v2/fx-snapshots"), skeleton("/v2/fx/snapshots"));
+    assert_eq!(skeleton("€900"), skeleton("€1,100.50"));
+    assert_ne!(skeleton("€900"), skeleton("3"));
+    assert_ne!(skeleton("14a"), skeleton("14"));
 }
