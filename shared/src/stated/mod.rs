@@ -457,8 +457,6 @@ impl UserStatements {
         n
     }
 
-    /// A matcher for lines that still state what a superseded statement
-    /// said (see [`Outdated`]).
     /// The message that superseded the statement a ledger value came
     /// from, when the value is one the user stated in a statement since
     /// superseded, and no current statement names it ("14 Harbour Street"
@@ -474,7 +472,7 @@ impl UserStatements {
             .filter(|s| s.source == artifact.first_seen || s.source == artifact.last_seen)
             .find(|s| names(s))?;
         let by = old.superseded_by?;
-        if !self.replaced_in(old, &value) {
+        if !stands_replaced(self.changed_forms(old).as_ref(), &artifact.value) {
             return None;
         }
         // A current statement that names the value keeps it current,
@@ -518,35 +516,34 @@ impl UserStatements {
             .map(|s| s.source)
     }
 
-    /// Whether `value`, named by the superseded statement `old`, is what
-    /// its replacement replaced. A replacement that names values of some
-    /// of the old statement's forms ([`skeleton`]) replaced those: "make
-    /// the hotel 3 nights" replaces "2 nights", not "€900" beside it in
-    /// "2 nights, and keep it under €900". One that names none of them
-    /// ("19:30" for "7pm", or no value at all) replaced the statement
-    /// whole.
-    fn replaced_in(&self, old: &Statement, value: &str) -> bool {
-        let forms = |text: &str| -> BTreeSet<String> {
-            words::tokens(text)
-                .iter()
-                .filter(|t| t.value)
-                .map(|t| skeleton(&t.w))
-                .collect()
-        };
-        let given: BTreeSet<String> = self
+    /// The forms ([`skeleton`]) of values a superseded statement `old`
+    /// had that its replacement changed: forms of `old`'s values that the
+    /// replacement names with other values ("make the hotel 3 nights"
+    /// changes the number of "2 nights, and keep it under €900", not the
+    /// amount; a value it only repeats changes nothing). `None` when it
+    /// names none of them ("19:30" for "7pm", or no value at all): it
+    /// replaced the statement whole.
+    fn changed_forms(&self, old: &Statement) -> Option<BTreeSet<String>> {
+        let had: Vec<String> = words::tokens(&old.text)
+            .into_iter()
+            .filter(|t| t.value)
+            .map(|t| t.w)
+            .collect();
+        let had_forms: BTreeSet<String> = had.iter().map(|w| skeleton(w)).collect();
+        let changed: BTreeSet<String> = self
             .items
             .iter()
             .filter(|s| Some(s.source) == old.superseded_by)
-            .flat_map(|s| forms(&s.text))
+            .flat_map(|s| words::tokens(&s.text))
+            .filter(|t| t.value && !had.contains(&t.w))
+            .map(|t| skeleton(&t.w))
+            .filter(|f| had_forms.contains(f))
             .collect();
-        let had = forms(&old.text);
-        let changed: BTreeSet<&String> = given.intersection(&had).collect();
-        changed.is_empty()
-            || words::tokens(value)
-                .iter()
-                .any(|t| changed.contains(&skeleton(&t.w)))
+        (!changed.is_empty()).then_some(changed)
     }
 
+    /// A matcher for lines that still state what a superseded statement
+    /// said (see [`Outdated`]).
     pub fn outdated(&self) -> Outdated {
         let current: Vec<String> = self.current().map(|s| s.text.to_lowercase()).collect();
         let entries = self
@@ -575,12 +572,13 @@ impl UserStatements {
                     })
                     .cloned()
                     .collect();
+                let changed = self.changed_forms(old);
                 let bare = words::tokens(&old.text)
                     .into_iter()
                     .filter(|t| t.value && !t.quoted && t.w.chars().count() >= 4)
                     .map(|t| t.w)
                     .filter(|v| !current.iter().any(|c| c.contains(v.as_str())))
-                    .filter(|v| self.replaced_in(old, v))
+                    .filter(|v| changed.as_ref().is_none_or(|c| c.contains(&skeleton(v))))
                     .collect();
                 OutdatedEntry {
                     by,
@@ -597,11 +595,28 @@ impl UserStatements {
     }
 }
 
+/// Whether a ledger value of a superseded statement stands replaced, given
+/// the forms its replacement changed ([`UserStatements::changed_forms`]):
+/// every form of the value's own values is one of them ("14 Harbour
+/// Street" by "39 Calton Road"; not "14 Harbour Street" by "on Monday
+/// instead", which changes a word only).
+fn stands_replaced(changed: Option<&BTreeSet<String>>, value: &str) -> bool {
+    let Some(changed) = changed else {
+        return true;
+    };
+    let tokens = words::tokens(value);
+    let values = tokens.iter().any(|t| t.value);
+    tokens
+        .iter()
+        .filter(|t| t.value || !values)
+        .all(|t| changed.contains(&skeleton(&t.w)))
+}
+
 /// The form of a value in any script: its characters' classes (digit,
-/// letter, anything else) with each run folded, and a number's inner
-/// separators part of the number. So `3`, `1,100` and `10:30` are one
-/// form, `14A` and `18C` another, `/v2/fx-snapshots` and
-/// `/v2/fx/snapshots` a third, and `€900` and `€1,100` a fourth.
+/// letter, anything else) with each run folded, and a number's thousands
+/// and decimal separators part of the number. So `3` and `1,100` are one
+/// form, `10:30` another, `14A` and `18C` a third, `/v2/fx-snapshots` and
+/// `/v2/fx/snapshots` a fourth, and `€900` and `€1,100.50` a fifth.
 fn skeleton(value: &str) -> String {
     let mut out = String::new();
     let mut chars = value.chars().peekable();
@@ -610,7 +625,10 @@ fn skeleton(value: &str) -> String {
             '0'
         } else if c.is_alphabetic() {
             'a'
-        } else if out.ends_with('0') && chars.peek().is_some_and(|n| n.is_numeric()) {
+        } else if matches!(c, ',' | '.')
+            && out.ends_with('0')
+            && chars.peek().is_some_and(|n| n.is_numeric())
+        {
             continue;
         } else {
             '.'
@@ -999,8 +1017,8 @@ struct OutdatedEntry {
     key_words: BTreeSet<String>,
     new_values: BTreeSet<String>,
     /// Values the superseded statement named that no current statement
-    /// names, and that its replacement replaced
-    /// ([`UserStatements::replaced_in`]):
+    /// names, of a form its replacement changed
+    /// ([`UserStatements::changed_forms`]):
     /// a line that is only one of them (an artifact list's
     /// `- /v2/fx-snapshots`) is outdated, while `- €900` stays current
     /// when only "2 nights" beside it became "3 nights".
