@@ -719,20 +719,15 @@ fn current_texts_answer_as_is_current_text_does() {
 
 #[test]
 fn a_replacement_outdates_the_values_of_the_forms_it_names() {
-    let stated = recorded(&[
+    let s = recorded(&[
         user(
             1,
             "Yes, 2 nights, and keep it under €900 in total. Something like https://stays.example/listing/96242 but a proper hotel.",
         ),
         user(2, "We're staying longer: make the hotel 3 nights."),
     ]);
-    assert_eq!(
-        superseded_by(&stated, 1),
-        Some(MessageId(2)),
-        "{:?}",
-        stated.items()
-    );
-    let outdated = stated.outdated();
+    assert_eq!(superseded_by(&s, 1), Some(MessageId(2)), "{:?}", s.items());
+    let outdated = s.outdated();
     // The sentence that said "2 nights" is outdated as a whole ...
     assert_eq!(
         outdated.superseded_by("- #1 user: Yes, 2 nights, and keep it under €900 in total."),
@@ -747,27 +742,19 @@ fn a_replacement_outdates_the_values_of_the_forms_it_names() {
         Artifact::new(kind, value, MessageId(1)).said_by(Source::User, Salience::Stated)
     };
     assert_eq!(
-        stated.superseding(&said(ArtifactKind::Quantity, "2 nights")),
+        s.superseding(&said(ArtifactKind::Quantity, "2 nights")),
         Some(MessageId(2))
     );
-    assert_eq!(
-        stated.superseding(&said(ArtifactKind::Amount, "€900")),
-        None
-    );
+    assert_eq!(s.superseding(&said(ArtifactKind::Amount, "€900")), None);
     // A replacement that names none of the old statement's forms
     // replaced it whole.
-    let stated = recorded(&[
+    let s = recorded(&[
         user(1, "Move the standup to 7pm."),
         user(2, "Move the standup to 19:30 instead."),
     ]);
+    assert_eq!(superseded_by(&s, 1), Some(MessageId(2)), "{:?}", s.items());
     assert_eq!(
-        superseded_by(&stated, 1),
-        Some(MessageId(2)),
-        "{:?}",
-        stated.items()
-    );
-    assert_eq!(
-        stated.superseding(&said(ArtifactKind::DateTime, "7pm")),
+        s.superseding(&said(ArtifactKind::DateTime, "7pm")),
         Some(MessageId(2))
     );
 }
