@@ -23,7 +23,8 @@
 //! about the trigger), `QUALITY_DB` (sqlite | postgres),
 //! `QUALITY_MARKDOWN` (a file to write the Markdown tables to),
 //! `QUALITY_JSON` (a file to write every round's scores to), `QUALITY_DUMP`
-//! (a directory to write every round's context to, as scored).
+//! (a directory to write every round's context to, as scored),
+//! `QUALITY_SESSIONS` (a directory to write each session to, as JSON).
 //! Prints a human table per session and summarizer and `BENCH_RESULT`
 //! lines (suite `quality`).
 
@@ -80,6 +81,9 @@ fn main() {
             }
             let session = Session::generate(session_spec);
             println!("\n== {}", session.describe());
+            if let Some(dir) = std::env::var_os("QUALITY_SESSIONS") {
+                export(&session, &spec, std::path::Path::new(&dir));
+            }
             let mut runs = Vec::new();
             for &mode in &modes {
                 let run = drive::run(&session, mode, &spec).await;
@@ -111,4 +115,24 @@ fn main() {
         std::fs::write(&path, serde_json::to_string_pretty(&json).unwrap())
             .unwrap_or_else(|e| panic!("write {path}: {e}"));
     }
+}
+
+/// Writes `session` as JSON (`<shape>.json`: its messages, facts, slices and
+/// window) for offline analysis of what the engine keeps.
+fn export(session: &Session, spec: &RunSpec, dir: &std::path::Path) {
+    std::fs::create_dir_all(dir).unwrap_or_else(|e| panic!("create {}: {e}", dir.display()));
+    let window = spec
+        .context_window
+        .unwrap_or_else(|| drive::derived_window(session, spec.rounds));
+    let slices: Vec<usize> = session.slices(spec.rounds).iter().map(|r| r.end).collect();
+    let json = serde_json::json!({
+        "shape": session.spec.shape.name(),
+        "window": window,
+        "slices": slices,
+        "messages": session.messages,
+        "facts": session.facts,
+    });
+    let path = dir.join(format!("{}.json", session.spec.shape.name()));
+    std::fs::write(&path, json.to_string())
+        .unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
 }

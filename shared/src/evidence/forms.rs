@@ -22,7 +22,7 @@
 //! words, which [`super::slots`] compares to tell a changed value from an
 //! unrelated one.
 
-use super::lang::{FUNCTION_CAPITALS, HONORIFICS};
+use super::lang::{CALENDAR, CLOSINGS, FUNCTION_CAPITALS, HONORIFICS};
 
 /// What a term looks like.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -131,6 +131,11 @@ fn is_edge_punct(c: char) -> bool {
     !c.is_alphanumeric() && !is_value_sign(c) && !is_unspaced_script(c)
 }
 
+/// A whitespace-separated piece without the punctuation at its ends.
+pub(crate) fn core(piece: &str) -> &str {
+    piece.trim_matches(is_edge_punct)
+}
+
 fn is_quote_open(c: char) -> Option<char> {
     match c {
         '"' => Some('"'),
@@ -201,6 +206,17 @@ pub(crate) fn terms(line: &str) -> Vec<Term> {
             i += 1;
             continue;
         }
+        // A day, a month or a time of day is a value however it is
+        // written ("today", "Friday" at a sentence's start, "明日").
+        if CALENDAR.has(&fold(piece.text)) && !(piece.capital && run_len(&pieces, i) >= 2) {
+            let right = pieces.get(i + 1).and_then(neighbour);
+            push(
+                &mut out,
+                piece_term(line, piece.text, Form::Name, label, left, right),
+            );
+            i += 1;
+            continue;
+        }
         // A run of capitalised words is one name. A sentence's first
         // word says nothing by its capital: a run it starts is a name from
         // its second word on (`Sounds Ok.` is no name, `Visit Pizza Hut`
@@ -242,14 +258,7 @@ pub(crate) fn terms(line: &str) -> Vec<Term> {
             if form != Form::Word {
                 push(
                     &mut out,
-                    Term {
-                        key: fold(piece.text),
-                        form,
-                        label,
-                        left,
-                        right,
-                        span: span_of(line, piece.text),
-                    },
+                    piece_term(line, piece.text, form, label, left, right),
                 );
                 i += 1;
                 continue;
@@ -262,6 +271,25 @@ pub(crate) fn terms(line: &str) -> Vec<Term> {
         i += 1;
     }
     out
+}
+
+/// The term of one piece of `line`, with what labels its slot.
+fn piece_term(
+    line: &str,
+    text: &str,
+    form: Form,
+    label: Option<String>,
+    left: Option<String>,
+    right: Option<String>,
+) -> Term {
+    Term {
+        key: fold(text),
+        form,
+        label,
+        left,
+        right,
+        span: span_of(line, text),
+    }
 }
 
 fn word_term(line: &str, text: &str) -> Term {
@@ -318,7 +346,7 @@ fn run_len(pieces: &[Piece<'_>], i: usize) -> usize {
 /// The form of a piece that is a value, `Some(Form::Word)` for a word of
 /// another script (a name only beside a label or an honorific), `None` for
 /// a plain word.
-fn value_form(text: &str) -> Option<Form> {
+pub(crate) fn value_form(text: &str) -> Option<Form> {
     let mut digits = 0;
     let mut letters = 0;
     let mut upper = 0;
@@ -495,7 +523,8 @@ fn pieces(line: &str) -> Vec<Piece<'_>> {
         let first = core.chars().next();
         let capital = first.is_some_and(char::is_uppercase)
             && core.chars().skip(1).any(char::is_lowercase)
-            && !FUNCTION_CAPITALS.has(&fold(core));
+            && !FUNCTION_CAPITALS.has(&fold(core))
+            && !CLOSINGS.has(&fold(core));
         out.push(Piece {
             text: core,
             capital,
@@ -704,5 +733,34 @@ mod tests {
         let kv = terms("set MAX_CONN=64 please");
         let v = kv.iter().find(|t| t.key == "64").unwrap();
         assert_eq!(v.label.as_deref(), Some("max_conn"));
+    }
+
+    #[test]
+    fn days_months_and_times_of_day_are_values_in_every_language() {
+        for (line, key) in [
+            ("Let's book it for today at noon.", "today"),
+            ("Tomorrow works, the morning is best.", "tomorrow"),
+            ("Können wir das auf Freitag legen?", "freitag"),
+            ("Treffen wir uns morgen früh.", "morgen"),
+            ("予約は明日の午後にお願いします", "明日"),
+            ("¿Podemos vernos el martes por la tarde?", "martes"),
+            ("On se voit demain soir, vers 20h.", "demain"),
+        ] {
+            let got = values(line);
+            assert!(
+                got.iter().any(|(k, _)| k == key),
+                "{key:?} not in {got:?} of {line:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_closing_word_written_with_a_capital_is_no_name() {
+        assert!(
+            values("No, Thanks").is_empty(),
+            "{:?}",
+            values("No, Thanks")
+        );
+        assert!(values("Nein, Danke").is_empty());
     }
 }

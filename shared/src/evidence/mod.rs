@@ -1,21 +1,27 @@
-//! Evidence: lines of the compacted messages kept verbatim, chosen so the
-//! next model call still has what was said, whatever the summarizer wrote.
+//! Evidence: sentences of the compacted messages, squeezed to what they
+//! say, chosen so the next model call still has what was said, whatever
+//! the summarizer wrote.
 //!
 //! One general mechanism, no phrase rules:
-//! 1. **Candidates by form** ([`forms`]): every line of every compacted
-//!    message (user and assistant text, tool calls and tool output) is cut
-//!    into terms by the form of their characters: numbers, codes, names,
-//!    quoted strings, words. Nothing in it names a domain or a language.
-//! 2. **Ranked by the workstream's own statistics** ([`select`]): a term
+//! 1. **Candidates by form** ([`forms`]): every sentence of every
+//!    compacted message (user and assistant text; tool calls and tool
+//!    output line by line) is cut into terms by the form of their
+//!    characters: numbers, codes, names, days and months, quoted strings,
+//!    words. Nothing in it names a domain.
+//! 2. **Squeezed** ([`squeeze`]): a line keeps its values, what joins them
+//!    and its rare words; the workstream's common words, counted over all
+//!    of it ([`Evidence::vocabulary`]), go.
+//! 3. **Ranked by the workstream's own statistics** ([`select`]): a term
 //!    is worth its rarity among the messages (so boilerplate and repeated
 //!    menus sink), more when a value than a word, more when the user said
 //!    it, more when another speaker repeated it.
-//! 3. **Chosen as coverage under a budget**: lines are taken by what they
+//! 4. **Chosen as coverage under a budget**: lines are taken by what they
 //!    newly cover per token; a line that nearly repeats a kept one, or the
 //!    summary, adds nothing and is left out, so no context repeats itself.
-//! 4. **Superseded by slot** ([`slots`]): a later value of the same slot
-//!    (same label, or same neighbouring words) within a short scope of
-//!    messages marks the earlier one superseded on its line.
+//! 5. **Superseded by slot** ([`slots`]): a later value the user gives for
+//!    the same slot (same label, or same neighbouring words) within a
+//!    short scope of messages replaces the earlier one, which is cut out
+//!    of its line and shown marked on a line of its own.
 //!
 //! The budget is what the compaction leaves under
 //! [`EvidenceConfig::share_of_trigger`] of the trigger: contexts used to sit
@@ -23,8 +29,8 @@
 //! every compaction over the evidence kept before and the new span's lines,
 //! so old evidence competes with new on the same terms.
 //!
-//! What stays language-specific (change cues, honorifics) is data, in
-//! [`lang`].
+//! What stays language-specific (change cues, honorifics, days and
+//! months) is data, in [`lang`].
 
 use std::collections::HashMap;
 
@@ -37,6 +43,7 @@ mod forms;
 mod lang;
 mod select;
 mod slots;
+mod squeeze;
 
 pub use select::Chosen;
 pub(crate) use select::{jaccard, shared, shingles};
@@ -145,6 +152,17 @@ impl Speaker {
         }
     }
 
+    /// The one-letter tag a context writes before a line
+    /// ([`EVIDENCE_HEADING`] says what each stands for): the prefix is paid
+    /// on every line, so it is kept short.
+    pub fn tag(self) -> &'static str {
+        match self {
+            Speaker::User => "u",
+            Speaker::Assistant => "a",
+            Speaker::Tool => "t",
+        }
+    }
+
     fn index(self) -> usize {
         match self {
             Speaker::User => 0,
@@ -221,7 +239,19 @@ pub struct Evidence {
     /// statement or an exact value that still states one is marked so.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub replaced: Vec<Replaced>,
+    /// The workstream's common words: in how many of the messages read so
+    /// far each was said, for the [`MAX_VOCABULARY`] said most often. A
+    /// word absent from it is rare; what is common decides what a line is
+    /// squeezed to ([`squeeze`]), and is counted over the whole workstream,
+    /// not one compaction's span.
+    #[serde(skip_serializing_if = "HashMap::is_empty")]
+    pub vocabulary: HashMap<String, u32>,
 }
+
+/// Words whose counts the evidence keeps: enough for any language's
+/// grammar and a domain's every-day words, which are what a squeeze leaves
+/// out; a word past them is rare.
+pub const MAX_VOCABULARY: usize = 2_048;
 
 /// Whether `sentence` only closes the talk: it thanks or says it is done
 /// ([`lang::CLOSINGS`], any language) and holds no value by its form. The
@@ -289,7 +319,7 @@ pub(crate) fn has_token(hay: &str, needle: &str) -> bool {
 
 /// The heading of the evidence in a context.
 pub const EVIDENCE_HEADING: &str =
-    "Said earlier (verbatim lines of compacted messages, oldest first; #N: the message it was said in):";
+    "Said earlier (lines of compacted messages, clipped to their values, oldest first; #N: the message; u: user, a: assistant, t: tool):";
 
 impl Evidence {
     pub fn is_empty(&self) -> bool {
@@ -484,23 +514,83 @@ impl Evidence {
     }
 }
 
-/// One line as a context shows it: `- #N speaker: text [superseded …]`.
+/// One line as a context shows it: `- #N u: text`. A line the user
+/// superseded whole is marked so at its end (`[superseded by #M]`). A
+/// value a later one replaced is cut out of its line (`…`) and shown on a
+/// line of its own, marked (`- #N u: 7 pm [superseded by #M]`): the
+/// values beside it are still current, and a line's marker reads as the
+/// whole line's.
 pub(crate) fn render_line(line: &Line) -> String {
-    let mut out = format!("- #{} {}: {}", line.at.0, line.speaker.as_str(), line.text);
-    if !line.superseded.is_empty() {
-        out.push_str(" [superseded");
-        for r in &line.superseded {
-            if r.value.is_empty() {
-                out.push_str(&format!(" by #{}", r.by.0));
-            } else {
-                out.push_str(&format!(" by #{}: {}", r.by.0, r.value));
+    let prefix = format!("- #{} {}: ", line.at.0, line.speaker.tag());
+    let whole: Vec<&Replaced> = line
+        .superseded
+        .iter()
+        .filter(|r| r.value.is_empty())
+        .collect();
+    if !whole.is_empty() || line.superseded.is_empty() {
+        let mut out = format!("{prefix}{}", line.text);
+        if !line.superseded.is_empty() {
+            out.push_str(" [superseded");
+            for r in &line.superseded {
+                if r.value.is_empty() {
+                    out.push_str(&format!(" by #{}", r.by.0));
+                } else {
+                    out.push_str(&format!(" by #{}: {}", r.by.0, r.value));
+                }
+                out.push(';');
             }
-            out.push(';');
+            out.pop();
+            out.push(']');
         }
-        out.pop();
-        out.push(']');
+        out.push('\n');
+        return out;
     }
-    out.push('\n');
+    let mut text = line.text.clone();
+    for r in &line.superseded {
+        text = cut(&text, &r.value);
+    }
+    let mut out = String::new();
+    if text
+        .split('…')
+        .any(|piece| piece.chars().any(char::is_alphanumeric))
+    {
+        out.push_str(&prefix);
+        out.push_str(&text);
+        out.push('\n');
+    }
+    for r in &line.superseded {
+        out.push_str(&format!(
+            "{prefix}{} [superseded by #{}]\n",
+            r.value, r.by.0
+        ));
+    }
+    out
+}
+
+/// `text` with each whole-token occurrence of `value` (case-folded) cut
+/// out and shown as `…`. Text whose case-folding changes its length is
+/// left as it is.
+fn cut(text: &str, value: &str) -> String {
+    let lower = forms::fold(text);
+    if lower.len() != text.len() || value.is_empty() {
+        return text.to_owned();
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut from = 0;
+    for (at, _) in lower.match_indices(value) {
+        if at < from {
+            continue;
+        }
+        let before = lower[..at].chars().next_back();
+        let after = lower[at + value.len()..].chars().next();
+        if before.is_some_and(char::is_alphanumeric) || after.is_some_and(char::is_alphanumeric) {
+            continue;
+        }
+        out.push_str(&text[from..at]);
+        out.push('…');
+        from = at + value.len();
+    }
+    out.push_str(&text[from..]);
     out
 }
 
@@ -519,6 +609,9 @@ pub struct Read {
     /// Per term, in how many messages each speaker said it (user,
     /// assistant, tool).
     pub(crate) df: HashMap<String, [u32; 3]>,
+    /// Per plain word (case-folded), in how many messages it is: what a
+    /// line is squeezed by ([`squeeze`]).
+    pub(crate) words: HashMap<String, u32>,
     pub(crate) messages: u64,
 }
 
@@ -543,6 +636,7 @@ pub fn read(span: &[Message], max_line_chars: usize) -> Read {
         // output may hold thousands).
         let mut seen: std::collections::HashSet<(String, Speaker)> =
             std::collections::HashSet::new();
+        let mut words: std::collections::HashSet<String> = std::collections::HashSet::new();
         for part in &message.parts {
             let (text, tool) = match part {
                 Part::Text { text } => (std::borrow::Cow::Borrowed(text.as_str()), false),
@@ -560,15 +654,11 @@ pub fn read(span: &[Message], max_line_chars: usize) -> Read {
             };
             let speaker = Speaker::of(message.role, tool);
             for piece in lines_of(&text, max_line_chars) {
-                let mut terms = forms::terms(piece);
+                squeeze::count_words(piece, &mut words);
+                let terms = forms::terms(piece);
                 if terms.is_empty() {
                     continue;
                 }
-                let clipped = clip(piece, &terms);
-                if let Some(c) = &clipped {
-                    terms = forms::terms(c);
-                }
-                let piece = clipped.as_deref().unwrap_or(piece);
                 for t in &terms {
                     seen.insert((t.key.clone(), speaker));
                 }
@@ -587,75 +677,57 @@ pub fn read(span: &[Message], max_line_chars: usize) -> Read {
         for (key, speaker) in seen {
             out.df.entry(key).or_default()[speaker.index()] += 1;
         }
+        for word in words {
+            *out.words.entry(word).or_default() += 1;
+        }
     }
     out.messages = span.len() as u64;
     out
 }
 
-/// Words kept on each side of a value when a long line is clipped.
-const CLIP_CONTEXT: usize = 2;
-
-/// A long line clipped to its values and the few words around each
-/// (`… leave on March 5th with a return …`): what a fact needs to be
-/// read, at a fraction of the line's tokens. `None` when the line is short,
-/// has no values, or the clip would keep most of it anyway.
-fn clip(line: &str, terms: &[forms::Term]) -> Option<String> {
-    let words: Vec<&str> = line.split_whitespace().collect();
-    if words.len() <= 8 {
-        return None;
-    }
-    let value_words: Vec<&str> = terms
-        .iter()
-        .filter(|t| t.form.is_value())
-        .flat_map(|t| t.key.split_whitespace())
-        .collect();
-    if value_words.is_empty() {
-        return None;
-    }
-    let marked: Vec<bool> = words
-        .iter()
-        .map(|w| {
-            let w = forms::fold(w);
-            value_words.iter().any(|v| w.contains(v))
-        })
-        .collect();
-    let mut keep = vec![false; words.len()];
-    for (i, _) in marked.iter().enumerate().filter(|(_, m)| **m) {
-        let from = i.saturating_sub(CLIP_CONTEXT);
-        let to = (i + CLIP_CONTEXT + 1).min(words.len());
-        keep[from..to].iter_mut().for_each(|k| *k = true);
-    }
-    if keep.iter().filter(|k| **k).count() * 5 >= words.len() * 4 {
-        return None;
-    }
-    let mut out = String::new();
-    let mut gap = false;
-    for (i, w) in words.iter().enumerate() {
-        if !keep[i] {
-            gap = true;
+/// The sentences of a line: cut after `.`, `!`, `?` (and their full-width
+/// forms) followed by a space or the line's end, not after a number's
+/// point (`1.5`) nor a single capital (`J. Smith`).
+fn sentences(line: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    let chars: Vec<(usize, char)> = line.char_indices().collect();
+    for (k, &(at, c)) in chars.iter().enumerate() {
+        let full_width = matches!(c, '。' | '！' | '？');
+        if !(matches!(c, '.' | '!' | '?') || full_width) {
             continue;
         }
-        if gap || (i == 0 && !keep[0]) {
-            if !out.is_empty() || i > 0 {
-                out.push_str(if out.is_empty() { "… " } else { " … " });
-            }
-        } else if !out.is_empty() {
-            out.push(' ');
+        let next = chars.get(k + 1).map(|&(_, n)| n);
+        if !full_width && next.is_some_and(|n| !n.is_whitespace()) {
+            continue;
         }
-        gap = false;
-        out.push_str(w);
+        // `J.` or `Dr.`-like: a capital alone before the point.
+        let word: String = chars[..k]
+            .iter()
+            .rev()
+            .take_while(|(_, w)| !w.is_whitespace())
+            .map(|&(_, w)| w)
+            .collect();
+        if c == '.' && word.chars().count() == 1 && word.chars().all(char::is_uppercase) {
+            continue;
+        }
+        let end = at + c.len_utf8();
+        if line[start..end].trim().chars().any(char::is_alphanumeric) {
+            out.push(line[start..end].trim());
+        }
+        start = end;
     }
-    if gap {
-        out.push_str(" …");
+    if line[start..].trim().chars().any(char::is_alphanumeric) {
+        out.push(line[start..].trim());
     }
-    Some(out)
+    out
 }
 
-/// The lines of `text` an evidence line may be: its lines, long ones cut at
+/// The lines of `text` an evidence line may be: its sentences, long ones cut at
 /// sentence ends, then at spaces, to at most `max` characters.
 fn lines_of(text: &str, max: usize) -> Vec<&str> {
     let mut out = Vec::new();
-    for line in text.lines() {
+    for line in text.lines().flat_map(sentences) {
         let line = line.trim();
         if line.is_empty() || !line.chars().any(char::is_alphanumeric) {
             continue;
@@ -715,6 +787,9 @@ impl Gathering {
             for (c, n) in counts.iter_mut().zip(n) {
                 *c += n;
             }
+        }
+        for (k, n) in span.words {
+            *pool.words.entry(k).or_default() += n;
         }
         pool.messages += span.messages;
         if pool.lines.len() > MAX_POOL {

@@ -299,6 +299,18 @@ impl Ord for Queued {
     }
 }
 
+/// The [`super::MAX_VOCABULARY`] words said most often (ties by the word,
+/// so the choice is deterministic).
+fn most_common(mut vocabulary: HashMap<String, u32>) -> HashMap<String, u32> {
+    if vocabulary.len() <= super::MAX_VOCABULARY {
+        return vocabulary;
+    }
+    let mut counts: Vec<(String, u32)> = vocabulary.drain().collect();
+    counts.sort_unstable_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    counts.truncate(super::MAX_VOCABULARY);
+    counts.into_iter().collect()
+}
+
 /// See [`super::Gathering::choose`].
 pub(crate) fn choose(
     previous: &Evidence,
@@ -327,6 +339,34 @@ pub(crate) fn choose(
     let messages = pool.messages + previous.lines.len() as u64;
     all.append(&mut pool.lines);
     let found = slots::supersede(&mut all, &later.lines, config.scope_messages);
+    // Every line is squeezed to what it says, the kept ones again (what
+    // is common is better known as the workstream grows): its terms are
+    // those of what is kept.
+    // Word counts over the whole workstream: what was read before, and
+    // the new span.
+    let mut vocabulary = previous.vocabulary.clone();
+    for (w, n) in std::mem::take(&mut pool.words) {
+        *vocabulary.entry(w).or_default() += n;
+    }
+    let read_so_far = previous.seen + pool.messages;
+    for c in &mut all {
+        match super::squeeze::squeeze(
+            &c.line.text,
+            c.line.speaker == Speaker::User,
+            &vocabulary,
+            read_so_far,
+        ) {
+            Some((text, spans)) => {
+                c.terms.retain(|t| {
+                    spans
+                        .iter()
+                        .any(|&(from, to)| t.span.0 >= from && t.span.1 <= to)
+                });
+                c.line.text = text;
+            }
+            None => c.terms.clear(),
+        }
+    }
     // Replaced values: those of before, less the ones said again as a
     // slot's value since, then the new ones.
     let mut replaced: Vec<Replaced> = previous
@@ -404,18 +444,11 @@ pub(crate) fn choose(
             })
             .collect()
     };
-    // A line costs its text, its `- #N speaker: ` and its markers.
+    // A line costs what the context shows of it: its prefix, its text
+    // and its markers.
     let costs: Vec<u64> = all
         .iter()
-        .map(|c| {
-            let marks: u64 = c
-                .line
-                .superseded
-                .iter()
-                .map(|r| estimator.count(&r.value) + 5)
-                .sum();
-            estimator.count(&c.line.text) + 6 + marks
-        })
+        .map(|c| estimator.count(&super::render_line(&c.line)))
         .collect();
     let mut covered: HashSet<usize> = HashSet::new();
     // What a line newly covers; a line that covers no new value must
@@ -498,6 +531,7 @@ pub(crate) fn choose(
             lines,
             seen: previous.seen + pool.messages,
             replaced,
+            vocabulary: most_common(vocabulary),
         },
         kept,
         dropped,

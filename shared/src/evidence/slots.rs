@@ -35,7 +35,6 @@ struct Filled {
     value: String,
     line: usize,
     seq: u64,
-    speaker: Speaker,
     left: Option<String>,
     right: Option<String>,
 }
@@ -99,6 +98,10 @@ pub(crate) fn supersede(lines: &mut [Candidate], later: &[Candidate], scope: u64
         if c.line.speaker == Speaker::Tool {
             continue;
         }
+        // A question may ask for another value ("can you check 17:30?"),
+        // but what it asks about fills no slot: asking about Lisbon after
+        // asking about Edinburgh changes nothing said.
+        let asks = c.line.text.trim_end().ends_with(['?', '？']);
         let mut cue: Option<bool> = None;
         let shapes: Vec<Option<String>> = c.terms.iter().map(Term::shape).collect();
         for (k, t) in c.terms.iter().enumerate() {
@@ -128,17 +131,18 @@ pub(crate) fn supersede(lines: &mut [Candidate], later: &[Candidate], scope: u64
                     }
                 }
                 last_filled.insert(t.key.clone(), c.line.seq);
-                filled.insert(
-                    slot,
-                    Filled {
-                        value: t.key.clone(),
-                        line: j,
-                        seq: c.line.seq,
-                        speaker: c.line.speaker,
-                        left: None,
-                        right: None,
-                    },
-                );
+                if !asks {
+                    filled.insert(
+                        slot,
+                        Filled {
+                            value: t.key.clone(),
+                            line: j,
+                            seq: c.line.seq,
+                            left: None,
+                            right: None,
+                        },
+                    );
+                }
             }
             for (slot, labelled) in slots(t) {
                 if let Some(old) = filled.get(&slot) {
@@ -149,8 +153,10 @@ pub(crate) fn supersede(lines: &mut [Candidate], later: &[Candidate], scope: u64
                         && old.line < lines.len()
                         && (labelled || !another_subject(lines, old.line, c, t))
                         && (labelled || {
-                            let by_whom =
-                                c.line.speaker == Speaker::User || c.line.speaker == old.speaker;
+                            // The user changes a value; the assistant
+                            // proposes and reports: its next offer ("what
+                            // about …") is another option, not a change.
+                            let by_whom = c.line.speaker == Speaker::User;
                             let cue = *cue.get_or_insert_with(|| {
                                 CHANGE_CUES.contained_in(&fold(&c.line.text))
                             });
@@ -166,17 +172,18 @@ pub(crate) fn supersede(lines: &mut [Candidate], later: &[Candidate], scope: u64
                     }
                 }
                 last_filled.insert(t.key.clone(), c.line.seq);
-                filled.insert(
-                    slot,
-                    Filled {
-                        value: t.key.clone(),
-                        line: j,
-                        seq: c.line.seq,
-                        speaker: c.line.speaker,
-                        left: t.left.clone(),
-                        right: t.right.clone(),
-                    },
-                );
+                if !asks {
+                    filled.insert(
+                        slot,
+                        Filled {
+                            value: t.key.clone(),
+                            line: j,
+                            seq: c.line.seq,
+                            left: t.left.clone(),
+                            right: t.right.clone(),
+                        },
+                    );
+                }
             }
         }
     }
@@ -346,5 +353,64 @@ mod tests {
         let found = supersede(&mut lines, &later, 24);
         assert_eq!(found.replaced.len(), 1);
         assert_eq!(marked(&lines), vec![(0, "2026-03-01".to_owned())]);
+    }
+
+    #[test]
+    fn the_assistants_next_offer_is_another_option_not_a_change() {
+        let mut lines = vec![
+            cand(
+                0,
+                Speaker::Assistant,
+                "What about Little Woods at the Roxie?",
+            ),
+            cand(
+                2,
+                Speaker::Assistant,
+                "What about Ramen Shop at the Roxie instead?",
+            ),
+        ];
+        let _ = supersede(&mut lines, &[], 24);
+        assert!(marked(&lines).is_empty(), "{:?}", marked(&lines));
+        // The user's change of the same slot is one.
+        let mut lines = vec![
+            cand(0, Speaker::User, "Let's see Little Woods at the Roxie."),
+            cand(
+                2,
+                Speaker::User,
+                "Actually, Ramen Shop at the Roxie instead.",
+            ),
+        ];
+        let _ = supersede(&mut lines, &[], 24);
+        assert_eq!(marked(&lines), vec![(0, "little woods".to_owned())]);
+    }
+
+    #[test]
+    fn what_a_question_asks_about_fills_no_slot_but_a_question_may_change_one() {
+        // Asking about Lisbon after asking about Edinburgh changes nothing.
+        let mut lines = vec![
+            cand(
+                0,
+                Speaker::User,
+                "what's the weather like in Edinburgh this week?",
+            ),
+            cand(
+                2,
+                Speaker::User,
+                "what's the weather like in Lisbon this week?",
+            ),
+        ];
+        let _ = supersede(&mut lines, &[], 24);
+        assert!(marked(&lines).is_empty(), "{:?}", marked(&lines));
+        // Asking for another time is a change of the one said.
+        let mut lines = vec![
+            cand(0, Speaker::User, "Reserve the table at 17:15."),
+            cand(
+                2,
+                Speaker::User,
+                "Can you check if a table is free at 17:30?",
+            ),
+        ];
+        let _ = supersede(&mut lines, &[], 24);
+        assert_eq!(marked(&lines), vec![(0, "17:15".to_owned())]);
     }
 }

@@ -50,14 +50,14 @@ impl Extracted {
 /// A span's extractions, done or under way.
 #[derive(Debug)]
 pub(super) enum Pending {
-    Ready(Extracted),
+    Ready(Box<Extracted>),
     Running(JoinHandle<Extracted>),
 }
 
 impl Pending {
     /// Extracts `span` here and now.
     pub(super) fn now(span: &[Message], config: &TranscriptConfig, line_chars: usize) -> Pending {
-        Pending::Ready(Extracted::of(span, config, line_chars))
+        Pending::Ready(Box::new(Extracted::of(span, config, line_chars)))
     }
 
     /// Starts extracting `span` on a thread of its own; extracts it here
@@ -83,7 +83,7 @@ impl Pending {
     /// thread goes on here, as it would have in place.
     pub(super) fn finish(self) -> Extracted {
         match self {
-            Pending::Ready(done) => done,
+            Pending::Ready(done) => *done,
             Pending::Running(handle) => handle
                 .join()
                 .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),

@@ -1,0 +1,269 @@
+//! A line squeezed to what it says: its values and the words rare in the
+//! workstream, with the few words that join them into phrases; the words
+//! every other message says are left out.
+//!
+//! Which words those are is not listed anywhere: a word said in more than
+//! [`COMMON_SHARE`] of the workstream's messages is its common vocabulary
+//! (grammar, greetings, a domain's every-day nouns: "the", "would", "book",
+//! "restaurant"), whatever the language. What is kept:
+//! - **values by form** (digits, codes, capitals inside a sentence, a day
+//!   or a month: [`super::lang::CALENDAR`], any run of a script written
+//!   without spaces), however common;
+//! - **rare words**: said in at most that share of the messages;
+//! - **a number's unit**: the word right after a number (`5 pm`,
+//!   `2 people`, `3 nights`);
+//! - **the joints of a phrase**: at most [`JOINT`] common words between
+//!   two kept words of one sentence, one of them a value (`10th of March`,
+//!   `Angel Stadium of Anaheim`, `table for 2 at 11:30 am`).
+//!
+//! A left-out run inside the line is shown as `…`; nothing marks its ends.
+//! A line that would keep most of its words is kept whole.
+
+use std::collections::HashMap;
+
+use super::forms::{self, Form};
+use super::lang::{CALENDAR, CLOSINGS, FUNCTION_CAPITALS};
+
+/// A word said in more than this share of the messages is common.
+pub(crate) const COMMON_SHARE: f64 = 0.02;
+
+/// However few the messages, a word said in this many is not common.
+const COMMON_FLOOR: u32 = 2;
+
+/// Common words kept between two kept words of a phrase.
+const JOINT: usize = 2;
+
+/// A line keeping at least this share of its words is kept whole.
+const WHOLE: f64 = 0.8;
+
+/// A whitespace-separated token of a line.
+struct Token<'a> {
+    /// As written, punctuation included.
+    text: &'a str,
+    /// Byte offsets in the line.
+    span: (usize, usize),
+    /// Case-folded, without edge punctuation: what its rarity is counted by.
+    key: String,
+    /// A value by its form.
+    value: bool,
+    number: bool,
+    /// It ends a sentence (a phrase does not go on past it).
+    ends: bool,
+}
+
+/// The key a word's rarity is counted by (`None`: a value by its form,
+/// whose rarity does not decide whether it stays).
+pub(crate) fn word_key(token: &str) -> Option<String> {
+    let core = forms::core(token);
+    if core.is_empty() || core.chars().any(char::is_numeric) {
+        return None;
+    }
+    match forms::value_form(core) {
+        Some(Form::Number | Form::Code | Form::Name) => None,
+        _ => Some(forms::fold(core)),
+    }
+}
+
+/// Counts, for each word of `text`, the message (once per message: the
+/// caller passes a set it clears per message).
+pub(crate) fn count_words(text: &str, seen: &mut std::collections::HashSet<String>) {
+    for raw in text.split_whitespace() {
+        if let Some(key) = word_key(raw) {
+            seen.insert(key);
+        }
+    }
+}
+
+fn tokens(line: &str) -> Vec<Token<'_>> {
+    let mut out: Vec<Token<'_>> = Vec::new();
+    let mut sentence_start = true;
+    let mut at = 0;
+    for raw in line.split_whitespace() {
+        let start = line[at..].find(raw).map_or(at, |i| at + i);
+        at = start + raw.len();
+        let core = forms::core(raw);
+        let folded = forms::fold(core);
+        let form = forms::value_form(core);
+        let capital = core.chars().next().is_some_and(char::is_uppercase)
+            && core.chars().skip(1).any(char::is_lowercase)
+            && !FUNCTION_CAPITALS.has(&folded)
+            && !CLOSINGS.has(&folded);
+        let unspaced = core.chars().any(forms::is_unspaced_script);
+        let number = matches!(form, Some(Form::Number));
+        let value = !core.is_empty()
+            && (matches!(form, Some(Form::Number | Form::Code | Form::Name))
+                || unspaced
+                || CALENDAR.has(&folded)
+                || (capital && !sentence_start));
+        let last = raw.chars().next_back();
+        let ends = matches!(last, Some('.' | '!' | '?' | ';' | '。' | '！' | '？'))
+            && !core.ends_with(|c: char| c.is_ascii_digit());
+        out.push(Token {
+            text: raw,
+            span: (start, at),
+            key: folded,
+            value,
+            number,
+            ends,
+        });
+        sentence_start = ends;
+    }
+    out
+}
+
+/// `line` squeezed (see the module doc) by the words' counts `df` over
+/// `messages` messages: the text and the byte spans of `line` it keeps.
+/// `None` when it keeps nothing; the line itself when it would keep most
+/// of it.
+pub(crate) fn squeeze(
+    line: &str,
+    words: bool,
+    df: &HashMap<String, u32>,
+    messages: u64,
+) -> Option<(String, Vec<(usize, usize)>)> {
+    let tokens = tokens(line);
+    if tokens.is_empty() {
+        return None;
+    }
+    let common = (messages as f64 * COMMON_SHARE).max(f64::from(COMMON_FLOOR));
+    let rare = |t: &Token<'_>| {
+        !t.key.is_empty()
+            && t.key.chars().any(char::is_alphanumeric)
+            && df.get(&t.key).is_none_or(|&n| f64::from(n) <= common)
+    };
+    let has_value = tokens.iter().any(|t| t.value);
+    let words_too = words || !has_value;
+    let mut keep: Vec<bool> = tokens
+        .iter()
+        .map(|t| t.value || (words_too && rare(t)))
+        .collect();
+    for i in 1..tokens.len() {
+        if tokens[i - 1].number && !tokens[i - 1].ends {
+            keep[i] = true;
+        }
+    }
+    let kept: Vec<usize> = (0..tokens.len()).filter(|&i| keep[i]).collect();
+    for pair in kept.windows(2) {
+        let (a, b) = (pair[0], pair[1]);
+        if b - a > 1
+            && b - a <= JOINT + 1
+            && (tokens[a].value || tokens[b].value)
+            && !tokens[a..b].iter().any(|t| t.ends)
+        {
+            keep[a + 1..b].iter_mut().for_each(|k| *k = true);
+        }
+    }
+    let n = keep.iter().filter(|k| **k).count();
+    if n == 0 {
+        return None;
+    }
+    if n as f64 >= WHOLE * tokens.len() as f64 {
+        return Some((line.to_owned(), vec![(0, line.len())]));
+    }
+    let mut text = String::with_capacity(line.len());
+    let mut spans: Vec<(usize, usize)> = Vec::new();
+    let mut gap = false;
+    for (t, k) in tokens.iter().zip(&keep) {
+        if !k {
+            gap = true;
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(if gap { " … " } else { " " });
+        }
+        gap = false;
+        text.push_str(t.text);
+        match spans.last_mut() {
+            Some(last) if line[last.1..t.span.0].trim().is_empty() => last.1 = t.span.1,
+            _ => spans.push(t.span),
+        }
+    }
+    Some((text, spans))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn df(words: &[(&str, u32)]) -> HashMap<String, u32> {
+        words.iter().map(|(w, n)| ((*w).to_owned(), *n)).collect()
+    }
+
+    #[test]
+    fn common_words_go_values_and_rare_words_stay() {
+        let counts = df(&[
+            ("can", 40),
+            ("you", 90),
+            ("please", 30),
+            ("confirm", 20),
+            ("that", 60),
+            ("want", 50),
+            ("to", 99),
+            ("book", 30),
+            ("a", 99),
+            ("table", 3),
+            ("for", 80),
+            ("at", 70),
+            ("am", 30),
+            ("the", 99),
+            ("restaurant", 25),
+            ("in", 90),
+        ]);
+        let line = "Can you please confirm that you want to book a table for 2 at 11:30 am at the Bird Dog restaurant in Palo Alto for today.";
+        // The assistant's line keeps its values and what joins them.
+        let (text, _) = squeeze(line, false, &counts, 200).unwrap();
+        assert_eq!(
+            text,
+            "2 at 11:30 am at the Bird Dog restaurant in Palo Alto for today."
+        );
+        // The user's keeps the rare words too.
+        let (text, _) = squeeze(line, true, &counts, 200).unwrap();
+        assert_eq!(
+            text,
+            "table for 2 at 11:30 am at the Bird Dog restaurant in Palo Alto for today."
+        );
+    }
+
+    #[test]
+    fn a_sentence_opening_capital_is_no_value_but_a_rare_word_is_kept() {
+        let counts = df(&[("sounds", 30), ("good", 40), ("right", 20), ("now", 20)]);
+        let (text, _) = squeeze("Sushi sounds good right now.", true, &counts, 200).unwrap();
+        assert_eq!(text, "Sushi");
+        assert!(squeeze("Sounds good right now.", true, &counts, 200).is_none());
+    }
+
+    #[test]
+    fn every_language_by_the_same_statistics() {
+        let counts = df(&[
+            ("ich", 50),
+            ("möchte", 30),
+            ("am", 40),
+            ("um", 40),
+            ("einen", 30),
+            ("tisch", 9),
+        ]);
+        let (text, _) = squeeze(
+            "Ich möchte am 15.03. um 19:30 einen Tisch im Hotel Adlon.",
+            true,
+            &counts,
+            200,
+        )
+        .unwrap();
+        assert!(
+            text.contains("15.03.") && text.contains("19:30") && text.contains("Hotel Adlon"),
+            "{text}"
+        );
+        assert!(!text.starts_with("Ich"), "{text}");
+        // A script written without spaces is kept as it stands.
+        let (text, _) = squeeze("山田さんの予約は2026年3月15日です。", true, &counts, 200).unwrap();
+        assert_eq!(text, "山田さんの予約は2026年3月15日です。");
+    }
+
+    #[test]
+    fn a_small_workstream_has_no_common_words() {
+        let counts = df(&[("the", 2), ("deploy", 1)]);
+        let (text, spans) = squeeze("the deploy failed", true, &counts, 3).unwrap();
+        assert_eq!(text, "the deploy failed");
+        assert_eq!(spans, vec![(0, 17)]);
+    }
+}
