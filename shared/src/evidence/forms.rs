@@ -466,9 +466,11 @@ fn pieces(line: &str) -> Vec<Piece<'_>> {
     for raw in line.split_whitespace() {
         let trimmed = raw.trim_start_matches(is_edge_punct);
         let trimmed = trimmed.trim_end_matches(|c: char| is_edge_punct(c) && c != ':');
+        // (A value before a colon is a value: `16C: my knee`.)
         let label = trimmed.ends_with(':')
             && trimmed.len() > 1
-            && !trimmed[..trimmed.len() - 1].contains(':');
+            && !trimmed[..trimmed.len() - 1].contains(':')
+            && !trimmed.chars().any(char::is_numeric);
         let core = trimmed.trim_end_matches(':');
         let last = raw.chars().next_back();
         let ends_sentence = matches!(last, Some('.' | '!' | '?' | '。' | '！' | '？'))
@@ -762,5 +764,13 @@ mod tests {
             values("No, Thanks")
         );
         assert!(values("Nein, Danke").is_empty());
+    }
+
+    #[test]
+    fn a_value_before_a_colon_is_a_value_not_a_label() {
+        let t = terms("Actually make it an aisle seat, 16C: my knee.");
+        let seat = t.iter().find(|t| t.key == "16c").unwrap();
+        assert_eq!(seat.form, Form::Code);
+        assert!(t.iter().all(|t| t.label.as_deref() != Some("16c")), "{t:?}");
     }
 }

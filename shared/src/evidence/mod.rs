@@ -223,6 +223,15 @@ pub struct Line {
     pub text: String,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub superseded: Vec<Replaced>,
+    /// The lines of the tool output it is one of (0 or 1: it stands
+    /// alone): a long output is read, a short one answers, so a line's
+    /// worth is shared among its output's lines ([`select`]).
+    #[serde(default, skip_serializing_if = "alone")]
+    pub of: u32,
+}
+
+fn alone(of: &u32) -> bool {
+    *of <= 1
 }
 
 /// The evidence of a workstream, stored in its state.
@@ -653,7 +662,12 @@ pub fn read(span: &[Message], max_line_chars: usize) -> Read {
                 Part::Reasoning { .. } => continue,
             };
             let speaker = Speaker::of(message.role, tool);
-            for piece in lines_of(&text, max_line_chars) {
+            let pieces = lines_of(&text, max_line_chars);
+            let of = match part {
+                Part::ToolResult { .. } => u32::try_from(pieces.len()).unwrap_or(u32::MAX),
+                _ => 0,
+            };
+            for piece in pieces {
                 squeeze::count_words(piece, &mut words);
                 let terms = forms::terms(piece);
                 if terms.is_empty() {
@@ -669,6 +683,7 @@ pub fn read(span: &[Message], max_line_chars: usize) -> Read {
                         speaker,
                         text: piece.to_owned(),
                         superseded: Vec::new(),
+                        of,
                     },
                     terms,
                 });

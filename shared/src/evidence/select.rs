@@ -63,9 +63,10 @@ impl Chosen {
 /// a kept one says nothing new).
 pub(crate) const NEAR_DUPLICATE: f64 = 0.6;
 
-/// A line gaining less than this (about one rare word) is not worth its
-/// tokens.
-const MIN_GAIN: f64 = 0.5;
+/// A line gaining less than this (a fifth of one rare value) is not worth
+/// its tokens. Low: what the budget has room for is kept (a long output's
+/// lines share their worth, and each may be the one a later turn needs).
+const MIN_GAIN: f64 = 0.2;
 
 /// What a tool's term nobody took up is worth, against one the user or
 /// the assistant said too.
@@ -113,7 +114,8 @@ impl Stats<'_> {
             // characters (`3`, `10`) says little on its own.
             let said: u32 = counts.iter().sum();
             w += 0.5 * f64::from(said).ln_1p() * speaker_weight(speaker);
-            if t.key.chars().filter(|c| c.is_alphanumeric()).count() < 3 {
+            // (A label says what it is: `DATABASE_POOL_SIZE=40`.)
+            if t.key.chars().filter(|c| c.is_alphanumeric()).count() < 3 && t.label.is_none() {
                 w *= 0.4;
             }
             if confirmed {
@@ -338,10 +340,6 @@ pub(crate) fn choose(
     }
     let messages = pool.messages + previous.lines.len() as u64;
     all.append(&mut pool.lines);
-    let found = slots::supersede(&mut all, &later.lines, config.scope_messages);
-    // Every line is squeezed to what it says, the kept ones again (what
-    // is common is better known as the workstream grows): its terms are
-    // those of what is kept.
     // Word counts over the whole workstream: what was read before, and
     // the new span.
     let mut vocabulary = previous.vocabulary.clone();
@@ -349,6 +347,10 @@ pub(crate) fn choose(
         *vocabulary.entry(w).or_default() += n;
     }
     let read_so_far = previous.seen + pool.messages;
+    let found = slots::supersede(&mut all, &later.lines, config.scope_messages);
+    // Every line is squeezed to what it says, the kept ones again (what
+    // is common is better known as the workstream grows): its terms are
+    // those of what is kept.
     for c in &mut all {
         match super::squeeze::squeeze(
             &c.line.text,
@@ -404,11 +406,32 @@ pub(crate) fn choose(
     // A line whose shape (digits aside) recurs is a template's instance
     // (`… 52 lines of output …`): its numbers are the template's, not
     // facts, and its worth is shared among its instances.
+    // (A word with digits is folded to its classes whole: the hash-named
+    // pods and commits of one listing are one template.)
     let shape = |c: &Candidate| -> String {
-        forms::fold(&c.line.text)
-            .chars()
-            .map(|ch| if ch.is_numeric() { '0' } else { ch })
-            .collect()
+        let mut out = String::with_capacity(c.line.text.len());
+        for word in c.line.text.split_whitespace() {
+            if !out.is_empty() {
+                out.push(' ');
+            }
+            if word.chars().any(char::is_numeric) {
+                for ch in word.chars() {
+                    let class = if ch.is_numeric() {
+                        '0'
+                    } else if ch.is_alphabetic() {
+                        'a'
+                    } else {
+                        ch
+                    };
+                    if !(out.ends_with(class) && matches!(class, '0' | 'a')) {
+                        out.push(class);
+                    }
+                }
+            } else {
+                out.push_str(&forms::fold(word));
+            }
+        }
+        out
     };
     let mut shapes: HashMap<String, u32> = HashMap::new();
     for c in &all {
@@ -425,14 +448,21 @@ pub(crate) fn choose(
                 let recency =
                     0.95 + 0.05 * (c.line.seq as f64 - oldest) / (newest - oldest).max(1.0);
                 let instances = f64::from(shapes.get(&shape(c)).copied().unwrap_or(1));
-                let recency = recency / instances.sqrt();
+                // A template's instances, and a long output's lines, share
+                // their worth: a listing is read, a short answer answers.
+                let of = f64::from(c.line.of.max(1)).sqrt();
+                let recency = recency / instances.sqrt() / of;
                 c.terms
                     .iter()
                     .map(|t| {
                         let n = ids.len();
                         let id = *ids.entry(t.key.as_str()).or_insert(n);
-                        let stale =
-                            t.form.is_value() && c.line.superseded.iter().any(|r| r.value == t.key);
+                        // (A line superseded whole holds no current value.)
+                        let stale = t.form.is_value()
+                            && c.line
+                                .superseded
+                                .iter()
+                                .any(|r| r.value == t.key || r.value.is_empty());
                         let w = if stale {
                             0.0
                         } else {

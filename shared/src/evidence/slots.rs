@@ -237,6 +237,7 @@ mod tests {
                 speaker,
                 text: text.to_owned(),
                 superseded: Vec::new(),
+                of: 0,
             },
             terms: forms::terms(text),
         }

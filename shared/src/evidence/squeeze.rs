@@ -9,7 +9,9 @@
 //! - **values by form** (digits, codes, capitals inside a sentence, a day
 //!   or a month: [`super::lang::CALENDAR`], any run of a script written
 //!   without spaces), however common;
-//! - **rare words**: said in at most that share of the messages;
+//! - **rare words**: said in at most that share of the messages, in the
+//!   user's lines and in lines without a value; in every line, a word said
+//!   in one message only;
 //! - **a number's unit**: the word right after a number (`5 pm`,
 //!   `2 people`, `3 nights`);
 //! - **the joints of a phrase**: at most [`JOINT`] common words between
@@ -32,6 +34,10 @@ const COMMON_FLOOR: u32 = 2;
 
 /// Common words kept between two kept words of a phrase.
 const JOINT: usize = 2;
+
+/// Letters a word said once needs to be kept from any line (shorter ones
+/// are typos and fragments more often than details).
+const ONCE_LETTERS: usize = 4;
 
 /// A line keeping at least this share of its words is kept whole.
 const WHOLE: f64 = 0.8;
@@ -133,13 +139,23 @@ pub(crate) fn squeeze(
     };
     let has_value = tokens.iter().any(|t| t.value);
     let words_too = words || !has_value;
+    // A word said in one message only is a detail no other line holds
+    // ("pottery", "Ethiopian"): every line keeps it.
+    let once = |t: &Token<'_>| {
+        t.key.chars().filter(|c| c.is_alphanumeric()).count() >= ONCE_LETTERS
+            && df.get(&t.key).is_none_or(|&n| n <= 1)
+    };
     let mut keep: Vec<bool> = tokens
         .iter()
-        .map(|t| t.value || (words_too && rare(t)))
+        .map(|t| t.value || (words_too && rare(t)) || once(t))
         .collect();
     for i in 1..tokens.len() {
         if tokens[i - 1].number && !tokens[i - 1].ends {
             keep[i] = true;
+        }
+        // A label says what its value is (`Reason: OOMKilled`).
+        if tokens[i].value && tokens[i - 1].text.ends_with(':') {
+            keep[i - 1] = true;
         }
     }
     let kept: Vec<usize> = (0..tokens.len()).filter(|&i| keep[i]).collect();
@@ -265,5 +281,33 @@ mod tests {
         let (text, spans) = squeeze("the deploy failed", true, &counts, 3).unwrap();
         assert_eq!(text, "the deploy failed");
         assert_eq!(spans, vec![(0, 17)]);
+    }
+
+    #[test]
+    fn a_label_stays_with_its_value_and_a_word_said_once_stays_anywhere() {
+        let counts = df(&[
+            ("last", 30),
+            ("state", 30),
+            ("reason", 9),
+            ("the", 99),
+            ("class", 12),
+        ]);
+        let (text, _) = squeeze(
+            "Last State: Running. Reason: OOMKilled",
+            false,
+            &counts,
+            200,
+        )
+        .unwrap();
+        assert!(text.ends_with("Running. Reason: OOMKilled"), "{text}");
+        // An assistant's line with values keeps a word no other message said.
+        let (text, _) = squeeze(
+            "The pottery class meets at 7 pm on Fridays.",
+            false,
+            &counts,
+            200,
+        )
+        .unwrap();
+        assert!(text.contains("pottery") && text.contains("7 pm"), "{text}");
     }
 }

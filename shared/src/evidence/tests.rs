@@ -58,7 +58,7 @@ fn the_budget_is_respected() {
         .evidence
         .lines
         .iter()
-        .map(|l| estimator.count(&l.text) + 6)
+        .map(|l| estimator.count(&render_line(l)))
         .sum();
     assert!(tokens <= 40, "{tokens}");
     assert!(!chosen.evidence.is_empty());
@@ -179,7 +179,7 @@ fn an_assistants_line_is_squeezed_to_its_values_and_the_words_that_join_them() {
                 i,
                 Role::Assistant,
                 &format!(
-                    "Well, after thinking about it for a while I can look at it for you and any of it is fine, step {i}."
+                    "Well, after thinking about it for a while I can book a seat for you to leave and return, and any of it is fine, step {i}."
                 ),
             )
         })
@@ -256,6 +256,7 @@ fn values_only_a_superseded_statement_held_are_replaced_and_marked() {
                 speaker: Speaker::Tool,
                 text: r#"book_train {"departure":"07:40","day":"11 Nov"}"#.into(),
                 superseded: Vec::new(),
+                of: 0,
             },
             Line {
                 at: MessageId(5),
@@ -263,6 +264,7 @@ fn values_only_a_superseded_statement_held_are_replaced_and_marked() {
                 speaker: Speaker::User,
                 text: "… book the 07:40 train to London …".into(),
                 superseded: Vec::new(),
+                of: 0,
             },
         ],
         seen: 10,
@@ -310,6 +312,7 @@ fn a_replacement_does_not_reach_back_past_the_mention_it_replaced() {
         speaker,
         text: text.into(),
         superseded: Vec::new(),
+        of: 0,
     };
     let mut e = Evidence {
         lines: vec![
@@ -436,8 +439,9 @@ fn a_line_the_summary_states_already_is_not_kept_again_markers_and_all() {
         &CharEstimator::new(3),
     );
     let texts: Vec<&str> = c.evidence.lines.iter().map(|l| l.text.as_str()).collect();
-    // (An assistant's line keeps its values: "Sunny" only opens it.)
-    assert_eq!(texts, ["London, 21 degrees."]);
+    // (A word no other message said stays, "Sunny" too: the line is
+    // nearly whole, and kept so.)
+    assert_eq!(texts, ["Sunny in London, 21 degrees."]);
 }
 
 #[test]
@@ -516,6 +520,7 @@ fn a_name_the_user_replaces_is_marked_where_it_stands() {
             speaker: Speaker::Assistant,
             text: "The cache now runs on SQLite.".into(),
             superseded: Vec::new(),
+            of: 0,
         }],
         seen: 8,
         replaced: Vec::new(),
@@ -607,4 +612,33 @@ fn each_sentence_is_a_line_of_its_own() {
             "Is J. Smith in?"
         ]
     );
+}
+
+#[test]
+fn a_short_answer_outranks_a_line_of_a_long_listing() {
+    // 40 lines read whole, each of its own shape and with a code of its
+    // own, then a short answer to a command.
+    let listing: String = (0..40)
+        .map(|i| format!("ref{}\n", "-q7".repeat(i + 1)))
+        .collect();
+    let messages = vec![
+        msg(1, Role::User, "what runs, and what was the commit?"),
+        Message::new(
+            2,
+            Role::Tool,
+            vec![Part::tool_result("c1", "kubectl", listing)],
+        ),
+        Message::new(
+            3,
+            Role::Tool,
+            vec![Part::tool_result(
+                "c2",
+                "bash",
+                "[fix/fx-stale-rate f328078] fx: refresh stale rates\n",
+            )],
+        ),
+    ];
+    let chosen = choose(&messages, &Evidence::default(), 24);
+    let text = chosen.evidence.render();
+    assert!(text.contains("f328078"), "{text}");
 }
