@@ -436,6 +436,15 @@ where
         &unfolded_left,
         engine,
     ));
+    // Evidence is chosen against the rest of the preamble, not the
+    // summary: the summary is rewritten at every compaction (rolled up,
+    // its bullets replaced), so a line left out because the summary said
+    // it would be gone once the summary no longer does. The summary's
+    // bullets that the evidence says are dropped instead, below.
+    let rest = context::preamble_text(&ContextInput {
+        summary: None,
+        ..left_behind(&summary, &state, memory, &unfolded_left, engine)
+    });
     let kept_tokens = estimator.count(&previous.render());
     let (budget, ceiling) = evidence_budget(
         engine,
@@ -444,15 +453,9 @@ where
         kept_tokens,
         estimator,
     );
-    let mut chosen = gathered.choose(
-        &previous,
-        &tail,
-        &shown,
-        budget,
-        &engine.evidence,
-        estimator,
-    );
+    let mut chosen = gathered.choose(&previous, &tail, &rest, budget, &engine.evidence, estimator);
     state.evidence = std::mem::take(&mut chosen.evidence);
+    crate::repeats::drop_evidence_repeats(&mut summary, &state.evidence.texts());
     // What a later value of its slot replaced is marked wherever it is
     // still stated: in the user's statements, the evidence and the
     // summary (and the exact values, as the context renders them).

@@ -13,8 +13,9 @@
 //! stays (the latest step is the current one); across sections the line
 //! that comes first in the context stays, and the user's own statements
 //! (framed as decisions and constraints) always do. The verbatim evidence
-//! is chosen against the preamble already ([`crate::evidence`]), and the
-//! tail is the conversation itself, so neither is touched here.
+//! is chosen against the state already ([`crate::evidence`]), and a
+//! summary bullet it says goes ([`drop_evidence_repeats`]); the tail is the
+//! conversation itself, so neither is touched here.
 //!
 //! It runs once per compaction on what is stored, so a turn's context
 //! costs nothing for it.
@@ -123,6 +124,41 @@ pub fn drop_repeats(summary: &mut Summary, state: &mut WorkstreamState) -> usize
     }
     for field in Field::ALL {
         dropped += keep_newest(state.field_mut(field), &mut kept);
+    }
+    dropped
+}
+
+/// Drops from `summary` the bullets that an evidence line already says
+/// (see [`crate::evidence`]: evidence is chosen before the summary is
+/// trimmed, because the summary is rewritten at every compaction and the
+/// evidence is what carries a line from one to the next). Only plain
+/// repeats count, not lines of one shape: a bullet with other numbers
+/// says other values. Never empties the summary. Returns how many went.
+pub fn drop_evidence_repeats(summary: &mut Summary, evidence: &[String]) -> usize {
+    let said: Vec<Vec<u64>> = evidence
+        .iter()
+        .filter_map(|l| Print::of(l))
+        .map(|p| p.plain)
+        .collect();
+    if said.is_empty() {
+        return 0;
+    }
+    let before = summary.clone();
+    let mut dropped = 0;
+    for section in summary.format.sections() {
+        let bullets = summary.section_mut(*section);
+        let n = bullets.len();
+        bullets.retain(|b| {
+            let Some(p) = Print::of(b) else { return true };
+            !said
+                .iter()
+                .any(|e| jaccard(&p.plain, e) >= REPEAT || contained(&p.plain, e) >= CONTAINED)
+        });
+        dropped += n - bullets.len();
+    }
+    if summary.is_empty() && !before.is_empty() {
+        *summary = before;
+        return 0;
     }
     dropped
 }
@@ -284,5 +320,25 @@ mod tests {
             drop_repeats(&mut summary, &mut WorkstreamState::default()),
             0
         );
+    }
+
+    #[test]
+    fn a_bullet_an_evidence_line_says_goes_and_one_with_other_values_stays() {
+        let mut summary = Summary::empty(SummaryFormat::Sections);
+        summary.key_facts = vec![
+            "User: Book the Alder Room for 14 guests on the 15th.".into(),
+            "User: Book the Birch Room for 9 guests on the 16th.".into(),
+        ];
+        let evidence = ["Book the Alder Room for 14 guests on the 15th.".to_owned()];
+        assert_eq!(drop_evidence_repeats(&mut summary, &evidence), 1);
+        assert_eq!(
+            summary.key_facts,
+            ["User: Book the Birch Room for 9 guests on the 16th."]
+        );
+        // The last bullet stays, even when the evidence says it: a summary
+        // is never emptied.
+        let evidence = ["Book the Birch Room for 9 guests on the 16th.".to_owned()];
+        assert_eq!(drop_evidence_repeats(&mut summary, &evidence), 0);
+        assert_eq!(summary.key_facts.len(), 1);
     }
 }

@@ -131,6 +131,15 @@ fn is_edge_punct(c: char) -> bool {
     !c.is_alphanumeric() && !is_value_sign(c) && !is_unspaced_script(c)
 }
 
+/// A piece that is a run of ideographs or katakana (a name's script).
+fn is_name_run(piece: &Piece<'_>) -> bool {
+    !piece.text.is_empty()
+        && piece
+            .text
+            .chars()
+            .all(|c| is_ideograph(c) || is_katakana(c))
+}
+
 /// A whitespace-separated piece without the punctuation at its ends.
 pub(crate) fn core(piece: &str) -> &str {
     piece.trim_matches(is_edge_punct)
@@ -213,6 +222,41 @@ pub(crate) fn terms(line: &str) -> Vec<Term> {
             push(
                 &mut out,
                 piece_term(line, piece.text, Form::Name, label, left, right),
+            );
+            i += 1;
+            continue;
+        }
+        // In a script without spaces an honorific follows the name
+        // (`鈴木 花子さん`, `田中様`): the runs of ideographs or katakana
+        // right before it are the name.
+        let suffix = is_name_run(piece)
+            .then(|| HONORIFICS.suffix_in(piece.text))
+            .flatten();
+        if suffix.is_some()
+            || (is_name_run(piece) && pieces.get(i + 1).is_some_and(|n| HONORIFICS.starts(n.text)))
+        {
+            let mut first = i;
+            while first > 0 && is_name_run(&pieces[first - 1]) && !pieces[first - 1].label {
+                first -= 1;
+            }
+            let start = pieces[first].text.as_ptr() as usize - line.as_ptr() as usize;
+            let end = piece.text.as_ptr() as usize - line.as_ptr() as usize + piece.text.len()
+                - suffix.unwrap_or(0);
+            // (The earlier runs were taken as words: they are the name's.)
+            out.retain(|t| !(t.span.0 >= start && t.span.1 <= end));
+            let label = (first > 0 && pieces[first - 1].label)
+                .then(|| fold(pieces[first - 1].text.trim_end_matches(':')));
+            let left = (first > 0).then(|| neighbour(&pieces[first - 1])).flatten();
+            push(
+                &mut out,
+                Term {
+                    key: fold(&line[start..end]),
+                    form: Form::Name,
+                    label,
+                    left,
+                    right: None,
+                    span: (start, end),
+                },
             );
             i += 1;
             continue;
@@ -680,8 +724,10 @@ mod tests {
         has(line, "2026年3月15日", Form::Number);
         has(line, "¥128,000", Form::Number);
         has(line, "ヒルトン", Form::Name);
-        let all = terms(line);
-        assert!(all.iter().any(|t| t.key == "山田"), "{all:?}");
+        // A name is what an honorific follows, family and given name.
+        has(line, "山田", Form::Name);
+        has("担当者は鈴木 花子さんです。", "鈴木 花子", Form::Name);
+        has("田中様からの請求書です", "田中", Form::Name);
         has("担当: 佐藤", "佐藤", Form::Name);
     }
 

@@ -17,7 +17,11 @@
 //!    it, more when another speaker repeated it.
 //! 4. **Chosen as coverage under a budget**: lines are taken by what they
 //!    newly cover per token; a line that nearly repeats a kept one, or the
-//!    summary, adds nothing and is left out, so no context repeats itself.
+//!    state's lines, adds nothing and is left out, so no context repeats
+//!    itself. The summary is not asked: each compaction rewrites it, and a
+//!    line left out because it said the line would be gone once it no
+//!    longer does; the summary's bullets the evidence says go instead
+//!    ([`crate::repeats::drop_evidence_repeats`]).
 //! 5. **Superseded by slot** ([`slots`]): a later value the user gives for
 //!    the same slot (same label, or same neighbouring words) within a
 //!    short scope of messages replaces the earlier one, which is cut out
@@ -517,6 +521,11 @@ impl Evidence {
         n
     }
 
+    /// The lines' texts, as said (without their prefixes and markers).
+    pub fn texts(&self) -> Vec<String> {
+        self.lines.iter().map(|l| l.text.clone()).collect()
+    }
+
     /// The lines as a context shows them (empty when there are none).
     pub fn render(&self) -> String {
         self.lines.iter().map(render_line).collect()
@@ -819,8 +828,8 @@ impl Gathering {
 
     /// Chooses the evidence: `previous`'s lines and the gathered ones
     /// compete for `budget` tokens; lines that the rest of the context
-    /// (`shown`: the summary and the state as rendered) already says are
-    /// left out. `later` are the messages kept after the span (the tail),
+    /// (`shown`: the state as rendered; the pipeline leaves the summary
+    /// out, see the module doc) already says are left out. `later` are the messages kept after the span (the tail),
     /// read for supersession only.
     pub fn choose(
         self,

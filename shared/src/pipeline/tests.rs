@@ -549,3 +549,98 @@ fn evidence_keeps_what_it_held_through_a_large_tail_up_to_the_hold_share() {
     let (budget, ceiling) = evidence_budget(&engine, 0, hold, 10_000, &e);
     assert_eq!((budget, ceiling), (0, Some(hold)));
 }
+
+/// A summarizer that says the booking at the first compaction and
+/// something else afterwards, as summaries rewritten at every compaction
+/// do.
+struct Rewriting {
+    calls: usize,
+}
+
+const BOOKING: &str = "The venue contact is Margarethe Okonkwo of Harbourside Events in Tromsø.";
+
+impl Summarize for Rewriting {
+    type Error = Never;
+    fn summarize(
+        &mut self,
+        _: &CompactionInput<'_>,
+    ) -> impl Future<Output = Result<SummarizerOutput, Never>> + Send {
+        self.calls += 1;
+        let mut summary = Summary::default();
+        summary.key_facts.push(if self.calls == 1 {
+            format!("Assistant: {BOOKING}")
+        } else {
+            "The user went through the filler messages one by one.".into()
+        });
+        std::future::ready(Ok(SummarizerOutput {
+            summary,
+            delta: Default::default(),
+        }))
+    }
+    fn rollup(
+        &mut self,
+        summary: &Summary,
+        _: u64,
+    ) -> impl Future<Output = Result<Summary, Never>> + Send {
+        std::future::ready(Ok(summary.clone()))
+    }
+    fn fold_memory(
+        &mut self,
+        _: Option<&str>,
+        _: &[String],
+        _: usize,
+    ) -> impl Future<Output = Result<String, Never>> + Send {
+        std::future::ready(Ok(String::new()))
+    }
+}
+
+#[test]
+fn evidence_keeps_a_line_the_summary_said_at_one_compaction_only() {
+    let engine = engine();
+    let e = estimator();
+    let mut messages = conversation(60);
+    messages[3] = Message::text(4, Role::Assistant, BOOKING);
+    let mut s = Rewriting { calls: 0 };
+    // The first compaction: the summary says the contact; the evidence
+    // says it too, as it is chosen without regard to the summary, which
+    // the next compaction rewrites.
+    let first = compacted(run(&messages[..30], &engine, &mut s, 4_000).unwrap());
+    let evidence = first.state.evidence.render();
+    assert!(evidence.contains("Okonkwo"), "{evidence}");
+    // The second compaction's summary no longer says it: the evidence
+    // still does.
+    let rest: Vec<Message> = messages
+        .iter()
+        .filter(|m| m.id > first.watermark || first.keep.contains(&m.id))
+        .cloned()
+        .collect();
+    let ws = Workstream {
+        summary: Some(first.summary.clone()),
+        state: first.state.clone(),
+        summary_tokens: first.summary_tokens,
+        uncompacted_tokens: rest.iter().map(|m| e.message_tokens(m)).sum(),
+        ..Workstream::default()
+    };
+    let mut pages = InMemory::new(&rest, 7);
+    let second = compacted(
+        now_or_never(compact(
+            &ws,
+            &Request::default(),
+            &engine,
+            &e,
+            4_000,
+            &mut pages,
+            &mut s,
+        ))
+        .expect("ready")
+        .unwrap(),
+    );
+    assert!(s.calls >= 2);
+    for value in ["Margarethe Okonkwo", "Harbourside Events", "Tromsø"] {
+        assert!(
+            second.state.evidence.render().contains(value),
+            "{value}: {}",
+            second.state.evidence.render()
+        );
+    }
+}
