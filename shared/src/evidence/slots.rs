@@ -7,11 +7,14 @@
 //!   both neighbours agree or the line carries a change cue ("instead",
 //!   "statt", "代わりに", …: [`super::lang::CHANGE_CUES`]);
 //!
-//! - the same shape of number or code (`17:15` … `17:30`, `the 4th` … `the
-//!   2nd`) when the user says one such value in each of two lines of two
-//!   messages a few messages apart ([`SHAPE_SCOPE`]) and the later line brings no code of
-//!   another subject (another file, another ticket): a task dialogue's
-//!   changed time or date, whatever words surround it;
+//! - the same shape of number (`17:15` … `17:30`, `the 4th` … `the 2nd`)
+//!   when the user says one such value in each of two lines of two
+//!   messages a few messages apart ([`SHAPE_SCOPE`]) and the later line
+//!   brings no code of another subject (another file, another ticket): a
+//!   task dialogue's changed time or date, whatever words surround it. A
+//!   code or a path of one shape named again is not a change: a session
+//!   that goes through files or tickets one by one names the next subject
+//!   (a changed code still replaces by its label or neighbours);
 //!
 //! and only within [`super::EvidenceConfig::scope_messages`] messages of
 //! each other, so unrelated tasks (another dialogue, another ticket) never
@@ -110,7 +113,8 @@ pub(crate) fn supersede(lines: &mut [Candidate], later: &[Candidate], scope: u64
             }
             // The line's only value of its shape fills the shape's slot.
             let shape_slot = shapes[k].as_ref().filter(|s| {
-                c.line.speaker == Speaker::User
+                t.form == Form::Number
+                    && c.line.speaker == Speaker::User
                     && shapes.iter().filter(|o| o.as_ref() == Some(*s)).count() == 1
             });
             if let Some(shape) = shape_slot {
@@ -325,6 +329,20 @@ mod tests {
         ];
         let _ = supersede(&mut far, &[], 24);
         assert!(marked(&far).is_empty());
+        // A code or a file named in the next request is the next subject,
+        // not a change: going through documents one by one replaces none.
+        let mut files = vec![
+            cand(0, Speaker::User, "Bitte prüfe inbox/ja/doc_036.pdf."),
+            cand(3, Speaker::User, "Bitte prüfe inbox/de/doc_037.pdf."),
+            cand(
+                6,
+                Speaker::User,
+                "Next: ticket KD-5512, what is its status?",
+            ),
+            cand(8, Speaker::User, "Then ticket KD-5513 please."),
+        ];
+        let _ = supersede(&mut files, &[], 24);
+        assert!(marked(&files).is_empty(), "{:?}", marked(&files));
     }
 
     #[test]

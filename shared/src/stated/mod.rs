@@ -249,6 +249,10 @@ pub struct UserStatements {
     items: Vec<Statement>,
 }
 
+/// A statement changed in part: its text with the changed values cut
+/// out, and those values.
+type InPart = (String, Vec<String>);
+
 /// First line of the rendered current statements.
 pub const CURRENT_HEADING: &str =
     "Decisions and constraints stated by the user (current; they override anything else here):";
@@ -413,34 +417,87 @@ impl UserStatements {
     /// with their source message, superseded ones under
     /// [`SUPERSEDED_HEADING`], each of their lines saying "superseded".
     /// Empty when there is none.
+    ///
+    /// A statement its replacement changed in part ("make the hotel 3
+    /// nights" after "2 nights, and keep it under €900") is shown current
+    /// with the changed values cut out (`…`), and those values alone as
+    /// superseded: the rest of what it said still holds.
     pub fn render(&self) -> String {
+        let parts: Vec<(&Statement, Option<InPart>)> =
+            self.superseded().map(|s| (s, self.in_part(s))).collect();
         let mut out = String::new();
-        if self.current().next().is_some() {
+        let partly: Vec<(&Statement, &String)> = parts
+            .iter()
+            .filter_map(|(s, p)| p.as_ref().map(|(kept, _)| (*s, kept)))
+            .collect();
+        if self.current().next().is_some() || !partly.is_empty() {
             out.push_str(CURRENT_HEADING);
             out.push('\n');
-            for s in self.current() {
-                out.push_str(&format!(
-                    "- #{} {}: {}\n",
-                    s.source,
-                    s.kind.as_str(),
-                    s.text
-                ));
+            let mut current: Vec<(MessageId, &str, &str)> = self
+                .current()
+                .map(|s| (s.source, s.kind.as_str(), s.text.as_str()))
+                .chain(
+                    partly
+                        .iter()
+                        .map(|(s, kept)| (s.source, s.kind.as_str(), kept.as_str())),
+                )
+                .collect();
+            current.sort_by_key(|(source, _, _)| *source);
+            for (source, kind, text) in current {
+                out.push_str(&format!("- #{source} {kind}: {text}\n"));
             }
         }
-        if self.superseded().next().is_some() {
+        if !parts.is_empty() {
             out.push_str(SUPERSEDED_HEADING);
             out.push('\n');
-            for s in self.superseded() {
+            for (s, part) in &parts {
                 let by = s.superseded_by.unwrap_or_default();
+                let said = match part {
+                    Some((_, values)) => values.join(", "),
+                    None => s.text.clone(),
+                };
                 out.push_str(&format!(
-                    "- #{} {}, superseded by #{by}: {}\n",
+                    "- #{} {}, superseded by #{by}: {said}\n",
                     s.source,
                     s.kind.as_str(),
-                    s.text
                 ));
             }
         }
         out
+    }
+
+    /// For a superseded statement its replacement changed in part: its
+    /// text with the changed values cut out, and those values. `None`
+    /// when it was replaced whole (no value of a changed form, or every
+    /// value changed).
+    fn in_part(&self, old: &Statement) -> Option<InPart> {
+        let forms = self.changed_forms(old)?;
+        let values: Vec<String> = words::tokens(&old.text)
+            .into_iter()
+            .filter(|t| t.value)
+            .map(|t| t.w)
+            .collect();
+        let changed: BTreeSet<&String> = values
+            .iter()
+            .filter(|w| forms.contains(&skeleton(w)))
+            .collect();
+        if changed.is_empty() || changed.len() == values.iter().collect::<BTreeSet<_>>().len() {
+            return None;
+        }
+        let mut kept = String::with_capacity(old.text.len());
+        let mut cut = Vec::new();
+        for piece in old.text.split_inclusive(char::is_whitespace) {
+            let bare = piece.trim_matches(|c: char| {
+                !(c.is_alphanumeric() || matches!(c, '%' | '€' | '$' | '£' | '#' | '@' | '+'))
+            });
+            if !bare.is_empty() && changed.contains(&bare.to_lowercase()) {
+                cut.push(bare.to_owned());
+                kept.push_str(&piece.replacen(bare, "…", 1));
+            } else {
+                kept.push_str(piece);
+            }
+        }
+        (!cut.is_empty()).then_some((kept, cut))
     }
 
     /// Marks superseded each current statement that still states a value

@@ -760,6 +760,38 @@ fn a_replacement_outdates_the_values_of_the_forms_it_names() {
 }
 
 #[test]
+fn a_statement_changed_in_part_is_shown_current_without_the_changed_value() {
+    let s = recorded(&[
+        user(1, "Yes, 2 nights, and keep it under €900 in total."),
+        user(2, "We're staying longer: make the hotel 3 nights."),
+    ]);
+    assert_eq!(superseded_by(&s, 1), Some(MessageId(2)), "{:?}", s.items());
+    let text = s.render();
+    let (current, old) = text
+        .split_once(super::SUPERSEDED_HEADING)
+        .expect("a superseded part");
+    // The budget still holds, as the user said it; the nights are cut.
+    assert!(
+        current.contains("keep it under €900 in total") && current.contains("… nights"),
+        "{text}"
+    );
+    assert!(!current.contains("2 nights"), "{text}");
+    // Only the changed value is shown superseded.
+    assert!(old.contains("superseded by #2: 2\n"), "{text}");
+    assert!(!old.contains("€900"), "{text}");
+    // Replaced whole, a statement is shown whole among the superseded.
+    let s = recorded(&[
+        user(1, "Move the standup to 7pm."),
+        user(2, "Move the standup to 19:30 instead."),
+    ]);
+    let text = s.render();
+    let (_, old) = text
+        .split_once(super::SUPERSEDED_HEADING)
+        .expect("a superseded part");
+    assert!(old.contains("Move the standup to 7pm."), "{text}");
+}
+
+#[test]
 fn a_value_form_folds_runs_and_a_numbers_separators() {
     use super::skeleton;
     assert_eq!(skeleton("3"), skeleton("1,100"));
