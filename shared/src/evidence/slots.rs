@@ -16,8 +16,13 @@
 //!   that goes through files or tickets one by one names the next subject
 //!   (a changed code still replaces by its label or neighbours);
 //!
-//! and only within [`super::EvidenceConfig::scope_messages`] messages of
-//! each other, so unrelated tasks (another dialogue, another ticket) never
+//! - the same sentence said again by the user with another value in its
+//!   place, at least [`SENTENCE_WORDS`] words besides it, however far
+//!   apart: a setting restated ("use 1 EUR = 151,48 JPY" … "use 1 EUR =
+//!   161,83 JPY"), which no neighbour alone would tie over forty messages;
+//!
+//! all but the last only within [`super::EvidenceConfig::scope_messages`]
+//! messages of each other, so unrelated tasks (another dialogue, another ticket) never
 //! supersede each other's values. Slots are what people say: a tool's
 //! output is a record of one call (two calls' `result:` lines are two
 //! results, not a changed one), so tool lines neither fill nor supersede.
@@ -58,6 +63,28 @@ fn another_subject(lines: &[Candidate], old: usize, c: &Candidate, t: &Term) -> 
             && o.shape() != shape
             && !old.terms.iter().any(|p| p.key == o.key)
     })
+}
+
+/// Words a sentence needs besides its value to be a slot of its own.
+const SENTENCE_WORDS: usize = 5;
+
+/// The slot of value `t` in sentence `text`: the sentence with the value
+/// left out, its words folded; `None` for a short sentence.
+fn sentence_slot(text: &str, t: &Term) -> Option<String> {
+    let (from, to) = t.span;
+    let before = text.get(..from)?;
+    let after = text.get(to..)?;
+    let words = |s: &str| -> Vec<String> {
+        s.split(|c: char| !c.is_alphanumeric())
+            .filter(|w| !w.is_empty())
+            .map(fold)
+            .collect()
+    };
+    let (b, a) = (words(before), words(after));
+    if b.len() + a.len() < SENTENCE_WORDS {
+        return None;
+    }
+    Some(format!("sentence\u{1}{}\u{1}{}", b.join(" "), a.join(" ")))
 }
 
 /// The slots a value fills.
@@ -110,6 +137,30 @@ pub(crate) fn supersede(lines: &mut [Candidate], later: &[Candidate], scope: u64
         for (k, t) in c.terms.iter().enumerate() {
             if !t.form.is_value() {
                 continue;
+            }
+            // The same sentence said again with another value in this
+            // place fills the same slot, however far apart: the user
+            // restates a setting ("use 1 EUR = 151,48 JPY" … "use 1 EUR =
+            // 161,83 JPY").
+            if c.line.speaker == Speaker::User && !asks {
+                if let Some(slot) = sentence_slot(&c.line.text, t) {
+                    if let Some(old) = filled.get(&slot) {
+                        if old.value != t.key && old.line < lines.len() && c.line.seq != old.seq {
+                            marks.push((old.line, old.value.clone(), c.line.at, c.line.seq));
+                        }
+                    }
+                    last_filled.insert(t.key.clone(), c.line.seq);
+                    filled.insert(
+                        slot,
+                        Filled {
+                            value: t.key.clone(),
+                            line: j,
+                            seq: c.line.seq,
+                            left: None,
+                            right: None,
+                        },
+                    );
+                }
             }
             // The line's only value of its shape fills the shape's slot.
             let shape_slot = shapes[k].as_ref().filter(|s| {
@@ -343,6 +394,32 @@ mod tests {
         ];
         let _ = supersede(&mut files, &[], 24);
         assert!(marked(&files).is_empty(), "{:?}", marked(&files));
+    }
+
+    #[test]
+    fn the_same_sentence_with_another_value_replaces_it_however_far_apart() {
+        let mut lines = vec![
+            cand(
+                0,
+                Speaker::User,
+                "For all conversions use 1 EUR = 151,48 JPY, that's our treasury rate this quarter.",
+            ),
+            cand(
+                40,
+                Speaker::User,
+                "For all conversions use 1 EUR = 161,83 JPY, that's our treasury rate this quarter.",
+            ),
+        ];
+        let _ = supersede(&mut lines, &[], 24);
+        assert_eq!(marked(&lines), vec![(0, "151,48".to_owned())]);
+        // A short sentence is no slot of its own: "A table for 2." in one
+        // dialogue and "A table for 4." in another are two tables.
+        let mut short = vec![
+            cand(0, Speaker::User, "A table for 2."),
+            cand(40, Speaker::User, "A table for 4."),
+        ];
+        let _ = supersede(&mut short, &[], 24);
+        assert!(marked(&short).is_empty(), "{:?}", marked(&short));
     }
 
     #[test]
