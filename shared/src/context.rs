@@ -249,11 +249,23 @@ pub fn preamble_tokens(input: &ContextInput<'_>, estimator: &dyn TokenEstimator)
 /// The preamble's text a context built from `input` starts with, before
 /// any overflow guard (`input.messages` is ignored).
 pub fn preamble_text(input: &ContextInput<'_>) -> String {
+    preamble_texts(input).0
+}
+
+/// [`preamble_text`], and the preamble as it would read without a summary
+/// (the state, the user's statements, the ledger, the evidence and memory
+/// under the summary's empty headings): what is not the summary is
+/// rendered once for both.
+pub fn preamble_texts(input: &ContextInput<'_>) -> (String, String) {
     let summary = shown_summary(input);
     let format = summary
         .as_ref()
         .map_or_else(SummaryFormat::default, |s| s.format);
-    render_preamble(format, summary.as_ref(), &render_rest(input))
+    let rest = render_rest(input);
+    (
+        render_preamble(format, summary.as_ref(), &rest),
+        render_preamble(SummaryFormat::default(), None, &rest),
+    )
 }
 
 /// The summary as it is shown: bullets that still state what the user

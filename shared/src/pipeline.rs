@@ -429,22 +429,18 @@ where
     crate::repeats::drop_repeats(&mut summary, &mut state);
     let previous = std::mem::take(&mut state.evidence);
     let memory = memory_summary.as_deref();
-    let shown = context::preamble_text(&left_behind(
+    // Evidence is chosen against the rest of the preamble, not the
+    // summary: the summary is rewritten at every compaction (rolled up,
+    // its bullets replaced), so a line left out because the summary said
+    // it would be gone once the summary no longer does. The summary's
+    // bullets that the evidence says are dropped instead, below.
+    let (shown, rest) = context::preamble_texts(&left_behind(
         &summary,
         &state,
         memory,
         &unfolded_left,
         engine,
     ));
-    // Evidence is chosen against the rest of the preamble, not the
-    // summary: the summary is rewritten at every compaction (rolled up,
-    // its bullets replaced), so a line left out because the summary said
-    // it would be gone once the summary no longer does. The summary's
-    // bullets that the evidence says are dropped instead, below.
-    let rest = context::preamble_text(&ContextInput {
-        summary: None,
-        ..left_behind(&summary, &state, memory, &unfolded_left, engine)
-    });
     let kept_tokens = estimator.count(&previous.render());
     let (budget, ceiling) = evidence_budget(
         engine,
@@ -455,7 +451,10 @@ where
     );
     let mut chosen = gathered.choose(&previous, &tail, &rest, budget, &engine.evidence, estimator);
     state.evidence = std::mem::take(&mut chosen.evidence);
-    crate::repeats::drop_evidence_repeats(&mut summary, &state.evidence.texts());
+    crate::repeats::drop_evidence_repeats(
+        &mut summary,
+        state.evidence.lines.iter().map(|l| l.text.as_str()),
+    );
     // What a later value of its slot replaced is marked wherever it is
     // still stated: in the user's statements, the evidence and the
     // summary (and the exact values, as the context renders them).

@@ -78,9 +78,13 @@ impl Print {
     /// Whether this line repeats `other`: they nearly match, or this
     /// one stands within it.
     fn repeats(&self, other: &Print) -> bool {
-        jaccard(&self.plain, &other.plain) >= REPEAT
-            || jaccard(&self.shape, &other.shape) >= SAME_SHAPE
-            || contained(&self.plain, &other.plain) >= CONTAINED
+        self.says(&other.plain) || jaccard(&self.shape, &other.shape) >= SAME_SHAPE
+    }
+
+    /// Whether this line says what a line of shingles `other` says: they
+    /// nearly match, or this one stands within it (values as they are).
+    fn says(&self, other: &[u64]) -> bool {
+        jaccard(&self.plain, other) >= REPEAT || contained(&self.plain, other) >= CONTAINED
     }
 }
 
@@ -134,10 +138,13 @@ pub fn drop_repeats(summary: &mut Summary, state: &mut WorkstreamState) -> usize
 /// evidence is what carries a line from one to the next). Only plain
 /// repeats count, not lines of one shape: a bullet with other numbers
 /// says other values. Never empties the summary. Returns how many went.
-pub fn drop_evidence_repeats(summary: &mut Summary, evidence: &[String]) -> usize {
+pub fn drop_evidence_repeats<'a>(
+    summary: &mut Summary,
+    evidence: impl IntoIterator<Item = &'a str>,
+) -> usize {
     let said: Vec<Vec<u64>> = evidence
-        .iter()
-        .filter_map(|l| Print::of(l))
+        .into_iter()
+        .filter_map(Print::of)
         .map(|p| p.plain)
         .collect();
     if said.is_empty() {
@@ -150,9 +157,7 @@ pub fn drop_evidence_repeats(summary: &mut Summary, evidence: &[String]) -> usiz
         let n = bullets.len();
         bullets.retain(|b| {
             let Some(p) = Print::of(b) else { return true };
-            !said
-                .iter()
-                .any(|e| jaccard(&p.plain, e) >= REPEAT || contained(&p.plain, e) >= CONTAINED)
+            !said.iter().any(|e| p.says(e))
         });
         dropped += n - bullets.len();
     }
@@ -329,16 +334,16 @@ mod tests {
             "User: Book the Alder Room for 14 guests on the 15th.".into(),
             "User: Book the Birch Room for 9 guests on the 16th.".into(),
         ];
-        let evidence = ["Book the Alder Room for 14 guests on the 15th.".to_owned()];
-        assert_eq!(drop_evidence_repeats(&mut summary, &evidence), 1);
+        let evidence = ["Book the Alder Room for 14 guests on the 15th."];
+        assert_eq!(drop_evidence_repeats(&mut summary, evidence), 1);
         assert_eq!(
             summary.key_facts,
             ["User: Book the Birch Room for 9 guests on the 16th."]
         );
         // The last bullet stays, even when the evidence says it: a summary
         // is never emptied.
-        let evidence = ["Book the Birch Room for 9 guests on the 16th.".to_owned()];
-        assert_eq!(drop_evidence_repeats(&mut summary, &evidence), 0);
+        let evidence = ["Book the Birch Room for 9 guests on the 16th."];
+        assert_eq!(drop_evidence_repeats(&mut summary, evidence), 0);
         assert_eq!(summary.key_facts.len(), 1);
     }
 }

@@ -229,19 +229,17 @@ pub(crate) fn terms(line: &str) -> Vec<Term> {
         // In a script without spaces an honorific follows the name
         // (`鈴木 花子さん`, `田中様`): the runs of ideographs or katakana
         // right before it are the name.
-        let suffix = is_name_run(piece)
-            .then(|| HONORIFICS.suffix_in(piece.text))
-            .flatten();
-        if suffix.is_some()
-            || (is_name_run(piece) && pieces.get(i + 1).is_some_and(|n| HONORIFICS.starts(n.text)))
+        let name_run = is_name_run(piece);
+        let suffix = name_run.then(|| HONORIFICS.suffix_in(piece.text)).flatten();
+        if name_run
+            && (suffix.is_some() || pieces.get(i + 1).is_some_and(|n| HONORIFICS.starts(n.text)))
         {
             let mut first = i;
             while first > 0 && is_name_run(&pieces[first - 1]) && !pieces[first - 1].label {
                 first -= 1;
             }
-            let start = pieces[first].text.as_ptr() as usize - line.as_ptr() as usize;
-            let end = piece.text.as_ptr() as usize - line.as_ptr() as usize + piece.text.len()
-                - suffix.unwrap_or(0);
+            let start = span_of(line, pieces[first].text).0;
+            let end = span_of(line, piece.text).1 - suffix.unwrap_or(0);
             // (The earlier runs were taken as words: they are the name's.)
             out.retain(|t| !(t.span.0 >= start && t.span.1 <= end));
             let label = (first > 0 && pieces[first - 1].label)
@@ -272,9 +270,8 @@ pub(crate) fn terms(line: &str) -> Vec<Term> {
         }
         if piece.capital && (!piece.starts_sentence || after_honorific) {
             let len = run_len(&pieces, i).max(1);
-            let start = piece.text.as_ptr() as usize - line.as_ptr() as usize;
-            let last = &pieces[i + len - 1];
-            let end = last.text.as_ptr() as usize - line.as_ptr() as usize + last.text.len();
+            let start = span_of(line, piece.text).0;
+            let end = span_of(line, pieces[i + len - 1].text).1;
             let right = pieces.get(i + len).and_then(neighbour);
             push(
                 &mut out,

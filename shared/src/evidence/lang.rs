@@ -16,25 +16,24 @@ impl Table {
     /// without spaces (`さんです` starts with the honorific `さん`): such
     /// words are written against what follows or precedes them.
     pub(crate) fn starts(&self, text: &str) -> bool {
-        self.by_language.iter().any(|(_, words)| {
-            words
-                .iter()
-                .any(|w| w.chars().any(super::forms::is_unspaced_script) && text.starts_with(w))
-        })
+        self.unspaced().any(|w| text.starts_with(w))
     }
 
     /// The length, in bytes, of the table's word of a script without
     /// spaces that `text` ends with, when more stands before it (`田中様`
     /// ends with the honorific `様`).
     pub(crate) fn suffix_in(&self, text: &str) -> Option<usize> {
-        self.by_language.iter().find_map(|(_, words)| {
-            words.iter().find_map(|w| {
-                (w.chars().any(super::forms::is_unspaced_script)
-                    && text.len() > w.len()
-                    && text.ends_with(w))
-                .then_some(w.len())
-            })
-        })
+        self.unspaced()
+            .find(|w| text.len() > w.len() && text.ends_with(*w))
+            .map(|w| w.len())
+    }
+
+    /// The table's words of scripts without spaces.
+    fn unspaced(&self) -> impl Iterator<Item = &'static str> + '_ {
+        self.by_language
+            .iter()
+            .flat_map(|(_, words)| words.iter().copied())
+            .filter(|w| w.chars().any(super::forms::is_unspaced_script))
     }
 
     /// Whether `word` (already lower-cased) is in the table, in any

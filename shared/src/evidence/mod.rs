@@ -521,11 +521,6 @@ impl Evidence {
         n
     }
 
-    /// The lines' texts, as said (without their prefixes and markers).
-    pub fn texts(&self) -> Vec<String> {
-        self.lines.iter().map(|l| l.text.clone()).collect()
-    }
-
     /// The lines as a context shows them (empty when there are none).
     pub fn render(&self) -> String {
         self.lines.iter().map(render_line).collect()

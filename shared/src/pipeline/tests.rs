@@ -280,39 +280,11 @@ fn rollups_are_bounded_and_the_summary_is_then_cut_to_its_limit() {
 fn exact_values_are_recorded_before_the_summarizer_sees_the_span() {
     // A summarizer that writes nothing of value: the ledger still has the
     // values, and it already had them when the chunk was summarized.
-    struct Forgetful {
-        ledger_seen: Vec<usize>,
-    }
-    impl Summarize for Forgetful {
-        type Error = Never;
-        fn summarize(
-            &mut self,
-            input: &CompactionInput<'_>,
-        ) -> impl Future<Output = Result<SummarizerOutput, Never>> + Send {
-            self.ledger_seen.push(input.state.ledger.len());
-            let mut summary = Summary::default();
-            summary.key_facts.push("some work happened".into());
-            std::future::ready(Ok(SummarizerOutput {
-                summary,
-                delta: Default::default(),
-            }))
-        }
-        fn rollup(
-            &mut self,
-            summary: &Summary,
-            _: u64,
-        ) -> impl Future<Output = Result<Summary, Never>> + Send {
-            std::future::ready(Ok(summary.clone()))
-        }
-        fn fold_memory(
-            &mut self,
-            _: Option<&str>,
-            _: &[String],
-            _: usize,
-        ) -> impl Future<Output = Result<String, Never>> + Send {
-            std::future::ready(Ok(String::new()))
-        }
-    }
+    let mut ledger_seen = Vec::new();
+    let mut s = Scripted(|input: &CompactionInput<'_>| {
+        ledger_seen.push(input.state.ledger.len());
+        "some work happened".to_owned()
+    });
     let engine = engine();
     let mut messages = conversation(30);
     messages[2] = Message::text(
@@ -321,11 +293,8 @@ fn exact_values_are_recorded_before_the_summarizer_sees_the_span() {
         "The config lives in services/api/config.toml",
     );
     messages[4] = Message::text(5, Role::User, "We'll go with SQLite for the job store.");
-    let mut s = Forgetful {
-        ledger_seen: Vec::new(),
-    };
     let c = compacted(run(&messages, &engine, &mut s, 4_000).unwrap());
-    assert!(s.ledger_seen.iter().all(|&n| n > 0), "{:?}", s.ledger_seen);
+    assert!(ledger_seen.iter().all(|&n| n > 0), "{ledger_seen:?}");
     assert!(c.state.ledger.contains(
         crate::ledger::ArtifactKind::Path,
         "services/api/config.toml"
@@ -550,28 +519,21 @@ fn evidence_keeps_what_it_held_through_a_large_tail_up_to_the_hold_share() {
     assert_eq!((budget, ceiling), (0, Some(hold)));
 }
 
-/// A summarizer that says the booking at the first compaction and
-/// something else afterwards, as summaries rewritten at every compaction
-/// do.
-struct Rewriting {
-    calls: usize,
-}
+/// A summarizer whose one key fact `write` gives for each chunk, and whose
+/// rollups change nothing.
+struct Scripted<F>(F);
 
-const BOOKING: &str = "The venue contact is Margarethe Okonkwo of Harbourside Events in Tromsø.";
-
-impl Summarize for Rewriting {
+impl<F> Summarize for Scripted<F>
+where
+    F: FnMut(&CompactionInput<'_>) -> String + Send,
+{
     type Error = Never;
     fn summarize(
         &mut self,
-        _: &CompactionInput<'_>,
+        input: &CompactionInput<'_>,
     ) -> impl Future<Output = Result<SummarizerOutput, Never>> + Send {
-        self.calls += 1;
         let mut summary = Summary::default();
-        summary.key_facts.push(if self.calls == 1 {
-            format!("Assistant: {BOOKING}")
-        } else {
-            "The user went through the filler messages one by one.".into()
-        });
+        summary.key_facts.push((self.0)(input));
         std::future::ready(Ok(SummarizerOutput {
             summary,
             delta: Default::default(),
@@ -594,13 +556,26 @@ impl Summarize for Rewriting {
     }
 }
 
+const BOOKING: &str = "The venue contact is Margarethe Okonkwo of Harbourside Events in Tromsø.";
+
 #[test]
 fn evidence_keeps_a_line_the_summary_said_at_one_compaction_only() {
     let engine = engine();
     let e = estimator();
     let mut messages = conversation(60);
     messages[3] = Message::text(4, Role::Assistant, BOOKING);
-    let mut s = Rewriting { calls: 0 };
+    // A summarizer that says the contact at the first compaction and
+    // something else afterwards, as summaries rewritten at every
+    // compaction do.
+    let mut calls = 0;
+    let mut s = Scripted(|_: &CompactionInput<'_>| {
+        calls += 1;
+        if calls == 1 {
+            format!("Assistant: {BOOKING}")
+        } else {
+            "The user went through the filler messages one by one.".into()
+        }
+    });
     // The first compaction: the summary says the contact; the evidence
     // says it too, as it is chosen without regard to the summary, which
     // the next compaction rewrites.
@@ -635,7 +610,7 @@ fn evidence_keeps_a_line_the_summary_said_at_one_compaction_only() {
         .expect("ready")
         .unwrap(),
     );
-    assert!(s.calls >= 2);
+    assert!(calls >= 2);
     for value in ["Margarethe Okonkwo", "Harbourside Events", "Tromsø"] {
         assert!(
             second.state.evidence.render().contains(value),

@@ -487,9 +487,7 @@ impl UserStatements {
         let mut kept = String::with_capacity(old.text.len());
         let mut cut = Vec::new();
         for piece in old.text.split_inclusive(char::is_whitespace) {
-            let bare = piece.trim_matches(|c: char| {
-                !(c.is_alphanumeric() || matches!(c, '%' | '€' | '$' | '£' | '#' | '@' | '+'))
-            });
+            let bare = words::bare(piece);
             if !bare.is_empty() && changed.contains(&bare.to_lowercase()) {
                 cut.push(bare.to_owned());
                 kept.push_str(&piece.replacen(bare, "…", 1));

@@ -81,6 +81,14 @@ const CLAUSE_OPENERS: &[&str] = &[
     "cancel", "go", "only", "stop", "avoid",
 ];
 
+/// A whitespace-separated piece without the punctuation around it (a
+/// value's signs kept: `€900`, `#12`, `+44`, `50%`).
+pub(crate) fn bare(raw: &str) -> &str {
+    raw.trim_matches(|c: char| {
+        !(c.is_alphanumeric() || matches!(c, '%' | '€' | '$' | '£' | '#' | '@' | '+'))
+    })
+}
+
 /// Splits `sentence` into tokens.
 pub(crate) fn tokens(sentence: &str) -> Vec<Tok> {
     let mut out: Vec<Tok> = Vec::new();
@@ -111,9 +119,7 @@ pub(crate) fn tokens(sentence: &str) -> Vec<Tok> {
         let trimmed = raw.trim_end_matches(['"', '”', '’', '\'', '`', ')', ']', '*']);
         let brk = trimmed.ends_with([',', ';', '!', '?']) && !in_quote;
         let colon = trimmed.ends_with(':') && !in_quote;
-        let bare = raw.trim_matches(|c: char| {
-            !(c.is_alphanumeric() || matches!(c, '%' | '€' | '$' | '£' | '#' | '@' | '+'))
-        });
+        let bare = bare(raw);
         // Most words have no curly apostrophe: they are used as they are.
         let straightened;
         let word: &str = if bare.contains('’') {
