@@ -54,7 +54,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::ledger::has_artifact;
 use crate::prompt::CompactionInput;
-use crate::state::{normalize, StateDelta, StateItem};
+use crate::state::{normalize, StateDelta};
 use crate::stated::{self, Outdated, StatementKind};
 use std::collections::{HashMap, HashSet};
 
@@ -147,15 +147,6 @@ const ERROR_MARKERS: &[&str] = &[
     " root cause ",
     " the fix was ",
     " fixed by ",
-];
-const RISK_MARKERS: &[&str] = &[
-    " risk ",
-    " risky ",
-    " might break ",
-    " careful ",
-    " warning ",
-    " danger ",
-    " could break ",
 ];
 
 /// Who wrote a transcript block.
@@ -693,7 +684,7 @@ pub fn summarize_with(
     let mut has_request =
         !previous.primary_request.is_empty() || (converted && !previous.is_empty());
     let mut bullets = Bullets::new(previous, &outdated);
-    let mut delta = StateDelta::default();
+    let delta = StateDelta::default();
     let blocks = blocks(input.new_messages);
     let judge = judgements.start(&bullets.summary);
     let width = config.bullet_chars.max(16);
@@ -807,7 +798,6 @@ pub fn summarize_with(
     let mut newest_open: Option<String> = None;
 
     // KEY FACTS and the delta, sentence by sentence.
-    let current_texts = input.state.stated.current_texts();
     let last_user = blocks.iter().rposition(|b| b.speaker == Speaker::User);
     for (index, block) in blocks.iter().enumerate() {
         if matches!(block.speaker, Speaker::Other | Speaker::Context) {
@@ -863,45 +853,17 @@ pub fn summarize_with(
                 };
                 bullets.push(section, bullet);
             }
-            // Items the user's recorded statements already hold, or that a
-            // later statement superseded, are not proposed again.
-            // Asked only of a decision or a constraint: most sentences are
-            // neither.
-            let proposable =
-                || !current_texts.contains(sentence) && outdated.superseded_by(sentence).is_none();
-            if decision && proposable() {
-                delta.key_decisions.push(StateItem::new(short.clone()));
-            }
-            if stated_kind == Some(StatementKind::Constraint) && proposable() {
-                delta.active_constraints.push(StateItem::new(short.clone()));
-            }
-            if has_marker(&lower, RISK_MARKERS) && !judge.is_boilerplate(sentence) {
-                delta.risks.push(StateItem::new(short.clone()));
-            }
-            if user && has_marker(&lower, TASK_MARKERS) {
-                delta
-                    .tasks
-                    .push(StateItem::new(short.clone()).with_status("open"));
-            }
-            if block.speaker == Speaker::Assistant && has_marker(&lower, DONE_MARKERS) {
-                if handoff && !judge.is_boilerplate(sentence) {
-                    bullets.push(
-                        Section::WorkCompleted,
-                        shorten(&format!("#{} assistant: {sentence}", block.id), width),
-                    );
-                }
-                let said = normalize(sentence);
-                for task in &input.state.tasks {
-                    let t = normalize(&task.text);
-                    if !t.is_empty() && said.contains(&t) {
-                        let mut done = task.clone();
-                        done.status = Some("done".into());
-                        delta.tasks.push(done);
-                    }
-                }
+            if block.speaker == Speaker::Assistant
+                && has_marker(&lower, DONE_MARKERS)
+                && handoff
+                && !judge.is_boilerplate(sentence)
+            {
+                bullets.push(
+                    Section::WorkCompleted,
+                    shorten(&format!("#{} assistant: {sentence}", block.id), width),
+                );
             }
             if user && question && !answered_later {
-                delta.open_questions.push(StateItem::new(short.clone()));
                 bullets.push(open_section, short.clone());
                 newest_open = Some(short.clone());
             }
@@ -911,9 +873,6 @@ pub fn summarize_with(
                 bullets.push(open_section, short.clone());
                 newest_open = Some(short);
             }
-        }
-        for path in paths_in(&block.text) {
-            delta.artifacts.push(StateItem::new(path));
         }
     }
 
@@ -1138,15 +1097,6 @@ fn fit_by_salience(
     }
 }
 
-/// The paths the ledger finds in `text` (said by the user). Most texts have
-/// none, and a cheap pass of the path extractor alone tells so.
-fn paths_in(text: &str) -> Vec<String> {
-    if !crate::ledger::may_have_path(text) {
-        return Vec::new();
-    }
-    crate::ledger::paths(text)
-}
-
 /// Extractive rollup: duplicate bullets removed, then cut to `target_tokens`.
 pub fn rollup(summary: &Summary, target_tokens: u64, estimator: &dyn TokenEstimator) -> Summary {
     let mut out = Summary::empty(summary.format);
@@ -1236,23 +1186,13 @@ mod tests {
         assert!(facts.contains("We decided to round half-even."));
         assert!(facts.contains("The fix was in src/pay.rs:88."));
         assert_eq!(
-            out.delta.key_decisions.len(),
-            2,
-            "{:?}",
-            out.delta.key_decisions
-        );
-        assert_eq!(
-            out.delta.active_constraints[0].text,
-            "We must not touch the billing schema."
-        );
-        assert_eq!(
-            out.delta.open_questions.len(),
-            1,
+            out.summary.open_threads,
+            ["What about refunds?"],
             "the answered question is not open"
         );
-        assert_eq!(out.delta.open_questions[0].text, "What about refunds?");
-        assert_eq!(out.summary.open_threads, ["What about refunds?"]);
-        assert!(out.delta.artifacts.iter().any(|a| a.text == "src/pay.rs"));
+        // No state lists by rule: the user's statements and the evidence
+        // carry decisions, constraints and values.
+        assert!(out.delta.is_empty(), "{:?}", out.delta);
     }
 
     #[test]
@@ -1278,21 +1218,6 @@ mod tests {
         );
         assert_eq!(out.summary.conversation_flow[0], "#0 user: hello");
         assert!(out.summary.open_threads.contains(&"Deploy?".to_string()));
-    }
-
-    #[test]
-    fn a_done_sentence_closes_a_known_task() {
-        let mut state = WorkstreamState::default();
-        state.tasks.push(
-            StateItem::new("migrate the invoices table")
-                .with_id("T1")
-                .with_status("open"),
-        );
-        let t = "[#9 ASSISTANT]\nI have completed: migrate the invoices table, all green.\n";
-        let out = run(t, None, &state);
-        assert_eq!(out.delta.tasks.len(), 1);
-        assert_eq!(out.delta.tasks[0].id.as_deref(), Some("T1"));
-        assert_eq!(out.delta.tasks[0].status.as_deref(), Some("done"));
     }
 
     #[test]
@@ -1324,7 +1249,6 @@ mod tests {
             out.summary.open_threads.last().map(String::as_str),
             Some("Turn in progress: Please refactor the parser.")
         );
-        assert_eq!(out.delta.tasks[0].status.as_deref(), Some("open"));
     }
 
     #[test]
@@ -1385,17 +1309,12 @@ Let me know if there is anything else.\n",
     }
 
     #[test]
-    fn a_casual_remark_never_becomes_a_constraint() {
+    fn a_casual_remark_never_becomes_a_key_fact() {
         let out = run(&support_chat(4), None, &WorkstreamState::default());
-        let constraints: Vec<&str> = out
-            .delta
-            .active_constraints
-            .iter()
-            .map(|i| i.text.as_str())
-            .collect();
-        assert_eq!(
-            constraints,
-            ["I'm vegetarian, so no meat in the hamper please."]
+        let facts = out.summary.key_facts.join("\n");
+        assert!(
+            facts.contains("I'm vegetarian, so no meat in the hamper please."),
+            "{facts}"
         );
         assert!(!out
             .summary
@@ -1465,11 +1384,6 @@ Let me know if there is anything else.\n",
             );
         }
         assert!(text.contains("- User: make the timeout 45s\n"), "{text}");
-        assert!(
-            out.delta.active_constraints.is_empty() && out.delta.key_decisions.is_empty(),
-            "the recorded statements are not proposed again: {:?}",
-            out.delta
-        );
         let again = run(t, Some(&out.summary), &state);
         assert_eq!(again.summary, out.summary, "marking is idempotent");
     }
@@ -1642,8 +1556,6 @@ Let me know if there is anything else.\n",
         assert_eq!(s.pending_work, ["What about refunds?"]);
         assert_eq!(s.current_state, ["#5 user: Great. What about refunds?"]);
         assert_eq!(s.next_step, ["Follow up on: What about refunds?"]);
-        // The state delta does not depend on the format.
-        assert_eq!(out.delta, run(T, None, &WorkstreamState::default()).delta);
         let text = s.render();
         assert_eq!(
             text.matches("- (none)").count(),

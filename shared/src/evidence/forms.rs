@@ -467,7 +467,7 @@ pub(crate) fn fold(text: &str) -> String {
 }
 
 /// Quoted spans of 2–80 characters.
-fn quoted(line: &str) -> Vec<&str> {
+pub(crate) fn quoted(line: &str) -> Vec<&str> {
     let mut out = Vec::new();
     let mut it = line.char_indices();
     while let Some((at, c)) = it.next() {

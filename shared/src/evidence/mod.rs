@@ -10,7 +10,11 @@
 //!    words. Nothing in it names a domain.
 //! 2. **Squeezed** ([`squeeze`]): a line keeps its values, what joins them
 //!    and its rare words; the workstream's common words, counted over all
-//!    of it ([`Evidence::vocabulary`]), go.
+//!    of it ([`Evidence::vocabulary`]), go. A line of a tool's output
+//!    shares its worth with the output's other lines (a listing is read,
+//!    a short answer answers), unless it reports a failure
+//!    ([`lang::FAILURES`]): the panic among thirty passing tests is what
+//!    the work turns on.
 //! 3. **Ranked by the workstream's own statistics** ([`select`]): a term
 //!    is worth its rarity among the messages (so boilerplate and repeated
 //!    menus sink), more when a value than a word, more when the user said
@@ -34,7 +38,7 @@
 //! so old evidence competes with new on the same terms.
 //!
 //! What stays language-specific (change cues, honorifics, days and
-//! months) is data, in [`lang`].
+//! months, the words of a failure) is data, in [`lang`].
 
 use std::collections::HashMap;
 
@@ -677,6 +681,12 @@ pub fn read(span: &[Message], max_line_chars: usize) -> Read {
                 if terms.is_empty() {
                     continue;
                 }
+                // A line reporting a failure stands on its own.
+                let of = if of > 1 && lang::FAILURES.contained_in(&forms::fold(piece)) {
+                    0
+                } else {
+                    of
+                };
                 for t in &terms {
                     seen.insert((t.key.clone(), speaker));
                 }

@@ -406,8 +406,9 @@ pub(crate) fn choose(
     // A line whose shape (digits aside) recurs is a template's instance
     // (`… 52 lines of output …`): its numbers are the template's, not
     // facts, and its worth is shared among its instances.
-    // (A word with digits is folded to its classes whole: the hash-named
-    // pods and commits of one listing are one template.)
+    // (A word with a digit is one class whole, its letters too: the
+    // hash-named pods and commits of every listing are one template,
+    // whatever letters their hashes hold.)
     let shape = |c: &Candidate| -> String {
         let mut out = String::with_capacity(c.line.text.len());
         for word in c.line.text.split_whitespace() {
@@ -416,14 +417,8 @@ pub(crate) fn choose(
             }
             if word.chars().any(char::is_numeric) {
                 for ch in word.chars() {
-                    let class = if ch.is_numeric() {
-                        '0'
-                    } else if ch.is_alphabetic() {
-                        'a'
-                    } else {
-                        ch
-                    };
-                    if !(out.ends_with(class) && matches!(class, '0' | 'a')) {
+                    let class = if ch.is_alphanumeric() { '0' } else { ch };
+                    if !(out.ends_with(class) && class == '0') {
                         out.push(class);
                     }
                 }

@@ -8,7 +8,9 @@
 //! "restaurant"), whatever the language. What is kept:
 //! - **values by form** (digits, codes, capitals inside a sentence, a day
 //!   or a month: [`super::lang::CALENDAR`], any run of a script written
-//!   without spaces), however common;
+//!   without spaces, all of what stands between quotes: a command a tool
+//!   was called with is one value, and a word cut out of it would make it
+//!   another command), however common;
 //! - **rare words**: said in at most that share of the messages, in the
 //!   user's lines and in lines without a value; in every line, a word said
 //!   in one message only;
@@ -82,6 +84,16 @@ pub(crate) fn count_words(text: &str, seen: &mut std::collections::HashSet<Strin
 
 fn tokens(line: &str) -> Vec<Token<'_>> {
     let mut out: Vec<Token<'_>> = Vec::new();
+    // What stands between quotes is one value (a command, a title, a
+    // setting): a word cut out of it would make it another one.
+    let quoted: Vec<(usize, usize)> = forms::quoted(line)
+        .into_iter()
+        .filter(|q| q.contains(char::is_whitespace))
+        .filter_map(|q| {
+            let from = (q.as_ptr() as usize).checked_sub(line.as_ptr() as usize)?;
+            Some((from, from + q.len()))
+        })
+        .collect();
     let mut sentence_start = true;
     let mut at = 0;
     for raw in line.split_whitespace() {
@@ -96,8 +108,10 @@ fn tokens(line: &str) -> Vec<Token<'_>> {
             && !CLOSINGS.has(&folded);
         let unspaced = core.chars().any(forms::is_unspaced_script);
         let number = matches!(form, Some(Form::Number));
+        let in_quotes = quoted.iter().any(|&(from, to)| start < to && at > from);
         let value = !core.is_empty()
-            && (matches!(form, Some(Form::Number | Form::Code | Form::Name))
+            && (in_quotes
+                || matches!(form, Some(Form::Number | Form::Code | Form::Name))
                 || unspaced
                 || CALENDAR.has(&folded)
                 || (capital && !sentence_start));

@@ -642,3 +642,117 @@ fn a_short_answer_outranks_a_line_of_a_long_listing() {
     let text = chosen.evidence.render();
     assert!(text.contains("f328078"), "{text}");
 }
+
+#[test]
+fn a_failure_in_a_long_output_stands_on_its_own() {
+    // Thirty passing tests and one panic, in one output: the panic's line
+    // is not one thirtieth of the output's worth.
+    let mut output: String = (0..30)
+        .map(|i| format!("test suite::case_{i} ... ok\n"))
+        .collect();
+    output.push_str("thread 'suite::case_7' panicked at src/money/round.rs:197:9:\n");
+    let r = read(
+        &[Message::new(
+            1,
+            Role::Tool,
+            vec![Part::tool_result("c1", "bash", output)],
+        )],
+        280,
+    );
+    let panic = r
+        .lines
+        .iter()
+        .find(|c| c.line.text.contains("panicked"))
+        .expect("the panic's line");
+    assert!(panic.line.of <= 1, "{:?}", panic.line);
+    let passing = r
+        .lines
+        .iter()
+        .find(|c| c.line.text.contains("case_3 "))
+        .expect("a passing test's line");
+    assert!(passing.line.of > 1, "{:?}", passing.line);
+    // The same in another language's tool.
+    let r = read(
+        &[Message::new(
+            2,
+            Role::Tool,
+            vec![Part::tool_result(
+                "c2",
+                "make",
+                "Schritt 1 ok\nSchritt 2 ok\nSchritt 3: Fehler in build/config.mk",
+            )],
+        )],
+        280,
+    );
+    let failed = r
+        .lines
+        .iter()
+        .find(|c| c.line.text.contains("config.mk"))
+        .expect("the failing step");
+    assert!(failed.line.of <= 1, "{:?}", failed.line);
+}
+
+#[test]
+fn a_quoted_command_is_kept_whole_however_common_its_words() {
+    // "rollout restart deployment" is said in every other message; the
+    // command the assistant ran is one value and keeps those words.
+    let mut messages = Vec::new();
+    for i in 0..20 {
+        messages.push(msg(
+            2 * i + 1,
+            Role::User,
+            &format!("rollout restart deployment status number {i}, please"),
+        ));
+        messages.push(msg(
+            2 * i + 2,
+            Role::Assistant,
+            "The rollout restart deployment is fine.",
+        ));
+    }
+    let command = "kubectl rollout restart deployment invoice-worker -n billing-staging";
+    messages.push(Message::new(
+        41,
+        Role::Assistant,
+        vec![Part::tool_call(
+            "c1",
+            "bash",
+            serde_json::json!({ "command": command }),
+        )],
+    ));
+    let chosen = choose(&messages, &Evidence::default(), 400);
+    let text = chosen.evidence.render();
+    assert!(text.contains(command), "{text}");
+}
+
+#[test]
+fn commit_hashes_of_one_log_are_one_template() {
+    // Twenty short logs of two commits each, every line a hash and a
+    // scope, and one short answer naming a ticket: the logs' lines share
+    // their worth as one template's instances, whatever letters and
+    // digits their hashes hold.
+    let mut messages = vec![msg(1, Role::User, "show me the logs, and the ticket?")];
+    for i in 0..20u32 {
+        let log = format!(
+            "{:07x} fx:\n{:07x} fx:\n",
+            0x1a2b3c4u32.wrapping_mul(2 * i + 7),
+            0x5d6e7f1u32.wrapping_mul(2 * i + 11)
+        );
+        messages.push(Message::new(
+            i64::from(i) + 2,
+            Role::Tool,
+            vec![Part::tool_result(format!("c{i}"), "git", log)],
+        ));
+    }
+    messages.push(Message::new(
+        30,
+        Role::Tool,
+        vec![Part::tool_result(
+            "t",
+            "jira",
+            "ticket PAY-4471 open\nassignee kim",
+        )],
+    ));
+    let chosen = choose(&messages, &Evidence::default(), 8);
+    let text = chosen.evidence.render();
+    assert!(text.contains("PAY-4471"), "{text}");
+}
