@@ -1,9 +1,12 @@
 //! The extractive summarizer: no network, no model, deterministic.
 //!
 //! It is the zero-configuration default and the degraded-mode fallback when
-//! the LLM stays unavailable, so it produces exactly what an LLM summarizer
-//! produces — the three sections and a state delta — from the same input: a
-//! transcript chunk plus the summary so far. Like an anchored iterative
+//! the LLM stays unavailable, so it writes the sections an LLM summarizer
+//! writes from the same input: a transcript chunk plus the summary so far.
+//! Its state delta is empty: lists of tasks, decisions and artifacts found
+//! by phrase rules were mostly wrong on conversations of other shapes ("Great,
+//! continue please. (open)"), and the user's statements ([`crate::stated`])
+//! and the evidence ([`crate::evidence`]) carry what they held. Like an anchored iterative
 //! summary (pi, Factory) it starts from the previous summary and adds what
 //! the new messages bring, so information accumulates across chunks and
 //! compactions, while per-section caps and the token budget keep it from
