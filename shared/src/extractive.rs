@@ -52,7 +52,6 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::ledger::has_artifact;
 use crate::prompt::CompactionInput;
 use crate::state::{normalize, StateDelta, StateItem};
 use crate::stated::{self, Outdated, StatementKind};
@@ -1138,13 +1137,103 @@ fn fit_by_salience(
     }
 }
 
-/// The paths the ledger finds in `text` (said by the user). Most texts have
-/// none, and a cheap pass of the path extractor alone tells so.
+/// The paths said in `text`, in its order (a path said twice is placed
+/// where it was said last): whitespace-separated words, without the
+/// punctuation around them, that hold two `/`, start one (`/etc/hosts`,
+/// `~/x`, `./x`) or end in a file extension (`src/lib.rs`, `Cargo.toml`).
+/// URLs and e-mail addresses are not paths.
 fn paths_in(text: &str) -> Vec<String> {
-    if !crate::ledger::may_have_path(text) {
-        return Vec::new();
+    let mut out: Vec<String> = Vec::new();
+    for piece in text.split_whitespace() {
+        let word = piece.trim_matches(is_edge_punctuation);
+        if is_path(word) {
+            out.retain(|p| p != word);
+            out.push(word.to_owned());
+        }
     }
-    crate::ledger::paths(text)
+    out
+}
+
+fn is_path(word: &str) -> bool {
+    if word.contains("://") || word.contains('@') || !word.chars().any(char::is_alphabetic) {
+        return false;
+    }
+    let rooted = ['/', '~', '.'].iter().any(|&c| word.starts_with(c)) && word.contains('/');
+    let extension = word.rsplit_once('.').is_some_and(|(stem, ext)| {
+        let stem = stem.rsplit('/').next().unwrap_or(stem);
+        stem.chars().filter(|c| c.is_alphanumeric()).count() >= 2
+            && (1..=5).contains(&ext.len())
+            && ext.chars().all(|c| c.is_ascii_alphanumeric())
+            && ext.chars().any(|c| c.is_ascii_lowercase())
+    });
+    rooted || word.matches('/').count() >= 2 || extension
+}
+
+/// Punctuation around a word that is not part of it.
+fn is_edge_punctuation(c: char) -> bool {
+    matches!(
+        c,
+        '.' | ','
+            | ';'
+            | ':'
+            | '!'
+            | '?'
+            | '('
+            | ')'
+            | '['
+            | ']'
+            | '{'
+            | '}'
+            | '<'
+            | '>'
+            | '"'
+            | '\''
+            | '`'
+            | '“'
+            | '”'
+            | '‘'
+            | '’'
+            | '*'
+    )
+}
+
+/// Whether `sentence` carries an exact value, by the form of its words as
+/// the evidence reads them ([`crate::evidence`]): a number distinctive
+/// enough to be one (three characters or more, or with a sign or a unit:
+/// `2026`, `37s`, `4.5`; not the `3` or `22` any sentence may hold), a
+/// code (letters joined by `/ _ @ . : =`, a path from its root, inner
+/// capitals, an all-capital word), a name (a capitalised word inside the
+/// sentence) or a quoted string.
+fn has_artifact(sentence: &str) -> bool {
+    if sentence.matches('`').count() >= 2
+        || sentence.matches('"').count() >= 2
+        || (sentence.contains('“') && sentence.contains('”'))
+    {
+        return true;
+    }
+    sentence.split_whitespace().enumerate().any(|(i, piece)| {
+        let word = piece.trim_matches(is_edge_punctuation);
+        let chars: Vec<char> = word.chars().collect();
+        let number = chars.iter().any(|c| c.is_numeric())
+            && (chars.len() >= 3 || chars.iter().any(|c| !c.is_numeric()));
+        let joined = chars.windows(3).any(|w| {
+            w[0].is_alphanumeric()
+                && matches!(w[1], '/' | '_' | '@' | '.' | ':' | '=')
+                && w[2].is_alphanumeric()
+        });
+        let rooted = chars.len() > 1 && chars[0] == '/' && chars[1].is_alphanumeric();
+        let inner_capital = chars
+            .windows(2)
+            .any(|w| w[0].is_lowercase() && w[1].is_uppercase());
+        let capitals = chars.iter().filter(|c| c.is_uppercase()).count();
+        let all_capitals = capitals >= 2 && !chars.iter().any(|c| c.is_lowercase());
+        let name = i > 0
+            && word.starts_with(char::is_uppercase)
+            && word != "I"
+            && !word.starts_with("I'")
+            && !word.starts_with("I’");
+        number || joined || rooted || inner_capital || all_capitals || name
+    })
 }
 
 /// Extractive rollup: duplicate bullets removed, then cut to `target_tokens`.
