@@ -43,7 +43,8 @@ impl MigrationTrait for Migration {
                             .not_null()
                             .default(0),
                     )
-                    // JSON of `compactor_shared::WorkstreamState` (with the artifact ledger).
+                    // JSON of `compactor_shared::WorkstreamState` (with the user's
+                    // statements and the evidence).
                     .col(
                         ColumnDef::new(Workstreams::State)
                             .text()

@@ -3,8 +3,7 @@
 //! conversation the `rss` benchmark compacts (`compactor_e2e::conversation`,
 //! rebuilt here: this crate cannot depend on the e2e one).
 //!
-//! - `ledger`: `ledger::extract` of each page of 1,000 messages;
-//! - `stated`: `stated::extract` of each page;
+//! - `stated`: `stated::extract` of each page of 1,000 messages;
 //! - `evidence`: `evidence::read` of each page (candidate lines by form);
 //! - `transcript`: transcript extraction and chunking of the whole span;
 //! - `summarize`: the extractive summarizer folding every chunk in turn,
@@ -32,7 +31,7 @@ use compactor_shared::pipeline::{self, Extractive, InMemory, Request, Workstream
 use compactor_shared::prompt::CompactionInput;
 use compactor_shared::summary::Summary;
 use compactor_shared::{
-    evidence, ledger, stated, transcript, CharEstimator, TokenEstimator, WorkstreamState,
+    evidence, stated, transcript, CharEstimator, TokenEstimator, WorkstreamState,
 };
 use criterion::{criterion_group, Criterion, Throughput};
 
@@ -111,13 +110,6 @@ fn chunks(messages: &[Message], engine: &EngineConfig) -> Vec<String> {
         .iter()
         .map(|c| c.text.to_owned())
         .collect()
-}
-
-fn ledger_pass(messages: &[Message]) -> usize {
-    messages
-        .chunks(PAGE)
-        .map(|page| ledger::extract(page).len())
-        .sum()
 }
 
 fn stated_pass(messages: &[Message]) -> usize {
@@ -227,7 +219,6 @@ fn once(pass: &str) -> bool {
     let messages = conversation(TURNS);
     let n = match pass {
         "none" => messages.len(),
-        "ledger" => ledger_pass(&messages),
         "stated" => stated_pass(&messages),
         "evidence" => evidence_pass(&messages, &engine),
         "transcript" => transcript_pass(&messages, &engine),
@@ -262,9 +253,6 @@ fn passes(c: &mut Criterion) {
     group.sample_size(10);
     group.measurement_time(Duration::from_secs(8));
     group.throughput(Throughput::Bytes(bytes));
-    group.bench_function("ledger", |b| {
-        b.iter(|| black_box(ledger_pass(black_box(&messages))))
-    });
     group.bench_function("stated", |b| {
         b.iter(|| black_box(stated_pass(black_box(&messages))))
     });

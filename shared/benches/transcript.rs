@@ -11,21 +11,14 @@
 //! with the defaults most bytes (reasoning, other tools' output) are skipped
 //! unread, so those variants show the cost per byte actually processed.
 //!
-//! The same generated 5 MB also measures the artifact ledger: extraction
-//! reads every part but reasoning (tool output included), and recording
-//! 10,000 distinct artifacts must take milliseconds, not seconds.
-//!
-//! Run with `cargo bench -p compactor-shared --bench transcript` (add
-//! `-- ledger` for the ledger alone).
+//! Run with `cargo bench -p compactor-shared --bench transcript`.
 
 use std::hint::black_box;
 use std::time::Duration;
 
 use compactor_shared::chunk::{chunk, DEFAULT_CHUNK_MAX_CHARS};
-use compactor_shared::ledger::{self, Artifact, ArtifactKind, ArtifactLedger, LedgerCaps};
 use compactor_shared::message::{Message, Part, Role};
 use compactor_shared::transcript::{extract, TranscriptBudgets, TranscriptConfig};
-use compactor_shared::CharEstimator;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 
 /// xorshift64: tiny, deterministic, good enough for shaping test data.
@@ -321,46 +314,5 @@ fn extract_and_chunk(c: &mut Criterion) {
     bench_one(c, "extract_chunk_5MB", &messages, bytes, &default);
 }
 
-/// Ledger extraction over the 5 MB workstream, and recording 10,000
-/// distinct artifacts into an empty ledger with generous caps.
-fn ledger_extract_and_record(c: &mut Criterion) {
-    let (messages, bytes) = workstream(5_000_000);
-    let found = ledger::extract(&messages).len();
-    eprintln!(
-        "ledger_extract_5MB: {} messages, {bytes} content bytes -> {found} artifacts",
-        messages.len()
-    );
-    let mut group = c.benchmark_group("ledger");
-    group.sample_size(10);
-    group.measurement_time(Duration::from_secs(10));
-    group.throughput(Throughput::Bytes(bytes));
-    group.bench_function("ledger_extract_5MB", |b| {
-        b.iter(|| black_box(ledger::extract(black_box(&messages)).len()))
-    });
-    let artifacts: Vec<Artifact> = (0..10_000)
-        .map(|i| {
-            let value = format!("src/module_{i}/file_{i}.rs");
-            Artifact::new(ArtifactKind::Path, value, compactor_shared::MessageId(i))
-        })
-        .collect();
-    // Caps and budget that keep all 10,000: the cost measured is merging
-    // and ranking, not dropping.
-    let caps = LedgerCaps {
-        paths: 20_000,
-        max_tokens: u64::MAX,
-        ..LedgerCaps::default()
-    };
-    let estimator = CharEstimator::default();
-    group.throughput(Throughput::Elements(artifacts.len() as u64));
-    group.bench_function("ledger_record_10k", |b| {
-        b.iter(|| {
-            let mut l = ArtifactLedger::default();
-            l.record(black_box(artifacts.clone()), &caps, &estimator);
-            black_box(l.len())
-        })
-    });
-    group.finish();
-}
-
-criterion_group!(benches, ledger_extract_and_record, extract_and_chunk);
+criterion_group!(benches, extract_and_chunk);
 criterion_main!(benches);

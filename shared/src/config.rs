@@ -56,7 +56,6 @@ use crate::chunk::DEFAULT_CHUNK_MAX_CHARS;
 use crate::context::ContextConfig;
 use crate::evidence::EvidenceConfig;
 use crate::extractive::ExtractiveConfig;
-use crate::ledger::LedgerCaps;
 use crate::memory::MemoryBlockConfig;
 use crate::prompt::{self, summary_output_budget, CompactionInput};
 use crate::prune::PruneConfig;
@@ -180,7 +179,12 @@ pub struct EngineConfig {
     pub chunk: ChunkConfig,
     pub summary: SummaryConfig,
     pub state_caps: StateCaps,
-    pub ledger_caps: LedgerCaps,
+    /// `[engine.ledger_caps]`, the bounds of the artifact ledger, which is
+    /// gone (the evidence carries exact values): still read so that a
+    /// configuration that sets it loads, then ignored and never written
+    /// ([`EngineConfig::deprecated_keys`]).
+    #[serde(default, skip_serializing)]
+    pub ledger_caps: Option<serde::de::IgnoredAny>,
     /// Bounds of the user's recorded decisions and constraints.
     pub stated_caps: StatedCaps,
     pub extractive: ExtractiveConfig,
@@ -224,7 +228,7 @@ impl Default for EngineConfig {
             chunk: ChunkConfig::default(),
             summary: SummaryConfig::default(),
             state_caps: StateCaps::default(),
-            ledger_caps: LedgerCaps::default(),
+            ledger_caps: None,
             stated_caps: StatedCaps::default(),
             extractive: ExtractiveConfig::default(),
             memory_block: MemoryBlockConfig::default(),
@@ -264,6 +268,16 @@ pub enum ConfigError {
 }
 
 impl EngineConfig {
+    /// Keys this configuration sets that no longer do anything and are
+    /// ignored (for a deprecation warning where it is loaded).
+    pub fn deprecated_keys(&self) -> Vec<&'static str> {
+        let mut keys = Vec::new();
+        if self.ledger_caps.is_some() {
+            keys.push("engine.ledger_caps");
+        }
+        keys
+    }
+
     /// Checks cross-field and range rules; call once at start-up so a bad
     /// value stops the process with the key name instead of misbehaving.
     pub fn validate(&self) -> Result<(), ConfigError> {
@@ -464,7 +478,7 @@ impl EngineConfig {
     /// leaves in `trigger.context_window` after the prompt, the previous
     /// summary and the answer ([`EngineConfig::summarization_call`] less its
     /// chunk), in chars at `chars_per_token`; the other half stays free for
-    /// the workstream state and the exact-value ledger, which travel in the
+    /// the workstream state and the user's statements, which travel in the
     /// same prompt. At least [`MIN_CHUNK_MAX_CHARS`], at most the seed's
     /// [`DEFAULT_CHUNK_MAX_CHARS`], which an unlimited window (0) gets.
     /// With the other sizes derived and today's prompt (about 940 tokens):
@@ -539,7 +553,7 @@ impl EngineConfig {
 /// (`chars / chars_per_token`; the default 3 overestimates real
 /// tokenizers, so a call that fits here fits the model).
 ///
-/// The state and the exact-value ledger also travel in the prompt; they
+/// The state and the user's statements also travel in the prompt; they
 /// are bounded by their caps, not counted here, so leave the window some
 /// room beyond [`CallSize::total`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -580,6 +594,19 @@ mod tests {
         assert_eq!(c.summary_budget(), 4_096);
         assert_eq!(c.memory_block.trigger_entries, 15);
         assert_eq!((c.stated_caps.current, c.stated_caps.superseded), (16, 6));
+    }
+
+    #[test]
+    fn a_configuration_that_still_sets_the_ledger_caps_loads_and_says_so() {
+        let old: EngineConfig = toml::from_str(
+            "[ledger_caps]\npaths = 128\nmax_tokens = 6000\n\n[boundary]\ntail_messages = 8\n",
+        )
+        .unwrap();
+        assert_eq!(old.boundary.tail_messages, 8);
+        assert_eq!(old.deprecated_keys(), ["engine.ledger_caps"]);
+        let written = toml::to_string(&old).unwrap();
+        assert!(!written.contains("ledger"), "{written}");
+        assert!(EngineConfig::default().deprecated_keys().is_empty());
     }
 
     /// A small model: 8k window, trigger at 5,500 tokens.

@@ -1,6 +1,6 @@
 //! What the next chat turn is sent: the compacted preamble (summary, state,
-//! artifact ledger, memory) as the first message, then the un-compacted
-//! messages.
+//! the user's statements, evidence, memory) as the first message, then the
+//! un-compacted messages.
 //!
 //! Two guarantees are enforced here rather than hoped for:
 //! - **No orphaned tool halves.** A tool result whose call is not in the
@@ -11,15 +11,11 @@
 //! - **Overflow guard** (CoWork). When preamble plus messages would exceed
 //!   `overflow_guard_ratio` (95 %) of the window, the summary is shrunk —
 //!   oldest conversation-flow (or completed-work) bullets first — keeping
-//!   its sections and the hand-off framing, never the exact-value ledger.
+//!   its sections and the hand-off framing, never the evidence.
 //! - **The summary's own format.** A summary is rendered in the format it
 //!   was written in: a `handoff9` summary opens the preamble with CoWork's
 //!   hand-off framing ([`HANDOFF9_FRAMING`]), a `sections` one with
 //!   [`SUMMARY_HEADER`] as before.
-//! - **Every exact value says where it was said.** Each current line of the
-//!   ledger cites the message its value was first seen in, `(#N)`, the
-//!   same message ids the user's statements and their superseded markers
-//!   cite, and recall returns (see [`LEDGER_HEADING`]).
 //! - **Nothing superseded shown as current.** The user's current decisions
 //!   and constraints come first, each with its source message; superseded
 //!   ones are listed as such, and a summary bullet that still states a
@@ -54,12 +50,6 @@ Use this to build on the work that has already been done and avoid duplicating e
 /// What follows the framing of a `handoff9` summary: the tail is verbatim.
 const HANDOFF9_TAIL_NOTE: &str =
     "The messages after this one are the most recent part of the conversation, verbatim.";
-
-/// First line of the exact-value ledger in a context. It says once what the
-/// `(#N)` after each value is: the id of the message the value was first
-/// seen in, the id recall returns and the user's statements cite.
-pub const LEDGER_HEADING: &str =
-    "Exact values recorded from earlier messages (#N after a value: the message it was first seen in):";
 
 /// OpenCode's synthetic message after an automatic compaction.
 pub const CONTINUE_MESSAGE: &str = "Continue if you have next steps.";
@@ -237,8 +227,6 @@ fn guard_limit(window: u64, ratio: f64) -> Option<u64> {
     (window > 0).then(|| (window as f64 * ratio.clamp(0.0, 1.0)) as u64)
 }
 
-/// State, ledger and memory rendered (everything of the preamble but the
-/// summary), empty when there is none of them.
 /// Tokens of the preamble (the first message) a context built from
 /// `input` starts with, before any overflow guard: what a compaction leaves
 /// behind besides the un-compacted messages. `input.messages` is ignored.
@@ -253,7 +241,7 @@ pub fn preamble_text(input: &ContextInput<'_>) -> String {
 }
 
 /// [`preamble_text`], and the preamble as it would read without a summary
-/// (the state, the user's statements, the ledger, the evidence and memory
+/// (the state, the user's statements, the evidence and memory
 /// under the summary's empty headings): what is not the summary is
 /// rendered once for both.
 pub fn preamble_texts(input: &ContextInput<'_>) -> (String, String) {
@@ -287,29 +275,6 @@ fn render_rest(input: &ContextInput<'_>) -> String {
         }
         rest.push_str("Workstream state:\n");
         rest.push_str(&state);
-    }
-    let stated = &input.state.stated;
-    let entries = input.state.ledger.entries();
-    let ledger = input.state.ledger.render_cited(&|a| {
-        stated
-            .superseding(a)
-            .or_else(|| stated.replacing(a, entries))
-            .or_else(|| {
-                input
-                    .state
-                    .evidence
-                    .replaced_in(&a.value, Some((a.first_seen, a.last_seen)))
-                    .map(|r| r.by)
-            })
-            .map(crate::stated::superseded_marker)
-    });
-    if !ledger.is_empty() {
-        if !rest.is_empty() {
-            rest.push('\n');
-        }
-        rest.push_str(LEDGER_HEADING);
-        rest.push('\n');
-        rest.push_str(&ledger);
     }
     let evidence = input.state.evidence.render();
     if !evidence.is_empty() {
@@ -457,7 +422,6 @@ fn show_part(part: Part, paired: bool, in_last: bool) -> (Part, bool) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ledger::{Artifact, ArtifactKind, LedgerCaps};
     use crate::tokens::CharEstimator;
 
     fn input<'a>(
@@ -507,7 +471,7 @@ mod tests {
     }
 
     #[test]
-    fn the_preamble_comes_first_with_summary_state_ledger_and_memory() {
+    fn the_preamble_comes_first_with_summary_state_and_memory() {
         let summary = Summary {
             key_facts: vec!["uses Postgres 16".into()],
             ..Default::default()
@@ -516,15 +480,6 @@ mod tests {
         state
             .tasks
             .push(crate::state::StateItem::new("ship it").with_status("open"));
-        state.ledger.record(
-            [Artifact::new(
-                ArtifactKind::Path,
-                "src/db/pool.rs",
-                MessageId(3),
-            )],
-            &LedgerCaps::default(),
-            &CharEstimator::default(),
-        );
         let msgs = vec![Message::text(9, Role::User, "next")];
         let entries = vec!["likes tabs".to_string()];
         let ci = ContextInput {
@@ -545,8 +500,6 @@ mod tests {
             "- uses Postgres 16",
             "Tasks:",
             "- ship it (open)",
-            LEDGER_HEADING,
-            "- src/db/pool.rs (#3)\n",
             "prefers short answers",
             "- likes tabs",
         ] {
@@ -606,61 +559,6 @@ mod tests {
             preamble_tokens(&ci, &CharEstimator::default()),
             CharEstimator::default().count(text)
         );
-    }
-
-    #[test]
-    fn ledger_values_cite_their_first_message_in_both_formats() {
-        use crate::ledger::{Salience, Source};
-        let est = CharEstimator::default();
-        let mut state = WorkstreamState::default();
-        let user = |a: Artifact| a.said_by(Source::User, Salience::Stated);
-        state.ledger.record(
-            [
-                user(Artifact::setting("timeout", "37s", MessageId(12))),
-                Artifact::new(
-                    ArtifactKind::Path,
-                    "src/billing/rounding.rs",
-                    MessageId(1234),
-                ),
-                user(Artifact::setting("timeout", "45s", MessageId(88))),
-                Artifact::new(
-                    ArtifactKind::Path,
-                    "src/billing/rounding.rs",
-                    MessageId(1500),
-                ),
-            ],
-            &LedgerCaps::default(),
-            &est,
-        );
-        let msgs = vec![Message::text(2000, Role::User, "next")];
-        let sections = Summary {
-            key_facts: vec!["rounding is half-even".into()],
-            ..Default::default()
-        };
-        let handoff9 = sections.clone().into_format(SummaryFormat::Handoff9);
-        for summary in [Some(&sections), Some(&handoff9), None] {
-            let built = build(
-                &input(summary, &state, &msgs),
-                &ContextConfig::default(),
-                &est,
-            );
-            let Part::Text { text } = &built.messages[0].parts[0] else {
-                panic!()
-            };
-            let at = text.find(LEDGER_HEADING).expect("the ledger's heading");
-            let ledger = &text[at..];
-            assert!(
-                ledger.contains("- src/billing/rounding.rs (#1234)\n"),
-                "{text}"
-            );
-            assert!(
-                ledger.contains("- timeout: 45s (#88) (superseded: 37s)\n"),
-                "{text}"
-            );
-            for line in text.lines().filter(|l| l.contains("37s")) {
-                assert!(line.contains("superseded"), "shown as current: {line}");
-            }
-        }
     }
 
     #[test]

@@ -55,7 +55,6 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::ledger::has_artifact;
 use crate::prompt::CompactionInput;
 use crate::state::{normalize, StateDelta};
 use crate::stated::{self, Outdated, StatementKind};
@@ -447,8 +446,8 @@ const ACKNOWLEDGEMENTS: &[&str] = &[
 /// What the summarizer asks about a sentence, each answer computed once
 /// per [`summarize`] call. One sentence is asked about as a candidate, then
 /// again as a bullet when the facts are ranked and cut (once per cut step),
-/// and the answers are the costliest part of the summarizer: the ledger's
-/// scan behind [`has_artifact`], the statement rules, dozens of substring
+/// and the answers are the costliest part of the summarizer: the value
+/// forms behind [`Judge::has_artifact`], the statement rules, dozens of substring
 /// searches for filler. The answers depend on the text alone, so a cached
 /// one is the one a fresh call would give.
 #[derive(Default)]
@@ -512,12 +511,13 @@ impl Judgements {
 }
 
 impl Judge {
-    /// [`has_artifact`], once per text.
+    /// Whether `sentence` holds an exact value
+    /// ([`crate::evidence::holds_value`]), once per text.
     fn has_artifact(&mut self, sentence: &str) -> bool {
         if let Some(&known) = self.artifact.get(sentence) {
             return known;
         }
-        let found = has_artifact(sentence);
+        let found = crate::evidence::holds_value(sentence);
         self.artifact.insert(sentence.to_owned(), found);
         found
     }
@@ -552,7 +552,7 @@ impl Judge {
 
     /// Whether a sentence carries something specific: an artifact, a
     /// number, a name (a capitalized word inside it). The cheap tests go
-    /// first: a sentence with a digit needs no ledger scan.
+    /// first: a sentence with a digit needs no reading by form.
     fn is_specific(&mut self, sentence: &str) -> bool {
         sentence.bytes().any(|b| b.is_ascii_digit())
             || sentence

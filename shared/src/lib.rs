@@ -22,7 +22,6 @@
 //! - [`parse`]: salvaging sections and a state delta from its answer.
 //! - [`summary`]: the structured summary.
 //! - [`state`]: workstream state, its delta and the capped merge.
-//! - [`ledger`]: the artifact ledger of exact values.
 //! - [`stated`]: the user's decisions and constraints, and what superseded them.
 //! - [`evidence`]: lines of compacted messages kept verbatim, chosen by
 //!   form, rarity and coverage under the budget the context leaves.
@@ -45,7 +44,6 @@ pub mod domain;
 pub mod evidence;
 pub mod extractive;
 pub mod key;
-pub mod ledger;
 pub mod memory;
 pub mod message;
 pub mod parse;

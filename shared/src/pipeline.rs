@@ -3,8 +3,8 @@
 //! ```text
 //! pass 1: page through the un-compacted messages, keep only their shapes → plan the cut
 //! pass 2: page through them again; for each page's compacted span:
-//!           record the artifact ledger (every part, tool output included)
-//!           and the user's decisions and constraints (with supersession)
+//!           record the user's decisions and constraints (with supersession)
+//!           and gather the evidence's candidate lines (every part, tool output included)
 //!           render the transcript, cut it into chunks, fold each chunk into
 //!           the summary through the summarizer (a chunk the model finds too
 //!           long is halved); the kept tail is set aside
@@ -17,7 +17,7 @@
 //! Why one function: the worker, the tests and the quality benchmark must
 //! measure the same thing. Before, the steps and their order lived in the
 //! worker's job and a test kept its own copy (which pruned before the
-//! boundary and recorded the ledger after chunking). Here the order and the
+//! boundary and recorded exact values after chunking). Here the order and the
 //! rules (rollup bound, chunk halving, the no-progress rule) exist once.
 //!
 //! The function does no I/O. It is driven by a [`PageSource`] (where the
@@ -43,7 +43,7 @@ use crate::summary::{SummarizerOutput, Summary};
 use crate::tokens::TokenEstimator;
 use crate::transcript::{Block, Transcript};
 use crate::trigger::Measure;
-use crate::{evidence, extractive, ledger, prune, stated};
+use crate::{evidence, extractive, prune, stated};
 
 mod ahead;
 use ahead::Pending;
@@ -308,7 +308,6 @@ where
         min_chunk_chars,
         evidence: evidence::Gathering::default(),
     };
-    let ledger_caps = ledger_caps(engine);
     let mut chunker = ChunkStream::new(engine.chunk.max_chars);
     let mut tail: Vec<Message> = Vec::new();
     let mut after = None;
@@ -343,8 +342,7 @@ where
             pending.push_back(next);
             if pending.len() > EXTRACTED_AHEAD {
                 if let Some(before) = pending.pop_front() {
-                    run.take(before, &ledger_caps, estimator, &mut chunker)
-                        .await?;
+                    run.take(before, &mut chunker).await?;
                 }
             }
         }
@@ -353,8 +351,7 @@ where
         }
     }
     while let Some(before) = pending.pop_front() {
-        run.take(before, &ledger_caps, estimator, &mut chunker)
-            .await?;
+        run.take(before, &mut chunker).await?;
     }
     let rest = chunker.finish();
     let last = rest.len().saturating_sub(1);
@@ -418,7 +415,7 @@ where
         .collect();
 
     // Tool output of the kept tail that is old enough is hidden. The
-    // messages are not compacted, so the ledger reads them when they are.
+    // messages are not compacted, so the evidence reads them when they are.
     let (pruned, pruned_freed) = prune_tail(&mut tail, engine, estimator);
 
     // Evidence fills what the rest leaves under its share of the trigger.
@@ -580,29 +577,6 @@ fn evidence_ceiling(engine: &EngineConfig, rest: u64, kept: u64) -> Option<u64> 
     Some(target.max(rest.saturating_add(kept).min(hold)))
 }
 
-/// Share of the trigger threshold the rendered ledger may take at most.
-/// Evidence ([`crate::evidence`]) takes what the rest leaves under its
-/// share; a tenth here was tried and lost values only a tool's output
-/// held (73 % of them kept instead of 100 % on the coding session): they
-/// are rare among rare log values, and only the ledger's kinds tell them
-/// apart.
-pub const LEDGER_SHARE_OF_TRIGGER_PERCENT: u64 = 25;
-
-/// The ledger's caps for this engine: its token budget is the configured
-/// one, but never more than [`LEDGER_SHARE_OF_TRIGGER_PERCENT`] of the
-/// trigger threshold, so a small model's context stays under its trigger
-/// after a compaction (a 6,000-token ledger alone would keep an 8k-window
-/// workstream due forever).
-pub fn ledger_caps(engine: &EngineConfig) -> ledger::LedgerCaps {
-    let mut caps = engine.ledger_caps;
-    if let Some(threshold) = engine.trigger.threshold() {
-        caps.max_tokens = caps
-            .max_tokens
-            .min(threshold.saturating_mul(LEDGER_SHARE_OF_TRIGGER_PERCENT) / 100);
-    }
-    caps
-}
-
 /// Hides old tool output of the kept tail; returns the changed messages
 /// and the tokens freed.
 fn prune_tail(
@@ -651,21 +625,16 @@ struct Folding<'a, S> {
 }
 
 impl<S: Summarize> Folding<'_, S> {
-    /// Takes one page's span: records its exact values and the user's
-    /// statements from the messages themselves, before any summarizer sees
-    /// them (whatever it writes, they survive), then folds the chunks its
-    /// transcript completes.
+    /// Takes one page's span: records the user's statements and gathers
+    /// its candidate evidence lines from the messages themselves, before
+    /// any summarizer sees them (whatever it writes, they survive), then
+    /// folds the chunks its transcript completes.
     async fn take<P>(
         &mut self,
         span: Pending,
-        ledger_caps: &ledger::LedgerCaps,
-        estimator: &dyn TokenEstimator,
         chunker: &mut ChunkStream,
     ) -> Result<(), PipelineError<P, S::Error>> {
         let extracted = span.finish();
-        self.state
-            .ledger
-            .record(extracted.artifacts, ledger_caps, estimator);
         self.state
             .stated
             .record(extracted.statements, &self.engine.stated_caps);

@@ -189,14 +189,6 @@ fn render_state(state: &WorkstreamState) -> String {
         text.push('\n');
     }
     text.push_str(&fields);
-    let ledger = state.ledger.render();
-    if !ledger.is_empty() {
-        if !text.is_empty() {
-            text.push('\n');
-        }
-        text.push_str("Exact values recorded from earlier messages:\n");
-        text.push_str(&ledger);
-    }
     if text.is_empty() {
         text.push_str("(none)");
     }

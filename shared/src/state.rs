@@ -15,8 +15,9 @@
 //! same delta twice changes nothing, so a retried job cannot corrupt state.
 //!
 //! Beside the seven fields the state holds two records no summarizer
-//! writes: the artifact ledger and the decisions and constraints the user
-//! stated ([`UserStatements`]). A delta cannot remove anything from them.
+//! writes: the decisions and constraints the user stated
+//! ([`UserStatements`]) and the evidence, lines of compacted messages kept
+//! verbatim ([`Evidence`]). A delta cannot remove anything from them.
 //! What the summarizer wrote is rendered in their light: an item that only
 //! repeats a current user statement is not shown twice, and an item that
 //! still states something the user superseded is marked so.
@@ -26,7 +27,6 @@ use std::collections::{BTreeSet, HashMap};
 use serde::{Deserialize, Serialize};
 
 use crate::evidence::Evidence;
-use crate::ledger::ArtifactLedger;
 use crate::stated::{superseded_marker, UserStatements};
 
 /// One entry of a state field.
@@ -236,9 +236,6 @@ fields_struct!(
     /// The structured state of a workstream, stored as JSON beside the
     /// summary.
     WorkstreamState {
-        /// Deterministically extracted artifacts (paths, commands, ids…).
-        #[serde(skip_serializing_if = "ArtifactLedger::is_empty")]
-        pub ledger: ArtifactLedger,
         /// Decisions and constraints the user stated, current and
         /// superseded (absent from states stored before it existed).
         #[serde(skip_serializing_if = "UserStatements::is_empty")]
@@ -276,8 +273,8 @@ impl WorkstreamState {
         }
     }
 
-    /// Whether the seven fields are all empty (the ledger and the user's
-    /// statements are not looked at).
+    /// Whether the seven fields are all empty (the user's statements and
+    /// the evidence are not looked at).
     pub fn fields_empty(&self) -> bool {
         Field::ALL.iter().all(|&f| self.field(f).is_empty())
     }
@@ -807,15 +804,16 @@ mod tests {
 
     #[test]
     fn a_state_stored_before_user_statements_existed_still_reads() {
-        let old = r#"{"key_decisions":[{"text":"Use Postgres"}],"ledger":[{"kind":"path","value":"src/a.rs","last_seen":3}]}"#;
+        // Versions before the evidence also wrote an artifact ledger: its
+        // key is read and ignored, and not written again.
+        let old = r#"{"key_decisions":[{"text":"Use Postgres"}],"ledger":[{"kind":"path","value":"src/a.rs","first_seen":2,"last_seen":3,"source":"user","salience":"stated"}]}"#;
         let state: WorkstreamState = serde_json::from_str(old).unwrap();
         assert!(state.stated.is_empty());
         assert_eq!(state.key_decisions[0].text, "Use Postgres");
-        assert!(!state.ledger.is_empty());
         let written = serde_json::to_string(&state).unwrap();
-        assert!(
-            !written.contains("stated"),
-            "nothing added on write: {written}"
+        assert_eq!(
+            written, r#"{"key_decisions":[{"text":"Use Postgres"}]}"#,
+            "nothing added or carried over on write"
         );
     }
 

@@ -30,6 +30,12 @@ fn main() -> ExitCode {
         }
     };
     telemetry::init(&settings.log);
+    for key in settings.engine.deprecated_keys() {
+        tracing::warn!(
+            key,
+            "deprecated setting ignored: it no longer does anything; remove it from the configuration"
+        );
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

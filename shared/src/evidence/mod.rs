@@ -281,6 +281,18 @@ pub fn only_closes(sentence: &str) -> bool {
             .any(|t| t.form.is_value() && !lang::CLOSINGS.has(&t.key))
 }
 
+/// Whether `sentence` holds a value by its form ([`forms`]: a number, a
+/// code, a name, a quoted string) distinctive enough to be one: three
+/// characters or more, or labelled (`22` in "message 22" is not, `37s`,
+/// `2026` and `BILL-4100` are).
+pub fn holds_value(sentence: &str) -> bool {
+    forms::terms(sentence).iter().any(|t| {
+        t.form.is_value()
+            && !lang::CLOSINGS.has(&t.key)
+            && (t.label.is_some() || t.key.chars().filter(|c| c.is_alphanumeric()).count() >= 3)
+    })
+}
+
 /// Whether `sentence` asks for a value: the user says in the first person
 /// that they want it ([`lang::WANTS`], any language) and it holds a value
 /// by its form, or it answers with its values and a few words; and it is

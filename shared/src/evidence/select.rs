@@ -129,7 +129,7 @@ impl Stats<'_> {
         if speaker == Speaker::Tool && counts[0] == 0 && counts[1] == 0 {
             w *= UNUSED_TOOL;
         }
-        // Shown already (an exact value of the ledger, a user's statement):
+        // Shown already (elsewhere in the preamble: a user's statement):
         // a line adds the words around it, not the value.
         if self.shown.contains(&t.key) {
             w *= 0.2;

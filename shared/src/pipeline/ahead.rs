@@ -1,5 +1,5 @@
 //! What pass 2 takes from a page's compacted span before any summarizer
-//! sees it — the ledger's values, the user's statements, the transcript —
+//! sees it — the user's statements, the transcript, the evidence's lines —
 //! worked out on a thread of its own while the summarizer folds the pages
 //! before (up to `EXTRACTED_AHEAD` spans run ahead).
 //!
@@ -16,7 +16,6 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use crate::evidence;
-use crate::ledger::{self, Artifact};
 use crate::message::Message;
 use crate::stated::{self, Classified, Statement};
 use crate::transcript::{self, Transcript, TranscriptConfig};
@@ -24,7 +23,6 @@ use crate::transcript::{self, Transcript, TranscriptConfig};
 /// A span's extractions.
 #[derive(Debug)]
 pub(super) struct Extracted {
-    pub(super) artifacts: Vec<Artifact>,
     pub(super) statements: Vec<Statement>,
     /// The statement rules' answers behind `statements`, for the
     /// summarizer (it asks them again of the same sentences).
@@ -38,7 +36,6 @@ impl Extracted {
     fn of(span: &[Message], config: &TranscriptConfig, line_chars: usize) -> Extracted {
         let (statements, classified) = stated::extract_classified(span);
         Extracted {
-            artifacts: ledger::extract(span),
             statements,
             classified,
             transcript: transcript::extract(span, config),
@@ -117,8 +114,7 @@ mod tests {
         let ahead = Pending::start(span, &config, 280);
         assert!(matches!(ahead, Pending::Running(_)));
         let ahead = ahead.finish();
-        assert!(!here.artifacts.is_empty() && !here.statements.is_empty());
-        assert_eq!(ahead.artifacts, here.artifacts);
+        assert!(!here.statements.is_empty() && !here.evidence.lines.is_empty());
         assert_eq!(ahead.statements, here.statements);
         assert_eq!(ahead.classified, here.classified);
         assert_eq!(ahead.transcript, here.transcript);

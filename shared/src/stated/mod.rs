@@ -512,65 +512,6 @@ impl UserStatements {
         n
     }
 
-    /// The message that superseded the statement a ledger value came
-    /// from, when the value is one the user stated in a statement since
-    /// superseded, and no current statement names it ("14 Harbour Street"
-    /// after "from now on deliver to 39 Calton Road").
-    pub fn superseding(&self, artifact: &crate::ledger::Artifact) -> Option<MessageId> {
-        if artifact.salience != crate::ledger::Salience::Stated {
-            return None;
-        }
-        let value = artifact.value.to_lowercase();
-        let names = |s: &Statement| s.text.to_lowercase().contains(&value);
-        let old = self
-            .superseded()
-            .filter(|s| s.source == artifact.first_seen || s.source == artifact.last_seen)
-            .find(|s| names(s))?;
-        let by = old.superseded_by?;
-        if !stands_replaced(self.changed_forms(old).as_ref(), &artifact.value) {
-            return None;
-        }
-        // A current statement that names the value keeps it current,
-        // unless it is the one that replaced it ("the 07:40 is too early").
-        let named_current = self.current().any(|s| s.source != by && names(s));
-        (!named_current).then_some(by)
-    }
-
-    /// The message of a later current statement that replaces a personal
-    /// detail the user gave (an address, a phone number, an e-mail) with a
-    /// new one of the same kind, "from now on deliver to …": the statement
-    /// itself names a value of that kind the user stated (one of `ledger`,
-    /// the ledger's values). Its message is not enough: "let's go with them
-    /// instead. … her number is …" gives the landlord's number, it does not
-    /// change the user's.
-    pub fn replacing(
-        &self,
-        artifact: &crate::ledger::Artifact,
-        ledger: &[crate::ledger::Artifact],
-    ) -> Option<MessageId> {
-        use crate::ledger::ArtifactKind as K;
-        if artifact.salience != crate::ledger::Salience::Stated
-            || !matches!(artifact.kind, K::Address | K::Phone | K::Email)
-        {
-            return None;
-        }
-        let value = artifact.value.to_lowercase();
-        self.current()
-            .filter(|s| s.source > artifact.last_seen)
-            .filter(|s| replaces(&normalize(&s.text)))
-            .filter(|s| !s.text.to_lowercase().contains(&value))
-            .find(|s| {
-                let text = s.text.to_lowercase();
-                ledger.iter().any(|e| {
-                    e.kind == artifact.kind
-                        && e.salience == crate::ledger::Salience::Stated
-                        && e.first_seen == s.source
-                        && text.contains(&e.value.to_lowercase())
-                })
-            })
-            .map(|s| s.source)
-    }
-
     /// The forms ([`skeleton`]) of values a superseded statement `old`
     /// had that its replacement changed: forms of `old`'s values that the
     /// replacement names with other values ("make the hotel 3 nights"
@@ -648,23 +589,6 @@ impl UserStatements {
         let current = current.iter().map(|c| normalize(c)).collect();
         Outdated { entries, current }
     }
-}
-
-/// Whether a ledger value of a superseded statement stands replaced, given
-/// the forms its replacement changed ([`UserStatements::changed_forms`]):
-/// every form of the value's own values is one of them ("14 Harbour
-/// Street" by "39 Calton Road"; not "14 Harbour Street" by "on Monday
-/// instead", which changes a word only).
-fn stands_replaced(changed: Option<&BTreeSet<String>>, value: &str) -> bool {
-    let Some(changed) = changed else {
-        return true;
-    };
-    let tokens = words::tokens(value);
-    let values = tokens.iter().any(|t| t.value);
-    tokens
-        .iter()
-        .filter(|t| t.value || !values)
-        .all(|t| changed.contains(&skeleton(&t.w)))
 }
 
 /// The form of a value in any script: its characters' classes (digit,

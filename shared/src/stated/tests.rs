@@ -558,61 +558,16 @@ fn a_new_email_from_now_on_supersedes_the_old_one() {
 }
 
 #[test]
-fn ledger_values_of_superseded_statements_and_replaced_details_are_found() {
-    use crate::ledger::{Artifact, ArtifactKind, Salience, Source};
-    let s = recorded(&[
-        user(1, "Set the request timeout to 36s."),
-        user(5, "Make the request timeout 44s; upstream got slower."),
-        user(
-            7,
-            "From now on deliver everything to 39 Calton Road, Edinburgh.",
-        ),
-    ]);
-    let stated = |kind, value: &str, id| {
-        Artifact::new(kind, value, MessageId(id)).said_by(Source::User, Salience::Stated)
-    };
-    let old = stated(ArtifactKind::Duration, "36s", 1);
-    assert_eq!(s.superseding(&old), Some(MessageId(5)));
-    assert_eq!(
-        s.superseding(&stated(ArtifactKind::Duration, "44s", 5)),
-        None
-    );
-    // An address given before, with no statement of its own, is replaced
-    // by the later "from now on deliver to …" that states a new one.
-    let street = stated(ArtifactKind::Address, "14 Harbour Street", 3);
-    let ledger = [
-        street.clone(),
-        stated(ArtifactKind::Address, "39 Calton Road", 7),
-    ];
-    assert_eq!(s.replacing(&street, &ledger), Some(MessageId(7)));
-    assert_eq!(s.replacing(&street, &ledger[..1]), None);
-    let read = Artifact::new(ArtifactKind::Address, "14 Harbour Street", MessageId(3));
-    assert_eq!(
-        s.replacing(&read, &ledger),
-        None,
-        "only what the user stated"
-    );
-}
-
-#[test]
-fn a_detail_of_the_same_kind_beside_a_statement_does_not_replace_the_users() {
-    use crate::ledger::{Artifact, ArtifactKind, Salience, Source};
+fn a_choice_beside_a_detail_of_someone_else_is_read() {
     let s = recorded(&[user(
         9,
         "A friend swears by Lothian Removals, let's go with them instead. The deposit goes to the new landlord, her number is 0131 496 0744.",
     )]);
-    let stated = |value: &str, id| {
-        Artifact::new(ArtifactKind::Phone, value, MessageId(id))
-            .said_by(Source::User, Salience::Stated)
-    };
-    let mobile = stated("+44 7700 900541", 2);
-    let ledger = [mobile.clone(), stated("0131 496 0744", 9)];
     assert!(
         s.current().any(|x| x.source == MessageId(9)),
         "the choice is read: {:?}",
         s.items()
     );
-    assert_eq!(s.replacing(&mobile, &ledger), None, "{:?}", s.items());
 }
 
 #[test]
@@ -733,19 +688,8 @@ fn a_replacement_outdates_the_values_of_the_forms_it_names() {
         outdated.superseded_by("- #1 user: Yes, 2 nights, and keep it under €900 in total."),
         Some(MessageId(2))
     );
-    // ... and the number of nights in the ledger with it, but the budget
-    // beside it was not replaced, neither as a line of its own nor as the
-    // ledger's value.
+    // ... but the budget beside it was not replaced.
     assert_eq!(outdated.superseded_by("- €900"), None);
-    use crate::ledger::{Artifact, ArtifactKind, Salience, Source};
-    let said = |kind, value: &str| {
-        Artifact::new(kind, value, MessageId(1)).said_by(Source::User, Salience::Stated)
-    };
-    assert_eq!(
-        s.superseding(&said(ArtifactKind::Quantity, "2 nights")),
-        Some(MessageId(2))
-    );
-    assert_eq!(s.superseding(&said(ArtifactKind::Amount, "€900")), None);
     // A replacement that names none of the old statement's forms
     // replaced it whole.
     let s = recorded(&[
@@ -753,10 +697,6 @@ fn a_replacement_outdates_the_values_of_the_forms_it_names() {
         user(2, "Move the standup to 19:30 instead."),
     ]);
     assert_eq!(superseded_by(&s, 1), Some(MessageId(2)), "{:?}", s.items());
-    assert_eq!(
-        s.superseding(&said(ArtifactKind::DateTime, "7pm")),
-        Some(MessageId(2))
-    );
 }
 
 #[test]

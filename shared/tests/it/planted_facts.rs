@@ -7,8 +7,8 @@
 //! the summary must never grow past its budget.
 //!
 //! The conversation also carries realistic noise — recurring files and
-//! commands, and a unique build duration every tenth turn — so the ledger's
-//! most-recent-wins bound is exercised, not bypassed.
+//! commands, and a unique build duration every tenth turn — so the evidence's
+//! budget and choice are exercised, not bypassed.
 
 use compactor_shared::config::EngineConfig;
 use compactor_shared::context::{self, ContextConfig, ContextInput};

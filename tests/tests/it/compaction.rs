@@ -159,7 +159,7 @@ async fn three_thousand_messages_compact_in_chunks(backend: Backend) {
     assert!(preamble.contains(&format!("summary generation {expected_chunks}")));
     assert!(
         preamble.contains("src/module_"),
-        "exact values carried by the ledger"
+        "exact values carried by the evidence"
     );
     assert_eq!(context.orphans_neutralized, 0, "no orphan tool halves");
     for (got, want) in context.messages[1..].iter().zip(&messages[2_994..]) {

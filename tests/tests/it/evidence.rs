@@ -13,7 +13,7 @@ use compactor_e2e::{
     TestRedis,
 };
 use compactor_producer::client::{Compactor, IncomingMessage};
-use compactor_shared::context::LEDGER_HEADING;
+use compactor_shared::evidence::EVIDENCE_HEADING;
 use compactor_shared::{EntityKey, MessageId, Role};
 
 /// Appends `messages` (a user's opening lines, then a long conversation),
@@ -39,11 +39,11 @@ async fn append_and_compact(
     appended.ids
 }
 
-/// The ledger's lines of a built context's preamble.
-fn ledger_lines(preamble: &str) -> Vec<&str> {
+/// The evidence's lines of a built context's preamble.
+fn evidence_lines(preamble: &str) -> Vec<&str> {
     let at = preamble
-        .find(LEDGER_HEADING)
-        .unwrap_or_else(|| panic!("no ledger in\n{preamble}"));
+        .find(EVIDENCE_HEADING)
+        .unwrap_or_else(|| panic!("no evidence in\n{preamble}"));
     preamble[at..]
         .lines()
         .skip(1)
@@ -90,43 +90,39 @@ async fn early_values_cite_their_message(backend: Backend, with_llm: bool) {
     let context = compactor.build_context(&k).await.unwrap();
     assert_eq!(context.messages[0].source, None, "the preamble comes first");
     let preamble = text_of(&context.messages[0]);
-    let ledger = ledger_lines(&preamble);
-    println!(
-        "{backend:?}, LLM {with_llm}: the ledger\n{}",
-        ledger.join("\n")
-    );
+    println!("{backend:?}, LLM {with_llm}: the preamble\n{preamble}");
 
-    // The reference cites the message the append returned for it.
-    let reference = format!("- KD-5512-0937 (#{})", ids1[0]);
+    // The reference is shown on a line that cites the message the append
+    // returned for it.
+    let cites = |line: &str, id: MessageId| line.contains(&format!("#{} ", id.0));
     assert!(
-        ledger.iter().any(|l| l.starts_with(&reference)),
-        "{reference:?} in\n{}",
-        ledger.join("\n")
+        preamble
+            .lines()
+            .any(|l| l.contains("KD-5512-0937") && cites(l, ids1[0])),
+        "KD-5512-0937 with #{} in\n{preamble}",
+        ids1[0]
     );
-    // The setting cites where its current value was said, and its old
+    // The setting's current value is shown where it was said, and its old
     // value only as history.
-    let timeout = format!("- timeout: 45s (#{}) (superseded: 37s)", ids2[0]);
     assert!(
-        ledger.contains(&timeout.as_str()),
-        "{timeout:?} in\n{}",
-        ledger.join("\n")
+        preamble
+            .lines()
+            .any(|l| l.contains("45s") && cites(l, ids2[0]) && !l.contains("superseded")),
+        "45s with #{} in\n{preamble}",
+        ids2[0]
     );
     for line in preamble.lines().filter(|l| l.contains("37s")) {
         assert!(line.contains("superseded"), "shown as current: {line}");
     }
-    // Every current value says where it was first seen: a message of this
-    // workstream.
+    // Every line of the evidence says where it was said: a message of
+    // this workstream.
     let known: Vec<i64> = ids1.iter().chain(&ids2).map(|id| id.0).collect();
-    let history_only = |l: &&&str| l.ends_with("(current value not recorded)");
-    for line in ledger
-        .iter()
-        .filter(|l| l.starts_with("- "))
-        .filter(|l| !history_only(l))
-    {
+    let evidence = evidence_lines(&preamble);
+    assert!(!evidence.is_empty(), "{preamble}");
+    for line in evidence.iter().filter(|l| l.starts_with("- ")) {
         let cited = line
-            .split(" (#")
-            .nth(1)
-            .and_then(|rest| rest.split(')').next())
+            .strip_prefix("- #")
+            .and_then(|rest| rest.split(' ').next())
             .and_then(|n| n.parse::<i64>().ok());
         let cited = cited.unwrap_or_else(|| panic!("no citation: {line}"));
         assert!(known.contains(&cited), "{line} cites an unknown message");

@@ -7,9 +7,9 @@
 //!   (a `skipped` run, nothing else), a replacement summary, or extra
 //!   instructions and context; it fails open
 //! the compaction pipeline (compactor_shared::pipeline::compact): the cut,
-//!   the ledger, the summary chunk by chunk, rollups, the memory fold, the
-//!   tail's pruning — fed pages from the store, its LLM calls bounded by
-//!   the attempt's deadline
+//!   the user's statements, the summary chunk by chunk, rollups, the
+//!   evidence, the memory fold, the tail's pruning — fed pages from the
+//!   store, its LLM calls bounded by the attempt's deadline
 //! fenced commit (lease owner + expected watermark), which releases the lease
 //! announce the outcome to waiters
 //! ```
