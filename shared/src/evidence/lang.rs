@@ -503,6 +503,38 @@ pub(crate) const WANTS: Table = Table {
     ],
 };
 
+/// Words with which a tool reports that something failed: a compiler's,
+/// a test runner's, a shell's. A line of a tool's output holding one is
+/// what the work turns on (the panic among thirty passing tests), and
+/// stands on its own instead of sharing its worth with the output's other
+/// lines ([`super::read`]). Tools mostly print English whatever the user
+/// writes; a localised tool's words are listed too.
+pub(crate) const FAILURES: Table = Table {
+    by_language: &[
+        (
+            "en",
+            &[
+                "error",
+                "failed",
+                "failure",
+                "panicked",
+                "panic",
+                "exception",
+                "traceback",
+                "fatal",
+                "denied",
+                "refused",
+                "not found",
+                "timed out",
+            ],
+        ),
+        ("de", &["fehler", "fehlgeschlagen", "nicht gefunden"]),
+        ("ja", &["エラー", "失敗"]),
+        ("es", &["falló", "no encontrado"]),
+        ("fr", &["erreur", "échec", "échoué", "introuvable"]),
+    ],
+};
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -542,35 +574,3 @@ mod tests {
         assert!(!CLOSINGS.contained_in("keep the thankyou page"));
     }
 }
-
-/// Words with which a tool reports that something failed: a compiler's,
-/// a test runner's, a shell's. A line of a tool's output holding one is
-/// what the work turns on (the panic among thirty passing tests), and
-/// stands on its own instead of sharing its worth with the output's other
-/// lines ([`super::read`]). Tools mostly print English whatever the user
-/// writes; a localised tool's words are listed too.
-pub(crate) const FAILURES: Table = Table {
-    by_language: &[
-        (
-            "en",
-            &[
-                "error",
-                "failed",
-                "failure",
-                "panicked",
-                "panic",
-                "exception",
-                "traceback",
-                "fatal",
-                "denied",
-                "refused",
-                "not found",
-                "timed out",
-            ],
-        ),
-        ("de", &["fehler", "fehlgeschlagen", "nicht gefunden"]),
-        ("ja", &["エラー", "失敗"]),
-        ("es", &["falló", "no encontrado"]),
-        ("fr", &["erreur", "échec", "échoué", "introuvable"]),
-    ],
-};

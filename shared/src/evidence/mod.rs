@@ -688,6 +688,7 @@ pub fn read(span: &[Message], max_line_chars: usize) -> Read {
                 _ => 0,
             };
             for piece in pieces {
+                let piece: &str = &piece;
                 squeeze::count_words(piece, &mut words);
                 let terms = forms::terms(piece);
                 if terms.is_empty() {
@@ -765,41 +766,73 @@ fn sentences(line: &str) -> Vec<&str> {
 }
 
 /// The lines of `text` an evidence line may be: its sentences, long ones cut at
-/// sentence ends, then at spaces, to at most `max` characters.
-fn lines_of(text: &str, max: usize) -> Vec<&str> {
+/// sentence ends, then at spaces, to at most `max` characters. A line of a
+/// fenced code block (between two lines of ```` ``` ```` or `~~~`) is
+/// one line of code, not sentences, and is written as inline code
+/// (`` `cargo test -p billing` ``): what stands between quotes is one
+/// value ([`squeeze`]), and a word cut out of a command makes another one.
+fn lines_of(text: &str, max: usize) -> Vec<std::borrow::Cow<'_, str>> {
+    let mut out: Vec<std::borrow::Cow<'_, str>> = Vec::new();
+    let mut fenced = false;
+    let mut prose: Vec<&str> = Vec::new();
+    for raw in text.lines() {
+        let trimmed = raw.trim();
+        if trimmed.starts_with("```") || trimmed.starts_with("~~~") {
+            fenced = !fenced;
+            continue;
+        }
+        if fenced && !trimmed.is_empty() && !trimmed.contains('`') {
+            for piece in cut_to(trimmed, max.saturating_sub(2).max(1)) {
+                out.push(std::borrow::Cow::Owned(format!("`{piece}`")));
+            }
+            continue;
+        }
+        prose.clear();
+        prose.extend(sentences(raw));
+        for line in &prose {
+            out.extend(
+                cut_to(line, max)
+                    .into_iter()
+                    .map(std::borrow::Cow::Borrowed),
+            );
+        }
+    }
+    out
+}
+
+/// `line` trimmed, cut at sentence ends, then at spaces, to at most `max`
+/// characters; nothing when it holds no letter or digit.
+fn cut_to(line: &str, max: usize) -> Vec<&str> {
+    let line = line.trim();
+    if line.is_empty() || !line.chars().any(char::is_alphanumeric) {
+        return Vec::new();
+    }
+    if line.chars().count() <= max {
+        return vec![line];
+    }
     let mut out = Vec::new();
-    for line in text.lines().flat_map(sentences) {
-        let line = line.trim();
-        if line.is_empty() || !line.chars().any(char::is_alphanumeric) {
-            continue;
+    let mut rest = line;
+    while !rest.is_empty() {
+        if rest.chars().count() <= max {
+            out.push(rest.trim());
+            break;
         }
-        if line.chars().count() <= max {
-            out.push(line);
-            continue;
+        let limit = rest
+            .char_indices()
+            .nth(max)
+            .map_or(rest.len(), |(at, _)| at);
+        let head = &rest[..limit];
+        let cut = head
+            .rmatch_indices(['.', '!', '?', '。', ';', '；', '！', '？'])
+            .map(|(at, s)| at + s.len())
+            .find(|&at| at > limit / 3)
+            .or_else(|| head.rfind([' ', ',', '、']).filter(|&at| at > limit / 3))
+            .unwrap_or(limit);
+        let piece = rest[..cut].trim();
+        if piece.chars().any(char::is_alphanumeric) {
+            out.push(piece);
         }
-        let mut rest = line;
-        while !rest.is_empty() {
-            if rest.chars().count() <= max {
-                out.push(rest.trim());
-                break;
-            }
-            let limit = rest
-                .char_indices()
-                .nth(max)
-                .map_or(rest.len(), |(at, _)| at);
-            let head = &rest[..limit];
-            let cut = head
-                .rmatch_indices(['.', '!', '?', '。', ';', '；', '！', '？'])
-                .map(|(at, s)| at + s.len())
-                .find(|&at| at > limit / 3)
-                .or_else(|| head.rfind([' ', ',', '、']).filter(|&at| at > limit / 3))
-                .unwrap_or(limit);
-            let piece = rest[..cut].trim();
-            if piece.chars().any(char::is_alphanumeric) {
-                out.push(piece);
-            }
-            rest = rest[cut..].trim_start();
-        }
+        rest = rest[cut..].trim_start();
     }
     out
 }

@@ -63,6 +63,11 @@ impl Chosen {
 /// a kept one says nothing new).
 pub(crate) const NEAR_DUPLICATE: f64 = 0.6;
 
+/// The same, for a line that brings a value no kept line holds: below the
+/// 0.8 at which two lines of a context count as one said twice.
+/// (Jaccard, and the share of its shingles standing within a kept line.)
+const NEW_VALUE_DUPLICATE: (f64, f64) = (0.75, 0.9);
+
 /// A line gaining less than this (a fifth of one rare value) is not worth
 /// its tokens. Low: what the budget has room for is kept (a long output's
 /// lines share their worth, and each may be the one a later turn needs).
@@ -213,7 +218,9 @@ impl NearIndex {
         }
     }
 
-    fn repeats(&self, sh: &[u64]) -> bool {
+    /// Whether `sh` nearly repeats a kept line: to `near` (Jaccard), or
+    /// standing, to `contained` of its shingles, within one.
+    fn repeats(&self, sh: &[u64], (near, contained): (f64, f64)) -> bool {
         let mut counts: HashMap<u32, u32> = HashMap::new();
         for s in sh {
             for id in self.postings.get(s).into_iter().flatten() {
@@ -224,8 +231,7 @@ impl NearIndex {
         // says it and a marker, or more).
         counts.into_iter().any(|(id, n)| {
             let union = sh.len() as f64 + f64::from(self.sizes[id as usize]) - f64::from(n);
-            f64::from(n) / union >= NEAR_DUPLICATE
-                || f64::from(n) / sh.len() as f64 >= crate::repeats::CONTAINED
+            f64::from(n) / union >= near || f64::from(n) / sh.len() as f64 >= contained
         })
     }
 }
@@ -527,7 +533,19 @@ pub(crate) fn choose(
             continue;
         }
         let sh = shingles(&all[top.line].line.text);
-        if near.repeats(&sh) {
+        // A line that brings a value no kept line holds differs in what
+        // matters ("the dashboard is at …/billing-0/…" beside "… billing-3
+        // …"): only a line the same but for a word or two repeats it.
+        let new_value = weights[top.line]
+            .iter()
+            .zip(&is_value[top.line])
+            .any(|((id, w), value)| *value && *w > 0.0 && !covered.contains(id));
+        let bar = if new_value {
+            NEW_VALUE_DUPLICATE
+        } else {
+            (NEAR_DUPLICATE, crate::repeats::CONTAINED)
+        };
+        if near.repeats(&sh, bar) {
             continue;
         }
         left -= costs[top.line];

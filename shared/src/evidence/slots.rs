@@ -16,10 +16,11 @@
 //!   that goes through files or tickets one by one names the next subject
 //!   (a changed code still replaces by its label or neighbours);
 //!
-//! - the same sentence said again by the user with another value in its
+//! - the same sentence said again by the user with another number in its
 //!   place, at least [`SENTENCE_WORDS`] words besides it, however far
 //!   apart: a setting restated ("use 1 EUR = 151,48 JPY" … "use 1 EUR =
-//!   161,83 JPY"), which no neighbour alone would tie over forty messages;
+//!   161,83 JPY"), which no neighbour alone would tie over forty messages
+//!   (a code or a name in its place is the next subject, as above);
 //!
 //! all but the last only within [`super::EvidenceConfig::scope_messages`]
 //! messages of each other, so unrelated tasks (another dialogue, another ticket) never
@@ -142,7 +143,10 @@ pub(crate) fn supersede(lines: &mut [Candidate], later: &[Candidate], scope: u64
             // place fills the same slot, however far apart: the user
             // restates a setting ("use 1 EUR = 151,48 JPY" … "use 1 EUR =
             // 161,83 JPY").
-            if c.line.speaker == Speaker::User && !asks {
+            // (A number only, as for the shape's slot below: a ticket, a
+            // path or a name said in the same sentence again is the next
+            // subject, "This is tracked as BILL-4107" after "… BILL-4100".)
+            if c.line.speaker == Speaker::User && !asks && t.form == Form::Number {
                 if let Some(slot) = sentence_slot(&c.line.text, t) {
                     if let Some(old) = filled.get(&slot) {
                         if old.value != t.key && old.line < lines.len() && c.line.seq != old.seq {
@@ -220,7 +224,11 @@ pub(crate) fn supersede(lines: &mut [Candidate], later: &[Candidate], scope: u64
                                 && old.left == t.left
                                 && old.right == t.right;
                             let repeated = c.terms.iter().any(|o| o.key == old.value);
-                            by_whom && (cue || (both && !repeated))
+                            // (Lines of one message alike but for a value
+                            // are a list, `input :a do` … `input :b do`,
+                            // unless a cue says it changed.)
+                            let list = c.line.seq == old.seq;
+                            by_whom && (cue || (both && !repeated && !list))
                         });
                     if replaces {
                         marks.push((old.line, old.value.clone(), c.line.at, c.line.seq));
@@ -420,6 +428,22 @@ mod tests {
         ];
         let _ = supersede(&mut short, &[], 24);
         assert!(marked(&short).is_empty(), "{:?}", marked(&short));
+        // A ticket in the same sentence again is the next ticket, not a
+        // changed one.
+        let mut tickets = vec![
+            cand(
+                0,
+                Speaker::User,
+                "This one is tracked as BILL-4100 in the tracker.",
+            ),
+            cand(
+                48,
+                Speaker::User,
+                "This one is tracked as BILL-4107 in the tracker.",
+            ),
+        ];
+        let _ = supersede(&mut tickets, &[], 24);
+        assert!(marked(&tickets).is_empty(), "{:?}", marked(&tickets));
     }
 
     #[test]

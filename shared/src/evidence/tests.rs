@@ -490,6 +490,20 @@ fn values_of_one_shape_down_one_message_are_a_list_not_a_change() {
     let e = &chosen.evidence;
     assert!(e.replaced.is_empty(), "{e:?}");
     assert!(e.lines.iter().all(|l| l.superseded.is_empty()), "{e:?}");
+    // Lines of code alike but for a name, down one message, are a list
+    // too, their neighbours the same.
+    let messages = vec![
+        msg(
+            1,
+            Role::User,
+            "The computer:\n```elixir\ninput :messages do\ninput :session_cwd do\ninput :show_debug do\n```",
+        ),
+        msg(2, Role::Assistant, "Understood."),
+    ];
+    let chosen = choose(&messages, &Evidence::default(), 500);
+    let e = &chosen.evidence;
+    assert!(e.replaced.is_empty(), "{e:?}");
+    assert!(e.lines.iter().all(|l| l.superseded.is_empty()), "{e:?}");
     // The same values in two messages are a change.
     let messages = vec![
         msg(1, Role::User, "The epic has 3 subtasks."),
@@ -755,4 +769,47 @@ fn commit_hashes_of_one_log_are_one_template() {
     let chosen = choose(&messages, &Evidence::default(), 8);
     let text = chosen.evidence.render();
     assert!(text.contains("PAY-4471"), "{text}");
+}
+
+#[test]
+fn a_line_of_a_fenced_code_block_is_one_line_of_code() {
+    let text = "Reproduce it with:\n```bash\ncargo test -p billing --test roundtrip_0 -- --nocapture\n```\nThen tell me. It fails.";
+    let r = read(&[msg(1, Role::User, text)], 280);
+    let lines: Vec<&str> = r.lines.iter().map(|c| c.line.text.as_str()).collect();
+    assert!(
+        lines.contains(&"`cargo test -p billing --test roundtrip_0 -- --nocapture`"),
+        "{lines:?}"
+    );
+    assert!(lines.iter().all(|l| !l.contains("```")), "{lines:?}");
+    assert!(lines.contains(&"It fails."), "{lines:?}");
+}
+
+#[test]
+fn a_line_that_brings_a_new_value_is_no_repeat_of_one_like_it() {
+    // Six dashboards named in the same words, further apart than a slot's
+    // scope (not one changed value): each is kept, though their lines
+    // share most of their words.
+    let mut messages = Vec::new();
+    for i in 0..6 {
+        for k in 0..59 {
+            messages.push(msg(
+                i * 60 + k + 1,
+                Role::Assistant,
+                &format!("checked file number {k} again, all good"),
+            ));
+        }
+        messages.push(msg(
+            i * 60 + 60,
+            Role::User,
+            &format!("The dashboard is at https://grafana.internal.example.com/d/billing-{i}/latency if you need it."),
+        ));
+    }
+    let chosen = choose(&messages, &Evidence::default(), 400);
+    let text = chosen.evidence.render();
+    for i in 0..6 {
+        assert!(
+            text.contains(&format!("billing-{i}/latency")),
+            "{i}: {text}"
+        );
+    }
 }
