@@ -42,6 +42,8 @@
 
 use std::collections::HashMap;
 
+use rustc_hash::{FxHashMap, FxHashSet};
+
 use serde::{Deserialize, Serialize};
 
 use crate::message::{Message, MessageId, Part, Role};
@@ -637,10 +639,10 @@ pub struct Read {
     pub(crate) lines: Vec<Candidate>,
     /// Per term, in how many messages each speaker said it (user,
     /// assistant, tool).
-    pub(crate) df: HashMap<String, [u32; 3]>,
+    pub(crate) df: FxHashMap<String, [u32; 3]>,
     /// Per plain word (case-folded), in how many messages it is: what a
     /// line is squeezed by ([`squeeze`]).
-    pub(crate) words: HashMap<String, u32>,
+    pub(crate) words: FxHashMap<String, u32>,
     pub(crate) messages: u64,
 }
 
@@ -663,9 +665,8 @@ pub fn read(span: &[Message], max_line_chars: usize) -> Read {
         let seq = i as u64;
         // Each term once per speaker of the message (a hash set: a tool's
         // output may hold thousands).
-        let mut seen: std::collections::HashSet<(String, Speaker)> =
-            std::collections::HashSet::new();
-        let mut words: std::collections::HashSet<String> = std::collections::HashSet::new();
+        let mut seen: FxHashSet<(String, Speaker)> = FxHashSet::default();
+        let mut words: FxHashSet<String> = FxHashSet::default();
         for part in &message.parts {
             let (text, tool) = match part {
                 Part::Text { text } => (std::borrow::Cow::Borrowed(text.as_str()), false),

@@ -18,7 +18,9 @@
 //! or the rest of the context, is not taken at all.
 
 use std::cmp::Ordering;
-use std::collections::{BinaryHeap, HashMap, HashSet};
+use std::collections::{BinaryHeap, HashMap};
+
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::forms::{self, Form};
 use super::{slots, Candidate, Evidence, EvidenceConfig, Line, Read, Replaced, Speaker};
@@ -97,10 +99,10 @@ fn speaker_weight(speaker: Speaker) -> f64 {
 
 /// The statistics terms are weighed by.
 struct Stats<'a> {
-    df: &'a HashMap<String, [u32; 3]>,
+    df: &'a FxHashMap<String, [u32; 3]>,
     messages: f64,
     /// Terms the rest of the context already shows.
-    shown: &'a HashSet<String>,
+    shown: &'a FxHashSet<String>,
 }
 
 impl Stats<'_> {
@@ -205,7 +207,7 @@ pub(crate) fn shared(a: &[u64], b: &[u64]) -> usize {
 /// kept line (a context of thousands of lines would be quadratic).
 #[derive(Default)]
 struct NearIndex {
-    postings: HashMap<u64, Vec<u32>>,
+    postings: FxHashMap<u64, Vec<u32>>,
     sizes: Vec<u32>,
 }
 
@@ -221,7 +223,7 @@ impl NearIndex {
     /// Whether `sh` nearly repeats a kept line: to `near` (Jaccard), or
     /// standing, to `contained` of its shingles, within one.
     fn repeats(&self, sh: &[u64], (near, contained): (f64, f64)) -> bool {
-        let mut counts: HashMap<u32, u32> = HashMap::new();
+        let mut counts: FxHashMap<u32, u32> = FxHashMap::default();
         for s in sh {
             for id in self.postings.get(s).into_iter().flatten() {
                 *counts.entry(*id).or_default() += 1;
@@ -250,7 +252,7 @@ fn standalone(c: &Candidate, stats: &Stats<'_>) -> f64 {
 /// pool and its statistics stay bounded (a term seen again later starts
 /// from what was kept of it).
 pub(crate) fn prune(pool: &mut Read, keep: usize) {
-    let empty = HashSet::new();
+    let empty = FxHashSet::default();
     let stats = Stats {
         df: &pool.df,
         messages: pool.messages as f64,
@@ -272,7 +274,7 @@ pub(crate) fn prune(pool: &mut Read, keep: usize) {
         i += 1;
         k
     });
-    let kept_terms: HashSet<&str> = lines
+    let kept_terms: FxHashSet<&str> = lines
         .iter()
         .flat_map(|c| c.terms.iter().map(|t| t.key.as_str()))
         .collect();
@@ -309,9 +311,9 @@ impl Ord for Queued {
 
 /// The [`super::MAX_VOCABULARY`] words said most often (ties by the word,
 /// so the choice is deterministic).
-fn most_common(mut vocabulary: HashMap<String, u32>) -> HashMap<String, u32> {
+fn most_common(mut vocabulary: FxHashMap<String, u32>) -> HashMap<String, u32> {
     if vocabulary.len() <= super::MAX_VOCABULARY {
-        return vocabulary;
+        return vocabulary.into_iter().collect();
     }
     let mut counts: Vec<(String, u32)> = vocabulary.drain().collect();
     counts.sort_unstable_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
@@ -333,7 +335,7 @@ pub(crate) fn choose(
     let mut all: Vec<Candidate> = Vec::with_capacity(previous.lines.len() + pool.lines.len());
     for line in &previous.lines {
         let terms = forms::terms(&line.text);
-        let mut seen = HashSet::new();
+        let mut seen = FxHashSet::default();
         for t in &terms {
             if seen.insert(t.key.clone()) {
                 pool.df.entry(t.key.clone()).or_default()[line.speaker.index()] += 1;
@@ -348,7 +350,11 @@ pub(crate) fn choose(
     all.append(&mut pool.lines);
     // Word counts over the whole workstream: what was read before, and
     // the new span.
-    let mut vocabulary = previous.vocabulary.clone();
+    let mut vocabulary: FxHashMap<String, u32> = previous
+        .vocabulary
+        .iter()
+        .map(|(w, n)| (w.clone(), *n))
+        .collect();
     for (w, n) in std::mem::take(&mut pool.words) {
         *vocabulary.entry(w).or_default() += n;
     }
@@ -394,7 +400,7 @@ pub(crate) fn choose(
     let excess = replaced.len().saturating_sub(super::MAX_REPLACED);
     replaced.drain(..excess);
 
-    let shown_terms: HashSet<String> = shown
+    let shown_terms: FxHashSet<String> = shown
         .lines()
         .flat_map(forms::terms)
         .filter(|t| t.form.is_value())
@@ -434,14 +440,14 @@ pub(crate) fn choose(
         }
         out
     };
-    let mut shapes: HashMap<String, u32> = HashMap::new();
+    let mut shapes: FxHashMap<String, u32> = FxHashMap::default();
     for c in &all {
         *shapes.entry(shape(c)).or_default() += 1;
     }
     let newest = all.last().map_or(1, |c| c.line.seq.max(1)) as f64;
     let oldest = all.first().map_or(0, |c| c.line.seq) as f64;
     let weights: Vec<Vec<(usize, f64)>> = {
-        let mut ids: HashMap<&str, usize> = HashMap::new();
+        let mut ids: FxHashMap<&str, usize> = FxHashMap::default();
         all.iter()
             .map(|c| {
                 // Old facts matter as much as new ones (what survives ten
@@ -481,14 +487,14 @@ pub(crate) fn choose(
         .iter()
         .map(|c| estimator.count(&super::render_line(&c.line)))
         .collect();
-    let mut covered: HashSet<usize> = HashSet::new();
+    let mut covered: FxHashSet<usize> = FxHashSet::default();
     // What a line newly covers; a line that covers no new value must
     // cover words worth [`WORDS_ALONE`] to be worth its tokens.
     let is_value: Vec<Vec<bool>> = all
         .iter()
         .map(|c| c.terms.iter().map(|t| t.form.is_value()).collect())
         .collect();
-    let gain = |line: usize, covered: &HashSet<usize>| -> f64 {
+    let gain = |line: usize, covered: &FxHashSet<usize>| -> f64 {
         let mut values = 0.0;
         let mut words = 0.0;
         for ((id, w), value) in weights[line].iter().zip(&is_value[line]) {
@@ -553,7 +559,7 @@ pub(crate) fn choose(
         taken.push(top.line);
         near.add(&sh);
     }
-    let order: HashMap<usize, u32> = taken
+    let order: FxHashMap<usize, u32> = taken
         .iter()
         .enumerate()
         .map(|(k, &line)| (line, k as u32))

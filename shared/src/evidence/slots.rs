@@ -28,7 +28,7 @@
 //! output is a record of one call (two calls' `result:` lines are two
 //! results, not a changed one), so tool lines neither fill nor supersede.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 use super::forms::{fold, Form, Term};
 use super::lang::CHANGE_CUES;
@@ -115,10 +115,10 @@ fn slots(t: &Term) -> Vec<(String, bool)> {
 /// the message that replaced it, less those said again as a slot's value
 /// after it (current again), oldest first.
 pub(crate) fn supersede(lines: &mut [Candidate], later: &[Candidate], scope: u64) -> Superseded {
-    let mut filled: HashMap<String, Filled> = HashMap::new();
+    let mut filled: FxHashMap<String, Filled> = FxHashMap::default();
     let mut marks: Vec<(usize, String, MessageId, u64)> = Vec::new();
     // The last message each value filled a slot in.
-    let mut last_filled: HashMap<String, u64> = HashMap::new();
+    let mut last_filled: FxHashMap<String, u64> = FxHashMap::default();
     let total = lines.len() + later.len();
     for j in 0..total {
         let c = if j < lines.len() {
@@ -284,7 +284,7 @@ pub(crate) struct Superseded {
     /// Replaced values, oldest first.
     pub(crate) replaced: Vec<Replaced>,
     /// The last message (`seq`) each value filled a slot in.
-    pub(crate) last_filled: HashMap<String, u64>,
+    pub(crate) last_filled: FxHashMap<String, u64>,
 }
 
 #[cfg(test)]

@@ -23,7 +23,7 @@
 //! A left-out run inside the line is shown as `…`; nothing marks its ends.
 //! A line that would keep most of its words is kept whole.
 
-use std::collections::HashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::forms::{self, Form};
 use super::lang::{CALENDAR, CLOSINGS, FUNCTION_CAPITALS};
@@ -74,7 +74,7 @@ pub(crate) fn word_key(token: &str) -> Option<String> {
 
 /// Counts, for each word of `text`, the message (once per message: the
 /// caller passes a set it clears per message).
-pub(crate) fn count_words(text: &str, seen: &mut std::collections::HashSet<String>) {
+pub(crate) fn count_words(text: &str, seen: &mut FxHashSet<String>) {
     for raw in text.split_whitespace() {
         if let Some(key) = word_key(raw) {
             seen.insert(key);
@@ -138,7 +138,7 @@ fn tokens(line: &str) -> Vec<Token<'_>> {
 pub(crate) fn squeeze(
     line: &str,
     words: bool,
-    df: &HashMap<String, u32>,
+    df: &FxHashMap<String, u32>,
     messages: u64,
 ) -> Option<(String, Vec<(usize, usize)>)> {
     let tokens = tokens(line);
@@ -215,7 +215,7 @@ pub(crate) fn squeeze(
 mod tests {
     use super::*;
 
-    fn df(words: &[(&str, u32)]) -> HashMap<String, u32> {
+    fn df(words: &[(&str, u32)]) -> FxHashMap<String, u32> {
         words.iter().map(|(w, n)| ((*w).to_owned(), *n)).collect()
     }
 
