@@ -22,8 +22,13 @@
 //!   161,83 JPY"), which no neighbour alone would tie over forty messages
 //!   (a code or a name in its place is the next subject, as above);
 //!
-//! all but the last only within [`super::EvidenceConfig::scope_messages`]
-//! messages of each other, so unrelated tasks (another dialogue, another ticket) never
+//! but a value said in a sentence the user says [`TEMPLATE_VALUES`] times
+//! or more, each time with a new value, changes nothing by any slot: it is
+//! a template the user reports through ("We saw E0308 in staging after
+//! the last change …", "We saw 23505 in staging after the last change …");
+//!
+//! all but the same sentence only within
+//! [`super::EvidenceConfig::scope_messages`] messages of each other, so unrelated tasks (another dialogue, another ticket) never
 //! supersede each other's values. Slots are what people say: a tool's
 //! output is a record of one call (two calls' `result:` lines are two
 //! results, not a changed one), so tool lines neither fill nor supersede.
@@ -68,6 +73,10 @@ fn another_subject(lines: &[Candidate], old: usize, c: &Candidate, t: &Term) -> 
 
 /// Words a sentence needs besides its value to be a slot of its own.
 const SENTENCE_WORDS: usize = 5;
+
+/// A sentence slot filled with this many values, each once, is a
+/// template the user reports through, not a setting they change.
+const TEMPLATE_VALUES: usize = 3;
 
 /// The slot of value `t` in sentence `text`: the sentence with the value
 /// left out, its words folded; `None` for a short sentence.
@@ -119,6 +128,12 @@ pub(crate) fn supersede(lines: &mut [Candidate], later: &[Candidate], scope: u64
     let mut marks: Vec<(usize, String, MessageId, u64)> = Vec::new();
     // The last message each value filled a slot in.
     let mut last_filled: FxHashMap<String, u64> = FxHashMap::default();
+    // Per sentence slot, the values it was filled with and how often, and
+    // the marks it made: a sentence said again and again with a new value
+    // each time is a report's template ("We saw E0308 in staging …", "We
+    // saw HTTP 429 in staging …"), not a setting restated.
+    let mut sentence_fills: FxHashMap<String, (FxHashMap<String, u32>, Vec<usize>)> =
+        FxHashMap::default();
     let total = lines.len() + later.len();
     for j in 0..total {
         let c = if j < lines.len() {
@@ -139,6 +154,21 @@ pub(crate) fn supersede(lines: &mut [Candidate], later: &[Candidate], scope: u64
             if !t.form.is_value() {
                 continue;
             }
+            // The sentence this value is said in, counted with the values
+            // it was said with; the marks the value makes are dropped at
+            // the end if the sentence turns out to be a template.
+            let said_in = (c.line.speaker == Speaker::User && !asks)
+                .then(|| sentence_slot(&c.line.text, t))
+                .flatten();
+            if let Some(slot) = &said_in {
+                *sentence_fills
+                    .entry(slot.clone())
+                    .or_default()
+                    .0
+                    .entry(t.key.clone())
+                    .or_default() += 1;
+            }
+            let marks_before = marks.len();
             // The same sentence said again with another value in this
             // place fills the same slot, however far apart: the user
             // restates a setting ("use 1 EUR = 151,48 JPY" … "use 1 EUR =
@@ -147,7 +177,7 @@ pub(crate) fn supersede(lines: &mut [Candidate], later: &[Candidate], scope: u64
             // path or a name said in the same sentence again is the next
             // subject, "This is tracked as BILL-4107" after "… BILL-4100".)
             if c.line.speaker == Speaker::User && !asks && t.form == Form::Number {
-                if let Some(slot) = sentence_slot(&c.line.text, t) {
+                if let Some(slot) = said_in.clone() {
                     if let Some(old) = filled.get(&slot) {
                         if old.value != t.key && old.line < lines.len() && c.line.seq != old.seq {
                             marks.push((old.line, old.value.clone(), c.line.at, c.line.seq));
@@ -248,8 +278,28 @@ pub(crate) fn supersede(lines: &mut [Candidate], later: &[Candidate], scope: u64
                     );
                 }
             }
+            // (A change cue in it is the template's too: "after the last
+            // change" said every time changes nothing.)
+            if let Some(slot) = said_in.filter(|_| marks.len() > marks_before) {
+                if let Some(fills) = sentence_fills.get_mut(&slot) {
+                    fills.1.extend(marks_before..marks.len());
+                }
+            }
         }
     }
+    let mut template = vec![false; marks.len()];
+    for (values, made) in sentence_fills.values() {
+        let fills: u32 = values.values().sum();
+        if values.len() >= TEMPLATE_VALUES && values.len() as u32 == fills {
+            for &m in made {
+                template[m] = true;
+            }
+        }
+    }
+    let marks = marks
+        .into_iter()
+        .zip(template)
+        .filter_map(|(m, t)| (!t).then_some(m));
     let mut replaced: Vec<Replaced> = Vec::new();
     for (line, value, by, seq) in marks {
         let line = &mut lines[line].line;
@@ -444,6 +494,48 @@ mod tests {
         ];
         let _ = supersede(&mut tickets, &[], 24);
         assert!(marked(&tickets).is_empty(), "{:?}", marked(&tickets));
+    }
+
+    #[test]
+    fn a_sentence_said_with_a_new_value_each_time_is_a_template() {
+        // A report said again and again, a new value each time: nothing
+        // changed, by the sentence or by the words around the value.
+        let mut reports = vec![
+            cand(0, Speaker::User, "We saw E0308 in staging after the last change, and we must keep amounts in minor units."),
+            cand(4, Speaker::User, "We saw 429 in staging after the last change, and we must keep amounts in minor units."),
+            cand(8, Speaker::User, "We saw 23505 in staging after the last change, and we must keep amounts in minor units."),
+            cand(12, Speaker::User, "We saw 480 in staging after the last change, and we must keep amounts in minor units."),
+        ];
+        let _ = supersede(&mut reports, &[], 24);
+        assert!(marked(&reports).is_empty(), "{:?}", marked(&reports));
+        // Two values, or a value said again, are a setting changed.
+        let mut setting = vec![
+            cand(
+                0,
+                Speaker::User,
+                "For all conversions use 1 EUR = 151,48 JPY, that's our treasury rate.",
+            ),
+            cand(
+                20,
+                Speaker::User,
+                "For all conversions use 1 EUR = 161,83 JPY, that's our treasury rate.",
+            ),
+            cand(
+                40,
+                Speaker::User,
+                "For all conversions use 1 EUR = 161,83 JPY, that's our treasury rate.",
+            ),
+            cand(
+                60,
+                Speaker::User,
+                "For all conversions use 1 EUR = 158,10 JPY, that's our treasury rate.",
+            ),
+        ];
+        let _ = supersede(&mut setting, &[], 24);
+        assert_eq!(
+            marked(&setting),
+            vec![(0, "151,48".to_owned()), (40, "161,83".to_owned())]
+        );
     }
 
     #[test]
