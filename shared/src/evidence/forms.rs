@@ -57,7 +57,20 @@ pub(crate) struct Term {
     pub(crate) span: (usize, usize),
 }
 
+/// Whether a value's key is distinctive enough to stand for itself: three
+/// letters or digits or more (`16:45`, `4th`, `37s`), not `3` or `10`,
+/// which any line may hold for another reason.
+pub(crate) fn distinctive(key: &str) -> bool {
+    key.chars().filter(|c| c.is_alphanumeric()).count() >= 3
+}
+
 impl Term {
+    /// Whether the term says what it is: a distinctive key, or a label
+    /// before it (`DATABASE_POOL_SIZE=40`, `Seats: 2`).
+    pub(crate) fn speaks_for_itself(&self) -> bool {
+        self.label.is_some() || distinctive(&self.key)
+    }
+
     /// The shape of a number or a code, its characters' classes with each
     /// run folded (`17:15` and `6:30` are `0:0`, `4th` and `2nd` are `0a`):
     /// two values of one shape fill the same kind of slot. `None` for

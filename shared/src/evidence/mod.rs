@@ -217,7 +217,7 @@ impl Replaced {
     /// value): three characters or more (`16:45`, `4th`), not `3` or `10`,
     /// which any line may hold for another reason.
     pub fn distinctive(&self) -> bool {
-        self.value.chars().filter(|c| c.is_alphanumeric()).count() >= 3
+        forms::distinctive(&self.value)
     }
 }
 
@@ -288,11 +288,9 @@ pub fn only_closes(sentence: &str) -> bool {
 /// characters or more, or labelled (`22` in "message 22" is not, `37s`,
 /// `2026` and `BILL-4100` are).
 pub fn holds_value(sentence: &str) -> bool {
-    forms::terms(sentence).iter().any(|t| {
-        t.form.is_value()
-            && !lang::CLOSINGS.has(&t.key)
-            && (t.label.is_some() || t.key.chars().filter(|c| c.is_alphanumeric()).count() >= 3)
-    })
+    forms::terms(sentence)
+        .iter()
+        .any(|t| t.form.is_value() && !lang::CLOSINGS.has(&t.key) && t.speaks_for_itself())
 }
 
 /// Whether `sentence` asks for a value: the user says in the first person
@@ -775,7 +773,6 @@ fn sentences(line: &str) -> Vec<&str> {
 fn lines_of(text: &str, max: usize) -> Vec<std::borrow::Cow<'_, str>> {
     let mut out: Vec<std::borrow::Cow<'_, str>> = Vec::new();
     let mut fenced = false;
-    let mut prose: Vec<&str> = Vec::new();
     for raw in text.lines() {
         let trimmed = raw.trim();
         if trimmed.starts_with("```") || trimmed.starts_with("~~~") {
@@ -788,9 +785,7 @@ fn lines_of(text: &str, max: usize) -> Vec<std::borrow::Cow<'_, str>> {
             }
             continue;
         }
-        prose.clear();
-        prose.extend(sentences(raw));
-        for line in &prose {
+        for line in sentences(raw) {
             out.extend(
                 cut_to(line, max)
                     .into_iter()

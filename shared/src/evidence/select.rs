@@ -122,7 +122,7 @@ impl Stats<'_> {
             let said: u32 = counts.iter().sum();
             w += 0.5 * f64::from(said).ln_1p() * speaker_weight(speaker);
             // (A label says what it is: `DATABASE_POOL_SIZE=40`.)
-            if t.key.chars().filter(|c| c.is_alphanumeric()).count() < 3 && t.label.is_none() {
+            if !t.speaks_for_itself() {
                 w *= 0.4;
             }
             if confirmed {

@@ -129,9 +129,9 @@ pub(crate) fn supersede(lines: &mut [Candidate], later: &[Candidate], scope: u64
     // The last message each value filled a slot in.
     let mut last_filled: FxHashMap<String, u64> = FxHashMap::default();
     // Per sentence slot, the values it was filled with and how often, and
-    // the marks it made: a sentence said again and again with a new value
-    // each time is a report's template ("We saw E0308 in staging …", "We
-    // saw HTTP 429 in staging …"), not a setting restated.
+    // the marks its values made: a sentence said again and again with a
+    // new value each time is a report's template ("We saw E0308 in staging
+    // …", "We saw 23505 in staging …"), not a setting restated.
     let mut sentence_fills: FxHashMap<String, (FxHashMap<String, u32>, Vec<usize>)> =
         FxHashMap::default();
     let total = lines.len() + later.len();
