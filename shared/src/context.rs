@@ -276,7 +276,7 @@ fn render_rest(input: &ContextInput<'_>) -> String {
         rest.push_str("Workstream state:\n");
         rest.push_str(&state);
     }
-    let evidence = input.state.evidence.render();
+    let evidence = input.state.evidence.render_beside(&input.state.stated);
     if !evidence.is_empty() {
         if !rest.is_empty() {
             rest.push('\n');
@@ -546,7 +546,7 @@ mod tests {
             "{text}"
         );
         assert!(
-            text.contains("- #9 decision: make the timeout 45s\n"),
+            text.contains("- #9 request: make the timeout 45s\n"),
             "{text}"
         );
         let stale: Vec<&str> = text.lines().filter(|l| l.contains("37s")).collect();

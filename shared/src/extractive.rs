@@ -595,11 +595,11 @@ impl Judge {
             score += 2;
         }
         let stated = if user {
-            self.classify(body)
+            self.classify(body).is_some()
         } else {
-            stated::marked(body)
+            stated::states_rule(body)
         };
-        if stated.is_some() {
+        if stated {
             score += 3;
         }
         if user {

@@ -363,7 +363,7 @@ where
         chunks,
         mut state,
         summary,
-        evidence: gathered,
+        evidence: mut gathered,
         ..
     } = run;
     let mut summary = summary.unwrap_or_else(|| Summary::empty(format));
@@ -431,13 +431,28 @@ where
     // its bullets replaced), so a line left out because the summary said
     // it would be gone once the summary no longer does. The summary's
     // bullets that the evidence says are dropped instead, below.
-    let (shown, rest) = context::preamble_texts(&left_behind(
+    let (shown, _) = context::preamble_texts(&left_behind(
         &summary,
         &state,
         memory,
         &unfolded_left,
         engine,
     ));
+    // Nor against the user's statements' text: the list is capped and
+    // folded on its own terms, and a line the evidence let go because a
+    // statement said it would be gone once the statement leaves the list.
+    // A line a statement says whole is kept at no cost and shown once, as
+    // the statement (`Gathering::beside`, `Evidence::render_beside`).
+    gathered.beside(&state.stated);
+    let stated = std::mem::take(&mut state.stated);
+    let (_, rest) = context::preamble_texts(&left_behind(
+        &summary,
+        &state,
+        memory,
+        &unfolded_left,
+        engine,
+    ));
+    state.stated = stated;
     let kept_tokens = estimator.count(&previous.render());
     let (budget, ceiling) = evidence_budget(
         engine,

@@ -41,7 +41,10 @@ const MIN_WORDS: usize = 4;
 /// A line's two fingerprints.
 struct Print {
     plain: Vec<u64>,
-    shape: Vec<u64>,
+    /// `None` for a line whose other values are other facts (a routine
+    /// request the user says again and again: see
+    /// [`crate::stated::UserStatements::enforce_caps`]).
+    shape: Option<Vec<u64>>,
 }
 
 impl Print {
@@ -71,14 +74,19 @@ impl Print {
             .collect();
         Some(Print {
             plain: shingles(line),
-            shape: shingles(&masked),
+            shape: Some(shingles(&masked)),
         })
     }
 
     /// Whether this line repeats `other`: they nearly match, or this
     /// one stands within it.
     fn repeats(&self, other: &Print) -> bool {
-        self.says(&other.plain) || jaccard(&self.shape, &other.shape) >= SAME_SHAPE
+        self.says(&other.plain)
+            || self
+                .shape
+                .as_ref()
+                .zip(other.shape.as_ref())
+                .is_some_and(|(a, b)| jaccard(a, b) >= SAME_SHAPE)
     }
 
     /// Whether this line says what a line of shingles `other` says: they
@@ -101,8 +109,14 @@ fn contained(a: &[u64], b: &[u64]) -> f64 {
 pub fn drop_repeats(summary: &mut Summary, state: &mut WorkstreamState) -> usize {
     let mut kept: Vec<Print> = state
         .stated
-        .current()
-        .filter_map(|s| Print::of(&s.text))
+        .shown()
+        .filter_map(|s| {
+            let mut print = Print::of(&s.text)?;
+            if s.routine {
+                print.shape = None;
+            }
+            Some(print)
+        })
         .collect();
     let mut dropped = 0;
     let before = summary.clone();

@@ -826,7 +826,7 @@ mod tests {
         );
         let json = serde_json::to_string(&state).unwrap();
         assert!(
-            json.starts_with(r#"{"stated":[{"kind":"decision""#),
+            json.starts_with(r#"{"stated":[{"kind":"request""#),
             "{json}"
         );
         assert_eq!(

@@ -442,67 +442,6 @@ pub(crate) const CLOSINGS: Table = Table {
     ],
 };
 
-/// Words with which a user says what they want, in the first person: a
-/// sentence holding one and a value ("I need a cab for two people.",
-/// "Ich brauche 2 Tickets.") states a constraint of the task. An order to
-/// do something ("please look at src/a.rs", "find events in Portland") is
-/// a task, not a constraint, and is not listed.
-pub(crate) const WANTS: Table = Table {
-    by_language: &[
-        (
-            "en",
-            &[
-                "i want",
-                "i'd like",
-                "i would like",
-                "i need",
-                "i'll need",
-                "i prefer",
-                "i'd prefer",
-                "i'm looking for",
-                "i am looking for",
-                "i'd rather",
-            ],
-        ),
-        (
-            "de",
-            &[
-                "ich möchte",
-                "ich will",
-                "ich brauche",
-                "ich hätte gern",
-                "ich hätte gerne",
-                "ich suche",
-                "ich bevorzuge",
-                "mir wäre",
-            ],
-        ),
-        ("ja", &["たい", "がいい", "が欲しい", "をお願い"]),
-        (
-            "es",
-            &[
-                "quiero",
-                "quisiera",
-                "necesito",
-                "me gustaría",
-                "prefiero",
-                "busco",
-            ],
-        ),
-        (
-            "fr",
-            &[
-                "je veux",
-                "je voudrais",
-                "j'ai besoin",
-                "je cherche",
-                "je préfère",
-                "j'aimerais",
-            ],
-        ),
-    ],
-};
-
 /// Words with which a tool reports that something failed: a compiler's,
 /// a test runner's, a shell's. A line of a tool's output holding one is
 /// what the work turns on (the panic among thirty passing tests), and
@@ -535,6 +474,514 @@ pub(crate) const FAILURES: Table = Table {
     ],
 };
 
+/// Words that make a sentence a standing rule of the user's: what must,
+/// must never or must always hold, or holds only so ("never push to
+/// main", "nur per Bahn", "必ずテストを実行して"). A user's sentence
+/// holding one is framed as a constraint even without a value.
+pub(crate) const RULES: Table = Table {
+    by_language: &[
+        (
+            "en",
+            &[
+                "never",
+                "always",
+                "must",
+                "mustn't",
+                "has to",
+                "have to",
+                "only",
+                "do not",
+                "don't",
+                "make sure",
+                "from now on",
+            ],
+        ),
+        (
+            "de",
+            &[
+                "nie",
+                "niemals",
+                "immer",
+                "muss",
+                "müssen",
+                "nur",
+                "darf nicht",
+                "soll",
+                "dürfen nicht",
+                "auf keinen fall",
+                "ab jetzt",
+            ],
+        ),
+        (
+            "ja",
+            &[
+                "必ず",
+                "絶対",
+                "常に",
+                "だけ",
+                "のみ",
+                "しないで",
+                "しないでください",
+                "してはいけない",
+                "なければならない",
+                "今後は",
+            ],
+        ),
+        (
+            "es",
+            &[
+                "nunca",
+                "jamás",
+                "siempre",
+                "solo",
+                "sólo",
+                "debe",
+                "debes",
+                "no debe",
+                "tiene que",
+                "hay que",
+                "a partir de ahora",
+            ],
+        ),
+        (
+            "fr",
+            &[
+                "jamais",
+                "toujours",
+                "seulement",
+                "uniquement",
+                "doit",
+                "dois",
+                "il faut",
+                "ne pas",
+                "désormais",
+            ],
+        ),
+    ],
+};
+
+/// Words that ask for something rather than give it: a question holding
+/// one ("What's the address of Century Vallejo?", "Wann fährt der Zug?")
+/// asks about a value, it does not set one. A question without one ("Is
+/// there anything in NY?", "Can you make that three tickets?") still
+/// gives its values.
+pub(crate) const QUESTIONS: Table = Table {
+    by_language: &[
+        (
+            "en",
+            &[
+                "what", "what's", "whats", "where", "where's", "when", "when's", "how", "how's",
+                "which", "who", "who's", "whom", "whose", "why",
+            ],
+        ),
+        (
+            "de",
+            &[
+                "was", "wo", "wohin", "woher", "wann", "wie", "welche", "welcher", "welches",
+                "wer", "wen", "wem", "warum", "wieso",
+            ],
+        ),
+        (
+            "ja",
+            &[
+                "何",
+                "なに",
+                "なん",
+                "どこ",
+                "いつ",
+                "どう",
+                "どの",
+                "どれ",
+                "誰",
+                "だれ",
+                "なぜ",
+                "どうして",
+                "いくら",
+            ],
+        ),
+        (
+            "es",
+            &[
+                "qué", "que", "dónde", "donde", "cuándo", "cuando", "cómo", "cuál", "cuáles",
+                "quién", "quiénes", "por qué", "cuánto", "cuánta",
+            ],
+        ),
+        (
+            "fr",
+            &[
+                "quoi",
+                "que",
+                "qu'est-ce",
+                "où",
+                "quand",
+                "comment",
+                "quel",
+                "quelle",
+                "quels",
+                "quelles",
+                "qui",
+                "pourquoi",
+                "combien",
+            ],
+        ),
+    ],
+};
+
+/// Words that make a sentence something other than the user's own choice:
+/// a hypothetical or a guess ("maybe we should use Postgres", "vielleicht
+/// morgen"), or what someone else says ("the docs say you must restart").
+pub(crate) const HEDGES: Table = Table {
+    by_language: &[
+        (
+            "en",
+            &[
+                "maybe",
+                "perhaps",
+                "might",
+                "what if",
+                "wonder",
+                "wondering",
+                "probably",
+                "i guess",
+                "not sure",
+                "hypothetically",
+                "don't know",
+                "do not know",
+                "would never",
+                "say",
+                "says",
+                "said",
+                "told me",
+                "according to",
+            ],
+        ),
+        (
+            "de",
+            &[
+                "vielleicht",
+                "eventuell",
+                "wahrscheinlich",
+                "was wäre wenn",
+                "ich frage mich",
+                "keine ahnung",
+                "weiß nicht",
+                "sagt",
+                "sagte",
+                "laut",
+            ],
+        ),
+        (
+            "ja",
+            &[
+                "かもしれない",
+                "かもしれません",
+                "たぶん",
+                "多分",
+                "もしかして",
+                "わからない",
+                "と言って",
+                "によると",
+            ],
+        ),
+        (
+            "es",
+            &[
+                "quizás",
+                "quizá",
+                "tal vez",
+                "a lo mejor",
+                "probablemente",
+                "me pregunto",
+                "no estoy seguro",
+                "no sé",
+                "dice",
+                "dijo",
+                "según",
+            ],
+        ),
+        (
+            "fr",
+            &[
+                "peut-être",
+                "probablement",
+                "et si",
+                "je me demande",
+                "pas sûr",
+                "je ne sais pas",
+                "dit",
+                "selon",
+            ],
+        ),
+    ],
+};
+
+/// Count words: a number written in letters is as much a value as its
+/// digits ("two tickets", "zwei Personen", "tres baños"). One is left out:
+/// it is as often a pronoun ("this one", "uno más") as a count.
+pub(crate) const COUNTS: Table = Table {
+    by_language: &[
+        (
+            "en",
+            &[
+                "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven",
+                "twelve", "twenty", "thirty", "forty", "fifty", "hundred", "thousand",
+            ],
+        ),
+        (
+            "de",
+            &[
+                "zwei", "drei", "vier", "fünf", "sechs", "sieben", "acht", "neun", "zehn", "elf",
+                "zwölf", "zwanzig", "dreißig", "hundert", "tausend",
+            ],
+        ),
+        (
+            "ja",
+            &[
+                "二人", "三人", "四人", "五人", "二つ", "三つ", "四つ", "五つ", "二枚", "三枚",
+                "四枚",
+            ],
+        ),
+        (
+            "es",
+            &[
+                "dos", "tres", "cuatro", "cinco", "seis", "siete", "ocho", "nueve", "diez", "doce",
+                "veinte", "treinta", "cien", "mil",
+            ],
+        ),
+        (
+            "fr",
+            &[
+                "deux", "trois", "quatre", "cinq", "six", "sept", "huit", "neuf", "dix", "onze",
+                "douze", "vingt", "trente", "mille",
+            ],
+        ),
+    ],
+};
+
+/// Words with which a user picks one thing among others ("let's use
+/// Postgres", "we'll go with the 9:40", "lass uns SQLite nehmen"): a
+/// sentence holding one is a decision.
+pub(crate) const CHOICES: Table = Table {
+    by_language: &[
+        (
+            "en",
+            &[
+                "let's",
+                "let us",
+                "go with",
+                "we'll use",
+                "we will use",
+                "decided",
+                "i'll take",
+                "i will take",
+                "i prefer",
+                "i'd prefer",
+                "we'll take",
+                "i choose",
+                "i pick",
+                "use",
+            ],
+        ),
+        (
+            "de",
+            &[
+                "lass uns",
+                "lasst uns",
+                "wir nehmen",
+                "ich nehme",
+                "entschieden",
+                "ich bevorzuge",
+                "verwende",
+                "nutze",
+                "nimm",
+            ],
+        ),
+        (
+            "ja",
+            &[
+                "にします",
+                "にしよう",
+                "に決め",
+                "を選",
+                "を使って",
+                "を使う",
+            ],
+        ),
+        (
+            "es",
+            &[
+                "vamos a usar",
+                "usemos",
+                "usa",
+                "utiliza",
+                "elegimos",
+                "me quedo con",
+                "prefiero",
+                "decidimos",
+            ],
+        ),
+        (
+            "fr",
+            &[
+                "on prend",
+                "prenons",
+                "utilisons",
+                "utilise",
+                "je prends",
+                "je préfère",
+                "on a décidé",
+                "choisi",
+            ],
+        ),
+    ],
+};
+
+/// Words of a condition of the user's that every answer must respect,
+/// said without a rule word ("I'm vegetarian and my son is allergic to
+/// nuts."): framed as a constraint.
+pub(crate) const CONDITIONS: Table = Table {
+    by_language: &[
+        (
+            "en",
+            &[
+                "allergic",
+                "allergy",
+                "vegetarian",
+                "vegan",
+                "intolerant",
+                "wheelchair",
+            ],
+        ),
+        (
+            "de",
+            &[
+                "allergisch",
+                "allergie",
+                "vegetarier",
+                "vegetarierin",
+                "vegan",
+                "rollstuhl",
+            ],
+        ),
+        ("ja", &["アレルギー", "ベジタリアン", "菜食", "車椅子"]),
+        (
+            "es",
+            &[
+                "alérgico",
+                "alérgica",
+                "alergia",
+                "vegetariano",
+                "vegetariana",
+                "vegano",
+                "silla de ruedas",
+            ],
+        ),
+        (
+            "fr",
+            &[
+                "allergique",
+                "allergie",
+                "végétarien",
+                "végétarienne",
+                "végane",
+                "fauteuil roulant",
+            ],
+        ),
+    ],
+};
+
+/// Set phrases that hold a rule word ([`RULES`]) and state no rule: "never
+/// mind", "no worries, always happy to help", "must be the cache" (a
+/// guess). A sentence holding one is not framed by its rule word.
+pub(crate) const IDIOMS: Table = Table {
+    by_language: &[
+        (
+            "en",
+            &[
+                "never mind",
+                "nevermind",
+                "don't worry",
+                "do not worry",
+                "no worries",
+                "must be",
+                "must have",
+                "never thought",
+                "always happy",
+                "not only",
+                "if only",
+                "don't think",
+                "only just",
+            ],
+        ),
+        (
+            "de",
+            &[
+                "keine sorge",
+                "macht nichts",
+                "muss wohl",
+                "nicht nur",
+                "schon immer",
+            ],
+        ),
+        ("ja", &["気にしないで", "だけど", "だけです"]),
+        (
+            "es",
+            &[
+                "no te preocupes",
+                "no importa",
+                "debe de",
+                "no solo",
+                "no sólo",
+            ],
+        ),
+        (
+            "fr",
+            &[
+                "ne t'inquiète pas",
+                "pas de souci",
+                "doit être",
+                "non seulement",
+            ],
+        ),
+    ],
+};
+
+/// Words that set one thing against another right after a comma ("to
+/// the original card, not store credit", "per Bahn, nicht per Flug"): a
+/// sentence that does so picks the first, a decision even without a value.
+/// In scripts without spaces the word alone marks it ("窓側ではなく通路側").
+pub(crate) const CONTRASTS: Table = Table {
+    by_language: &[
+        ("en", &["not", "rather than"]),
+        ("de", &["nicht", "statt"]),
+        ("ja", &["ではなく", "じゃなくて"]),
+        ("es", &["no", "en vez de"]),
+        ("fr", &["pas", "plutôt que"]),
+    ],
+};
+
+impl Table {
+    /// Whether `line` (lower-cased) sets something against another: one of
+    /// the table's words right after a comma, or anywhere in a script
+    /// without spaces.
+    pub(crate) fn after_comma_in(&self, line: &str) -> bool {
+        self.by_language.iter().any(|(_, words)| {
+            words.iter().any(|w| {
+                if is_unspaced(w) {
+                    return line.contains(w);
+                }
+                line.match_indices(w).any(|(at, _)| {
+                    let before = line[..at].trim_end();
+                    let after = line[at + w.len()..].chars().next();
+                    before.ends_with([',', '，', '、'])
+                        && before.len() < at
+                        && !after.is_some_and(char::is_alphanumeric)
+                })
+            })
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -546,7 +993,14 @@ mod tests {
             &HONORIFICS,
             &CALENDAR,
             &CLOSINGS,
-            &WANTS,
+            &RULES,
+            &QUESTIONS,
+            &HEDGES,
+            &COUNTS,
+            &CHOICES,
+            &CONDITIONS,
+            &IDIOMS,
+            &CONTRASTS,
             &FUNCTION_CAPITALS,
         ] {
             let langs: Vec<&str> = table.by_language.iter().map(|(l, _)| *l).collect();

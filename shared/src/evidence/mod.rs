@@ -50,7 +50,7 @@ use crate::message::{Message, MessageId, Part, Role};
 use crate::tokens::TokenEstimator;
 
 mod forms;
-mod lang;
+pub(crate) mod lang;
 mod select;
 mod slots;
 mod squeeze;
@@ -293,42 +293,65 @@ pub fn holds_value(sentence: &str) -> bool {
         .any(|t| t.form.is_value() && !lang::CLOSINGS.has(&t.key) && t.speaks_for_itself())
 }
 
-/// Whether `sentence` asks for a value: the user says in the first person
-/// that they want it ([`lang::WANTS`], any language) and it holds a value
-/// by its form, or it answers with its values and a few words; and it is
-/// no question ("I need a cab for two people.", "Ich brauche 2 Tickets.",
-/// "3月15日に予約したい", "On the 7th."). An order to do something is a
-/// task, not a constraint: "please look at src/a.rs" is not one.
-pub fn asks_for_value(sentence: &str) -> bool {
-    if sentence.trim_end().ends_with(['?', '？']) {
-        return false;
-    }
+/// `sentence` with each value it gives by its form left out, its words
+/// case-folded: what two sentences said with different values share
+/// ("can you check the status of ticket · ?"). `None` when it gives no
+/// value.
+pub fn template(sentence: &str) -> Option<String> {
     let terms = forms::terms(sentence);
-    // (A closing word written with a capital, "No, Thanks", is no value.)
-    let values: Vec<&forms::Term> = terms
+    let mut spans: Vec<(usize, usize)> = terms
         .iter()
-        .filter(|t| t.form.is_value() && !lang::CLOSINGS.has(&t.key))
+        .filter(|t| t.form.is_value())
+        .map(|t| t.span)
         .collect();
-    if values.is_empty() {
-        return false;
+    if spans.is_empty() {
+        return None;
     }
-    // An answer that is its values and a few words around them ("On the
-    // 7th.", "Leaving from Philadelphia.") gives them as asked for.
-    let words = sentence.split_whitespace().count();
-    let in_values: usize = values
-        .iter()
-        .map(|t| {
-            sentence
-                .get(t.span.0..t.span.1)
-                .map_or(1, |v| v.split_whitespace().count())
-        })
-        .sum();
-    words.saturating_sub(in_values) <= ANSWER_WORDS
-        || lang::WANTS.contained_in(&forms::fold(sentence))
+    spans.sort_unstable();
+    let mut out = String::with_capacity(sentence.len());
+    let mut at = 0;
+    for (from, to) in spans {
+        if from < at {
+            continue;
+        }
+        out.push_str(&forms::fold(sentence.get(at..from)?));
+        out.push('\u{b7}');
+        at = to;
+    }
+    out.push_str(&forms::fold(sentence.get(at..)?));
+    Some(out)
 }
 
-/// Words besides its values an answer giving them may hold.
-const ANSWER_WORDS: usize = 3;
+/// Whether `later` nearly repeats `earlier` (word-shingle Jaccard at the
+/// evidence's near-duplicate bar) and names every value `earlier` names:
+/// showing both would say one thing twice, and the later says it all.
+pub fn restates(later: &str, earlier: &str) -> bool {
+    if jaccard(&shingles(later), &shingles(earlier)) < select::NEAR_DUPLICATE {
+        return false;
+    }
+    let later = forms::fold(later);
+    forms::terms(earlier)
+        .iter()
+        .filter(|t| t.form.is_value())
+        .all(|t| has_token(&later, &t.key))
+}
+
+/// A sentence said this many times, each time with other values, is a
+/// template the user reports or asks through, not a setting they change
+/// ([`template`]).
+pub const TEMPLATE_VALUES: usize = slots::TEMPLATE_VALUES;
+
+/// Whether `sentence` gives a value by its form ([`forms`]: a number, a
+/// code, a name, a quoted string) or a count in letters
+/// ([`lang::COUNTS`]: "two tickets"), however short: what a user's
+/// sentence must give to be framed as a constraint of the task
+/// ([`crate::stated::classify`]). A closing word written with a capital
+/// ("No, Thanks") is no value.
+pub fn gives_value(sentence: &str) -> bool {
+    forms::terms(sentence)
+        .iter()
+        .any(|t| (t.form.is_value() && !lang::CLOSINGS.has(&t.key)) || lang::COUNTS.has(&t.key))
+}
 
 /// Replaced values remembered.
 pub const MAX_REPLACED: usize = 64;
@@ -541,6 +564,44 @@ impl Evidence {
     pub fn render(&self) -> String {
         self.lines.iter().map(render_line).collect()
     }
+
+    /// The lines as a context shows them beside the user's statements: a
+    /// line of the user's that a statement the list shows (current or
+    /// superseded) of the same message says whole (every word of the line
+    /// is in it) is left to the statement. The evidence keeps the line all the same, chosen on its
+    /// own worth, so that when the statement leaves the list (its cap, a
+    /// routine request folded) the line is still there.
+    pub fn render_beside(&self, stated: &crate::stated::UserStatements) -> String {
+        let statements = stated.listed();
+        if statements.is_empty() {
+            return self.render();
+        }
+        self.lines
+            .iter()
+            .filter(|line| !said_whole(line, &statements))
+            .map(render_line)
+            .collect()
+    }
+}
+
+/// Whether `line` is the user's and a statement the list shows of its
+/// message (`said`: by message, case-folded) says it whole.
+pub(crate) fn said_whole(line: &Line, said: &[(MessageId, String)]) -> bool {
+    line.speaker == Speaker::User
+        && said
+            .iter()
+            .any(|(at, text)| *at == line.at && says_whole(text, &line.text))
+}
+
+/// Whether every word of `line` (a squeezed line: its `…` aside) stands in
+/// `statement` (case-folded) as a whole token.
+fn says_whole(statement: &str, line: &str) -> bool {
+    let folded = forms::fold(line);
+    let mut words = folded
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .peekable();
+    words.peek().is_some() && words.all(|w| has_token(statement, w))
 }
 
 /// One line as a context shows it: `- #N u: text`. A line the user
@@ -837,6 +898,9 @@ fn cut_to(line: &str, max: usize) -> Vec<&str> {
 #[derive(Debug, Default)]
 pub struct Gathering {
     read: Read,
+    /// The current statements of the user, by message and case-folded
+    /// ([`Gathering::beside`]).
+    said: Vec<(MessageId, String)>,
 }
 
 /// Most candidate lines held at once; past it the weakest are dropped
@@ -872,6 +936,16 @@ impl Gathering {
         self.read.messages
     }
 
+    /// The user's statements the context shows beside the evidence: a
+    /// line of the user's that a current statement of its message says
+    /// whole costs the choice nothing (the context shows it once, as the
+    /// statement: [`Evidence::render_beside`]), and what it says counts as
+    /// covered. The evidence still keeps it, so that when the statement
+    /// leaves the list the line is there to compete on its own.
+    pub fn beside(&mut self, stated: &crate::stated::UserStatements) {
+        self.said = stated.listed();
+    }
+
     /// Chooses the evidence: `previous`'s lines and the gathered ones
     /// compete for `budget` tokens; lines that the rest of the context
     /// (`shown`: the state as rendered; the pipeline leaves the summary
@@ -891,6 +965,10 @@ impl Gathering {
         for c in &mut later.lines {
             c.line.seq += seen;
         }
+        let shown = select::Shown {
+            text: shown,
+            said: &self.said,
+        };
         select::choose(previous, self.read, later, shown, budget, config, estimator)
     }
 }

@@ -24,6 +24,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::forms::{self, Form};
 use super::{slots, Candidate, Evidence, EvidenceConfig, Line, Read, Replaced, Speaker};
+use crate::message::MessageId;
 use crate::tokens::TokenEstimator;
 
 /// What a compaction chose.
@@ -322,11 +323,19 @@ fn most_common(mut vocabulary: FxHashMap<String, u32>) -> HashMap<String, u32> {
 }
 
 /// See [`super::Gathering::choose`].
+/// What the context shows beside the evidence: the rest of its preamble
+/// as text, and the user's current statements by message, case-folded
+/// ([`super::Gathering::beside`]).
+pub(crate) struct Shown<'a> {
+    pub(crate) text: &'a str,
+    pub(crate) said: &'a [(MessageId, String)],
+}
+
 pub(crate) fn choose(
     previous: &Evidence,
     mut pool: Read,
     later: Read,
-    shown: &str,
+    shown: Shown<'_>,
     budget: u64,
     config: &EvidenceConfig,
     estimator: &dyn TokenEstimator,
@@ -401,13 +410,22 @@ pub(crate) fn choose(
     replaced.drain(..excess);
 
     let shown_terms: FxHashSet<String> = shown
+        .text
         .lines()
         .flat_map(forms::terms)
         .filter(|t| t.form.is_value())
         .map(|t| t.key)
         .collect();
     let mut near = NearIndex::default();
-    for line in shown.lines().filter(|l| l.split_whitespace().count() >= 4) {
+    // (The statements' lines too: a line of another message or speaker
+    // that nearly repeats one is left out, as it was; a line a statement
+    // of its own message says whole is shown as the statement instead.)
+    for line in shown
+        .text
+        .lines()
+        .chain(shown.said.iter().map(|(_, text)| text.as_str()))
+        .filter(|l| l.split_whitespace().count() >= 4)
+    {
         near.add(&shingles(line));
     }
     let stats = Stats {
@@ -482,10 +500,22 @@ pub(crate) fn choose(
             .collect()
     };
     // A line costs what the context shows of it: its prefix, its text
-    // and its markers.
+    // and its markers; a line a statement of the user's says whole is
+    // shown as the statement, whose tokens are counted already.
+    let free: Vec<bool> = all
+        .iter()
+        .map(|c| super::said_whole(&c.line, shown.said))
+        .collect();
     let costs: Vec<u64> = all
         .iter()
-        .map(|c| estimator.count(&super::render_line(&c.line)))
+        .zip(&free)
+        .map(|(c, &free)| {
+            if free {
+                1
+            } else {
+                estimator.count(&super::render_line(&c.line))
+            }
+        })
         .collect();
     let mut covered: FxHashSet<usize> = FxHashSet::default();
     // What a line newly covers; a line that covers no new value must
@@ -551,13 +581,15 @@ pub(crate) fn choose(
         } else {
             (NEAR_DUPLICATE, crate::repeats::CONTAINED)
         };
-        if near.repeats(&sh, bar) {
+        if !free[top.line] && near.repeats(&sh, bar) {
             continue;
         }
         left -= costs[top.line];
         covered.extend(weights[top.line].iter().map(|(id, _)| *id));
         taken.push(top.line);
-        near.add(&sh);
+        if !free[top.line] {
+            near.add(&sh);
+        }
     }
     let order: FxHashMap<usize, u32> = taken
         .iter()

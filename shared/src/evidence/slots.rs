@@ -76,7 +76,7 @@ const SENTENCE_WORDS: usize = 5;
 
 /// A sentence slot filled with this many values, each once, is a
 /// template the user reports through, not a setting they change.
-const TEMPLATE_VALUES: usize = 3;
+pub(crate) const TEMPLATE_VALUES: usize = 3;
 
 /// The slot of value `t` in sentence `text`: the sentence with the value
 /// left out, its words folded; `None` for a short sentence.

@@ -381,40 +381,6 @@ fn a_sentence_that_only_closes_the_talk_is_told_in_five_languages() {
 }
 
 #[test]
-fn a_sentence_that_asks_for_a_value_or_answers_with_one_in_five_languages() {
-    for asks in [
-        "I need a cab for two people to 560 Waverley Street.",
-        "On the 7th.",
-        "Leaving from Philadelphia.",
-        "Ich brauche 2 Tickets für Samstag.",
-        "3月15日に予約したいです。",
-        "Quiero una mesa para 4 a las 21:00.",
-        "Je voudrais partir le 12 mars.",
-    ] {
-        assert!(asks_for_value(asks), "{asks}");
-    }
-    // An order to do something is a task, not a constraint.
-    assert!(!asks_for_value(
-        "Turn 159: please look at src/module_159.rs and explain why the test fails; we need it fixed."
-    ));
-    for not in [
-        // A question about a value asks nothing of the task.
-        "Is there anything available in NY?",
-        // Asking without a value: a task, no constraint of it.
-        // (German capitalises every noun, and a capital mid-sentence reads
-        // as a name: "Ich möchte ein Restaurant finden." is framed; see
-        // docs/BENCHMARK_NOTES.md.)
-        "I'd like to find a place to eat.",
-        "Je voudrais trouver un restaurant.",
-        "Thank you so much, that is all I need for now.",
-        // A long report of values without a word of asking.
-        "I was in Berlin last week and the build on 1.74 passed twice.",
-    ] {
-        assert!(!asks_for_value(not), "{not}");
-    }
-}
-
-#[test]
 fn a_line_the_summary_states_already_is_not_kept_again_markers_and_all() {
     let messages = vec![
         msg(

@@ -50,10 +50,14 @@ use subject::Subject;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum StatementKind {
-    /// A choice: "we'll go with SQLite", "ship on Friday", "X is off".
+    /// A choice or a change: "let's go with SQLite", "Monday instead".
     Decision,
     /// A rule or a condition: "never push to main", "I'm vegetarian".
     Constraint,
+    /// A value the task must meet, given without a word of rule or choice:
+    /// "Please find events in Portland, OR.", "I need a cab for two".
+    /// Requests age out first: they hold while their task is on.
+    Request,
 }
 
 impl StatementKind {
@@ -61,6 +65,7 @@ impl StatementKind {
         match self {
             StatementKind::Decision => "decision",
             StatementKind::Constraint => "constraint",
+            StatementKind::Request => "request",
         }
     }
 }
@@ -80,6 +85,17 @@ pub struct Statement {
     /// The message whose statement replaced this one; `None` while current.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub superseded_by: Option<MessageId>,
+    /// The newest saying of a sentence the user said again and again with
+    /// other values (see [`UserStatements::enforce_caps`]): the next saying
+    /// replaces it in the list.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub routine: bool,
+    /// Current but not shown: beyond the list's cap ([`StatedCaps::current`])
+    /// a statement is still kept, so that a later one can still replace it
+    /// (and its lines in the evidence be marked), until the store's cap
+    /// ([`STORED_PER_SHOWN`] times the list's) lets it go.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub dormant: bool,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -99,6 +115,8 @@ impl Statement {
             source,
             sentence,
             superseded_by: None,
+            routine: false,
+            dormant: false,
         }
     }
 
@@ -112,35 +130,19 @@ impl Statement {
     }
 }
 
-/// Whether `sentence` states a decision or a constraint (the rules
-/// [`extract`] applies to each sentence of the user). The extractive
-/// summarizer uses it so a casual remark never becomes a constraint there
-/// either.
-///
-/// Only what the user's words mark is framed: a sentence that thanks or
-/// closes the talk and holds no value ([`crate::evidence::only_closes`])
-/// never is, whatever else its words look like ("No that's it, thanks
-/// again." is no constraint). A sentence that asks for a value, or
-/// answers with one, is a constraint of the task.
+/// Whether `sentence` of the user states a decision or a constraint: the
+/// framing rule (see `classify`) that [`extract`] applies to each sentence
+/// of the user. The extractive summarizer uses it so a casual remark never
+/// becomes a constraint there either.
 pub fn classify(sentence: &str) -> Option<StatementKind> {
-    marked(sentence).or_else(|| asks(sentence))
-}
-
-/// What the statement rules make of `sentence`, unless it only closes the
-/// talk: [`classify`] without the sentences that ask or answer with a
-/// value, which only the user's words are (an assistant's "Noted order
-/// 70360 for Lindenstraße 360." answers nothing).
-pub fn marked(sentence: &str) -> Option<StatementKind> {
-    if crate::evidence::only_closes(sentence) {
-        return None;
-    }
     classify::classify(sentence)
 }
 
-/// A sentence that asks for a value, or answers with one
-/// ([`crate::evidence::asks_for_value`]), states a constraint of the task.
-fn asks(sentence: &str) -> Option<StatementKind> {
-    crate::evidence::asks_for_value(sentence).then_some(StatementKind::Constraint)
+/// Whether `sentence`, whoever says it, states a rule or a change in so
+/// many words: an assistant's "Noted: never push to main." repeats the
+/// user's rule, its "Noted order 70360." only reports a value.
+pub fn states_rule(sentence: &str) -> bool {
+    classify::states_rule(sentence)
 }
 
 /// The statement rules' answer ([`classify`]) for each sentence of the
@@ -183,37 +185,24 @@ fn extract_into(messages: &[Message], mut classified: Option<&mut Classified>) -
             let Part::Text { text } = part else { continue };
             let mut previous: Option<&str> = None;
             for candidate in sentence::candidates(text) {
-                // (What [`marked`] reads, with the closing test made once:
-                // a sentence that only closes is no statement, no value
-                // fragment, and asks for nothing.)
-                let closes = crate::evidence::only_closes(candidate);
-                let kind = (!closes).then(|| classify::classify(candidate)).flatten();
-                let fragment = previous
-                    .filter(|_| !closes && kind.is_none() && classify::value_fragment(candidate));
-                // (A value fragment is read with the sentence before it;
-                // only a sentence that is neither may still ask.)
-                let kind = kind.or_else(|| {
-                    (!closes && fragment.is_none())
-                        .then(|| asks(candidate))
-                        .flatten()
-                });
+                let kind = classify::classify(candidate);
                 if let Some(classified) = classified.as_deref_mut() {
                     classified.answers.insert(candidate.trim().to_owned(), kind);
                 }
-                if let Some(kind) = kind {
-                    out.push(Statement::new(kind, candidate, message.id, index));
-                } else if let Some(context) = fragment {
-                    // "Can you ask for a window seat? 14A if possible.": the
-                    // value chosen, with the sentence that says what it is.
-                    let text = format!("{context} {candidate}");
-                    out.push(Statement::new(
-                        StatementKind::Decision,
-                        text,
-                        message.id,
-                        index,
-                    ));
+                match (kind, previous) {
+                    // "Can you ask for a window seat? 14A if possible.": a
+                    // value given in a few words means little without the
+                    // sentence before it, so the two are kept together.
+                    (Some(kind), Some(context)) if bare_answer(candidate) => {
+                        let text = format!("{context} {candidate}");
+                        out.push(Statement::new(kind, text, message.id, index));
+                    }
+                    (Some(kind), _) => {
+                        out.push(Statement::new(kind, candidate, message.id, index));
+                    }
+                    (None, _) => {}
                 }
-                previous = Some(candidate);
+                previous = (kind.is_none()).then_some(candidate);
                 index = index.saturating_add(1);
             }
         }
@@ -221,12 +210,22 @@ fn extract_into(messages: &[Message], mut classified: Option<&mut Classified>) -
     out
 }
 
+/// A value and at most a couple of words around it ("14A if possible.",
+/// "On the 7th."): an answer to what the sentence before it asked.
+fn bare_answer(sentence: &str) -> bool {
+    let words = sentence.split_whitespace().count();
+    words <= BARE_ANSWER_WORDS && !sentence.trim_end().ends_with(['?', '？'])
+}
+
+/// Words a bare answer holds at most, its values included.
+const BARE_ANSWER_WORDS: usize = 4;
+
 /// Bounds of the recorded statements.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct StatedCaps {
-    /// Current statements kept; beyond it the oldest decisions go first,
-    /// then the oldest constraints.
+    /// Current statements kept; beyond it the oldest requests go first,
+    /// then the oldest decisions, then the oldest constraints.
     pub current: usize,
     /// Superseded statements kept as history (the oldest go first).
     pub superseded: usize,
@@ -279,6 +278,21 @@ impl UserStatements {
         self.items.iter().filter(|s| s.is_current())
     }
 
+    /// The statements the list shows, current and superseded, by message
+    /// and case-folded: what a line of the evidence need not say again.
+    pub fn listed(&self) -> Vec<(MessageId, String)> {
+        self.items
+            .iter()
+            .filter(|s| !s.dormant)
+            .map(|s| (s.source, crate::text::normalize(&s.text)))
+            .collect()
+    }
+
+    /// Current statements the list shows ([`Statement::dormant`] aside).
+    pub fn shown(&self) -> impl Iterator<Item = &Statement> {
+        self.items.iter().filter(|s| s.is_current() && !s.dormant)
+    }
+
     /// Statements a later one replaced.
     pub fn superseded(&self) -> impl Iterator<Item = &Statement> {
         self.items.iter().filter(|s| !s.is_current())
@@ -287,7 +301,7 @@ impl UserStatements {
     /// Whether a current statement reads like `text` (normalized).
     pub fn is_current_text(&self, text: &str) -> bool {
         let key = normalize(text);
-        !key.is_empty() && self.current().any(|s| normalize(&s.text) == key)
+        !key.is_empty() && self.shown().any(|s| normalize(&s.text) == key)
     }
 
     /// The current statements' texts, normalized once: for asking
@@ -295,7 +309,7 @@ impl UserStatements {
     /// summarizer asks it of every decision and constraint it reads).
     pub fn current_texts(&self) -> CurrentTexts {
         CurrentTexts(
-            self.current()
+            self.shown()
                 .map(|s| normalize(&s.text))
                 .filter(|key| !key.is_empty())
                 .collect(),
@@ -388,8 +402,63 @@ impl UserStatements {
     }
 
     /// Drops the oldest superseded statements beyond `caps.superseded`, then
-    /// the oldest current decisions and constraints beyond `caps.current`.
+    /// the oldest current requests, decisions and constraints beyond
+    /// `caps.current`, in that order.
+    ///
+    /// Before any cap, a sentence the user said again and again with other
+    /// values ([`crate::evidence::template`], at least
+    /// [`crate::evidence::TEMPLATE_VALUES`] times: "Can you check the
+    /// status of ticket 4139?", "… 4142?") is a routine request, not a
+    /// standing rule: only its newest saying stays, so a run of them
+    /// never pushes a decision out, nor fills the superseded statements'
+    /// history. The others are still in the evidence.
     pub fn enforce_caps(&mut self, caps: &StatedCaps) {
+        // (Superseded sayings count too: the subject rules read each new
+        // saying as replacing the one before, which a routine is not.)
+        let templates: Vec<Option<String>> = self
+            .items
+            .iter()
+            .map(|s| crate::evidence::template(&s.text))
+            .collect();
+        // Per template: its sayings, and whether one was already folded.
+        let mut sayings: HashMap<&str, (usize, bool)> = HashMap::new();
+        for (t, s) in templates.iter().zip(&self.items) {
+            if let Some(t) = t {
+                let entry = sayings.entry(t.as_str()).or_default();
+                entry.0 += 1;
+                entry.1 |= s.routine;
+            }
+        }
+        let routine = |t: &Option<String>| -> Option<usize> {
+            let (said, folded) = *sayings.get(t.as_deref()?)?;
+            (said >= crate::evidence::TEMPLATE_VALUES || (folded && said >= 2)).then_some(said)
+        };
+        let folds: Vec<Option<usize>> = templates.iter().map(routine).collect();
+        let mut seen: HashMap<&str, usize> = HashMap::new();
+        let mut keep = Vec::with_capacity(self.items.len());
+        for (t, fold) in templates.iter().zip(&folds) {
+            keep.push(match (t, fold) {
+                (Some(t), Some(said)) => {
+                    let n = seen.entry(t.as_str()).or_default();
+                    *n += 1;
+                    // Only the newest saying stays.
+                    if *n == *said {
+                        Some(true)
+                    } else {
+                        None
+                    }
+                }
+                _ => Some(false),
+            });
+        }
+        let mut keep = keep.into_iter();
+        self.items.retain_mut(|s| match keep.next() {
+            Some(Some(newest_of_routine)) => {
+                s.routine |= newest_of_routine;
+                true
+            }
+            _ => false,
+        });
         let superseded = self.superseded().count();
         let mut excess = superseded.saturating_sub(caps.superseded);
         self.items.retain(|s| {
@@ -400,8 +469,18 @@ impl UserStatements {
                 true
             }
         });
-        for kind in [StatementKind::Decision, StatementKind::Constraint] {
-            let mut excess = self.current().count().saturating_sub(caps.current);
+        // Requests go first: a run of values given never pushes a rule
+        // out, and the evidence keeps their lines on its own. Beyond the
+        // list's cap a statement is kept dormant (not shown), beyond the
+        // store's it goes.
+        let order = [
+            StatementKind::Request,
+            StatementKind::Decision,
+            StatementKind::Constraint,
+        ];
+        let stored = caps.current.saturating_mul(STORED_PER_SHOWN);
+        for kind in order {
+            let mut excess = self.current().count().saturating_sub(stored);
             self.items.retain(|s| {
                 if excess > 0 && s.is_current() && s.kind == kind {
                     excess -= 1;
@@ -410,6 +489,18 @@ impl UserStatements {
                     true
                 }
             });
+        }
+        let mut excess = self.current().count().saturating_sub(caps.current);
+        for s in &mut self.items {
+            s.dormant = false;
+        }
+        for kind in order {
+            for s in self.items.iter_mut() {
+                if excess > 0 && s.is_current() && s.kind == kind {
+                    s.dormant = true;
+                    excess -= 1;
+                }
+            }
         }
     }
 
@@ -430,11 +521,11 @@ impl UserStatements {
             .iter()
             .filter_map(|(s, p)| p.as_ref().map(|(kept, _)| (*s, kept)))
             .collect();
-        if self.current().next().is_some() || !partly.is_empty() {
+        if self.shown().next().is_some() || !partly.is_empty() {
             out.push_str(CURRENT_HEADING);
             out.push('\n');
             let mut current: Vec<(MessageId, &str, &str)> = self
-                .current()
+                .shown()
                 .map(|s| (s.source, s.kind.as_str(), s.text.as_str()))
                 .chain(
                     partly
@@ -443,7 +534,15 @@ impl UserStatements {
                 )
                 .collect();
             current.sort_by_key(|(source, _, _)| *source);
-            for (source, kind, text) in current {
+            // A statement a later one restates whole is said once, by the
+            // later one (a sentence repeated with a word changed).
+            for (i, (source, kind, text)) in current.iter().enumerate() {
+                if current[i + 1..]
+                    .iter()
+                    .any(|(_, _, later)| crate::evidence::restates(later, text))
+                {
+                    continue;
+                }
                 out.push_str(&format!("- #{source} {kind}: {text}\n"));
             }
         }
@@ -624,6 +723,9 @@ const GENERIC_WORDS: &[&str] = &[
     "use", "set", "make", "change", "keep", "go", "get", "have", "take", "put", "do", "be",
     "please", "want", "need", "like",
 ];
+
+/// Current statements kept per one the list shows ([`Statement::dormant`]).
+pub const STORED_PER_SHOWN: usize = 4;
 
 /// The most statements one [`UserStatements::record`] call looks at.
 pub const MAX_BATCH: usize = 256;
@@ -938,9 +1040,10 @@ fn supersedes(new_parsed: &Parsed, old: &Statement, old_parsed: &Parsed) -> bool
             return true;
         }
     }
-    // "From now on" the same act with other values: "from now on deliver
-    // everything to 39 Calton Road" after "deliveries go to 14 Harbour
-    // Street" (not "from now on send invoices to …").
+    // "From now on" the same act with other values of the same form:
+    // "from now on deliver everything to 39 Calton Road" after "deliveries
+    // go to 14 Harbour Street" (not "from now on send invoices to …", and
+    // not a ticket `INC-44650` by a region `eu-central-1`).
     let digits = |p: &Parsed| -> BTreeSet<String> {
         p.values
             .iter()
@@ -950,7 +1053,10 @@ fn supersedes(new_parsed: &Parsed, old: &Statement, old_parsed: &Parsed) -> bool
     };
     if replaces(&new_parsed.norm) && new_parsed.same_topic(old_parsed) {
         let (new_digits, old_digits) = (digits(new_parsed), digits(old_parsed));
-        if !new_digits.is_empty() && !old_digits.is_empty() && new_digits.is_disjoint(&old_digits) {
+        let same_form = new_digits
+            .iter()
+            .any(|n| old_digits.iter().any(|o| skeleton(n) == skeleton(o)));
+        if same_form && new_digits.is_disjoint(&old_digits) {
             return true;
         }
     }
@@ -979,6 +1085,7 @@ fn supersedes(new_parsed: &Parsed, old: &Statement, old_parsed: &Parsed) -> bool
     let dropped = &new_subject.dropped;
     let chose_it = match old.kind {
         StatementKind::Decision => true,
+        StatementKind::Request => !dropped.is_disjoint(&old_subject.values),
         StatementKind::Constraint => {
             !old_subject.prohibits && !dropped.is_disjoint(&old_subject.values)
         }

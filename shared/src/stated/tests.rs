@@ -19,6 +19,10 @@ fn current_texts(s: &UserStatements) -> Vec<&str> {
     s.current().map(|s| s.text.as_str()).collect()
 }
 
+fn shown_texts(s: &UserStatements) -> Vec<&str> {
+    s.shown().map(|s| s.text.as_str()).collect()
+}
+
 #[test]
 fn extraction_keeps_the_source_message_and_reads_only_the_users_text() {
     let messages = vec![
@@ -61,6 +65,9 @@ fn extraction_keeps_the_source_message_and_reads_only_the_users_text() {
                 StatementKind::Constraint,
                 "We must not touch the billing schema."
             ),
+            // A request that gives a value (a path) names what the task
+            // must meet.
+            (1, StatementKind::Request, "Can you look at src/pay.rs?"),
             (
                 3,
                 StatementKind::Decision,
@@ -96,7 +103,89 @@ fn extraction_serves_chats_of_any_domain() {
         .collect();
     let found = extract(&messages);
     let sources: Vec<i64> = found.iter().map(|s| s.source.0).collect();
-    assert_eq!(sources, [2, 3, 4, 5, 6, 7, 8, 9, 10], "{found:#?}");
+    assert_eq!(sources, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10], "{found:#?}");
+}
+
+#[test]
+fn the_framing_rule_reads_a_value_or_a_rule_word_in_five_languages() {
+    use crate::stated::classify;
+    for (framed, kind) in [
+        // A value given by its form, or a count in letters: a request.
+        (
+            "I need a cab for two people to 560 Waverley Street.",
+            StatementKind::Request,
+        ),
+        ("On the 7th.", StatementKind::Request),
+        (
+            "Please find events in Portland, OR.",
+            StatementKind::Request,
+        ),
+        ("Is there anything available in NY?", StatementKind::Request),
+        ("Ich brauche 2 Tickets für Samstag.", StatementKind::Request),
+        ("3月15日に予約したいです。", StatementKind::Request),
+        (
+            "Quiero una mesa para 4 a las 21:00.",
+            StatementKind::Request,
+        ),
+        ("Je voudrais partir le 12 mars.", StatementKind::Request),
+        // A rule or a condition, without a value.
+        ("Never push to main.", StatementKind::Constraint),
+        ("my son is allergic to nuts", StatementKind::Constraint),
+        (
+            "Bitte nie direkt auf den Hauptzweig pushen.",
+            StatementKind::Constraint,
+        ),
+        ("必ずテストを実行してください。", StatementKind::Constraint),
+        (
+            "Nunca subas cambios sin pruebas.",
+            StatementKind::Constraint,
+        ),
+        (
+            "Il faut toujours lancer les tests.",
+            StatementKind::Constraint,
+        ),
+        // A choice or a change.
+        ("Let's use the cache for reads.", StatementKind::Decision),
+        ("How about 5 pm instead?", StatementKind::Decision),
+        ("Lass uns die Datei behalten.", StatementKind::Decision),
+        ("Mejor en lugar de eso, el martes.", StatementKind::Decision),
+        ("Prenons plutôt le train de 9h40.", StatementKind::Decision),
+        ("代わりに金曜日にします。", StatementKind::Decision),
+        // One thing set against another.
+        (
+            "To the original card, not store credit.",
+            StatementKind::Decision,
+        ),
+        (
+            "窓側ではなく通路側でお願いします。",
+            StatementKind::Decision,
+        ),
+        ("En efectivo, no con tarjeta.", StatementKind::Decision),
+        ("Par virement, pas par chèque.", StatementKind::Decision),
+    ] {
+        assert_eq!(classify(framed), Some(kind), "{framed}");
+    }
+    for not in [
+        // A question that asks for something.
+        "What's the address of Century Vallejo?",
+        "Wann fährt der Zug nach Hamburg?",
+        "¿Dónde está el Hotel Sol?",
+        "Où se trouve la Gare de Lyon ?",
+        "東京駅はどこですか？",
+        // No value and no word of a rule.
+        "I'd like to find a place to eat.",
+        "We really need to do something about it.",
+        // A closing, a guess, what someone else says.
+        "Thank you so much, that is all I need for now.",
+        "Danke, das ist alles.",
+        "Maybe we should never cache the tokens.",
+        "Vielleicht nie wieder.",
+        "The docs say you must restart after an upgrade.",
+        // A question gives no rule.
+        "Do I always need a ticket?",
+    ] {
+        assert_eq!(classify(not), None, "{not}");
+    }
 }
 
 #[test]
@@ -375,7 +464,7 @@ fn caps_drop_superseded_first_then_old_decisions_then_old_constraints() {
         &caps,
     );
     assert_eq!(
-        current_texts(&stated),
+        shown_texts(&stated),
         [
             "Never push to main.",
             "Use tabs.",
@@ -383,25 +472,89 @@ fn caps_drop_superseded_first_then_old_decisions_then_old_constraints() {
         ],
         "the oldest current decision goes first"
     );
+    // It is still kept, dormant, so that a later statement can replace it.
+    assert_eq!(
+        current_texts(&stated),
+        [
+            "Never push to main.",
+            "Ship on Tuesday instead.",
+            "Use tabs.",
+            "Always run the tests first."
+        ],
+    );
+    assert!(!stated.render().contains("Tuesday"));
     let history: Vec<&str> = stated.superseded().map(|s| s.text.as_str()).collect();
     assert_eq!(history, ["Ship on Monday instead."]);
 }
 
 #[test]
 fn an_oversized_batch_keeps_its_newest_statements_within_the_caps() {
-    let messages: Vec<Message> = (0..1_000)
-        .map(|i| user(i, &format!("Never use library_{i}.")))
-        .collect();
+    // A thousand different rules (not one sentence with a thousand
+    // values, which would be a template: see the next test).
+    let name = |i: i64| -> String {
+        (0..3)
+            .map(|k| char::from(b'a' + ((i / 26_i64.pow(k)) % 26) as u8))
+            .collect()
+    };
+    let rule = |i: i64| format!("Never use the {} library.", name(i));
+    let messages: Vec<Message> = (0..1_000).map(|i| user(i, &rule(i))).collect();
     let batch = extract(&messages);
     assert_eq!(batch.len(), 1_000);
     let mut stated = UserStatements::default();
     stated.record(batch.clone(), &StatedCaps::default());
-    assert_eq!(stated.len(), 16);
-    assert_eq!(stated.items()[15].text, "Never use library_999.");
-    assert_eq!(stated.items()[0].text, "Never use library_984.");
+    // The list shows 16; the store keeps four times as many, dormant.
+    assert_eq!(stated.len(), 16 * STORED_PER_SHOWN);
+    assert_eq!(stated.items()[63].text, rule(999));
+    assert_eq!(stated.items()[0].text, rule(936));
+    let shown = shown_texts(&stated);
+    assert_eq!(shown.len(), 16);
+    assert_eq!(shown[0], rule(984));
     let once = stated.clone();
     stated.record(batch, &StatedCaps::default());
     assert_eq!(stated, once);
+}
+
+#[test]
+fn a_sentence_said_again_and_again_with_new_values_keeps_only_its_newest() {
+    let mut messages = vec![user(1, "Never push to main.")];
+    messages.extend((0..40).map(|i| {
+        user(
+            i + 2,
+            &format!("Step {i}: can you check the status of ticket {}?", 4100 + i),
+        )
+    }));
+    messages.push(user(50, "Let's ship on Friday."));
+    let stated = recorded(&messages);
+    assert_eq!(
+        current_texts(&stated),
+        [
+            "Never push to main.",
+            "Step 39: can you check the status of ticket 4139?",
+            "Let's ship on Friday.",
+        ]
+    );
+    // Sayings the subject rules read as replacing each other are folded
+    // too, and leave no history behind.
+    let turns: Vec<Message> = (0..12)
+        .map(|i| {
+            user(
+                i + 1,
+                &format!("Turn {i}: please look at src/module_{i}.rs and explain why test_case_{i} fails."),
+            )
+        })
+        .collect();
+    let stated = recorded(&turns);
+    assert_eq!(
+        current_texts(&stated),
+        ["Turn 11: please look at src/module_11.rs and explain why test_case_11 fails."]
+    );
+    assert_eq!(stated.superseded().count(), 0);
+    // Said twice, a sentence is no template yet: both stay.
+    let twice = recorded(&[
+        user(1, "Book a table at Luigi's."),
+        user(2, "Book a table at Hanami."),
+    ]);
+    assert_eq!(twice.current().count() + twice.superseded().count(), 2);
 }
 
 #[test]
@@ -413,7 +566,7 @@ fn serde_omits_defaults_and_old_records_read_back() {
     let json = serde_json::to_string(&stated).unwrap();
     assert_eq!(
         json,
-        r#"[{"kind":"decision","text":"Ship on Friday.","source":1,"superseded_by":2},{"kind":"decision","text":"Ship on Monday instead.","source":2}]"#
+        r#"[{"kind":"request","text":"Ship on Friday.","source":1,"superseded_by":2},{"kind":"decision","text":"Ship on Monday instead.","source":2}]"#
     );
     assert_eq!(
         serde_json::from_str::<UserStatements>(&json).unwrap(),
@@ -432,8 +585,8 @@ fn render_lists_current_statements_and_marks_every_superseded_line() {
     assert_eq!(
         text,
         format!(
-            "{CURRENT_HEADING}\n- #4 constraint: Never push to main.\n- #9 decision: make the timeout 45s\n\
-{SUPERSEDED_HEADING}\n- #1 decision, superseded by #9: Set the request timeout to 37s.\n"
+            "{CURRENT_HEADING}\n- #4 constraint: Never push to main.\n- #9 request: make the timeout 45s\n\
+{SUPERSEDED_HEADING}\n- #1 request, superseded by #9: Set the request timeout to 37s.\n"
         )
     );
     for line in text.lines().filter(|l| l.contains("37s")) {
@@ -522,7 +675,8 @@ proptest::proptest! {
         let once = stated.clone();
         stated.record(batch, &caps);
         proptest::prop_assert_eq!(&stated, &once);
-        proptest::prop_assert!(stated.current().count() <= 5);
+        proptest::prop_assert!(stated.shown().count() <= 5);
+        proptest::prop_assert!(stated.current().count() <= 5 * STORED_PER_SHOWN);
         proptest::prop_assert!(stated.superseded().count() <= 2);
         let _ = stated.render();
         let outdated = stated.outdated();
@@ -741,4 +895,52 @@ fn a_value_form_folds_runs_and_a_numbers_separators() {
     assert_eq!(skeleton("€900"), skeleton("€1,100.50"));
     assert_ne!(skeleton("€900"), skeleton("3"));
     assert_ne!(skeleton("14a"), skeleton("14"));
+}
+
+#[test]
+fn a_statement_restated_whole_by_a_later_one_is_listed_once() {
+    let stated = recorded(&[user(
+        3,
+        "Please keep the staging cluster on version 1.29 until the audit ends. \
+         Please keep the staging cluster on version 1.29 until the audit is over.",
+    )]);
+    assert_eq!(stated.shown().count(), 2, "both are recorded");
+    let text = stated.render();
+    assert!(!text.contains("audit ends"), "{text}");
+    assert!(text.contains("audit is over"), "{text}");
+    // A later sentence that drops a value restates nothing: both stay.
+    let stated = recorded(&[user(
+        4,
+        "Please keep the staging cluster on version 1.29 until the audit ends in May. \
+         Please keep the staging cluster on version 1.29 until the audit ends soon.",
+    )]);
+    assert!(stated.render().contains("in May"));
+}
+
+#[test]
+fn a_change_replaces_only_values_of_its_own_form() {
+    let s = recorded(&[
+        user(704, "Other big news: we're moving house on 28 June."),
+        user(
+            744,
+            "The deposit of £1,380.00 goes to the new landlord, Grace Okafor, her number is 0131 496 0744.",
+        ),
+        user(
+            816,
+            "The contents insurance is policy POL-73693538, they need the new address later.",
+        ),
+        user(1204, "This is also INC-44650 on the incident board."),
+        user(1325, "Deploy the canary to eu-west-1 first."),
+        user(
+            1522,
+            "Change of plan: canary in eu-central-1 instead of eu-west-1, that's where the incident is.",
+        ),
+    ]);
+    let by = |id: i64| superseded_by(&s, id);
+    // A policy number is no new deposit, a region no new ticket.
+    assert_eq!(by(704), None);
+    assert_eq!(by(744), None);
+    assert_eq!(by(1204), None);
+    // The region it names instead is replaced.
+    assert_eq!(by(1325), Some(MessageId(1522)));
 }

@@ -506,64 +506,6 @@ pub(crate) fn is_content(word: &str) -> bool {
     !word.is_empty() && !is_one_of(word, STOPWORDS) && word != "\"q\""
 }
 
-const IRREGULAR_PAST: &[&str] = &[
-    "was",
-    "were",
-    "had",
-    "did",
-    "said",
-    "thought",
-    "knew",
-    "saw",
-    "got",
-    "went",
-    "made",
-    "found",
-    "heard",
-    "told",
-    "felt",
-    "took",
-    "came",
-    "meant",
-    "brought",
-    "bought",
-    "began",
-    "forgot",
-    "gave",
-    "lost",
-    "ran",
-    "sent",
-    "spent",
-    "understood",
-    "wrote",
-    "ate",
-    "drank",
-    "flew",
-    "drove",
-    "sat",
-    "became",
-    "chose",
-];
-
-/// A past-tense (or past-participle) verb form, as far as spelling tells.
-pub(crate) fn is_past(word: &str) -> bool {
-    (word.len() > 3 && word.ends_with("ed") && !word.ends_with("eed"))
-        || is_one_of(word, IRREGULAR_PAST)
-}
-
-const IRREGULAR_PARTICIPLES: &[&str] = &[
-    "done", "kept", "set", "run", "made", "built", "sent", "shown", "written", "paid", "held",
-    "put", "read", "left", "met", "cut", "shut", "spent", "sold", "told", "taken", "given", "seen",
-    "known", "gone", "been", "chosen", "driven", "hidden", "frozen", "stored",
-];
-
-/// A past participle (`encrypted`, `done`, `kept`), as far as spelling tells.
-pub(crate) fn is_participle(word: &str) -> bool {
-    is_past(word)
-        || (word.ends_with("en") && word.len() > 4)
-        || is_one_of(word, IRREGULAR_PARTICIPLES)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
