@@ -779,3 +779,49 @@ fn a_line_that_brings_a_new_value_is_no_repeat_of_one_like_it() {
         );
     }
 }
+
+#[test]
+fn a_line_a_listed_statement_says_costs_nothing_and_is_shown_once() {
+    let chat = support_chat();
+    let order = MessageId(9);
+    let said = chat
+        .iter()
+        .find(|m| m.id == order)
+        .cloned()
+        .expect("the order message");
+    let mut stated = crate::stated::UserStatements::default();
+    stated.record(
+        crate::stated::extract(&[said]),
+        &crate::stated::StatedCaps::default(),
+    );
+    assert_eq!(stated.shown().count(), 1, "{stated:?}");
+    let config = EvidenceConfig::default();
+    let gather = |beside: Option<&crate::stated::UserStatements>| {
+        let mut g = Gathering::default();
+        g.add(read(&chat, config.max_line_chars), 0);
+        if let Some(stated) = beside {
+            g.beside(stated);
+        }
+        // A budget of one token: only a line that costs nothing fits.
+        g.choose(
+            &Evidence::default(),
+            &[],
+            "",
+            1,
+            &config,
+            &CharEstimator::new(3),
+        )
+        .evidence
+    };
+    // Beside the list, the order's line is kept at no cost...
+    let kept = gather(Some(&stated));
+    assert!(kept.lines.iter().any(|l| l.at == order), "{kept:?}");
+    // ...and shown once, as the statement: not among the evidence's lines,
+    // until the statement is no longer listed.
+    assert!(!kept.render_beside(&stated).contains("#9 "));
+    assert!(kept
+        .render_beside(&crate::stated::UserStatements::default())
+        .contains("#A-448213"));
+    // Chosen against nothing, the same line does not fit the budget.
+    assert!(gather(None).lines.is_empty());
+}
