@@ -147,7 +147,7 @@ fn summarize_pass(chunks: &[String], engine: &EngineConfig, e: &dyn TokenEstimat
         };
         let out = extractive::summarize_with(
             &input,
-            &engine.extractive,
+            &engine.extractive_config(),
             engine.summary_budget(),
             e,
             &mut judgements,

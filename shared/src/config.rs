@@ -459,6 +459,17 @@ impl EngineConfig {
         })
     }
 
+    /// The offline summarizer's settings in force: `quote_lines`, when
+    /// unset, is on only while the evidence is off (the evidence keeps the
+    /// lines that hold values).
+    pub fn extractive_config(&self) -> ExtractiveConfig {
+        let mut config = self.extractive;
+        if config.quote_lines.is_none() {
+            config.quote_lines = Some(self.evidence_share() <= 0.0);
+        }
+        config
+    }
+
     /// `summary.max_output_tokens` when unset: CoWork's budget for the
     /// window ([`summary_output_budget`]: 4,096, at most 8 % of the window,
     /// at least 500), and at most half the trigger threshold, so that a
@@ -607,6 +618,22 @@ mod tests {
         let written = toml::to_string(&old).unwrap();
         assert!(!written.contains("ledger"), "{written}");
         assert!(EngineConfig::default().deprecated_keys().is_empty());
+    }
+
+    #[test]
+    fn the_offline_summary_quotes_lines_only_while_the_evidence_is_off() {
+        let on = EngineConfig::default();
+        assert_eq!(on.extractive.quote_lines, None);
+        assert_eq!(on.extractive_config().quote_lines, Some(false));
+        let mut off = EngineConfig::default();
+        off.evidence.share_of_trigger = Some(0.0);
+        assert_eq!(off.extractive_config().quote_lines, Some(true));
+        // Set, it is what it says either way.
+        let mut set = EngineConfig::default();
+        set.extractive.quote_lines = Some(true);
+        assert_eq!(set.extractive_config().quote_lines, Some(true));
+        off.extractive.quote_lines = Some(false);
+        assert_eq!(off.extractive_config().quote_lines, Some(false));
     }
 
     /// A small model: 8k window, trigger at 5,500 tokens.

@@ -75,6 +75,22 @@ pub struct ExtractiveConfig {
     pub max_open_threads: usize,
     /// Longest bullet, in chars.
     pub bullet_chars: usize,
+    /// Whether the summarizer copies the conversation's lines into the
+    /// summary: key facts, and the flow's turns (`handoff9`: the user's
+    /// messages and the work completed). Without, it writes what is open
+    /// (questions, next steps, the turn in progress; `handoff9`: the
+    /// primary request, the current state, the next step) and keeps what
+    /// it was given: the previous summary's bullets, under the caps, and
+    /// the lines of a pre-compaction hook (`Context:`). Unset: only while
+    /// the evidence is off ([`crate::config::EngineConfig::extractive_config`]).
+    /// The evidence keeps the lines that hold values, each ranked against
+    /// all the others under one budget; the summary's copies were a second
+    /// pick of the same lines by other rules and took the evidence's room
+    /// (SGD task dialogues, last of 10 compactions: 63 % of their values
+    /// kept with them, 69 % without; the generated and Claude Code rows
+    /// unchanged).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub quote_lines: Option<bool>,
 }
 
 impl Default for ExtractiveConfig {
@@ -84,6 +100,7 @@ impl Default for ExtractiveConfig {
             max_flow: 60,
             max_open_threads: 12,
             bullet_chars: 240,
+            quote_lines: None,
         }
     }
 }
@@ -712,9 +729,13 @@ pub fn summarize_with(
     }
     // The latest turn's flow bullet (`handoff9`'s current state).
     let mut last_turn: Option<String> = None;
+    // Whether the conversation's lines are copied (see
+    // [`ExtractiveConfig::quote_lines`]): when not, no line is judged as
+    // a fact, and only `handoff9` walks the turns (for its current state).
+    let quoting = config.quote_lines.unwrap_or(true);
 
     // CONVERSATION FLOW: one bullet per user turn, the user's words first.
-    let mut i = 0;
+    let mut i = if quoting || handoff { 0 } else { blocks.len() };
     while i < blocks.len() {
         let block = &blocks[i];
         let start = i;
@@ -777,19 +798,21 @@ pub fn summarize_with(
                 bullets.push(Section::PrimaryRequest, said.clone());
                 has_request = true;
             }
-            bullets.push(Section::UserMessages, said);
+            if quoting {
+                bullets.push(Section::UserMessages, said);
+            }
         }
         let answered = if block.speaker == Speaker::User {
             &turn[1..]
         } else {
             turn
         };
-        match first_answer_of(answered, judge) {
+        match first_answer_of(answered, judge).filter(|_| quoting) {
             Some((id, answer)) => bullets.push(
                 Section::WorkCompleted,
                 shorten(&format!("#{id} assistant: {answer}{tools}"), width),
             ),
-            None if !tools.is_empty() => bullets.push(
+            None if quoting && !tools.is_empty() => bullets.push(
                 Section::WorkCompleted,
                 shorten(&format!("#{}{tools}", block.id), width),
             ),
@@ -816,27 +839,35 @@ pub fn summarize_with(
             let short = shorten(sentence, width);
             // The user's decisions and constraints by the same rules as the
             // recorded statements: "never mind, found it" is neither.
-            let stated_kind = if user { judge.classify(sentence) } else { None };
-            let decision = if user {
-                stated_kind == Some(StatementKind::Decision)
+            let stated_kind = if user && quoting {
+                judge.classify(sentence)
             } else {
-                has_marker(&lower, DECISION_MARKERS)
+                None
             };
-            let correction = has_marker(&lower, CORRECTION_MARKERS);
+            let decision = quoting
+                && if user {
+                    stated_kind == Some(StatementKind::Decision)
+                } else {
+                    has_marker(&lower, DECISION_MARKERS)
+                };
+            let correction = quoting && has_marker(&lower, CORRECTION_MARKERS);
             // A user's question that names something specific ("can you
             // refund 4.50 EUR to my Visa card?") is a fact about them too.
             // A sentence that only thanks or closes the talk is none.
-            let fact = if user {
-                (stated_kind.is_some() || judge.is_specific(sentence))
-                    && !crate::evidence::only_closes(sentence)
-            } else {
-                (decision || correction || judge.has_artifact(sentence))
-                    && !judge.is_boilerplate(sentence)
-            };
+            let fact = quoting
+                && if user {
+                    (stated_kind.is_some() || judge.is_specific(sentence))
+                        && !crate::evidence::only_closes(sentence)
+                } else {
+                    (decision || correction || judge.has_artifact(sentence))
+                        && !judge.is_boilerplate(sentence)
+                };
             // `handoff9` files errors and their fixes apart, even when
             // they carry no exact value.
-            let error =
-                handoff && has_marker(&lower, ERROR_MARKERS) && !judge.is_boilerplate(sentence);
+            let error = quoting
+                && handoff
+                && has_marker(&lower, ERROR_MARKERS)
+                && !judge.is_boilerplate(sentence);
             if fact || error {
                 let bullet = if user {
                     shorten(&format!("{USER_FACT}{sentence}"), width)
@@ -857,6 +888,7 @@ pub fn summarize_with(
                 bullets.push(section, bullet);
             }
             if block.speaker == Speaker::Assistant
+                && quoting
                 && has_marker(&lower, DONE_MARKERS)
                 && handoff
                 && !judge.is_boilerplate(sentence)
@@ -1356,6 +1388,50 @@ Let me know if there is anything else.\n",
                 .all(|b| !b.contains("Thank you for reaching out")),
             "the flow skips filler answers"
         );
+    }
+
+    #[test]
+    fn without_quoting_lines_it_writes_what_is_open_and_keeps_what_it_was_given() {
+        let config = ExtractiveConfig {
+            quote_lines: Some(false),
+            ..ExtractiveConfig::default()
+        };
+        let previous = Summary {
+            key_facts: vec!["the ledger lives in Postgres 16".into()],
+            conversation_flow: vec!["#1 user: start the migration".into()],
+            ..Default::default()
+        };
+        let t = format!(
+            "{}[#3 USER]\nWe must not touch the billing schema. Deploy build 4711 to eu-west-1.\n\
+[#4 ASSISTANT]\nDeployed build 4711 to eu-west-1.\n[#5 USER]\nWhich region is next?\n",
+            crate::pipeline::context_block(&["Ticket BILL-88 is the parent.".into()])
+        );
+        let state = WorkstreamState::default();
+        for format in [SummaryFormat::Sections, SummaryFormat::Handoff9] {
+            let input = CompactionInput {
+                previous_summary: Some(&previous),
+                state: &state,
+                new_messages: &t,
+                instructions: None,
+                split_turn: false,
+                format,
+            };
+            let out = summarize(&input, &config, 4_096, &CharEstimator::default());
+            let text = out.summary.render();
+            // No line of the conversation copied ...
+            assert!(!text.contains("4711"), "{format:?}: {text}");
+            assert!(!text.contains("billing schema"), "{format:?}: {text}");
+            // ... what is open, the hook's lines and the previous summary's
+            // bullets are there.
+            for kept in [
+                "Which region is next?",
+                "Context: Ticket BILL-88 is the parent.",
+                "the ledger lives in Postgres 16",
+                "#1 user: start the migration",
+            ] {
+                assert!(text.contains(kept), "{format:?}: {kept} missing: {text}");
+            }
+        }
     }
 
     #[test]

@@ -764,7 +764,7 @@ impl Summarize for Extractive<'_> {
     ) -> impl Future<Output = Result<SummarizerOutput, Never>> + Send {
         let output = extractive::summarize_with(
             input,
-            &self.engine.extractive,
+            &self.engine.extractive_config(),
             self.engine.summary_budget(),
             self.estimator,
             &mut self.judgements,

@@ -93,7 +93,68 @@ fn compacts_up_to_the_tail_and_reports_progress() {
     assert!(c.report.chunks >= 1);
     assert!(c.report.tokens_after < c.report.tokens_before);
     assert!(c.report.progress, "{:?}", c.report);
-    assert!(!c.summary.is_empty());
+}
+
+#[test]
+fn with_the_evidence_on_the_offline_summary_leaves_the_lines_to_the_evidence() {
+    let engine = engine();
+    let e = estimator();
+    let said = [
+        "Book a table at Firehouse Grill in Sunnyvale for 6:45 pm.",
+        "Done: Firehouse Grill, 6:45 pm, reference FG-20931.",
+        "Also call the dentist, Dr. Okafor, at 408-555-0199.",
+        "Noted: Dr. Okafor, 408-555-0199.",
+        "What time does the grill close?",
+        "It closes at 11 pm.",
+    ];
+    let mut messages: Vec<Message> = said
+        .iter()
+        .zip(1..)
+        .map(|(text, id)| {
+            let role = if id % 2 == 1 {
+                Role::User
+            } else {
+                Role::Assistant
+            };
+            Message::text(id, role, *text)
+        })
+        .collect();
+    // Then talk with nothing in it, the last of it the kept tail.
+    messages.extend((7..=30).map(|id| {
+        let role = if id % 2 == 1 {
+            Role::User
+        } else {
+            Role::Assistant
+        };
+        Message::text(id, role, "Okay.")
+    }));
+    let mut s = Extractive::new(&engine, &e);
+    let c = compacted(run(&messages, &engine, &mut s, 4_000).unwrap());
+    // No second copy of the lines in the summary ...
+    assert!(c.summary.key_facts.is_empty(), "{:?}", c.summary);
+    assert!(c.summary.conversation_flow.is_empty(), "{:?}", c.summary);
+    // ... the evidence has them.
+    let evidence = c.state.evidence.render();
+    for value in [
+        "Firehouse Grill",
+        "6:45 pm",
+        "FG-20931",
+        "408-555-0199",
+        "11 pm",
+    ] {
+        assert!(evidence.contains(value), "{value} missing:\n{evidence}");
+    }
+
+    // With the evidence off, the summary is what carries them.
+    let mut off = engine.clone();
+    off.evidence.share_of_trigger = Some(0.0);
+    let mut s = Extractive::new(&off, &e);
+    let c = compacted(run(&messages, &off, &mut s, 4_000).unwrap());
+    assert!(c.state.evidence.lines.is_empty());
+    let summary = c.summary.render();
+    for value in ["Firehouse Grill", "408-555-0199"] {
+        assert!(summary.contains(value), "{value} missing:\n{summary}");
+    }
 }
 
 #[test]
@@ -325,9 +386,11 @@ fn deterministic_for_the_same_input() {
 fn a_summary_stored_in_the_other_format_is_converted_and_kept_by_the_next_compaction() {
     use crate::summary::SummaryFormat;
 
-    // The default budget: nothing of this short conversation is cut.
+    // The default budget: nothing of this short conversation is cut. (A
+    // summary that quotes the lines, as with the evidence off.)
     let mut engine = EngineConfig::default();
     engine.summary.format = SummaryFormat::Handoff9;
+    engine.extractive.quote_lines = Some(true);
     let e = estimator();
     let messages = conversation(30);
     let mut ws = workstream(&messages);
@@ -379,7 +442,7 @@ impl Summarize for Afresh<'_> {
         } = self.0;
         std::future::ready(Ok(extractive::summarize(
             input,
-            &engine.extractive,
+            &engine.extractive_config(),
             engine.summary_budget(),
             estimator,
         )))

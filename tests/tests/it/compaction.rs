@@ -318,6 +318,9 @@ async fn a_handoff9_summary_has_the_nine_sections_and_the_context_opens_with_the
         safety_margin: 1_000,
     };
     settings.engine.summary.format = SummaryFormat::Handoff9;
+    // A summary that quotes the conversation's lines, as the offline one
+    // does with the evidence off: every section has bullets of its own.
+    settings.engine.extractive.quote_lines = Some(true);
     let engine = settings.engine.clone();
     let compactor =
         Compactor::from_parts(db.store.clone(), redis.queue().await, engine.clone()).await;

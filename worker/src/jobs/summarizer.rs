@@ -224,7 +224,7 @@ impl Summarizer {
         match self {
             Summarizer::Extractive => Ok(extractive::summarize_with(
                 input,
-                &engine.extractive,
+                &engine.extractive_config(),
                 budget,
                 estimator,
                 judgements,
