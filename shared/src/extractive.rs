@@ -76,18 +76,19 @@ pub struct ExtractiveConfig {
     /// Longest bullet, in chars.
     pub bullet_chars: usize,
     /// Whether the summarizer copies the conversation's lines into the
-    /// summary: key facts, and the flow's turns (`handoff9`: the user's
-    /// messages and the work completed). Without, it writes what is open
-    /// (questions, next steps, the turn in progress; `handoff9`: the
-    /// primary request, the current state, the next step) and keeps what
-    /// it was given: the previous summary's bullets, under the caps, and
-    /// the lines of a pre-compaction hook (`Context:`). Unset: only while
-    /// the evidence is off ([`crate::config::EngineConfig::extractive_config`]).
-    /// The evidence keeps the lines that hold values, each ranked against
-    /// all the others under one budget; the summary's copies were a second
-    /// pick of the same lines by other rules and took the evidence's room
-    /// (SGD task dialogues, last of 10 compactions: 63 % of their values
-    /// kept with them, 69 % without; the generated and Claude Code rows
+    /// summary: key facts, the flow's turns (`handoff9`: the user's
+    /// messages and the work completed) and the lines that name a next
+    /// step. Without, it writes what is open (the user's questions left
+    /// unanswered, the turn in progress; `handoff9`: the primary request,
+    /// the current state, the next step), and keeps what it was given: the
+    /// previous summary's bullets, under the caps, and the lines of a
+    /// pre-compaction hook (`Context:`). Unset: only while the evidence is
+    /// off ([`crate::config::EngineConfig::extractive_config`]). The
+    /// evidence keeps the lines that hold values, each ranked against all
+    /// the others under one budget; the summary's copies were a second pick
+    /// of the same lines by other rules and took the evidence's room (SGD
+    /// task dialogues, last of 10 compactions: 63 % of their values kept
+    /// with them, 69 % without; the generated and Claude Code rows
     /// unchanged).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub quote_lines: Option<bool>,
@@ -902,9 +903,10 @@ pub fn summarize_with(
                 bullets.push(open_section, short.clone());
                 newest_open = Some(short.clone());
             }
-            // Next steps near the end of the span.
+            // Next steps near the end of the span (a quoted line too: the
+            // evidence and the user's statements hold it otherwise).
             let near_end = last_user.is_none_or(|lu| index >= lu);
-            if near_end && has_marker(&lower, TASK_MARKERS) && !question {
+            if quoting && near_end && has_marker(&lower, TASK_MARKERS) && !question {
                 bullets.push(open_section, short.clone());
                 newest_open = Some(short);
             }
@@ -1403,7 +1405,8 @@ Let me know if there is anything else.\n",
         };
         let t = format!(
             "{}[#3 USER]\nWe must not touch the billing schema. Deploy build 4711 to eu-west-1.\n\
-[#4 ASSISTANT]\nDeployed build 4711 to eu-west-1.\n[#5 USER]\nWhich region is next?\n",
+[#4 ASSISTANT]\nDeployed build 4711 to eu-west-1.\n\
+[#5 USER]\nWe still need to rotate the keys. Which region is next?\n",
             crate::pipeline::context_block(&["Ticket BILL-88 is the parent.".into()])
         );
         let state = WorkstreamState::default();
@@ -1421,6 +1424,14 @@ Let me know if there is anything else.\n",
             // No line of the conversation copied ...
             assert!(!text.contains("4711"), "{format:?}: {text}");
             assert!(!text.contains("billing schema"), "{format:?}: {text}");
+            // (A next step the words name is a quoted line too; the
+            // current state of `handoff9` is the last turn, as it stands.)
+            let open = [&out.summary.open_threads, &out.summary.pending_work];
+            assert!(
+                open.iter()
+                    .all(|s| s.iter().all(|b| !b.contains("rotate the keys"))),
+                "{format:?}: {text}"
+            );
             // ... what is open, the hook's lines and the previous summary's
             // bullets are there.
             for kept in [
