@@ -371,7 +371,7 @@ pub(crate) fn has_token(hay: &str, needle: &str) -> bool {
 
 /// The heading of the evidence in a context.
 pub const EVIDENCE_HEADING: &str =
-    "Said earlier (lines of compacted messages, clipped to their values, oldest first; #N: the message; u: user, a: assistant, t: tool):";
+    "Said earlier (lines of compacted messages, clipped to their values, oldest first; #N: the message; u: user, a: assistant, t: tool; an indented line goes on from the one above):";
 
 impl Evidence {
     pub fn is_empty(&self) -> bool {
@@ -562,7 +562,7 @@ impl Evidence {
 
     /// The lines as a context shows them (empty when there are none).
     pub fn render(&self) -> String {
-        self.lines.iter().map(render_line).collect()
+        render_lines(&self.lines)
     }
 
     /// The lines as a context shows them beside the user's statements: a
@@ -576,12 +576,40 @@ impl Evidence {
         if statements.is_empty() {
             return self.render();
         }
-        self.lines
-            .iter()
-            .filter(|line| !said_whole(line, &statements))
-            .map(render_line)
-            .collect()
+        render_lines(
+            self.lines
+                .iter()
+                .filter(|line| !said_whole(line, &statements)),
+        )
     }
+}
+
+/// What a line that goes on under the line above starts with.
+pub(crate) const CONTINUATION: &str = "  ";
+
+/// Lines as a context shows them: each cites its message ([`render_line`]),
+/// but a line of the message and speaker of the line just above, with no
+/// marker of its own, goes on under it, indented ([`CONTINUATION`]): a
+/// tool's output or a long answer kept over several lines pays for its
+/// citation once (in the generated coding session, 474 of 825 lines).
+pub(crate) fn render_lines<'a>(lines: impl IntoIterator<Item = &'a Line>) -> String {
+    let mut out = String::new();
+    let mut above: Option<(MessageId, Speaker)> = None;
+    for line in lines {
+        let key = (line.at, line.speaker);
+        if above == Some(key) && line.superseded.is_empty() {
+            out.push_str(&continued_line(line));
+        } else {
+            out.push_str(&render_line(line));
+        }
+        above = Some(key);
+    }
+    out
+}
+
+/// A line as it goes on under one of its message and speaker.
+pub(crate) fn continued_line(line: &Line) -> String {
+    format!("{CONTINUATION}{}\n", line.text)
 }
 
 /// Whether `line` is the user's and a statement the list shows of its

@@ -46,13 +46,18 @@ impl Chosen {
     /// share); returns how many lines went.
     pub fn trim(&mut self, mut excess: u64, estimator: &dyn TokenEstimator) -> u64 {
         let mut n = 0;
+        let mut tokens = estimator.count(&self.evidence.render());
         while excess > 0 {
             let Some((i, _)) = self.rank.iter().enumerate().max_by_key(|(_, r)| **r) else {
                 break;
             };
-            let line = self.evidence.lines.remove(i);
+            self.evidence.lines.remove(i);
             self.rank.remove(i);
-            excess = excess.saturating_sub(estimator.count(&super::render_line(&line)));
+            // (What the render gives back: a line that went on under
+            // another gives back less than its citation.)
+            let left = estimator.count(&self.evidence.render());
+            excess = excess.saturating_sub(tokens.saturating_sub(left));
+            tokens = left;
             n += 1;
         }
         self.kept -= n;
@@ -517,6 +522,29 @@ pub(crate) fn choose(
             }
         })
         .collect();
+    // A line of a message and speaker one kept line already cites goes
+    // on under it (`super::render_lines`) and costs its text alone.
+    let continued: Vec<u64> = all
+        .iter()
+        .zip(&free)
+        .zip(&costs)
+        .map(|((c, &free), &cost)| {
+            if free || !c.line.superseded.is_empty() {
+                cost
+            } else {
+                estimator.count(&super::continued_line(&c.line)).min(cost)
+            }
+        })
+        .collect();
+    let key = |line: usize| (all[line].line.at, all[line].line.speaker);
+    let mut cited: FxHashSet<(MessageId, Speaker)> = FxHashSet::default();
+    let cost = |line: usize, cited: &FxHashSet<(MessageId, Speaker)>| -> u64 {
+        if cited.contains(&key(line)) {
+            continued[line]
+        } else {
+            costs[line]
+        }
+    };
     let mut covered: FxHashSet<usize> = FxHashSet::default();
     // What a line newly covers; a line that covers no new value must
     // cover words worth [`WORDS_ALONE`] to be worth its tokens.
@@ -552,12 +580,17 @@ pub(crate) fn choose(
         .collect();
     let mut left = budget;
     let mut taken: Vec<usize> = Vec::new();
+    let mut is_taken = vec![false; all.len()];
     while let Some(top) = queue.pop() {
+        if is_taken[top.line] {
+            continue;
+        }
         let g = gain(top.line, &covered);
         if g < MIN_GAIN {
             continue;
         }
-        let ratio = g / costs[top.line] as f64;
+        let line_cost = cost(top.line, &cited);
+        let ratio = g / line_cost as f64;
         if queue.peek().is_some_and(|next| ratio < next.ratio) {
             queue.push(Queued {
                 ratio,
@@ -565,7 +598,7 @@ pub(crate) fn choose(
             });
             continue;
         }
-        if costs[top.line] > left {
+        if line_cost > left {
             continue;
         }
         let sh = shingles(&all[top.line].line.text);
@@ -584,11 +617,29 @@ pub(crate) fn choose(
         if !free[top.line] && near.repeats(&sh, bar) {
             continue;
         }
-        left -= costs[top.line];
+        left -= line_cost;
         covered.extend(weights[top.line].iter().map(|(id, _)| *id));
         taken.push(top.line);
+        is_taken[top.line] = true;
         if !free[top.line] {
             near.add(&sh);
+            // The first line kept of its message and speaker: the others
+            // (read next to it) now cost less, and compete again at
+            // their new worth.
+            if cited.insert(key(top.line)) {
+                let k = key(top.line);
+                let from = (0..top.line).rev().take_while(|&i| key(i) == k).last();
+                let to = (top.line + 1..all.len())
+                    .take_while(|&i| key(i) == k)
+                    .last();
+                let group = from.unwrap_or(top.line)..=to.unwrap_or(top.line);
+                for other in group.filter(|&i| !is_taken[i]) {
+                    let ratio = gain(other, &covered) / cost(other, &cited) as f64;
+                    if ratio > 0.0 {
+                        queue.push(Queued { ratio, line: other });
+                    }
+                }
+            }
         }
     }
     let order: FxHashMap<usize, u32> = taken

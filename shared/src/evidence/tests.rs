@@ -54,14 +54,40 @@ fn rare_values_are_kept_and_boilerplate_is_not() {
 fn the_budget_is_respected() {
     let chosen = choose(&support_chat(), &Evidence::default(), 40);
     let estimator = CharEstimator::new(3);
-    let tokens: u64 = chosen
-        .evidence
-        .lines
-        .iter()
-        .map(|l| estimator.count(&render_line(l)))
-        .sum();
+    let tokens = estimator.count(&chosen.evidence.render());
     assert!(tokens <= 40, "{tokens}");
     assert!(!chosen.evidence.is_empty());
+}
+
+#[test]
+fn a_message_kept_over_several_lines_cites_itself_once() {
+    let output = "pod api-7f9c CrashLoopBackOff restarts=14\n\
+pod worker-2b81 OOMKilled limit=512Mi\n\
+pod cron-91ad ImagePullBackOff tag=v2.31.4\n\
+pod web-5d2e Pending node=ip-10-0-3-17";
+    let messages = vec![
+        msg(1, Role::User, "What is wrong with the cluster?"),
+        msg(2, Role::Assistant, output),
+        msg(3, Role::User, "Fix the worker first."),
+    ];
+    let chosen = choose(&messages, &Evidence::default(), 500);
+    let text = chosen.evidence.render();
+    for value in ["api-7f9c", "worker-2b81", "cron-91ad", "ip-10-0-3-17"] {
+        assert!(text.contains(value), "{value} missing:\n{text}");
+    }
+    // One citation, the other lines under it.
+    assert_eq!(text.matches("#2 a: ").count(), 1, "{text}");
+    let under: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with(CONTINUATION))
+        .collect();
+    assert_eq!(under.len(), 3, "{text}");
+    // And the choice counted them so: what a budget that fits the lines
+    // with one citation keeps is all of them.
+    let e = CharEstimator::new(3);
+    let fits: u64 = text.lines().map(|l| e.count(&format!("{l}\n"))).sum();
+    let again = choose(&messages, &Evidence::default(), fits);
+    assert_eq!(again.evidence.render(), text);
 }
 
 #[test]
