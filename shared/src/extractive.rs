@@ -83,7 +83,8 @@ pub struct ExtractiveConfig {
     /// the current state, the next step), and keeps what it was given: the
     /// previous summary's bullets, under the caps, and the lines of a
     /// pre-compaction hook (`Context:`). Unset: only while the evidence is
-    /// off ([`crate::config::EngineConfig::extractive_config`]). The
+    /// off ([`crate::config::EngineConfig::extractive_config`]); a branch's
+    /// summary, which no evidence stands beside, always quotes. The
     /// evidence keeps the lines that hold values, each ranked against all
     /// the others under one budget; the summary's copies were a second pick
     /// of the same lines by other rules and took the evidence's room (SGD

@@ -85,7 +85,12 @@ impl CompactHandler {
             );
             return Ok(());
         }
-        let engine = &self.settings.engine;
+        // A branch's summary is all that is kept of it: no evidence reads
+        // its messages, so the offline summarizer quotes their lines
+        // whatever `[engine.extractive] quote_lines` says for compactions.
+        let mut engine = self.settings.engine.clone();
+        engine.extractive.quote_lines = Some(true);
+        let engine = &engine;
         let estimates: Vec<u64> = input.segment.iter().map(|&(_, t)| t).collect();
         let taken = newest_within(&estimates, engine.branch.budget_tokens);
         let ids: Vec<MessageId> = input.segment.iter().map(|&(id, _)| id).collect();
