@@ -581,15 +581,19 @@ pub const EVIDENCE_HOLD_SHARE: f64 = 0.85;
 
 /// The tokens a context may take after a compaction, evidence included:
 /// [`EngineConfig::evidence_share`] of the trigger, or, when the rest
-/// (`rest` tokens) leaves the evidence less than it held before (`kept`),
-/// as much of that as fits under [`EVIDENCE_HOLD_SHARE`] of it. `None`
+/// (`rest` tokens) leaves the evidence less than it held before (`kept`)
+/// or than a summary's room ([`EngineConfig::summary_budget`]), as much of
+/// the larger as fits under [`EVIDENCE_HOLD_SHARE`] of it. The offline
+/// summary quotes no line while the evidence is on, so however large the
+/// kept tail, what a compaction keeps of its span is never nothing. `None`
 /// when evidence is off or the trigger has no threshold.
 fn evidence_ceiling(engine: &EngineConfig, rest: u64, kept: u64) -> Option<u64> {
     let share = engine.evidence_share();
     let threshold = engine.trigger.threshold().filter(|_| share > 0.0)?;
     let target = (threshold as f64 * share) as u64;
     let hold = (threshold as f64 * EVIDENCE_HOLD_SHARE.max(share)) as u64;
-    Some(target.max(rest.saturating_add(kept).min(hold)))
+    let least = kept.max(engine.summary_budget());
+    Some(target.max(rest.saturating_add(least).min(hold)))
 }
 
 /// Hides old tool output of the kept tail; returns the changed messages

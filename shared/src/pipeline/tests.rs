@@ -548,14 +548,20 @@ fn evidence_keeps_what_it_held_through_a_large_tail_up_to_the_hold_share() {
     let target = (threshold as f64 * engine.evidence_share()) as u64;
     let hold = (threshold as f64 * EVIDENCE_HOLD_SHARE) as u64;
     let e = CharEstimator::default();
+    let heading = e.count(crate::evidence::EVIDENCE_HEADING) + 1;
+    let room = engine.summary_budget();
     // A tail that leaves nothing under the share: a first compaction (no
-    // evidence before) gets nothing past it.
-    let (budget, _) = evidence_budget(&engine, 0, target, 0, &e);
-    assert_eq!(budget, 0);
+    // evidence before) still gets a summary's room past it (the offline
+    // summary quotes no line), under the hold share.
+    let (budget, ceiling) = evidence_budget(&engine, 0, target, 0, &e);
+    assert_eq!(budget, room.min(hold - target - heading));
+    assert!(budget > 0);
+    assert!(ceiling.is_some_and(|c| c <= hold), "{ceiling:?}");
     // Evidence held before is kept, past the share, while the context
     // stays under the hold share.
-    let (budget, ceiling) = evidence_budget(&engine, 0, target, 40, &e);
-    assert_eq!(budget, 40);
+    let held = room + 40;
+    let (budget, ceiling) = evidence_budget(&engine, 0, target, held, &e);
+    assert_eq!(budget, held.min(hold - target - heading));
     assert!(
         ceiling.is_some_and(|c| c > target && c <= hold),
         "{ceiling:?}"
