@@ -3,7 +3,8 @@
 //!
 //! - **Number**: digits with at most a few letters or signs around them
 //!   (`1,249.90`, `EUR`-less `¥128,000`, `7:30`, `2026-03-15`,
-//!   `2026年3月15日`, `15%`, `3pm`).
+//!   `2026年3月15日`, `15%`, `3pm`), and counts written in letters
+//!   (`five`, `zwei`, `二人`: [`super::lang::COUNTS`]).
 //! - **Code**: letters and digits mixed (`#A-448213`, `INV-2024-0042`,
 //!   `DE89370400440532013000`), words joined by `/ _ @ . : =` (paths, URLs,
 //!   e-mails, `snake_case`, dotted names), inner capitals (`camelCase`),
@@ -22,7 +23,7 @@
 //! words, which [`super::slots`] compares to tell a changed value from an
 //! unrelated one.
 
-use super::lang::{CALENDAR, CLOSINGS, FUNCTION_CAPITALS, HONORIFICS};
+use super::lang::{CALENDAR, CLOSINGS, COUNTS, FUNCTION_CAPITALS, HONORIFICS};
 
 /// What a term looks like.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -59,9 +60,27 @@ pub(crate) struct Term {
 
 /// Whether a value's key is distinctive enough to stand for itself: three
 /// letters or digits or more (`16:45`, `4th`, `37s`), not `3` or `10`,
-/// which any line may hold for another reason.
+/// which any line may hold for another reason, nor `three` or `zehn`.
 pub(crate) fn distinctive(key: &str) -> bool {
-    key.chars().filter(|c| c.is_alphanumeric()).count() >= 3
+    key.chars().filter(|c| c.is_alphanumeric()).count() >= 3 && !is_count(key)
+}
+
+/// Whether `word` is a count written in letters ([`COUNTS`]: `five`,
+/// `zwei`, `cinco`, `二人`). Asked of every plain word, so an ASCII word
+/// is lower-cased on the stack.
+pub(crate) fn is_count(word: &str) -> bool {
+    const LONGEST: usize = 16;
+    if word.len() > LONGEST {
+        return false;
+    }
+    if !word.is_ascii() {
+        return COUNTS.has(&fold(word));
+    }
+    let mut buf = [0u8; LONGEST];
+    let folded = &mut buf[..word.len()];
+    folded.copy_from_slice(word.as_bytes());
+    folded.make_ascii_lowercase();
+    std::str::from_utf8(folded).is_ok_and(|w| COUNTS.has(w))
 }
 
 impl Term {
@@ -458,6 +477,11 @@ pub(crate) fn value_form(text: &str) -> Option<Form> {
     if letters == 0 {
         return None;
     }
+    // A count in letters is a number as much as its digits ("five pm",
+    // "zwei Personen", "tres baños").
+    if signs == 0 && !joined && is_count(text) {
+        return Some(Form::Number);
+    }
     if katakana && letters >= 2 {
         return Some(Form::Name);
     }
@@ -810,6 +834,24 @@ mod tests {
                 "{key:?} not in {got:?} of {line:?}"
             );
         }
+    }
+
+    #[test]
+    fn counts_in_letters_are_numbers_in_every_language() {
+        for (line, key) in [
+            ("Lets eat at five pm.", "five"),
+            ("Wir sind zwei Personen.", "zwei"),
+            ("予約は二人でお願いします", "二人"),
+            ("El piso tiene tres baños.", "tres"),
+            ("Nous restons deux nuits.", "deux"),
+        ] {
+            has(line, key, Form::Number);
+            // (A count alone says no more than a digit: `five` is no
+            // `16:45`.)
+            assert!(!distinctive(key), "{key}");
+        }
+        // "one" is as often a pronoun as a count.
+        assert!(values("I'll take this one.").is_empty());
     }
 
     #[test]

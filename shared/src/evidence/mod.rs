@@ -342,15 +342,14 @@ pub fn restates(later: &str, earlier: &str) -> bool {
 pub const TEMPLATE_VALUES: usize = slots::TEMPLATE_VALUES;
 
 /// Whether `sentence` gives a value by its form ([`forms`]: a number, a
-/// code, a name, a quoted string) or a count in letters
-/// ([`lang::COUNTS`]: "two tickets"), however short: what a user's
-/// sentence must give to be framed as a constraint of the task
-/// ([`crate::stated::classify`]). A closing word written with a capital
-/// ("No, Thanks") is no value.
+/// count in letters such as "two tickets", a code, a name, a quoted
+/// string), however short: what a user's sentence must give to be framed
+/// as a constraint of the task ([`crate::stated::classify`]). A closing
+/// word written with a capital ("No, Thanks") is no value.
 pub fn gives_value(sentence: &str) -> bool {
     forms::terms(sentence)
         .iter()
-        .any(|t| (t.form.is_value() && !lang::CLOSINGS.has(&t.key)) || lang::COUNTS.has(&t.key))
+        .any(|t| t.form.is_value() && !lang::CLOSINGS.has(&t.key))
 }
 
 /// Replaced values remembered.

@@ -4,8 +4,10 @@
 //!   the same JSON field of the same tool), or
 //! - the same neighbouring words and the same form (`at 7 pm` … `at 8 pm`),
 //!   when the later line is the user's (or the same speaker's) and either
-//!   both neighbours agree or the line carries a change cue ("instead",
-//!   "statt", "代わりに", …: [`super::lang::CHANGE_CUES`]);
+//!   the line carries a change cue ("instead", "statt", "代わりに", …:
+//!   [`super::lang::CHANGE_CUES`]) or both neighbours agree within
+//!   [`SHAPE_SCOPE`] messages (a correction follows what it corrects; the
+//!   same words around another date further on tell of another event);
 //!
 //! - the same shape of number (`17:15` … `17:30`, `the 4th` … `the 2nd`)
 //!   when the user says one such value in each of two lines of two
@@ -258,7 +260,12 @@ pub(crate) fn supersede(lines: &mut [Candidate], later: &[Candidate], scope: u64
                             // are a list, `input :a do` … `input :b do`,
                             // unless a cue says it changed.)
                             let list = c.line.seq == old.seq;
-                            by_whom && (cue || (both && !repeated && !list))
+                            // Without a cue, a change corrects what was
+                            // just said; further apart, the same words
+                            // around another value tell of another event
+                            // ("on 9 June" … "on 27 June" in a chat).
+                            let near = c.line.seq.saturating_sub(old.seq) <= SHAPE_SCOPE;
+                            by_whom && (cue || (both && near && !repeated && !list))
                         });
                     if replaces {
                         marks.push((old.line, old.value.clone(), c.line.at, c.line.seq));

@@ -147,6 +147,63 @@ fn a_superseded_value_is_marked_on_its_line() {
 }
 
 #[test]
+fn the_same_words_around_another_date_far_on_tell_of_another_event() {
+    // A chat: the user names a day twice, the second time weeks of talk
+    // later and with no word of change. Two events, both current.
+    let mut messages = vec![msg(
+        1,
+        Role::User,
+        "We went hiking on 9 June with the kids.",
+    )];
+    let talk = [
+        "lovely",
+        "wonderful",
+        "great",
+        "amazing",
+        "nice",
+        "brilliant",
+    ];
+    for (i, word) in talk.iter().enumerate() {
+        let id = 2 + 2 * i as i64;
+        messages.push(msg(
+            id,
+            Role::Assistant,
+            &format!("That sounds {word}, tell me more."),
+        ));
+        messages.push(msg(id + 1, Role::User, &format!("It was {word} indeed.")));
+    }
+    messages.push(msg(
+        30,
+        Role::User,
+        "Then on 27 June we baked bread at home.",
+    ));
+    let chosen = choose(&messages, &Evidence::default(), 2_000);
+    let text = chosen.evidence.render();
+    assert!(chosen.evidence.replaced.is_empty(), "{text}");
+    assert!(!text.contains("superseded"), "{text}");
+    assert!(
+        text.contains("9 June") && text.contains("27 June"),
+        "{text}"
+    );
+
+    // Said right after, the same words around another day correct it.
+    let messages = vec![
+        msg(1, Role::User, "Book the visit on 9 June with the agent."),
+        msg(2, Role::Assistant, "Booked for the 9th."),
+        msg(3, Role::User, "Book the visit on 12 June with the agent."),
+    ];
+    let replaced = choose(&messages, &Evidence::default(), 2_000)
+        .evidence
+        .replaced;
+    assert!(
+        replaced
+            .iter()
+            .any(|r| r.value == "9" && r.by == MessageId(3)),
+        "{replaced:?}"
+    );
+}
+
+#[test]
 fn reading_cuts_long_lines_and_skips_reasoning() {
     let long =
         "word ".repeat(200) + "and finally the code ZX-9931 appears. " + &"more ".repeat(100);
