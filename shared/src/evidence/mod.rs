@@ -814,9 +814,26 @@ pub fn read(span: &[Message], max_line_chars: usize) -> Read {
     out
 }
 
+/// Whether a point after `word` before `after` is a day's ordinal point in
+/// a date (`am 10. Juni`, `le 3. März`): a number of one or two digits
+/// before it and a month or a day ([`lang::CALENDAR`]) after it. Sentences
+/// are not cut there: the date would be cut in two.
+pub(crate) fn ordinal_date(word: &str, after: &str) -> bool {
+    let day = word.trim_start_matches(|c: char| !c.is_alphanumeric());
+    if !(1..=2).contains(&day.len()) || !day.bytes().all(|b| b.is_ascii_digit()) {
+        return false;
+    }
+    after
+        .split_whitespace()
+        .next()
+        .map(|w| forms::fold(forms::core(w)))
+        .is_some_and(|w| lang::CALENDAR.has(&w))
+}
+
 /// The sentences of a line: cut after `.`, `!`, `?` (and their full-width
 /// forms) followed by a space or the line's end, not after a number's
-/// point (`1.5`) nor a single capital (`J. Smith`).
+/// point (`1.5`), a single capital (`J. Smith`) nor a day's ordinal point
+/// ([`ordinal_date`]: `10. Juni`).
 fn sentences(line: &str) -> Vec<&str> {
     let mut out = Vec::new();
     let mut start = 0;
@@ -838,6 +855,9 @@ fn sentences(line: &str) -> Vec<&str> {
             .map(|&(_, w)| w)
             .collect();
         if c == '.' && word.chars().count() == 1 && word.chars().all(char::is_uppercase) {
+            continue;
+        }
+        if c == '.' && ordinal_date(&word.chars().rev().collect::<String>(), &line[at + 1..]) {
             continue;
         }
         let end = at + c.len_utf8();

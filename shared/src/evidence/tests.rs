@@ -678,6 +678,29 @@ fn each_sentence_is_a_line_of_its_own() {
 }
 
 #[test]
+fn a_days_ordinal_point_ends_no_sentence() {
+    // German writes a date's day with a point: cut there, the date would
+    // be split in two lines, its day in one and its month in the next.
+    let r = read(
+        &[msg(
+            1,
+            Role::Assistant,
+            "Lieferung am 21. März nach Köln. Ich bestelle 2. Danach nichts mehr.",
+        )],
+        280,
+    );
+    let texts: Vec<&str> = r.lines.iter().map(|c| c.line.text.as_str()).collect();
+    assert_eq!(
+        texts,
+        [
+            "Lieferung am 21. März nach Köln.",
+            "Ich bestelle 2.",
+            "Danach nichts mehr."
+        ]
+    );
+}
+
+#[test]
 fn a_short_answer_outranks_a_line_of_a_long_listing() {
     // 40 lines read whole, each of its own shape and with a code of its
     // own, then a short answer to a command.

@@ -120,8 +120,9 @@ fn strip_list_marker(line: &str) -> &str {
 }
 
 /// Splits one line into sentences after `.`, `!` or `?` followed by white
-/// space; a `.` after an abbreviation or before a digit (`Str. 5`) does not
-/// end one.
+/// space; a `.` after an abbreviation, before a digit (`Str. 5`) or after a
+/// day before its month (`10. Juni`: [`crate::evidence::ordinal_date`]) does
+/// not end one.
 pub(crate) fn split_sentences(line: &str) -> Vec<&str> {
     let mut out = Vec::new();
     let mut start = 0;
@@ -148,6 +149,7 @@ pub(crate) fn split_sentences(line: &str) -> Vec<&str> {
             if ABBREVIATIONS.contains(&last_word.as_str())
                 || single_letter
                 || after.starts_with(|c: char| c.is_ascii_digit())
+                || crate::evidence::ordinal_date(&last_word, after)
             {
                 continue;
             }
@@ -185,6 +187,17 @@ mod tests {
                 "never use MySQL!",
                 "Why?",
                 "Deliver to Friedrichstr. 5 e.g. today."
+            ]
+        );
+    }
+
+    #[test]
+    fn a_days_ordinal_point_ends_no_sentence() {
+        assert_eq!(
+            split_sentences("Bitte liefern Sie lieber am 10. Juni statt dessen. Danke."),
+            [
+                "Bitte liefern Sie lieber am 10. Juni statt dessen.",
+                "Danke."
             ]
         );
     }
