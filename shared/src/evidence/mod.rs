@@ -847,17 +847,18 @@ fn sentences(line: &str) -> Vec<&str> {
         if !full_width && next.is_some_and(|n| !n.is_whitespace()) {
             continue;
         }
-        // `J.` or `Dr.`-like: a capital alone before the point.
-        let word: String = chars[..k]
-            .iter()
+        // The word the point ends: `J.` (a capital alone before it) or a
+        // day's ordinal (`10. Juni`) ends no sentence.
+        let from = line[..at]
+            .char_indices()
             .rev()
-            .take_while(|(_, w)| !w.is_whitespace())
-            .map(|&(_, w)| w)
-            .collect();
+            .find(|(_, w)| w.is_whitespace())
+            .map_or(0, |(i, w)| i + w.len_utf8());
+        let word = &line[from..at];
         if c == '.' && word.chars().count() == 1 && word.chars().all(char::is_uppercase) {
             continue;
         }
-        if c == '.' && ordinal_date(&word.chars().rev().collect::<String>(), &line[at + 1..]) {
+        if c == '.' && ordinal_date(word, &line[at + 1..]) {
             continue;
         }
         let end = at + c.len_utf8();

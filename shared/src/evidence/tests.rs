@@ -5,6 +5,15 @@ fn msg(id: i64, role: Role, text: &str) -> Message {
     Message::text(id, role, text)
 }
 
+/// The lines one message of `role` is read into, as text.
+fn read_texts(role: Role, text: &str) -> Vec<String> {
+    read(&[msg(1, role, text)], 280)
+        .lines
+        .into_iter()
+        .map(|c| c.line.text)
+        .collect()
+}
+
 fn choose(messages: &[Message], previous: &Evidence, budget: u64) -> Chosen {
     let config = EvidenceConfig::default();
     let mut g = Gathering::default();
@@ -658,15 +667,10 @@ fn what_is_common_is_counted_over_the_whole_workstream() {
 
 #[test]
 fn each_sentence_is_a_line_of_its_own() {
-    let r = read(
-        &[msg(
-            1,
-            Role::User,
-            "Deliveries go to 14 Harbour Street. And never share my phone number with couriers! Is J. Smith in?",
-        )],
-        280,
+    let texts = read_texts(
+        Role::User,
+        "Deliveries go to 14 Harbour Street. And never share my phone number with couriers! Is J. Smith in?",
     );
-    let texts: Vec<&str> = r.lines.iter().map(|c| c.line.text.as_str()).collect();
     assert_eq!(
         texts,
         [
@@ -681,19 +685,15 @@ fn each_sentence_is_a_line_of_its_own() {
 fn a_days_ordinal_point_ends_no_sentence() {
     // German writes a date's day with a point: cut there, the date would
     // be split in two lines, its day in one and its month in the next.
-    let r = read(
-        &[msg(
-            1,
-            Role::Assistant,
-            "Lieferung am 21. März nach Köln. Ich bestelle 2. Danach nichts mehr.",
-        )],
-        280,
+    let texts = read_texts(
+        Role::Assistant,
+        // (And a no-break space before a day: `from` is a char boundary.)
+        "Lieferung am\u{a0}21. März nach Köln. Ich bestelle 2. Danach nichts mehr.",
     );
-    let texts: Vec<&str> = r.lines.iter().map(|c| c.line.text.as_str()).collect();
     assert_eq!(
         texts,
         [
-            "Lieferung am 21. März nach Köln.",
+            "Lieferung am\u{a0}21. März nach Köln.",
             "Ich bestelle 2.",
             "Danach nichts mehr."
         ]
