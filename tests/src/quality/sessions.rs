@@ -299,6 +299,14 @@ impl Shape {
                 } else {
                     super::sgd::Split::Test
                 };
+                if let Some(file) = std::env::var_os(split.override_var()) {
+                    let what = split.fixture().provenance();
+                    return Some(format!(
+                        "{} (in place of tests/{}): {what}",
+                        file.to_string_lossy(),
+                        split.path()
+                    ));
+                }
                 (split.path(), split.fixture().provenance())
             }
             Shape::ClaudeCodeTune | Shape::ClaudeCodeHeldOut => {

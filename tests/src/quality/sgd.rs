@@ -63,8 +63,25 @@ impl Split {
         }
     }
 
-    /// The fixture, parsed (panics on a broken fixture).
+    /// The variable naming a file to read in place of the fixture: any
+    /// conversation written in the fixture's format, such as a published
+    /// benchmark that may not be kept here (`bench/locomo`).
+    pub fn override_var(self) -> &'static str {
+        match self {
+            Split::Train => "QUALITY_SGD_TRAIN",
+            Split::Test => "QUALITY_SGD_TEST",
+        }
+    }
+
+    /// The fixture, parsed (panics on a broken fixture): the file
+    /// [`Split::override_var`] names when it is set, else the one kept here.
     pub fn fixture(self) -> Fixture {
+        if let Some(path) = std::env::var_os(self.override_var()) {
+            let text = std::fs::read_to_string(&path)
+                .unwrap_or_else(|e| panic!("{}: {e}", path.to_string_lossy()));
+            return serde_json::from_str(&text)
+                .unwrap_or_else(|e| panic!("{}: not a fixture: {e}", path.to_string_lossy()));
+        }
         serde_json::from_str(self.text())
             .unwrap_or_else(|e| panic!("tests/{}: not a fixture: {e}", self.path()))
     }
