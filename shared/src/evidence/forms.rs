@@ -58,6 +58,46 @@ pub(crate) struct Term {
     pub(crate) span: (usize, usize),
 }
 
+/// Marks that set a name off from the sentence around it, in any script.
+const COMMAS: [char; 3] = [',', '、', '，'];
+
+/// Whether the name at `span` of `sentence` addresses the one spoken to
+/// rather than giving a value: it closes the sentence after a comma or
+/// after one word ("Thanks, Melanie!", "Hey Mel!", "お疲れ様、田中さん。"),
+/// or stands between one word and a comma ("Wow, Mel, you're amazing",
+/// "Thanks Mel, really"). Said by position alone, so in every language:
+/// "I'd like to fly to Paris." and "A table at Sakura, please." give a
+/// value, and so does a day or a month ("This Saturday.": nobody is
+/// called that).
+pub(crate) fn addressed(sentence: &str, span: (usize, usize)) -> bool {
+    let (Some(before), Some(name), Some(after)) = (
+        sentence.get(..span.0),
+        sentence.get(span.0..span.1),
+        sentence.get(span.1..),
+    ) else {
+        return false;
+    };
+    if CALENDAR.has(&fold(name)) {
+        return false;
+    }
+    let before = before.trim_end();
+    let set_off = before.ends_with(COMMAS);
+    let words_before = before.trim_end_matches(COMMAS).split_whitespace().count();
+    // (An honorific written against the name goes with it: 田中さん。)
+    let after = after.trim_start();
+    let after = after
+        .get(HONORIFICS.prefix_in(after).unwrap_or(0)..)
+        .unwrap_or(after);
+    let closes = !after.contains(COMMAS) && !after.chars().any(char::is_alphanumeric);
+    // (A greeting glued to the name by its capital is one run with it:
+    // "Hey Caroline, hope all's good!". Alone before a comma, a run is a
+    // greeting only when a sentence goes on after it: "San Diego, please."
+    // gives a place.)
+    let goes_on = || after.split_whitespace().count() > 3;
+    (closes && (set_off || words_before <= 1))
+        || (after.starts_with(COMMAS) && (words_before == 1 || (words_before == 0 && goes_on())))
+}
+
 /// Whether a value's key is distinctive enough to stand for itself: three
 /// letters or digits or more (`16:45`, `4th`, `37s`), not `3` or `10`,
 /// which any line may hold for another reason, nor `three` or `zehn`.

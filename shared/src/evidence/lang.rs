@@ -70,6 +70,15 @@ impl Table {
     }
 
     /// The length, in bytes, of the table's word of a script without
+    /// spaces that `text` starts with (`さん。` starts with `さん`).
+    pub(crate) fn prefix_in(&self, text: &str) -> Option<usize> {
+        self.unspaced()
+            .filter(|w| text.starts_with(*w))
+            .map(str::len)
+            .max()
+    }
+
+    /// The length, in bytes, of the table's word of a script without
     /// spaces that `text` ends with, when more stands before it (`田中様`
     /// ends with the honorific `様`).
     pub(crate) fn suffix_in(&self, text: &str) -> Option<usize> {
@@ -123,6 +132,53 @@ impl Table {
                 bytes.get(i.wrapping_sub(1)) == Some(&b' ') && bytes.get(i + w.len()) == Some(&b' ')
             })
         })
+    }
+}
+
+impl Table {
+    /// Whether `line` (lower-cased) holds one of the table's words or
+    /// phrases at the head of a clause: first in a sentence or after a
+    /// clause mark (`,` `;` `:` a spaced dash), or after one word of
+    /// [`LEADS`] there. Words of scripts without spaces match anywhere, as
+    /// in [`Table::contained_in`] (they are written against their verb).
+    pub(crate) fn heads_clause_in(&self, line: &str) -> bool {
+        // (Most lines hold none of the words: asked first, and that is all
+        // a script without spaces needs.)
+        if !self.contained_in(line) {
+            return false;
+        }
+        let index = self.index();
+        if !index.unspaced.is_empty()
+            && line.chars().any(super::forms::is_unspaced_script)
+            && index.unspaced.iter().any(|w| line.contains(w))
+        {
+            return true;
+        }
+        let line = line
+            .replace(" - ", ", ")
+            .replace(" – ", ", ")
+            .replace(" — ", ", ");
+        line.split(['.', ',', ';', ':', '!', '?', '(', ')', '"', '\n'])
+            .any(|clause| {
+                let words: Vec<&str> = clause
+                    .split(|c: char| !(c.is_alphanumeric() || c == '\''))
+                    .filter(|w| !w.is_empty())
+                    .collect();
+                let heads = |from: usize| {
+                    let Some(first) = words.get(from) else {
+                        return false;
+                    };
+                    if index.words.contains(first) {
+                        return true;
+                    }
+                    let rest = words[from..].join(" ");
+                    index.phrases.iter().any(|p| {
+                        rest.starts_with(p)
+                            && rest[p.len()..].chars().next().is_none_or(|c| c == ' ')
+                    })
+                };
+                heads(0) || (words.first().is_some_and(|w| LEADS.has(w)) && heads(1))
+            })
     }
 }
 
@@ -982,6 +1038,43 @@ pub(crate) static CONTRASTS: Table = Table::new(&[
     ("fr", &["pas", "plutôt que"]),
 ]);
 
+/// Words that may stand before a rule or a choice at the head of its
+/// clause: the subject that holds to it, a word of politeness, a bare yes
+/// and a joining "and" or "but" ("we never deploy on Fridays", "it has to
+/// stay off in prod", "please never push to main", "and never share my
+/// number", "bitte nie direkt pushen", "je préfère le train"). Not "no":
+/// in Spanish it is the negation ("no siempre es fácil"). A rule word
+/// after anything else qualifies what is said rather than lays down a rule
+/// ("I've always had a love for horses", "it isn't always easy", "to make
+/// sure the kids are fine").
+pub(crate) static LEADS: Table = Table::new(&[
+    (
+        "en",
+        &[
+            "i", "we", "you", "it", "please", "yes", "ok", "okay", "and", "but",
+        ],
+    ),
+    (
+        "de",
+        &[
+            "ich", "wir", "du", "ihr", "sie", "man", "das", "bitte", "ja", "nein", "und", "aber",
+        ],
+    ),
+    ("ja", &["私は", "僕は", "我々は"]),
+    (
+        "es",
+        &[
+            "yo", "nosotros", "nosotras", "tú", "usted", "ustedes", "sí", "y", "pero",
+        ],
+    ),
+    (
+        "fr",
+        &[
+            "je", "nous", "tu", "vous", "on", "ça", "cela", "non", "oui", "et", "mais",
+        ],
+    ),
+]);
+
 impl Table {
     /// Whether `line` (lower-cased) sets something against another: one of
     /// the table's words right after a comma, or anywhere in a script
@@ -1024,6 +1117,7 @@ mod tests {
             &IDIOMS,
             &CONTRASTS,
             &FUNCTION_CAPITALS,
+            &LEADS,
         ] {
             let langs: Vec<&str> = table.by_language.iter().map(|(l, _)| *l).collect();
             for lang in ["en", "de", "ja", "es", "fr"] {

@@ -345,11 +345,14 @@ pub const TEMPLATE_VALUES: usize = slots::TEMPLATE_VALUES;
 /// count in letters such as "two tickets", a code, a name, a quoted
 /// string), however short: what a user's sentence must give to be framed
 /// as a constraint of the task ([`crate::stated::classify`]). A closing
-/// word written with a capital ("No, Thanks") is no value.
+/// word written with a capital ("No, Thanks") is no value, nor is the
+/// name of the one spoken to ("Thanks, Melanie!": [`forms::addressed`]).
 pub fn gives_value(sentence: &str) -> bool {
-    forms::terms(sentence)
-        .iter()
-        .any(|t| t.form.is_value() && !lang::CLOSINGS.has(&t.key))
+    forms::terms(sentence).iter().any(|t| {
+        t.form.is_value()
+            && !lang::CLOSINGS.has(&t.key)
+            && !(t.form == forms::Form::Name && forms::addressed(sentence, t.span))
+    })
 }
 
 /// Replaced values remembered.

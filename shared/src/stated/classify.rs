@@ -13,7 +13,10 @@
 //!   "never mind"), a condition of the user's ([`lang::CONDITIONS`]: "my
 //!   son is allergic to nuts") or a choice ([`lang::CHOICES`]: "let's use
 //!   Postgres"; [`lang::CONTRASTS`]: "to the original card, not store
-//!   credit").
+//!   credit"). Without a value, the word must head its clause (first, or
+//!   after its subject or "please": [`lang::LEADS`]): "we never deploy
+//!   without a review" states a rule, "I've always had a love for horses" does
+//!   not.
 //!
 //! It is not framed when it only closes the talk ("No that's it, thanks
 //! again."), when it is a hypothetical, a guess or reported speech
@@ -58,18 +61,39 @@ pub(crate) fn classify(sentence: &str) -> Option<StatementKind> {
     if question && !chooses && lang::QUESTIONS.contained_in(&folded) {
         return None;
     }
-    if !question && chooses {
+    // Without a value, a word of choice or of rule marks the sentence only
+    // where it heads its clause ([`lang::Table::heads_clause_in`]): "let's
+    // use the cache", "never push to main", "we never deploy on Fridays",
+    // not "I've always had a love for horses" or "it really pushed me to
+    // keep going", where it qualifies what is said. Beside a value it
+    // marks it anywhere: "For the job store let's go with SQLite", "Ship
+    // on Monday instead".
+    let value = crate::evidence::gives_value(trimmed);
+    if !question
+        && chooses
+        && (value
+            || lang::CHOICES.heads_clause_in(&folded)
+            || lang::CHANGE_CUES.heads_clause_in(&folded)
+            || lang::CONTRASTS.after_comma_in(&folded))
+    {
         return Some(Decision);
     }
-    if !question && rules(&folded) {
+    if !question && (rules_at_head(&folded) || (value && rules(&folded))) {
         return Some(Constraint);
     }
-    crate::evidence::gives_value(trimmed).then_some(if chooses { Decision } else { Request })
+    value.then_some(if chooses { Decision } else { Request })
 }
 
 /// A rule word or a condition, outside a set phrase that holds one.
 fn rules(folded: &str) -> bool {
     (lang::RULES.contained_in(folded) && !lang::IDIOMS.contained_in(folded))
+        || lang::CONDITIONS.contained_in(folded)
+}
+
+/// [`rules`], with the rule word at the head of its clause: what a
+/// sentence without a value needs to be a rule.
+fn rules_at_head(folded: &str) -> bool {
+    (lang::RULES.heads_clause_in(folded) && !lang::IDIOMS.contained_in(folded))
         || lang::CONDITIONS.contained_in(folded)
 }
 
