@@ -64,8 +64,8 @@ const COMMAS: [char; 3] = [',', '、', '，'];
 /// Whether the name at `span` of `sentence` addresses the one spoken to
 /// rather than giving a value: it closes the sentence after a comma or
 /// after one word ("Thanks, Melanie!", "Hey Mel!", "お疲れ様、田中さん。"),
-/// or stands between one word and a comma ("Wow, Mel, you're amazing",
-/// "Thanks Mel, really"). Said by position alone, so in every language:
+/// or stands between one word and a comma or a spaced dash ("Wow, Mel,
+/// you're amazing", "Thanks Mel, really", "Thanks, Gina - really"). Said by position alone, so in every language:
 /// "I'd like to fly to Paris." and "A table at Sakura, please." give a
 /// value, and so does a day or a month ("This Saturday.": nobody is
 /// called that).
@@ -83,6 +83,10 @@ pub(crate) fn addressed(sentence: &str, span: (usize, usize)) -> bool {
     let before = before.trim_end();
     let set_off = before.ends_with(COMMAS);
     let words_before = before.trim_end_matches(COMMAS).split_whitespace().count();
+    // (A dash with a space before it sets the name off as a comma does:
+    // "Thanks, Gina - really appreciate it".)
+    let dashed =
+        after.starts_with(char::is_whitespace) && after.trim_start().starts_with(['-', '–', '—']);
     // (An honorific written against the name goes with it: 田中さん。)
     let after = after.trim_start();
     let after = after
@@ -95,7 +99,8 @@ pub(crate) fn addressed(sentence: &str, span: (usize, usize)) -> bool {
     // gives a place.)
     let goes_on = || after.split_whitespace().count() > 3;
     (closes && (set_off || words_before <= 1))
-        || (after.starts_with(COMMAS) && (words_before == 1 || (words_before == 0 && goes_on())))
+        || ((after.starts_with(COMMAS) || dashed)
+            && (words_before == 1 || (words_before == 0 && goes_on())))
 }
 
 /// Whether a value's key is distinctive enough to stand for itself: three

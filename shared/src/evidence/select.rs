@@ -85,8 +85,23 @@ const MIN_GAIN: f64 = 0.2;
 /// the assistant said too.
 const UNUSED_TOOL: f64 = 0.5;
 
-/// What the words of a line without a new value must be worth.
-const WORDS_ALONE: f64 = 2.0;
+/// What the words of a line without a new value must be worth, in a
+/// workstream of [`WORDS_ALONE_AT`] messages: about one word the user said
+/// once (a word weighs a fifth of a value). Lines are taken by worth per
+/// token, so a low bar only lets in what the budget still has room for; at
+/// twice this, a chat between two people, whose facts are words ("we went
+/// camping in the mountains"), left a sixth of its budget unused. In fewer
+/// messages rarity tells less (in three, "what" and "the" are said once),
+/// and the bar rises as `1 / ln(N + 1)`: [`words_alone`].
+const WORDS_ALONE: f64 = 1.0;
+
+/// The workstream size [`WORDS_ALONE`] is set for.
+const WORDS_ALONE_AT: f64 = 400.0;
+
+/// [`WORDS_ALONE`] for a workstream of `messages` read.
+fn words_alone(messages: f64) -> f64 {
+    WORDS_ALONE * (WORDS_ALONE_AT + 1.0).ln() / (messages + 1.0).ln().max(f64::EPSILON)
+}
 
 fn form_weight(form: Form) -> f64 {
     match form {
@@ -547,7 +562,8 @@ pub(crate) fn choose(
     };
     let mut covered: FxHashSet<usize> = FxHashSet::default();
     // What a line newly covers; a line that covers no new value must
-    // cover words worth [`WORDS_ALONE`] to be worth its tokens.
+    // cover words worth [`words_alone`] to be worth its tokens.
+    let bar = words_alone(messages as f64);
     let is_value: Vec<Vec<bool>> = all
         .iter()
         .map(|c| c.terms.iter().map(|t| t.form.is_value()).collect())
@@ -565,7 +581,7 @@ pub(crate) fn choose(
                 words += w;
             }
         }
-        if values <= 0.0 && words < WORDS_ALONE {
+        if values <= 0.0 && words < bar {
             0.0
         } else {
             values + words

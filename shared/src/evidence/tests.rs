@@ -730,6 +730,25 @@ fn a_short_answer_outranks_a_line_of_a_long_listing() {
 }
 
 #[test]
+fn a_rare_word_alone_is_kept_in_a_long_workstream_and_not_in_a_short_one() {
+    // A chat's facts are words: "mountains" is said once, the rest of its
+    // sentence in every message.
+    let chat = |filler: i64| -> Vec<Message> {
+        let mut m: Vec<Message> = (1..=filler)
+            .map(|i| msg(i, Role::User, "we chose the plan"))
+            .collect();
+        m.push(msg(filler + 1, Role::User, "we chose the mountains"));
+        m
+    };
+    let long = choose(&chat(400), &Evidence::default(), 400);
+    assert!(long.evidence.render().contains("mountains"), "{long:?}");
+    // In three messages every word is said once or twice: rarity says
+    // nothing, and one word does not make a line worth its tokens.
+    let short = choose(&chat(2), &Evidence::default(), 400);
+    assert!(!short.evidence.render().contains("mountains"), "{short:?}");
+}
+
+#[test]
 fn a_failure_in_a_long_output_stands_on_its_own() {
     // Thirty passing tests and one panic, in one output: the panic's line
     // is not one thirtieth of the output's worth.

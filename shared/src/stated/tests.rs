@@ -196,6 +196,7 @@ fn the_name_of_the_one_spoken_to_gives_no_value_in_any_language() {
         "Melanie!",
         "Hey Caroline, hope all's good!",
         "Wow, Mel, you're amazing!",
+        "Thanks, Gina - really appreciate your words!",
         "What about you, Mel?",
         "That bowl is awesome, Mel!",
         "Danke, Anna!",
