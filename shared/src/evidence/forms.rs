@@ -65,10 +65,10 @@ const COMMAS: [char; 3] = [',', '、', '，'];
 /// rather than giving a value: it closes the sentence after a comma or
 /// after one word ("Thanks, Melanie!", "Hey Mel!", "お疲れ様、田中さん。"),
 /// or stands between one word and a comma or a spaced dash ("Wow, Mel,
-/// you're amazing", "Thanks Mel, really", "Thanks, Gina - really"). Said by position alone, so in every language:
-/// "I'd like to fly to Paris." and "A table at Sakura, please." give a
-/// value, and so does a day or a month ("This Saturday.": nobody is
-/// called that).
+/// you're amazing", "Thanks Mel, really", "Thanks, Gina - really"). Said
+/// by position alone, so in every language: "I'd like to fly to Paris."
+/// and "A table at Sakura, please." give a value, and so does a day or a
+/// month ("This Saturday.": nobody is called that).
 pub(crate) fn addressed(sentence: &str, span: (usize, usize)) -> bool {
     let (Some(before), Some(name), Some(after)) = (
         sentence.get(..span.0),

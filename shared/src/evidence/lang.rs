@@ -103,10 +103,7 @@ impl Table {
     /// table: whole words for spaced scripts, a substring for the others.
     pub(crate) fn contained_in(&self, line: &str) -> bool {
         let index = self.index();
-        if !index.unspaced.is_empty()
-            && line.chars().any(super::forms::is_unspaced_script)
-            && index.unspaced.iter().any(|w| line.contains(w))
-        {
+        if self.unspaced_in(line) {
             return true;
         }
         let words = || line.split(|c: char| !(c.is_alphanumeric() || c == '\''));
@@ -147,13 +144,10 @@ impl Table {
         if !self.contained_in(line) {
             return false;
         }
-        let index = self.index();
-        if !index.unspaced.is_empty()
-            && line.chars().any(super::forms::is_unspaced_script)
-            && index.unspaced.iter().any(|w| line.contains(w))
-        {
+        if self.unspaced_in(line) {
             return true;
         }
+        let index = self.index();
         let line = line
             .replace(" - ", ", ")
             .replace(" – ", ", ")
@@ -179,6 +173,17 @@ impl Table {
                 };
                 heads(0) || (words.first().is_some_and(|w| LEADS.has(w)) && heads(1))
             })
+    }
+}
+
+impl Table {
+    /// Whether `line` holds one of the table's words of a script without
+    /// spaces, matched inside a run.
+    fn unspaced_in(&self, line: &str) -> bool {
+        let index = self.index();
+        !index.unspaced.is_empty()
+            && line.chars().any(super::forms::is_unspaced_script)
+            && index.unspaced.iter().any(|w| line.contains(w))
     }
 }
 
@@ -1040,9 +1045,9 @@ pub(crate) static CONTRASTS: Table = Table::new(&[
 
 /// Words that may stand before a rule or a choice at the head of its
 /// clause: the subject that holds to it, a word of politeness, a bare yes
-/// and a joining "and" or "but" ("we never deploy on Fridays", "it has to
-/// stay off in prod", "please never push to main", "and never share my
-/// number", "bitte nie direkt pushen", "je préfère le train"). Not "no":
+/// and a joining "and" or "but" ("we never deploy without a review", "it
+/// has to stay off in prod", "please never push to main", "and never share
+/// my number", "bitte nie direkt pushen", "je préfère le train"). Not "no":
 /// in Spanish it is the negation ("no siempre es fácil"). A rule word
 /// after anything else qualifies what is said rather than lays down a rule
 /// ("I've always had a love for horses", "it isn't always easy", "to make

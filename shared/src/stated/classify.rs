@@ -14,9 +14,9 @@
 //!   son is allergic to nuts") or a choice ([`lang::CHOICES`]: "let's use
 //!   Postgres"; [`lang::CONTRASTS`]: "to the original card, not store
 //!   credit"). Without a value, the word must head its clause (first, or
-//!   after its subject or "please": [`lang::LEADS`]): "we never deploy
-//!   without a review" states a rule, "I've always had a love for horses" does
-//!   not.
+//!   after its subject, "please", a bare "yes" or a joining "and" or
+//!   "but": [`lang::LEADS`]): "we never deploy without a review" states a
+//!   rule, "I've always had a love for horses" does not.
 //!
 //! It is not framed when it only closes the talk ("No that's it, thanks
 //! again."), when it is a hypothetical, a guess or reported speech
@@ -63,11 +63,11 @@ pub(crate) fn classify(sentence: &str) -> Option<StatementKind> {
     }
     // Without a value, a word of choice or of rule marks the sentence only
     // where it heads its clause ([`lang::Table::heads_clause_in`]): "let's
-    // use the cache", "never push to main", "we never deploy on Fridays",
-    // not "I've always had a love for horses" or "it really pushed me to
-    // keep going", where it qualifies what is said. Beside a value it
-    // marks it anywhere: "For the job store let's go with SQLite", "Ship
-    // on Monday instead".
+    // use the cache", "never push to main", "we never deploy without a
+    // review", not "I've always had a love for horses" or "it really
+    // pushed me to keep going", where it qualifies what is said. Beside a
+    // value it marks it anywhere: "For the job store let's go with
+    // SQLite", "Ship on Monday instead".
     let value = crate::evidence::gives_value(trimmed);
     if !question
         && chooses
