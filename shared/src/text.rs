@@ -34,3 +34,75 @@ pub(crate) fn is_one_of(word: &str, list: &[&str]) -> bool {
     list.iter()
         .any(|w| w.len() == word.len() && w.as_bytes().first() == first && *w == word)
 }
+
+/// Lines a paragraph needs to be a record.
+const RECORD_LINES: usize = 3;
+
+/// Whether `line` is a `label: value` line of a record (`Total due:
+/// $1,249.90`, `Anschrift: Hauptstraße 62`, `電話：05-1417-2152`): a label of
+/// at most four words and no digits, then a colon and something after it.
+/// A URL's `https:` is no label.
+fn is_record_line(line: &str) -> bool {
+    let line = line.trim();
+    let Some((at, colon)) = line.char_indices().find(|&(_, c)| c == ':' || c == '：') else {
+        return false;
+    };
+    let label = line[..at].trim();
+    let rest = line[at + colon.len_utf8()..].trim();
+    !label.is_empty()
+        && !rest.is_empty()
+        && !rest.starts_with("//")
+        && label.split_whitespace().count() <= 4
+        && label.chars().count() <= 40
+        && !label.chars().any(|c| c.is_numeric())
+        && label.chars().any(char::is_alphabetic)
+}
+
+/// For each line of `text` (as [`str::lines`] cuts it), whether it stands
+/// in a pasted record (an invoice, a form, a ticket): a paragraph (lines
+/// between blank ones) of at least [`RECORD_LINES`] lines, half or more of
+/// them `label: value` lines. Its heading and its closing lines are the
+/// record's too. The user's statements frame no value of it as a request
+/// ([`crate::stated`]), and the evidence fills no slot with it.
+pub(crate) fn record_lines(text: &str) -> Vec<bool> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut out = vec![false; lines.len()];
+    let mut start = 0;
+    while start < lines.len() {
+        if lines[start].trim().is_empty() {
+            start += 1;
+            continue;
+        }
+        let end = (start..lines.len())
+            .find(|&i| lines[i].trim().is_empty())
+            .unwrap_or(lines.len());
+        let records = lines[start..end]
+            .iter()
+            .filter(|l| is_record_line(l))
+            .count();
+        let n = end - start;
+        if n >= RECORD_LINES && 2 * records >= n {
+            out[start..end].iter_mut().for_each(|r| *r = true);
+        }
+        start = end;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_record_line_is_a_short_label_a_colon_and_a_value() {
+        assert!(is_record_line("Contact: Carlos Medina"));
+        assert!(is_record_line("電話：05-1417-2152"));
+        assert!(!is_record_line("See https://example.com/a"));
+        assert!(!is_record_line("At 10:30 we meet"));
+        assert!(!is_record_line("Note:"));
+        assert_eq!(
+            record_lines("Hi.\n\nA: 1\nB: 2\nTotal\n\nC: 3\nok"),
+            [false, false, true, true, true, false, false, false]
+        );
+    }
+}

@@ -7,14 +7,15 @@
 //! built context is scored against the planted facts.
 //!
 //! Also third-party data, each with a part to tune on and a held-out part:
-//! Schema-Guided Dialogue task dialogues (`sgd-train`, `sgd-test`) and two
+//! Schema-Guided Dialogue task dialogues (`sgd-train`, `sgd-test`), CrossWOZ
+//! Chinese task dialogues (`crosswoz-tune`, `crosswoz-held-out`) and two
 //! real Claude Code sessions (`claude-code-tune`, `claude-code-held-out`),
 //! from `tests/data/`. Every row also scores two baselines on the same
 //! messages: the sliding window of the same tokens and the full history.
 //!
 //! Run: `bench/quality`, or `cargo bench -p compactor-e2e --bench quality`.
 //! Knobs: `QUALITY_SHAPES` (coding,support,sgd-train,sgd-test,
-//! claude-code-tune,claude-code-held-out), `QUALITY_MODES`
+//! crosswoz-tune,crosswoz-held-out,claude-code-tune,claude-code-held-out), `QUALITY_MODES`
 //! (extractive,value_free_llm,malformed_llm), `QUALITY_SEED` (1),
 //! `QUALITY_MESSAGES` (per shape's default: 1,600 coding, 1,200 support,
 //! all of a data shape's fixture; a data shape is cut at whole dialogues or

@@ -14,9 +14,10 @@
 //!   after a label (`name: 山田`) or next to an honorific (`山田さん`).
 //! - **Quoted**: what stands between quotes (`"blue-green"`, `「至急」`).
 //! - **Word**: any other word (three letters or more in spaced scripts,
-//!   runs of two or more ideographs in the others). Words are candidates
-//!   too: the workstream's statistics decide which are rare enough to
-//!   matter ([`super::select`]).
+//!   runs of two or more kana or katakana in the others, and each pair of
+//!   neighbouring ideographs: Chinese writes a clause as one run, with its
+//!   names inside). Words are candidates too: the workstream's statistics
+//!   decide which are rare enough to matter ([`super::select`]).
 //!
 //! Each value term remembers what labels its slot: the label it follows
 //! (`label: value`, `KEY=value`, `"field": value`) and its neighbouring
@@ -129,6 +130,13 @@ pub(crate) fn is_count(word: &str) -> bool {
 }
 
 impl Term {
+    /// Whether the term is a pair of ideographs ([`grams`]).
+    pub(crate) fn is_gram(&self) -> bool {
+        self.form == Form::Word
+            && self.key.chars().count() == 2
+            && self.key.chars().all(is_ideograph)
+    }
+
     /// Whether the term says what it is: a distinctive key, or a label
     /// before it (`DATABASE_POOL_SIZE=40`, `Seats: 2`).
     pub(crate) fn speaks_for_itself(&self) -> bool {
@@ -382,13 +390,38 @@ pub(crate) fn terms(line: &str) -> Vec<Term> {
                 continue;
             }
         }
-        let word = word_term(line, piece.text);
-        if is_word(piece.text) {
-            push(&mut out, word);
+        if is_gram_run(piece.text) {
+            for gram in grams(piece.text) {
+                push(&mut out, word_term(line, gram));
+            }
+        } else if is_word(piece.text) {
+            push(&mut out, word_term(line, piece.text));
         }
         i += 1;
     }
     out
+}
+
+/// A run of ideographs longer than a word usually is: in Chinese (and in
+/// Japanese kanji compounds) a clause is one run, and a name stands
+/// inside it (`给您推荐鲜鱼口老字号美食街`). Counted whole, every clause is
+/// a word said once, and rarity says nothing.
+fn is_gram_run(text: &str) -> bool {
+    text.chars().all(is_ideograph) && text.chars().nth(2).is_some()
+}
+
+/// The overlapping pairs of characters of a run (`鲜鱼`, `鱼口`, `口老`…):
+/// how text without spaces is indexed for search, since no word list is
+/// needed to find them. The pairs common in the workstream (`推荐`,
+/// `酒店`) sink by their rarity as any common word does; a name's pairs
+/// are rare.
+fn grams(text: &str) -> impl Iterator<Item = &str> + '_ {
+    let at: Vec<usize> = text
+        .char_indices()
+        .map(|(i, _)| i)
+        .chain(std::iter::once(text.len()))
+        .collect();
+    (0..at.len().saturating_sub(2)).map(move |k| &text[at[k]..at[k + 2]])
 }
 
 /// The term of one piece of `line`, with what labels its slot.
@@ -630,12 +663,17 @@ fn pieces(line: &str) -> Vec<Piece<'_>> {
         }
         if core.chars().any(is_unspaced_script) {
             for run in script_runs(core) {
+                // A run right before a colon labels what follows it
+                // (`電話：05-1417-2152`).
+                let end = span_of(core, run).1;
+                let labels =
+                    core[end..].starts_with([':', '：']) && !run.chars().any(char::is_numeric);
                 out.push(Piece {
                     text: run,
                     capital: false,
                     ends_clause: false,
                     starts_sentence: false,
-                    label: false,
+                    label: labels,
                 });
             }
             if let Some(p) = out.last_mut() {
@@ -704,10 +742,9 @@ fn script_runs(piece: &str) -> Vec<&str> {
             None => false,
             Some(Run::Sep) => false,
             Some(_) if counted => {
-                // After digits: counters, and further digits, continue.
-                digit
-                    || matches!(c, ',' | '.')
-                    || (run == Run::Ideograph && chars[k - 1].1.is_numeric())
+                // After digits: counters, further digits and what joins
+                // them (`05-1417-2152`, `10:30`) continue.
+                digit || run == Run::Other || (run == Run::Ideograph && chars[k - 1].1.is_numeric())
             }
             Some(prev) => prev == run && run != Run::Sep,
         };
@@ -808,6 +845,32 @@ mod tests {
         has("担当者は鈴木 花子さんです。", "鈴木 花子", Form::Name);
         has("田中様からの請求書です", "田中", Form::Name);
         has("担当: 佐藤", "佐藤", Form::Name);
+        // A full-width colon labels as a colon does; a phone stays whole.
+        let phone = terms("電話：05-1417-2152")
+            .into_iter()
+            .find(|t| t.form == Form::Number);
+        assert_eq!(
+            phone.map(|t| (t.key, t.label)),
+            Some(("05-1417-2152".to_owned(), Some("電話".to_owned())))
+        );
+    }
+
+    #[test]
+    fn a_run_of_ideographs_is_cut_into_its_pairs_of_characters() {
+        let keys: Vec<String> = terms("为您推荐鲜鱼口，人均消费75元。")
+            .into_iter()
+            .map(|t| t.key)
+            .collect();
+        for pair in [
+            "为您", "您推", "推荐", "荐鲜", "鲜鱼", "鱼口", "人均", "均消", "消费",
+        ] {
+            assert!(keys.iter().any(|k| k == pair), "{pair} not in {keys:?}");
+        }
+        assert!(!keys.iter().any(|k| k == "为您推荐鲜鱼口"), "{keys:?}");
+        has("为您推荐鲜鱼口，人均消费75元。", "75元", Form::Number);
+        // A word of two is itself; kana and katakana runs stay whole.
+        let keys: Vec<String> = terms("東京のホテル").into_iter().map(|t| t.key).collect();
+        assert_eq!(keys, ["東京", "ホテル"]);
     }
 
     #[test]

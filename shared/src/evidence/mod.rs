@@ -238,6 +238,12 @@ pub struct Line {
     /// worth is shared among its output's lines ([`select`]).
     #[serde(default, skip_serializing_if = "alone")]
     pub of: u32,
+    /// It is a line of a record the user pasted (an invoice, a form:
+    /// [`crate::text::record_lines`]): like a tool's output, the record of
+    /// one thing, whose values fill no slot and supersede none (the next
+    /// invoice's `Total due:` is another invoice's).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub record: bool,
 }
 
 fn alone(of: &u32) -> bool {
@@ -359,15 +365,31 @@ pub fn gives_value(sentence: &str) -> bool {
 pub const MAX_REPLACED: usize = 64;
 
 /// Whether `needle` (case-folded) stands in `hay` (case-folded) as a whole
-/// token: not glued to a letter or a digit on either side.
+/// token: not glued to a letter or a digit on either side, nor joined to
+/// one by a sign that joins the pieces of a value (`21` is not a token of
+/// `21.11.2026`, nor `KD-5512` of `KD-5512-0937`).
 pub(crate) fn has_token(hay: &str, needle: &str) -> bool {
     if needle.is_empty() {
         return false;
     }
+    let glued = |mut near: std::str::Chars<'_>, backwards: bool| {
+        let mut next = || {
+            if backwards {
+                near.next_back()
+            } else {
+                near.next()
+            }
+        };
+        match next() {
+            Some(c) if c.is_alphanumeric() => true,
+            Some('.' | ',' | '-' | '/' | ':' | '_' | '@' | '+') => {
+                next().is_some_and(char::is_alphanumeric)
+            }
+            _ => false,
+        }
+    };
     hay.match_indices(needle).any(|(at, _)| {
-        let before = hay[..at].chars().next_back();
-        let after = hay[at + needle.len()..].chars().next();
-        !before.is_some_and(char::is_alphanumeric) && !after.is_some_and(char::is_alphanumeric)
+        !glued(hay[..at].chars(), true) && !glued(hay[at + needle.len()..].chars(), false)
     })
 }
 
@@ -631,7 +653,23 @@ fn says_whole(statement: &str, line: &str) -> bool {
         .split(|c: char| !c.is_alphanumeric())
         .filter(|w| !w.is_empty())
         .peekable();
-    words.peek().is_some() && words.all(|w| has_token(statement, w))
+    words.peek().is_some() && words.all(|w| has_word(statement, w))
+}
+
+/// Whether `word` stands in `hay` not glued to a letter or a digit: a
+/// word of a value (`408` of `408-555-0199`) counts.
+fn has_word(hay: &str, word: &str) -> bool {
+    !word.is_empty()
+        && hay.match_indices(word).any(|(at, _)| {
+            !hay[..at]
+                .chars()
+                .next_back()
+                .is_some_and(char::is_alphanumeric)
+                && !hay[at + word.len()..]
+                    .chars()
+                    .next()
+                    .is_some_and(char::is_alphanumeric)
+        })
 }
 
 /// One line as a context shows it: `- #N u: text`. A line the user
@@ -777,8 +815,10 @@ pub fn read(span: &[Message], max_line_chars: usize) -> Read {
                 Part::ToolResult { .. } => u32::try_from(pieces.len()).unwrap_or(u32::MAX),
                 _ => 0,
             };
-            for piece in pieces {
+            for (piece, record) in pieces {
                 let piece: &str = &piece;
+                // (Only what a person wrote can be a pasted record.)
+                let record = record && !tool;
                 squeeze::count_words(piece, &mut words);
                 let terms = forms::terms(piece);
                 if terms.is_empty() {
@@ -801,6 +841,7 @@ pub fn read(span: &[Message], max_line_chars: usize) -> Read {
                         text: piece.to_owned(),
                         superseded: Vec::new(),
                         of,
+                        record,
                     },
                     terms,
                 });
@@ -882,10 +923,11 @@ fn sentences(line: &str) -> Vec<&str> {
 /// one line of code, not sentences, and is written as inline code
 /// (`` `cargo test -p billing` ``): what stands between quotes is one
 /// value ([`squeeze`]), and a word cut out of a command makes another one.
-fn lines_of(text: &str, max: usize) -> Vec<std::borrow::Cow<'_, str>> {
-    let mut out: Vec<std::borrow::Cow<'_, str>> = Vec::new();
+fn lines_of(text: &str, max: usize) -> Vec<(std::borrow::Cow<'_, str>, bool)> {
+    let mut out: Vec<(std::borrow::Cow<'_, str>, bool)> = Vec::new();
     let mut fenced = false;
-    for raw in text.lines() {
+    let records = crate::text::record_lines(text);
+    for (raw, &record) in text.lines().zip(&records) {
         let trimmed = raw.trim();
         if trimmed.starts_with("```") || trimmed.starts_with("~~~") {
             fenced = !fenced;
@@ -893,7 +935,7 @@ fn lines_of(text: &str, max: usize) -> Vec<std::borrow::Cow<'_, str>> {
         }
         if fenced && !trimmed.is_empty() && !trimmed.contains('`') {
             for piece in cut_to(trimmed, max.saturating_sub(2).max(1)) {
-                out.push(std::borrow::Cow::Owned(format!("`{piece}`")));
+                out.push((std::borrow::Cow::Owned(format!("`{piece}`")), false));
             }
             continue;
         }
@@ -901,7 +943,7 @@ fn lines_of(text: &str, max: usize) -> Vec<std::borrow::Cow<'_, str>> {
             out.extend(
                 cut_to(line, max)
                     .into_iter()
-                    .map(std::borrow::Cow::Borrowed),
+                    .map(|piece| (std::borrow::Cow::Borrowed(piece), record)),
             );
         }
     }

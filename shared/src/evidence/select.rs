@@ -103,6 +103,13 @@ fn words_alone(messages: f64) -> f64 {
     WORDS_ALONE * (WORDS_ALONE_AT + 1.0).ln() / (messages + 1.0).ln().max(f64::EPSILON)
 }
 
+/// What a pair of ideographs ([`forms::Term::is_gram`]) is worth against
+/// a word: each character stands in two pairs, so a pair is half a word.
+/// At a quarter, names (which Chinese writes without capitals, so they are
+/// found by their rare pairs alone) fell out before chit-chat did: CrossWOZ
+/// tuning kept 67 % of its values, against 71 % at a half.
+const GRAM: f64 = 0.5;
+
 fn form_weight(form: Form) -> f64 {
     match form {
         Form::Number | Form::Code | Form::Name | Form::Quoted => 1.0,
@@ -135,6 +142,9 @@ impl Stats<'_> {
         let idf = ((self.messages + 1.0) / df).ln().max(0.0);
         let confirmed = counts.iter().filter(|&&n| n > 0).count() >= 2;
         let mut w = idf * form_weight(t.form) * speaker_weight(speaker);
+        if t.is_gram() {
+            w *= GRAM;
+        }
         if t.form.is_value() {
             // A value said again in other messages is being worked on,
             // not boilerplate (that is the template's shape, below): its

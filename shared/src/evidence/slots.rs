@@ -33,7 +33,9 @@
 //! [`super::EvidenceConfig::scope_messages`] messages of each other, so unrelated tasks (another dialogue, another ticket) never
 //! supersede each other's values. Slots are what people say: a tool's
 //! output is a record of one call (two calls' `result:` lines are two
-//! results, not a changed one), so tool lines neither fill nor supersede.
+//! results, not a changed one), and so is a record the user pastes (two
+//! invoices' `Total due:` lines are two invoices), so their lines neither
+//! fill nor supersede.
 
 use rustc_hash::FxHashMap;
 
@@ -143,7 +145,7 @@ pub(crate) fn supersede(lines: &mut [Candidate], later: &[Candidate], scope: u64
         } else {
             &later[j - lines.len()]
         };
-        if c.line.speaker == Speaker::Tool {
+        if c.line.speaker == Speaker::Tool || c.line.record {
             continue;
         }
         // A question may ask for another value ("can you check 17:30?"),
@@ -358,6 +360,7 @@ mod tests {
                 text: text.to_owned(),
                 superseded: Vec::new(),
                 of: 0,
+                record: false,
             },
             terms: forms::terms(text),
         }

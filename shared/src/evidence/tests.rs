@@ -349,6 +349,7 @@ fn values_only_a_superseded_statement_held_are_replaced_and_marked() {
                 text: r#"book_train {"departure":"07:40","day":"11 Nov"}"#.into(),
                 superseded: Vec::new(),
                 of: 0,
+                record: false,
             },
             Line {
                 at: MessageId(5),
@@ -357,6 +358,7 @@ fn values_only_a_superseded_statement_held_are_replaced_and_marked() {
                 text: "… book the 07:40 train to London …".into(),
                 superseded: Vec::new(),
                 of: 0,
+                record: false,
             },
         ],
         seen: 10,
@@ -405,6 +407,7 @@ fn a_replacement_does_not_reach_back_past_the_mention_it_replaced() {
         text: text.into(),
         superseded: Vec::new(),
         of: 0,
+        record: false,
     };
     let mut e = Evidence {
         lines: vec![
@@ -593,6 +596,7 @@ fn a_name_the_user_replaces_is_marked_where_it_stands() {
             text: "The cache now runs on SQLite.".into(),
             superseded: Vec::new(),
             of: 0,
+            record: false,
         }],
         seen: 8,
         replaced: Vec::new(),
@@ -949,4 +953,100 @@ fn a_line_a_listed_statement_says_costs_nothing_and_is_shown_once() {
         .contains("#A-448213"));
     // Chosen against nothing, the same line does not fit the budget.
     assert!(gather(None).lines.is_empty());
+}
+
+#[test]
+fn chinese_is_ranked_by_its_pairs_of_characters_so_a_name_in_a_clause_is_rare() {
+    // Chinese writes a clause as one run: counted whole, every clause is
+    // a word said once. Counted by pairs, the clause made of the chat's
+    // every-day words ("帮我找一家酒店餐馆") is common, and the one naming a
+    // place ("鲜鱼口老字号美食街") is rare.
+    let asks = [
+        "我想找一家酒店",
+        "我想找一家餐馆",
+        "帮我找一家酒店",
+        "帮我找一家餐馆",
+    ];
+    let mut messages = Vec::new();
+    for i in 0..40 {
+        messages.push(msg(
+            2 * i + 1,
+            Role::User,
+            &format!("{}？", asks[i as usize % 4]),
+        ));
+        messages.push(msg(2 * i + 2, Role::Assistant, "好的。"));
+    }
+    messages.push(msg(81, Role::User, "好的，帮我找一家酒店餐馆。"));
+    messages.push(msg(82, Role::User, "好的，最好在鲜鱼口老字号美食街附近。"));
+    let chosen = choose(&messages, &Evidence::default(), 16);
+    let text = chosen.evidence.render();
+    assert!(text.contains("鲜鱼口老字号美食街"), "{text}");
+    assert!(!text.contains("酒店餐馆"), "{text}");
+}
+
+#[test]
+fn two_pasted_records_are_two_records_not_a_changed_value() {
+    let invoice = |no: &str, total: &str, due: &str| {
+        format!(
+            "Here is the next invoice, can you check it?\n\n\
+INVOICE {no}\nIssued by: Northwind Ltd\nTotal due: {total}\nPayment due: {due}"
+        )
+    };
+    let messages = vec![
+        msg(
+            1,
+            Role::User,
+            &invoice("INV-2026-5552", "$18,938.65", "May 23, 2026"),
+        ),
+        msg(2, Role::Assistant, "It asks for $18,938.65."),
+        msg(
+            3,
+            Role::User,
+            &invoice("INV-2026-7710", "$2,310.00", "June 2, 2026"),
+        ),
+        msg(4, Role::Assistant, "It asks for $2,310.00."),
+    ];
+    let chosen = choose(&messages, &Evidence::default(), 500);
+    let text = chosen.evidence.render();
+    assert!(
+        chosen.evidence.replaced.is_empty()
+            && chosen
+                .evidence
+                .lines
+                .iter()
+                .all(|l| l.superseded.is_empty()),
+        "{text}"
+    );
+    for value in ["$18,938.65", "May 23, 2026", "$2,310.00", "June 2, 2026"] {
+        assert!(text.contains(value), "{value} missing:\n{text}");
+    }
+    // Said by the user in their own words, the later total replaces the
+    // earlier one.
+    let messages = vec![
+        msg(1, Role::User, "The total due is $18,938.65 for the order."),
+        msg(
+            2,
+            Role::User,
+            "Sorry, the total due is $2,310.00 for the order.",
+        ),
+    ];
+    let chosen = choose(&messages, &Evidence::default(), 500);
+    assert!(
+        chosen
+            .evidence
+            .replaced
+            .iter()
+            .any(|r| r.value == "$18,938.65"),
+        "{:?}",
+        chosen.evidence.replaced
+    );
+}
+
+#[test]
+fn a_value_is_a_whole_token_not_a_piece_of_a_longer_value() {
+    assert!(has_token("due on 21.11.2026", "21.11.2026"));
+    assert!(!has_token("due on 21.11.2026", "21"));
+    assert!(!has_token("kd-5512-0937", "kd-5512"));
+    assert!(has_token("it was 21, then 22.", "21"));
+    assert!(has_token("call 408-555-0199.", "408-555-0199"));
 }

@@ -184,8 +184,15 @@ fn extract_into(messages: &[Message], mut classified: Option<&mut Classified>) -
         for part in &message.parts {
             let Part::Text { text } = part else { continue };
             let mut previous: Option<&str> = None;
-            for candidate in sentence::candidates(text) {
-                let kind = classify::classify(candidate);
+            for sentence::Candidate {
+                text: candidate,
+                in_record,
+            } in sentence::candidates(text)
+            {
+                // A pasted record's values are the record's: only the
+                // user's words of rule or choice frame a line of it.
+                let kind = classify::classify(candidate)
+                    .filter(|k| !(in_record && *k == StatementKind::Request));
                 if let Some(classified) = classified.as_deref_mut() {
                     classified.answers.insert(candidate.trim().to_owned(), kind);
                 }

@@ -5,7 +5,10 @@
 //! code, shell and log lines, `>` quotes and a forwarded mail below its
 //! "On … wrote:" line are skipped before any sentence is looked at, so a
 //! `// never call this twice` comment or a log line that reads "must not be
-//! null" never becomes the user's rule.
+//! null" never becomes the user's rule. A pasted record (an invoice, a
+//! form, a ticket: a paragraph of `label: value` lines) is marked as one
+//! ([`Candidate::in_record`]): its values are the record's, not what the
+//! user asks for.
 
 use std::sync::LazyLock;
 
@@ -72,11 +75,21 @@ fn starts_pasted_mail(line: &str) -> bool {
         || (t.starts_with("From: ") && t.contains('@'))
 }
 
+/// A candidate sentence of a user's text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Candidate<'a> {
+    pub(crate) text: &'a str,
+    /// It stands in a paragraph that is a record
+    /// ([`crate::text::record_lines`]).
+    pub(crate) in_record: bool,
+}
+
 /// Candidate sentences of a user's text part, in order.
-pub(crate) fn candidates(text: &str) -> Vec<&str> {
+pub(crate) fn candidates(text: &str) -> Vec<Candidate<'_>> {
     let mut out = Vec::new();
     let mut fenced = false;
-    for line in text.lines() {
+    let records = crate::text::record_lines(text);
+    for (line, &in_record) in text.lines().zip(&records) {
         let trimmed = line.trim_start();
         if trimmed.starts_with("```") || trimmed.starts_with("~~~") {
             fenced = !fenced;
@@ -93,7 +106,10 @@ pub(crate) fn candidates(text: &str) -> Vec<&str> {
         }
         for sentence in split_sentences(strip_list_marker(trimmed)) {
             if sentence.chars().count() <= MAX_SENTENCE_CHARS {
-                out.push(sentence);
+                out.push(Candidate {
+                    text: sentence,
+                    in_record,
+                });
             }
         }
     }
@@ -212,9 +228,49 @@ $ rm -rf target # never do this\n\
 - Always run the tests first\n\
 On Mon, 3 Jun 2024, Bob <bob@example.com> wrote:\n\
 We must use Oracle.\n";
+        let texts: Vec<&str> = candidates(text).iter().map(|c| c.text).collect();
+        assert_eq!(texts, ["Never push to main.", "Always run the tests first"]);
+    }
+
+    #[test]
+    fn a_paragraph_of_label_value_lines_is_a_record_in_any_language() {
+        let text = "Please check this invoice from Northwind Ltd.\n\n\
+INVOICE INV-2026-5552\n\
+Issued by: Northwind Ltd\n\
+Total due: $18,938.65\n\
+Payment due: May 23, 2026\n\
+Thank you for your business.\n\n\
+Rechnung Nr. RE-987235\n\
+Anschrift: Hauptstraße 62, 99613 Leipzig\n\
+Bankverbindung IBAN: DE46162743412760645980\n\n\
+電話：05-8613-8633\n\
+合計金額：¥72,597（税込）\n\
+お支払期限：発行日より30日以内\n\n\
+Budget: 5,000 EUR\n\
+Deliver by Friday.\n";
+        let got: Vec<(&str, bool)> = candidates(text)
+            .iter()
+            .map(|c| (c.text, c.in_record))
+            .collect();
         assert_eq!(
-            candidates(text),
-            ["Never push to main.", "Always run the tests first"]
+            got,
+            [
+                ("Please check this invoice from Northwind Ltd.", false),
+                ("INVOICE INV-2026-5552", true),
+                ("Issued by: Northwind Ltd", true),
+                ("Total due: $18,938.65", true),
+                ("Payment due: May 23, 2026", true),
+                ("Thank you for your business.", true),
+                ("Rechnung Nr. RE-987235", true),
+                ("Anschrift: Hauptstraße 62, 99613 Leipzig", true),
+                ("Bankverbindung IBAN: DE46162743412760645980", true),
+                ("電話：05-8613-8633", true),
+                ("合計金額：¥72,597（税込）", true),
+                ("お支払期限：発行日より30日以内", true),
+                // Two lines are no record: the user's own.
+                ("Budget: 5,000 EUR", false),
+                ("Deliver by Friday.", false),
+            ]
         );
     }
 

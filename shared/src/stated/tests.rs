@@ -1022,3 +1022,31 @@ fn a_change_replaces_only_values_of_its_own_form() {
     // The region it names instead is replaced.
     assert_eq!(by(1325), Some(MessageId(1522)));
 }
+
+#[test]
+fn a_pasted_record_gives_the_records_values_not_the_users_requests() {
+    let text = "Bitte prüfe diese Rechnung von Elbtal Logistik AG.\n\n\
+Rechnung Nr. RE-987235\n\
+Anschrift: Hauptstraße 62, 99613 Leipzig\n\
+Gesamtbetrag: 34.340,36 €\n\
+Hinweis: nie an die alte Adresse liefern\n\
+Zahlbar innerhalb von 14 Tagen ohne Abzug.";
+    let got: Vec<(StatementKind, String)> = extract(&[user(1, text)])
+        .into_iter()
+        .map(|s| (s.kind, s.text))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (
+                StatementKind::Request,
+                "Bitte prüfe diese Rechnung von Elbtal Logistik AG.".to_owned()
+            ),
+            // A rule stays a rule wherever the user wrote it.
+            (
+                StatementKind::Constraint,
+                "Hinweis: nie an die alte Adresse liefern".to_owned()
+            ),
+        ]
+    );
+}

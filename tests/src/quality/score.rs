@@ -39,6 +39,21 @@ fn is_word(c: char) -> bool {
     c.is_alphanumeric() || c == '_'
 }
 
+/// A letter of a script written without spaces between words (Han, kana,
+/// Thai): next to a match it never makes the match part of a longer word,
+/// since in those scripts every word touches its neighbours
+/// (`人均消费75元`, `推荐鲜鱼口老字号美食街`).
+fn is_unspaced(c: char) -> bool {
+    matches!(c,
+        '\u{0E00}'..='\u{0EFF}'     // Thai, Lao
+        | '\u{3040}'..='\u{30FF}'   // Hiragana, Katakana
+        | '\u{3400}'..='\u{4DBF}'   // CJK Extension A
+        | '\u{4E00}'..='\u{9FFF}'   // CJK Unified Ideographs
+        | '\u{F900}'..='\u{FAFF}'   // CJK Compatibility Ideographs
+        | '\u{20000}'..='\u{3134F}' // CJK Extensions B–G
+    )
+}
+
 /// Characters that join two tokens into one value (`1.74.1`,
 /// `KD-5512-0937`, `a/b`, `host:port`, `user@host`).
 fn is_joiner(c: char) -> bool {
@@ -51,7 +66,7 @@ fn is_joiner(c: char) -> bool {
 fn clear(mut near: impl Iterator<Item = char>, after: bool) -> bool {
     match near.next() {
         None => true,
-        Some(c) if is_word(c) => false,
+        Some(c) if is_word(c) => is_unspaced(c),
         Some(':') if after => !near
             .next()
             .is_some_and(|c| is_word(c) && !c.is_ascii_digit()),
@@ -384,6 +399,29 @@ pub fn near_duplicate_pairs(text: &str) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_value_is_matched_as_a_whole_token_and_any_neighbour_in_an_unspaced_script_bounds_it() {
+        assert!(contains_value("see KD-5512 now", "KD-5512", false));
+        assert!(!contains_value("see KD-5512-0937 now", "KD-5512", false));
+        assert!(!contains_value("took 137s", "37s", false));
+        assert!(!contains_value("Fremonters", "Fremont", false));
+        assert!(contains_value(
+            "为您推荐鲜鱼口老字号美食街，人均消费75元。",
+            "75元",
+            false
+        ));
+        assert!(contains_value(
+            "为您推荐鲜鱼口老字号美食街，人均消费75元。",
+            "鲜鱼口老字号美食街",
+            false
+        ));
+        assert!(contains_value("予約は田中さんです", "田中", false));
+        assert!(
+            !contains_value("人均消费175元", "75元", false),
+            "a digit is no boundary"
+        );
+    }
 
     #[test]
     fn near_duplicate_lines_are_counted() {

@@ -225,6 +225,10 @@ pub enum Shape {
     SgdTrain,
     /// Schema-Guided Dialogue task dialogues, the test split (held out).
     SgdTest,
+    /// CrossWOZ Chinese task dialogues, the val split (tuning).
+    CrossWozTune,
+    /// CrossWOZ Chinese task dialogues, the test split (held out).
+    CrossWozHeldOut,
     /// A real Claude Code session (tuning).
     ClaudeCodeTune,
     /// Another real Claude Code session (held out).
@@ -235,18 +239,22 @@ impl Shape {
     /// The generated shapes (a seed changes them).
     pub const ALL: [Shape; 2] = [Shape::Coding, Shape::Support];
     /// The shapes made of third-party data (fixed; the seed is unused).
-    pub const DATA: [Shape; 4] = [
+    pub const DATA: [Shape; 6] = [
         Shape::SgdTrain,
         Shape::SgdTest,
+        Shape::CrossWozTune,
+        Shape::CrossWozHeldOut,
         Shape::ClaudeCodeTune,
         Shape::ClaudeCodeHeldOut,
     ];
     /// Every shape, as the benchmark runs them by default.
-    pub const EVERY: [Shape; 6] = [
+    pub const EVERY: [Shape; 8] = [
         Shape::Coding,
         Shape::Support,
         Shape::SgdTrain,
         Shape::SgdTest,
+        Shape::CrossWozTune,
+        Shape::CrossWozHeldOut,
         Shape::ClaudeCodeTune,
         Shape::ClaudeCodeHeldOut,
     ];
@@ -257,6 +265,8 @@ impl Shape {
             Shape::Support => "support",
             Shape::SgdTrain => "sgd-train",
             Shape::SgdTest => "sgd-test",
+            Shape::CrossWozTune => "crosswoz-tune",
+            Shape::CrossWozHeldOut => "crosswoz-held-out",
             Shape::ClaudeCodeTune => "claude-code-tune",
             Shape::ClaudeCodeHeldOut => "claude-code-held-out",
         }
@@ -268,6 +278,8 @@ impl Shape {
             Shape::Support => "support / assistant chat",
             Shape::SgdTrain => "SGD task dialogues (train: tuning)",
             Shape::SgdTest => "SGD task dialogues (test: held-out)",
+            Shape::CrossWozTune => "CrossWOZ Chinese task dialogues (val: tuning)",
+            Shape::CrossWozHeldOut => "CrossWOZ Chinese task dialogues (test: held-out)",
             Shape::ClaudeCodeTune => "real Claude Code session (tuning)",
             Shape::ClaudeCodeHeldOut => "real Claude Code session (held-out)",
         }
@@ -283,8 +295,9 @@ impl Shape {
         match self {
             Shape::Coding => 1_600,
             Shape::Support => 1_200,
-            Shape::SgdTrain => super::sgd::Split::Train.fixture().messages(),
-            Shape::SgdTest => super::sgd::Split::Test.fixture().messages(),
+            Shape::SgdTrain | Shape::SgdTest | Shape::CrossWozTune | Shape::CrossWozHeldOut => {
+                self.dialogue_split().map_or(0, |s| s.fixture().messages())
+            }
             Shape::ClaudeCodeTune => super::claude_code::Split::Tune.fixture().messages.len(),
             Shape::ClaudeCodeHeldOut => super::claude_code::Split::HeldOut.fixture().messages.len(),
         }
@@ -293,13 +306,9 @@ impl Shape {
     /// Where a data shape comes from (`None` for generated ones).
     pub fn provenance(self) -> Option<String> {
         let (path, what) = match self {
-            Shape::SgdTrain | Shape::SgdTest => {
-                let split = if self == Shape::SgdTrain {
-                    super::sgd::Split::Train
-                } else {
-                    super::sgd::Split::Test
-                };
-                if let Some(file) = std::env::var_os(split.override_var()) {
+            Shape::SgdTrain | Shape::SgdTest | Shape::CrossWozTune | Shape::CrossWozHeldOut => {
+                let split = self.dialogue_split()?;
+                if let Some(file) = split.override_var().and_then(std::env::var_os) {
                     let what = split.fixture().provenance();
                     return Some(format!(
                         "{} (in place of tests/{}): {what}",
@@ -320,6 +329,18 @@ impl Shape {
             Shape::Coding | Shape::Support => return None,
         };
         Some(format!("tests/{path}: {what}"))
+    }
+
+    /// The task-dialogue fixture a shape is made of.
+    fn dialogue_split(self) -> Option<super::sgd::Split> {
+        use super::sgd::Split;
+        match self {
+            Shape::SgdTrain => Some(Split::Train),
+            Shape::SgdTest => Some(Split::Test),
+            Shape::CrossWozTune => Some(Split::CrossWozTune),
+            Shape::CrossWozHeldOut => Some(Split::CrossWozHeldOut),
+            _ => None,
+        }
     }
 
     pub fn parse(name: &str) -> Option<Shape> {
@@ -362,8 +383,12 @@ impl Session {
         match spec.shape {
             Shape::Coding => super::coding::generate(spec),
             Shape::Support => super::support::generate(spec),
-            Shape::SgdTrain => super::sgd::session(spec, super::sgd::Split::Train),
-            Shape::SgdTest => super::sgd::session(spec, super::sgd::Split::Test),
+            Shape::SgdTrain | Shape::SgdTest | Shape::CrossWozTune | Shape::CrossWozHeldOut => {
+                match spec.shape.dialogue_split() {
+                    Some(split) => super::sgd::session(spec, split),
+                    None => unreachable!("a task-dialogue shape has its split"),
+                }
+            }
             Shape::ClaudeCodeTune => {
                 super::claude_code::session(spec, super::claude_code::Split::Tune)
             }

@@ -36,13 +36,20 @@ use serde::Deserialize;
 use super::score::{contains_value, line_has_value};
 use super::sessions::{check, Class, Fact, Kind, Session, SessionSpec, Source, Supersession};
 
-/// Which SGD fixture.
+/// Which task-dialogue fixture: the SGD splits, and the CrossWOZ ones
+/// (`tests/data/crosswoz`, Chinese task dialogues in the same format, from
+/// the dataset's dialogue acts: a second source in a script written
+/// without spaces).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Split {
-    /// `train/`: the part the engine may be tuned on.
+    /// SGD `train/`: the part the engine may be tuned on.
     Train,
-    /// `test/`: held out.
+    /// SGD `test/`: held out.
     Test,
+    /// CrossWOZ `val`: the part the engine may be tuned on.
+    CrossWozTune,
+    /// CrossWOZ `test`: held out.
+    CrossWozHeldOut,
 }
 
 impl Split {
@@ -51,6 +58,8 @@ impl Split {
         match self {
             Split::Train => "data/sgd/train.json",
             Split::Test => "data/sgd/test.json",
+            Split::CrossWozTune => "data/crosswoz/tune.json",
+            Split::CrossWozHeldOut => "data/crosswoz/held-out.json",
         }
     }
 
@@ -60,23 +69,35 @@ impl Split {
                 include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/data/sgd/train.json"))
             }
             Split::Test => include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/data/sgd/test.json")),
+            Split::CrossWozTune => {
+                include_str!(concat!(
+                    env!("CARGO_MANIFEST_DIR"),
+                    "/data/crosswoz/tune.json"
+                ))
+            }
+            Split::CrossWozHeldOut => include_str!(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/data/crosswoz/held-out.json"
+            )),
         }
     }
 
     /// The variable naming a file to read in place of the fixture: any
     /// conversation written in the fixture's format, such as a published
-    /// benchmark that may not be kept here (`bench/locomo`).
-    pub fn override_var(self) -> &'static str {
+    /// benchmark that may not be kept here (`bench/locomo`). Only the SGD
+    /// splits have one.
+    pub fn override_var(self) -> Option<&'static str> {
         match self {
-            Split::Train => "QUALITY_SGD_TRAIN",
-            Split::Test => "QUALITY_SGD_TEST",
+            Split::Train => Some("QUALITY_SGD_TRAIN"),
+            Split::Test => Some("QUALITY_SGD_TEST"),
+            Split::CrossWozTune | Split::CrossWozHeldOut => None,
         }
     }
 
     /// The fixture, parsed (panics on a broken fixture): the file
     /// [`Split::override_var`] names when it is set, else the one kept here.
     pub fn fixture(self) -> Fixture {
-        if let Some(path) = std::env::var_os(self.override_var()) {
+        if let Some(path) = self.override_var().and_then(std::env::var_os) {
             let text = std::fs::read_to_string(&path)
                 .unwrap_or_else(|e| panic!("{}: {e}", path.to_string_lossy()));
             return serde_json::from_str(&text)
@@ -370,6 +391,8 @@ mod tests {
         for (shape, split) in [
             (Shape::SgdTrain, Split::Train),
             (Shape::SgdTest, Split::Test),
+            (Shape::CrossWozTune, Split::CrossWozTune),
+            (Shape::CrossWozHeldOut, Split::CrossWozHeldOut),
         ] {
             let fixture = split.fixture();
             let s = Session::generate(SessionSpec::new(shape, 1));
