@@ -292,7 +292,7 @@ pub(crate) fn terms(line: &str) -> Vec<Term> {
         let piece = &pieces[i];
         let label =
             (i > 0 && pieces[i - 1].label).then(|| fold(pieces[i - 1].text.trim_end_matches(':')));
-        let left = (i > 0).then(|| neighbour(&pieces[i - 1])).flatten();
+        let left = (i > 0).then(|| left_neighbour(&pieces[i - 1])).flatten();
         let after_honorific =
             i > 0 && HONORIFICS.has(&fold(pieces[i - 1].text.trim_end_matches('.')));
         if piece.label {
@@ -303,7 +303,7 @@ pub(crate) fn terms(line: &str) -> Vec<Term> {
         // A day, a month or a time of day is a value however it is
         // written ("today", "Friday" at a sentence's start, "明日").
         if CALENDAR.has(&fold(piece.text)) && !(piece.capital && run_len(&pieces, i) >= 2) {
-            let right = pieces.get(i + 1).and_then(neighbour);
+            let right = pieces.get(i + 1).and_then(right_neighbour);
             push(
                 &mut out,
                 piece_term(line, piece.text, Form::Name, label, left, right),
@@ -329,7 +329,9 @@ pub(crate) fn terms(line: &str) -> Vec<Term> {
             out.retain(|t| !(t.span.0 >= start && t.span.1 <= end));
             let label = (first > 0 && pieces[first - 1].label)
                 .then(|| fold(pieces[first - 1].text.trim_end_matches(':')));
-            let left = (first > 0).then(|| neighbour(&pieces[first - 1])).flatten();
+            let left = (first > 0)
+                .then(|| left_neighbour(&pieces[first - 1]))
+                .flatten();
             push(
                 &mut out,
                 Term {
@@ -357,7 +359,7 @@ pub(crate) fn terms(line: &str) -> Vec<Term> {
             let len = run_len(&pieces, i).max(1);
             let start = span_of(line, piece.text).0;
             let end = span_of(line, pieces[i + len - 1].text).1;
-            let right = pieces.get(i + len).and_then(neighbour);
+            let right = pieces.get(i + len).and_then(right_neighbour);
             push(
                 &mut out,
                 Term {
@@ -372,7 +374,7 @@ pub(crate) fn terms(line: &str) -> Vec<Term> {
             i += len;
             continue;
         }
-        let right = pieces.get(i + 1).and_then(neighbour);
+        let right = pieces.get(i + 1).and_then(right_neighbour);
         // A labelled word is the label's value.
         let form = value_form(piece.text).or(label.as_ref().map(|_| Form::Word));
         if let Some(form) = form {
@@ -477,6 +479,25 @@ fn is_word(text: &str) -> bool {
 fn neighbour(piece: &Piece<'_>) -> Option<String> {
     let t = piece.text.trim_end_matches(':');
     (value_form(t).is_none_or(|f| f == Form::Word) && !t.is_empty()).then(|| fold(t))
+}
+
+/// The neighbour before a value: of a run of ideographs, its last pair
+/// of characters (`游玩时长在` before `1小时` and `时长是` before `2小时`
+/// both end in a word for duration: a clause is no neighbour, the word
+/// next to the value is).
+fn left_neighbour(piece: &Piece<'_>) -> Option<String> {
+    if is_gram_run(piece.text) {
+        return grams(piece.text).last().map(str::to_owned);
+    }
+    neighbour(piece)
+}
+
+/// The neighbour after a value: of a run of ideographs, its first pair.
+fn right_neighbour(piece: &Piece<'_>) -> Option<String> {
+    if is_gram_run(piece.text) {
+        return grams(piece.text).next().map(str::to_owned);
+    }
+    neighbour(piece)
 }
 
 /// How many capitalised pieces stand in a row from `i`, within a clause.
@@ -868,6 +889,14 @@ mod tests {
         }
         assert!(!keys.iter().any(|k| k == "为您推荐鲜鱼口"), "{keys:?}");
         has("为您推荐鲜鱼口，人均消费75元。", "75元", Form::Number);
+        // A value's neighbours are the pairs next to it, not the clauses.
+        let price = terms("我想找人均消费75元左右的餐馆")
+            .into_iter()
+            .find(|t| t.key == "75元");
+        assert_eq!(
+            price.map(|t| (t.left, t.right)),
+            Some((Some("消费".to_owned()), Some("左右".to_owned())))
+        );
         // A word of two is itself; kana and katakana runs stay whole.
         let keys: Vec<String> = terms("東京のホテル").into_iter().map(|t| t.key).collect();
         assert_eq!(keys, ["東京", "ホテル"]);
