@@ -369,28 +369,27 @@ pub const MAX_REPLACED: usize = 64;
 /// one by a sign that joins the pieces of a value (`21` is not a token of
 /// `21.11.2026`, nor `KD-5512` of `KD-5512-0937`).
 pub(crate) fn has_token(hay: &str, needle: &str) -> bool {
-    if needle.is_empty() {
-        return false;
-    }
-    let glued = |mut near: std::str::Chars<'_>, backwards: bool| {
-        let mut next = || {
-            if backwards {
-                near.next_back()
-            } else {
-                near.next()
-            }
-        };
-        match next() {
+    stands_alone(hay, needle, true)
+}
+
+/// Whether `needle` stands in `hay` with nothing glued to it: no letter or
+/// digit next to it, nor, with `joined`, a sign that joins a value's
+/// pieces followed by one.
+fn stands_alone(hay: &str, needle: &str, joined: bool) -> bool {
+    fn glued(mut near: impl Iterator<Item = char>, joined: bool) -> bool {
+        match near.next() {
             Some(c) if c.is_alphanumeric() => true,
-            Some('.' | ',' | '-' | '/' | ':' | '_' | '@' | '+') => {
-                next().is_some_and(char::is_alphanumeric)
+            Some('.' | ',' | '-' | '/' | ':' | '_' | '@' | '+') if joined => {
+                near.next().is_some_and(char::is_alphanumeric)
             }
             _ => false,
         }
-    };
-    hay.match_indices(needle).any(|(at, _)| {
-        !glued(hay[..at].chars(), true) && !glued(hay[at + needle.len()..].chars(), false)
-    })
+    }
+    !needle.is_empty()
+        && hay.match_indices(needle).any(|(at, _)| {
+            !glued(hay[..at].chars().rev(), joined)
+                && !glued(hay[at + needle.len()..].chars(), joined)
+        })
 }
 
 /// The heading of the evidence in a context.
@@ -653,23 +652,8 @@ fn says_whole(statement: &str, line: &str) -> bool {
         .split(|c: char| !c.is_alphanumeric())
         .filter(|w| !w.is_empty())
         .peekable();
-    words.peek().is_some() && words.all(|w| has_word(statement, w))
-}
-
-/// Whether `word` stands in `hay` not glued to a letter or a digit: a
-/// word of a value (`408` of `408-555-0199`) counts.
-fn has_word(hay: &str, word: &str) -> bool {
-    !word.is_empty()
-        && hay.match_indices(word).any(|(at, _)| {
-            !hay[..at]
-                .chars()
-                .next_back()
-                .is_some_and(char::is_alphanumeric)
-                && !hay[at + word.len()..]
-                    .chars()
-                    .next()
-                    .is_some_and(char::is_alphanumeric)
-        })
+    // (A word of a value counts: `408` of `408-555-0199`.)
+    words.peek().is_some() && words.all(|w| stands_alone(statement, w, false))
 }
 
 /// One line as a context shows it: `- #N u: text`. A line the user
