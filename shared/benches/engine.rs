@@ -106,10 +106,14 @@ fn content_bytes(messages: &[Message]) -> u64 {
 /// The chunks the summarizer folds.
 fn chunks(messages: &[Message], engine: &EngineConfig) -> Vec<String> {
     let t = transcript::extract(messages, &engine.transcript);
-    chunk(&t, engine.chunk.max_chars)
-        .iter()
-        .map(|c| c.text.to_owned())
-        .collect()
+    chunk(
+        &t,
+        engine.chunk.max_chars,
+        CharEstimator::new(engine.chars_per_token),
+    )
+    .iter()
+    .map(|c| c.text.to_owned())
+    .collect()
 }
 
 fn stated_pass(messages: &[Message]) -> usize {

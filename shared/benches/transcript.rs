@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use compactor_shared::chunk::{chunk, DEFAULT_CHUNK_MAX_CHARS};
 use compactor_shared::message::{Message, Part, Role};
+use compactor_shared::tokens::CharEstimator;
 use compactor_shared::transcript::{extract, TranscriptBudgets, TranscriptConfig};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 
@@ -249,7 +250,7 @@ fn bench_one(
     config: &TranscriptConfig,
 ) {
     let transcript = extract(messages, config);
-    let chunks = chunk(&transcript, DEFAULT_CHUNK_MAX_CHARS).len();
+    let chunks = chunk(&transcript, DEFAULT_CHUNK_MAX_CHARS, CharEstimator::DEFAULT).len();
     eprintln!(
         "{name}: {} messages, {bytes} content bytes -> transcript {} bytes, {} blocks, {chunks} chunks",
         messages.len(),
@@ -263,7 +264,7 @@ fn bench_one(
     group.bench_function(name, |b| {
         b.iter(|| {
             let transcript = extract(black_box(messages), config);
-            let chunks = chunk(&transcript, DEFAULT_CHUNK_MAX_CHARS);
+            let chunks = chunk(&transcript, DEFAULT_CHUNK_MAX_CHARS, CharEstimator::DEFAULT);
             black_box(chunks.len())
         })
     });

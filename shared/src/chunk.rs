@@ -7,7 +7,11 @@
 //! Rules, in order of priority:
 //! - **Nothing is lost or added.** Chunks are consecutive slices of the
 //!   transcript text; concatenated they give the text back exactly.
-//! - **A chunk never exceeds the limit** (in chars, as the budgets are).
+//! - **A chunk never exceeds the limit**, in chars at the estimate's
+//!   `chars_per_token`, a char of Chinese, Japanese or Korean counting as a
+//!   token's worth ([`CharEstimator::width`]): the limit is a number of
+//!   tokens in any script. (A single char wider than the limit is a chunk
+//!   of its own.)
 //! - **Messages stay whole where possible.** Whole blocks are packed
 //!   greedily; only a block that alone exceeds the limit is split. It then
 //!   starts a fresh chunk and is cut at the last line break within the
@@ -17,6 +21,7 @@
 //!   chunks. The last piece of a split block is packed like a block.
 
 use crate::message::MessageId;
+use crate::tokens::CharEstimator;
 use crate::transcript::Transcript;
 
 /// The seed's `COMPACTION_CHUNK_MAX_CHARS`.
@@ -30,35 +35,31 @@ pub struct Chunk<'a> {
     pub last_message: MessageId,
 }
 
-/// Splits `transcript` into chunks of at most `max_chars` chars (0 is
-/// treated as 1). An empty transcript has no chunks.
+/// Splits `transcript` into chunks of at most `max_chars` chars as
+/// `measure` counts them (0 is treated as 1). An empty transcript has no
+/// chunks.
 ///
 /// The blocks are expected to be the ones [`crate::transcript::extract`]
 /// made (contiguous, covering the text). Blocks that are not are tolerated
 /// without panicking: a block whose range cannot be sliced is merged into the
 /// next one, and text after the last block joins the last chunk's message.
-pub fn chunk(transcript: &Transcript, max_chars: usize) -> Vec<Chunk<'_>> {
+pub fn chunk(transcript: &Transcript, max_chars: usize, measure: CharEstimator) -> Vec<Chunk<'_>> {
     let text = transcript.text.as_str();
-    let mut packer = Packer::new(text, max_chars.max(1));
+    let mut packer = Packer::new(text, max_chars.max(1), measure);
     let mut cursor = 0;
     for block in &transcript.blocks {
         let end = block.range.end.min(text.len());
         let Some(slice) = text.get(cursor..end).filter(|s| !s.is_empty()) else {
             continue;
         };
-        let chars = if block.range.start == cursor && block.range.end == end {
-            block.chars
-        } else {
-            slice.chars().count()
-        };
-        packer.add(cursor, slice, chars, block.message_id);
+        packer.add(cursor, slice, measure.width(slice), block.message_id);
         cursor = end;
     }
     if let (Some(rest), Some(last)) = (
         text.get(cursor..).filter(|s| !s.is_empty()),
         transcript.blocks.last(),
     ) {
-        packer.add(cursor, rest, rest.chars().count(), last.message_id);
+        packer.add(cursor, rest, measure.width(rest), last.message_id);
     }
     packer.finish()
 }
@@ -93,14 +94,16 @@ impl From<&Chunk<'_>> for OwnedChunk {
 #[derive(Debug, Clone)]
 pub struct ChunkStream {
     max_chars: usize,
+    measure: CharEstimator,
     pending: Transcript,
     pending_chars: usize,
 }
 
 impl ChunkStream {
-    pub fn new(max_chars: usize) -> ChunkStream {
+    pub fn new(max_chars: usize, measure: CharEstimator) -> ChunkStream {
         ChunkStream {
             max_chars: max_chars.max(1),
+            measure,
             pending: Transcript::default(),
             pending_chars: 0,
         }
@@ -110,9 +113,9 @@ impl ChunkStream {
     /// are complete.
     pub fn push(&mut self, piece: Transcript) -> Vec<OwnedChunk> {
         let offset = self.pending.text.len();
+        self.pending_chars += self.measure.width(&piece.text);
         self.pending.text.push_str(&piece.text);
         for block in piece.blocks {
-            self.pending_chars += block.chars;
             self.pending.blocks.push(crate::transcript::Block {
                 range: block.range.start + offset..block.range.end + offset,
                 ..block
@@ -121,7 +124,7 @@ impl ChunkStream {
         if self.pending_chars <= self.max_chars {
             return Vec::new();
         }
-        let chunks = chunk(&self.pending, self.max_chars);
+        let chunks = chunk(&self.pending, self.max_chars, self.measure);
         let Some((open, done)) = chunks.split_last() else {
             return Vec::new();
         };
@@ -133,7 +136,7 @@ impl ChunkStream {
 
     /// The chunks still pending, at the end of the stream.
     pub fn finish(self) -> Vec<OwnedChunk> {
-        chunk(&self.pending, self.max_chars)
+        chunk(&self.pending, self.max_chars, self.measure)
             .iter()
             .map(OwnedChunk::from)
             .collect()
@@ -143,28 +146,18 @@ impl ChunkStream {
     /// that straddles it keeps its part after `at`.
     fn keep_from(&mut self, at: usize) {
         let text = self.pending.text.get(at..).unwrap_or_default().to_owned();
-        let mut blocks = Vec::new();
-        let mut chars = 0;
-        for block in self.pending.blocks.drain(..) {
-            if block.range.end <= at {
-                continue;
-            }
-            let start = block.range.start.max(at);
-            let block_chars = if start == block.range.start {
-                block.chars
-            } else {
-                text.get(..block.range.end - at)
-                    .map_or(0, |s| s.chars().count())
-            };
-            chars += block_chars;
-            blocks.push(crate::transcript::Block {
-                range: start - at..block.range.end - at,
-                chars: block_chars,
+        let blocks = self
+            .pending
+            .blocks
+            .drain(..)
+            .filter(|block| block.range.end > at)
+            .map(|block| crate::transcript::Block {
+                range: block.range.start.max(at) - at..block.range.end - at,
                 ..block
-            });
-        }
+            })
+            .collect();
+        self.pending_chars = self.measure.width(&text);
         self.pending = Transcript { text, blocks };
-        self.pending_chars = chars;
     }
 }
 
@@ -181,22 +174,24 @@ struct Open {
 struct Packer<'a> {
     text: &'a str,
     max: usize,
+    measure: CharEstimator,
     open: Option<Open>,
     done: Vec<Chunk<'a>>,
 }
 
 impl<'a> Packer<'a> {
-    fn new(text: &'a str, max: usize) -> Self {
+    fn new(text: &'a str, max: usize, measure: CharEstimator) -> Self {
         Packer {
             text,
             max,
+            measure,
             open: None,
             done: Vec::new(),
         }
     }
 
     /// Adds the block `slice` (starting at byte `start` of the text, `chars`
-    /// chars long).
+    /// chars wide).
     fn add(&mut self, start: usize, slice: &'a str, chars: usize, id: MessageId) {
         if let Some(open) = &mut self.open {
             if open.chars.saturating_add(chars) <= self.max {
@@ -220,7 +215,7 @@ impl<'a> Packer<'a> {
         let mut rest = slice;
         let mut at = start;
         loop {
-            let (len, chars) = cut_point(rest, self.max);
+            let (len, chars) = cut_point(rest, self.max, self.measure);
             if len >= rest.len() {
                 self.open_with(at, rest.len(), chars, id);
                 return;
@@ -260,25 +255,36 @@ impl<'a> Packer<'a> {
     }
 }
 
-/// Where to end the next piece of `s` (at most `max` chars, `max >= 1`):
-/// `(byte length, chars)` of that piece. The whole of `s` when it fits.
-fn cut_point(s: &str, max: usize) -> (usize, usize) {
-    // Byte index just past the first `max` chars, if `s` is longer.
-    let Some((limit, _)) = s.char_indices().nth(max) else {
-        return (s.len(), s.chars().count());
+/// Where to end the next piece of `s` (at most `max` chars wide, `max >=
+/// 1`, and at least one char): `(byte length, width)` of that piece. The
+/// whole of `s` when it fits.
+fn cut_point(s: &str, max: usize, measure: CharEstimator) -> (usize, usize) {
+    // Byte index just past the widest prefix within `max`, if `s` is wider.
+    let mut width = 0;
+    let mut limit = None;
+    for (i, c) in s.char_indices() {
+        let w = measure.char_width(c);
+        if width + w > max && i > 0 {
+            limit = Some(i);
+            break;
+        }
+        width += w;
+    }
+    let Some(limit) = limit else {
+        return (s.len(), width);
     };
     let window = s.get(..limit).unwrap_or_default();
     match memchr::memrchr(b'\n', window.as_bytes()) {
         Some(nl) => {
             let piece = window.get(..=nl).unwrap_or_default();
-            let chars = piece.chars().count();
+            let piece_width = measure.width(piece);
             // A break that leaves less than half a chunk is not worth it.
-            if chars.saturating_mul(2) >= max {
-                return (piece.len(), chars);
+            if piece_width.saturating_mul(2) >= max {
+                return (piece.len(), piece_width);
             }
-            (limit, max)
+            (limit, width)
         }
-        None => (limit, max),
+        None => (limit, width),
     }
 }
 
@@ -290,6 +296,9 @@ mod tests {
     use crate::transcript::strategies;
     use crate::transcript::{extract, Block, TranscriptConfig};
 
+    /// The seed's estimate: 3 chars per token.
+    const M: CharEstimator = CharEstimator::DEFAULT;
+
     /// A transcript made of the given blocks (text per message id).
     fn transcript(blocks: &[(i64, &str)]) -> Transcript {
         let mut t = Transcript::default();
@@ -299,7 +308,6 @@ mod tests {
             t.blocks.push(Block {
                 message_id: MessageId(*id),
                 range: start..t.text.len(),
-                chars: body.chars().count(),
             });
         }
         t
@@ -311,14 +319,14 @@ mod tests {
 
     #[test]
     fn empty_transcript_has_no_chunks() {
-        assert!(chunk(&Transcript::default(), 10).is_empty());
-        assert!(chunk(&Transcript::default(), 0).is_empty());
+        assert!(chunk(&Transcript::default(), 10, M).is_empty());
+        assert!(chunk(&Transcript::default(), 0, M).is_empty());
     }
 
     #[test]
     fn whole_blocks_are_packed_greedily() {
         let t = transcript(&[(1, "aaaa\n"), (2, "bbbb\n"), (3, "cc\n"), (4, "d\n")]);
-        let chunks = chunk(&t, 10);
+        let chunks = chunk(&t, 10, M);
         assert_eq!(texts(&chunks), ["aaaa\nbbbb\n", "cc\nd\n"]);
         assert_eq!(chunks[0].first_message, MessageId(1));
         assert_eq!(chunks[0].last_message, MessageId(2));
@@ -330,14 +338,32 @@ mod tests {
     fn the_limit_counts_chars_not_bytes() {
         // 4 chars, 8 bytes each: two fit in 8 chars.
         let t = transcript(&[(1, "ééé\n"), (2, "ééé\n"), (3, "x")]);
-        let chunks = chunk(&t, 8);
+        let chunks = chunk(&t, 8, M);
         assert_eq!(texts(&chunks), ["ééé\nééé\n", "x"]);
+    }
+
+    #[test]
+    fn the_limit_counts_a_char_of_chinese_as_a_token() {
+        // 3 ideographs are 9 chars wide at 3 chars per token: one per chunk
+        // of 10 with its line break, where 10 chars of Latin text fit.
+        let t = transcript(&[(1, "会议改\n"), (2, "到周四\n"), (3, "abcdefghi\n")]);
+        assert_eq!(
+            texts(&chunk(&t, 10, M)),
+            ["会议改\n", "到周四\n", "abcdefghi\n"]
+        );
+        let long = transcript(&[(1, "会议改到周四下午")]);
+        assert_eq!(texts(&chunk(&long, 7, M)), ["会议", "改到", "周四", "下午"]);
+        assert_eq!(
+            texts(&chunk(&long, 1, M)).len(),
+            8,
+            "a char wider than the limit is a chunk of its own"
+        );
     }
 
     #[test]
     fn an_oversized_block_is_split_at_the_last_line_break() {
         let t = transcript(&[(1, "ab\n"), (2, "line1\nline2\nline3\n"), (3, "z\n")]);
-        let chunks = chunk(&t, 13);
+        let chunks = chunk(&t, 13, M);
         assert_eq!(texts(&chunks), ["ab\n", "line1\nline2\n", "line3\nz\n"]);
         assert_eq!(chunks[1].first_message, MessageId(2));
         assert_eq!(chunks[2].first_message, MessageId(2));
@@ -347,7 +373,7 @@ mod tests {
     #[test]
     fn a_long_line_is_split_at_a_char_boundary() {
         let t = transcript(&[(5, "h\néééééééé")]);
-        let chunks = chunk(&t, 5);
+        let chunks = chunk(&t, 5, M);
         // The break after "h" would leave a 2-char chunk: cut at 5 chars.
         assert_eq!(texts(&chunks), ["h\nééé", "ééééé"]);
         assert!(chunks.iter().all(|c| c.first_message == MessageId(5)));
@@ -356,13 +382,13 @@ mod tests {
     #[test]
     fn a_line_break_in_the_second_half_is_preferred() {
         let t = transcript(&[(1, "abc\ndefgh")]);
-        assert_eq!(texts(&chunk(&t, 6)), ["abc\n", "defgh"]);
+        assert_eq!(texts(&chunk(&t, 6, M)), ["abc\n", "defgh"]);
     }
 
     #[test]
     fn zero_max_is_treated_as_one() {
         let t = transcript(&[(1, "aé\n")]);
-        assert_eq!(texts(&chunk(&t, 0)), ["a", "é", "\n"]);
+        assert_eq!(texts(&chunk(&t, 0, M)), ["a", "é", "\n"]);
     }
 
     #[test]
@@ -371,7 +397,7 @@ mod tests {
         t.blocks[0].range = 0..2; // inside 'é'
         t.blocks[1].range = 0..4; // overlaps
         t.text.push_str("tail\n"); // not covered by any block
-        let chunks = chunk(&t, 100);
+        let chunks = chunk(&t, 100, M);
         assert_eq!(texts(&chunks).concat(), t.text);
         let _ = chunk(
             &Transcript {
@@ -379,6 +405,7 @@ mod tests {
                 blocks: vec![],
             },
             3,
+            M,
         );
     }
 
@@ -392,10 +419,11 @@ mod tests {
             max in 0..60usize,
         ) {
             let t = extract(&messages, &config);
-            let chunks = chunk(&t, max);
+            let chunks = chunk(&t, max, M);
             for c in &chunks {
                 prop_assert!(!c.text.is_empty());
-                prop_assert!(c.text.chars().count() <= max.max(1));
+                let one_char = c.text.chars().count() == 1;
+                prop_assert!(M.width(c.text) <= max.max(1) || one_char);
             }
             prop_assert_eq!(chunks.iter().map(|c| c.text).collect::<String>(), t.text.clone());
             prop_assert_eq!(chunks.is_empty(), t.text.is_empty());
@@ -421,9 +449,9 @@ mod tests {
             cuts in prop::collection::vec(0..8usize, 0..6),
         ) {
             let whole = extract(&messages, &config);
-            let expected: Vec<OwnedChunk> = chunk(&whole, max).iter().map(OwnedChunk::from).collect();
+            let expected: Vec<OwnedChunk> = chunk(&whole, max, M).iter().map(OwnedChunk::from).collect();
             // Feed the messages in pieces of the given sizes, then the rest.
-            let mut stream = ChunkStream::new(max);
+            let mut stream = ChunkStream::new(max, M);
             let mut got = Vec::new();
             let mut at = 0;
             for size in cuts {
@@ -442,12 +470,13 @@ mod tests {
             max in 1..200usize,
         ) {
             let t = extract(&messages, &TranscriptConfig::default());
-            let chunks = chunk(&t, max);
+            let chunks = chunk(&t, max, M);
             let mut boundaries = vec![0];
             for c in &chunks {
                 boundaries.push(boundaries.last().unwrap() + c.text.len());
             }
-            for b in t.blocks.iter().filter(|b| b.chars <= max) {
+            let fits = |b: &&Block| t.text.get(b.range.clone()).is_some_and(|s| M.width(s) <= max);
+            for b in t.blocks.iter().filter(fits) {
                 let inside = boundaries.iter().any(|&x| x > b.range.start && x < b.range.end);
                 prop_assert!(!inside, "block {:?} split at max {}", b, max);
             }

@@ -40,7 +40,7 @@ use crate::message::{Message, MessageId, Part};
 use crate::prompt::CompactionInput;
 use crate::state::WorkstreamState;
 use crate::summary::{SummarizerOutput, Summary};
-use crate::tokens::TokenEstimator;
+use crate::tokens::{CharEstimator, TokenEstimator};
 use crate::transcript::{Block, Transcript};
 use crate::trigger::Measure;
 use crate::{evidence, extractive, prune, stated};
@@ -308,7 +308,10 @@ where
         min_chunk_chars,
         evidence: evidence::Gathering::default(),
     };
-    let mut chunker = ChunkStream::new(engine.chunk.max_chars);
+    let mut chunker = ChunkStream::new(
+        engine.chunk.max_chars,
+        CharEstimator::new(engine.chars_per_token),
+    );
     let mut tail: Vec<Message> = Vec::new();
     let mut after = None;
     // The spans of the pages before, extracted ahead while the summarizer
@@ -695,12 +698,13 @@ impl<S: Summarize> Folding<'_, S> {
                     self.state.merge(&output.delta, &self.engine.state_caps);
                 }
                 Err(e) if e.is_context_length() => {
-                    let chars = text.chars().count();
+                    let measure = CharEstimator::new(self.engine.chars_per_token);
+                    let chars = measure.width(&text);
                     let half = chars / 2;
                     if half < self.min_chunk_chars {
                         return Err(PipelineError::ChunkTooLong { chars, source: e });
                     }
-                    let pieces = halves(&text, half);
+                    let pieces = halves(&text, half, measure);
                     let last = pieces.len().saturating_sub(1);
                     for (i, piece) in pieces.into_iter().enumerate().rev() {
                         queue.push_front((piece, split && i == last));
@@ -713,18 +717,17 @@ impl<S: Summarize> Folding<'_, S> {
     }
 }
 
-/// Cuts `text` into pieces of at most `max_chars`, at line breaks where
-/// possible (the chunker's rules, one block).
-fn halves(text: &str, max_chars: usize) -> Vec<String> {
+/// Cuts `text` into pieces of at most `max_chars` wide, at line breaks
+/// where possible (the chunker's rules, one block).
+fn halves(text: &str, max_chars: usize, measure: CharEstimator) -> Vec<String> {
     let single = Transcript {
         text: text.to_owned(),
         blocks: vec![Block {
             message_id: MessageId(0),
             range: 0..text.len(),
-            chars: text.chars().count(),
         }],
     };
-    chunk::chunk(&single, max_chars)
+    chunk::chunk(&single, max_chars, measure)
         .iter()
         .map(|c| c.text.to_owned())
         .collect()

@@ -151,8 +151,6 @@ pub struct Block {
     pub message_id: MessageId,
     /// Byte range of the block (header line included) in the text.
     pub range: Range<usize>,
-    /// Length of the block in chars.
-    pub chars: usize,
 }
 
 /// The rendered transcript and where each message's block is.
@@ -171,11 +169,9 @@ pub fn extract(messages: &[Message], config: &TranscriptConfig) -> Transcript {
     for message in messages {
         let start = text.len();
         if render_message(&mut text, message, config) {
-            let chars = text.get(start..).map_or(0, |b| b.chars().count());
             blocks.push(Block {
                 message_id: message.id,
                 range: start..text.len(),
-                chars,
             });
         } else {
             text.truncate(start);
@@ -908,8 +904,6 @@ mod tests {
         assert_eq!(t.blocks.len(), 2);
         assert_eq!(t.blocks[0].range, 0..t.blocks[1].range.start);
         assert_eq!(t.blocks[1].range.end, t.text.len());
-        assert_eq!(t.blocks[0].chars, "[#1 USER]\nhéllo 😀\n".chars().count());
-        assert_eq!(t.blocks[1].chars, "[#3 ASSISTANT]\nok\n".len());
         assert_eq!(&t.text[t.blocks[1].range.clone()], "[#3 ASSISTANT]\nok\n");
     }
 
@@ -938,7 +932,6 @@ mod tests {
             for b in &t.blocks {
                 prop_assert_eq!(b.range.start, at);
                 let block = &t.text[b.range.clone()];
-                prop_assert_eq!(b.chars, block.chars().count());
                 let first = block.lines().next().unwrap_or_default();
                 let caps = re.captures(first);
                 prop_assert!(caps.is_some(), "block starts with {:?}", first);

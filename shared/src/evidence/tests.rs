@@ -978,7 +978,7 @@ fn chinese_is_ranked_by_its_pairs_of_characters_so_a_name_in_a_clause_is_rare() 
     }
     messages.push(msg(81, Role::User, "好的，帮我找一家酒店餐馆。"));
     messages.push(msg(82, Role::User, "好的，最好在鲜鱼口老字号美食街附近。"));
-    let chosen = choose(&messages, &Evidence::default(), 16);
+    let chosen = choose(&messages, &Evidence::default(), 24);
     let text = chosen.evidence.render();
     assert!(text.contains("鲜鱼口老字号美食街"), "{text}");
     assert!(!text.contains("酒店餐馆"), "{text}");

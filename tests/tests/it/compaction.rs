@@ -74,6 +74,7 @@ async fn three_thousand_messages_compact_in_chunks(backend: Backend) {
     let expected_chunks = chunk::chunk(
         &transcript::extract(compacted, &engine.transcript),
         engine.chunk.max_chars,
+        CharEstimator::new(engine.chars_per_token),
     )
     .len();
     assert!(expected_chunks >= 3, "several chunks: {expected_chunks}");
