@@ -544,6 +544,122 @@ pub(crate) static CLOSINGS: Table = Table::new(&[
     ),
 ]);
 
+/// Words that open a talk or hail the one addressed ("Hey Mel!", "Hi
+/// Gina, hope you're well"): with closings, a sentence that only greets
+/// or closes, naming its addressee at most, states nothing.
+pub(crate) static GREETINGS: Table = Table::new(&[
+    (
+        "en",
+        &[
+            "hey",
+            "hi",
+            "hello",
+            "good morning",
+            "good evening",
+            "welcome",
+        ],
+    ),
+    (
+        "de",
+        &[
+            "hallo",
+            "hi",
+            "servus",
+            "moin",
+            "guten morgen",
+            "guten tag",
+            "guten abend",
+        ],
+    ),
+    (
+        "ja",
+        &["こんにちは", "こんばんは", "おはよう", "はじめまして"],
+    ),
+    (
+        "es",
+        &["hola", "buenos días", "buenas tardes", "buenas noches"],
+    ),
+    ("fr", &["bonjour", "salut", "bonsoir", "coucou"]),
+]);
+
+/// Words that place what a sentence says in the past ("I went there
+/// yesterday", "letzte Woche", "先週", "la semana pasada"): a value said
+/// with one reports what happened, it does not ask for anything. A
+/// decision or a rule said with one is still framed by its own words.
+pub(crate) static PAST: Table = Table::new(&[
+    (
+        "en",
+        &[
+            "yesterday",
+            "ago",
+            "last night",
+            "last week",
+            "last weekend",
+            "last month",
+            "last year",
+            "last monday",
+            "last tuesday",
+            "last wednesday",
+            "last thursday",
+            "last friday",
+            "last saturday",
+            "last sunday",
+            "the other day",
+            "used to",
+        ],
+    ),
+    (
+        "de",
+        &[
+            "gestern",
+            "vorgestern",
+            "letzte woche",
+            "letzten monat",
+            "letztes jahr",
+            "letztes wochenende",
+            "letzten freitag",
+            "neulich",
+            "vor kurzem",
+        ],
+    ),
+    (
+        "ja",
+        &[
+            "昨日",
+            "一昨日",
+            "先週",
+            "先月",
+            "去年",
+            "昨年",
+            "この前",
+            "この間",
+        ],
+    ),
+    (
+        "es",
+        &[
+            "ayer",
+            "anteayer",
+            "semana pasada",
+            "mes pasado",
+            "año pasado",
+            "fin de semana pasado",
+            "el otro día",
+        ],
+    ),
+    (
+        "fr",
+        &[
+            "hier",
+            "semaine dernière",
+            "mois dernier",
+            "année dernière",
+            "week end dernier",
+            "l'autre jour",
+        ],
+    ),
+]);
+
 /// Words with which a tool reports that something failed: a compiler's,
 /// a test runner's, a shell's. A line of a tool's output holding one is
 /// what the work turns on (the panic among thirty passing tests), and

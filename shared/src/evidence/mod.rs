@@ -278,16 +278,32 @@ pub struct Evidence {
 /// out; a word past them is rare.
 pub const MAX_VOCABULARY: usize = 2_048;
 
-/// Whether `sentence` only closes the talk: it thanks or says it is done
-/// ([`lang::CLOSINGS`], any language) and holds no value by its form. The
-/// user's statements ([`crate::stated`]) frame no such sentence as a
-/// decision or a constraint.
+/// Whether `sentence` only opens or closes the talk: it greets, thanks or
+/// says it is done ([`lang::GREETINGS`], [`lang::CLOSINGS`], any language)
+/// and holds no value by its form, or, in a few words, only the name of
+/// the one it hails ("Hey Mel!", "Thanks Gina!"). The user's statements
+/// ([`crate::stated`]) frame no such sentence as a decision or a
+/// constraint.
 pub fn only_closes(sentence: &str) -> bool {
-    lang::CLOSINGS.contained_in(&forms::fold(sentence))
-        && !forms::terms(sentence)
-            .iter()
-            .any(|t| t.form.is_value() && !lang::CLOSINGS.has(&t.key))
+    let folded = forms::fold(sentence);
+    if !(lang::CLOSINGS.contained_in(&folded) || lang::GREETINGS.contained_in(&folded)) {
+        return false;
+    }
+    let terms = forms::terms(sentence);
+    let mut values = terms
+        .iter()
+        .filter(|t| {
+            t.form.is_value() && !lang::CLOSINGS.has(&t.key) && !lang::GREETINGS.has(&t.key)
+        })
+        .peekable();
+    values.peek().is_none()
+        || (sentence.split_whitespace().count() <= HAIL_WORDS
+            && values.all(|t| t.form == forms::Form::Name))
 }
+
+/// The most words of a greeting or a closing that hails its addressee by
+/// name ("Hey Mel!", "Cool, thanks Mel!", "Hi Gina, welcome back").
+const HAIL_WORDS: usize = 4;
 
 /// Whether `sentence` holds a value by its form ([`forms`]: a number, a
 /// code, a name, a quoted string) distinctive enough to be one: three

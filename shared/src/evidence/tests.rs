@@ -450,7 +450,7 @@ fn a_replacement_does_not_reach_back_past_the_mention_it_replaced() {
 }
 
 #[test]
-fn a_sentence_that_only_closes_the_talk_is_told_in_five_languages() {
+fn a_sentence_that_only_greets_or_closes_the_talk_is_told_in_five_languages() {
     for closing in [
         "No that's it, thanks again.",
         "No, Thanks",
@@ -459,6 +459,11 @@ fn a_sentence_that_only_closes_the_talk_is_told_in_five_languages() {
         "以上です。ありがとうございました。",
         "No, gracias, eso es todo.",
         "Merci, c'est tout.",
+        "Hey Mel!",
+        "Cool, thanks Gina!",
+        "Hallo Anna!",
+        "Hola, Marta.",
+        "Bonjour Paul !",
     ] {
         assert!(only_closes(closing), "{closing}");
     }
@@ -470,6 +475,8 @@ fn a_sentence_that_only_closes_the_talk_is_told_in_five_languages() {
         "Gracias, para el 15 de marzo.",
         "Merci, pour 4 personnes.",
         "Use Postgres from now on.",
+        "Hi, book it under Smith for Friday please.",
+        "Hey, can you move it to 5 pm?",
     ] {
         assert!(!only_closes(not), "{not}");
     }

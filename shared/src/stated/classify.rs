@@ -18,8 +18,11 @@
 //!   "but": [`lang::LEADS`]): "we never deploy without a review" states a
 //!   rule, "I've always had a love for horses" does not.
 //!
-//! It is not framed when it only closes the talk ("No that's it, thanks
-//! again."), when it is a hypothetical, a guess or reported speech
+//! It is not framed when it only greets or closes the talk ("No that's it,
+//! thanks again.", "Hey Mel!"), when it reports what happened
+//! ([`lang::PAST`]: "I went to a support group yesterday"; a time stamp
+//! in brackets before it is no value of its own), when it is a
+//! hypothetical, a guess or reported speech
 //! ([`lang::HEDGES`]: "maybe we should use Postgres", "the docs say you
 //! must restart"), or when it is a question that asks for
 //! something ([`lang::QUESTIONS`]: "What's the address of Century
@@ -42,7 +45,7 @@ use crate::evidence::lang;
 
 /// Whether `sentence` states a decision or a constraint of its speaker.
 pub(crate) fn classify(sentence: &str) -> Option<StatementKind> {
-    let trimmed = sentence.trim();
+    let trimmed = without_stamp(sentence.trim());
     if trimmed.chars().count() > super::sentence::MAX_SENTENCE_CHARS
         || super::sentence::looks_like_code(trimmed)
         || crate::evidence::only_closes(trimmed)
@@ -81,7 +84,30 @@ pub(crate) fn classify(sentence: &str) -> Option<StatementKind> {
     if !question && (rules_at_head(&folded) || (value && rules(&folded))) {
         return Some(Constraint);
     }
+    // A value said of the past reports what happened ("I went to a
+    // support group yesterday", "Lost my job last week"); it asks for
+    // nothing.
+    if !chooses && lang::PAST.contained_in(&folded) {
+        return None;
+    }
     value.then_some(if chooses { Decision } else { Request })
+}
+
+/// `sentence` without a leading time stamp in brackets (`[1:56 pm on 8
+/// May, 2023] Hey Mel!`, `[12/03/2023, 14:05] …`): a chat export's or a
+/// client's stamp, not a value its speaker gave.
+fn without_stamp(sentence: &str) -> &str {
+    let Some(rest) = sentence.strip_prefix('[') else {
+        return sentence;
+    };
+    match rest.split_once(']') {
+        Some((stamp, after))
+            if stamp.contains(|c: char| c.is_ascii_digit()) && stamp.len() <= 40 =>
+        {
+            after.trim_start()
+        }
+        _ => sentence,
+    }
 }
 
 /// A rule word or a condition, outside a set phrase that holds one.

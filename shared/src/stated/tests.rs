@@ -267,6 +267,51 @@ fn a_rule_word_frames_a_sentence_without_a_value_only_at_the_head_of_its_clause(
 }
 
 #[test]
+fn what_happened_is_reported_not_asked_for_in_five_languages() {
+    // A value said of the past tells what happened; it sets nothing the
+    // work must meet.
+    for told in [
+        "I went to a support group yesterday and it was so powerful.",
+        "Last Friday I went to a council meeting for adoption.",
+        "I started playing guitar about five years ago.",
+        "Gestern war ich mit Anna im Kino.",
+        "先週、京都に行きました。",
+        "Ayer fui al cine con Marta.",
+        "Hier, je suis allé au musée avec Paul.",
+    ] {
+        assert_eq!(classify(told), None, "{told}");
+    }
+    // The same values asked for, or a choice said of the past, still are.
+    for framed in [
+        "Book it for Friday at 7 pm.",
+        "Ich brauche 2 Tickets für Samstag.",
+        "Yesterday we decided to use Postgres instead.",
+    ] {
+        assert!(classify(framed).is_some(), "{framed}");
+    }
+}
+
+#[test]
+fn a_time_stamp_before_a_sentence_is_no_value_of_its_speaker() {
+    for stamped in [
+        "[1:56 pm on 8 May, 2023] Hey Mel!",
+        "[12/03/2023, 14:05] Hi Gina, hope you're doing ok!",
+        "[2023-05-08 13:56] Thanks, that's all.",
+    ] {
+        assert_eq!(classify(stamped), None, "{stamped}");
+    }
+    assert_eq!(
+        classify("[10:02] A table for 4 at Sakura, please."),
+        Some(StatementKind::Request)
+    );
+    // Brackets that hold no stamp are the sentence's own.
+    assert_eq!(
+        classify("[urgent] Never push to main."),
+        Some(StatementKind::Constraint)
+    );
+}
+
+#[test]
 fn casual_remarks_never_become_statements() {
     let messages: Vec<Message> = [
         "never mind, found it",

@@ -223,13 +223,16 @@ pub fn human(session: &Session, run: &SessionRun) -> String {
 }
 
 /// The facts the context lacks, and the superseded ones it shows as
-/// current (value | kind | class | source | first message).
+/// current (value | kind | class | source | first message). In markdown
+/// (the report BENCHMARKS.md records) the lost ones stop at
+/// [`MARKDOWN_LOST`]; the log lists every one.
 pub fn lost_listing(session: &Session, s: &Score, markdown: bool) -> String {
     let mut out = String::new();
-    let rows = |out: &mut String, title: &str, indices: &[usize]| {
+    let rows = |out: &mut String, title: &str, indices: &[usize], cap: usize| {
         if indices.is_empty() {
             return;
         }
+        let (indices, more) = indices.split_at(indices.len().min(cap));
         if markdown {
             let _ = writeln!(
                 out,
@@ -262,11 +265,27 @@ pub fn lost_listing(session: &Session, s: &Score, markdown: bool) -> String {
                 );
             }
         }
+        if !more.is_empty() {
+            let _ = writeln!(
+                out,
+                "\n… and {} more (the run's `quality.log` lists every one).",
+                more.len()
+            );
+        }
     };
-    rows(&mut out, "lost", &s.lost);
-    rows(&mut out, "superseded, shown as current", &s.stale);
+    let cap = if markdown { MARKDOWN_LOST } else { usize::MAX };
+    rows(&mut out, "lost", &s.lost, cap);
+    rows(
+        &mut out,
+        "superseded, shown as current",
+        &s.stale,
+        usize::MAX,
+    );
     out
 }
+
+/// Lost facts a markdown report lists per row.
+const MARKDOWN_LOST: usize = 40;
 
 /// `BENCH_RESULT` lines: every round's figures, and the last round's per
 /// kind. Metric names are `<shape>/<mode>/…`.
