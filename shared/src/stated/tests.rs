@@ -327,6 +327,11 @@ fn casual_remarks_never_become_statements() {
         "He told me we must not deploy on Fridays.",
         "It must have been the old build.",
         "No worries, always happy to chat.",
+        "I must admit, I love that song.",
+        "I have to say, your painting is amazing.",
+        "Ich muss sagen, das ist toll.",
+        "Tengo que decir que me encanta.",
+        "Je dois dire que j'adore cette chanson.",
     ]
     .iter()
     .enumerate()
