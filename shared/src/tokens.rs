@@ -60,15 +60,7 @@ impl CharEstimator {
             chars_per_token: u64::from(chars_per_token.max(1)),
         }
     }
-}
 
-impl Default for CharEstimator {
-    fn default() -> Self {
-        CharEstimator::DEFAULT
-    }
-}
-
-impl CharEstimator {
     /// The width of `text` in chars at `chars_per_token`: a char of a
     /// [dense](is_dense) script counts as a whole token's worth of chars.
     /// What the chunker and the estimate both measure, so a chunk of
@@ -88,6 +80,12 @@ impl CharEstimator {
         } else {
             1
         }
+    }
+}
+
+impl Default for CharEstimator {
+    fn default() -> Self {
+        CharEstimator::DEFAULT
     }
 }
 
