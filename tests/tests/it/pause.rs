@@ -10,7 +10,7 @@ use std::time::Duration;
 use compactor_e2e::cluster::{RedisCluster, NODES};
 use compactor_e2e::{key, TestRedis};
 use compactor_producer::queue::{
-    ClaimOutcome, ClaimedJob, Completion, EnqueueOutcome, FailAction, Failure, JobState,
+    ClaimOutcome, ClaimedJob, Completion, EnqueueOutcome, FailAction, Failure, JobState, JobView,
     PauseScope, Queue, Trigger,
 };
 use compactor_shared::{Domain, EntityKey};
@@ -133,6 +133,10 @@ async fn a_paused_domain_is_parked_while_the_others_run(q: &Queue) {
         q.job_state(&c1).await.unwrap(),
         Some(JobState::Waiting { job_id: c1_id })
     );
+    // Looked up by id, a parked job is the waiting job it is (it was a
+    // 404 while it sat in its domain's parked set).
+    let parked = q.job(c1_id).await.unwrap().expect("the parked job by id");
+    assert_eq!((parked.job_id, parked.state), (c1_id, JobView::Waiting));
 
     // Parked jobs deduplicate, and an urgent request upgrades one's lane.
     assert_eq!(

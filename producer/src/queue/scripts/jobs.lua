@@ -223,6 +223,15 @@ local function get(job_id)
       if score then
         return {now, '', {describe(set, member, score)}}
       end
+      -- A job of a paused domain that a claim met waits in its domain's
+      -- parked set (scored as in its lane), still a waiting job.
+      local domain = domain_of(member)
+      if domain then
+        score = read_or_nil('ZSCORE', parked_key(prefix, domain), member)
+        if score then
+          return {now, '', {describe(set, member, score)}}
+        end
+      end
     elseif f[1] == 'running' then
       local score = redis.call('ZSCORE', sets.r, member) or '0'
       return {now, '', {describe('r', member, score)}}
