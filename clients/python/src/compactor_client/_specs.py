@@ -1,0 +1,95 @@
+"""The requests of every verb, built once for the sync and the async client
+alike: what to send, and whether sending it twice is harmless."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Generic, Literal, Mapping, Sequence, TypeVar, cast
+from urllib.parse import quote
+
+from ._generated.models import BulkRequest1, IncomingMessage
+from .types import Usage, Workstream
+
+T = TypeVar("T")
+
+QueryValue = str | int | bool | None
+
+
+@dataclass(frozen=True)
+class Spec(Generic[T]):
+    operation: str
+    method: Literal["GET", "POST"]
+    path: str
+    query: Mapping[str, QueryValue] = field(default_factory=dict)
+    #: The JSON body, or `NO_BODY`.
+    body: Any = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+    #: Whether sending it twice is harmless (reads, idempotent writes).
+    retry: bool = True
+    #: A bound on top of the per-try timeout (`/wait`'s own wait), in seconds.
+    extra_timeout: float = 0.0
+    #: The status a success answers with.
+    expect: int = 200
+
+
+NO_BODY = object()
+
+#: The longest `timeout_ms` one `/wait` request takes; longer waits are several.
+WAIT_SLICE = 60.0
+#: A `/wait` request's own bound: its wait plus this.
+WAIT_MARGIN = 10.0
+
+
+def workstream_path(key: Workstream) -> str:
+    """`/v1/workstreams/{domain}/{entity}`, each segment escaped (the server says which is invalid)."""
+    return f"/v1/workstreams/{quote(key.domain, safe='')}/{quote(key.entity, safe='')}"
+
+
+def append(
+    key: Workstream,
+    messages: Sequence[IncomingMessage],
+    *,
+    finalize: bool,
+    parent_id: int | None,
+    usage: Usage | None,
+    idempotency_key: str | None,
+    operation: str = "append_messages",
+) -> Spec[Any]:
+    body: dict[str, Any] = {"messages": list(messages)}
+    if finalize:
+        body["finalize"] = True
+    if parent_id is not None:
+        body["parent_id"] = parent_id
+    if usage is not None:
+        body["usage"] = usage
+    return Spec(
+        operation,
+        "POST",
+        f"{workstream_path(key)}/messages",
+        body=body,
+        headers={"idempotency-key": idempotency_key or uuid.uuid4().hex},
+    )
+
+
+def wait(key: Workstream, slice_seconds: float, mode: str | None) -> Spec[Any]:
+    return Spec(
+        "wait_until_ready",
+        "GET",
+        f"{workstream_path(key)}/wait",
+        query={"timeout_ms": int(slice_seconds * 1000), "mode": mode},
+        extra_timeout=slice_seconds + WAIT_MARGIN,
+    )
+
+
+def get(operation: str, path: str, query: Mapping[str, QueryValue] | None = None) -> Spec[Any]:
+    return Spec(operation, "GET", path, query=dict(query or {}))
+
+
+def post(operation: str, path: str, body: Any = NO_BODY, *, retry: bool = True, expect: int = 200, query: Mapping[str, QueryValue] | None = None) -> Spec[Any]:
+    return Spec(operation, "POST", path, query=dict(query or {}), body=body, retry=retry, expect=expect)
+
+
+def bulk(filter: Mapping[str, Any], dry_run: bool) -> BulkRequest1:
+    """A dead-letter filter with its `dry_run` (the server requires it)."""
+    return cast(BulkRequest1, {**filter, "dry_run": dry_run})
