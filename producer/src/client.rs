@@ -34,11 +34,11 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast::error::RecvError;
 use tokio::time::Instant;
 
-use crate::events::{CompactionEvent, EventOutcome};
 use crate::events::{
-    EventNotWritten, InternalEvent, QueueUnreadableWhileWaiting, ReleaseSubscriptionPending,
-    TurnFinalized, WaitEnded,
+    CommitSeenWithoutQueue, EventNotWritten, InternalEvent, QueueUnreadableWhileWaiting,
+    ReleaseSubscriptionPending, TurnFinalized, WaitEnded,
 };
+use crate::events::{CompactionEvent, EventOutcome};
 use crate::queue::{
     EnqueueOutcome, JobStage, JobState, Payload, PayloadError, Queue, QueueConfig, QueueError,
     Trigger,
@@ -73,6 +73,15 @@ pub const WAIT_RECHECK_EVERY: Duration = Duration::from_secs(2);
 /// looks the moment the release subscription is back (Redis returned), so
 /// this only bounds the wait when the subscription is slower to return.
 pub const WAIT_OUTAGE_RECHECK_EVERY: Duration = Duration::from_millis(500);
+
+/// While the queue does not answer a waiter (Redis frozen), the waiter
+/// reads the workstream's row after this, then at most every
+/// [`WAIT_ROW_POLL_MAX`] with as much again of jitter: a commit that lands
+/// during a Redis outage ends the wait within a second, not when Redis
+/// returns.
+pub const WAIT_ROW_POLL_MIN: Duration = Duration::from_millis(200);
+/// See [`WAIT_ROW_POLL_MIN`].
+pub const WAIT_ROW_POLL_MAX: Duration = Duration::from_millis(400);
 
 /// The sections of the configuration a client needs (others are ignored).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -378,6 +387,14 @@ impl Readiness {
 
 fn as_millis<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_u64(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// What one look of a wait saw first: the queue's answer, or a commit in
+/// the workstream's row while the queue had not answered yet.
+enum Looked {
+    Queue(Result<Option<Pending>, ClientError>),
+    /// Boxed: a row is far larger than the queue's answer.
+    Committed(Box<WorkstreamRow>),
 }
 
 /// A compaction still pending, as one look saw it.
@@ -771,8 +788,31 @@ impl Compactor {
         loop {
             let ws = self.workstream(key).await?;
             let before = *compactions_before.get_or_insert(ws.compactions);
-            let pending = match self.pending(key, &ws, mode).await {
+            // The queue answers in a millisecond; while it does not (Redis
+            // frozen), the workstream's row is watched too, so a commit that
+            // lands meanwhile ends the wait without waiting for Redis.
+            let looked = tokio::select! {
+                biased;
+                pending = self.pending(key, &ws, mode) => Looked::Queue(pending),
+                committed = self.commit_in_row(key, before) => Looked::Committed(Box::new(committed?)),
+            };
+            let (ws, looked) = match looked {
+                Looked::Queue(pending) => (ws, pending),
+                Looked::Committed(fresh) => {
+                    CommitSeenWithoutQueue.emit();
+                    (*fresh, Ok(None))
+                }
+            };
+            let pending = match looked {
                 Ok(pending) => pending,
+                // Redis down, and the row already shows a commit since the
+                // wait began: that is what the waiter waits for.
+                Err(ClientError::Queue(error))
+                    if error.is_unavailable() && ws.compactions > before =>
+                {
+                    CommitSeenWithoutQueue.emit();
+                    None
+                }
                 Err(ClientError::Queue(error))
                     if error.is_unavailable() && Instant::now() < give_up =>
                 {
@@ -811,6 +851,27 @@ impl Compactor {
             }
             .emit();
             return Ok(readiness);
+        }
+    }
+
+    /// Resolves with the workstream's row once it shows a commit since the
+    /// wait began (`compactions` past `before`), looking every
+    /// [`WAIT_ROW_POLL_MIN`] to twice [`WAIT_ROW_POLL_MAX`] (jittered, so
+    /// many waiters do not read together). Raced against the queue's
+    /// answer, which normally comes first, so it reads the row only while
+    /// Redis is slow to answer.
+    async fn commit_in_row(
+        &self,
+        key: &EntityKey,
+        before: i64,
+    ) -> Result<WorkstreamRow, ClientError> {
+        let mut pauses = crate::backoff::reconnect(WAIT_ROW_POLL_MIN, WAIT_ROW_POLL_MAX);
+        loop {
+            tokio::time::sleep(pauses.next().unwrap_or(WAIT_ROW_POLL_MAX)).await;
+            let ws = self.workstream(key).await?;
+            if ws.compactions > before {
+                return Ok(ws);
+            }
         }
     }
 

@@ -46,7 +46,7 @@ pub use outbox::EventNotWritten;
 pub(crate) use outbox::EventWritten;
 pub(crate) use reconcile::Reconciled;
 pub(crate) use turn::TurnFinalized;
-pub(crate) use wait::{QueueUnreadableWhileWaiting, WaitEnded};
+pub(crate) use wait::{CommitSeenWithoutQueue, QueueUnreadableWhileWaiting, WaitEnded};
 
 /// One observable occurrence. `emit` writes the log line (if any) and
 /// records the metrics, all from the event's own fields.

@@ -68,6 +68,20 @@ impl InternalEvent for QueueUnreadableWhileWaiting<'_> {
     }
 }
 
+/// A wait ended on a commit it saw in the workstream's row while the
+/// queue could not tell it (Redis down or frozen). Info level: rare, and
+/// the one place a wait answers without the queue.
+#[derive(Debug)]
+pub(crate) struct CommitSeenWithoutQueue;
+
+impl InternalEvent for CommitSeenWithoutQueue {
+    fn emit(&self) {
+        tracing::info!(
+            "a commit seen in the workstream's row ended a wait while the queue did not answer"
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -185,6 +185,26 @@ impl PrivateRedis {
         PrivateRedis::url_for(self.port)
     }
 
+    /// Freezes the server (SIGSTOP): connections stay open and every
+    /// command waits, as on a host that stalls, until [`PrivateRedis::thaw`].
+    pub fn freeze(&self) {
+        self.signal("-STOP");
+    }
+
+    /// Lets a frozen server go on (SIGCONT).
+    pub fn thaw(&self) {
+        self.signal("-CONT");
+    }
+
+    fn signal(&self, which: &str) {
+        let child = self.child.as_ref().expect("a running redis-server");
+        let status = Command::new("kill")
+            .args([which, &child.id().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill {which} redis-server");
+    }
+
     /// Kills the server (SIGKILL: no goodbye, no final fsync) and reaps it:
     /// Redis gone at once.
     pub fn kill(&mut self) {

@@ -515,3 +515,93 @@ async fn a_waiter_rides_out_a_redis_outage_and_looks_again_when_redis_returns() 
     };
     assert!(waited < timeout, "{waited:?}");
 }
+
+/// How Redis goes away under a waiter.
+#[derive(Debug, Clone, Copy)]
+enum Outage {
+    /// SIGSTOP: connections stay open and every command hangs.
+    Freeze,
+    /// SIGKILL: connections are refused.
+    Kill,
+}
+
+/// A commit that lands while Redis is frozen or down ends the waits on it:
+/// a waiter whose look at the queue gets no answer (or an error) also reads
+/// the workstream's row, and answers `compacted` from it while Redis is
+/// still away (the issue measured waiters released 15 s after their commit,
+/// when Redis came back).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commit_during_a_redis_freeze_ends_the_wait_without_redis() {
+    a_commit_during_an_outage_ends_the_wait(Outage::Freeze).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commit_while_redis_is_down_ends_the_wait_without_redis() {
+    a_commit_during_an_outage_ends_the_wait(Outage::Kill).await;
+}
+
+async fn a_commit_during_an_outage_ends_the_wait(outage: Outage) {
+    let db = TestDb::postgres().await;
+    let mut redis = compactor_e2e::PrivateRedis::start();
+    let llm = FakeLlm::start().await;
+    // The run holds the workstream for a while: Redis is frozen meanwhile.
+    llm.answer_after(Duration::from_millis(1_500));
+    let test_redis = TestRedis::new();
+    let mut s = settings(&db.url, &test_redis, Some(&llm.url()));
+    s.redis = compactor_producer::settings::RedisSettings::single(redis.url());
+    s.llm.request_timeout = Duration::from_secs(10);
+    small_window(&mut s);
+    let queue = Queue::connect(&redis.url(), s.queue.clone()).await.unwrap();
+    let c = Compactor::from_parts(db.store.clone(), queue, s.engine.clone()).await;
+    let k = key("frozen");
+    c.append_messages(&k, conversation(200)).await.unwrap();
+    c.finalize_turn(&k, None).await.unwrap();
+    let worker = spawn_worker(s);
+    eventually(
+        "the run holds the workstream",
+        Duration::from_secs(20),
+        || async {
+            db.store.workstream(&k).await.unwrap().is_some_and(|ws| {
+                ws.lease_live(chrono::Utc::now().timestamp_millis())
+                    .is_some()
+            })
+        },
+    )
+    .await;
+    let mut waiter = {
+        let (c, k) = (c.clone(), k.clone());
+        tokio::spawn(async move {
+            c.wait(&k, WaitMode::Requested, Duration::from_secs(60))
+                .await
+        })
+    };
+    assert!(still_waiting(&mut waiter, Duration::from_millis(100)).await);
+    match outage {
+        Outage::Freeze => redis.freeze(),
+        Outage::Kill => redis.kill(),
+    }
+    let frozen = Instant::now();
+    let readiness = tokio::time::timeout(Duration::from_secs(30), waiter)
+        .await
+        .expect("the wait ends while Redis is away")
+        .unwrap()
+        .expect("an answer, not an error");
+    let (answered, answered_after) = (chrono::Utc::now(), frozen.elapsed());
+    if let Outage::Freeze = outage {
+        redis.thaw();
+    }
+    let Readiness::Compacted { event, .. } = readiness else {
+        panic!("the commit ends the wait: {readiness:?}")
+    };
+    assert_eq!(event.outcome, EventOutcome::Compacted);
+    assert_eq!(
+        db.store.workstream(&k).await.unwrap().unwrap().compactions,
+        1
+    );
+    let run = db.store.runs(&k, 1).await.unwrap().remove(0).run;
+    println!(
+        "{outage:?}: answered {answered_after:?} after Redis went, {} ms after the commit",
+        (answered - run.finished_at).num_milliseconds()
+    );
+    worker.stop().await;
+}
