@@ -108,19 +108,99 @@ impl StoreError {
     /// long for a lock), as opposed to a corrupt row or a statement the
     /// database refused.
     pub fn is_transient(&self) -> bool {
+        self.unavailable().is_some()
+    }
+
+    /// Why the database could not serve the call, when retrying later may
+    /// succeed, in words a client may be shown (never the driver's text:
+    /// it can name hosts and certificates): see [`Unavailable`].
+    pub fn unavailable(&self) -> Option<Unavailable> {
         match self {
-            StoreError::Connect { .. } | StoreError::ConnectTimeout { .. } => true,
-            StoreError::Db { source, .. } => {
-                matches!(source, DbErr::Conn(_) | DbErr::ConnectionAcquire(_))
-                    || statement_timed_out(source)
-            }
-            _ => false,
+            StoreError::Connect { .. } => Some(Unavailable::Unreachable),
+            StoreError::ConnectTimeout { .. } => Some(Unavailable::Unreachable),
+            StoreError::Db { source, .. } => unavailable(source),
+            _ => None,
+        }
+    }
+
+    /// The operation that failed (`append`, `build_context`, …), when known.
+    pub fn op(&self) -> Option<&'static str> {
+        match self {
+            StoreError::Db { op, .. } => Some(op),
+            _ => None,
         }
     }
 
     /// Whether a statement ran out of `[database] statement_timeout`.
     pub fn is_statement_timeout(&self) -> bool {
         matches!(self, StoreError::Db { source, .. } if statement_timed_out(source))
+    }
+}
+
+/// Why the database could not serve a call that may succeed later.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unavailable {
+    /// No connection could be made (refused, unreachable, timed out).
+    Unreachable,
+    /// A connection broke under the call (reset, closed, TLS cut), or
+    /// the server said it is shutting down or cannot take connections now.
+    ConnectionLost,
+    /// Every pooled connection stayed busy past the acquire timeout.
+    PoolExhausted,
+    /// The statement ran out of `[database] statement_timeout`.
+    StatementTimeout,
+}
+
+impl Unavailable {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Unavailable::Unreachable => "database unreachable",
+            Unavailable::ConnectionLost => "connection to the database lost",
+            Unavailable::PoolExhausted => "no database connection free",
+            Unavailable::StatementTimeout => "statement timeout",
+        }
+    }
+}
+
+/// The kind of a failed call, from the driver's error kind and the
+/// server's SQLSTATE: a lost or refused connection, an exhausted pool, and
+/// a statement timeout may pass; anything else (a constraint, a bad
+/// statement, a row that does not decode) will not.
+fn unavailable(error: &DbErr) -> Option<Unavailable> {
+    use sea_orm::sqlx::Error as Sqlx;
+    use sea_orm::RuntimeErr;
+    if statement_timed_out(error) {
+        return Some(Unavailable::StatementTimeout);
+    }
+    let sqlx = match error {
+        DbErr::ConnectionAcquire(_) => return Some(Unavailable::PoolExhausted),
+        DbErr::Conn(RuntimeErr::SqlxError(e))
+        | DbErr::Exec(RuntimeErr::SqlxError(e))
+        | DbErr::Query(RuntimeErr::SqlxError(e)) => e,
+        DbErr::Conn(_) => return Some(Unavailable::Unreachable),
+        _ => return None,
+    };
+    match sqlx.as_ref() {
+        Sqlx::PoolTimedOut => Some(Unavailable::PoolExhausted),
+        Sqlx::Io(_) | Sqlx::Tls(_) | Sqlx::Protocol(_) | Sqlx::PoolClosed | Sqlx::WorkerCrashed => {
+            Some(Unavailable::ConnectionLost)
+        }
+        Sqlx::Database(db) => {
+            let code = db.code().unwrap_or_default();
+            // Class 08: connection exception; 57P01-57P03: the server is
+            // shutting down, crashed, or cannot take connections yet;
+            // 53300: too many connections.
+            let lost = code.starts_with("08")
+                || matches!(code.as_ref(), "57P01" | "57P02" | "57P03" | "53300");
+            if lost {
+                Some(Unavailable::ConnectionLost)
+            } else {
+                // Refused while connecting (as before: retried).
+                matches!(error, DbErr::Conn(_)).then_some(Unavailable::Unreachable)
+            }
+        }
+        // Anything else that failed the connection itself.
+        _ => matches!(error, DbErr::Conn(_)).then_some(Unavailable::Unreachable),
     }
 }
 
@@ -145,4 +225,56 @@ fn statement_timed_out(error: &DbErr) -> bool {
         return code.parse::<u32>().is_ok_and(|c| c & 0xff == 5);
     }
     code == "57014"
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use sea_orm::sqlx::Error as Sqlx;
+    use sea_orm::{DbErr, RuntimeErr};
+
+    use super::*;
+
+    fn exec(error: Sqlx) -> StoreError {
+        StoreError::Db {
+            op: "append_messages",
+            source: DbErr::Exec(RuntimeErr::SqlxError(Arc::new(error))),
+        }
+    }
+
+    #[test]
+    fn a_connection_lost_under_a_statement_is_unavailable_and_says_so_without_the_driver() {
+        let reset = std::io::Error::from(std::io::ErrorKind::ConnectionReset);
+        let lost = exec(Sqlx::Io(reset));
+        assert_eq!(lost.unavailable(), Some(Unavailable::ConnectionLost));
+        assert!(lost.is_transient());
+        assert_eq!(lost.op(), Some("append_messages"));
+        assert_eq!(
+            exec(Sqlx::Protocol("unexpected end".into())).unavailable(),
+            Some(Unavailable::ConnectionLost)
+        );
+        assert_eq!(
+            exec(Sqlx::PoolTimedOut).unavailable(),
+            Some(Unavailable::PoolExhausted)
+        );
+        assert_eq!(
+            exec(Sqlx::PoolClosed).unavailable(),
+            Some(Unavailable::ConnectionLost)
+        );
+        assert_eq!(
+            Unavailable::ConnectionLost.as_str(),
+            "connection to the database lost"
+        );
+    }
+
+    #[test]
+    fn a_refused_statement_or_a_missing_row_is_not_an_outage() {
+        assert_eq!(exec(Sqlx::RowNotFound).unavailable(), None);
+        assert_eq!(
+            exec(Sqlx::InvalidArgument("bad".into())).unavailable(),
+            None
+        );
+        assert!(!exec(Sqlx::ColumnNotFound("x".into())).is_transient());
+    }
 }

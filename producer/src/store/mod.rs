@@ -79,7 +79,7 @@ pub use crate::events::catalogue::EventKind;
 pub use crate::redact::{redact_url, split_url_list};
 pub use branches::{AbandonedBranch, BranchInput, BranchSummaryRow, HeadMoved, NewBranchSummary};
 pub use commit::{Commit, CommitOutcome, ConflictReason, MemoryFold, PrunedMessage};
-pub use error::StoreError;
+pub use error::{StoreError, Unavailable};
 pub use lease::{Lease, LeaseTaken};
 pub use memory::MemoryEntry;
 #[cfg(test)]

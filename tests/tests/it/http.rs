@@ -1071,6 +1071,73 @@ async fn requests_and_statements_stuck_on_a_lock_time_out() {
     worker.stop().await;
 }
 
+/// PostgreSQL cut off behind a loopback proxy (its connections reset, new
+/// ones refused): an append, a context read and a compact request are each
+/// a 503 `database_unavailable` with `Retry-After`, saying the kind of
+/// failure and the operation, never the driver's text (the issue saw a 500
+/// `internal` quoting "peer closed connection without sending TLS
+/// close_notify"); with the database back, they succeed again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_cut_off_is_a_503_database_unavailable_with_retry_after() {
+    use compactor_e2e::proxy::{ChaosProxy, Mode};
+    let db = TestDb::new(Backend::Postgres).await;
+    let redis = TestRedis::new();
+    let proxy = ChaosProxy::start("127.0.0.1:5432".parse().unwrap()).await;
+    let through = db
+        .url
+        .replace("127.0.0.1:5432", &format!("127.0.0.1:{}", proxy.port()));
+    assert_ne!(through, db.url, "the test database is on 127.0.0.1:5432");
+    let (worker, api) = serve(&db, &redis, None, |s| {
+        s.database.url = compactor_producer::settings::ConnectionUrl::new(through.clone());
+    })
+    .await;
+    let one = json!({"messages": [{"role": "user", "parts": [{"type": "text", "text": "hi"}]}]});
+    assert_eq!(
+        api.post(&ws("cut", "messages"), &one).await.status,
+        StatusCode::OK
+    );
+
+    proxy.set(Mode::Cut);
+    let replies = [
+        ("append", api.post(&ws("cut", "messages"), &one).await),
+        ("context", api.get(&ws("cut", "context")).await),
+        ("compact", api.post(&ws("cut", "compact"), &json!({})).await),
+    ];
+    for (route, reply) in &replies {
+        println!("{route}: {} {}", reply.status, reply.text);
+        reply.assert_error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "database_unavailable",
+            "try again shortly",
+        );
+        assert_eq!(reply.headers[reqwest::header::RETRY_AFTER], "2", "{route}");
+        let said = reply.message().to_lowercase();
+        for driver in [
+            "os error",
+            "close_notify",
+            "eof",
+            "reset by peer",
+            "sqlx",
+            "postgres",
+        ] {
+            assert!(!said.contains(driver), "{route} quotes the driver: {said}");
+        }
+    }
+
+    proxy.set(Mode::Pass);
+    eventually(
+        "the routes answer again",
+        Duration::from_secs(30),
+        || async { api.get(&ws("cut", "context")).await.status == StatusCode::OK },
+    )
+    .await;
+    assert_eq!(
+        api.post(&ws("cut", "messages"), &one).await.status,
+        StatusCode::OK
+    );
+    worker.stop().await;
+}
+
 /// `database.statement_timeout` is set on every connection of the store's
 /// pool: PostgreSQL reports it and cancels a statement that outlasts it;
 /// SQLite gets it as its busy timeout.

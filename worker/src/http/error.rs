@@ -194,10 +194,15 @@ impl From<StoreError> for ApiError {
             }
             _ => {}
         }
-        if error.is_transient() {
-            ApiError::DatabaseUnavailable(error.to_string())
-        } else {
-            ApiError::Internal(error.to_string())
+        match error.unavailable() {
+            // The kind and the operation, never the driver's text (it can
+            // name hosts, certificates and statements).
+            Some(why) => ApiError::DatabaseUnavailable(format!(
+                "{}: {}; try again shortly",
+                error.op().unwrap_or("database"),
+                why.as_str()
+            )),
+            None => ApiError::Internal(error.to_string()),
         }
     }
 }
@@ -223,6 +228,11 @@ impl From<QueueError> for ApiError {
 /// `Retry-After` of an [`ApiError::Overloaded`], in seconds: a long poll
 /// slot frees as soon as any wait ends, so a short pause is enough.
 pub const RETRY_AFTER_SECS: &str = "1";
+
+/// `Retry-After` of a 503 for Redis or the database being unavailable, in
+/// seconds: long enough that clients retrying together do not hammer a
+/// service coming back, short enough for a restart or a failover.
+pub const RETRY_AFTER_UNAVAILABLE_SECS: &str = "2";
 
 /// Every code an error body can carry: the `/v1` routes' errors (`ApiError`),
 /// and `not_ready` of the readiness probes. By status: 400 `invalid_key`,
@@ -390,11 +400,17 @@ impl IntoResponse for ApiError {
             debug!(code, "admin request refused");
         }
         let mut response = (status, Json(body)).into_response();
-        if matches!(self, ApiError::Overloaded(_)) {
-            response.headers_mut().insert(
-                header::RETRY_AFTER,
-                HeaderValue::from_static(RETRY_AFTER_SECS),
-            );
+        let retry_after = match self {
+            ApiError::Overloaded(_) => Some(RETRY_AFTER_SECS),
+            ApiError::RedisUnavailable(_) | ApiError::DatabaseUnavailable(_) => {
+                Some(RETRY_AFTER_UNAVAILABLE_SECS)
+            }
+            _ => None,
+        };
+        if let Some(secs) = retry_after {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static(secs));
         }
         if status == StatusCode::UNAUTHORIZED {
             response.headers_mut().insert(
