@@ -157,6 +157,7 @@ def test_retry_after_is_honoured(worker: Worker) -> None:
         assert isinstance(overview["counts"], dict)
         assert [(e.delay, e.from_retry_after, e.attempt) for e in events] == [(1.0, True, 1)]
         assert len(proxy.requests) == 2
+        assert [(r.body, "content-type" in r.headers) for r in proxy.requests] == [(b"", False)] * 2, "a GET sends no body"
     finally:
         proxy.close()
 

@@ -556,17 +556,13 @@ function decode<T>(operation: string, response: Response, text: string): T {
   if (typeof detail?.code !== "string") {
     throw new UnexpectedResponseError(operation, response.status, text, "not an error body");
   }
-  return raise(
+  throw new ApiError(
     operation,
     response.status,
     detail.code as ErrorCode,
     typeof detail.message === "string" ? detail.message : "",
     parseRetryAfter(response.headers.get("retry-after")),
   );
-}
-
-function raise(operation: string, status: number, code: ErrorCode, message: string, retryAfterMs?: number): never {
-  throw new ApiError(operation, status, code, message, retryAfterMs);
 }
 
 /** `/v1/workstreams/{domain}/{entity}`, each segment escaped (the server says which is invalid). */

@@ -193,13 +193,10 @@ describe("retries", () => {
     } finally {
       await proxy.close();
     }
-    const api = client();
-    const key = workstream();
     let retried = 0;
     const strict = client({ onRetry: () => retried++ });
-    await assert.rejects(strict.finalizeTurn(key), (e: unknown) => isApiError(e, "unknown_workstream") && e.status === 404);
+    await assert.rejects(strict.finalizeTurn(workstream()), (e: unknown) => isApiError(e, "unknown_workstream") && e.status === 404);
     assert.equal(retried, 0);
-    void api;
   });
 });
 

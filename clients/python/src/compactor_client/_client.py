@@ -209,7 +209,7 @@ class Compactor(_Base):
     def compact_now(self, key: Workstream, *, instructions: str | None = None, timeout: float | None = None) -> EnqueueOutcome:
         """Requests a compaction now, whatever the size (a second request joins the first)."""
         body = {} if instructions is None else {"instructions": instructions}
-        spec = _specs.post("compact_now", f"{_specs.workstream_path(key)}/compact", body, expect=202)
+        spec = _specs.post("compact_now", f"{_specs.workstream_path(key)}/compact", body)
         return cast(EnqueueOutcome, self._send(spec, timeout))
 
     def status(self, key: Workstream, *, timeout: float | None = None) -> WorkstreamStatus:
@@ -354,7 +354,7 @@ class AsyncCompactor(_Base):
 
     async def compact_now(self, key: Workstream, *, instructions: str | None = None, timeout: float | None = None) -> EnqueueOutcome:
         body = {} if instructions is None else {"instructions": instructions}
-        spec = _specs.post("compact_now", f"{_specs.workstream_path(key)}/compact", body, expect=202)
+        spec = _specs.post("compact_now", f"{_specs.workstream_path(key)}/compact", body)
         return cast(EnqueueOutcome, await self._send(spec, timeout))
 
     async def status(self, key: Workstream, *, timeout: float | None = None) -> WorkstreamStatus:

@@ -16,6 +16,10 @@ T = TypeVar("T")
 QueryValue = str | int | bool | None
 
 
+#: A request without a body (reads, and POSTs that take none).
+NO_BODY: Any = object()
+
+
 @dataclass(frozen=True)
 class Spec(Generic[T]):
     operation: str
@@ -23,17 +27,13 @@ class Spec(Generic[T]):
     path: str
     query: Mapping[str, QueryValue] = field(default_factory=dict)
     #: The JSON body, or `NO_BODY`.
-    body: Any = None
+    body: Any = NO_BODY
     headers: Mapping[str, str] = field(default_factory=dict)
     #: Whether sending it twice is harmless (reads, idempotent writes).
     retry: bool = True
     #: A bound on top of the per-try timeout (`/wait`'s own wait), in seconds.
     extra_timeout: float = 0.0
-    #: The status a success answers with.
-    expect: int = 200
 
-
-NO_BODY = object()
 
 #: The longest `timeout_ms` one `/wait` request takes; longer waits are several.
 WAIT_SLICE = 60.0
@@ -86,8 +86,8 @@ def get(operation: str, path: str, query: Mapping[str, QueryValue] | None = None
     return Spec(operation, "GET", path, query=dict(query or {}))
 
 
-def post(operation: str, path: str, body: Any = NO_BODY, *, retry: bool = True, expect: int = 200, query: Mapping[str, QueryValue] | None = None) -> Spec[Any]:
-    return Spec(operation, "POST", path, query=dict(query or {}), body=body, retry=retry, expect=expect)
+def post(operation: str, path: str, body: Any = NO_BODY, *, retry: bool = True, query: Mapping[str, QueryValue] | None = None) -> Spec[Any]:
+    return Spec(operation, "POST", path, query=dict(query or {}), body=body, retry=retry)
 
 
 def bulk(filter: Mapping[str, Any], dry_run: bool) -> BulkRequest1:
