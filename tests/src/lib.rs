@@ -175,6 +175,7 @@ pub struct Worker {
     shutdown: CancellationToken,
     task: JoinHandle<Result<(), compactor_worker::startup::StartupError>>,
     admin: Option<SocketAddr>,
+    probes: Option<SocketAddr>,
 }
 
 /// Starts a worker through `startup::run`, as `compactor-worker` does
@@ -186,6 +187,7 @@ pub fn spawn_worker(settings: Settings) -> Worker {
         shutdown,
         task,
         admin: None,
+        probes: None,
     }
 }
 
@@ -197,11 +199,13 @@ pub async fn start_worker(settings: Settings) -> Worker {
         .await
         .expect("the worker starts");
     let admin = app.admin_addr();
+    let probes = app.probe_addr();
     let task = tokio::spawn(app.run());
     Worker {
         shutdown,
         task,
         admin,
+        probes,
     }
 }
 
@@ -211,6 +215,15 @@ impl Worker {
         let addr = self
             .admin
             .expect("a worker from start_worker, admin enabled");
+        format!("http://{addr}")
+    }
+
+    /// `http://127.0.0.1:<port>` of the probe listener
+    /// (`admin.health_listen`, of a [`start_worker`]).
+    pub fn probe_url(&self) -> String {
+        let addr = self
+            .probes
+            .expect("a worker from start_worker, admin.health_listen set");
         format!("http://{addr}")
     }
 

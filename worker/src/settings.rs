@@ -58,6 +58,15 @@ pub struct AdminSettings {
     /// and write every conversation. Any other address needs a token
     /// (`token_env`) or `allow_unauthenticated`.
     pub listen: SocketAddr,
+    /// A second address serving only `/healthz`, `/readyz`,
+    /// `/readyz/worker` and `/metrics`, with connections of its own (at
+    /// most 16): liveness and readiness probes, and Prometheus, still get
+    /// through while the API's connections are all taken (a flood, a stall
+    /// of the database holding every request). Nothing on it reads or
+    /// writes a conversation, so it needs no token on any address. Unset:
+    /// the probes are served on `listen` only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health_listen: Option<SocketAddr>,
     /// Name of the environment variable holding the bearer token that
     /// `/v1` requires. Unset: no token required. Set but the variable is
     /// missing or empty: the worker refuses to start (an operator who
@@ -87,9 +96,13 @@ pub struct AdminSettings {
     /// `overloaded` with `Retry-After` at once, not queued. Below
     /// `max_connections`, so probes and other calls still get through.
     pub max_long_polls: usize,
-    /// Connections served at once; further ones wait in the listen backlog
-    /// until one closes. Bounds the file descriptors a flood of clients
-    /// can take from the database and Redis connections.
+    /// Connections served at once. At the cap the slowest client (the
+    /// one longest sending its request, or idle between requests) is shed
+    /// to admit a new connection; when every connection has a request
+    /// being answered, new ones wait in the listen backlog. Lowered at
+    /// start-up to what the file-descriptor limit leaves beside the
+    /// database, Redis and outgoing connections (`http::descriptors`,
+    /// logged), so a flood cannot take their descriptors.
     pub max_connections: usize,
     /// How long a client has to send a request's headers, counted from
     /// when the server starts waiting for them — also between the requests
@@ -113,6 +126,7 @@ impl Default for AdminSettings {
         AdminSettings {
             enabled: true,
             listen: SocketAddr::from((Ipv4Addr::LOCALHOST, 9464)),
+            health_listen: None,
             token_env: None,
             allow_unauthenticated: false,
             max_body_bytes: 32 * 1024 * 1024,
@@ -158,6 +172,14 @@ impl AdminSettings {
                  so long polls cannot take every connection",
                 self.max_connections
             ));
+        }
+        if let Some(health) = self.health_listen {
+            if health == self.listen && health.port() != 0 {
+                return Err(format!(
+                    "admin.health_listen: {health} is admin.listen too; give the probes an \
+                     address of their own (another port), or leave it out"
+                ));
+            }
         }
         if self.token_env.as_deref().is_some_and(str::is_empty) {
             return Err("admin.token_env: must name a variable, or be left out".into());
@@ -491,6 +513,23 @@ mod tests {
         s.llm.request_timeout = Duration::from_secs(60);
         let err = s.validate().unwrap_err().to_string();
         assert!(err.contains("engine.trigger.context_window"), "{err}");
+    }
+
+    #[test]
+    fn the_probe_listener_needs_an_address_of_its_own_and_no_token() {
+        let same = AdminSettings {
+            health_listen: Some(SocketAddr::from((Ipv4Addr::LOCALHOST, 9464))),
+            ..AdminSettings::default()
+        };
+        let refused = same.validate().unwrap_err();
+        assert!(refused.contains("admin.health_listen"), "{refused}");
+        // Beyond loopback without a token: nothing on it reads or writes a
+        // conversation.
+        let own = AdminSettings {
+            health_listen: Some(SocketAddr::from((Ipv4Addr::UNSPECIFIED, 9465))),
+            ..AdminSettings::default()
+        };
+        assert_eq!(own.validate(), Ok(()));
     }
 
     #[test]

@@ -36,7 +36,7 @@ use tracing::{info, warn};
 
 use crate::connect::connect_with_retry;
 use crate::hook::Hook;
-use crate::http::{AdminServer, AppState};
+use crate::http::{descriptors, AdminServer, AppState, ConnectionLimits, Listener};
 use crate::jobs::{CompactHandler, CompactSettings, Summarizer};
 use crate::llm::{LlmClient, LlmError, Provider};
 use crate::observability::{self, ObservabilityError};
@@ -126,6 +126,9 @@ pub struct Application {
     runtime: Runtime<CompactHandler>,
     admin: Option<AdminServer>,
     admin_addr: Option<SocketAddr>,
+    /// The probe listener (`admin.health_listen`), when configured.
+    probes: Option<AdminServer>,
+    probe_addr: Option<SocketAddr>,
     reconcile: Option<Reconciler>,
     /// The event outbox's relay: runs beside the runtime, stops after it.
     relay: Relay,
@@ -180,6 +183,8 @@ impl Application {
         if let Summarizer::Llm(client) = &summarizer {
             start_probe(client, &settings, &shutdown);
         }
+        let mut probe_server = None;
+        let mut probe_addr = None;
         let (admin, admin_addr) = if settings.admin.enabled {
             let metrics = observability::install()?;
             let endpoints: Vec<String> = webhooks.iter().map(|w| w.name.clone()).collect();
@@ -205,18 +210,34 @@ impl Application {
                 shutdown.clone(),
                 settings.admin.ready_timeout,
             );
-            let server = AdminServer::bind(&settings.admin, state)
+            let fitted = descriptors::fit_to_process(&settings.admin, settings.worker.concurrency);
+            let limits = ConnectionLimits::from_settings(&fitted);
+            let bind_error = |addr| move |source| StartupError::AdminBind { addr, source };
+            let server = AdminServer::bind(
+                Listener::Api,
+                listen,
+                crate::http::router(state.clone(), &fitted),
+                limits,
+            )
+            .await
+            .map_err(bind_error(listen))?;
+            let addr = server.local_addr().map_err(bind_error(listen))?;
+            if let Some(health) = fitted.health_listen {
+                let probe_limits = ConnectionLimits {
+                    max_connections: descriptors::PROBE_MAX_CONNECTIONS,
+                    ..limits
+                };
+                let probes = AdminServer::bind(
+                    Listener::Probes,
+                    health,
+                    crate::http::probe_router(state, &fitted),
+                    probe_limits,
+                )
                 .await
-                .map_err(|source| StartupError::AdminBind {
-                    addr: listen,
-                    source,
-                })?;
-            let addr = server
-                .local_addr()
-                .map_err(|source| StartupError::AdminBind {
-                    addr: listen,
-                    source,
-                })?;
+                .map_err(bind_error(health))?;
+                probe_addr = Some(probes.local_addr().map_err(bind_error(health))?);
+                probe_server = Some(probes);
+            }
             (Some(server), Some(addr))
         } else {
             (None, None)
@@ -227,6 +248,7 @@ impl Application {
             redis = %settings.redis.url,
             redis_cluster = settings.redis.cluster,
             admin = %admin_addr.map_or_else(|| "disabled".to_owned(), |a| a.to_string()),
+            probes = %probe_addr.map_or_else(|| "with the API".to_owned(), |a| a.to_string()),
             "compactor-worker ready"
         );
         let store_for_sweep = store.clone();
@@ -267,6 +289,8 @@ impl Application {
             runtime,
             admin,
             admin_addr,
+            probes: probe_server,
+            probe_addr,
             reconcile,
             relay,
             cleanups,
@@ -280,12 +304,22 @@ impl Application {
         self.admin_addr
     }
 
+    /// Where the probe listener (`admin.health_listen`) listens, when it
+    /// is configured (the port actually bound).
+    pub fn probe_addr(&self) -> Option<SocketAddr> {
+        self.probe_addr
+    }
+
     /// Runs the queue runtime and serves the admin API until the shutdown
     /// token given to [`Application::build`] is cancelled and the runtime
     /// has drained; then the API stops too.
     pub async fn run(self) -> Result<(), StartupError> {
         let stop_admin = CancellationToken::new();
         let server = self.admin.map(|server| {
+            let stop = stop_admin.clone();
+            tokio::spawn(async move { server.serve(stop).await })
+        });
+        let probes = self.probes.map(|server| {
             let stop = stop_admin.clone();
             tokio::spawn(async move { server.serve(stop).await })
         });
@@ -318,7 +352,7 @@ impl Application {
         if let Some(sweep) = sweep {
             sweep.abort();
         }
-        if let Some(server) = server {
+        for server in [server, probes].into_iter().flatten() {
             match server.await {
                 Ok(Ok(())) => {}
                 Ok(Err(e)) => {

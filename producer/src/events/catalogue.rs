@@ -142,6 +142,10 @@ pub mod names {
     /// Histogram: time to answer one admin HTTP request (until the
     /// response head), by `route` and `status`.
     pub const HTTP_REQUEST_SECONDS: &str = "compactor_http_request_seconds";
+    /// Counter: connections closed at the connection cap to admit a new
+    /// one (the slowest to send a request), by `listener` (`api`,
+    /// `probes`).
+    pub const HTTP_CONNECTIONS_SHED_TOTAL: &str = "compactor_http_connections_shed_total";
     /// Gauge: 1, labelled with the `version` of the running build.
     pub const BUILD_INFO: &str = "compactor_build_info";
 
@@ -856,6 +860,12 @@ pub const FAMILIES: &[Family] = &[
         "Time to answer one admin HTTP API request, by route template and status class",
     ),
     family(
+        names::HTTP_CONNECTIONS_SHED_TOTAL,
+        Kind::Counter,
+        &["listener"],
+        "Admin HTTP connections closed at the connection cap to admit new ones, by listener",
+    ),
+    family(
         names::BUILD_INFO,
         Kind::Gauge,
         &["version"],
@@ -1135,7 +1145,7 @@ mod tests {
             }
         }
         // Every constant in `names` is a family.
-        assert_eq!(FAMILIES.len(), 34);
+        assert_eq!(FAMILIES.len(), 35);
         assert_eq!(LLM_FAMILIES.len(), 8);
         assert_eq!(EVENT_FAMILIES.len(), 5);
         assert_eq!(HOOK_FAMILIES.len(), 2);

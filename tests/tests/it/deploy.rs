@@ -820,17 +820,29 @@ fn the_kubernetes_deployment_probes_and_outlasts_the_shutdown_grace() {
         settings.worker.shutdown_grace
     );
 
-    // Liveness on /healthz, readiness on /readyz, on the admin port.
+    // Liveness on /healthz, readiness on /readyz, on the probe listener's
+    // port (admin.health_listen, below): a flood of the API does not fail
+    // them.
     let port = &container["ports"][0];
     assert_eq!(port["containerPort"], 9464);
-    for (probe, path) in [("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")] {
+    let health = &container["ports"][1];
+    assert_eq!(health["containerPort"], 9465);
+    for (probe, path) in [
+        ("startupProbe", "/healthz"),
+        ("livenessProbe", "/healthz"),
+        ("readinessProbe", "/readyz"),
+    ] {
         let get = &container[probe]["httpGet"];
         assert_eq!(get["path"], path, "{probe}");
         assert!(
-            get["port"] == port["name"] || get["port"] == 9464,
+            get["port"] == health["name"] || get["port"] == 9465,
             "{probe} port"
         );
     }
+    assert_eq!(
+        spec["template"]["metadata"]["annotations"]["prometheus.io/port"],
+        "9465"
+    );
 
     // Non-root, bounded, secrets by reference.
     assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
@@ -869,6 +881,12 @@ fn the_kubernetes_deployment_probes_and_outlasts_the_shutdown_grace() {
     let settings = worker_settings_with("k8s-env", toml, pod_env.clone())
         .unwrap_or_else(|e| panic!("the pod's configuration: {e}"));
     assert!(!settings.admin.listen.ip().is_loopback());
+    let probes = settings
+        .admin
+        .health_listen
+        .expect("the probe listener is on");
+    assert!(!probes.ip().is_loopback());
+    assert_eq!(u64::from(probes.port()), health["containerPort"]);
     let token_var = settings
         .admin
         .token_env
@@ -904,6 +922,7 @@ fn the_kubernetes_deployment_probes_and_outlasts_the_shutdown_grace() {
         );
     }
     assert_eq!(service["spec"]["ports"][0]["port"], 9464);
+    assert_eq!(service["spec"]["ports"][1]["targetPort"], health["name"]);
 
     // The migration Job runs `compactor migrate` with the database secret.
     let job = find(&objects, "Job", "compactor-migrate");
@@ -1066,6 +1085,14 @@ fn the_dockerfile_builds_both_binaries_locked_into_a_small_non_root_image() {
         .expect("a USER");
     assert!(!["root", "0", "0:0"].contains(&user.trim()), "USER {user}");
     assert!(runtime.contains(&"EXPOSE 9464"));
+    // The probe listener, which the image's health check calls.
+    assert!(runtime.contains(&"EXPOSE 9465"));
+    assert!(runtime
+        .iter()
+        .any(|l| l.contains("COMPACTOR__ADMIN__HEALTH_LISTEN=0.0.0.0:9465")));
+    assert!(runtime
+        .iter()
+        .any(|l| l.starts_with("HEALTHCHECK") && l.contains("/dev/tcp/127.0.0.1/9465")));
     assert!(runtime.contains(&r#"ENTRYPOINT ["compactor-worker"]"#));
 
     // The build context leaves out target/ and .git.

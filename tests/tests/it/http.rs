@@ -899,10 +899,13 @@ async fn slow_and_idle_clients_are_cut_off_and_healthz_still_answers() {
     worker.stop().await;
 }
 
-/// At `admin.max_connections`, a new connection waits (in the listen
-/// backlog) until one closes; then it is served.
+/// At `admin.max_connections`, a new connection sheds the one that has
+/// waited longest on its client (it sent nothing): the new one is served
+/// at once, the shed one is closed, the other keeps its connection. (It
+/// used to wait in the backlog until one closed: two idle clients kept a
+/// probe out.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn connections_over_the_limit_wait_for_a_free_slot() {
+async fn at_the_connection_cap_the_slowest_client_is_shed_for_a_new_one() {
     let db = TestDb::new(Backend::Sqlite).await;
     let redis = TestRedis::new();
     let (worker, _) = serve(&db, &redis, None, |s| {
@@ -912,24 +915,109 @@ async fn connections_over_the_limit_wait_for_a_free_slot() {
     })
     .await;
     let addr = admin_addr(&worker);
-    let healthz = |limit: Duration| {
-        let url = format!("{}/healthz", worker.admin_url());
-        async move { reqwest::Client::new().get(url).timeout(limit).send().await }
-    };
-    // Two connections that send nothing hold both slots…
-    let first = TcpStream::connect(&addr).await.unwrap();
-    let _second = TcpStream::connect(&addr).await.unwrap();
-    // (accepted in order: a request on a third one is not answered)
-    let refused = healthz(Duration::from_millis(700)).await;
-    assert!(
-        refused.is_err(),
-        "a third connection is not served while two hold the slots: {refused:?}"
-    );
-    // …until one closes.
-    drop(first);
-    let served = healthz(Duration::from_secs(10))
+    // Two connections that send nothing hold both slots, the first longer.
+    let mut first = TcpStream::connect(&addr).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut second = TcpStream::connect(&addr).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let served = reqwest::Client::new()
+        .get(format!("{}/healthz", worker.admin_url()))
+        .timeout(Duration::from_secs(10))
+        .send()
         .await
-        .expect("served once a slot is free");
+        .expect("a third connection is served at the cap");
+    assert_eq!(served.status(), StatusCode::OK);
+    assert!(
+        closed_within(&mut first, Duration::from_secs(10)).await,
+        "the slowest client is shed"
+    );
+    second
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: test\r\n\r\n")
+        .await
+        .unwrap();
+    let answer = read_until(&mut second, "\"ok\"").await;
+    assert!(
+        answer.starts_with("HTTP/1.1 200"),
+        "the other one is kept: {answer}"
+    );
+    let metrics = reqwest::get(format!("{}/metrics", worker.admin_url()))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.lines().any(|l| l
+            .starts_with("compactor_http_connections_shed_total{listener=\"api\"}")
+            && !l.ends_with(" 0")),
+        "the shed connection is counted"
+    );
+    worker.stop().await;
+}
+
+/// When every connection at the cap has a request being answered (two
+/// context reads stuck on a table lock), none is shed: a new connection
+/// waits in the backlog until one is answered. The probe listener
+/// (`admin.health_listen`), with connections of its own, answers
+/// `/healthz`, `/readyz` and `/metrics` meanwhile, and nothing else.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_every_connection_busy_new_ones_wait_and_the_probe_listener_answers() {
+    let db = TestDb::new(Backend::Postgres).await;
+    let redis = TestRedis::new();
+    let (worker, api) = serve(&db, &redis, None, |s| {
+        s.admin.max_connections = 2;
+        s.admin.max_long_polls = 1;
+        s.admin.health_listen = Some("127.0.0.1:0".parse().unwrap());
+    })
+    .await;
+    let one = json!({"messages": [{"role": "user", "parts": [{"type": "text", "text": "hi"}]}]});
+    assert_eq!(
+        api.post(&ws("busy", "messages"), &one).await.status,
+        StatusCode::OK
+    );
+    let lock = lock_messages(&db).await;
+    let stuck: Vec<_> = (0..2)
+        .map(|_| {
+            let api = Api::new(&worker);
+            tokio::spawn(async move { api.get(&ws("busy", "context")).await })
+        })
+        .collect();
+    // Both are in flight once neither answers for a while.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(stuck.iter().all(|s| !s.is_finished()));
+    let healthz = |base: String, limit: Duration| async move {
+        reqwest::Client::new()
+            .get(format!("{base}/healthz"))
+            .timeout(limit)
+            .send()
+            .await
+    };
+    let waited = healthz(worker.admin_url(), Duration::from_millis(700)).await;
+    assert!(
+        waited.is_err(),
+        "no connection is shed while every one is being answered: {waited:?}"
+    );
+    let probes = worker.probe_url();
+    let alive = healthz(probes.clone(), Duration::from_secs(10))
+        .await
+        .expect("the probe listener answers");
+    assert_eq!(alive.status(), StatusCode::OK);
+    for (path, status) in [
+        ("/readyz", StatusCode::OK),
+        ("/metrics", StatusCode::OK),
+        ("/v1/workstreams/chat/busy/context", StatusCode::NOT_FOUND),
+        ("/openapi.json", StatusCode::NOT_FOUND),
+    ] {
+        let reply = reqwest::get(format!("{probes}{path}")).await.unwrap();
+        assert_eq!(reply.status(), status, "{path} on the probe listener");
+    }
+    lock.rollback().await.unwrap();
+    for request in stuck {
+        assert_eq!(request.await.unwrap().status, StatusCode::OK);
+    }
+    let served = healthz(worker.admin_url(), Duration::from_secs(10))
+        .await
+        .expect("served once the requests are answered");
     assert_eq!(served.status(), StatusCode::OK);
     worker.stop().await;
 }
@@ -1397,7 +1485,7 @@ async fn metrics_after_end_to_end_compactions_have_every_family() {
         .iter()
         .chain(compactor_worker::llm::metrics::FAMILIES)
         .collect();
-    assert_eq!(families.len(), 42, "every family of both catalogues");
+    assert_eq!(families.len(), 43, "every family of both catalogues");
     let mut missing = Vec::new();
     for family in &families {
         let kind = match family.kind {

@@ -26,6 +26,26 @@ impl InternalEvent for RequestServed {
     }
 }
 
+/// A connection was shed at the connection cap after `waited` on its
+/// client, to admit a new one. `listener` is `api` or `probes`.
+#[derive(Debug)]
+pub(crate) struct ConnectionShed {
+    pub listener: &'static str,
+    pub waited: Duration,
+}
+
+impl InternalEvent for ConnectionShed {
+    fn emit(&self) {
+        metrics::counter!(names::HTTP_CONNECTIONS_SHED_TOTAL, "listener" => self.listener)
+            .increment(1);
+        tracing::debug!(
+            listener = self.listener,
+            waited_ms = crate::telemetry::millis(self.waited),
+            "shed a connection slow to send its request"
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use compactor_producer::events::capture::{capture, Value};
@@ -50,5 +70,22 @@ mod tests {
             Value::Histogram(vec![0.5]),
         );
         assert_eq!(recorded.len(), 2);
+    }
+
+    #[test]
+    fn a_shed_connection_counts_under_its_listener() {
+        let recorded = capture(|| {
+            ConnectionShed {
+                listener: "probes",
+                waited: Duration::from_secs(3),
+            }
+            .emit();
+        });
+        recorded.assert_one(
+            names::HTTP_CONNECTIONS_SHED_TOTAL,
+            &[("listener", "probes")],
+            Value::Counter(1),
+        );
+        assert_eq!(recorded.len(), 1);
     }
 }

@@ -38,7 +38,7 @@ pub(crate) use compaction::{
     Compacted, CompactionConflicted, CompactionFailed, CompactionSkipped, ReleaseNotAnnounced,
 };
 pub(crate) use hook::HookCalled;
-pub(crate) use http::RequestServed;
+pub(crate) use http::{ConnectionShed, RequestServed};
 pub(crate) use job::{
     AttemptEnded, AttemptFailed, AttemptStarted, JobCompleted, JobDeadLettered, RetryScheduled,
 };

@@ -70,6 +70,9 @@ pub(crate) fn create_series(queue: &str, routes: impl IntoIterator<Item = &'stat
     }
 
     // The admin API's, by route template.
+    for listener in ["api", "probes"] {
+        metrics::counter!(names::HTTP_CONNECTIONS_SHED_TOTAL, "listener" => listener).increment(0);
+    }
     for route in routes {
         for status in labels::HTTP_STATUS_CLASSES {
             metrics::counter!(names::HTTP_REQUESTS_TOTAL, "route" => route, "status" => status)

@@ -37,6 +37,7 @@ mod auth;
 mod branches;
 pub mod console;
 pub mod dead_letters;
+pub mod descriptors;
 pub mod error;
 pub mod events;
 pub mod extract;
@@ -55,7 +56,7 @@ pub mod workstreams;
 /// The one route label of every console page (see `request_metrics`).
 pub use request_metrics::CONSOLE_ROUTE;
 
-pub use server::{AdminServer, ConnectionLimits};
+pub use server::{AdminServer, ConnectionLimits, Listener};
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -384,6 +385,27 @@ pub fn router(state: AppState, admin: &AdminSettings) -> Router {
         }));
     v1.merge(open)
         .merge(console::router(state.clone(), admin.request_timeout))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(middleware::from_fn(access_log::log))
+        .layer(middleware::from_fn(trace_request))
+        .layer(middleware::from_fn(request_metrics::record))
+        .with_state(state)
+}
+
+/// The paths the probe listener (`admin.health_listen`) serves.
+pub const PROBE_PATHS: [&str; 4] = ["/healthz", "/readyz", "/readyz/worker", "/metrics"];
+
+/// The probe listener's router: the routes of [`PROBE_PATHS`] as the API
+/// serves them (timed, logged and counted alike), JSON 404 for the rest.
+pub fn probe_router(state: AppState, admin: &AdminSettings) -> Router {
+    let mut probes = Router::new();
+    for (_, path, _, _, route) in table() {
+        if PROBE_PATHS.contains(&path) {
+            probes = probes.route(path, limits::with_timeout(route, admin.request_timeout));
+        }
+    }
+    probes
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn(access_log::log))

@@ -16,6 +16,7 @@
 
 mod cli;
 mod default_config;
+mod flood;
 mod llm;
 mod processes;
 mod queue_cli;

@@ -14,7 +14,7 @@ use compactor_producer::queue::QueueName;
 use compactor_testkit::{free_port, redis_url, unique_name, PrivateRedis, TestDatabase};
 use serde_json::Value;
 
-const WORKER: &str = env!("CARGO_BIN_EXE_compactor-worker");
+pub(crate) const WORKER: &str = env!("CARGO_BIN_EXE_compactor-worker");
 
 /// How long a process may take to do what a test waits for before the test
 /// gives up (a bound against hanging, not a measurement: each of these
@@ -23,8 +23,13 @@ const PATIENCE: Duration = Duration::from_secs(60);
 
 /// The worker binary with a clean environment: no inherited `COMPACTOR__`
 /// settings or keys, its own queue, the admin API on a free port.
-fn worker(database_url: &str, redis: &str) -> Command {
-    let mut command = Command::new(WORKER);
+pub(crate) fn worker(database_url: &str, redis: &str) -> Command {
+    configured(Command::new(WORKER), database_url, redis)
+}
+
+/// `command` (the worker binary, or a program that runs it) set up as
+/// [`worker`] sets it up.
+pub(crate) fn configured(mut command: Command, database_url: &str, redis: &str) -> Command {
     for (name, _) in std::env::vars() {
         if name.starts_with("COMPACTOR") || name.ends_with("_API_KEY") || name == "RUST_LOG" {
             command.env_remove(name);
@@ -42,14 +47,14 @@ fn worker(database_url: &str, redis: &str) -> Command {
 }
 
 /// A running worker process (killed on drop), its stderr read line by line.
-struct Running {
+pub(crate) struct Running {
     child: Child,
     lines: Receiver<String>,
     seen: Vec<String>,
 }
 
 impl Running {
-    fn start(mut command: Command) -> Running {
+    pub(crate) fn start(mut command: Command) -> Running {
         let mut child = command.spawn().unwrap();
         let stderr = child.stderr.take().unwrap();
         let (send, lines) = std::sync::mpsc::channel();
@@ -69,7 +74,7 @@ impl Running {
     }
 
     /// Reads stderr until a line satisfies `wanted`; that line.
-    fn until(&mut self, what: &str, wanted: impl Fn(&str) -> bool) -> String {
+    pub(crate) fn until(&mut self, what: &str, wanted: impl Fn(&str) -> bool) -> String {
         let deadline = Instant::now() + PATIENCE;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
@@ -96,13 +101,13 @@ impl Running {
         }
     }
 
-    fn terminate(&self) {
+    pub(crate) fn terminate(&self) {
         compactor_testkit::process::sigterm(&self.child);
     }
 
     /// Waits for the exit (bounded by [`PATIENCE`]: a start that retries
     /// for ever fails here); the status and every stderr line.
-    fn exit(mut self) -> (ExitStatus, Vec<String>) {
+    pub(crate) fn exit(mut self) -> (ExitStatus, Vec<String>) {
         let deadline = Instant::now() + PATIENCE;
         let status = loop {
             if let Some(status) = self.child.try_wait().unwrap() {
@@ -131,7 +136,7 @@ impl Drop for Running {
 }
 
 /// The keys of a queue of the test's own, deleted on drop.
-struct QueueKeys(String);
+pub(crate) struct QueueKeys(pub(crate) String);
 
 impl Drop for QueueKeys {
     fn drop(&mut self) {

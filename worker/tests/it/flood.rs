@@ -1,0 +1,155 @@
+//! The `compactor-worker` process flooded with slow clients under a low
+//! file-descriptor limit (the chaos finding: at a limit of 256, 300
+//! connections trickling their headers made `/healthz` time out, and a
+//! liveness probe would have restarted a healthy worker).
+
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use compactor_testkit::{redis_url, unique_name, TestDatabase};
+use serde_json::Value;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use super::startup::{configured, QueueKeys, Running, WORKER};
+
+/// The chaos run's limit, soft and hard (so start-up cannot raise it).
+const DESCRIPTOR_LIMIT: u64 = 256;
+/// Slow clients at once: more than the limit.
+const SLOW_CLIENTS: usize = 300;
+
+/// One slow client until `stop`: connects, sends a request's headers a byte
+/// every 200 ms, and connects again whenever the server closes it.
+/// Counts the times it was closed.
+async fn slow_client(addr: String, stop: Arc<AtomicBool>, closed: Arc<AtomicUsize>) {
+    let request = b"GET /healthz HTTP/1.1\r\nHost: flood\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n\r\n";
+    while !stop.load(Ordering::Relaxed) {
+        let Ok(mut stream) = TcpStream::connect(&addr).await else {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            continue;
+        };
+        let mut buf = [0u8; 256];
+        for byte in request.iter().cycle() {
+            if stop.load(Ordering::Relaxed) {
+                return;
+            }
+            tokio::select! {
+                read = stream.read(&mut buf) => match read {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => {}
+                },
+                () = tokio::time::sleep(Duration::from_millis(200)) => {
+                    if stream.write_all(&[*byte]).await.is_err() {
+                        break;
+                    }
+                }
+            }
+        }
+        closed.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Under a limit of 256 descriptors, start-up caps the API's connections
+/// below it (logged), and while 300 clients trickle their headers to the
+/// API, `/healthz` answers within 1 s on the probe listener and within a
+/// few on the API (a slow client is shed to admit it), and a conversation
+/// can still be written (the database and Redis kept their descriptors).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_of_slow_clients_under_a_low_descriptor_limit_leaves_healthz_answering() {
+    let db = TestDatabase::sqlite();
+    let queue = QueueKeys(unique_name("flood"));
+    let mut limited = Command::new("bash");
+    limited.args([
+        "-c",
+        &format!("ulimit -n {DESCRIPTOR_LIMIT} && exec \"$0\""),
+        WORKER,
+    ]);
+    let mut command = configured(limited, &db.url, &redis_url());
+    command
+        .env("COMPACTOR__LOG__FORMAT", "json")
+        .env("COMPACTOR__QUEUE__NAME", &queue.0)
+        .env("COMPACTOR__ADMIN__HEALTH_LISTEN", "127.0.0.1:0");
+    let mut running = Running::start(command);
+    let capped = running.until("saying the connections are capped", |l| {
+        l.contains("connections capped below admin.max_connections")
+    });
+    let capped: Value = serde_json::from_str(&capped).unwrap();
+    assert_eq!(capped["descriptor_limit"], DESCRIPTOR_LIMIT);
+    let cap = capped["max_connections"].as_u64().unwrap();
+    assert!(cap < DESCRIPTOR_LIMIT, "{capped}");
+    let ready = running.until("saying the worker is ready", |l| {
+        l.contains("compactor-worker ready")
+    });
+    let ready: Value = serde_json::from_str(&ready).unwrap();
+    let api = ready["admin"].as_str().unwrap().to_owned();
+    let probes = ready["probes"].as_str().unwrap().to_owned();
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let closed = Arc::new(AtomicUsize::new(0));
+    let flood: Vec<_> = (0..SLOW_CLIENTS)
+        .map(|_| {
+            tokio::spawn(slow_client(
+                api.clone(),
+                Arc::clone(&stop),
+                Arc::clone(&closed),
+            ))
+        })
+        .collect();
+    // The flood fills the cap (every connection is a client's turn).
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let http = reqwest::Client::new();
+    // The probe listener, which the flood does not reach: within 1 s.
+    // The API, which it floods: a slow client is shed to admit the probe,
+    // which waits behind the flood's reconnections in the kernel's queue
+    // (about 50 ms here; before, it waited for the header timeout, 10 s,
+    // or its connection was dropped with the queue full).
+    for (listener, base, bound) in [
+        ("probe listener", &probes, Duration::from_secs(1)),
+        ("API", &api, Duration::from_secs(5)),
+    ] {
+        let started = Instant::now();
+        let healthz = http
+            .get(format!("http://{base}/healthz"))
+            .timeout(bound)
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("/healthz on the {listener} within {bound:?}: {e:?}"));
+        assert_eq!(healthz.status(), 200);
+        eprintln!(
+            "/healthz on the {listener} during the flood: {:?}",
+            started.elapsed()
+        );
+    }
+    let readyz = http
+        .get(format!("http://{probes}/readyz"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(readyz.status(), 200, "the database still answers");
+    let appended = http
+        .post(format!("http://{api}/v1/workstreams/chat/flooded/messages"))
+        .json(&serde_json::json!({"messages": [{"role": "user", "parts": [{"type": "text", "text": "still here"}]}]}))
+        .timeout(Duration::from_secs(30))
+        .send()
+        .await
+        .expect("an append gets through the flood");
+    assert_eq!(appended.status(), 200);
+    assert!(
+        closed.load(Ordering::Relaxed) > 0,
+        "slow clients were shed to admit the others"
+    );
+
+    stop.store(true, Ordering::Relaxed);
+    for client in flood {
+        client.abort();
+    }
+    running.terminate();
+    let (status, lines) = running.exit();
+    assert_eq!(status.code(), Some(0), "{}", lines.join("\n"));
+    assert!(
+        lines.iter().any(|l| l.contains("at its connection limit")),
+        "the shedding is logged"
+    );
+}
