@@ -28,7 +28,7 @@ use std::time::Duration;
 use compactor_producer::client::Compactor;
 use compactor_producer::events::EventNotWritten;
 use compactor_producer::events::InternalEvent;
-use compactor_producer::store::{EventKind, NewEvent, SchemaStatus, Store, StoreError};
+use compactor_producer::store::{EventKind, NewEvent, Refusal, SchemaStatus, Store, StoreError};
 use futures::future::BoxFuture;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
@@ -69,6 +69,14 @@ pub enum StartupError {
     /// Stopped (SIGTERM) while waiting for the database to answer.
     #[error("stopped while waiting for the database, which did not answer: {0}")]
     DatabaseUnreachable(#[source] StoreError),
+    /// The database refused the credentials or the database name of
+    /// `[database] url`: not retried.
+    #[error("{}; fix [database] url (DATABASE_URL): {source}", .refusal.as_str())]
+    DatabaseRefused {
+        refusal: Refusal,
+        #[source]
+        source: StoreError,
+    },
     #[error("LLM: {0}")]
     Llm(#[from] LlmError),
     #[error(transparent)]
@@ -108,6 +116,7 @@ impl StartupError {
             | StartupError::WebhookSecret(_)
             | StartupError::Hook(_)
             | StartupError::RedisAuth(_)
+            | StartupError::DatabaseRefused { .. }
             | StartupError::Llm(LlmError::Config(_))
             | StartupError::Queue(QueueError::Url { .. } | QueueError::Config(_))
             | StartupError::Runtime(RuntimeError::Config(_)) => 2,
@@ -496,6 +505,12 @@ async fn connect_store(
         match Store::connect_with(&settings.database).await {
             Ok(store) => return Ok(store),
             Err(error) => {
+                if let Some(refusal) = error.refusal() {
+                    return Err(StartupError::DatabaseRefused {
+                        refusal,
+                        source: error,
+                    });
+                }
                 let delay = delays.next().unwrap_or(Duration::from_secs(10));
                 warn!(
                     %error,

@@ -23,6 +23,10 @@ pub enum StoreError {
         url: String,
         /// The driver's message, with the password scrubbed.
         detail: String,
+        /// What the server refused, when it answered with a refusal that
+        /// no retry can change (credentials, database name); `None` for an
+        /// outage.
+        refused: Option<Refusal>,
     },
     /// The connection attempt did not finish in time (unreachable host,
     /// firewall dropping packets, a database that accepts but never answers).
@@ -105,20 +109,36 @@ impl StoreError {
     /// Whether retrying later may succeed: the database was unreachable,
     /// the connection pool was exhausted, or a statement ran out of its
     /// `statement_timeout` (PostgreSQL cancelled it, or SQLite waited that
-    /// long for a lock), as opposed to a corrupt row or a statement the
-    /// database refused.
+    /// long for a lock), as opposed to a corrupt row, a statement the
+    /// database refused, or credentials it refuses.
     pub fn is_transient(&self) -> bool {
-        self.unavailable().is_some()
+        self.unavailable().is_some() || self.is_statement_timeout()
     }
 
-    /// Why the database could not serve the call, when retrying later may
-    /// succeed, in words a client may be shown (never the driver's text:
-    /// it can name hosts and certificates): see [`Unavailable`].
+    /// Why the database could not serve the call, when it is an outage
+    /// that retrying later may get past, in words a client may be shown
+    /// (never the driver's text: it can name hosts and certificates): see
+    /// [`Unavailable`]. A statement timeout is not one: see
+    /// [`StoreError::is_statement_timeout`].
     pub fn unavailable(&self) -> Option<Unavailable> {
         match self {
-            StoreError::Connect { .. } => Some(Unavailable::Unreachable),
+            StoreError::Connect { refused: None, .. } => Some(Unavailable::Unreachable),
             StoreError::ConnectTimeout { .. } => Some(Unavailable::Unreachable),
             StoreError::Db { source, .. } => unavailable(source),
+            _ => None,
+        }
+    }
+
+    /// What the database refused, when no retry can change it until an
+    /// operator does: the credentials or the database name of
+    /// `[database] url` (see [`Refusal`]).
+    pub fn refusal(&self) -> Option<Refusal> {
+        match self {
+            StoreError::Connect { refused, .. } => *refused,
+            StoreError::Db {
+                source: DbErr::Conn(sea_orm::RuntimeErr::SqlxError(e)),
+                ..
+            } => Refusal::of(e),
             _ => None,
         }
     }
@@ -147,8 +167,6 @@ pub enum Unavailable {
     ConnectionLost,
     /// Every pooled connection stayed busy past the acquire timeout.
     PoolExhausted,
-    /// The statement ran out of `[database] statement_timeout`.
-    StatementTimeout,
 }
 
 impl Unavailable {
@@ -157,20 +175,54 @@ impl Unavailable {
             Unavailable::Unreachable => "database unreachable",
             Unavailable::ConnectionLost => "connection to the database lost",
             Unavailable::PoolExhausted => "no database connection free",
-            Unavailable::StatementTimeout => "statement timeout",
+        }
+    }
+}
+
+/// What the database refused when the worker connected, that no retry
+/// changes until an operator does: a start-up with it exits 2 (systemd's
+/// `RestartPreventExitStatus`), a call meeting it fails without a retry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// The user or password of `[database] url` (SQLSTATE class 28: no
+    /// such role, a wrong password, no `pg_hba.conf` entry).
+    Credentials,
+    /// The database `[database] url` names does not exist (3D000).
+    UnknownDatabase,
+}
+
+impl Refusal {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Refusal::Credentials => "the database refused the credentials of [database] url",
+            Refusal::UnknownDatabase => "the database [database] url names does not exist",
+        }
+    }
+
+    /// The refusal a connection attempt's error is, from the server's
+    /// SQLSTATE.
+    pub fn of(error: &sea_orm::sqlx::Error) -> Option<Refusal> {
+        let code = error.as_database_error()?.code()?;
+        if code.starts_with("28") {
+            Some(Refusal::Credentials)
+        } else if code == "3D000" {
+            Some(Refusal::UnknownDatabase)
+        } else {
+            None
         }
     }
 }
 
 /// The kind of a failed call, from the driver's error kind and the
-/// server's SQLSTATE: a lost or refused connection, an exhausted pool, and
-/// a statement timeout may pass; anything else (a constraint, a bad
-/// statement, a row that does not decode) will not.
+/// server's SQLSTATE: a lost or unreachable connection and an exhausted
+/// pool may pass; anything else (a constraint, a bad statement, a row that
+/// does not decode, credentials the server refuses, a statement timeout,
+/// which is a kind of its own) is not an outage.
 fn unavailable(error: &DbErr) -> Option<Unavailable> {
     use sea_orm::sqlx::Error as Sqlx;
     use sea_orm::RuntimeErr;
     if statement_timed_out(error) {
-        return Some(Unavailable::StatementTimeout);
+        return None;
     }
     let sqlx = match error {
         DbErr::ConnectionAcquire(_) => return Some(Unavailable::PoolExhausted),
@@ -194,8 +246,10 @@ fn unavailable(error: &DbErr) -> Option<Unavailable> {
                 || matches!(code.as_ref(), "57P01" | "57P02" | "57P03" | "53300");
             if lost {
                 Some(Unavailable::ConnectionLost)
+            } else if Refusal::of(sqlx).is_some() {
+                None
             } else {
-                // Refused while connecting (as before: retried).
+                // Refused while connecting for another reason (retried).
                 matches!(error, DbErr::Conn(_)).then_some(Unavailable::Unreachable)
             }
         }

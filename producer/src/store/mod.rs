@@ -79,7 +79,7 @@ pub use crate::events::catalogue::EventKind;
 pub use crate::redact::{redact_url, split_url_list};
 pub use branches::{AbandonedBranch, BranchInput, BranchSummaryRow, HeadMoved, NewBranchSummary};
 pub use commit::{Commit, CommitOutcome, ConflictReason, MemoryFold, PrunedMessage};
-pub use error::{StoreError, Unavailable};
+pub use error::{Refusal, StoreError, Unavailable};
 pub use lease::{Lease, LeaseTaken};
 pub use memory::MemoryEntry;
 #[cfg(test)]
@@ -191,6 +191,10 @@ impl Store {
             Ok(Err(err)) => Err(StoreError::Connect {
                 url: redact_url(url),
                 detail: crate::redact::scrub(&err.to_string(), url),
+                refused: match &err {
+                    sea_orm::DbErr::Conn(sea_orm::RuntimeErr::SqlxError(e)) => Refusal::of(e),
+                    _ => None,
+                },
             }),
             Err(_) => Err(StoreError::ConnectTimeout {
                 url: redact_url(url),
@@ -252,6 +256,7 @@ async fn probe_postgres(url: &str) -> Result<(), StoreError> {
     let connect_error = |err: sea_orm::sqlx::Error| StoreError::Connect {
         url: redact_url(url),
         detail: crate::redact::scrub(&err.to_string(), url),
+        refused: Refusal::of(&err),
     };
     let attempt = async {
         let options: PgConnectOptions = url.parse().map_err(connect_error)?;

@@ -1111,7 +1111,8 @@ async fn lock_messages(db: &TestDb) -> sea_orm::DatabaseTransaction {
 /// A request stuck on the database is answered 503 after
 /// `admin.request_timeout`, not held for as long as the lock lasts; with a
 /// shorter `database.statement_timeout`, PostgreSQL cancels the statement
-/// first (503 `database_unavailable`). Before, both waited for the lock.
+/// first (503 `database_timeout`, a kind of its own, with `Retry-After`).
+/// Before, both waited for the lock.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requests_and_statements_stuck_on_a_lock_time_out() {
     let db = TestDb::new(Backend::Postgres).await;
@@ -1152,9 +1153,10 @@ async fn requests_and_statements_stuck_on_a_lock_time_out() {
     let reply = api.get(&ws("locked", "context")).await;
     reply.assert_error(
         StatusCode::SERVICE_UNAVAILABLE,
-        "database_unavailable",
-        "statement timeout",
+        "database_timeout",
+        "statement_timeout",
     );
+    assert_eq!(reply.headers[reqwest::header::RETRY_AFTER], "2");
     lock.rollback().await.unwrap();
     worker.stop().await;
 }

@@ -16,7 +16,7 @@ use compactor_producer::client::ClientError;
 use compactor_producer::queue::QueueError;
 use compactor_producer::store::StoreError;
 use serde::Serialize;
-use tracing::{debug, warn};
+use tracing::{debug, error, warn};
 use utoipa::ToSchema;
 
 /// Why a request failed.
@@ -74,6 +74,9 @@ pub enum ApiError {
     RedisUnavailable(String),
     #[error("{0}")]
     DatabaseUnavailable(String),
+    /// A statement outlasted `[database] statement_timeout`.
+    #[error("{0}")]
+    DatabaseTimeout(String),
     /// The database schema is not the one this build expects.
     #[error("{0}")]
     SchemaMismatch(String),
@@ -121,6 +124,7 @@ impl ApiError {
             ApiError::PayloadTooLarge(_) => ErrorCode::PayloadTooLarge,
             ApiError::RedisUnavailable(_) => ErrorCode::RedisUnavailable,
             ApiError::DatabaseUnavailable(_) => ErrorCode::DatabaseUnavailable,
+            ApiError::DatabaseTimeout(_) => ErrorCode::DatabaseTimeout,
             ApiError::SchemaMismatch(_) => ErrorCode::SchemaMismatch,
             ApiError::ShuttingDown => ErrorCode::ShuttingDown,
             ApiError::RequestTimeout(_) => ErrorCode::RequestTimeout,
@@ -152,6 +156,7 @@ impl ApiError {
             ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::RedisUnavailable(_)
             | ApiError::DatabaseUnavailable(_)
+            | ApiError::DatabaseTimeout(_)
             | ApiError::SchemaMismatch(_)
             | ApiError::ShuttingDown
             | ApiError::RequestTimeout(_)
@@ -194,15 +199,38 @@ impl From<StoreError> for ApiError {
             }
             _ => {}
         }
-        match error.unavailable() {
-            // The kind and the operation, never the driver's text (it can
-            // name hosts, certificates and statements).
-            Some(why) => ApiError::DatabaseUnavailable(format!(
-                "{}: {}; try again shortly",
-                error.op().unwrap_or("database"),
+        // The kind and the operation, never the driver's text (it can
+        // name hosts, certificates, statements and the values in them):
+        // that goes to the log.
+        let op = error.op().unwrap_or("database");
+        if let Some(why) = error.unavailable() {
+            return ApiError::DatabaseUnavailable(format!(
+                "{op}: {}; try again shortly",
                 why.as_str()
-            )),
-            None => ApiError::Internal(error.to_string()),
+            ));
+        }
+        if error.is_statement_timeout() {
+            return ApiError::DatabaseTimeout(format!(
+                "{op}: a statement outlasted [database] statement_timeout (a lock held \
+                 elsewhere, or a slow database); try again shortly"
+            ));
+        }
+        if let Some(refusal) = error.refusal() {
+            error!(%error, "the database refuses the worker's connection");
+            return ApiError::Internal(format!(
+                "{op}: {}; an operator must fix it",
+                refusal.as_str()
+            ));
+        }
+        match error {
+            StoreError::Db { .. } | StoreError::Connect { .. } => {
+                error!(%error, "a database call failed");
+                ApiError::Internal(format!(
+                    "{op}: the database refused the call; the worker's log has the details"
+                ))
+            }
+            // Our own words (a corrupt row, an encoding failure).
+            _ => ApiError::Internal(error.to_string()),
         }
     }
 }
@@ -242,7 +270,7 @@ pub const RETRY_AFTER_UNAVAILABLE_SECS: &str = "2";
 /// `method_not_allowed`; 409 `client_id_conflict`, `branch_conflict`,
 /// `job_finished`; 413
 /// `payload_too_large`; 500 `internal`; 503 `redis_unavailable`,
-/// `database_unavailable`, `schema_mismatch`, `shutting_down`,
+/// `database_unavailable`, `database_timeout`, `schema_mismatch`, `shutting_down`,
 /// `not_ready`, `request_timeout`, `overloaded`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
@@ -284,9 +312,12 @@ pub enum ErrorCode {
     PayloadTooLarge,
     /// 503: Redis did not answer.
     RedisUnavailable,
-    /// 503: the database did not answer (or a statement outlasted
-    /// `database.statement_timeout`).
+    /// 503: the database did not answer (unreachable, the connection
+    /// lost, no pooled connection free), with `Retry-After`.
     DatabaseUnavailable,
+    /// 503: a statement outlasted `database.statement_timeout` (a lock
+    /// held elsewhere, a slow database), with `Retry-After`.
+    DatabaseTimeout,
     /// 503: the database schema is not the one this build expects.
     SchemaMismatch,
     /// 503: the worker is stopping.
@@ -303,7 +334,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, for tests and documentation.
-    pub const ALL: [ErrorCode; 25] = [
+    pub const ALL: [ErrorCode; 26] = [
         ErrorCode::InvalidKey,
         ErrorCode::InvalidBody,
         ErrorCode::InvalidMessage,
@@ -323,6 +354,7 @@ impl ErrorCode {
         ErrorCode::PayloadTooLarge,
         ErrorCode::RedisUnavailable,
         ErrorCode::DatabaseUnavailable,
+        ErrorCode::DatabaseTimeout,
         ErrorCode::SchemaMismatch,
         ErrorCode::ShuttingDown,
         ErrorCode::NotReady,
@@ -353,6 +385,7 @@ impl ErrorCode {
             ErrorCode::PayloadTooLarge => "payload_too_large",
             ErrorCode::RedisUnavailable => "redis_unavailable",
             ErrorCode::DatabaseUnavailable => "database_unavailable",
+            ErrorCode::DatabaseTimeout => "database_timeout",
             ErrorCode::SchemaMismatch => "schema_mismatch",
             ErrorCode::ShuttingDown => "shutting_down",
             ErrorCode::NotReady => "not_ready",
@@ -402,9 +435,9 @@ impl IntoResponse for ApiError {
         let mut response = (status, Json(body)).into_response();
         let retry_after = match self {
             ApiError::Overloaded(_) => Some(RETRY_AFTER_SECS),
-            ApiError::RedisUnavailable(_) | ApiError::DatabaseUnavailable(_) => {
-                Some(RETRY_AFTER_UNAVAILABLE_SECS)
-            }
+            ApiError::RedisUnavailable(_)
+            | ApiError::DatabaseUnavailable(_)
+            | ApiError::DatabaseTimeout(_) => Some(RETRY_AFTER_UNAVAILABLE_SECS),
             _ => None,
         };
         if let Some(secs) = retry_after {
@@ -424,7 +457,39 @@ impl IntoResponse for ApiError {
 
 #[cfg(test)]
 mod tests {
-    use super::ErrorCode;
+    use std::sync::Arc;
+
+    use compactor_producer::store::StoreError;
+    use sea_orm::sqlx::Error as Sqlx;
+    use sea_orm::{DbErr, RuntimeErr};
+
+    use super::{ApiError, ErrorCode};
+
+    fn failed(error: Sqlx) -> ApiError {
+        ApiError::from(StoreError::Db {
+            op: "append_messages",
+            source: DbErr::Exec(RuntimeErr::SqlxError(Arc::new(error))),
+        })
+    }
+
+    #[test]
+    fn a_database_error_reaches_the_client_as_its_kind_and_operation_never_the_drivers_text() {
+        let lost = failed(Sqlx::Io(std::io::Error::other(
+            "tls close_notify from db-7.internal",
+        )));
+        assert_eq!(lost.error_code(), ErrorCode::DatabaseUnavailable);
+        assert_eq!(
+            lost.to_string(),
+            "append_messages: connection to the database lost; try again shortly"
+        );
+        let refused = failed(Sqlx::ColumnNotFound("secret_column_of_users".into()));
+        assert_eq!(refused.error_code(), ErrorCode::Internal);
+        assert!(
+            refused.to_string().starts_with("append_messages: "),
+            "{refused}"
+        );
+        assert!(!refused.to_string().contains("secret_column"), "{refused}");
+    }
 
     #[test]
     fn every_error_code_is_sent_as_its_documented_name() {

@@ -219,6 +219,35 @@ fn credentials_redis_refuses_stop_the_start_with_exit_2() {
     }
 }
 
+/// Credentials or a database name PostgreSQL refuses (a role that does
+/// not exist, SQLSTATE 28000; a database that does not exist, 3D000)
+/// stop the start with exit status 2 and the cause on the last line,
+/// instead of being retried for ever as an outage.
+#[test]
+fn credentials_or_a_database_postgres_refuses_stop_the_start_with_exit_2() {
+    let redis = PrivateRedis::start();
+    for (url, said) in [
+        (
+            "postgres://no_such_role_q7@127.0.0.1:5432/test",
+            "the database refused the credentials",
+        ),
+        (
+            "postgres://root@127.0.0.1:5432/no_such_database_q7",
+            "names does not exist",
+        ),
+    ] {
+        let (status, lines) = Running::start(worker(url, &redis.url())).exit();
+        assert_eq!(status.code(), Some(2), "{url}: {lines:#?}");
+        let last = lines.last().unwrap();
+        assert!(last.contains(said), "{url}: {lines:#?}");
+        assert!(last.contains("[database] url"), "{url}: {lines:#?}");
+        assert!(
+            !lines.iter().any(|l| l.contains("not reachable yet")),
+            "{url}: not retried as an outage: {lines:#?}"
+        );
+    }
+}
+
 /// A start that never got its database, stopped by SIGTERM, ends with a
 /// line naming what it waited for and why it failed (the driver's error),
 /// not just "stopped".

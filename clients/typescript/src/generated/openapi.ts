@@ -953,11 +953,11 @@ export interface components {
          *     `method_not_allowed`; 409 `client_id_conflict`, `branch_conflict`,
          *     `job_finished`; 413
          *     `payload_too_large`; 500 `internal`; 503 `redis_unavailable`,
-         *     `database_unavailable`, `schema_mismatch`, `shutting_down`,
+         *     `database_unavailable`, `database_timeout`, `schema_mismatch`, `shutting_down`,
          *     `not_ready`, `request_timeout`, `overloaded`.
          * @enum {string}
          */
-        ErrorCode: "invalid_key" | "invalid_body" | "invalid_message" | "invalid_query" | "invalid_header" | "client_id_conflict" | "unauthorized" | "unknown_workstream" | "unknown_delivery" | "unknown_message" | "invalid_parent" | "branch_conflict" | "unknown_job" | "job_finished" | "not_found" | "method_not_allowed" | "payload_too_large" | "redis_unavailable" | "database_unavailable" | "schema_mismatch" | "shutting_down" | "not_ready" | "request_timeout" | "overloaded" | "internal";
+        ErrorCode: "invalid_key" | "invalid_body" | "invalid_message" | "invalid_query" | "invalid_header" | "client_id_conflict" | "unauthorized" | "unknown_workstream" | "unknown_delivery" | "unknown_message" | "invalid_parent" | "branch_conflict" | "unknown_job" | "job_finished" | "not_found" | "method_not_allowed" | "payload_too_large" | "redis_unavailable" | "database_unavailable" | "database_timeout" | "schema_mismatch" | "shutting_down" | "not_ready" | "request_timeout" | "overloaded" | "internal";
         /** @description What went wrong. */
         ErrorDetail: {
             code: components["schemas"]["ErrorCode"];

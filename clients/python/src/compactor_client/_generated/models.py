@@ -184,6 +184,7 @@ ErrorCode: TypeAlias = Literal[
     'payload_too_large',
     'redis_unavailable',
     'database_unavailable',
+    'database_timeout',
     'schema_mismatch',
     'shutting_down',
     'not_ready',
