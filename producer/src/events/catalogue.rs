@@ -83,6 +83,9 @@ pub mod names {
     /// Gauge: age of the oldest waiting job (paused ones included), from
     /// when it could first run.
     pub const QUEUE_OLDEST_WAITING_SECONDS: &str = "compactor_queue_oldest_waiting_seconds";
+    /// Gauge: age of the oldest job waiting to be claimed, the jobs parked
+    /// behind a paused domain left out, from when it could first run.
+    pub const QUEUE_OLDEST_RUNNABLE_SECONDS: &str = "compactor_queue_oldest_runnable_seconds";
     /// Gauge: 1 while the whole queue is paused, else 0.
     pub const QUEUE_PAUSED: &str = "compactor_queue_paused";
     /// Gauge: domains of the queue paused.
@@ -740,6 +743,12 @@ pub const FAMILIES: &[Family] = &[
         "Age of the oldest waiting job, paused ones included, from when it could first run",
     ),
     family(
+        names::QUEUE_OLDEST_RUNNABLE_SECONDS,
+        Kind::Gauge,
+        QUEUE,
+        "Age of the oldest job waiting to be claimed, jobs parked behind a paused domain left out",
+    ),
+    family(
         names::QUEUE_PAUSED,
         Kind::Gauge,
         QUEUE,
@@ -1145,7 +1154,7 @@ mod tests {
             }
         }
         // Every constant in `names` is a family.
-        assert_eq!(FAMILIES.len(), 35);
+        assert_eq!(FAMILIES.len(), 36);
         assert_eq!(LLM_FAMILIES.len(), 8);
         assert_eq!(EVENT_FAMILIES.len(), 5);
         assert_eq!(HOOK_FAMILIES.len(), 2);

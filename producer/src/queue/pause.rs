@@ -103,6 +103,10 @@ pub struct PauseState {
     /// or when its retry delay ended: a job backing off is not old).
     /// Null when no job waits.
     pub oldest_waiting_ms: Option<u64>,
+    /// Age (ms) of the oldest job waiting to be claimed, the jobs parked
+    /// behind a paused domain left out: what workers falling behind shows
+    /// as (the `CompactorOldestJobWaiting` alert). Null when none waits.
+    pub oldest_runnable_ms: Option<u64>,
 }
 
 impl PauseState {
@@ -184,10 +188,10 @@ impl Queue {
 }
 
 /// Reads the pause script's reply: {queue paused at, {domain, paused at,
-/// parked}..., oldest age, now}.
+/// parked}..., oldest age, now, oldest runnable age}.
 fn pause_state(reply: &[Value]) -> Result<PauseState, String> {
-    let [queue_since, domains, oldest, now] = reply else {
-        return Err(format!("{} fields, 4 expected", reply.len()));
+    let [queue_since, domains, oldest, now, runnable] = reply else {
+        return Err(format!("{} fields, 5 expected", reply.len()));
     };
     let now = number(now).ok_or("no server time")?;
     let since = |v: &Value| number(v).map(|at| now.saturating_sub(at));
@@ -218,15 +222,16 @@ fn pause_state(reply: &[Value]) -> Result<PauseState, String> {
         });
     }
     paused_domains.sort_by(|a, b| a.domain.cmp(&b.domain));
-    let oldest_waiting_ms = match text(oldest).as_deref() {
-        Some("") => None,
-        _ => Some(number(oldest).ok_or("unreadable oldest age")?),
+    let age = |value: &Value| match text(value).as_deref() {
+        Some("") => Ok(None),
+        _ => number(value).map(Some).ok_or("unreadable age"),
     };
     Ok(PauseState {
         queue_paused: queue_paused_for_ms.is_some(),
         queue_paused_for_ms,
         paused_domains,
-        oldest_waiting_ms,
+        oldest_waiting_ms: age(oldest)?,
+        oldest_runnable_ms: age(runnable)?,
     })
 }
 
@@ -279,11 +284,13 @@ mod tests {
             ]),
             bulk("250"),
             Value::Int(2000),
+            bulk("40"),
         ];
         let state = pause_state(&reply).unwrap();
         assert!(state.queue_paused);
         assert_eq!(state.queue_paused_for_ms, Some(1000));
         assert_eq!(state.oldest_waiting_ms, Some(250));
+        assert_eq!(state.oldest_runnable_ms, Some(40));
         let names: Vec<&str> = state
             .paused_domains
             .iter()
@@ -297,18 +304,28 @@ mod tests {
 
     #[test]
     fn nothing_paused_and_nothing_waiting_reads_as_such() {
-        let reply = [bulk(""), Value::Array(vec![]), bulk(""), Value::Int(5)];
+        let reply = [
+            bulk(""),
+            Value::Array(vec![]),
+            bulk(""),
+            Value::Int(5),
+            bulk(""),
+        ];
         let state = pause_state(&reply).unwrap();
         assert!(!state.any_paused());
         assert_eq!(state.queue_paused_for_ms, None);
         assert_eq!(state.oldest_waiting_ms, None);
+        assert_eq!(state.oldest_runnable_ms, None);
         assert!(!state.holds(&Domain::parse("chat").unwrap()));
     }
 
     #[test]
     fn a_malformed_reply_is_an_error() {
         assert!(pause_state(&[]).is_err());
-        assert!(pause_state(&[bulk("x"), Value::Array(vec![]), bulk(""), Value::Int(5)]).is_err());
-        assert!(pause_state(&[bulk(""), bulk("x"), bulk(""), Value::Int(5)]).is_err());
+        let five = |first: Value, second: Value| [first, second, bulk(""), Value::Int(5), bulk("")];
+        assert!(pause_state(&five(bulk("x"), Value::Array(vec![]))).is_err());
+        assert!(pause_state(&five(bulk(""), bulk("x"))).is_err());
+        // The reply of the build before the runnable age: four fields.
+        assert!(pause_state(&[bulk(""), Value::Array(vec![]), bulk(""), Value::Int(5)]).is_err());
     }
 }

@@ -130,6 +130,24 @@ async fn a_paused_domain_is_parked_while_the_others_run(q: &Queue) {
     assert_eq!(state.paused_domains[0].parked, 2);
     assert!(state.oldest_waiting_ms.is_some(), "parked jobs are waiting");
     assert_eq!(
+        state.oldest_runnable_ms, None,
+        "but none can be claimed: nothing for workers to fall behind on"
+    );
+    // Another domain's job waits, younger than the parked ones: it is the
+    // runnable age.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let s2 = support("s2");
+    q.request_compaction(&s2, Trigger::Auto).await.unwrap();
+    let state = q.pause_state().await.unwrap();
+    let (oldest, runnable) = (
+        state.oldest_waiting_ms.unwrap(),
+        state.oldest_runnable_ms.expect("s2 can be claimed"),
+    );
+    assert!(oldest >= 100 && runnable < oldest, "{runnable} < {oldest}");
+    let job = claim(q).await.expect("s2 runs");
+    assert_eq!(job.key, s2);
+    q.complete(&job).await.unwrap();
+    assert_eq!(
         q.job_state(&c1).await.unwrap(),
         Some(JobState::Waiting { job_id: c1_id })
     );

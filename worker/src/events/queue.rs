@@ -122,6 +122,9 @@ impl InternalEvent for PauseSampled<'_> {
         let oldest = self.state.oldest_waiting_ms.unwrap_or(0) as f64 / 1000.0;
         metrics::gauge!(names::QUEUE_OLDEST_WAITING_SECONDS, "queue" => self.queue.to_owned())
             .set(oldest);
+        let runnable = self.state.oldest_runnable_ms.unwrap_or(0) as f64 / 1000.0;
+        metrics::gauge!(names::QUEUE_OLDEST_RUNNABLE_SECONDS, "queue" => self.queue.to_owned())
+            .set(runnable);
         metrics::gauge!(names::QUEUE_PAUSED, "queue" => self.queue.to_owned())
             .set(if self.state.queue_paused { 1.0 } else { 0.0 });
         metrics::gauge!(names::QUEUE_PAUSED_DOMAINS, "queue" => self.queue.to_owned())
@@ -288,6 +291,7 @@ mod tests {
                 parked: 2,
             }],
             oldest_waiting_ms: Some(2500),
+            oldest_runnable_ms: Some(750),
         };
         let recorded = capture(|| {
             PauseSampled {
@@ -301,12 +305,17 @@ mod tests {
             &[("queue", Q)],
             Value::Gauge(2.5),
         );
+        recorded.assert_one(
+            names::QUEUE_OLDEST_RUNNABLE_SECONDS,
+            &[("queue", Q)],
+            Value::Gauge(0.75),
+        );
         recorded.assert_one(names::QUEUE_PAUSED, &[("queue", Q)], Value::Gauge(1.0));
         recorded.assert_one(
             names::QUEUE_PAUSED_DOMAINS,
             &[("queue", Q)],
             Value::Gauge(1.0),
         );
-        assert_eq!(recorded.len(), 3);
+        assert_eq!(recorded.len(), 4);
     }
 }

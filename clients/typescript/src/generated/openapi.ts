@@ -1213,6 +1213,13 @@ export interface components {
         PauseState: {
             /**
              * Format: int64
+             * @description Age (ms) of the oldest job waiting to be claimed, the jobs parked
+             *     behind a paused domain left out: what workers falling behind shows
+             *     as (the `CompactorOldestJobWaiting` alert). Null when none waits.
+             */
+            oldest_runnable_ms?: number | null;
+            /**
+             * Format: int64
              * @description Age (ms) of the oldest waiting job, paused and parked ones
              *     included, counted from when it could first run (when it was added,
              *     or when its retry delay ended: a job backing off is not old).

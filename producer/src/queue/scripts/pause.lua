@@ -8,10 +8,12 @@
 --   ARGV: 1 key prefix, 2 wake channel, 3 'pause', 'resume' or 'state',
 --         4 domain ('': the whole queue)
 -- Returns {queue paused at (ms, '' when it runs), {domain, paused at (ms),
--- parked jobs}..., oldest waiting job's age (ms, '' when none waits), now}.
+-- parked jobs}..., oldest waiting job's age (ms, '' when none waits), now,
+-- oldest runnable job's age (ms, '' when none)}.
 -- The age of a waiting job counts from when it could first run (added, or
 -- its retry delay over), so a job backing off is not old; paused and
--- parked jobs count.
+-- parked jobs count. The runnable age leaves out the jobs parked behind a
+-- paused domain: what an alert on workers falling behind looks at.
 local prefix, op, domain = ARGV[1], ARGV[3], ARGV[4]
 expect_types(KEYS[1], 'hash', KEYS[2], 'zset', KEYS[3], 'zset')
 local paused = pause_of(prefix)
@@ -71,13 +73,16 @@ local function consider(key)
 end
 consider(KEYS[2])
 consider(KEYS[3])
+local runnable = oldest
 for d, since in pairs(paused.domains) do
   local parked = parked_key(prefix, d)
   domains[#domains + 1] = {d, tostring(since), redis.call('ZCARD', parked)}
   consider(parked)
 end
-local age = ''
-if oldest then
-  age = tostring(math.max(now - oldest, 0))
+local function age_of(at)
+  if at then
+    return tostring(math.max(now - at, 0))
+  end
+  return ''
 end
-return {queue_since, domains, age, now}
+return {queue_since, domains, age_of(oldest), now, age_of(runnable)}

@@ -122,6 +122,7 @@ mod tests {
                 parked: 3,
             }],
             oldest_waiting_ms: Some(61_500),
+            oldest_runnable_ms: Some(1_000),
         };
         assert_eq!(
             render(&state),
@@ -132,6 +133,7 @@ mod tests {
             queue_paused_for_ms: None,
             paused_domains: vec![],
             oldest_waiting_ms: None,
+            oldest_runnable_ms: None,
         };
         assert_eq!(render(&idle), "queue running\noldest waiting -");
         assert_eq!(age(7_300_000), "2h 1m");

@@ -791,6 +791,7 @@ class PauseState(TypedDict):
     What is paused, and how long the oldest waiting job has waited.
     """
 
+    oldest_runnable_ms: NotRequired[int | None]
     oldest_waiting_ms: NotRequired[int | None]
     paused_domains: list[PausedDomain]
     queue_paused: bool
