@@ -305,6 +305,9 @@ impl WaitMode {
 pub enum WaitPhase {
     /// Waiting for a worker to take it.
     Queued,
+    /// Waiting, and the queue or the workstream's domain is paused: it
+    /// runs once an operator resumes it (`compactor queue resume`).
+    Paused,
     /// A worker runs it.
     Running,
     /// An attempt failed; waiting for the retry delay to pass.
@@ -912,8 +915,15 @@ impl Compactor {
             None | Some(JobStage::Done { .. } | JobStage::Dead { .. }) => {
                 lease_end.map(|_| held(None))
             }
-            Some(JobStage::Waiting { job_id, due_in, .. }) => Some(Pending {
-                phase: if due_in.is_zero() {
+            Some(JobStage::Waiting {
+                job_id,
+                due_in,
+                paused,
+                ..
+            }) => Some(Pending {
+                phase: if paused {
+                    WaitPhase::Paused
+                } else if due_in.is_zero() {
                     WaitPhase::Queued
                 } else {
                     WaitPhase::BackingOff

@@ -101,7 +101,7 @@ def test_a_wait_that_times_out_says_so_and_a_later_wait_sees_the_compaction(api:
         job = api.compact_now(key)
         waited = api.wait_until_ready(key, wait=0.3)
         assert waited["outcome"] == "timed_out", waited
-        assert waited["phase"] == "queued" and waited["job_id"] == job["job_id"]
+        assert waited["phase"] == "paused" and waited["job_id"] == job["job_id"], waited
     finally:
         api.resume_queue(domain=key.domain)
     assert api.wait_until_ready(key, wait=30)["outcome"] == "compacted"

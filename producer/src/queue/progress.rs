@@ -19,11 +19,13 @@ use super::keys::Keys;
 pub enum JobStage {
     /// In the waiting set. `attempts`: attempts counted so far (a retry
     /// after a failed one has at least 1); `due_in`: how long until it may
-    /// run (zero once it may).
+    /// run (zero once it may); `paused`: the queue or the job's domain is
+    /// paused, so it runs only once resumed.
     Waiting {
         job_id: u64,
         attempts: u32,
         due_in: Duration,
+        paused: bool,
     },
     /// Leased to a worker; `lease_left`: until its queue lease ends unless
     /// renewed (zero once it has expired: its worker may be gone).
@@ -66,13 +68,14 @@ impl Queue {
     pub async fn job_progress(&self, key: &EntityKey) -> Result<JobProgress, QueueError> {
         const OP: &str = "job_progress";
         let mut conn = self.conn.clone();
-        let (state, job_id, attempts, due_in, lease_left, live_workers): (
+        let (state, job_id, attempts, due_in, lease_left, live_workers, paused): (
             String,
             String,
             String,
             i64,
             i64,
             u64,
+            u8,
         ) = self
             .scripts
             .progress
@@ -80,6 +83,7 @@ impl Queue {
             .key(self.keys().waiting())
             .key(self.keys().workers())
             .key(self.keys().urgent())
+            .key(self.keys().paused())
             .arg(Keys::member(key))
             .invoke_async(&mut conn)
             .await
@@ -92,6 +96,7 @@ impl Queue {
                 job_id: parse_id(Some(&job_id), OP)?,
                 attempts: count,
                 due_in: ms(due_in),
+                paused: paused == 1,
             }),
             "running" => Some(JobStage::Running {
                 job_id: parse_id(Some(&job_id), OP)?,

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use compactor_producer::queue::{
     ClaimOutcome, ClaimedJob, Completion, EnqueueOutcome, FailAction, Failure, JobStage, JobState,
-    Keys, Notice, Queue, QueueConfig, QueueError, Recovery, Subscription, Trigger,
+    Keys, Notice, PauseScope, Queue, QueueConfig, QueueError, Recovery, Subscription, Trigger,
     WorkerRegistration,
 };
 use compactor_shared::EntityKey;
@@ -911,12 +911,26 @@ async fn job_progress_follows_a_job_from_queued_to_backing_off_to_done() {
         job_id,
         attempts: 0,
         due_in,
+        paused: false,
     }) = queued.stage
     else {
         panic!("{queued:?}")
     };
     assert_eq!(due_in, Duration::ZERO, "due at once");
     assert!(queued.pending());
+    // Paused, whether the queue or the entity's domain is: it says so.
+    for scope in [
+        PauseScope::Queue,
+        PauseScope::parse(Some(k.domain())).unwrap(),
+    ] {
+        q.pause(&scope).await.unwrap();
+        let held = q.job_progress(&k).await.unwrap();
+        assert!(
+            matches!(held.stage, Some(JobStage::Waiting { paused: true, .. })),
+            "{scope:?}: {held:?}"
+        );
+        q.resume(&scope).await.unwrap();
+    }
 
     let job = claim(q).await;
     let running = q.job_progress(&k).await.unwrap();

@@ -16,7 +16,7 @@ use compactor_e2e::{
 use compactor_producer::client::{Compactor, IncomingMessage, Readiness, WaitMode, WaitPhase};
 use compactor_producer::events::{CompactionEvent, EventOutcome};
 use compactor_producer::queue::{
-    ClaimOutcome, EnqueueOutcome, JobStage, Queue, WorkerRegistration,
+    ClaimOutcome, EnqueueOutcome, JobStage, PauseScope, Queue, WorkerRegistration,
 };
 use compactor_producer::store::LeaseTaken;
 use compactor_shared::{EntityKey, Role};
@@ -257,6 +257,26 @@ async fn a_queued_compaction_is_waited_for_only_while_a_worker_is_live() {
     };
     assert_eq!(waited_for, job_id);
     assert!(waited >= Duration::from_millis(300), "{waited:?}");
+    // With the workstream's domain paused, the wait says so (it used to
+    // say "queued", as if a worker would take it soon).
+    let domain = PauseScope::parse(Some(k.domain())).unwrap();
+    queue.pause(&domain).await.unwrap();
+    let held = c
+        .wait(&k, WaitMode::Requested, Duration::from_millis(300))
+        .await
+        .unwrap();
+    assert!(
+        matches!(
+            held,
+            Readiness::TimedOut {
+                phase: WaitPhase::Paused,
+                job_id: Some(j),
+                ..
+            } if j == job_id
+        ),
+        "{held:?}"
+    );
+    queue.resume(&domain).await.unwrap();
 
     // A waiter that starts now sees the compaction through: a worker comes
     // up, runs it, and the waiter answers with what it committed.

@@ -1583,7 +1583,7 @@ export interface components {
          * @description Where a requested compaction stood when a wait gave up.
          * @enum {string}
          */
-        WaitPhase: "queued" | "running" | "backing_off";
+        WaitPhase: "queued" | "paused" | "running" | "backing_off";
         /** @description The result of each check of `/readyz/worker`. */
         WorkerChecks: {
             /** @description The queue's Redis answers a PING: `ok`, or what failed. */

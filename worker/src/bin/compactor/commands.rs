@@ -449,6 +449,7 @@ fn describe_wait(key: &EntityKey, readiness: &Readiness) -> String {
     let waited = readiness.waited().as_millis();
     let phase = |phase: &compactor_producer::client::WaitPhase| match phase {
         compactor_producer::client::WaitPhase::Queued => "queued",
+        compactor_producer::client::WaitPhase::Paused => "paused (compactor queue resume)",
         compactor_producer::client::WaitPhase::Running => "running",
         compactor_producer::client::WaitPhase::BackingOff => "backing off after a failed attempt",
     };

@@ -515,7 +515,7 @@ class Usage(TypedDict, closed=True):
     output_tokens: NotRequired[int]
 
 
-WaitPhase: TypeAlias = Literal['queued', 'running', 'backing_off']
+WaitPhase: TypeAlias = Literal['queued', 'paused', 'running', 'backing_off']
 
 
 class WorkerChecks(TypedDict):
