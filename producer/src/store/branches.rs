@@ -118,7 +118,10 @@ pub(crate) struct Tip {
     pub head: Option<i64>,
     pub last: Option<i64>,
     pub watermark: Option<i64>,
+    /// `is_compacting`: a compaction took the lease…
     pub compacting: bool,
+    /// …until then, unless renewed (ms since the epoch).
+    pub lease_deadline_ms: Option<i64>,
 }
 
 impl Tip {
@@ -126,6 +129,48 @@ impl Tip {
     fn current(&self) -> Option<i64> {
         self.head.or(self.last)
     }
+
+    /// Whether a compaction holds the lease now: taken, and renewed in
+    /// time. A lease its holder stopped renewing (the worker died, or lost
+    /// the database for longer than the lease) is left over, not a
+    /// compaction running.
+    fn compaction_running(&self, now_ms: i64) -> bool {
+        self.compacting && self.lease_deadline_ms.is_some_and(|d| d >= now_ms)
+    }
+}
+
+/// Whether a change that abandons a branch can go ahead: refused while a
+/// compaction runs (it is folding the current path); a leftover lease is
+/// released first, under the row lock, so its holder — should it be alive
+/// after all — fails its commit's fence instead of folding the branch the
+/// change leaves.
+async fn clear_to_abandon<C: ConnectionTrait>(
+    db: &C,
+    workstream_id: i64,
+    tip: &Tip,
+    op: &'static str,
+) -> Result<(), StoreError> {
+    let now_ms = super::convert::now_ms();
+    if tip.compaction_running(now_ms) {
+        return Err(StoreError::CompactionRunning { op });
+    }
+    if tip.compacting {
+        workstream::Entity::update_many()
+            .col_expr(workstream::Column::IsCompacting, Expr::value(false))
+            .col_expr(
+                workstream::Column::LeaseOwner,
+                Expr::value(Option::<String>::None),
+            )
+            .col_expr(
+                workstream::Column::LeaseDeadlineMs,
+                Expr::value(Option::<i64>::None),
+            )
+            .filter(workstream::Column::Id.eq(workstream_id))
+            .exec(db)
+            .await
+            .map_err(StoreError::db(op))?;
+    }
+    Ok(())
 }
 
 async fn tip<C: ConnectionTrait>(
@@ -133,25 +178,27 @@ async fn tip<C: ConnectionTrait>(
     workstream_id: i64,
     op: &'static str,
 ) -> Result<Tip, StoreError> {
-    /// Head, newest message, watermark, compacting.
-    type Row = (Option<i64>, Option<i64>, Option<i64>, bool);
+    /// Head, newest message, watermark, compacting, lease deadline.
+    type Row = (Option<i64>, Option<i64>, Option<i64>, bool, Option<i64>);
     let row: Option<Row> = workstream::Entity::find_by_id(workstream_id)
         .select_only()
         .column(workstream::Column::HeadMessageId)
         .column(workstream::Column::LastMessageId)
         .column(workstream::Column::LastCompactedMessageId)
         .column(workstream::Column::IsCompacting)
+        .column(workstream::Column::LeaseDeadlineMs)
         .into_tuple()
         .one(db)
         .await
         .map_err(StoreError::db(op))?;
-    let (head, last, watermark, compacting) =
+    let (head, last, watermark, compacting, lease_deadline_ms) =
         row.ok_or(StoreError::UnknownWorkstream { op, workstream_id })?;
     Ok(Tip {
         head,
         last,
         watermark,
         compacting,
+        lease_deadline_ms,
     })
 }
 
@@ -411,8 +458,8 @@ pub(crate) async fn plan_append<C: ConnectionTrait>(
     let abandoned = tip
         .current()
         .and_then(|old| abandoned_by(&tree, old, parent, tip.watermark));
-    if abandoned.is_some() && tip.compacting {
-        return Err(StoreError::CompactionRunning { op });
+    if abandoned.is_some() {
+        clear_to_abandon(db, workstream_id, &tip, op).await?;
     }
     Ok(AppendPlan {
         first_parent: Some(parent),
@@ -494,8 +541,8 @@ impl Store {
         let abandoned = tip
             .current()
             .and_then(|old| abandoned_by(&tree, old, message_id.0, tip.watermark));
-        if abandoned.is_some() && tip.compacting {
-            return Err(StoreError::CompactionRunning { op: OP });
+        if abandoned.is_some() {
+            clear_to_abandon(&txn, workstream_id, &tip, OP).await?;
         }
         let tokens: i64 = path_of(&tree, Some(message_id.0), tip.watermark)
             .iter()

@@ -781,6 +781,7 @@ async fn try_lock<C: ConnectionTrait>(
         Column::LastMessageId,
         Column::LastCompactedMessageId,
         Column::IsCompacting,
+        Column::LeaseDeadlineMs,
     ]));
     let Some(row) = db.query_one(&update).await.map_err(StoreError::db(op))? else {
         return Ok(None);
@@ -794,6 +795,7 @@ async fn try_lock<C: ConnectionTrait>(
                 last: row.try_get("", "last_message_id")?,
                 watermark: row.try_get("", "last_compacted_message_id")?,
                 compacting: row.try_get("", "is_compacting")?,
+                lease_deadline_ms: row.try_get("", "lease_deadline_ms")?,
             },
         })
     };

@@ -554,3 +554,88 @@ async fn compaction_folds_the_current_path_only() {
     assert!(sources.contains(kept.last().unwrap()));
     worker.stop().await;
 }
+
+/// A branch may not be left while a compaction holds the workstream (it is
+/// folding the current path): 409 `branch_conflict`. But a lease its
+/// holder stopped renewing (the worker died) is no compaction: a head
+/// move or a fork leaves the branch, and the leftover lease is released
+/// under the row lock, so its holder, were it alive after all, fails its
+/// fence instead of folding the branch left. (Before, every head move
+/// answered 409 until a new compaction took the lease over.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leftover_lease_does_not_hold_branches_but_a_live_one_does() {
+    let (db, _redis, _settings, compactor) = world(Backend::Postgres).await;
+    let k = key(&unique_name("leftover"));
+    let say = |text: &str| vec![IncomingMessage::text(Role::User, text.to_owned())];
+    let first = compactor.append_messages(&k, say("one")).await.unwrap().ids[0];
+    compactor.append_messages(&k, say("two")).await.unwrap();
+    let ws = db.store.workstream(&k).await.unwrap().unwrap();
+
+    // A live lease: leaving the branch is refused, nothing changes.
+    db.store
+        .take_lease(ws.id, "live-holder", Duration::from_secs(60))
+        .await
+        .unwrap();
+    let refused = compactor.move_head(&k, first).await.unwrap_err();
+    assert!(
+        refused
+            .to_string()
+            .contains("compaction of the workstream is running"),
+        "{refused}"
+    );
+    let forked = compactor
+        .append_messages_after(&k, Some(first), say("fork"))
+        .await
+        .unwrap_err();
+    assert!(
+        forked
+            .to_string()
+            .contains("compaction of the workstream is running"),
+        "{forked}"
+    );
+    assert!(db.store.release_lease(ws.id, "live-holder").await.unwrap());
+
+    // A lease left over by a holder that stopped renewing it.
+    db.store
+        .take_lease(ws.id, "dead-holder", Duration::from_millis(10))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let moved = compactor.move_head(&k, first).await.unwrap();
+    assert_eq!(moved.head, first);
+    assert!(moved.abandoned.is_some(), "the branch of 'two' is left");
+    let row = db.store.workstream(&k).await.unwrap().unwrap();
+    assert!(row.lease.is_none(), "the leftover lease is released");
+    assert!(
+        !db.store
+            .renew_lease(ws.id, "dead-holder", Duration::from_secs(60))
+            .await
+            .unwrap(),
+        "its holder, back, is fenced out"
+    );
+
+    // And a fork under a leftover lease goes ahead too.
+    let second_fork_point = compactor
+        .append_messages(&k, say("three"))
+        .await
+        .unwrap()
+        .ids[0];
+    db.store
+        .take_lease(ws.id, "dead-holder-2", Duration::from_millis(10))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let fork = compactor
+        .append_messages_after(&k, Some(first), say("another fork"))
+        .await
+        .unwrap();
+    assert_ne!(fork.ids[0], second_fork_point);
+    assert!(db
+        .store
+        .workstream(&k)
+        .await
+        .unwrap()
+        .unwrap()
+        .lease
+        .is_none());
+}
