@@ -159,6 +159,14 @@ pub struct Attached {
     pub text: String,
 }
 
+/// The tokens [`attach`] adds to a context for `summaries`.
+pub fn tokens(summaries: &[Attached], estimator: &dyn TokenEstimator) -> u64 {
+    summaries
+        .iter()
+        .map(|s| estimator.part_tokens(&Part::text(s.text.clone())))
+        .sum()
+}
+
 /// Puts each summary into `context` right after the message of its branch
 /// point, as a user message of its own (no `source`: it is synthesized);
 /// a summary whose branch point is not among the messages (compacted

@@ -8,7 +8,9 @@
 //!   last message, still being executed), is turned into plain text that
 //!   says what it was. Providers reject orphans with a 400 on every later
 //!   turn; a text note costs nothing.
-//! - **Overflow guard** (CoWork). When preamble plus messages would exceed
+//! - **Overflow guard** (CoWork). When preamble plus messages (plus the
+//!   branch summaries the caller attaches after the build: it builds for
+//!   the [`window_leaving`] them) would exceed
 //!   `overflow_guard_ratio` (95 %) of the window, the summary is shrunk —
 //!   oldest conversation-flow (or completed-work) bullets first — keeping
 //!   its sections and the hand-off framing, never the evidence.
@@ -221,6 +223,19 @@ fn frame(
         summary_bullets_dropped: dropped,
         over_budget: limit.is_some_and(|l| tokens > l),
     }
+}
+
+/// The window to build a context with when `reserved` tokens are added to
+/// it after it is built (a workstream's branch summaries): the overflow
+/// guard's limit, `ratio` of it, is then `reserved` lower, and the whole
+/// stays under the guard. An unlimited window (0) stays unlimited.
+pub fn window_leaving(window: u64, reserved: u64, ratio: f64) -> u64 {
+    if window == 0 || reserved == 0 {
+        return window;
+    }
+    let ratio = ratio.clamp(0.01, 1.0);
+    let room = (reserved as f64 / ratio).ceil() as u64;
+    window.saturating_sub(room).max(1)
 }
 
 fn guard_limit(window: u64, ratio: f64) -> Option<u64> {
@@ -729,6 +744,46 @@ mod tests {
                 ))
             );
         }
+    }
+
+    /// Branch summaries are attached after the build: built for the window
+    /// they leave, the whole stays under the guard (it went over by their
+    /// size when the guard did not count them).
+    #[test]
+    fn the_guard_leaves_room_for_what_is_attached_after_the_build() {
+        use crate::branch::{self, Attached};
+        let summary = long_summary();
+        let state = WorkstreamState::default();
+        let msgs = vec![Message::text(1, Role::User, "x".repeat(3_000))];
+        let attached = [Attached {
+            branch_point: MessageId(1),
+            text: "branch: ".repeat(600),
+        }];
+        let estimator = CharEstimator::default();
+        let reserved = branch::tokens(&attached, &estimator);
+        assert!(reserved > 1_000, "{reserved}");
+        let config = ContextConfig::default();
+        let built_for = |window| {
+            let ci = ContextInput {
+                context_window: window,
+                ..input(Some(&summary), &state, &msgs)
+            };
+            let mut built = build(&ci, &config, &estimator);
+            branch::attach(&mut built, &attached, &estimator);
+            built
+        };
+        let unaware = built_for(10_000);
+        assert!(unaware.tokens > 9_500, "over the guard: {}", unaware.tokens);
+        let aware = built_for(window_leaving(
+            10_000,
+            reserved,
+            config.overflow_guard_ratio,
+        ));
+        assert!(aware.tokens <= 9_500, "{}", aware.tokens);
+        assert!(aware.summary_bullets_dropped > unaware.summary_bullets_dropped);
+        assert_eq!(window_leaving(0, reserved, 0.95), 0, "unlimited stays so");
+        assert_eq!(window_leaving(10_000, 0, 0.95), 10_000);
+        assert_eq!(window_leaving(100, 1_000, 0.95), 1);
     }
 
     #[test]

@@ -146,25 +146,28 @@ impl Compactor {
         }
     }
 
-    /// `context` with the branch summaries of the current path attached
-    /// after their branch points (none for a linear workstream: the
-    /// context is unchanged).
-    pub(super) fn with_branch_summaries(
-        &self,
-        summaries: &[BranchSummaryRow],
-        mut context: BuiltContext,
-    ) -> BuiltContext {
-        if summaries.is_empty() {
-            return context;
-        }
-        let attached: Vec<Attached> = summaries
+    /// The branch summaries of the current path as a context shows them.
+    pub(super) fn attached(&self, summaries: &[BranchSummaryRow]) -> Vec<Attached> {
+        summaries
             .iter()
             .map(|s| Attached {
                 branch_point: s.branch_point,
                 text: branch::render(&s.summary, &s.file_ops),
             })
-            .collect();
-        branch::attach(&mut context, &attached, &self.inner.estimator);
+            .collect()
+    }
+
+    /// `context` with the branch summaries of the current path attached
+    /// after their branch points (none for a linear workstream: the
+    /// context is unchanged).
+    pub(super) fn with_branch_summaries(
+        &self,
+        attached: &[Attached],
+        mut context: BuiltContext,
+    ) -> BuiltContext {
+        if !attached.is_empty() {
+            branch::attach(&mut context, attached, &self.inner.estimator);
+        }
         context
     }
 }

@@ -9,6 +9,7 @@
 
 use std::io::Write;
 
+use compactor_shared::branch;
 use compactor_shared::context::{self, ContextInput, TailContext};
 use compactor_shared::{EntityKey, MessageId};
 
@@ -59,7 +60,7 @@ impl Compactor {
         let reads = self.turn_reads(key).await?;
         match reads.history {
             History::Kept(kept) if reads.summaries.is_empty() => self
-                .over_kept(&reads.ws, &reads.entries, *kept, kept_json)
+                .over_kept(&reads.ws, &reads.entries, 0, *kept, kept_json)
                 .map_err(ClientError::Encode),
             _ => serde_json::to_vec(&self.turn_of(reads)).map_err(ClientError::Encode),
         }
@@ -71,10 +72,11 @@ impl Compactor {
         &self,
         ws: &WorkstreamRow,
         entries: &[String],
+        reserved: u64,
         kept: Kept,
         f: impl FnOnce(&TailContext<'_>, &HistoryWindow) -> R,
     ) -> R {
-        let input = self.input(ws, entries);
+        let input = self.input(ws, entries, reserved);
         let window = kept.window();
         if window.truncated() {
             truncated(ws, &window);
@@ -106,7 +108,16 @@ impl Compactor {
         })
     }
 
-    fn input<'a>(&self, ws: &'a WorkstreamRow, entries: &'a [String]) -> ContextInput<'a> {
+    /// What the context of `ws` is built from; `reserved`: tokens added
+    /// after the build (branch summaries), which the overflow guard leaves
+    /// room for.
+    fn input<'a>(
+        &self,
+        ws: &'a WorkstreamRow,
+        entries: &'a [String],
+        reserved: u64,
+    ) -> ContextInput<'a> {
+        let engine = &self.inner.engine;
         ContextInput {
             summary: ws.summary.as_ref(),
             state: &ws.state,
@@ -114,7 +125,11 @@ impl Compactor {
             memory_entries: entries,
             messages: &[],
             just_auto_compacted: ws.just_auto_compacted,
-            context_window: self.inner.engine.trigger.context_window(),
+            context_window: context::window_leaving(
+                engine.trigger.context_window(),
+                reserved,
+                engine.context.overflow_guard_ratio,
+            ),
         }
     }
 
@@ -126,21 +141,27 @@ impl Compactor {
             entries,
             summaries,
         } = reads;
+        // The branch summaries are attached after the build; the overflow
+        // guard counts them.
+        let attached = self.attached(&summaries);
+        let reserved = branch::tokens(&attached, &self.inner.estimator);
         let (context, window) = match history {
-            History::Kept(kept) => self.over_kept(&ws, &entries, *kept, |c, w| (c.to_built(), *w)),
+            History::Kept(kept) => {
+                self.over_kept(&ws, &entries, reserved, *kept, |c, w| (c.to_built(), *w))
+            }
             History::Read(read) => {
                 if read.window.truncated() {
                     truncated(&ws, &read.window);
                 }
                 let engine = &self.inner.engine;
-                let input = self.input(&ws, &entries);
+                let input = self.input(&ws, &entries, reserved);
                 let estimator = &self.inner.estimator;
                 let built = context::build_owned(&input, read.messages, &engine.context, estimator);
                 (built, read.window)
             }
         };
         TurnContext {
-            context: self.with_branch_summaries(&summaries, context),
+            context: self.with_branch_summaries(&attached, context),
             truncated: window.truncated(),
             omitted_messages: window.omitted_messages,
             omitted_tokens: window.omitted_tokens,
