@@ -1160,16 +1160,58 @@ pub async fn request_recorded(
 ) -> Result<EnqueueOutcome, QueueError> {
     let held = store.hold_for_request(key).await;
     let outcome = queue.request_compaction(key, trigger.clone()).await;
-    let Ok(Some(held)) = held else {
-        if let Ok(outcome) = &outcome {
-            record_requested(store, key, trigger, outcome).await;
-        }
-        return outcome;
-    };
     let event = outcome
         .as_ref()
         .ok()
         .and_then(|o| requested_event(key, trigger, o));
+    record_held(store, held, event).await;
+    outcome
+}
+
+/// Retries a dead letter (`entry`: `<member>|<job id>`) as
+/// [`request_recorded`] requests: the workstream's row held from before
+/// the request until its `compaction.requested` event is written, so the
+/// worker that takes the job again cannot write `compaction.started`
+/// first. The entity, the trigger (`None`: a branch summary's job, no
+/// event) and the outcome; `None` when there is no such letter.
+pub async fn retry_dead_recorded(
+    store: &Store,
+    queue: &Queue,
+    entry: &str,
+) -> Result<Option<(EntityKey, Option<Trigger>, EnqueueOutcome)>, QueueError> {
+    let key = entry
+        .rsplit_once('|')
+        .and_then(|(member, _)| member.parse::<EntityKey>().ok());
+    let held = match &key {
+        Some(key) => store.hold_for_request(key).await,
+        None => Ok(None),
+    };
+    let retried = queue.retry_dead_request(entry).await;
+    let event = match &retried {
+        Ok(Some((key, Some(trigger), outcome))) => requested_event(key, trigger, outcome),
+        _ => None,
+    };
+    record_held(store, held, event).await;
+    retried
+}
+
+/// Writes `event` (a request's `compaction.requested`, if it has one) in
+/// the transaction `held` holds the workstream's row in, then lets the row
+/// go; without a held row (the database did not answer, or had no row
+/// yet), in a statement of its own, as [`record_requested`] writes it.
+async fn record_held(
+    store: &Store,
+    held: Result<Option<crate::store::HeldRequest>, StoreError>,
+    event: Option<NewEvent>,
+) {
+    let Ok(Some(held)) = held else {
+        if let Some(event) = event {
+            if let Err(error) = store.record_event(&event).await {
+                lost(&event, &error);
+            }
+        }
+        return;
+    };
     match event {
         Some(event) => {
             if let Err(error) = held.record(&event).await {
@@ -1181,7 +1223,6 @@ pub async fn request_recorded(
             let _ = held.release().await;
         }
     }
-    outcome
 }
 
 /// Checks a client id: 1-255 bytes, no control characters.

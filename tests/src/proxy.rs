@@ -1,10 +1,13 @@
 //! A TCP proxy the test controls, put between a process and a service (the
 //! database, the LLM) to make the network misbehave on cue: pass traffic,
-//! cut every connection and refuse new ones (a service gone), or accept and
-//! hold connections without an answer (a service hung).
+//! cut every connection and refuse new ones (a service gone), accept and
+//! hold connections without an answer (a service hung), or pass traffic
+//! late (a slow network).
 
 use std::net::SocketAddr;
+use std::time::Duration;
 
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -19,6 +22,20 @@ pub enum Mode {
     Cut,
     /// Accept and hold, forwarding nothing: a service that hangs.
     Hang,
+    /// Forward both ways, each chunk this long after it arrived: a slow
+    /// network (open connections too).
+    Delay(Duration),
+}
+
+impl Mode {
+    /// Whether traffic goes through, and how late.
+    fn passes(self) -> Option<Duration> {
+        match self {
+            Mode::Pass => Some(Duration::ZERO),
+            Mode::Delay(by) => Some(by),
+            Mode::Cut | Mode::Hang => None,
+        }
+    }
 }
 
 /// The proxy; stops (and drops its connections) on drop.
@@ -72,7 +89,7 @@ async fn accept(listener: TcpListener, upstream: SocketAddr, mode: watch::Receiv
     }
 }
 
-async fn serve(mut client: TcpStream, upstream: SocketAddr, mut mode: watch::Receiver<Mode>) {
+async fn serve(client: TcpStream, upstream: SocketAddr, mut mode: watch::Receiver<Mode>) {
     let current = *mode.borrow_and_update();
     match current {
         Mode::Cut => {
@@ -86,22 +103,26 @@ async fn serve(mut client: TcpStream, upstream: SocketAddr, mut mode: watch::Rec
             let _ = client.set_zero_linger();
             return;
         }
-        Mode::Pass => {}
+        Mode::Pass | Mode::Delay(_) => {}
     }
-    let Ok(mut server) = TcpStream::connect(upstream).await else {
+    let Ok(server) = TcpStream::connect(upstream).await else {
         return;
     };
+    let (mut client_read, mut client_write) = client.into_split();
+    let (mut server_read, mut server_write) = server.into_split();
+    let up = pump(&mut client_read, &mut server_write, mode.clone());
+    let down = pump(&mut server_read, &mut client_write, mode.clone());
     let cut = {
-        let copy = tokio::io::copy_bidirectional(&mut client, &mut server);
-        tokio::pin!(copy);
+        let both = async { tokio::join!(up, down) };
+        tokio::pin!(both);
         loop {
             tokio::select! {
-                _ = &mut copy => break false,
+                _ = &mut both => break false,
                 changed = mode.changed() => {
                     if changed.is_err() {
                         break false;
                     }
-                    if *mode.borrow_and_update() != Mode::Pass {
+                    if mode.borrow_and_update().passes().is_none() {
                         break true;
                     }
                 }
@@ -110,7 +131,36 @@ async fn serve(mut client: TcpStream, upstream: SocketAddr, mut mode: watch::Rec
     };
     if cut {
         // Cut open connections mid-flight: both peers see a reset.
-        let _ = client.set_zero_linger();
-        let _ = server.set_zero_linger();
+        if let (Ok(client), Ok(server)) = (
+            client_read.reunite(client_write),
+            server_read.reunite(server_write),
+        ) {
+            let _ = client.set_zero_linger();
+            let _ = server.set_zero_linger();
+        }
     }
+}
+
+/// Copies `from` to `to` until either ends, each chunk as late as the mode
+/// says when it arrives.
+async fn pump(
+    from: &mut tokio::net::tcp::OwnedReadHalf,
+    to: &mut tokio::net::tcp::OwnedWriteHalf,
+    mode: watch::Receiver<Mode>,
+) {
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = match from.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        let late = mode.borrow().passes().unwrap_or(Duration::ZERO);
+        if !late.is_zero() {
+            tokio::time::sleep(late).await;
+        }
+        if to.write_all(&buf[..n]).await.is_err() {
+            break;
+        }
+    }
+    let _ = to.shutdown().await;
 }

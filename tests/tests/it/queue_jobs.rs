@@ -517,3 +517,95 @@ async fn an_attempt_cancelled_before_it_took_the_entity_lease_does_not_run() {
         1
     );
 }
+
+/// A dead letter retried writes its `compaction.requested` before a worker
+/// that takes the job again can write `compaction.started`: the
+/// workstream's row is held from before the request until the event is
+/// written, as every request holds it. The retry goes through a database
+/// link made slow (150 ms each way, a loopback proxy); a racer with a fast
+/// link claims each retried job as soon as it is back and takes the
+/// workstream's lease with its `started` event at once. The racer waits
+/// for the row, and the outbox has the request first (the retry used to
+/// write the event after Redis answered: the racer's `started` came first
+/// by the slow link's round trips). Real PostgreSQL and Redis.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retried_dead_letter_writes_its_request_before_a_worker_can_start_it() {
+    use compactor_e2e::proxy::{ChaosProxy, Mode};
+    use compactor_producer::client::retry_dead_recorded;
+    use compactor_producer::store::{EventKind, NewEvent, Store};
+
+    let db = TestDb::postgres().await;
+    let redis = TestRedis::new();
+    let queue = redis.queue().await;
+    let client = Compactor::from_parts(db.store.clone(), queue.clone(), small_window()).await;
+    let k = key("retried-order");
+    client.append_messages(&k, conversation(4)).await.unwrap();
+    let ws = db.store.workstream(&k).await.unwrap().unwrap();
+    let proxy = ChaosProxy::start("127.0.0.1:5432".parse().unwrap()).await;
+    let through = db
+        .url
+        .replace("127.0.0.1:5432", &format!("127.0.0.1:{}", proxy.port()));
+    assert_ne!(through, db.url, "the test database is on 127.0.0.1:5432");
+    let slow = Store::connect(&through).await.unwrap();
+    slow.ping().await.unwrap();
+    proxy.set(Mode::Delay(Duration::from_millis(150)));
+
+    for round in 0..3 {
+        let job_id = added(queue.request_compaction(&k, Trigger::Auto).await.unwrap());
+        claim(&queue).await;
+        client.cancel_job(job_id, CancelThen::Dead).await.unwrap();
+        let letter = queue.dead_letters(10).await.unwrap().remove(0);
+
+        let racer = {
+            let (queue, store, k) = (queue.clone(), db.store.clone(), k.clone());
+            tokio::spawn(async move {
+                loop {
+                    if let ClaimOutcome::Claimed(job) = queue.claim("racer").await.unwrap() {
+                        let started = NewEvent::new(
+                            EventKind::CompactionStarted,
+                            &k,
+                            serde_json::json!({ "job_id": job.job_id }),
+                        );
+                        store
+                            .take_free_lease_with_event(
+                                ws.id,
+                                &job.lease_token,
+                                Duration::from_secs(30),
+                                Some(&started),
+                            )
+                            .await
+                            .unwrap()
+                            .expect("the lease is free");
+                        return job;
+                    }
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                }
+            })
+        };
+        retry_dead_recorded(&slow, &queue, &letter.entry)
+            .await
+            .unwrap()
+            .expect("the letter is retried");
+        let job = racer.await.unwrap();
+        let order = |kind: &str| {
+            format!(
+                "SELECT MAX(id) AS n FROM events WHERE kind = '{kind}' \
+                 AND (payload::jsonb ->> 'job_id')::bigint = {}",
+                job.job_id
+            )
+        };
+        let requested = db.scalar(&order("compaction.requested")).await;
+        let started = db.scalar(&order("compaction.started")).await;
+        assert!(
+            requested > 0 && requested < started,
+            "round {round}: requested #{requested}, started #{started}"
+        );
+        // The racer's attempt ends: the lease and the job go.
+        assert!(db
+            .store
+            .release_lease(ws.id, &job.lease_token)
+            .await
+            .unwrap());
+        queue.complete(&job).await.unwrap();
+    }
+}

@@ -6,8 +6,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use compactor_producer::client::{
-    record_requested, request_recorded, ClientSettings, IdempotencyKey, IncomingMessage, Readiness,
-    TurnOutcome, WaitMode,
+    request_recorded, retry_dead_recorded, ClientSettings, IdempotencyKey, IncomingMessage,
+    Readiness, TurnOutcome, WaitMode,
 };
 use compactor_producer::events::EventOutcome;
 use compactor_producer::queue::{BulkAction, EnqueueOutcome, Queue, Trigger};
@@ -587,13 +587,8 @@ async fn retry_dead(
     entry: &str,
 ) -> Result<Option<EnqueueOutcome>, Failure> {
     let store = Store::connect_with(&settings.database).await?;
-    let Some((key, trigger, outcome)) = queue.retry_dead_request(entry).await? else {
-        return Ok(None);
-    };
-    if let Some(trigger) = trigger {
-        record_requested(&store, &key, &trigger, &outcome).await;
-    }
-    Ok(Some(outcome))
+    let retried = retry_dead_recorded(&store, queue, entry).await?;
+    Ok(retried.map(|(_, _, outcome)| outcome))
 }
 
 async fn events(settings: &ClientSettings, command: EventsCommand, out: Output) -> ExitCode {

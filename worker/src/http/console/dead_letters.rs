@@ -10,7 +10,7 @@ use std::fmt::Write as _;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
-use compactor_producer::client::record_requested;
+use compactor_producer::client::retry_dead_recorded;
 use compactor_producer::queue::DeadLetter;
 use compactor_shared::EntityKey;
 use serde::Deserialize;
@@ -139,12 +139,9 @@ pub(super) async fn retry(
     CsrfForm(form): CsrfForm<EntryForm>,
 ) -> Result<Response, ConsoleError> {
     let compactor = state.compactor();
-    let Some((key, trigger, outcome)) = compactor.queue().retry_dead_request(&form.entry).await?
-    else {
+    let retried = retry_dead_recorded(compactor.store(), compactor.queue(), &form.entry).await?;
+    if retried.is_none() {
         return Ok(Redirect::to("/ui/dead-letters?notice=gone").into_response());
-    };
-    if let Some(trigger) = trigger {
-        record_requested(compactor.store(), &key, &trigger, &outcome).await;
     }
     Ok(Redirect::to("/ui/dead-letters?notice=retried").into_response())
 }
