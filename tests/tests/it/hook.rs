@@ -45,6 +45,17 @@ async fn case_with(
     with_llm: bool,
     timeout: Duration,
 ) -> Case {
+    case_tuned(backend, answer, with_llm, timeout, |_| {}).await
+}
+
+/// [`case_with`], the worker's settings adjusted by `tune`.
+async fn case_tuned(
+    backend: Backend,
+    answer: ResponseTemplate,
+    with_llm: bool,
+    timeout: Duration,
+    tune: impl FnOnce(&mut compactor_worker::settings::Settings),
+) -> Case {
     let db = TestDb::new(backend).await;
     let redis = TestRedis::new();
     let hook = MockServer::start().await;
@@ -62,6 +73,7 @@ async fn case_with(
     s.hook.url = Some(format!("{}/pre-compact", hook.uri()));
     s.hook.timeout = timeout;
     s.hook.secret = Some(WebhookSecret::parse(SECRET).unwrap());
+    tune(&mut s);
     let worker = start_worker(s).await;
     let client = Compactor::from_parts(db.store.clone(), redis.queue().await, small_window()).await;
     Case {
@@ -184,6 +196,35 @@ async fn the_hooks_instructions_and_context_reach_the_llm_request() {
     let messages = body["messages"].as_array().unwrap();
     assert_eq!(messages[0]["id"], body["span"]["first_message_id"]);
     assert!(!messages[0]["text"].as_str().unwrap().is_empty());
+    c.stop().await;
+}
+
+/// A run that fails after the hook answered records what the hook did, as
+/// a committed one does (the failed run's row had no hook outcome).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_that_fails_after_the_hook_answered_records_the_hooks_outcome() {
+    let answer = ResponseTemplate::new(200).set_body_json(json!({
+        "instructions": "Keep order number SKU-7731 verbatim",
+    }));
+    let c = case_tuned(
+        Backend::Postgres,
+        answer,
+        true,
+        Duration::from_secs(2),
+        |s| {
+            s.llm.fallback_to_extractive = false;
+        },
+    )
+    .await;
+    // A key the provider refuses: the attempt fails for good, at once.
+    c.llm
+        .as_ref()
+        .unwrap()
+        .fail_always(Some(compactor_e2e::Fault::Unauthorized));
+    let run = c.compact().await;
+    assert_eq!(run.run.outcome, RunOutcome::Failed, "{:?}", run.run.error);
+    assert_eq!(run.run.hook.outcome, Some(HookOutcome::Instructions));
+    assert!(run.run.hook.duration_ms.is_some());
     c.stop().await;
 }
 

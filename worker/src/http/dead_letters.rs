@@ -280,10 +280,11 @@ pub(super) struct PurgeReport {
 /// (dedup against a live job of its entity; a `compaction.requested`
 /// event for a new job or follow-up) and removed, a batch at a time; each
 /// batch's events are written before the next batch is read. Unlike a
-/// single retry (`client::retry_dead_recorded`), a batch does not hold its
-/// workstreams' rows while Redis requests the jobs (a connection each, or
-/// SQLite's write lock, for 200 rows): a worker that takes one at once may
-/// write its `compaction.started` before the batch's events.
+/// single retry (the console's button, `compactor dlq retry`), a batch does
+/// not hold its workstreams' rows while Redis requests the jobs (a
+/// connection each, or SQLite's write lock, for 200 rows): a worker that
+/// takes one of its jobs at once may write its `compaction.started` before
+/// the batch's events.
 pub(super) async fn retry(
     State(state): State<AppState>,
     JsonBody(body): JsonBody<BulkRequest>,

@@ -349,11 +349,15 @@ impl CompactHandler {
         // stops here, fenced off (a Redis outage here is the heartbeat's
         // business: the attempt goes on).
         let revoked = self.queue.lease_revoked(owner).await.unwrap_or(false);
+        // What the pre-compaction hook did, once asked: a failed run's row
+        // records it too.
+        let mut hook = RunHook::default();
         let outcome = if revoked {
             info!("the job was cancelled before its attempt took the entity lease");
             Ok(Held::Conflict(ConflictReason::LeaseLost))
         } else {
-            self.under_lease(job, ws.id, owner, started, taken).await
+            self.under_lease(job, ws.id, owner, started, taken, &mut hook)
+                .await
         };
         let (done, event) = match outcome {
             Ok(Held::Skipped { no_progress }) => {
@@ -409,13 +413,14 @@ impl CompactHandler {
                 let calls = error
                     .summarize_error()
                     .map_or(&no_calls, SummarizeError::calls);
-                let run = self.run_row(
+                let mut run = self.run_row(
                     job,
                     started,
                     RunOutcome::Failed,
                     Some(message.clone()),
                     calls,
                 );
+                run.hook = hook;
                 // A database outage is nobody's failure: it neither ends the
                 // job nor counts towards the breaker.
                 let outage = matches!(&error, CompactError::Store(e) if e.is_transient());
@@ -451,7 +456,8 @@ impl CompactHandler {
     }
 
     /// The part of an attempt that holds the entity lease. `taken` is the
-    /// workstream as the lease was taken, when taking it read it.
+    /// workstream as the lease was taken, when taking it read it; `hook` is
+    /// set to what the pre-compaction hook did as soon as it answers.
     async fn under_lease(
         &self,
         job: &Job,
@@ -459,6 +465,7 @@ impl CompactHandler {
         owner: &str,
         started: chrono::DateTime<Utc>,
         taken: Option<WorkstreamRow>,
+        hook: &mut RunHook,
     ) -> Result<Held, CompactError> {
         // Read again under the lease: while we waited for it, the previous
         // holder may have committed.
@@ -474,7 +481,7 @@ impl CompactHandler {
             return Ok(Held::Skipped { no_progress: false });
         }
         let (asked, prepared) = tokio::select! {
-            p = self.ask_and_prepare(job, &ws) => p?,
+            p = self.ask_and_prepare(job, &ws, hook) => p?,
             lost = self.keep_lease(ws.id, owner) => return Err(lost),
         };
         if let Plan::Skip = asked.plan {
@@ -651,6 +658,7 @@ impl CompactHandler {
         &self,
         job: &Job,
         ws: &WorkstreamRow,
+        record: &mut RunHook,
     ) -> Result<(Asked, Option<Prepared>), CompactError> {
         let asked = match &self.hook {
             Some(hook) => {
@@ -660,6 +668,7 @@ impl CompactHandler {
             }
             None => Asked::default(),
         };
+        *record = asked.record;
         let prepared = match &asked.plan {
             Plan::Skip => None,
             Plan::Replace(output) => {

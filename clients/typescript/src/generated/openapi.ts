@@ -255,7 +255,12 @@ export interface paths {
          * @description Each matching letter is requested again exactly as a single retry is
          *     (dedup against a live job of its entity; a `compaction.requested`
          *     event for a new job or follow-up) and removed, a batch at a time; each
-         *     batch's events are written before the next batch is read.
+         *     batch's events are written before the next batch is read. Unlike a
+         *     single retry (the console's button, `compactor dlq retry`), a batch does
+         *     not hold its workstreams' rows while Redis requests the jobs (a
+         *     connection each, or SQLite's write lock, for 200 rows): a worker that
+         *     takes one of its jobs at once may write its `compaction.started` before
+         *     the batch's events.
          */
         post: operations["retryDeadLetters"];
         delete?: never;
