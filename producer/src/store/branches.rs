@@ -155,16 +155,7 @@ async fn clear_to_abandon<C: ConnectionTrait>(
         return Err(StoreError::CompactionRunning { op });
     }
     if tip.compacting {
-        workstream::Entity::update_many()
-            .col_expr(workstream::Column::IsCompacting, Expr::value(false))
-            .col_expr(
-                workstream::Column::LeaseOwner,
-                Expr::value(Option::<String>::None),
-            )
-            .col_expr(
-                workstream::Column::LeaseDeadlineMs,
-                Expr::value(Option::<i64>::None),
-            )
+        super::lease::release(workstream::Entity::update_many())
             .filter(workstream::Column::Id.eq(workstream_id))
             .exec(db)
             .await

@@ -18,7 +18,7 @@ use sea_orm::{
 
 use super::convert::{encode, encode_parts, now, placeholder, to_i64};
 use super::entities::{memory_block_entry, message, workstream};
-use super::lease::{eq_or_null, held_by};
+use super::lease::{eq_or_null, held_by, release};
 use super::outbox::{insert_event, written};
 use super::runs::{insert_run, insert_run_at};
 use super::workstreams::BREAKER_THRESHOLD;
@@ -512,18 +512,6 @@ fn breaker_after_failure() -> Expr {
     )
     .finally(Expr::col(W::BreakerMessageId))
     .into()
-}
-
-/// Adds "release the lease" to an update of the workstream row.
-fn release(
-    update: sea_orm::UpdateMany<workstream::Entity>,
-) -> sea_orm::UpdateMany<workstream::Entity> {
-    use workstream::Column as W;
-    update
-        .col_expr(W::IsCompacting, Expr::value(false))
-        .col_expr(W::LeaseOwner, Expr::value(Option::<String>::None))
-        .col_expr(W::LeaseDeadlineMs, Expr::value(Option::<i64>::None))
-        .col_expr(W::UpdatedAt, Expr::value(now()))
 }
 
 async fn exists<C: ConnectionTrait>(

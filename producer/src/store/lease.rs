@@ -187,17 +187,23 @@ impl Store {
 
     /// Releases the lease. `false` when it is not held by `owner`.
     pub async fn release_lease(&self, workstream_id: i64, owner: &str) -> Result<bool, StoreError> {
-        let res = Entity::update_many()
-            .col_expr(Column::IsCompacting, Expr::value(false))
-            .col_expr(Column::LeaseOwner, Expr::value(Option::<String>::None))
-            .col_expr(Column::LeaseDeadlineMs, Expr::value(Option::<i64>::None))
-            .col_expr(Column::UpdatedAt, Expr::value(now()))
+        let res = release(Entity::update_many())
             .filter(held_by(workstream_id, owner))
             .exec(&self.db)
             .await
             .map_err(StoreError::db("release_lease"))?;
         Ok(res.rows_affected == 1)
     }
+}
+
+/// Adds "release the lease" to an update of the workstream row (each
+/// caller adds its own condition: the holder, or a lease left over).
+pub(crate) fn release(update: sea_orm::UpdateMany<Entity>) -> sea_orm::UpdateMany<Entity> {
+    update
+        .col_expr(Column::IsCompacting, Expr::value(false))
+        .col_expr(Column::LeaseOwner, Expr::value(Option::<String>::None))
+        .col_expr(Column::LeaseDeadlineMs, Expr::value(Option::<i64>::None))
+        .col_expr(Column::UpdatedAt, Expr::value(now()))
 }
 
 /// The `UPDATE` that gives the lease to `owner` until `ttl` after `at_ms`
