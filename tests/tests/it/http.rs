@@ -982,8 +982,17 @@ async fn with_every_connection_busy_new_ones_wait_and_the_probe_listener_answers
             tokio::spawn(async move { api.get(&ws("busy", "context")).await })
         })
         .collect();
-    // Both are in flight once neither answers for a while.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Both in flight: their statements wait for the table's lock.
+    compactor_e2e::eventually(
+        "both context reads wait on the lock",
+        Duration::from_secs(10),
+        || async {
+            db.scalar("SELECT count(*) AS n FROM pg_locks WHERE relation = 'messages'::regclass AND NOT granted")
+                .await
+                == 2
+        },
+    )
+    .await;
     assert!(stuck.iter().all(|s| !s.is_finished()));
     let healthz = |base: String, limit: Duration| async move {
         reqwest::Client::new()

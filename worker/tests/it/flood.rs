@@ -97,9 +97,27 @@ async fn a_flood_of_slow_clients_under_a_low_descriptor_limit_leaves_healthz_ans
             ))
         })
         .collect();
-    // The flood fills the cap (every connection is a client's turn).
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // The flood has filled the cap once the API sheds its slow clients.
     let http = reqwest::Client::new();
+    compactor_testkit::eventually(
+        "the API sheds slow clients",
+        Duration::from_secs(30),
+        || {
+            let metrics = format!("http://{probes}/metrics");
+            let http = http.clone();
+            async move {
+                let Ok(reply) = http.get(metrics).send().await else {
+                    return false;
+                };
+                let text = reply.text().await.unwrap_or_default();
+                text.lines().any(|l| {
+                    l.starts_with("compactor_http_connections_shed_total{listener=\"api\"}")
+                        && !l.ends_with(" 0")
+                })
+            }
+        },
+    )
+    .await;
     // The probe listener, which the flood does not reach: within 1 s.
     // The API, which it floods: a slow client is shed to admit the probe,
     // which waits behind the flood's reconnections in the kernel's queue
