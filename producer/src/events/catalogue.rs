@@ -76,6 +76,11 @@ pub mod names {
     /// Counter: Redis operations of the worker that failed, by `op`
     /// ([`super::QueueOp`]).
     pub const QUEUE_ERRORS_TOTAL: &str = "compactor_queue_errors_total";
+    /// Counter: queue operations refused because a key of the queue holds
+    /// another Redis type than the queue keeps there, by `key`
+    /// ([`super::QueueKey`]). Nothing was changed; an operator moves the
+    /// key aside.
+    pub const QUEUE_WRONG_TYPE_KEYS_TOTAL: &str = "compactor_queue_wrong_type_keys_total";
     /// Gauge: jobs by `state` ([`super::QueueState`]).
     pub const QUEUE_DEPTH: &str = "compactor_queue_depth";
     /// Gauge: dead-lettered jobs kept.
@@ -382,6 +387,46 @@ impl RunOutcome {
             RunOutcome::Timeout => Some(FailureReason::Timeout),
             RunOutcome::LeaseLost => Some(FailureReason::LeaseLost),
         }
+    }
+}
+
+label_enum! {
+    /// `key` of [`names::QUEUE_WRONG_TYPE_KEYS_TOTAL`]: which of a queue's
+    /// keys (`crate::queue::Keys`) held another type.
+    QueueKey {
+        /// An entity's job record (`job:<member>`).
+        Job => "job",
+        /// The normal lane of waiting jobs.
+        Waiting => "waiting",
+        /// The urgent lane of waiting jobs.
+        Urgent => "urgent",
+        /// Running jobs, by lease deadline.
+        Running => "running",
+        /// Finished jobs kept.
+        Done => "done",
+        /// Dead-lettered jobs.
+        Dead => "dead",
+        /// A dead letter's record (`dead:<member>|<job id>`).
+        DeadRecord => "dead_record",
+        /// The job id counter.
+        Seq => "seq",
+        /// The job id index.
+        Ids => "ids",
+        /// The mark of a revoked lease.
+        Revoked => "revoked",
+        /// Where the repair walk stands.
+        RepairCursor => "repair_cursor",
+        /// What is paused.
+        Paused => "paused",
+        /// The parked jobs of a paused domain.
+        Parked => "parked",
+        /// The worker registry.
+        Workers => "workers",
+        /// One registered worker.
+        Worker => "worker",
+        /// A key Redis' own refusal did not name, or a name no builder
+        /// makes.
+        Unknown => "unknown",
     }
 }
 
@@ -723,6 +768,12 @@ pub const FAMILIES: &[Family] = &[
         Kind::Counter,
         &["queue", "op"],
         "Redis operations of the worker that failed, by op",
+    ),
+    family(
+        names::QUEUE_WRONG_TYPE_KEYS_TOTAL,
+        Kind::Counter,
+        &["queue", "key"],
+        "Queue operations refused because a key of the queue holds another Redis type, by key",
     ),
     family(
         names::QUEUE_DEPTH,
@@ -1154,7 +1205,7 @@ mod tests {
             }
         }
         // Every constant in `names` is a family.
-        assert_eq!(FAMILIES.len(), 36);
+        assert_eq!(FAMILIES.len(), 37);
         assert_eq!(LLM_FAMILIES.len(), 8);
         assert_eq!(EVENT_FAMILIES.len(), 5);
         assert_eq!(HOOK_FAMILIES.len(), 2);
@@ -1175,6 +1226,7 @@ mod tests {
             &DeadLetterReason::LABELS,
             &RunOutcome::LABELS,
             &QueueOp::LABELS,
+            &QueueKey::LABELS,
             &QueueState::LABELS,
             &CompactionOutcome::LABELS,
             &TokenStage::LABELS,

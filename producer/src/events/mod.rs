@@ -16,6 +16,7 @@
 //! - `notify`: the client's release subscription failing, or not up yet.
 //! - `context`: a turn's context clipped to its bound (log only).
 //! - `reconcile`: a reconciliation sweep that found lost work.
+//! - `queue_key`: a key of the queue holding another Redis type.
 //! - `outbox`: an event written to the transactional outbox.
 //! - [`CompactionEvent`]: not an internal event but the announcement a
 //!   worker publishes when a compaction ends (what a chat UI shows as
@@ -27,6 +28,7 @@ mod context;
 mod enqueue;
 mod notify;
 mod outbox;
+mod queue_key;
 mod reconcile;
 mod turn;
 mod wait;
@@ -44,6 +46,7 @@ pub(crate) use enqueue::{CompactionRequested, EnqueueFailed};
 pub(crate) use notify::{ReleaseSubscriptionFailed, ReleaseSubscriptionPending};
 pub use outbox::EventNotWritten;
 pub(crate) use outbox::EventWritten;
+pub(crate) use queue_key::QueueKeyOfWrongType;
 pub(crate) use reconcile::Reconciled;
 pub(crate) use turn::TurnFinalized;
 pub(crate) use wait::{CommitSeenWithoutQueue, QueueUnreadableWhileWaiting, WaitEnded};

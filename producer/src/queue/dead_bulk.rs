@@ -29,6 +29,7 @@ use super::enqueue::{enqueue_outcome, EnqueueOutcome, Request};
 use super::error::{redis_error, QueueError};
 use super::handle::Queue;
 use super::DeadLetter;
+use crate::events::{InternalEvent, QueueKeyOfWrongType};
 
 /// Entries read from the dead-letter set per Redis call, and letters
 /// retried or purged per script call.
@@ -477,7 +478,7 @@ impl Queue {
                                 outcome,
                             });
                         }
-                        LetterRetry::Skipped => report.skipped += 1,
+                        LetterRetry::Skipped { .. } => report.skipped += 1,
                         // Retried, purged or trimmed meanwhile: not ours.
                         LetterRetry::Gone => {}
                     }
@@ -528,7 +529,15 @@ impl Queue {
         for (retry, reply) in retries.into_iter().zip(replies) {
             let result = match reply.first().map(String::as_str) {
                 Some("gone") => LetterRetry::Gone,
-                Some("skipped") => LetterRetry::Skipped,
+                Some("skipped") => {
+                    let key = reply.get(2).cloned().unwrap_or_default();
+                    QueueKeyOfWrongType {
+                        op: "dead_retry",
+                        key: Some(&key),
+                    }
+                    .emit();
+                    LetterRetry::Skipped { key }
+                }
                 _ => {
                     let outcome = enqueue_outcome(&reply);
                     self.count_enqueue(&outcome);
@@ -677,8 +686,12 @@ pub(super) enum LetterRetry {
     Requested(EnqueueOutcome),
     /// No longer kept.
     Gone,
-    /// Its entity's job record holds another type: left as it is.
-    Skipped,
+    /// The letter's record, or its entity's job record, holds another
+    /// type (`key`): left as it is, and counted in
+    /// `compactor_queue_wrong_type_keys_total`.
+    Skipped {
+        key: String,
+    },
 }
 
 /// The request that retries `letter`: a branch summary's job as such (its

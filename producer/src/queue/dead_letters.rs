@@ -14,7 +14,7 @@ use serde::Serialize;
 
 use super::dead_bulk::{retry_request, LetterRetry, BATCH};
 use super::enqueue::EnqueueOutcome;
-use super::error::{redis_error, QueueError};
+use super::error::{redis_error, QueueError, WrongTypeKey};
 use super::handle::Queue;
 
 /// A dead-lettered job.
@@ -45,11 +45,13 @@ impl Queue {
     /// The dead letter `entry` (`<member>|<job_id>`), if it is kept.
     pub async fn dead_letter(&self, entry: &str) -> Result<Option<DeadLetter>, QueueError> {
         let mut conn = self.conn.clone();
-        let record: HashMap<String, String> = redis::cmd("HGETALL")
-            .arg(self.keys.dead_record(entry))
-            .query_async(&mut conn)
-            .await
-            .map_err(redis_error("dead_letter"))?;
+        let key = self.keys.dead_record(entry);
+        let record: Result<HashMap<String, String>, _> =
+            redis::cmd("HGETALL").arg(&key).query_async(&mut conn).await;
+        let record = match record {
+            Ok(record) => record,
+            Err(e) => return Err(self.named_refusal("dead_letter", e, &[(key, "hash")]).await),
+        };
         Ok((!record.is_empty()).then(|| dead_letter(entry.to_owned(), &record)))
     }
 
@@ -77,8 +79,17 @@ impl Queue {
         for entry in &entries {
             pipe.hgetall(self.keys.dead_record(entry));
         }
-        let records: Vec<HashMap<String, String>> =
-            pipe.query_async(&mut conn).await.map_err(redis_err)?;
+        let records: Result<Vec<HashMap<String, String>>, _> = pipe.query_async(&mut conn).await;
+        let records = match records {
+            Ok(records) => records,
+            Err(e) => {
+                let keys: Vec<(String, &str)> = entries
+                    .iter()
+                    .map(|entry| (self.keys.dead_record(entry), "hash"))
+                    .collect();
+                return Err(self.named_refusal("dead_letters", e, &keys).await);
+            }
+        };
         // An entry whose record expired (its age bound passed before a
         // sweep trimmed the set) is not shown.
         Ok(entries
@@ -121,9 +132,14 @@ impl Queue {
                 Ok(Some((retry.key, retry.trigger, outcome)))
             }
             Some((_, LetterRetry::Gone)) | None => Ok(None),
-            Some((_, LetterRetry::Skipped)) => Err(QueueError::Protocol {
+            // Counted with the batch's skipped letters already.
+            Some((_, LetterRetry::Skipped { key })) => Err(QueueError::WrongType {
                 op: "retry_dead",
-                detail: format!("the job record of dead letter {entry:?} is not a hash"),
+                key: WrongTypeKey {
+                    key: Some(key),
+                    found: None,
+                    expected: Some("hash".to_owned()),
+                },
             }),
         }
     }

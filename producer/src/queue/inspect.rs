@@ -7,7 +7,7 @@ use compactor_shared::EntityKey;
 use serde::Serialize;
 
 use super::convert::parse_id;
-use super::error::{redis_error, QueueError};
+use super::error::{is_wrong_type, redis_error, wrong_type, QueueError, WrongTypeKey};
 use super::handle::Queue;
 
 /// State of an entity's job, as seen by inspection.
@@ -56,27 +56,44 @@ impl Queue {
     /// The state of `key`'s job, if there is one.
     pub async fn job_state(&self, key: &EntityKey) -> Result<Option<JobState>, QueueError> {
         let mut conn = self.conn.clone();
-        let fields: Vec<Option<String>> = redis::cmd("HMGET")
+        let fields: Result<Vec<Option<String>>, _> = redis::cmd("HMGET")
             .arg(self.keys.job(key))
             .arg(&["state", "job_id", "attempts", "followup"])
             .query_async(&mut conn)
-            .await
-            .map_err(redis_error("job_state"))?;
+            .await;
+        let fields = match fields {
+            Ok(fields) => fields,
+            Err(e) => {
+                return Err(self
+                    .named_refusal("job_state", e, &[(self.keys.job(key), "hash")])
+                    .await)
+            }
+        };
         job_state(&fields)
     }
 
     /// Job counts by state, and of the waiting ones by lane.
     pub async fn counts(&self) -> Result<QueueCounts, QueueError> {
         let mut conn = self.conn.clone();
-        let (urgent, normal, running, done, dead): (u64, u64, u64, u64, u64) = redis::pipe()
-            .zcard(self.keys.urgent())
-            .zcard(self.keys.waiting())
-            .zcard(self.keys.running())
-            .zcard(self.keys.done())
-            .zcard(self.keys.dead())
-            .query_async(&mut conn)
-            .await
-            .map_err(redis_error("counts"))?;
+        let sets = [
+            self.keys.urgent(),
+            self.keys.waiting(),
+            self.keys.running(),
+            self.keys.done(),
+            self.keys.dead(),
+        ];
+        let mut pipe = redis::pipe();
+        for set in &sets {
+            pipe.zcard(set);
+        }
+        let counted: Result<(u64, u64, u64, u64, u64), _> = pipe.query_async(&mut conn).await;
+        let (urgent, normal, running, done, dead) = match counted {
+            Ok(counts) => counts,
+            Err(e) => {
+                let sets = sets.map(|set| (set, "zset"));
+                return Err(self.named_refusal("counts", e, &sets).await);
+            }
+        };
         let parked = self.parked_count().await?;
         Ok(QueueCounts {
             waiting: urgent + normal + parked,
@@ -87,6 +104,50 @@ impl Queue {
             done,
             dead,
         })
+    }
+}
+
+impl Queue {
+    /// The error of a plain command's failure. Redis' own `WRONGTYPE`
+    /// names no key, so on one the keys the command touched (`keys`, each
+    /// with the type the queue keeps there) are looked at, and the first
+    /// holding another type is named: the error and the metric say which
+    /// key to move aside.
+    pub(super) async fn named_refusal(
+        &self,
+        op: &'static str,
+        source: redis::RedisError,
+        keys: &[(String, &'static str)],
+    ) -> QueueError {
+        if !is_wrong_type(&source) {
+            return redis_error(op)(source);
+        }
+        let mut conn = self.conn.clone();
+        let mut pipe = redis::pipe();
+        for (key, _) in keys {
+            pipe.cmd("TYPE").arg(key);
+        }
+        let found: Vec<String> = pipe.query_async(&mut conn).await.unwrap_or_default();
+        let foreign = keys
+            .iter()
+            .zip(found)
+            .find(|((_, want), found)| found != "none" && found != want);
+        wrong_type(
+            op,
+            match foreign {
+                Some(((key, want), found)) => WrongTypeKey {
+                    key: Some(key.clone()),
+                    found: Some(found),
+                    expected: Some((*want).to_owned()),
+                },
+                // Put right meanwhile.
+                None => WrongTypeKey {
+                    key: None,
+                    found: None,
+                    expected: None,
+                },
+            },
+        )
     }
 }
 

@@ -14,6 +14,8 @@
 
 use compactor_shared::{Domain, EntityKey};
 
+use crate::events::catalogue::QueueKey;
+
 /// Longest queue name, in bytes.
 pub const MAX_QUEUE_NAME_LEN: usize = 64;
 
@@ -225,6 +227,36 @@ impl Keys {
     }
 }
 
+/// The queue a key of ours belongs to, and which of its keys it is: the
+/// inverse of the builders above, for naming a key Redis refused.
+/// `None` for a name outside every queue's hash tag.
+pub fn classify(key: &str) -> Option<(&str, QueueKey)> {
+    let (queue, rest) = key.strip_prefix("{cq:")?.split_once("}:")?;
+    let (head, tail) = match rest.split_once(':') {
+        Some((head, tail)) => (head, Some(tail)),
+        None => (rest, None),
+    };
+    let kind = match (head, tail) {
+        ("job", Some(_)) => QueueKey::Job,
+        ("waiting", None) => QueueKey::Waiting,
+        ("urgent", None) => QueueKey::Urgent,
+        ("running", None) => QueueKey::Running,
+        ("done", None) => QueueKey::Done,
+        ("dead", None) => QueueKey::Dead,
+        ("dead", Some(_)) => QueueKey::DeadRecord,
+        ("seq", None) => QueueKey::Seq,
+        ("ids", None) => QueueKey::Ids,
+        ("revoked", Some(_)) => QueueKey::Revoked,
+        ("repair_cursor", None) => QueueKey::RepairCursor,
+        ("paused", None) => QueueKey::Paused,
+        ("parked", Some(_)) => QueueKey::Parked,
+        ("workers", None) => QueueKey::Workers,
+        ("worker", Some(_)) => QueueKey::Worker,
+        _ => QueueKey::Unknown,
+    };
+    Some((queue, kind))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -264,5 +296,42 @@ mod tests {
             assert!(QueueName::parse(bad).is_err(), "{bad:?}");
         }
         assert!(QueueName::parse("t-1_x").is_ok());
+    }
+
+    #[test]
+    fn every_built_key_is_classified_as_what_it_is() {
+        let keys = Keys::new(&QueueName::parse("q-1").unwrap());
+        let key = EntityKey::parse("chat", "7f3c").unwrap();
+        let domain = Domain::parse("chat").unwrap();
+        let built = [
+            (keys.job(&key), QueueKey::Job),
+            (keys.waiting(), QueueKey::Waiting),
+            (keys.urgent(), QueueKey::Urgent),
+            (keys.running(), QueueKey::Running),
+            (keys.done(), QueueKey::Done),
+            (keys.dead(), QueueKey::Dead),
+            (
+                keys.dead_record("compact:chat:7f3c|9"),
+                QueueKey::DeadRecord,
+            ),
+            (keys.seq(), QueueKey::Seq),
+            (keys.job_ids(), QueueKey::Ids),
+            (keys.revoked_lease("tok"), QueueKey::Revoked),
+            (keys.repair_cursor(), QueueKey::RepairCursor),
+            (keys.paused(), QueueKey::Paused),
+            (keys.parked(&domain), QueueKey::Parked),
+            (keys.workers(), QueueKey::Workers),
+            (keys.worker("w1"), QueueKey::Worker),
+        ];
+        // Every kind but `unknown` is some builder's.
+        assert_eq!(built.len(), QueueKey::COUNT - 1);
+        for (name, kind) in built {
+            assert_eq!(classify(&name), Some(("q-1", kind)), "{name}");
+        }
+        assert_eq!(
+            classify("{cq:q-1}:elsewhere"),
+            Some(("q-1", QueueKey::Unknown))
+        );
+        assert_eq!(classify("waiting"), None);
     }
 }

@@ -115,7 +115,7 @@ pub use dead_bulk::{
 };
 pub use dead_letters::DeadLetter;
 pub use enqueue::EnqueueOutcome;
-pub use error::QueueError;
+pub use error::{QueueError, WrongTypeKey};
 pub use fail::{FailAction, Failure};
 pub use handle::Queue;
 pub use inspect::{JobState, QueueCounts};

@@ -7,6 +7,7 @@
 use super::convert::millis;
 use super::error::{redis_error, QueueError};
 use super::handle::Queue;
+use crate::events::{InternalEvent, QueueKeyOfWrongType};
 
 /// Result of one recovery sweep.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -15,6 +16,11 @@ pub struct Recovery {
     pub recovered: u64,
     /// Jobs over the stall bound, dead-lettered.
     pub dead_lettered: u64,
+    /// Jobs over the stall bound left running as they were, because their
+    /// dead letter's record key holds another type (a hand edit): never
+    /// overwritten, each counted in `compactor_queue_wrong_type_keys_total`
+    /// and logged by name, met again by every sweep until it is moved aside.
+    pub wrong_type: u64,
 }
 
 impl Queue {
@@ -33,27 +39,35 @@ impl Queue {
     /// `compaction.dead_lettered` events.
     pub async fn recover_listing(&self, batch: u32) -> Result<(Recovery, Vec<String>), QueueError> {
         let mut conn = self.conn.clone();
-        let (recovered, dead_lettered, entries): (u64, u64, Vec<String>) = self
-            .scripts
-            .recover
-            .key(self.keys.running())
-            .key(self.keys.waiting())
-            .key(self.keys.dead())
-            .key(self.keys.seq())
-            .key(self.keys.urgent())
-            .arg(self.keys.prefix())
-            .arg(self.config.max_stalls)
-            .arg(batch.max(1))
-            .arg(self.config.dead_max_count.max(1))
-            .arg(millis(self.config.dead_max_age))
-            .arg(self.keys.wake_channel())
-            .invoke_async(&mut conn)
-            .await
-            .map_err(redis_error("recover"))?;
+        let (recovered, dead_lettered, entries, wrong_type): (u64, u64, Vec<String>, Vec<String>) =
+            self.scripts
+                .recover
+                .key(self.keys.running())
+                .key(self.keys.waiting())
+                .key(self.keys.dead())
+                .key(self.keys.seq())
+                .key(self.keys.urgent())
+                .arg(self.keys.prefix())
+                .arg(self.config.max_stalls)
+                .arg(batch.max(1))
+                .arg(self.config.dead_max_count.max(1))
+                .arg(millis(self.config.dead_max_age))
+                .arg(self.keys.wake_channel())
+                .invoke_async(&mut conn)
+                .await
+                .map_err(redis_error("recover"))?;
+        for key in &wrong_type {
+            QueueKeyOfWrongType {
+                op: "recover",
+                key: Some(key),
+            }
+            .emit();
+        }
         Ok((
             Recovery {
                 recovered,
                 dead_lettered,
+                wrong_type: wrong_type.len() as u64,
             },
             entries,
         ))

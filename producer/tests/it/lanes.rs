@@ -269,7 +269,8 @@ async fn recovery_release_and_repair_put_urgent_jobs_back_in_the_urgent_lane() {
         recover_until_something(q).await,
         Recovery {
             recovered: 1,
-            dead_lettered: 0
+            dead_lettered: 0,
+            wrong_type: 0,
         }
     );
     assert_eq!(waiting(q).await, (101, 1, 100));

@@ -9,3 +9,4 @@ mod queue;
 mod redis_work;
 mod store;
 mod support;
+mod wrong_type;

@@ -77,12 +77,14 @@ fn short_leases() -> QueueConfig {
 const ONE_RECOVERED: Recovery = Recovery {
     recovered: 1,
     dead_lettered: 0,
+    wrong_type: 0,
 };
 
 /// A recovery sweep that dead-lettered one job over its stall bound.
 const ONE_DEAD_LETTERED: Recovery = Recovery {
     recovered: 0,
     dead_lettered: 1,
+    wrong_type: 0,
 };
 
 /// Asserts that a claim now finds nothing to run (how a scenario checks
@@ -1114,6 +1116,16 @@ async fn assert_still_running(
     assert!(in_running.is_some(), "still tracked as running");
 }
 
+/// Asserts that `error` refuses `key` for holding another type, by name.
+fn assert_wrong_type(error: &QueueError, key: &str) {
+    match error {
+        QueueError::WrongType { key: refused, .. } => {
+            assert_eq!(refused.key.as_deref(), Some(key), "{error}")
+        }
+        other => panic!("expected a refusal of {key}, got {other:?}"),
+    }
+}
+
 #[tokio::test]
 async fn a_script_that_meets_a_key_of_the_wrong_type_changes_nothing() {
     let t = TestQueue::new().await;
@@ -1126,7 +1138,7 @@ async fn a_script_that_meets_a_key_of_the_wrong_type_changes_nothing() {
     set(&mut conn, q.keys().waiting(), "not a sorted set").await;
     let error = q.request_compaction(&k, Trigger::Auto).await.unwrap_err();
     println!("{error}");
-    assert!(error.to_string().contains("WRONGTYPE"), "{error}");
+    assert_wrong_type(&error, &q.keys().waiting());
     assert!(!error.is_unavailable(), "not an outage: {error}");
     assert_eq!(q.job_state(&k).await.unwrap(), None, "nothing was written");
     let seq: Option<String> = query(&mut conn, redis::cmd("GET").arg(q.keys().seq())).await;
@@ -1140,7 +1152,7 @@ async fn a_script_that_meets_a_key_of_the_wrong_type_changes_nothing() {
     set(&mut conn, q.keys().waiting(), "not a sorted set").await;
     let delay = retry_after(Duration::from_millis(1));
     let error = q.fail(&job, delay, "boom").await.unwrap_err();
-    assert!(error.to_string().contains("WRONGTYPE"), "{error}");
+    assert_wrong_type(&error, &q.keys().waiting());
     assert_still_running(&mut conn, q, &k, &job).await;
     assert_eq!(record(&mut conn, q, &k).await.get("last_error"), None);
     del(&mut conn, q.keys().waiting()).await;
@@ -1157,7 +1169,7 @@ async fn a_script_that_meets_a_key_of_the_wrong_type_changes_nothing() {
         .fail(&job, FailAction::DeadLetter, "boom")
         .await
         .unwrap_err();
-    assert!(error.to_string().contains("WRONGTYPE"), "{error}");
+    assert_wrong_type(&error, &q.keys().dead());
     assert_still_running(&mut conn, q, &k, &job).await;
     del(&mut conn, q.keys().dead()).await;
     assert_eq!(
@@ -1171,7 +1183,7 @@ async fn a_script_that_meets_a_key_of_the_wrong_type_changes_nothing() {
     let job = claim_when_due(q, &k).await;
     set(&mut conn, q.keys().done(), "not a sorted set").await;
     let error = q.complete(&job).await.unwrap_err();
-    assert!(error.to_string().contains("WRONGTYPE"), "{error}");
+    assert_wrong_type(&error, &q.keys().done());
     let fields = record(&mut conn, q, &k).await;
     assert_eq!(fields.get("state").map(String::as_str), Some("running"));
     del(&mut conn, q.keys().done()).await;
@@ -1185,7 +1197,7 @@ async fn a_script_that_meets_a_key_of_the_wrong_type_changes_nothing() {
         .request_compaction(&other, Trigger::Auto)
         .await
         .unwrap_err();
-    assert!(error.to_string().contains("WRONGTYPE"), "{error}");
+    assert_wrong_type(&error, &q.keys().seq());
     assert_eq!(q.job_state(&other).await.unwrap(), None);
     set(&mut conn, q.keys().seq(), 100).await;
 
@@ -1232,7 +1244,7 @@ async fn a_renew_that_meets_a_running_set_of_the_wrong_type_changes_nothing() {
     let before = record(&mut conn, q, &k).await;
     set(&mut conn, q.keys().running(), "not a sorted set").await;
     let error = q.renew(&job).await.unwrap_err();
-    assert!(error.to_string().contains("WRONGTYPE"), "{error}");
+    assert_wrong_type(&error, &q.keys().running());
     let after = record(&mut conn, q, &k).await;
     assert_eq!(after.get("deadline"), before.get("deadline"), "{after:?}");
     del(&mut conn, q.keys().running()).await;
@@ -1262,7 +1274,7 @@ async fn a_lane_of_the_wrong_type_met_after_a_completion_claims_nothing_and_lose
             Some(JobState::Done { .. })
         ));
         let error = q.claim("w1").await.unwrap_err();
-        assert!(error.to_string().contains("WRONGTYPE"), "{lane}: {error}");
+        assert_wrong_type(&error, &lane);
         del(&mut conn, &lane).await;
         // The same job, completed again: its lease is gone, nothing changes.
         assert_eq!(q.complete(&job).await.unwrap(), Completion::LeaseLost);

@@ -629,6 +629,78 @@ async fn malformed_requests_get_clear_json_errors() {
 /// pod out of its Service although appends and `/context` need only the
 /// database. Now `/readyz` (the chat routes) stays 200 and they keep
 /// working; `/readyz/worker` reports the outage.
+/// A key of the queue holding another Redis type (here the urgent lane,
+/// a string) is not an outage: a compact request is a 500
+/// `queue_key_wrong_type` naming the key, without `Retry-After`, the key
+/// is left as it was, and the refusal is counted by key on `/metrics`.
+/// Moved aside, the same request is accepted.
+#[tokio::test]
+async fn a_queue_key_of_another_type_is_a_500_naming_it_and_counted() {
+    let db = TestDb::new(Backend::Sqlite).await;
+    let redis = TestRedis::new();
+    let (worker, api) = serve(&db, &redis, None, |_| {}).await;
+    let one = json!({"messages": [{"role": "user", "parts": [{"type": "text", "text": "hi"}]}]});
+    assert_eq!(
+        api.post(&ws("typed", "messages"), &one).await.status,
+        StatusCode::OK
+    );
+    let urgent = compactor_producer::queue::Keys::new(&redis.config.name).urgent();
+    let mut conn = compactor_testkit::redis::connection(&redis.url).await;
+    let () = redis::cmd("SET")
+        .arg(&urgent)
+        .arg("planted")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+
+    let refused = api.post_raw(&ws("typed", "compact"), b"").await;
+    assert_eq!(
+        refused.status,
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "{}",
+        refused.text
+    );
+    assert_eq!(refused.code(), "queue_key_wrong_type");
+    assert!(refused.message().contains(&urgent), "{}", refused.text);
+    assert!(
+        refused.message().contains("holds a string"),
+        "{}",
+        refused.text
+    );
+    assert!(refused.headers.get(reqwest::header::RETRY_AFTER).is_none());
+    let kept: String = redis::cmd("GET")
+        .arg(&urgent)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(kept, "planted", "never overwritten");
+    let metrics = api.get("/metrics").await.text;
+    let series = format!(
+        "compactor_queue_wrong_type_keys_total{{queue=\"{}\",key=\"urgent\"}}",
+        redis.config.name.as_str()
+    );
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l.starts_with(&series) && !l.ends_with(" 0")),
+        "{series} counted:\n{}",
+        metrics
+            .lines()
+            .filter(|l| l.contains("wrong_type"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+
+    let () = redis::cmd("DEL")
+        .arg(&urgent)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let accepted = api.post_raw(&ws("typed", "compact"), b"").await;
+    assert_eq!(accepted.status, StatusCode::ACCEPTED, "{}", accepted.text);
+    worker.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_redis_outage_leaves_the_chat_routes_ready_and_the_worker_side_says_so() {
     let db = TestDb::new(Backend::Sqlite).await;
@@ -1496,7 +1568,7 @@ async fn metrics_after_end_to_end_compactions_have_every_family() {
         .iter()
         .chain(compactor_worker::llm::metrics::FAMILIES)
         .collect();
-    assert_eq!(families.len(), 44, "every family of both catalogues");
+    assert_eq!(families.len(), 45, "every family of both catalogues");
     let mut missing = Vec::new();
     for family in &families {
         let kind = match family.kind {

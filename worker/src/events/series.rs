@@ -7,7 +7,7 @@
 
 use compactor_producer::events::catalogue::{
     labels, names, BacklogState, DeadLetterReason, DeliveryOutcome, EventKind, HookOutcome,
-    LlmOutcome, QueueOp, TokenDirection,
+    LlmOutcome, QueueKey, QueueOp, TokenDirection,
 };
 use compactor_producer::metrics::{domain_labels, OTHER_DOMAIN};
 use compactor_producer::store::DegradedReason;
@@ -30,6 +30,10 @@ pub(crate) fn create_series(queue: &str, routes: impl IntoIterator<Item = &'stat
     metrics::counter!(names::RECONCILE_REQUESTED_TOTAL, "queue" => q()).increment(0);
     for op in QueueOp::LABELS {
         metrics::counter!(names::QUEUE_ERRORS_TOTAL, "queue" => q(), "op" => op).increment(0);
+    }
+    for key in QueueKey::LABELS {
+        metrics::counter!(names::QUEUE_WRONG_TYPE_KEYS_TOTAL, "queue" => q(), "key" => key)
+            .increment(0);
     }
     for op in labels::NOTIFY_OPS {
         metrics::counter!(names::NOTIFY_ERRORS_TOTAL, "op" => op).increment(0);

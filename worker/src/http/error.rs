@@ -80,6 +80,11 @@ pub enum ApiError {
     /// The database schema is not the one this build expects.
     #[error("{0}")]
     SchemaMismatch(String),
+    /// A key of the queue holds another Redis type than the queue keeps
+    /// there (named in the message): nothing was changed, and retrying
+    /// will not help until an operator moves the key aside.
+    #[error("{0}")]
+    QueueKeyWrongType(String),
     /// The worker is stopping; a long poll ends early.
     #[error("the worker is shutting down")]
     ShuttingDown,
@@ -126,6 +131,7 @@ impl ApiError {
             ApiError::DatabaseUnavailable(_) => ErrorCode::DatabaseUnavailable,
             ApiError::DatabaseTimeout(_) => ErrorCode::DatabaseTimeout,
             ApiError::SchemaMismatch(_) => ErrorCode::SchemaMismatch,
+            ApiError::QueueKeyWrongType(_) => ErrorCode::QueueKeyWrongType,
             ApiError::ShuttingDown => ErrorCode::ShuttingDown,
             ApiError::RequestTimeout(_) => ErrorCode::RequestTimeout,
             ApiError::Overloaded(_) => ErrorCode::Overloaded,
@@ -161,7 +167,9 @@ impl ApiError {
             | ApiError::ShuttingDown
             | ApiError::RequestTimeout(_)
             | ApiError::Overloaded(_) => StatusCode::SERVICE_UNAVAILABLE,
-            ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            ApiError::QueueKeyWrongType(_) | ApiError::Internal(_) => {
+                StatusCode::INTERNAL_SERVER_ERROR
+            }
         }
     }
 }
@@ -241,6 +249,7 @@ impl From<QueueError> for ApiError {
             QueueError::Connect { .. } | QueueError::Redis { .. } => {
                 ApiError::RedisUnavailable(error.to_string())
             }
+            QueueError::WrongType { .. } => ApiError::QueueKeyWrongType(error.to_string()),
             // A payload the queue refuses was built from the request.
             QueueError::Payload(_) => ApiError::InvalidBody(error.to_string()),
             QueueError::JobNotFound { .. } => ApiError::UnknownJob(error.to_string()),
@@ -269,7 +278,7 @@ pub const RETRY_AFTER_UNAVAILABLE_SECS: &str = "2";
 /// `unknown_message`, `invalid_parent`, `unknown_job`, `not_found`; 405
 /// `method_not_allowed`; 409 `client_id_conflict`, `branch_conflict`,
 /// `job_finished`; 413
-/// `payload_too_large`; 500 `internal`; 503 `redis_unavailable`,
+/// `payload_too_large`; 500 `internal`, `queue_key_wrong_type`; 503 `redis_unavailable`,
 /// `database_unavailable`, `database_timeout`, `schema_mismatch`, `shutting_down`,
 /// `not_ready`, `request_timeout`, `overloaded`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
@@ -330,11 +339,16 @@ pub enum ErrorCode {
     Overloaded,
     /// 500: a fault of this program.
     Internal,
+    /// 500: a key of the queue in Redis holds another type than the queue
+    /// keeps there (a hand edit, or another program's key of the same
+    /// name); the message names it. Nothing was changed; retrying does
+    /// not help until an operator moves the key aside.
+    QueueKeyWrongType,
 }
 
 impl ErrorCode {
     /// Every code, for tests and documentation.
-    pub const ALL: [ErrorCode; 26] = [
+    pub const ALL: [ErrorCode; 27] = [
         ErrorCode::InvalidKey,
         ErrorCode::InvalidBody,
         ErrorCode::InvalidMessage,
@@ -361,6 +375,7 @@ impl ErrorCode {
         ErrorCode::RequestTimeout,
         ErrorCode::Overloaded,
         ErrorCode::Internal,
+        ErrorCode::QueueKeyWrongType,
     ];
 
     /// The code as it is sent (its serde name).
@@ -392,6 +407,7 @@ impl ErrorCode {
             ErrorCode::RequestTimeout => "request_timeout",
             ErrorCode::Overloaded => "overloaded",
             ErrorCode::Internal => "internal",
+            ErrorCode::QueueKeyWrongType => "queue_key_wrong_type",
         }
     }
 }

@@ -957,12 +957,12 @@ export interface components {
          *     `unknown_message`, `invalid_parent`, `unknown_job`, `not_found`; 405
          *     `method_not_allowed`; 409 `client_id_conflict`, `branch_conflict`,
          *     `job_finished`; 413
-         *     `payload_too_large`; 500 `internal`; 503 `redis_unavailable`,
+         *     `payload_too_large`; 500 `internal`, `queue_key_wrong_type`; 503 `redis_unavailable`,
          *     `database_unavailable`, `database_timeout`, `schema_mismatch`, `shutting_down`,
          *     `not_ready`, `request_timeout`, `overloaded`.
          * @enum {string}
          */
-        ErrorCode: "invalid_key" | "invalid_body" | "invalid_message" | "invalid_query" | "invalid_header" | "client_id_conflict" | "unauthorized" | "unknown_workstream" | "unknown_delivery" | "unknown_message" | "invalid_parent" | "branch_conflict" | "unknown_job" | "job_finished" | "not_found" | "method_not_allowed" | "payload_too_large" | "redis_unavailable" | "database_unavailable" | "database_timeout" | "schema_mismatch" | "shutting_down" | "not_ready" | "request_timeout" | "overloaded" | "internal";
+        ErrorCode: "invalid_key" | "invalid_body" | "invalid_message" | "invalid_query" | "invalid_header" | "client_id_conflict" | "unauthorized" | "unknown_workstream" | "unknown_delivery" | "unknown_message" | "invalid_parent" | "branch_conflict" | "unknown_job" | "job_finished" | "not_found" | "method_not_allowed" | "payload_too_large" | "redis_unavailable" | "database_unavailable" | "database_timeout" | "schema_mismatch" | "shutting_down" | "not_ready" | "request_timeout" | "overloaded" | "internal" | "queue_key_wrong_type";
         /** @description What went wrong. */
         ErrorDetail: {
             code: components["schemas"]["ErrorCode"];

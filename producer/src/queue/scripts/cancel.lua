@@ -36,6 +36,14 @@ if f[2] ~= job_id or (f[1] ~= 'waiting' and f[1] ~= 'running') then
   end
   return {'not_found'}
 end
+-- The keys this cancel writes beyond the ones checked above: the mark of
+-- a revoked lease, and the dead letter's record.
+if f[1] == 'running' and f[3] then
+  expect_types(revoked_lease_key(prefix, f[3]), 'string')
+end
+if ARGV[3] ~= 'requeue' then
+  expect_types(dead_record_key(prefix, entry), 'hash')
+end
 local lanes = lanes_of(KEYS[3], KEYS[4])
 local now = now_ms()
 local was, token = f[1], ''

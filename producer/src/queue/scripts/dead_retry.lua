@@ -12,8 +12,9 @@
 --         member, payload of a new job, payload of a follow-up, '1' when
 --         the request is manual, lane
 -- Returns one reply per letter, in order: {outcome, job_id} (outcome:
--- added | coalesced | followup), {'gone', '0'} or, for a job record of
--- another type (skipped, never a reason to fail half-way), {'skipped', '0'}.
+-- added | coalesced | followup), {'gone', '0'} or, for a letter's record
+-- or its entity's job record holding another type (skipped and left as
+-- it is, never a reason to fail half-way), {'skipped', '0', that key}.
 expect_types(KEYS[1], 'zset', KEYS[2], 'zset', KEYS[4], 'zset', KEYS[5], 'zset')
 expect_counter(KEYS[3])
 local lanes = lanes_of(KEYS[2], KEYS[5])
@@ -24,14 +25,17 @@ for i = 3, #ARGV - 5, 6 do
   local record = dead_record_key(prefix, entry)
   local job = job_key(prefix, member)
   local job_type = redis.call('TYPE', job)['ok']
-  if not redis.call('ZSCORE', KEYS[1], entry) or redis.call('EXISTS', record) == 0 then
+  local record_type = redis.call('TYPE', record)['ok']
+  if record_type ~= 'none' and record_type ~= 'hash' then
+    replies[#replies + 1] = {'skipped', '0', record}
+  elseif not redis.call('ZSCORE', KEYS[1], entry) or record_type == 'none' then
     -- An index entry left without its record goes too.
     redis.call('ZREM', KEYS[1], entry)
     redis.call('DEL', record)
     unindex_entries(prefix, {entry})
     replies[#replies + 1] = {'gone', '0'}
   elseif job_type ~= 'none' and job_type ~= 'hash' then
-    replies[#replies + 1] = {'skipped', '0'}
+    replies[#replies + 1] = {'skipped', '0', job}
   else
     replies[#replies + 1] = request_job(job, lanes, KEYS[4], KEYS[3], channel, member,
       ARGV[i + 2], ARGV[i + 3], ARGV[i + 4] == '1', ARGV[i + 5], prefix)

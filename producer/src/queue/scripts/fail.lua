@@ -12,8 +12,8 @@
 -- only the checks the path taken needs: the record by its read, the lane
 -- a retry goes back to by one TYPE (it is written after the running set),
 -- the running set by the ZREM that is the first write. The dead-letter
--- set is checked only when the job is dead-lettered, the counter and the
--- lanes only when that adds a follow-up.
+-- set and the dead letter's record are checked only when the job is
+-- dead-lettered, the counter and the lanes only when that adds a follow-up.
 local lanes = lanes_of(KEYS[3], KEYS[6])
 local f = call_checked('hash', 'HMGET', KEYS[1], 'state', 'lease', 'job_id', 'followup', 'lane',
   'followup_lane')
@@ -26,7 +26,7 @@ if delay >= 0 then
   retry_lane = lane_set(lanes, f[5])
   expect_types(retry_lane, 'zset')
 else
-  expect_types(KEYS[4], 'zset')
+  expect_types(KEYS[4], 'zset', dead_record_key(ARGV[8], set_entry(ARGV[1], f[3] or '0')), 'hash')
   if f[4] then
     expect_counter(KEYS[5])
     expect_types(lanes.normal, 'zset', lanes.urgent, 'zset')

@@ -118,7 +118,7 @@ local function range(key, lo, hi, rev, cscore, cmember, limit)
   end
   local from = rev and hi or lo
   if cscore then
-    local ties = redis.call('ZRANGEBYSCORE', key, cscore, cscore, 'WITHSCORES')
+    local ties = call_checked('zset', 'ZRANGEBYSCORE', key, cscore, cscore, 'WITHSCORES')
     local after = {}
     if rev then
       for i = #ties - 1, 1, -2 do
@@ -140,9 +140,11 @@ local function range(key, lo, hi, rev, cscore, cmember, limit)
   end
   if #out < limit then
     if rev then
-      take(redis.call('ZREVRANGEBYSCORE', key, from, lo, 'WITHSCORES', 'LIMIT', 0, limit - #out))
+      take(call_checked('zset', 'ZREVRANGEBYSCORE', key, from, lo, 'WITHSCORES', 'LIMIT', 0,
+        limit - #out))
     else
-      take(redis.call('ZRANGEBYSCORE', key, from, hi, 'WITHSCORES', 'LIMIT', 0, limit - #out))
+      take(call_checked('zset', 'ZRANGEBYSCORE', key, from, hi, 'WITHSCORES', 'LIMIT', 0,
+        limit - #out))
     end
   end
   return out
@@ -211,7 +213,10 @@ local function list(state, limit, cursor)
 end
 
 local function get(job_id)
-  local member = redis.call('HGET', KEYS[6], job_id)
+  -- An index of another type is refused by name: jobs added while it was
+  -- there could not be indexed (see write_job), so "no such job" would
+  -- be a wrong answer.
+  local member = call_checked('hash', 'HGET', KEYS[6], job_id)
   if not member then
     return {now, '', {}}
   end
@@ -219,7 +224,7 @@ local function get(job_id)
   if f[2] == job_id then
     if f[1] == 'waiting' then
       local set = lane_of(f[3]) == URGENT and 'u' or 'n'
-      local score = redis.call('ZSCORE', sets[set], member)
+      local score = call_checked('zset', 'ZSCORE', sets[set], member)
       if score then
         return {now, '', {describe(set, member, score)}}
       end
@@ -233,13 +238,13 @@ local function get(job_id)
         end
       end
     elseif f[1] == 'running' then
-      local score = redis.call('ZSCORE', sets.r, member) or '0'
+      local score = call_checked('zset', 'ZSCORE', sets.r, member) or '0'
       return {now, '', {describe('r', member, score)}}
     end
   end
   local entry = set_entry(member, job_id)
   for _, set in ipairs({'d', 'c'}) do
-    local score = redis.call('ZSCORE', sets[set], entry)
+    local score = call_checked('zset', 'ZSCORE', sets[set], entry)
     if score then
       local job = describe(set, entry, score)
       if job then

@@ -542,15 +542,22 @@ local function claim_some(lanes, running, prefix, lease_ttl, worker, nonce, now,
     end
     return read_or_nil(command, set, ...)
   end
-  -- The parked set of each paused domain (one whose parked key holds
-  -- another type, tampered with, is not parked into: its jobs run).
+  -- The parked set of each paused domain. One whose key holds another
+  -- type (tampered with) could be neither parked into, which would
+  -- overwrite it, nor claimed past, which would run a paused domain's
+  -- jobs: nothing is claimed, refused by name when strict (as a lane of
+  -- the wrong type is), until an operator moves the key aside.
   local parking = {}
   for domain in pairs(paused.domains) do
     local key = parked_key(prefix, domain)
     local t = redis.call('TYPE', key)['ok']
-    if t == 'zset' or t == 'none' then
-      parking[domain] = key
+    if t ~= 'zset' and t ~= 'none' then
+      if strict then
+        expect_types(key, 'zset')
+      end
+      return {entries, ''}
     end
+    parking[domain] = key
   end
   local due = now * SCORE_SCALE + SCORE_SCALE - 1
   local deadline = now + tonumber(lease_ttl)

@@ -9,10 +9,11 @@
 -- job waits and the queue or its domain is paused, else 0)}; state is ''
 -- when the entity has no job record.
 local now = now_ms()
-local f = redis.call('HMGET', KEYS[1], 'state', 'job_id', 'attempts', 'deadline', 'lane')
+local f = call_checked('hash', 'HMGET', KEYS[1], 'state', 'job_id', 'attempts', 'deadline', 'lane')
 local due_in, lease_left, paused = -1, -1, 0
 if f[1] == 'waiting' then
-  local score = redis.call('ZSCORE', (lane_set(lanes_of(KEYS[2], KEYS[4]), f[5])), ARGV[1])
+  local lane = lane_set(lanes_of(KEYS[2], KEYS[4]), f[5])
+  local score = call_checked('zset', 'ZSCORE', lane, ARGV[1])
   if score then
     due_in = math.max(math.floor(tonumber(score) / SCORE_SCALE) - now, 0)
   end
@@ -23,5 +24,5 @@ if f[1] == 'waiting' then
 elseif f[1] == 'running' and f[4] then
   lease_left = math.max(tonumber(f[4]) - now, 0)
 end
-local live = redis.call('ZCOUNT', KEYS[3], '(' .. now, '+inf')
+local live = call_checked('zset', 'ZCOUNT', KEYS[3], '(' .. now, '+inf')
 return {f[1] or '', f[2] or '', f[3] or '', due_in, lease_left, live, paused}

@@ -191,6 +191,7 @@ ErrorCode: TypeAlias = Literal[
     'request_timeout',
     'overloaded',
     'internal',
+    'queue_key_wrong_type',
 ]
 
 
