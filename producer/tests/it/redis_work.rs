@@ -7,8 +7,8 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use compactor_producer::queue::{ClaimOutcome, FailAction, QueueConfig, Trigger};
-use compactor_shared::EntityKey;
+use compactor_producer::queue::{ClaimOutcome, FailAction, PauseScope, QueueConfig, Trigger};
+use compactor_shared::{Domain, EntityKey};
 use compactor_testkit::PrivateRedis;
 use redis::aio::MultiplexedConnection;
 
@@ -268,4 +268,56 @@ async fn each_queue_operation_stays_within_its_redis_budget() {
     })
     .await;
     within("complete and claim the next", &w);
+}
+
+/// A paused domain's backlog is set aside and put back in bounded script
+/// calls, never in one that holds Redis for the whole backlog (a claim
+/// meeting 100,000 jobs of a paused domain took 0.93 s in one script, the
+/// resume 0.55 s): a claim parks at most 1,000 and answers that the next
+/// job is due at once; a resume moves 1,000 per call until none is left.
+/// 2,500 jobs: three claims, three script calls of one resume, and every
+/// job back in line at its place.
+#[tokio::test]
+async fn a_paused_domain_s_backlog_is_parked_and_put_back_in_bounded_calls() {
+    let redis = PrivateRedis::start();
+    let tq = TestQueue::at(&redis.url(), QueueConfig::default()).await;
+    let q = &tq.queue;
+    let mut conn = tq.raw().await;
+    let requests: Vec<(EntityKey, Trigger)> = (0..2_500)
+        .map(|i| (key(&format!("p{i}")), Trigger::Auto))
+        .collect();
+    q.enqueue_many(&requests).await.unwrap();
+    let chat = PauseScope::Domain(Domain::parse("chat").unwrap());
+    q.pause(&chat).await.unwrap();
+
+    let first = q.claim("w1").await.unwrap();
+    assert!(
+        matches!(first, ClaimOutcome::Empty { next_due_in: Some(due) } if due.is_zero()),
+        "{first:?}"
+    );
+    assert_eq!(q.counts().await.unwrap().waiting_parked, 1_000);
+    // The second parks 1,000 more, the third the last 500 and finds the
+    // lane empty.
+    let mut claims = 1;
+    loop {
+        let claimed = q.claim("w1").await.unwrap();
+        claims += 1;
+        if matches!(claimed, ClaimOutcome::Empty { next_due_in: None }) {
+            break;
+        }
+        assert!(claims < 3, "{claimed:?}");
+    }
+    assert_eq!(claims, 3);
+    assert_eq!(q.counts().await.unwrap().waiting_parked, 2_500);
+
+    let w = measure(&mut conn, || async {
+        q.resume(&chat).await.unwrap();
+    })
+    .await;
+    assert_eq!(w.sent, 3, "1,000 put back per script call: {w:?}");
+    let counts = q.counts().await.unwrap();
+    assert_eq!((counts.waiting_parked, counts.waiting_normal), (0, 2_500));
+    for i in 0..3 {
+        assert_eq!(claim(q).await.key, key(&format!("p{i}")), "at its place");
+    }
 }

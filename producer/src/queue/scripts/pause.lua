@@ -3,13 +3,17 @@
 -- (in their lane, or parked by the claims that meet them: see claim_some),
 -- requests for their entities coalesce as ever, running jobs finish. A
 -- resume takes the mark off, puts the domain's parked jobs back in their
--- lanes at their place in line, and wakes idle workers.
+-- lanes at their place in line, and wakes idle workers. It moves at most
+-- `batch` parked jobs per call, so a large parked set never holds Redis in
+-- one script: 'unpark' moves the next batch of a domain that is not
+-- paused (again), and the caller repeats it until none is left.
 --   KEYS: 1 pause record (hash), 2 waiting zset, 3 urgent zset
---   ARGV: 1 key prefix, 2 wake channel, 3 'pause', 'resume' or 'state',
---         4 domain ('': the whole queue)
+--   ARGV: 1 key prefix, 2 wake channel, 3 'pause', 'resume', 'unpark' or
+--         'state', 4 domain ('': the whole queue), 5 batch
 -- Returns {queue paused at (ms, '' when it runs), {domain, paused at (ms),
 -- parked jobs}..., oldest waiting job's age (ms, '' when none waits), now,
--- oldest runnable job's age (ms, '' when none)}.
+-- oldest runnable job's age (ms, '' when none), parked jobs of `domain`
+-- left to move (0 unless resumed or unparked)}.
 -- The age of a waiting job counts from when it could first run (added, or
 -- its retry delay over), so a job backing off is not old; paused and
 -- parked jobs count. The runnable age leaves out the jobs parked behind a
@@ -38,20 +42,32 @@ if op == 'pause' then
   redis.call('HSETNX', KEYS[1], field, now)
 elseif op == 'resume' then
   redis.call('HDEL', KEYS[1], field)
-  if domain ~= '' then
-    local lanes = lanes_of(KEYS[2], KEYS[3])
-    local parked = parked_key(prefix, domain)
-    local flat = redis.call('ZRANGE', parked, 0, -1, 'WITHSCORES')
-    for i = 1, #flat, 2 do
-      local member = flat[i]
-      local f = job_fields(job_key(prefix, member), 'state', 'lane')
-      -- A record no longer waiting (gone, tampered with) leaves the set.
-      if f[1] == 'waiting' then
-        redis.call('ZADD', (lane_set(lanes, f[2])), 'NX', flat[i + 1], member)
-      end
+end
+local left = 0
+-- `paused` was read before the resume took the mark off: an 'unpark' of a
+-- domain paused again meanwhile moves nothing.
+local unparking = domain ~= ''
+  and (op == 'resume' or (op == 'unpark' and not paused.domains[domain]))
+if unparking then
+  local lanes = lanes_of(KEYS[2], KEYS[3])
+  local parked = parked_key(prefix, domain)
+  local flat = redis.call('ZRANGE', parked, 0, tonumber(ARGV[5]) - 1, 'WITHSCORES')
+  local moved = {}
+  for i = 1, #flat, 2 do
+    local member = flat[i]
+    local f = job_fields(job_key(prefix, member), 'state', 'lane')
+    -- A record no longer waiting (gone, tampered with) leaves the set.
+    if f[1] == 'waiting' then
+      redis.call('ZADD', (lane_set(lanes, f[2])), 'NX', flat[i + 1], member)
     end
-    redis.call('DEL', parked)
+    moved[#moved + 1] = member
   end
+  if #moved > 0 then
+    redis.call('ZREM', parked, unpack(moved))
+  end
+  left = redis.call('ZCARD', parked)
+end
+if op == 'resume' or op == 'unpark' then
   redis.call('PUBLISH', ARGV[2], '0')
 end
 -- What is paused now, and the oldest waiting job, parked ones included.
@@ -85,4 +101,4 @@ local function age_of(at)
   end
   return ''
 end
-return {queue_since, domains, age_of(oldest), now, age_of(runnable)}
+return {queue_since, domains, age_of(oldest), now, age_of(runnable), left}
