@@ -92,6 +92,18 @@ pub struct AdminSettings {
     /// ask for plus a margin.
     #[serde(with = "humantime_serde")]
     pub request_timeout: Duration,
+    /// How long one bulk dead-letter call (`POST
+    /// /v1/queue/dead-letters/retry`, `…/purge`) works before it answers
+    /// with where it stopped (`next_cursor`): a set of any size is worked
+    /// through in calls that each end within `request_timeout` (the
+    /// clients repeat them), instead of one cut off by it. Unset: half of
+    /// `request_timeout` (see [`AdminSettings::bulk_budget`]).
+    #[serde(
+        default,
+        with = "humantime_serde::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub bulk_call_budget: Option<Duration>,
     /// Long polls (`…/wait`) served at once; one more is answered 503
     /// `overloaded` with `Retry-After` at once, not queued. Below
     /// `max_connections`, so probes and other calls still get through.
@@ -132,6 +144,7 @@ impl Default for AdminSettings {
             max_body_bytes: 32 * 1024 * 1024,
             ready_timeout: Duration::from_secs(1),
             request_timeout: Duration::from_secs(30),
+            bulk_call_budget: None,
             max_long_polls: 256,
             max_connections: 512,
             header_read_timeout: Duration::from_secs(10),
@@ -147,6 +160,13 @@ impl Default for AdminSettings {
 pub struct MissingAdminToken(pub String);
 
 impl AdminSettings {
+    /// How long one bulk dead-letter call works before it answers with
+    /// where it stopped: `bulk_call_budget`, or half of `request_timeout`
+    /// (the other half for the batch under way and the answer).
+    pub fn bulk_budget(&self) -> Duration {
+        self.bulk_call_budget.unwrap_or(self.request_timeout / 2)
+    }
+
     /// Checks each setting is usable, and that `/v1` is not open beyond
     /// this machine unless that was asked for.
     pub fn validate(&self) -> Result<(), String> {
@@ -161,6 +181,15 @@ impl AdminSettings {
         ] {
             if value < Duration::from_millis(1) {
                 return Err(format!("admin.{key}: must be at least 1ms"));
+            }
+        }
+        if let Some(budget) = self.bulk_call_budget {
+            if budget.is_zero() || budget >= self.request_timeout {
+                return Err(format!(
+                    "admin.bulk_call_budget: must be above 0 and below admin.request_timeout ({:?}), \
+                     so a bulk call answers before it is cut off",
+                    self.request_timeout
+                ));
             }
         }
         if self.max_connections < 2 {

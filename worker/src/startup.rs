@@ -218,6 +218,7 @@ impl Application {
                 admin_token,
                 shutdown.clone(),
                 settings.admin.ready_timeout,
+                settings.admin.bulk_budget(),
             );
             let fitted = descriptors::fit_to_process(&settings.admin, settings.worker.concurrency);
             let limits = ConnectionLimits::from_settings(&fitted);

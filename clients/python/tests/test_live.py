@@ -4,6 +4,8 @@ workstream, and a domain, of its own."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from compactor_client import (
@@ -14,6 +16,7 @@ from compactor_client import (
     RequestTimeout,
     Retry,
     RetryEvent,
+    Workstream,
     is_api_error,
 )
 from compactor_client.types import IncomingMessage
@@ -212,6 +215,33 @@ def test_nothing_listening_is_a_network_error() -> None:
     gone.close()
     with Compactor(gone.url, retry=Retry(attempts=1)) as nowhere, pytest.raises(NetworkError):
         nowhere.status(workstream())
+
+
+def test_a_bulk_retry_larger_than_one_call_is_sent_as_several_and_added_up(api: Compactor, worker: Worker) -> None:
+    """The test worker's bulk calls take one batch of 200 letters each
+    (`bulk_call_budget` in tests/clients/run): 230 letters take at least two
+    calls, each after the first going on from where the last stopped."""
+    domain = unique("bulk")
+    api.pause_queue(domain=domain)
+    proxy = serve(lambda request: forward(worker.url, request))
+    try:
+        for i in range(230):
+            key = Workstream(domain, f"e{i}")
+            api.append_messages(key, TURN)
+            api.cancel_job(api.compact_now(key)["job_id"])
+        with Compactor(proxy.url, token=worker.token) as through:
+            dry = through.purge_dead_letters(domain=domain, dry_run=True)
+            report = through.retry_dead_letters(domain=domain)
+        assert (dry["matched"], dry["purged"], dry["next_cursor"]) == (230, 0, None), dry
+        assert (report["matched"], report["retried"], report["skipped"]) == (230, 230, 0), report
+        assert report["next_cursor"] is None and len(report["sample"]) == 10
+        calls = [json.loads(r.body) for r in proxy.requests if r.path.endswith("/dead-letters/retry")]
+        assert len(calls) >= 2, calls
+        assert "after" not in calls[0] and all(c["after"] for c in calls[1:]), calls
+        assert api.list_dead_letters(domain=domain)["dead_letters"] == []
+    finally:
+        proxy.close()
+        api.resume_queue(domain=domain)
 
 
 def test_the_queue_and_dead_letters(api: Compactor) -> None:

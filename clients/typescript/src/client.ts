@@ -57,6 +57,9 @@ import type {
 /** The package's version: the workspace's (a test keeps them equal). */
 export const VERSION = "0.1.0";
 
+/** The letters a bulk dead-letter report shows (the server's sample size). */
+const BULK_SAMPLE = 10;
+
 /** The longest `timeout_ms` one `/wait` request takes; longer waits are several. */
 const WAIT_SLICE_MS = 60_000;
 /** A `/wait` request's own bound: its `timeout_ms` plus this. */
@@ -393,28 +396,58 @@ export class Compactor {
     });
   }
 
-  /** Puts dead letters back in line (`dryRun`: only count them). Never retried. */
+  /**
+   * Puts dead letters back in line (`dryRun`: only count them). Each call is
+   * sent once, never retried; a large set takes several (each answers within
+   * the server's request timeout), added up here.
+   */
   retryDeadLetters(filter: DeadLetterFilter, options?: CallOptions & { dryRun?: boolean | undefined }): Promise<RetryReport> {
-    return this.#request({
-      operation: "retryDeadLetters",
-      method: "POST",
-      path: "/v1/queue/dead-letters/retry",
-      body: { ...filter, dry_run: options?.dryRun ?? false },
-      retry: false,
-      options,
-    });
+    return this.#bulk<RetryReport>("retryDeadLetters", "/v1/queue/dead-letters/retry", filter, options, (total, part) => ({
+      ...total,
+      matched: total.matched + part.matched,
+      retried: total.retried + part.retried,
+      skipped: total.skipped + part.skipped,
+    }));
   }
 
-  /** Deletes dead letters (`dryRun`: only count them). Never retried. */
+  /** Deletes dead letters (`dryRun`: only count them), as `retryDeadLetters` takes them. */
   purgeDeadLetters(filter: DeadLetterFilter, options?: CallOptions & { dryRun?: boolean | undefined }): Promise<PurgeReport> {
-    return this.#request({
-      operation: "purgeDeadLetters",
-      method: "POST",
-      path: "/v1/queue/dead-letters/purge",
-      body: { ...filter, dry_run: options?.dryRun ?? false },
-      retry: false,
-      options,
-    });
+    return this.#bulk<PurgeReport>("purgeDeadLetters", "/v1/queue/dead-letters/purge", filter, options, (total, part) => ({
+      ...total,
+      matched: total.matched + part.matched,
+      purged: total.purged + part.purged,
+    }));
+  }
+
+  /**
+   * One bulk dead-letter operation, as many calls as it takes: a call that
+   * stops before the end says where (`next_cursor`), and the next goes on from
+   * there. The reports add up with `add`; the sample is the first letters.
+   */
+  async #bulk<R extends { sample: unknown[]; next_cursor?: string | null | undefined }>(
+    operation: string,
+    path: string,
+    filter: DeadLetterFilter,
+    options: (CallOptions & { dryRun?: boolean | undefined }) | undefined,
+    add: (total: R, part: R) => R,
+  ): Promise<R> {
+    let total: R | undefined;
+    let after: string | undefined;
+    for (;;) {
+      const part: R = await this.#request<R>({
+        operation,
+        method: "POST",
+        path,
+        body: { ...filter, dry_run: options?.dryRun ?? false, ...(after === undefined ? {} : { after }) },
+        retry: false,
+        options,
+      });
+      total = total === undefined ? part : { ...add(total, part), sample: [...total.sample, ...part.sample].slice(0, BULK_SAMPLE) };
+      if (part.next_cursor === undefined || part.next_cursor === null) {
+        return { ...total, next_cursor: null };
+      }
+      after = part.next_cursor;
+    }
   }
 
   // ---- event deliveries ---------------------------------------------------

@@ -49,7 +49,7 @@ export type BulkRequest = Schemas["BulkRequest"];
  * together, and `all: true` is needed when none is given (the server
  * refuses an empty filter with `invalid_body`).
  */
-export type DeadLetterFilter = Omit<Extract<BulkRequest, { dry_run: boolean }>, "dry_run">;
+export type DeadLetterFilter = Omit<Extract<BulkRequest, { dry_run: boolean }>, "dry_run" | "after">;
 export type RetryReport = Schemas["RetryReport"];
 export type PurgeReport = Schemas["PurgeReport"];
 export type DeliveriesPage = Schemas["DeliveriesPage"];

@@ -109,6 +109,47 @@ describe("a chat turn", () => {
   });
 });
 
+describe("bulk dead letters", () => {
+  it("a retry larger than one call is sent as several and added up", async () => {
+    // The test worker's bulk calls take one batch of 200 letters each
+    // (`bulk_call_budget` in tests/clients/run): 230 letters take at least
+    // two calls, each after the first going on from where the last stopped.
+    const { url } = worker();
+    const api = client();
+    const domain = unique("bulk");
+    await api.pauseQueue({ domain });
+    const proxy = await serve(async (request, response) => {
+      const answer = await forward(url, request);
+      response.writeHead(answer.status, answer.headers);
+      response.end(answer.body);
+    });
+    try {
+      for (let i = 0; i < 230; i++) {
+        const key = { domain, entity: `e${i}` };
+        await api.appendMessages(key, turn);
+        await api.cancelJob((await api.compactNow(key)).job_id);
+      }
+      const through = client({ baseUrl: proxy.url });
+      const dry = await through.purgeDeadLetters({ domain }, { dryRun: true });
+      assert.deepEqual([dry.matched, dry.purged, dry.next_cursor], [230, 0, null], JSON.stringify(dry));
+      const report = await through.retryDeadLetters({ domain });
+      assert.deepEqual([report.matched, report.retried, report.skipped], [230, 230, 0], JSON.stringify(report));
+      assert.equal(report.next_cursor, null);
+      assert.equal(report.sample.length, 10);
+      const calls = proxy.requests
+        .filter((r) => r.url.endsWith("/dead-letters/retry"))
+        .map((r) => JSON.parse(r.body) as Record<string, unknown>);
+      assert.ok(calls.length >= 2, JSON.stringify(calls));
+      assert.equal(calls[0]?.["after"], undefined);
+      assert.ok(calls.slice(1).every((c) => typeof c["after"] === "string" && c["after"] !== ""), JSON.stringify(calls));
+      assert.equal((await api.listDeadLetters({ domain })).dead_letters.length, 0);
+    } finally {
+      await proxy.close();
+      await api.resumeQueue({ domain });
+    }
+  });
+});
+
 describe("retries", () => {
   it("an append whose answer was lost is retried with its key and stored once", async () => {
     const { url } = worker();

@@ -273,6 +273,23 @@ pub struct BulkWalk {
     done: bool,
 }
 
+impl BulkWalk {
+    /// Goes on from where an earlier walk of the same operation stopped
+    /// (its [`BulkWalk::position`]): the letters up to `after` are not read
+    /// again. How a bulk operation is split over calls that each end in
+    /// time (the HTTP routes' `after` and `next_cursor`).
+    pub fn resume_after(&mut self, after: DeadCursor) {
+        if self.filter.entry.is_none() {
+            self.after = Some(after);
+        }
+    }
+
+    /// The last letter the walk looked at, once it looked at one.
+    pub fn position(&self) -> Option<&DeadCursor> {
+        self.after.as_ref()
+    }
+}
+
 /// What a bulk operation does to the letters that match.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BulkAction {

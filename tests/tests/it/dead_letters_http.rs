@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use compactor_e2e::db::{Backend, TestDb};
 use compactor_e2e::{client, conversation, eventually, settings, start_worker, TestRedis};
-use compactor_producer::queue::{ClaimOutcome, FailAction, JobState, Queue, Trigger};
+use compactor_producer::queue::{ClaimOutcome, FailAction, JobState, PauseScope, Queue, Trigger};
 use compactor_shared::EntityKey;
 use compactor_worker::settings::AdminToken;
 use reqwest::StatusCode;
@@ -258,4 +258,64 @@ fn urlencode(raw: &str) -> String {
             _ => format!("%{b:02X}"),
         })
         .collect()
+}
+
+/// A bulk call works for `admin.bulk_call_budget`, then answers with where
+/// it stopped (`next_cursor`), so a set of any size is worked through in
+/// calls that each end within `admin.request_timeout` (one call for 30,000
+/// letters was cut off by it). With a budget of 1 ns each call takes one
+/// batch of 200 letters: 450 letters take three calls, each after the first
+/// sent with the previous `next_cursor` as `after`, and every letter is
+/// requested again exactly once. A malformed `after` is 400.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bulk_call_stops_at_its_budget_and_the_next_goes_on_from_its_cursor() {
+    let db = TestDb::new(Backend::Sqlite).await;
+    let redis = TestRedis::new();
+    let q = redis.queue().await;
+    for i in 0..450 {
+        dead_letter(&q, "chat", &format!("e{i}"), "gave up after 3 attempts").await;
+    }
+    // The retried jobs wait, so none dies again meanwhile.
+    q.pause(&PauseScope::Queue).await.unwrap();
+    let mut s = settings(&db.url, &redis, None);
+    s.admin.token = Some(AdminToken::new(TOKEN));
+    s.admin.bulk_call_budget = Some(Duration::from_nanos(1));
+    let worker = start_worker(s).await;
+    let api = Api {
+        base: worker.admin_url(),
+        http: reqwest::Client::new(),
+    };
+
+    let (status, body) = api
+        .post(
+            "/v1/queue/dead-letters/retry",
+            &json!({"all": true, "dry_run": false, "after": "not-a-cursor"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert_eq!(body["error"]["code"], "invalid_body");
+    assert_eq!(q.counts().await.unwrap().dead, 450, "nothing was touched");
+
+    let (mut calls, mut matched, mut retried) = (0, 0, 0);
+    let mut after: Option<String> = None;
+    loop {
+        let mut body = json!({"all": true, "dry_run": false});
+        if let Some(cursor) = &after {
+            body["after"] = json!(cursor);
+        }
+        let (status, report) = api.post("/v1/queue/dead-letters/retry", &body).await;
+        assert_eq!(status, StatusCode::OK, "{report}");
+        calls += 1;
+        matched += report["matched"].as_u64().unwrap();
+        retried += report["retried"].as_u64().unwrap();
+        match report["next_cursor"].as_str() {
+            Some(cursor) => after = Some(cursor.to_owned()),
+            None => break,
+        }
+        assert!(calls < 3, "one batch of 200 per call: {report}");
+    }
+    assert_eq!((calls, matched, retried), (3, 450, 450));
+    let counts = q.counts().await.unwrap();
+    assert_eq!((counts.dead, counts.waiting), (0, 450));
+    worker.stop().await;
 }

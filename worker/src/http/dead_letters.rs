@@ -180,6 +180,10 @@ pub(super) struct BulkRequest {
     /// Only count (and show a sample of) the letters that would be
     /// affected.
     dry_run: bool,
+    /// Where the previous call of the same operation stopped (its
+    /// `next_cursor`): go on from there.
+    #[schema(pattern = "^[0-9]{1,19}:[A-Za-z0-9_.:-]{1,400}[|][0-9]{1,19}$")]
+    after: Option<String>,
 }
 
 /// An optional whole number, also written as a float without a fraction.
@@ -233,6 +237,14 @@ impl BulkRequest {
         }
         Ok(filter)
     }
+
+    fn after(&self) -> Result<Option<DeadCursor>, ApiError> {
+        self.after
+            .as_deref()
+            .map(DeadCursor::parse)
+            .transpose()
+            .map_err(|e| ApiError::InvalidBody(format!("after: {e}")))
+    }
 }
 
 /// What a bulk retry did (or, dry, would do).
@@ -247,6 +259,10 @@ pub(super) struct RetryReport {
     dry_run: bool,
     /// The first matching letters, oldest first (at most 10).
     sample: Vec<DeadLetterView>,
+    /// Set when this call stopped before the end, to answer within
+    /// `admin.request_timeout`: send the same body again with `after` set
+    /// to it. The counts are this call's. `null`: no letter is left.
+    next_cursor: Option<String>,
 }
 
 /// What a bulk purge did (or, dry, would do).
@@ -259,6 +275,8 @@ pub(super) struct PurgeReport {
     dry_run: bool,
     /// The first matching letters, oldest first (at most 10).
     sample: Vec<DeadLetterView>,
+    /// As a retry's: where to go on from, `null` when done.
+    next_cursor: Option<String>,
 }
 
 #[utoipa::path(
@@ -285,36 +303,86 @@ pub(super) struct PurgeReport {
 /// connection each, or SQLite's write lock, for 200 rows): a worker that
 /// takes one of its jobs at once may write its `compaction.started` before
 /// the batch's events.
+///
+/// A call works for at most `admin.bulk_call_budget` (half of
+/// `admin.request_timeout` unless set), then answers with `next_cursor`:
+/// the same body again with `after` set to it goes on from there, so a set
+/// of any size is worked through in calls that each end in time (the
+/// clients repeat them and add the reports up).
 pub(super) async fn retry(
     State(state): State<AppState>,
     JsonBody(body): JsonBody<BulkRequest>,
 ) -> Result<Json<RetryReport>, ApiError> {
     let filter = body.filter()?;
+    let after = body.after()?;
     let compactor = state.compactor();
-    let queue = compactor.queue();
-    // Each batch's events are written before the next batch: a request cut
-    // short (its timeout) loses at most one batch's events.
-    let mut walk = queue
-        .dead_letters_walk(&filter, BulkAction::Retry, body.dry_run)
-        .await?;
-    let mut report = BulkReport::default();
-    let mut more = true;
-    while more {
-        more = queue.dead_letters_step(&mut walk, &mut report).await?;
-        for r in report.retried.drain(..) {
-            if let Some(trigger) = &r.trigger {
-                record_requested(compactor.store(), &r.key, trigger, &r.outcome).await;
+    let (report, next_cursor) = bulk(
+        &state,
+        &filter,
+        BulkAction::Retry,
+        body.dry_run,
+        after,
+        |report| async move {
+            for r in report {
+                if let Some(trigger) = &r.trigger {
+                    record_requested(compactor.store(), &r.key, trigger, &r.outcome).await;
+                }
             }
-        }
-    }
-    log_bulk("retry", &filter, body.dry_run, &report);
+        },
+    )
+    .await?;
+    log_bulk(
+        "retry",
+        &filter,
+        body.dry_run,
+        &report,
+        next_cursor.is_some(),
+    );
     Ok(Json(RetryReport {
         matched: report.matched,
         retried: report.applied,
         skipped: report.skipped,
         dry_run: body.dry_run,
         sample: report.sample.into_iter().map(Into::into).collect(),
+        next_cursor,
     }))
+}
+
+/// Walks the letters `filter` takes with `action`, from `after`, a batch
+/// at a time, handing each batch's retried letters to `written` (their
+/// events) before the next batch is read, until none is left or the call
+/// has worked for its budget. The report, and where the walk stopped when
+/// letters are left.
+async fn bulk<F, Fut>(
+    state: &AppState,
+    filter: &DeadFilter,
+    action: BulkAction,
+    dry_run: bool,
+    after: Option<DeadCursor>,
+    written: F,
+) -> Result<(BulkReport, Option<String>), ApiError>
+where
+    F: Fn(Vec<compactor_producer::queue::RetriedLetter>) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    let until = tokio::time::Instant::now() + state.bulk_budget();
+    let queue = state.compactor().queue();
+    let mut walk = queue.dead_letters_walk(filter, action, dry_run).await?;
+    if let Some(after) = after {
+        walk.resume_after(after);
+    }
+    let mut report = BulkReport::default();
+    loop {
+        let more = queue.dead_letters_step(&mut walk, &mut report).await?;
+        written(std::mem::take(&mut report.retried)).await;
+        if !more {
+            return Ok((report, None));
+        }
+        if tokio::time::Instant::now() >= until {
+            let next = walk.position().map(ToString::to_string);
+            return Ok((report, next));
+        }
+    }
 }
 
 #[utoipa::path(
@@ -331,22 +399,36 @@ pub(super) async fn retry(
     ),
 )]
 /// `POST /v1/queue/dead-letters/purge`: delete the letters.
+///
+/// Bounded per call as a retry is: `next_cursor`, and `after` to go on.
 pub(super) async fn purge(
     State(state): State<AppState>,
     JsonBody(body): JsonBody<BulkRequest>,
 ) -> Result<Json<PurgeReport>, ApiError> {
     let filter = body.filter()?;
-    let report = state
-        .compactor()
-        .queue()
-        .dead_letters_bulk(&filter, BulkAction::Purge, body.dry_run)
-        .await?;
-    log_bulk("purge", &filter, body.dry_run, &report);
+    let after = body.after()?;
+    let (report, next_cursor) = bulk(
+        &state,
+        &filter,
+        BulkAction::Purge,
+        body.dry_run,
+        after,
+        |_| async {},
+    )
+    .await?;
+    log_bulk(
+        "purge",
+        &filter,
+        body.dry_run,
+        &report,
+        next_cursor.is_some(),
+    );
     Ok(Json(PurgeReport {
         matched: report.matched,
         purged: report.applied,
         dry_run: body.dry_run,
         sample: report.sample.into_iter().map(Into::into).collect(),
+        next_cursor,
     }))
 }
 
@@ -387,7 +469,7 @@ fn filter(
 
 /// An operator's bulk operation, at info: what it chose and how many
 /// (reasons and domains are bounded tokens, never message content).
-fn log_bulk(op: &str, filter: &DeadFilter, dry_run: bool, report: &BulkReport) {
+fn log_bulk(op: &str, filter: &DeadFilter, dry_run: bool, report: &BulkReport, cut_short: bool) {
     info!(
         op,
         dry_run,
@@ -397,6 +479,7 @@ fn log_bulk(op: &str, filter: &DeadFilter, dry_run: bool, report: &BulkReport) {
         matched = report.matched,
         applied = report.applied,
         skipped = report.skipped,
+        cut_short,
         "dead letters in bulk"
     );
 }

@@ -90,6 +90,9 @@ struct Inner {
     /// has drained (so `/metrics` covers the drain).
     shutdown: CancellationToken,
     ready_timeout: Duration,
+    /// How long one bulk dead-letter call works before it answers with
+    /// where it stopped (`AdminSettings::bulk_budget`).
+    bulk_budget: Duration,
 }
 
 impl AppState {
@@ -99,6 +102,7 @@ impl AppState {
         token: Option<AdminToken>,
         shutdown: CancellationToken,
         ready_timeout: Duration,
+        bulk_budget: Duration,
     ) -> AppState {
         AppState(Arc::new(Inner {
             compactor,
@@ -106,6 +110,7 @@ impl AppState {
             token,
             shutdown,
             ready_timeout,
+            bulk_budget,
         }))
     }
 
@@ -127,6 +132,10 @@ impl AppState {
 
     pub(crate) fn ready_timeout(&self) -> Duration {
         self.0.ready_timeout
+    }
+
+    pub(crate) fn bulk_budget(&self) -> Duration {
+        self.0.bulk_budget
     }
 }
 

@@ -263,14 +263,19 @@ class Compactor(_Base):
         return cast(DeadLettersPage, self._send(_specs.get("list_dead_letters", "/v1/queue/dead-letters", query), timeout))
 
     def retry_dead_letters(self, *, dry_run: bool = False, timeout: float | None = None, **filter: Any) -> RetryReport:
-        """Puts the letters a filter (`reason`, `domain`, `older_than_secs`, `entry`, or `all=True`) takes back in line. Sent once."""
-        spec = _specs.post("retry_dead_letters", "/v1/queue/dead-letters/retry", _specs.bulk(filter, dry_run), retry=False)
-        return cast(RetryReport, self._send(spec, timeout))
+        """Puts the letters a filter (`reason`, `domain`, `older_than_secs`, `entry`, or `all=True`) takes back in line.
+        Each call is sent once; a large set takes several (each within the server's request timeout), added up here."""
+        bulk = _specs.Bulk("retry_dead_letters", "/v1/queue/dead-letters/retry", filter, dry_run, ("matched", "retried", "skipped"))
+        while bulk.add(self._send(bulk.spec(), timeout)):
+            pass
+        return cast(RetryReport, bulk.report)
 
     def purge_dead_letters(self, *, dry_run: bool = False, timeout: float | None = None, **filter: Any) -> PurgeReport:
-        """Deletes the letters a filter takes (see `retry_dead_letters`). Sent once."""
-        spec = _specs.post("purge_dead_letters", "/v1/queue/dead-letters/purge", _specs.bulk(filter, dry_run), retry=False)
-        return cast(PurgeReport, self._send(spec, timeout))
+        """Deletes the letters a filter takes (see `retry_dead_letters`)."""
+        bulk = _specs.Bulk("purge_dead_letters", "/v1/queue/dead-letters/purge", filter, dry_run, ("matched", "purged"))
+        while bulk.add(self._send(bulk.spec(), timeout)):
+            pass
+        return cast(PurgeReport, bulk.report)
 
     # ---- event deliveries --------------------------------------------------
 
@@ -403,12 +408,16 @@ class AsyncCompactor(_Base):
         return cast(DeadLettersPage, await self._send(_specs.get("list_dead_letters", "/v1/queue/dead-letters", query), timeout))
 
     async def retry_dead_letters(self, *, dry_run: bool = False, timeout: float | None = None, **filter: Any) -> RetryReport:
-        spec = _specs.post("retry_dead_letters", "/v1/queue/dead-letters/retry", _specs.bulk(filter, dry_run), retry=False)
-        return cast(RetryReport, await self._send(spec, timeout))
+        bulk = _specs.Bulk("retry_dead_letters", "/v1/queue/dead-letters/retry", filter, dry_run, ("matched", "retried", "skipped"))
+        while bulk.add(await self._send(bulk.spec(), timeout)):
+            pass
+        return cast(RetryReport, bulk.report)
 
     async def purge_dead_letters(self, *, dry_run: bool = False, timeout: float | None = None, **filter: Any) -> PurgeReport:
-        spec = _specs.post("purge_dead_letters", "/v1/queue/dead-letters/purge", _specs.bulk(filter, dry_run), retry=False)
-        return cast(PurgeReport, await self._send(spec, timeout))
+        bulk = _specs.Bulk("purge_dead_letters", "/v1/queue/dead-letters/purge", filter, dry_run, ("matched", "purged"))
+        while bulk.add(await self._send(bulk.spec(), timeout)):
+            pass
+        return cast(PurgeReport, bulk.report)
 
     async def list_deliveries(self, *, timeout: float | None = None, **query: _specs.QueryValue) -> DeliveriesPage:
         return cast(DeliveriesPage, await self._send(_specs.get("list_deliveries", "/v1/events/deliveries", query), timeout))

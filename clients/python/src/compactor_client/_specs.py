@@ -90,6 +90,43 @@ def post(operation: str, path: str, body: Any = NO_BODY, *, retry: bool = True, 
     return Spec(operation, "POST", path, query=dict(query or {}), body=body, retry=retry)
 
 
-def bulk(filter: Mapping[str, Any], dry_run: bool) -> BulkRequest1:
-    """A dead-letter filter with its `dry_run` (the server requires it)."""
-    return cast(BulkRequest1, {**filter, "dry_run": dry_run})
+def bulk(filter: Mapping[str, Any], dry_run: bool, after: str | None = None) -> BulkRequest1:
+    """A dead-letter filter with its `dry_run` (the server requires it), and
+    where the previous call of the same operation stopped."""
+    body: dict[str, Any] = {**filter, "dry_run": dry_run}
+    if after is not None:
+        body["after"] = after
+    return cast(BulkRequest1, body)
+
+
+#: The letters a bulk report shows (the server's sample size).
+BULK_SAMPLE = 10
+
+
+class Bulk:
+    """One bulk dead-letter operation, as many calls as it takes: a call
+    answers within the server's request timeout and says where it stopped
+    (`next_cursor`) when letters are left; the next call goes on from
+    there. `report` adds the calls' reports up (counts summed, the first
+    letters as the sample). Sent once each: never retried."""
+
+    def __init__(self, operation: str, path: str, filter: Mapping[str, Any], dry_run: bool, counts: Sequence[str]) -> None:
+        self._operation, self._path, self._filter, self._dry_run = operation, path, dict(filter), dry_run
+        self._counts = tuple(counts)
+        self._after: str | None = None
+        self.report: dict[str, Any] = {}
+
+    def spec(self) -> Spec[Any]:
+        return post(self._operation, self._path, bulk(self._filter, self._dry_run, self._after), retry=False)
+
+    def add(self, part: Mapping[str, Any]) -> bool:
+        """Adds one call's report; whether another call is needed."""
+        if not self.report:
+            self.report = dict(part)
+        else:
+            for count in self._counts:
+                self.report[count] += part[count]
+            self.report["sample"] = (list(self.report["sample"]) + list(part["sample"]))[:BULK_SAMPLE]
+        self._after = part.get("next_cursor")
+        self.report["next_cursor"] = None
+        return self._after is not None

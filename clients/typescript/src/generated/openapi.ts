@@ -233,7 +233,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** `POST /v1/queue/dead-letters/purge`: delete the letters. */
+        /**
+         * `POST /v1/queue/dead-letters/purge`: delete the letters.
+         * @description Bounded per call as a retry is: `next_cursor`, and `after` to go on.
+         */
         post: operations["purgeDeadLetters"];
         delete?: never;
         options?: never;
@@ -261,6 +264,12 @@ export interface paths {
          *     connection each, or SQLite's write lock, for 200 rows): a worker that
          *     takes one of its jobs at once may write its `compaction.started` before
          *     the batch's events.
+         *
+         *     A call works for at most `admin.bulk_call_budget` (half of
+         *     `admin.request_timeout` unless set), then answers with `next_cursor`:
+         *     the same body again with `after` set to it goes on from there, so a set
+         *     of any size is worked through in calls that each end in time (the
+         *     clients repeat them and add the reports up).
          */
         post: operations["retryDeadLetters"];
         delete?: never;
@@ -721,6 +730,11 @@ export interface components {
          *     count.
          */
         BulkRequest: {
+            /**
+             * @description Where the previous call of the same operation stopped (its
+             *     `next_cursor`): go on from there.
+             */
+            after?: string | null;
             /** @description Every letter: needed when no filter is given. */
             all?: boolean;
             /** @description Letters of this domain. */
@@ -1265,6 +1279,8 @@ export interface components {
              * @description Letters that matched.
              */
             matched: number;
+            /** @description As a retry's: where to go on from, `null` when done. */
+            next_cursor?: string | null;
             /**
              * Format: int64
              * @description Letters deleted (0 in a dry run).
@@ -1403,6 +1419,12 @@ export interface components {
              * @description Letters that matched.
              */
             matched: number;
+            /**
+             * @description Set when this call stopped before the end, to answer within
+             *     `admin.request_timeout`: send the same body again with `after` set
+             *     to it. The counts are this call's. `null`: no letter is left.
+             */
+            next_cursor?: string | null;
             /**
              * Format: int64
              * @description Letters requested again and removed (0 in a dry run).

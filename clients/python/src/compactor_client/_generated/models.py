@@ -15,6 +15,7 @@ class BulkRequest1(TypedDict, closed=True):
     count.
     """
 
+    after: NotRequired[str | None]
     all: NotRequired[bool]
     domain: NotRequired[str | None]
     dry_run: bool
@@ -30,6 +31,7 @@ class BulkRequest2(TypedDict, closed=True):
     count.
     """
 
+    after: NotRequired[str | None]
     all: NotRequired[bool]
     domain: str
     dry_run: bool
@@ -45,6 +47,7 @@ class BulkRequest3(TypedDict, closed=True):
     count.
     """
 
+    after: NotRequired[str | None]
     all: NotRequired[bool]
     domain: NotRequired[str | None]
     dry_run: bool
@@ -60,6 +63,7 @@ class BulkRequest4(TypedDict, closed=True):
     count.
     """
 
+    after: NotRequired[str | None]
     all: NotRequired[bool]
     domain: NotRequired[str | None]
     dry_run: bool
@@ -75,6 +79,7 @@ class BulkRequest5(TypedDict, closed=True):
     count.
     """
 
+    after: NotRequired[str | None]
     all: Literal[True]
     domain: NotRequired[str | None]
     dry_run: bool
@@ -368,6 +373,7 @@ class PurgeReport(TypedDict):
 
     dry_run: bool
     matched: int
+    next_cursor: NotRequired[str | None]
     purged: int
     sample: list[DeadLetterView]
 
@@ -410,6 +416,7 @@ class RetryReport(TypedDict):
 
     dry_run: bool
     matched: int
+    next_cursor: NotRequired[str | None]
     retried: int
     sample: list[DeadLetterView]
     skipped: int
