@@ -9,9 +9,11 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use compactor_e2e::db::{Backend, TestDb};
-use compactor_e2e::{eventually, key, settings, start_worker, text_of, unique_name, TestRedis};
+use compactor_e2e::{
+    eventually, key, settings, start_worker, text_of, unique_name, FakeLlm, TestRedis,
+};
 use compactor_producer::client::{Compactor, IncomingMessage};
-use compactor_producer::queue::EnqueueOutcome;
+use compactor_producer::queue::{CancelThen, EnqueueOutcome};
 use compactor_producer::store::BranchSummaryRow;
 use compactor_shared::{EntityKey, MessageId, Part, Role};
 use compactor_worker::settings::Settings;
@@ -409,6 +411,71 @@ async fn the_same_branch_left_twice_is_one_job() {
     .await;
     assert_eq!(compactor.branch_summaries(&k).await.unwrap().len(), 2);
     assert_eq!(branch_events(&db, &k).await, 2);
+    worker.stop().await;
+}
+
+/// A `summarize_branch` job cancelled while its LLM call is under way
+/// attaches nothing when the answer comes (it holds no entity lease: the
+/// queue's mark of its revoked lease is its fence, read right before the
+/// write). Retried, the job summarizes the branch, and the one
+/// `branch.summarized` event is the retry's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_branch_job_cancelled_while_it_summarizes_attaches_nothing() {
+    let llm = FakeLlm::start().await;
+    let db = TestDb::new(Backend::Postgres).await;
+    let redis = TestRedis::new();
+    let mut s = settings(&db.url, &redis, Some(&llm.url()));
+    // No renewal comes between the cancel and the answer: only the fence
+    // before the write can stop the attempt.
+    s.queue.lease_ttl = Duration::from_secs(30);
+    s.worker.renew_interval = Duration::from_secs(15);
+    let compactor =
+        Compactor::from_parts(db.store.clone(), redis.queue().await, s.engine.clone()).await;
+    let k = key(&unique_name("cancelled-branch"));
+    let ids = compactor
+        .append_messages(
+            &k,
+            (0..4)
+                .map(|i| IncomingMessage::text(Role::User, format!("message {i}")))
+                .collect(),
+        )
+        .await
+        .unwrap()
+        .ids;
+    let left = compactor.move_head(&k, ids[1]).await.unwrap();
+    let Some(EnqueueOutcome::Added { job_id }) = left.branch_job else {
+        panic!("a new job: {left:?}");
+    };
+    let answer_in = Duration::from_secs(2);
+    llm.answer_after(answer_in);
+    let worker = start_worker(s).await;
+    eventually("the LLM is asked", Duration::from_secs(20), || async {
+        !llm.calls().is_empty()
+    })
+    .await;
+    let asked = llm.calls()[0].at;
+    let q = redis.queue().await;
+    q.cancel(job_id, CancelThen::Dead).await.unwrap();
+    // The answer, and time for the write that would follow it.
+    let settled = asked + answer_in + Duration::from_secs(2);
+    tokio::time::sleep(settled.saturating_duration_since(std::time::Instant::now())).await;
+    assert!(
+        compactor.branch_summaries(&k).await.unwrap().is_empty(),
+        "the cancelled attempt attached nothing"
+    );
+    assert_eq!(branch_events(&db, &k).await, 0);
+
+    llm.answer_after(Duration::ZERO);
+    let letters = q.dead_letters(10).await.unwrap();
+    assert_eq!(letters.len(), 1, "{letters:?}");
+    q.retry_dead(&letters[0].entry).await.unwrap();
+    assert_eq!(summaries(&compactor, &k, 1).await.len(), 1);
+    let event = branch_event(&db, &k, ids[3]).await;
+    assert_ne!(
+        event["job_id"],
+        json!(job_id),
+        "written by the retry: {event}"
+    );
     worker.stop().await;
 }
 

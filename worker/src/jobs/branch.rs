@@ -16,7 +16,8 @@
 //! only mark it compacted, which keeps its text) and writes a row of its
 //! own, so it neither waits for a compaction nor fences one. It is
 //! idempotent: a summary is stored once per abandoned leaf, and a repeated
-//! job finds it and does nothing.
+//! job finds it and does nothing. A cancel is fenced by the queue: the
+//! attempt reads the mark of its revoked lease right before it attaches.
 
 use compactor_producer::store::{AbandonedBranch, EventKind, NewBranchSummary, NewEvent};
 use compactor_shared::branch::{newest_within, FileOps};
@@ -171,6 +172,24 @@ impl CompactHandler {
                 "attempt": job.attempt,
             }),
         );
+        // An operator may have cancelled the job while it summarized. It
+        // holds no entity lease (see the module docs), so the queue's mark
+        // of its revoked lease is its fence, read last, right before the
+        // write: a cancel after this point finds the summary attached, as a
+        // compaction's cancel after its commit finds it committed. (A Redis
+        // outage here is the heartbeat's business: the attempt goes on.)
+        if self
+            .queue
+            .lease_revoked(&job.lease_token)
+            .await
+            .unwrap_or(false)
+        {
+            info!(
+                reason = "cancelled",
+                "skipped: the job was cancelled; the branch stays unsummarized until it is retried"
+            );
+            return Ok(());
+        }
         let attached = self
             .store
             .attach_branch_summary(

@@ -129,7 +129,7 @@ impl std::fmt::Debug for Hooks {
 #[derive(Clone)]
 pub struct CompactHandler {
     pub(super) store: Store,
-    queue: Queue,
+    pub(super) queue: Queue,
     pub(super) summarizer: Summarizer,
     pub(super) settings: Arc<CompactSettings>,
     pub(super) estimator: Arc<dyn TokenEstimator>,
