@@ -852,7 +852,7 @@ async fn dead_letters_past_their_age_leave_the_set_even_in_a_quiet_queue() {
 
 // ------------------------------------------------ worker registry, progress
 
-fn registration(id: &str) -> WorkerRegistration {
+pub(crate) fn registration(id: &str) -> WorkerRegistration {
     WorkerRegistration {
         id: id.to_owned(),
         name: "compactor-worker".to_owned(),

@@ -12,12 +12,12 @@ use std::future::Future;
 
 use compactor_producer::queue::{
     CancelThen, ClaimOutcome, ClaimedJob, FailAction, JobStage, PauseScope, Queue, QueueConfig,
-    QueueError, Trigger, WorkerRegistration,
+    QueueError, Trigger,
 };
 use compactor_shared::{Domain, EntityKey};
 use redis::aio::MultiplexedConnection;
 
-use crate::queue::claim;
+use crate::queue::{claim, registration};
 use crate::support::queue::TestQueue;
 
 fn key(entity: &str) -> EntityKey {
@@ -133,18 +133,6 @@ async fn running(q: &Queue, entity: &str) -> ClaimedJob {
     claim(q).await
 }
 
-fn registration() -> WorkerRegistration {
-    WorkerRegistration {
-        id: "w1".to_owned(),
-        name: "compactor-worker".to_owned(),
-        host: "box-1".to_owned(),
-        pid: 4242,
-        version: "0.1.0".to_owned(),
-        concurrency: 4,
-        started_at_ms: 1_700_000_000_000,
-    }
-}
-
 #[tokio::test]
 async fn a_request_refuses_a_job_record_lane_or_counter_of_another_type_by_name() {
     let t = TestQueue::new().await;
@@ -251,14 +239,14 @@ async fn pause_repair_and_heartbeat_refuse_their_keys_of_another_type_by_name() 
         &t,
         &q.keys().workers(),
         "zset",
-        q.heartbeat(&registration(), ttl),
+        q.heartbeat(&registration("w1"), ttl),
     )
     .await;
     refused(
         &t,
         &q.keys().worker("w1"),
         "hash",
-        q.heartbeat(&registration(), ttl),
+        q.heartbeat(&registration("w1"), ttl),
     )
     .await;
 

@@ -327,13 +327,16 @@ async fn abandoned_and_revisited(backend: Backend) {
 /// The same abandoned leaf requested twice is one job (and one summary);
 /// another leaf is a job of its own, and neither touches the entity's
 /// compaction job.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_same_branch_left_twice_is_one_job() {
-    let (db, redis, settings, compactor) = world(Backend::Postgres).await;
-    let k = key(&unique_name("dedup"));
+/// Four messages appended to `k`, then the head moved back to the second:
+/// their ids, and the new `summarize_branch` job of the branch left
+/// (messages 3 and 4).
+async fn four_messages_left_at_the_second(
+    compactor: &Compactor,
+    k: &EntityKey,
+) -> (Vec<MessageId>, u64) {
     let ids = compactor
         .append_messages(
-            &k,
+            k,
             (0..4)
                 .map(|i| IncomingMessage::text(Role::User, format!("message {i}")))
                 .collect(),
@@ -341,11 +344,19 @@ async fn the_same_branch_left_twice_is_one_job() {
         .await
         .unwrap()
         .ids;
-    // No worker yet: the requests wait in the queue.
-    let left = compactor.move_head(&k, ids[1]).await.unwrap();
+    let left = compactor.move_head(k, ids[1]).await.unwrap();
     let Some(EnqueueOutcome::Added { job_id }) = left.branch_job else {
         panic!("a new job: {left:?}");
     };
+    (ids, job_id)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_same_branch_left_twice_is_one_job() {
+    let (db, redis, settings, compactor) = world(Backend::Postgres).await;
+    let k = key(&unique_name("dedup"));
+    // No worker yet: the request waits in the queue.
+    let (ids, job_id) = four_messages_left_at_the_second(&compactor, &k).await;
     // Forward to the old leaf (nothing left), then back again: the same leaf.
     let forward = compactor.move_head(&k, ids[3]).await.unwrap();
     assert_eq!((forward.abandoned, forward.branch_job), (None, None));
@@ -432,20 +443,7 @@ async fn a_branch_job_cancelled_while_it_summarizes_attaches_nothing() {
     let compactor =
         Compactor::from_parts(db.store.clone(), redis.queue().await, s.engine.clone()).await;
     let k = key(&unique_name("cancelled-branch"));
-    let ids = compactor
-        .append_messages(
-            &k,
-            (0..4)
-                .map(|i| IncomingMessage::text(Role::User, format!("message {i}")))
-                .collect(),
-        )
-        .await
-        .unwrap()
-        .ids;
-    let left = compactor.move_head(&k, ids[1]).await.unwrap();
-    let Some(EnqueueOutcome::Added { job_id }) = left.branch_job else {
-        panic!("a new job: {left:?}");
-    };
+    let (ids, job_id) = four_messages_left_at_the_second(&compactor, &k).await;
     let answer_in = Duration::from_secs(2);
     llm.answer_after(answer_in);
     let worker = start_worker(s).await;
