@@ -8,6 +8,13 @@
 //! hand and never run: the sweep puts it back in its set (see
 //! `queue::Queue::repair_jobs`). Running it when nothing was lost only
 //! reads: every candidate already has its job.
+//!
+//! A branch the head left is summarized by a `summarize_branch` job
+//! requested after the change committed, best effort: when Redis did not
+//! take it, the branch had no summary until the head left it again. The
+//! sweep also looks at every branched workstream, and requests the job of
+//! each branch left without a summary and without a job waiting, running
+//! or dead-lettered.
 
 use chrono::Utc;
 use compactor_shared::config::EngineConfig;
@@ -40,6 +47,9 @@ pub struct Reconciliation {
     pub breaker_open: u64,
     /// Their last job is in the dead-letter set: an operator decides.
     pub dead_lettered: u64,
+    /// Branches left without a summary or a job: their `summarize_branch`
+    /// job requested again.
+    pub branches_requested: u64,
 }
 
 /// Why a sweep stopped.
@@ -57,7 +67,10 @@ pub async fn reconcile(
     queue: &Queue,
     engine: &EngineConfig,
 ) -> Result<Reconciliation, ReconcileError> {
-    let mut report = Reconciliation::default();
+    let mut report = Reconciliation {
+        branches_requested: unsummarized_branches(store, queue).await?,
+        ..Reconciliation::default()
+    };
     // An unlimited model (no threshold) is never over its trigger.
     let Some(threshold) = engine.trigger.threshold() else {
         return Ok(report);
@@ -122,7 +135,40 @@ pub async fn reconcile(
         queue: queue.config().name.as_str(),
         repaired: report.repaired,
         requested: report.requested,
+        branches_requested: report.branches_requested,
     }
     .emit();
     Ok(report)
+}
+
+/// Requests the `summarize_branch` job of every branch left without a
+/// summary whose job is not waiting, running or dead-lettered (an
+/// operator decides on those); how many it requested.
+async fn unsummarized_branches(store: &Store, queue: &Queue) -> Result<u64, ReconcileError> {
+    let mut requested = 0;
+    let mut after = None;
+    loop {
+        let page = store.branched_workstreams(after, PAGE).await?;
+        let Some(last) = page.last() else { break };
+        after = Some(last.id);
+        for ws in &page {
+            for branch in store.unsummarized_branches(ws.id).await? {
+                match queue.branch_job_state(&ws.key, branch.leaf).await? {
+                    Some(
+                        JobState::Waiting { .. } | JobState::Running { .. } | JobState::Dead { .. },
+                    ) => {}
+                    Some(JobState::Done { .. }) | None => {
+                        queue
+                            .request_branch_summary(&ws.key, branch.leaf, branch.branch_point)
+                            .await?;
+                        requested += 1;
+                    }
+                }
+            }
+        }
+        if (page.len() as u64) < PAGE {
+            break;
+        }
+    }
+    Ok(requested)
 }

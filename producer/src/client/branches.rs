@@ -8,7 +8,8 @@
 //! member of its own per abandoned leaf (one job however often it is
 //! requested). The request is made after the database change committed;
 //! when Redis does not take it the change stands (it is what the user
-//! did), the branch stays without a summary, and a warning is logged.
+//! did), a warning is logged, and the reconciliation sweep requests the job
+//! of the branch left without a summary (`reconcile`).
 
 use compactor_shared::branch::{self, Attached};
 use compactor_shared::context::BuiltContext;
@@ -139,7 +140,7 @@ impl Compactor {
                     domain = key.domain(),
                     leaf = branch.leaf.0,
                     error = %error,
-                    "the branch summary could not be requested; the branch stays unsummarized"
+                    "the branch summary could not be requested; the reconciliation sweep will request it"
                 );
                 None
             }

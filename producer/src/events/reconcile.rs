@@ -6,14 +6,16 @@ use super::catalogue::names;
 use super::InternalEvent;
 
 /// A sweep over `queue` ended: `repaired` job records were put back in the
-/// queue's sets, `requested` compactions were requested again. Both mean
-/// Redis lost data, so each is a warning; a sweep that found nothing lost
-/// says nothing.
+/// queue's sets, `requested` compactions were requested again,
+/// `branches_requested` summaries of branches left without one. Each means
+/// Redis lost or refused work, so each is a warning; a sweep that found
+/// nothing lost says nothing.
 #[derive(Debug)]
 pub(crate) struct Reconciled<'a> {
     pub queue: &'a str,
     pub repaired: u64,
     pub requested: u64,
+    pub branches_requested: u64,
 }
 
 impl InternalEvent for Reconciled<'_> {
@@ -34,6 +36,13 @@ impl InternalEvent for Reconciled<'_> {
             metrics::counter!(names::RECONCILE_REQUESTED_TOTAL, "queue" => self.queue.to_owned())
                 .increment(self.requested);
         }
+        if self.branches_requested > 0 {
+            warn!(
+                queue = self.queue,
+                branches = self.branches_requested,
+                "reconciliation requested summaries of branches left without one"
+            );
+        }
     }
 }
 
@@ -49,6 +58,7 @@ mod tests {
                 queue: "q",
                 repaired: 1,
                 requested: 4,
+                branches_requested: 0,
             }
             .emit()
         });
@@ -62,6 +72,7 @@ mod tests {
                 queue: "q",
                 repaired: 0,
                 requested: 0,
+                branches_requested: 0,
             }
             .emit()
         });

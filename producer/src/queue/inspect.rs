@@ -72,6 +72,30 @@ impl Queue {
         job_state(&fields)
     }
 
+    /// The state of the `summarize_branch` job of `key`'s branch left at
+    /// `leaf`, if there is one.
+    pub async fn branch_job_state(
+        &self,
+        key: &EntityKey,
+        leaf: compactor_shared::MessageId,
+    ) -> Result<Option<JobState>, QueueError> {
+        let member =
+            compactor_shared::payload::Payload::summarize_branch(key.clone(), leaf, leaf).member();
+        let record = self.keys.job_of_member(&member);
+        let mut conn = self.conn.clone();
+        let fields: Result<Vec<Option<String>>, _> = redis::cmd("HMGET")
+            .arg(&record)
+            .arg(&["state", "job_id", "attempts", "followup"])
+            .query_async(&mut conn)
+            .await;
+        match fields {
+            Ok(fields) => job_state(&fields),
+            Err(e) => Err(self
+                .named_refusal("job_state", e, &[(record, "hash")])
+                .await),
+        }
+    }
+
     /// Job counts by state, and of the waiting ones by lane.
     pub async fn counts(&self) -> Result<QueueCounts, QueueError> {
         let mut conn = self.conn.clone();

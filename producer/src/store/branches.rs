@@ -735,6 +735,53 @@ impl Store {
         Ok(true)
     }
 
+    /// The branches the head has left that have no summary: each leaf of
+    /// the un-compacted tree other than the head, with its branch point
+    /// (where its line meets the current path). Their `summarize_branch`
+    /// jobs are requested after the change that left them commits, best
+    /// effort; the reconciliation sweep requests the ones Redis did not
+    /// take. Empty for a linear workstream.
+    pub async fn unsummarized_branches(
+        &self,
+        workstream_id: i64,
+    ) -> Result<Vec<AbandonedBranch>, StoreError> {
+        const OP: &str = "unsummarized_branches";
+        let tip = tip(&self.db, workstream_id, OP).await?;
+        let Some(head) = tip.head else {
+            return Ok(Vec::new());
+        };
+        let tree = load_tree(&self.db, workstream_id, tip.watermark, OP).await?;
+        let w = tip.watermark.unwrap_or(i64::MIN);
+        let parents: HashSet<i64> = tree
+            .nodes
+            .keys()
+            .filter_map(|&id| tree.parent(id))
+            .collect();
+        let left: Vec<AbandonedBranch> = tree
+            .nodes
+            .keys()
+            .filter(|&&id| id > w && id != head && !parents.contains(&id))
+            .filter_map(|&leaf| abandoned_by(&tree, leaf, head, tip.watermark))
+            .collect();
+        if left.is_empty() {
+            return Ok(left);
+        }
+        let summarized: HashSet<i64> = branch_summary::Entity::find()
+            .filter(branch_summary::Column::WorkstreamId.eq(workstream_id))
+            .select_only()
+            .column(branch_summary::Column::LeafId)
+            .into_tuple::<i64>()
+            .all(&self.db)
+            .await
+            .map_err(StoreError::db(OP))?
+            .into_iter()
+            .collect();
+        Ok(left
+            .into_iter()
+            .filter(|b| !summarized.contains(&b.leaf.0))
+            .collect())
+    }
+
     /// Every branch summary of the workstream, by branch point.
     pub async fn branch_summaries(
         &self,

@@ -164,6 +164,30 @@ impl Store {
             .collect()
     }
 
+    /// Workstreams that have branched (a head is set), with an id above
+    /// `after`, in id order, at most `limit`: where the reconciliation
+    /// sweep looks for branches left without a summary.
+    pub async fn branched_workstreams(
+        &self,
+        after: Option<i64>,
+        limit: u64,
+    ) -> Result<Vec<WorkstreamRow>, StoreError> {
+        use sea_orm::{QueryOrder, QuerySelect};
+        let mut query = Entity::find().filter(Column::HeadMessageId.is_not_null());
+        if let Some(after) = after {
+            query = query.filter(Column::Id.gt(after));
+        }
+        query
+            .order_by_asc(Column::Id)
+            .limit(limit)
+            .all(&self.db)
+            .await
+            .map_err(StoreError::db("branched_workstreams"))?
+            .into_iter()
+            .map(WorkstreamRow::from_model)
+            .collect()
+    }
+
     /// A manual request clears the breaker: `consecutive_failures = 0`,
     /// `breaker_message_id = NULL`.
     pub async fn reset_breaker(&self, workstream_id: i64) -> Result<(), StoreError> {

@@ -10,10 +10,11 @@ use std::time::Duration;
 
 use compactor_e2e::db::{Backend, TestDb};
 use compactor_e2e::{
-    eventually, key, settings, start_worker, text_of, unique_name, FakeLlm, TestRedis,
+    eventually, key, settings, start_worker, text_of, unique_name, FakeLlm, PrivateRedis, TestRedis,
 };
 use compactor_producer::client::{Compactor, IncomingMessage};
-use compactor_producer::queue::{CancelThen, EnqueueOutcome};
+use compactor_producer::queue::{CancelThen, EnqueueOutcome, Queue};
+use compactor_producer::reconcile::reconcile;
 use compactor_producer::store::BranchSummaryRow;
 use compactor_shared::{EntityKey, MessageId, Part, Role};
 use compactor_worker::settings::Settings;
@@ -474,6 +475,62 @@ async fn a_branch_job_cancelled_while_it_summarizes_attaches_nothing() {
         json!(job_id),
         "written by the retry: {event}"
     );
+    worker.stop().await;
+}
+
+/// A branch left while Redis is down: the head move stands, but its
+/// `summarize_branch` job cannot be requested. The reconciliation sweep
+/// finds the branch without a summary or a job and requests it (once: a
+/// sweep while it waits requests nothing), the worker attaches the
+/// summary, and a sweep after that finds nothing to do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_branch_left_while_redis_is_down_is_summarized_after_a_sweep() {
+    let db = TestDb::new(Backend::Postgres).await;
+    let mut private = PrivateRedis::start();
+    let redis = TestRedis::new();
+    let mut s = settings(&db.url, &redis, None);
+    s.redis.url = compactor_producer::settings::ConnectionUrl::new(private.url());
+    let queue = Queue::connect(&private.url(), redis.config.clone())
+        .await
+        .unwrap();
+    let compactor = Compactor::from_parts(db.store.clone(), queue.clone(), s.engine.clone()).await;
+    let k = key(&unique_name("lost-branch"));
+    let ids = compactor
+        .append_messages(
+            &k,
+            (0..4)
+                .map(|i| IncomingMessage::text(Role::User, format!("message {i}")))
+                .collect(),
+        )
+        .await
+        .unwrap()
+        .ids;
+    private.kill();
+    let left = compactor.move_head(&k, ids[1]).await.unwrap();
+    assert!(left.abandoned.is_some(), "{left:?}");
+    assert_eq!(left.branch_job, None, "Redis did not take the job");
+
+    let _back = PrivateRedis::start_on(private.port);
+    eventually("Redis answers again", Duration::from_secs(20), || async {
+        queue.ping().await.is_ok()
+    })
+    .await;
+    let sweep = || reconcile(&db.store, &queue, &s.engine);
+    assert_eq!(sweep().await.unwrap().branches_requested, 1);
+    assert_eq!(
+        sweep().await.unwrap().branches_requested,
+        0,
+        "its job waits: not requested twice"
+    );
+    let worker = start_worker(s.clone()).await;
+    let done = summaries(&compactor, &k, 1).await;
+    assert_eq!(done[0].branch_point, ids[1]);
+    eventually("the queue drains", Duration::from_secs(30), || async {
+        let counts = queue.counts().await.unwrap();
+        counts.waiting == 0 && counts.running == 0
+    })
+    .await;
+    assert_eq!(sweep().await.unwrap().branches_requested, 0);
     worker.stop().await;
 }
 

@@ -805,8 +805,8 @@ async fn reconcile(settings: &ClientSettings, out: Output) -> ExitCode {
         .await?;
         out.print(&r, || {
             format!(
-                "{} over their trigger: {} requested again, {} in hand, {} held by their breaker, {} dead-lettered",
-                r.over_trigger, r.requested, r.in_hand, r.breaker_open, r.dead_lettered
+                "{} over their trigger: {} requested again, {} in hand, {} held by their breaker, {} dead-lettered; {} branch summaries requested",
+                r.over_trigger, r.requested, r.in_hand, r.breaker_open, r.dead_lettered, r.branches_requested
             )
         });
         Ok(ExitCode::SUCCESS)
