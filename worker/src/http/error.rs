@@ -304,7 +304,7 @@ pub enum ErrorCode {
     UnknownDelivery,
     /// 404: the message a head move names is not the workstream's.
     UnknownMessage,
-    /// 400: the parent an append names is not a message of the workstream.
+    /// 404: the parent an append names is not a message of the workstream.
     InvalidParent,
     /// 409: the head cannot move there (compacted), or not now (a
     /// compaction runs and the move would leave a branch).
@@ -505,6 +505,65 @@ mod tests {
             "{refused}"
         );
         assert!(!refused.to_string().contains("secret_column"), "{refused}");
+    }
+
+    /// docs/BAD_INPUT.md lists every code with its status (issue 36, item
+    /// 2: every refusal documented with its code).
+    #[test]
+    fn every_error_code_is_listed_in_bad_input_md_with_its_status() {
+        let doc = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/BAD_INPUT.md"),
+        )
+        .unwrap();
+        let table = doc
+            .split_once("## Every error code")
+            .map(|(_, rest)| rest)
+            .expect("the section");
+        for code in ErrorCode::ALL {
+            let status = match code {
+                ErrorCode::NotReady => 503,
+                other => {
+                    assert_eq!(error_of(other).error_code(), other);
+                    error_of(other).status().as_u16()
+                }
+            };
+            let row = format!("| `{}` | {status} |", code.as_str());
+            assert!(table.contains(&row), "no row {row}");
+        }
+    }
+
+    /// An error of each code (`NotReady` is the probes' own body).
+    fn error_of(code: ErrorCode) -> ApiError {
+        let m = String::new;
+        match code {
+            ErrorCode::InvalidKey => ApiError::InvalidKey(m()),
+            ErrorCode::InvalidBody => ApiError::InvalidBody(m()),
+            ErrorCode::InvalidMessage => ApiError::InvalidMessage(m()),
+            ErrorCode::InvalidQuery => ApiError::InvalidQuery(m()),
+            ErrorCode::InvalidHeader => ApiError::InvalidHeader(m()),
+            ErrorCode::ClientIdConflict => ApiError::ClientIdConflict(m()),
+            ErrorCode::Unauthorized => ApiError::Unauthorized("no token"),
+            ErrorCode::UnknownWorkstream => ApiError::UnknownWorkstream(m()),
+            ErrorCode::UnknownDelivery => ApiError::UnknownDelivery(m()),
+            ErrorCode::UnknownMessage => ApiError::UnknownMessage(m()),
+            ErrorCode::InvalidParent => ApiError::InvalidParent(m()),
+            ErrorCode::BranchConflict => ApiError::BranchConflict(m()),
+            ErrorCode::UnknownJob => ApiError::UnknownJob(m()),
+            ErrorCode::JobFinished => ApiError::JobFinished(m()),
+            ErrorCode::NotFound => ApiError::NotFound(m()),
+            ErrorCode::MethodNotAllowed => ApiError::MethodNotAllowed,
+            ErrorCode::PayloadTooLarge => ApiError::PayloadTooLarge(m()),
+            ErrorCode::RedisUnavailable => ApiError::RedisUnavailable(m()),
+            ErrorCode::DatabaseUnavailable => ApiError::DatabaseUnavailable(m()),
+            ErrorCode::DatabaseTimeout => ApiError::DatabaseTimeout(m()),
+            ErrorCode::SchemaMismatch => ApiError::SchemaMismatch(m()),
+            ErrorCode::ShuttingDown => ApiError::ShuttingDown,
+            ErrorCode::RequestTimeout => ApiError::RequestTimeout(m()),
+            ErrorCode::Overloaded => ApiError::Overloaded(m()),
+            ErrorCode::Internal => ApiError::Internal(m()),
+            ErrorCode::QueueKeyWrongType => ApiError::QueueKeyWrongType(m()),
+            ErrorCode::NotReady => ApiError::Internal(m()),
+        }
     }
 
     #[test]
