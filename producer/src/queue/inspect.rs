@@ -55,21 +55,7 @@ pub struct QueueCounts {
 impl Queue {
     /// The state of `key`'s job, if there is one.
     pub async fn job_state(&self, key: &EntityKey) -> Result<Option<JobState>, QueueError> {
-        let mut conn = self.conn.clone();
-        let fields: Result<Vec<Option<String>>, _> = redis::cmd("HMGET")
-            .arg(self.keys.job(key))
-            .arg(&["state", "job_id", "attempts", "followup"])
-            .query_async(&mut conn)
-            .await;
-        let fields = match fields {
-            Ok(fields) => fields,
-            Err(e) => {
-                return Err(self
-                    .named_refusal("job_state", e, &[(self.keys.job(key), "hash")])
-                    .await)
-            }
-        };
-        job_state(&fields)
+        self.record_state(self.keys.job(key)).await
     }
 
     /// The state of the `summarize_branch` job of `key`'s branch left at
@@ -81,7 +67,11 @@ impl Queue {
     ) -> Result<Option<JobState>, QueueError> {
         let member =
             compactor_shared::payload::Payload::summarize_branch(key.clone(), leaf, leaf).member();
-        let record = self.keys.job_of_member(&member);
+        self.record_state(self.keys.job_of_member(&member)).await
+    }
+
+    /// The state of the job whose record is `record`.
+    async fn record_state(&self, record: String) -> Result<Option<JobState>, QueueError> {
         let mut conn = self.conn.clone();
         let fields: Result<Vec<Option<String>>, _> = redis::cmd("HMGET")
             .arg(&record)

@@ -146,22 +146,10 @@ impl Store {
         limit: u64,
     ) -> Result<Vec<WorkstreamRow>, StoreError> {
         use sea_orm::sea_query::ExprTrait;
-        use sea_orm::{QueryOrder, QuerySelect};
         let total = Expr::col(Column::SummaryTokens).add(Expr::col(Column::UncompactedTokens));
-        let mut query =
-            Entity::find().filter(total.gte(i64::try_from(min_tokens).unwrap_or(i64::MAX)));
-        if let Some(after) = after {
-            query = query.filter(Column::Id.gt(after));
-        }
-        query
-            .order_by_asc(Column::Id)
-            .limit(limit)
-            .all(&self.db)
+        let over = total.gte(i64::try_from(min_tokens).unwrap_or(i64::MAX));
+        self.page_where(over, after, limit, "workstreams_over")
             .await
-            .map_err(StoreError::db("workstreams_over"))?
-            .into_iter()
-            .map(WorkstreamRow::from_model)
-            .collect()
     }
 
     /// Workstreams that have branched (a head is set), with an id above
@@ -172,8 +160,22 @@ impl Store {
         after: Option<i64>,
         limit: u64,
     ) -> Result<Vec<WorkstreamRow>, StoreError> {
+        let branched = Column::HeadMessageId.is_not_null();
+        self.page_where(branched, after, limit, "branched_workstreams")
+            .await
+    }
+
+    /// The workstreams `condition` takes with an id above `after`, in id
+    /// order, at most `limit`: one page of a sweep's walk.
+    async fn page_where(
+        &self,
+        condition: impl sea_orm::sea_query::IntoCondition,
+        after: Option<i64>,
+        limit: u64,
+        op: &'static str,
+    ) -> Result<Vec<WorkstreamRow>, StoreError> {
         use sea_orm::{QueryOrder, QuerySelect};
-        let mut query = Entity::find().filter(Column::HeadMessageId.is_not_null());
+        let mut query = Entity::find().filter(condition);
         if let Some(after) = after {
             query = query.filter(Column::Id.gt(after));
         }
@@ -182,7 +184,7 @@ impl Store {
             .limit(limit)
             .all(&self.db)
             .await
-            .map_err(StoreError::db("branched_workstreams"))?
+            .map_err(StoreError::db(op))?
             .into_iter()
             .map(WorkstreamRow::from_model)
             .collect()
