@@ -328,14 +328,9 @@ async fn abandoned_and_revisited(backend: Backend) {
 /// The same abandoned leaf requested twice is one job (and one summary);
 /// another leaf is a job of its own, and neither touches the entity's
 /// compaction job.
-/// Four messages appended to `k`, then the head moved back to the second:
-/// their ids, and the new `summarize_branch` job of the branch left
-/// (messages 3 and 4).
-async fn four_messages_left_at_the_second(
-    compactor: &Compactor,
-    k: &EntityKey,
-) -> (Vec<MessageId>, u64) {
-    let ids = compactor
+/// Four messages appended to `k` (a linear workstream): their ids.
+async fn four_messages(compactor: &Compactor, k: &EntityKey) -> Vec<MessageId> {
+    compactor
         .append_messages(
             k,
             (0..4)
@@ -344,7 +339,17 @@ async fn four_messages_left_at_the_second(
         )
         .await
         .unwrap()
-        .ids;
+        .ids
+}
+
+/// Four messages appended to `k`, then the head moved back to the second:
+/// their ids, and the new `summarize_branch` job of the branch left
+/// (messages 3 and 4).
+async fn four_messages_left_at_the_second(
+    compactor: &Compactor,
+    k: &EntityKey,
+) -> (Vec<MessageId>, u64) {
+    let ids = four_messages(compactor, k).await;
     let left = compactor.move_head(k, ids[1]).await.unwrap();
     let Some(EnqueueOutcome::Added { job_id }) = left.branch_job else {
         panic!("a new job: {left:?}");
@@ -452,12 +457,21 @@ async fn a_branch_job_cancelled_while_it_summarizes_attaches_nothing() {
         !llm.calls().is_empty()
     })
     .await;
-    let asked = llm.calls()[0].at;
     let q = redis.queue().await;
     q.cancel(job_id, CancelThen::Dead).await.unwrap();
-    // The answer, and time for the write that would follow it.
-    let settled = asked + answer_in + Duration::from_secs(2);
-    tokio::time::sleep(settled.saturating_duration_since(std::time::Instant::now())).await;
+    // The attempt has ended when its completion finds the lease revoked
+    // (a lost lease, counted): a write it made would be there by then.
+    let metrics = format!("{}/metrics", worker.admin_url());
+    eventually(
+        "the cancelled attempt ends",
+        Duration::from_secs(30),
+        || async {
+            let text = reqwest::get(&metrics).await.unwrap().text().await.unwrap();
+            text.lines()
+                .any(|l| l.starts_with("compactor_leases_lost_total{") && !l.ends_with(" 0"))
+        },
+    )
+    .await;
     assert!(
         compactor.branch_summaries(&k).await.unwrap().is_empty(),
         "the cancelled attempt attached nothing"
@@ -495,16 +509,7 @@ async fn a_branch_left_while_redis_is_down_is_summarized_after_a_sweep() {
         .unwrap();
     let compactor = Compactor::from_parts(db.store.clone(), queue.clone(), s.engine.clone()).await;
     let k = key(&unique_name("lost-branch"));
-    let ids = compactor
-        .append_messages(
-            &k,
-            (0..4)
-                .map(|i| IncomingMessage::text(Role::User, format!("message {i}")))
-                .collect(),
-        )
-        .await
-        .unwrap()
-        .ids;
+    let ids = four_messages(&compactor, &k).await;
     private.kill();
     let left = compactor.move_head(&k, ids[1]).await.unwrap();
     assert!(left.abandoned.is_some(), "{left:?}");
