@@ -315,22 +315,8 @@ pub(super) async fn retry(
 ) -> Result<Json<RetryReport>, ApiError> {
     let filter = body.filter()?;
     let after = body.after()?;
-    let compactor = state.compactor();
-    let (report, next_cursor) = bulk(
-        &state,
-        &filter,
-        BulkAction::Retry,
-        body.dry_run,
-        after,
-        |report| async move {
-            for r in report {
-                if let Some(trigger) = &r.trigger {
-                    record_requested(compactor.store(), &r.key, trigger, &r.outcome).await;
-                }
-            }
-        },
-    )
-    .await?;
+    let (report, next_cursor) =
+        bulk(&state, &filter, BulkAction::Retry, body.dry_run, after).await?;
     log_bulk(
         "retry",
         &filter,
@@ -349,24 +335,20 @@ pub(super) async fn retry(
 }
 
 /// Walks the letters `filter` takes with `action`, from `after`, a batch
-/// at a time, handing each batch's retried letters to `written` (their
-/// events) before the next batch is read, until none is left or the call
+/// at a time, writing each batch's `compaction.requested` events (a retry's
+/// requests) before the next batch is read, until none is left or the call
 /// has worked for its budget. The report, and where the walk stopped when
 /// letters are left.
-async fn bulk<F, Fut>(
+async fn bulk(
     state: &AppState,
     filter: &DeadFilter,
     action: BulkAction,
     dry_run: bool,
     after: Option<DeadCursor>,
-    written: F,
-) -> Result<(BulkReport, Option<String>), ApiError>
-where
-    F: Fn(Vec<compactor_producer::queue::RetriedLetter>) -> Fut,
-    Fut: std::future::Future<Output = ()>,
-{
+) -> Result<(BulkReport, Option<String>), ApiError> {
     let until = tokio::time::Instant::now() + state.bulk_budget();
-    let queue = state.compactor().queue();
+    let compactor = state.compactor();
+    let queue = compactor.queue();
     let mut walk = queue.dead_letters_walk(filter, action, dry_run).await?;
     if let Some(after) = after {
         walk.resume_after(after);
@@ -374,7 +356,11 @@ where
     let mut report = BulkReport::default();
     loop {
         let more = queue.dead_letters_step(&mut walk, &mut report).await?;
-        written(std::mem::take(&mut report.retried)).await;
+        for r in report.retried.drain(..) {
+            if let Some(trigger) = &r.trigger {
+                record_requested(compactor.store(), &r.key, trigger, &r.outcome).await;
+            }
+        }
         if !more {
             return Ok((report, None));
         }
@@ -407,15 +393,8 @@ pub(super) async fn purge(
 ) -> Result<Json<PurgeReport>, ApiError> {
     let filter = body.filter()?;
     let after = body.after()?;
-    let (report, next_cursor) = bulk(
-        &state,
-        &filter,
-        BulkAction::Purge,
-        body.dry_run,
-        after,
-        |_| async {},
-    )
-    .await?;
+    let (report, next_cursor) =
+        bulk(&state, &filter, BulkAction::Purge, body.dry_run, after).await?;
     log_bulk(
         "purge",
         &filter,
