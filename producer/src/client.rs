@@ -53,10 +53,12 @@ use crate::store::{
 mod branches;
 mod cancel;
 mod kept_tails;
+mod named;
 mod turn_context;
 
 pub use branches::{BranchLeft, HeadOutcome};
 pub use cancel::JobCancelled;
+pub use named::Named;
 
 /// Largest message accepted, as JSON (a bigger one is an error, not a
 /// truncation: the caller decides what to drop).
@@ -721,6 +723,25 @@ impl Compactor {
         }
         .emit();
         Ok(outcome)
+    }
+
+    /// Requests a compaction now, whatever the size, as
+    /// [`Compactor::compact_now`] does (ahead of automatic ones), for a
+    /// context the model refused as longer than its window whatever the
+    /// estimate said. Unlike `compact_now` it leaves an open circuit
+    /// breaker open (`None`: nothing requested), so a workstream whose
+    /// compactions keep failing is not retried on every refusal.
+    pub async fn compact_refused(
+        &self,
+        key: &EntityKey,
+    ) -> Result<Option<EnqueueOutcome>, ClientError> {
+        let ws = self.workstream(key).await?;
+        if ws.breaker_open() {
+            return Ok(None);
+        }
+        let trigger = Trigger::Manual { instructions: None };
+        let outcome = request_recorded(&self.inner.store, &self.inner.queue, key, &trigger).await?;
+        Ok(Some(outcome))
     }
 
     /// Requests a compaction now, whatever the size, with optional focus

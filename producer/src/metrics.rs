@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 
 pub use crate::events::catalogue::{
     describe, describe_families, labels, names, Family, Kind, EVENT_FAMILIES, FAMILIES,
-    HISTOGRAM_BUCKETS, HOOK_FAMILIES, LLM_FAMILIES,
+    HISTOGRAM_BUCKETS, HOOK_FAMILIES, LLM_FAMILIES, PROXY_FAMILIES,
 };
 
 /// The `domain` label of every domain not in the allow-list.

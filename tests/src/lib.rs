@@ -176,6 +176,7 @@ pub struct Worker {
     task: JoinHandle<Result<(), compactor_worker::startup::StartupError>>,
     admin: Option<SocketAddr>,
     probes: Option<SocketAddr>,
+    proxy: Option<SocketAddr>,
 }
 
 /// Starts a worker through `startup::run`, as `compactor-worker` does
@@ -188,6 +189,7 @@ pub fn spawn_worker(settings: Settings) -> Worker {
         task,
         admin: None,
         probes: None,
+        proxy: None,
     }
 }
 
@@ -200,12 +202,14 @@ pub async fn start_worker(settings: Settings) -> Worker {
         .expect("the worker starts");
     let admin = app.admin_addr();
     let probes = app.probe_addr();
+    let proxy = app.proxy_addr();
     let task = tokio::spawn(app.run());
     Worker {
         shutdown,
         task,
         admin,
         probes,
+        proxy,
     }
 }
 
@@ -224,6 +228,15 @@ impl Worker {
         let addr = self
             .probes
             .expect("a worker from start_worker, admin.health_listen set");
+        format!("http://{addr}")
+    }
+
+    /// `http://127.0.0.1:<port>` of the drop-in proxy (`proxy.listen`, of
+    /// a [`start_worker`]).
+    pub fn proxy_url(&self) -> String {
+        let addr = self
+            .proxy
+            .expect("a worker from start_worker, proxy.listen set");
         format!("http://{addr}")
     }
 

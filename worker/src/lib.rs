@@ -27,6 +27,7 @@ pub mod jobs;
 pub mod llm;
 pub mod observability;
 pub mod outbox;
+pub mod proxy;
 pub mod runtime;
 pub mod settings;
 pub mod signals;

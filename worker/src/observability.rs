@@ -74,6 +74,7 @@ pub fn install() -> Result<PrometheusHandle, ObservabilityError> {
         compactor_producer::metrics::describe();
         compactor_producer::metrics::describe_families(compactor_producer::metrics::EVENT_FAMILIES);
         compactor_producer::metrics::describe_families(compactor_producer::metrics::HOOK_FAMILIES);
+        compactor_producer::metrics::describe_families(compactor_producer::metrics::PROXY_FAMILIES);
         llm_metrics::describe();
         spawn_upkeep(handle.clone());
     }
@@ -101,6 +102,12 @@ fn spawn_upkeep(handle: PrometheusHandle) {
 /// hook configured; see [`crate::hook`]).
 pub fn register_hook_series() {
     events::create_hook_series();
+}
+
+/// Creates the drop-in proxy's series at zero (a worker with `[proxy]
+/// listen` set; see [`crate::proxy`]).
+pub fn register_proxy_series() {
+    events::create_proxy_series();
 }
 
 /// Creates, at zero, every counter series the process can record (see
@@ -145,7 +152,7 @@ mod tests {
                 .unwrap_or_else(|| panic!("{} has no buckets", family.name));
             assert!(buckets.windows(2).all(|w| w[0] < w[1]), "{}", family.name);
         }
-        assert_eq!(HISTOGRAM_BUCKETS.len(), 11);
+        assert_eq!(HISTOGRAM_BUCKETS.len(), 13);
     }
 
     #[test]

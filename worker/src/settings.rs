@@ -18,6 +18,7 @@ use subtle::ConstantTimeEq;
 use crate::hook::HookSettings;
 use crate::llm::{LlmConfig, Provider};
 use crate::outbox::EventsSettings;
+use crate::proxy::ProxySettings;
 use crate::runtime::RuntimeConfig;
 
 /// `[log]`.
@@ -309,6 +310,8 @@ pub struct Settings {
     pub events: EventsSettings,
     /// `[hook]`: the pre-compaction hook (none without a URL).
     pub hook: HookSettings,
+    /// `[proxy]`: the drop-in proxy (off without a listen address).
+    pub proxy: ProxySettings,
 }
 
 /// `[reconcile]`: the sweep that re-requests compactions the queue lost
@@ -366,6 +369,9 @@ impl Settings {
         self.metrics.validate().map_err(invalid)?;
         self.events.validate().map_err(invalid)?;
         self.hook.validate().map_err(invalid)?;
+        self.proxy
+            .validate(self.admin.token.is_some() || self.admin.token_env.is_some())
+            .map_err(invalid)?;
         self.database.validate().map_err(invalid)?;
         let window = self.engine.trigger.context_window();
         if window > 0 && self.database.context_max_tokens < window {

@@ -41,6 +41,7 @@ use crate::jobs::{CompactHandler, CompactSettings, Summarizer};
 use crate::llm::{LlmClient, LlmError, Provider};
 use crate::observability::{self, ObservabilityError};
 use crate::outbox::{Relay, Webhook};
+use crate::proxy::ProxyState;
 use crate::runtime::{DeadLetterHook, DeadLettered, Runtime, RuntimeError};
 use crate::settings::{MissingAdminToken, Settings};
 use probe::Probe;
@@ -83,6 +84,8 @@ pub enum StartupError {
     Runtime(#[from] RuntimeError),
     #[error(transparent)]
     AdminToken(#[from] MissingAdminToken),
+    #[error(transparent)]
+    Proxy(#[from] crate::proxy::ProxyStartError),
     #[error("admin API: cannot listen on {addr}: {source}")]
     AdminBind {
         addr: SocketAddr,
@@ -115,6 +118,7 @@ impl StartupError {
             StartupError::AdminToken(_)
             | StartupError::WebhookSecret(_)
             | StartupError::Hook(_)
+            | StartupError::Proxy(crate::proxy::ProxyStartError::MissingKey(_))
             | StartupError::RedisAuth(_)
             | StartupError::DatabaseRefused { .. }
             | StartupError::Llm(LlmError::Config(_))
@@ -138,6 +142,9 @@ pub struct Application {
     /// The probe listener (`admin.health_listen`), when configured.
     probes: Option<AdminServer>,
     probe_addr: Option<SocketAddr>,
+    /// The drop-in proxy (`[proxy] listen`), when configured.
+    proxy: Option<AdminServer>,
+    proxy_addr: Option<SocketAddr>,
     reconcile: Option<Reconciler>,
     /// The event outbox's relay: runs beside the runtime, stops after it.
     relay: Relay,
@@ -155,13 +162,15 @@ impl Application {
         settings: Settings,
         shutdown: CancellationToken,
     ) -> Result<Application, StartupError> {
-        let admin_token = if settings.admin.enabled {
+        // The proxy takes the admin token too (in its own header).
+        let admin_token = if settings.admin.enabled || settings.proxy.listen.is_some() {
             settings
                 .admin
                 .resolve_token(|name| std::env::var(name).ok())?
         } else {
             None
         };
+        let admin_token_for_proxy = admin_token.clone();
         let webhooks = resolve_webhooks(&settings)?;
         let hook = Hook::from_settings(&settings.hook, |name| std::env::var(name).ok())
             .map_err(StartupError::Hook)?;
@@ -252,6 +261,35 @@ impl Application {
         } else {
             (None, None)
         };
+        let (proxy, proxy_addr) = match settings.proxy.listen {
+            Some(listen) => {
+                if !settings.admin.enabled {
+                    // The recorder is installed with the admin API.
+                    observability::install()?;
+                }
+                observability::register_proxy_series();
+                let compactor =
+                    Compactor::from_parts(store.clone(), queue.clone(), settings.engine.clone())
+                        .await;
+                let state =
+                    ProxyState::new(compactor, settings.proxy.clone(), admin_token_for_proxy)
+                        .map_err(StartupError::Proxy)?;
+                let fitted =
+                    descriptors::fit_to_process(&settings.admin, settings.worker.concurrency);
+                let bind_error = |addr| move |source| StartupError::AdminBind { addr, source };
+                let server = AdminServer::bind(
+                    Listener::Proxy,
+                    listen,
+                    crate::proxy::router(state),
+                    ConnectionLimits::from_settings(&fitted),
+                )
+                .await
+                .map_err(bind_error(listen))?;
+                let addr = server.local_addr().map_err(bind_error(listen))?;
+                (Some(server), Some(addr))
+            }
+            None => (None, None),
+        };
         info!(
             summarizer = summarizer.model().as_deref().unwrap_or("extractive"),
             database = %settings.database.url,
@@ -259,6 +297,7 @@ impl Application {
             redis_cluster = settings.redis.cluster,
             admin = %admin_addr.map_or_else(|| "disabled".to_owned(), |a| a.to_string()),
             probes = %probe_addr.map_or_else(|| "with the API".to_owned(), |a| a.to_string()),
+            proxy = %proxy_addr.map_or_else(|| "disabled".to_owned(), |a| a.to_string()),
             "compactor-worker ready"
         );
         let store_for_sweep = store.clone();
@@ -301,6 +340,8 @@ impl Application {
             admin_addr,
             probes: probe_server,
             probe_addr,
+            proxy,
+            proxy_addr,
             reconcile,
             relay,
             cleanups,
@@ -320,6 +361,12 @@ impl Application {
         self.probe_addr
     }
 
+    /// Where the drop-in proxy listens (`[proxy] listen`, the port
+    /// actually bound), when it is configured.
+    pub fn proxy_addr(&self) -> Option<SocketAddr> {
+        self.proxy_addr
+    }
+
     /// Runs the queue runtime and serves the admin API until the shutdown
     /// token given to [`Application::build`] is cancelled and the runtime
     /// has drained; then the API stops too.
@@ -330,6 +377,10 @@ impl Application {
             tokio::spawn(async move { server.serve(stop).await })
         });
         let probes = self.probes.map(|server| {
+            let stop = stop_admin.clone();
+            tokio::spawn(async move { server.serve(stop).await })
+        });
+        let proxy = self.proxy.map(|server| {
             let stop = stop_admin.clone();
             tokio::spawn(async move { server.serve(stop).await })
         });
@@ -362,7 +413,7 @@ impl Application {
         if let Some(sweep) = sweep {
             sweep.abort();
         }
-        for server in [server, probes].into_iter().flatten() {
+        for server in [server, probes, proxy].into_iter().flatten() {
             match server.await {
                 Ok(Ok(())) => {}
                 Ok(Err(e)) => {

@@ -164,6 +164,22 @@ pub mod names {
     /// the answer included), by `outcome`.
     pub const HOOK_CALL_SECONDS: &str = "compactor_hook_call_seconds";
 
+    /// Counter: requests through the drop-in proxy, by `route`
+    /// (`chat_completions`, `other`), `context` (what the proxy sent on:
+    /// `compacted`, `whole`, `forwarded`, `degraded`) and `status` (the
+    /// class of the answer's status).
+    pub const PROXY_REQUESTS_TOTAL: &str = "compactor_proxy_requests_total";
+    /// Histogram: time from a proxied request to its answer's head (the
+    /// provider's time included), by `route`.
+    pub const PROXY_REQUEST_SECONDS: &str = "compactor_proxy_request_seconds";
+    /// Histogram: what the proxy adds to a request before sending it on
+    /// (storing the history, building the context, any wait), by `route`.
+    pub const PROXY_OVERHEAD_SECONDS: &str = "compactor_proxy_overhead_seconds";
+    /// Counter: estimated tokens of the messages of proxied chat requests,
+    /// by `side`: `client` (as sent to the proxy) and `upstream` (as sent
+    /// on). Their difference is what compaction saved.
+    pub const PROXY_PROMPT_TOKENS_TOTAL: &str = "compactor_proxy_prompt_tokens_total";
+
     /// Counter: HTTP requests to the LLM, by `provider` and `outcome`
     /// ([`super::LlmOutcome`]).
     pub const LLM_REQUESTS_TOTAL: &str = "compactor_llm_requests_total";
@@ -1038,6 +1054,35 @@ pub const HOOK_FAMILIES: &[Family] = &[
     ),
 ];
 
+/// The drop-in proxy's families (their series exist once `[proxy]
+/// listen` is set).
+pub const PROXY_FAMILIES: &[Family] = &[
+    family(
+        names::PROXY_REQUESTS_TOTAL,
+        Kind::Counter,
+        &["route", "context", "status"],
+        "Requests through the drop-in proxy, by route, what was sent on (compacted, whole, forwarded, degraded) and status class",
+    ),
+    family(
+        names::PROXY_REQUEST_SECONDS,
+        Kind::Histogram,
+        &["route"],
+        "Time from a proxied request to its answer's head, the provider's time included, by route",
+    ),
+    family(
+        names::PROXY_OVERHEAD_SECONDS,
+        Kind::Histogram,
+        &["route"],
+        "Time the proxy adds before sending a request on (storing, building the context, waiting), by route",
+    ),
+    family(
+        names::PROXY_PROMPT_TOKENS_TOTAL,
+        Kind::Counter,
+        &["side"],
+        "Estimated tokens of proxied chat messages, as the client sent them and as sent on",
+    ),
+];
+
 /// Every family, the LLM clients' and the event outbox's included.
 pub fn all_families() -> impl Iterator<Item = &'static Family> {
     FAMILIES
@@ -1045,6 +1090,7 @@ pub fn all_families() -> impl Iterator<Item = &'static Family> {
         .chain(LLM_FAMILIES)
         .chain(EVENT_FAMILIES)
         .chain(HOOK_FAMILIES)
+        .chain(PROXY_FAMILIES)
 }
 
 /// The family named `name`, if any.
@@ -1147,6 +1193,8 @@ pub const HISTOGRAM_BUCKETS: &[(&str, &[f64])] = &[
     (names::COMPACTION_EVIDENCE_LINES, buckets::EVIDENCE_LINES),
     (names::HTTP_REQUEST_SECONDS, buckets::HTTP_SECONDS),
     (names::HOOK_CALL_SECONDS, buckets::HTTP_SECONDS),
+    (names::PROXY_REQUEST_SECONDS, buckets::RUN_SECONDS),
+    (names::PROXY_OVERHEAD_SECONDS, buckets::HTTP_SECONDS),
 ];
 
 #[cfg(test)]
@@ -1209,6 +1257,7 @@ mod tests {
         assert_eq!(LLM_FAMILIES.len(), 8);
         assert_eq!(EVENT_FAMILIES.len(), 5);
         assert_eq!(HOOK_FAMILIES.len(), 2);
+        assert_eq!(PROXY_FAMILIES.len(), 4);
         for (name, _) in HISTOGRAM_BUCKETS {
             let f = family_named(name).unwrap_or_else(|| panic!("{name}: no family"));
             assert_eq!(f.kind, Kind::Histogram, "{name}");

@@ -1055,6 +1055,38 @@ impl PgArray {
     }
 }
 
+impl Store {
+    /// The ids of the workstream's messages named by `client_ids` (those it
+    /// stores; one query per [`LOOKUP_BATCH`]). For a caller that names its
+    /// messages itself and must learn where a history it resends leaves
+    /// the stored one (the proxy).
+    pub async fn message_ids_by_client_id(
+        &self,
+        workstream_id: i64,
+        client_ids: &[String],
+    ) -> Result<HashMap<String, MessageId>, StoreError> {
+        const OP: &str = "message_ids_by_client_id";
+        let mut found = HashMap::new();
+        for batch in client_ids.chunks(LOOKUP_BATCH) {
+            let rows: Vec<(i64, Option<String>)> = message::Entity::find()
+                .select_only()
+                .column(message::Column::Id)
+                .column(message::Column::ClientId)
+                .filter(message::Column::WorkstreamId.eq(workstream_id))
+                .filter(message::Column::ClientId.is_in(batch.iter().map(String::as_str)))
+                .into_tuple()
+                .all(&self.db)
+                .await
+                .map_err(StoreError::db(OP))?;
+            found.extend(
+                rows.into_iter()
+                    .filter_map(|(id, client_id)| Some((client_id?, MessageId(id)))),
+            );
+        }
+        Ok(found)
+    }
+}
+
 /// The workstream's stored messages named by the client ids of `messages`.
 async fn stored_by_client_id<C: ConnectionTrait>(
     db: &C,

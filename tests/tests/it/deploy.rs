@@ -184,6 +184,7 @@ fn families() -> Vec<&'static Family> {
         .chain(compactor_worker::llm::metrics::FAMILIES)
         .chain(compactor_producer::metrics::EVENT_FAMILIES)
         .chain(compactor_producer::metrics::HOOK_FAMILIES)
+        .chain(compactor_producer::metrics::PROXY_FAMILIES)
         .collect()
 }
 

@@ -28,6 +28,7 @@ mod lifecycle;
 mod llm_faults;
 mod pause;
 mod priority;
+mod proxy;
 mod quality;
 mod queue_control;
 mod queue_http;

@@ -29,6 +29,7 @@ mod http;
 mod job;
 mod llm;
 mod outbox;
+mod proxy;
 mod queue;
 mod series;
 
@@ -47,6 +48,7 @@ pub(crate) use llm::{
     LlmTokensUsed,
 };
 pub(crate) use outbox::{DeliveryAttempted, EventsRelayed, OutboxSampled, RelayStepFailed};
+pub(crate) use proxy::{create_proxy_series, PromptTokens, ProxyServed};
 pub(crate) use queue::{
     DepthSampled, JobHandedBack, LeaseLost, LeasesSwept, PauseSampled, QueueOpFailed,
     UnusableEntryDeadLettered,

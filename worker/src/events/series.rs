@@ -74,7 +74,7 @@ pub(crate) fn create_series(queue: &str, routes: impl IntoIterator<Item = &'stat
     }
 
     // The admin API's, by route template.
-    for listener in ["api", "probes"] {
+    for listener in ["api", "probes", "proxy"] {
         metrics::counter!(names::HTTP_CONNECTIONS_SHED_TOTAL, "listener" => listener).increment(0);
     }
     for route in routes {

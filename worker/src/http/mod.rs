@@ -53,6 +53,7 @@ mod server;
 pub mod workstream_list;
 pub mod workstreams;
 
+pub(crate) use request_metrics::status_class;
 /// The one route label of every console page (see `request_metrics`).
 pub use request_metrics::CONSOLE_ROUTE;
 

@@ -68,7 +68,7 @@ fn route_label(matched: &str) -> &'static str {
 }
 
 /// `2xx`, `4xx`, …: the label of `status`'s class.
-fn status_class(status: StatusCode) -> &'static str {
+pub(crate) fn status_class(status: StatusCode) -> &'static str {
     match status.as_u16() {
         100..=199 => "1xx",
         200..=299 => "2xx",

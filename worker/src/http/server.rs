@@ -126,6 +126,8 @@ pub enum Listener {
     Api,
     /// `admin.health_listen`: the probes and `/metrics` only.
     Probes,
+    /// `proxy.listen`: the drop-in proxy.
+    Proxy,
 }
 
 impl Listener {
@@ -134,6 +136,7 @@ impl Listener {
         match self {
             Listener::Api => "api",
             Listener::Probes => "probes",
+            Listener::Proxy => "proxy",
         }
     }
 }
@@ -143,6 +146,7 @@ impl std::fmt::Display for Listener {
         f.write_str(match self {
             Listener::Api => "admin API",
             Listener::Probes => "probe listener",
+            Listener::Proxy => "drop-in proxy",
         })
     }
 }

@@ -1,0 +1,491 @@
+//! The drop-in proxy of a worker started as the binary starts it, called
+//! over real sockets as an SDK calls a provider, in front of a fake
+//! OpenAI-compatible upstream on loopback that records what it receives.
+//! Real Redis and SQLite; the worker summarizes offline (extractive).
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use compactor_e2e::db::{Backend, TestDb};
+use compactor_e2e::{settings, small_model, start_worker, TestRedis, Worker};
+use serde_json::{json, Value};
+
+/// What the fake upstream received, and how it behaves.
+#[derive(Default)]
+struct Seen {
+    /// Each chat request's body and headers, in order.
+    requests: Vec<(HeaderMap, Value)>,
+    /// Refuse, as too long, any request whose messages' JSON is longer
+    /// than this (once each), as a model smaller than configured would.
+    refuse_over: Option<usize>,
+    /// Refusals made.
+    refused: usize,
+}
+
+#[derive(Clone, Default)]
+struct Upstream(Arc<Mutex<Seen>>);
+
+impl Upstream {
+    fn requests(&self) -> Vec<(HeaderMap, Value)> {
+        self.0.lock().unwrap().requests.clone()
+    }
+}
+
+/// A chat completion: a tool call when the user asks for the weather, a
+/// 429 for the model `rate-limited`, else an answer naming the turn.
+async fn completions(
+    State(upstream): State<Upstream>,
+    headers: HeaderMap,
+    Json(body): Json<Value>,
+) -> Response {
+    let messages = body["messages"].to_string();
+    {
+        let mut seen = upstream.0.lock().unwrap();
+        seen.requests.push((headers, body.clone()));
+        if seen.refuse_over.is_some_and(|limit| messages.len() > limit) {
+            seen.refused += 1;
+            return (
+                StatusCode::BAD_REQUEST,
+                Json(json!({"error": {"message": "This model's maximum context length is 4096 tokens.",
+                    "type": "invalid_request_error", "code": "context_length_exceeded"}})),
+            )
+                .into_response();
+        }
+    }
+    if body["model"] == "rate-limited" {
+        return (
+            StatusCode::TOO_MANY_REQUESTS,
+            [
+                ("retry-after", "7"),
+                ("x-ratelimit-remaining-requests", "0"),
+            ],
+            Json(json!({"error": {"message": "Rate limit reached", "type": "requests"}})),
+        )
+            .into_response();
+    }
+    let n = body["messages"].as_array().map_or(0, Vec::len);
+    let last = body["messages"]
+        .as_array()
+        .and_then(|m| m.last())
+        .cloned()
+        .unwrap_or_default();
+    let wants_tool = last["role"] == "user"
+        && last["content"]
+            .as_str()
+            .is_some_and(|c| c.contains("weather"));
+    let message = if wants_tool {
+        json!({"role": "assistant", "content": null, "tool_calls": [{"id": format!("call_{n}"),
+            "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\":\"Oslo\"}"}}]})
+    } else {
+        json!({"role": "assistant", "content": format!("Answer to request with {n} messages."), "refusal": null})
+    };
+    if body["stream"] == true {
+        let mut events = String::new();
+        let delta = |d: Value| {
+            format!(
+                "data: {}\n\n",
+                json!({"id": "c", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": d}]})
+            )
+        };
+        events += &delta(json!({"role": "assistant", "content": ""}));
+        if let Some(text) = message["content"].as_str() {
+            for piece in text.split_inclusive(' ') {
+                events += &delta(json!({"content": piece}));
+            }
+        }
+        if let Some(calls) = message["tool_calls"].as_array() {
+            for (i, c) in calls.iter().enumerate() {
+                events += &delta(
+                    json!({"tool_calls": [{"index": i, "id": c["id"], "type": "function",
+                    "function": {"name": c["function"]["name"], "arguments": ""}}]}),
+                );
+                events += &delta(json!({"tool_calls": [{"index": i,
+                    "function": {"arguments": c["function"]["arguments"]}}]}));
+            }
+        }
+        events += "data: [DONE]\n\n";
+        return ([("content-type", "text/event-stream")], events).into_response();
+    }
+    Json(json!({"id": "c", "object": "chat.completion", "model": body["model"],
+        "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": messages.len() / 4, "completion_tokens": 10, "total_tokens": messages.len() / 4 + 10}}))
+    .into_response()
+}
+
+async fn models() -> Json<Value> {
+    Json(json!({"object": "list", "data": [{"id": "fake-model", "object": "model"}]}))
+}
+
+/// Serves the fake upstream on a loopback port.
+async fn upstream() -> (Upstream, SocketAddr) {
+    let upstream = Upstream::default();
+    let app = Router::new()
+        .route("/v1/chat/completions", post(completions))
+        .route("/v1/models", get(models))
+        .with_state(upstream.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (upstream, addr)
+}
+
+/// A worker whose proxy sends on to `upstream`, with an 8,000-token window.
+async fn proxy_worker(db: &TestDb, redis: &TestRedis, upstream: SocketAddr) -> Worker {
+    let mut s = settings(&db.url, redis, None);
+    s.engine = small_model();
+    s.proxy.listen = Some(SocketAddr::from(([127, 0, 0, 1], 0)));
+    s.proxy.openai_upstream = format!("http://{upstream}");
+    s.proxy.max_wait = Duration::from_secs(10);
+    start_worker(s).await
+}
+
+/// A client that resends the whole history each turn, as SDKs do.
+struct Chat {
+    http: reqwest::Client,
+    url: String,
+    workstream: String,
+    messages: Vec<Value>,
+}
+
+impl Chat {
+    fn new(worker: &Worker, workstream: &str) -> Chat {
+        Chat {
+            http: reqwest::Client::new(),
+            url: format!("{}/v1/chat/completions", worker.proxy_url()),
+            workstream: workstream.to_owned(),
+            messages: vec![json!({"role": "system", "content": "You are a terse assistant."})],
+        }
+    }
+
+    /// Sends the history plus `user`; keeps the answer in the history.
+    async fn turn(&mut self, user: &str, stream: bool) -> Value {
+        self.messages.push(json!({"role": "user", "content": user}));
+        let answer = self.send(stream).await;
+        self.messages.push(answer.clone());
+        answer
+    }
+
+    /// Sends the history as it is; the answer's message.
+    async fn send(&self, stream: bool) -> Value {
+        let response = self
+            .http
+            .post(&self.url)
+            .header("authorization", "Bearer sk-test-key")
+            .header("x-compactor-workstream", &self.workstream)
+            .json(&json!({"model": "fake-model", "messages": self.messages, "stream": stream}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+        if !stream {
+            let body: Value = response.json().await.unwrap();
+            return body["choices"][0]["message"].clone();
+        }
+        // Put the streamed deltas together as an SDK does.
+        let text = response.text().await.unwrap();
+        let mut content = String::new();
+        let mut calls: Vec<Value> = Vec::new();
+        for line in text.lines() {
+            let Some(data) = line.strip_prefix("data: ") else {
+                continue;
+            };
+            if data == "[DONE]" {
+                continue;
+            }
+            let chunk: Value = serde_json::from_str(data).unwrap();
+            let delta = &chunk["choices"][0]["delta"];
+            content += delta["content"].as_str().unwrap_or_default();
+            for c in delta["tool_calls"].as_array().into_iter().flatten() {
+                let i = c["index"].as_u64().unwrap() as usize;
+                if i == calls.len() {
+                    calls.push(json!({"id": c["id"], "type": "function",
+                        "function": {"name": c["function"]["name"], "arguments": ""}}));
+                }
+                let args = calls[i]["function"]["arguments"]
+                    .as_str()
+                    .unwrap()
+                    .to_owned()
+                    + c["function"]["arguments"].as_str().unwrap_or_default();
+                calls[i]["function"]["arguments"] = args.into();
+            }
+        }
+        let mut message = json!({"role": "assistant", "content": content});
+        if !calls.is_empty() {
+            message["content"] = Value::Null;
+            message["tool_calls"] = calls.into();
+        }
+        message
+    }
+}
+
+/// Stored messages of the workstream `chat/<entity>`.
+async fn stored(db: &TestDb, entity: &str) -> i64 {
+    db.scalar(&format!(
+        "SELECT COUNT(*) AS n FROM messages m JOIN workstreams w ON w.id = m.workstream_id \
+         WHERE w.domain = 'chat' AND w.entity_id = '{entity}'"
+    ))
+    .await
+}
+
+/// Estimated tokens of a request's messages, as the worker estimates
+/// them (characters of content and tool calls, by 3).
+fn tokens(body: &Value) -> usize {
+    let chars: usize = body["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|m| {
+            m["content"].as_str().map_or(0, str::len)
+                + m["tool_calls"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|c| {
+                        c["function"]["name"].as_str().map_or(0, str::len)
+                            + c["function"]["arguments"].as_str().map_or(0, str::len)
+                    })
+                    .sum::<usize>()
+        })
+        .sum();
+    chars / 3
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conversation_resent_whole_each_turn_reaches_the_upstream_within_its_window_and_is_stored_once(
+) {
+    let db = TestDb::new(Backend::Sqlite).await;
+    let redis = TestRedis::new();
+    let (upstream, addr) = upstream().await;
+    let worker = proxy_worker(&db, &redis, addr).await;
+    let mut chat = Chat::new(&worker, "chat/long");
+    let turns = 150;
+    for t in 0..turns {
+        let user = format!(
+            "Turn {t}: the order ORD-{:05} ships to warehouse {} and the invoice total is EUR {}.{:02}; \
+             please keep track of it along with the earlier orders we discussed. {}",
+            10_000 + t * 7,
+            t % 13,
+            100 + t * 3,
+            t % 100,
+            "The customer asked us to confirm the delivery slot, the pallet count and the \
+             customs paperwork before dispatch, and to call back if anything changes. "
+                .repeat(2)
+        );
+        // Every fifth turn streams, every seventh asks for a tool.
+        if t % 7 == 3 {
+            let call = chat.turn("What is the weather in Oslo?", t % 5 == 0).await;
+            let id = call["tool_calls"][0]["id"].clone();
+            assert_eq!(call["tool_calls"][0]["function"]["name"], "get_weather");
+            chat.messages
+                .push(json!({"role": "tool", "tool_call_id": id, "content": "-3 °C, clear"}));
+            let answer = chat.send(false).await;
+            chat.messages.push(answer);
+        }
+        chat.turn(&user, t % 5 == 0).await;
+    }
+    let requests = upstream.requests();
+    // Stored once: every message of the client's history (the system
+    // prompt aside), however often it was resent.
+    let sent = chat.messages.len() as i64 - 1;
+    compactor_e2e::eventually(
+        "every message stored once",
+        Duration::from_secs(10),
+        || async { stored(&db, "long").await == sent },
+    )
+    .await;
+    // Compactions ran, and the upstream never got more than the window.
+    let compacted: Vec<&Value> = requests
+        .iter()
+        .map(|(_, b)| b)
+        .filter(|b| b["messages"].as_array().unwrap().len() < 20)
+        .collect();
+    assert!(!compacted.is_empty(), "no request was compacted");
+    let largest = requests.iter().map(|(_, b)| tokens(b)).max().unwrap();
+    assert!(largest <= 8_000, "the upstream got {largest} tokens");
+    let history = tokens(&json!({"messages": chat.messages}));
+    assert!(history > 3 * 8_000, "the history is {history} tokens");
+    // The last request: the client's system prompt, the summary, then the
+    // newest messages as the client wrote them; every other field as sent.
+    let (headers, last) = requests.last().unwrap();
+    let messages = last["messages"].as_array().unwrap();
+    assert_eq!(messages[0], chat.messages[0]);
+    assert_eq!(messages[1]["role"], "system");
+    assert!(messages[1]["content"].as_str().unwrap().contains("summary"));
+    assert_eq!(
+        messages.last().unwrap(),
+        chat.messages
+            .last()
+            .map(|_| &chat.messages[chat.messages.len() - 2])
+            .unwrap()
+    );
+    assert_eq!(last["model"], "fake-model");
+    assert_eq!(headers["authorization"], "Bearer sk-test-key");
+    assert!(headers.get("x-compactor-workstream").is_none());
+    // The newest exact value is in what the model got.
+    assert!(last["messages"]
+        .to_string()
+        .contains(&format!("ORD-{:05}", 10_000 + (turns - 1) * 7)));
+    worker.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_edited_earlier_message_starts_a_branch_and_an_asked_again_turn_moves_the_head() {
+    let db = TestDb::new(Backend::Sqlite).await;
+    let redis = TestRedis::new();
+    let (upstream, addr) = upstream().await;
+    let worker = proxy_worker(&db, &redis, addr).await;
+    let mut chat = Chat::new(&worker, "chat/edit");
+    for t in 0..4 {
+        chat.turn(&format!("Question {t}"), false).await;
+    }
+    assert_eq!(stored(&db, "edit").await, 8);
+    // The user edits question 2: the history from there is new.
+    chat.messages.truncate(5);
+    chat.messages
+        .push(json!({"role": "user", "content": "Question 2, rephrased"}));
+    let answer = chat.send(false).await;
+    chat.messages.push(answer);
+    // Stored: the 8 of the first branch, and the edit and its answer.
+    compactor_e2e::eventually(
+        "the edited branch stored",
+        Duration::from_secs(5),
+        || async { stored(&db, "edit").await == 10 },
+    )
+    .await;
+    let head = db
+        .scalar("SELECT head_message_id AS n FROM workstreams WHERE entity_id = 'edit'")
+        .await;
+    let newest = db
+        .scalar("SELECT MAX(m.id) AS n FROM messages m JOIN workstreams w ON w.id = m.workstream_id WHERE w.entity_id = 'edit'")
+        .await;
+    assert_eq!(head, newest, "the head is the edited branch's answer");
+    // The upstream got the edited history, not the stored first branch.
+    let (_, last) = upstream.requests().last().cloned().unwrap();
+    let text = last["messages"].to_string();
+    assert!(text.contains("Question 2, rephrased") && !text.contains("Question 3"));
+    // Asking again from the edited question stores nothing more (the
+    // same answer comes back), and the head is that answer again.
+    chat.messages.pop();
+    chat.send(false).await;
+    let head_after = db
+        .scalar("SELECT head_message_id AS n FROM workstreams WHERE entity_id = 'edit'")
+        .await;
+    assert_eq!(stored(&db, "edit").await, 10);
+    assert_eq!(head_after, newest);
+    worker.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_context_the_upstream_refuses_as_too_long_is_compacted_and_sent_once_more() {
+    let db = TestDb::new(Backend::Sqlite).await;
+    let redis = TestRedis::new();
+    let (upstream, addr) = upstream().await;
+    let worker = proxy_worker(&db, &redis, addr).await;
+    let mut chat = Chat::new(&worker, "chat/refused");
+    for t in 0..12 {
+        chat.turn(
+            &format!("Message {t}: {}", "details of the plan ".repeat(20)),
+            false,
+        )
+        .await;
+    }
+    // The model is smaller than configured: it refuses what is over 6,000
+    // characters.
+    upstream.0.lock().unwrap().refuse_over = Some(6_000);
+    chat.messages
+        .push(json!({"role": "user", "content": "And now?"}));
+    let answer = chat.send(false).await;
+    assert!(answer["content"].as_str().unwrap().starts_with("Answer"));
+    let requests = upstream.requests();
+    let (_, retried) = requests.last().unwrap();
+    assert_eq!(upstream.0.lock().unwrap().refused, 1);
+    assert!(retried["messages"].to_string().len() <= 6_000);
+    assert!(retried["messages"][1]["content"]
+        .as_str()
+        .unwrap()
+        .contains("summary"));
+    worker.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn errors_pass_through_with_their_headers_and_requests_naming_no_workstream_go_on_untouched()
+{
+    let db = TestDb::new(Backend::Sqlite).await;
+    let redis = TestRedis::new();
+    let (upstream, addr) = upstream().await;
+    let worker = proxy_worker(&db, &redis, addr).await;
+    let http = reqwest::Client::new();
+    let url = format!("{}/v1/chat/completions", worker.proxy_url());
+    // A 429, with its headers.
+    let limited = http
+        .post(&url)
+        .header("x-compactor-workstream", "chat/limited")
+        .json(&json!({"model": "rate-limited", "messages": [{"role": "user", "content": "hi"}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(limited.status(), 429);
+    assert_eq!(limited.headers()["retry-after"], "7");
+    assert_eq!(limited.headers()["x-ratelimit-remaining-requests"], "0");
+    // No workstream: the body goes on byte for byte, nothing is stored.
+    let raw =
+        r#"{"model":"fake-model",  "messages":[{"role":"user","content":"hello"}], "seed": 3}"#;
+    let plain = http
+        .post(&url)
+        .header("content-type", "application/json")
+        .body(raw)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(plain.status(), 200);
+    let (_, received) = upstream.requests().last().cloned().unwrap();
+    assert_eq!(received, serde_json::from_str::<Value>(raw).unwrap());
+    assert_eq!(
+        db.scalar("SELECT COUNT(*) AS n FROM workstreams WHERE entity_id <> 'limited'")
+            .await,
+        0
+    );
+    // Other routes are forwarded.
+    let models: Value = http
+        .get(format!("{}/v1/models", worker.proxy_url()))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(models["data"][0]["id"], "fake-model");
+    // A malformed workstream is refused in the provider's error shape.
+    let bad = http
+        .post(&url)
+        .header("x-compactor-workstream", "chat/bad key")
+        .json(&json!({"model": "fake-model", "messages": []}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bad.status(), 400);
+    let body: Value = bad.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "invalid_workstream");
+    // Counted, by what was sent on.
+    let metrics = http
+        .get(format!("{}/metrics", worker.admin_url()))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(metrics.contains(
+        r#"compactor_proxy_requests_total{route="chat_completions",context="forwarded",status="2xx"} 1"#
+    ), "{metrics}");
+    assert!(metrics.contains(
+        r#"compactor_proxy_requests_total{route="other",context="forwarded",status="2xx"} 1"#
+    ));
+    worker.stop().await;
+}

@@ -1,0 +1,867 @@
+//! The drop-in proxy: an OpenAI-compatible endpoint in front of a model
+//! provider. Point an SDK's base URL at it, name the conversation in a
+//! header, and every request reaches the provider as compactor's context
+//! (the summary, then the recent messages) instead of the whole history,
+//! with no other change to the application.
+//!
+//! For `POST /v1/chat/completions` with a workstream named:
+//! 1. the history the client sent is read ([`openai`]) and what the
+//!    workstream does not store yet is appended; a history that leaves
+//!    the stored one (an edit, an earlier turn asked again) forks a branch
+//!    ([`history`]);
+//! 2. the context is built. When it would not fit the model's window even
+//!    so, a compaction in flight is waited for, at most `max_wait`;
+//! 3. the request goes to the upstream with its messages replaced by the
+//!    context (instructions and every other field as sent; messages the
+//!    context keeps as they were, as the client wrote them);
+//! 4. the answer is passed back (a stream chunk by chunk), then stored
+//!    and the turn finalized: a compaction is requested in the background
+//!    when due, and the next request finds it done;
+//! 5. an upstream that still answers "context length exceeded" gets one
+//!    retry after an urgent compaction.
+//!
+//! A request naming no workstream, or any other route, is forwarded as
+//! it came (and counted). When compactor's store or queue cannot be
+//! reached, the request is forwarded as it came too: the application
+//! keeps working, and the history is stored on a later turn (each turn
+//! resends it).
+
+mod history;
+pub mod openai;
+mod settings;
+mod upstream;
+
+pub use settings::ProxySettings;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::body::{Body, Bytes};
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderMap, HeaderValue, Method, Response, StatusCode};
+use axum::routing::{any, post};
+use axum::Router;
+use compactor_producer::client::{ClientError, Compactor, IncomingMessage, WaitMode};
+use compactor_shared::context::ContextMessage;
+use compactor_shared::{CharEstimator, EntityKey, MessageId, Part, Role, TokenEstimator};
+use futures::future::BoxFuture;
+use serde_json::{json, Value};
+use tracing::{debug, info_span, warn, Instrument};
+
+use crate::events::{InternalEvent, PromptTokens, ProxyServed};
+use crate::settings::AdminToken;
+use history::SyncError;
+use openai::Read;
+use upstream::{Tee, Whole};
+
+/// The header naming the workstream: `domain/entity`, or `entity` alone
+/// (in `[proxy] domain`).
+pub const WORKSTREAM_HEADER: &str = "x-compactor-workstream";
+/// The header carrying the admin token, when one is set (`Authorization`
+/// is the provider's).
+pub const TOKEN_HEADER: &str = "x-compactor-token";
+
+/// What the proxy's handlers share.
+#[derive(Clone)]
+pub struct ProxyState(Arc<Inner>);
+
+struct Inner {
+    compactor: Compactor,
+    settings: ProxySettings,
+    token: Option<AdminToken>,
+    http: reqwest::Client,
+    /// The upstream key, read once (`upstream_key_env`).
+    upstream_key: Option<HeaderValue>,
+}
+
+/// Why the proxy could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ProxyStartError {
+    #[error("proxy.upstream_key_env names {0}, which is not set (or empty) in the environment")]
+    MissingKey(String),
+    #[error("proxy: cannot build the HTTP client: {0}")]
+    Client(#[from] reqwest::Error),
+}
+
+impl ProxyState {
+    pub fn new(
+        compactor: Compactor,
+        settings: ProxySettings,
+        token: Option<AdminToken>,
+    ) -> Result<ProxyState, ProxyStartError> {
+        let upstream_key = match &settings.upstream_key_env {
+            None => None,
+            Some(name) => {
+                let key = std::env::var(name)
+                    .ok()
+                    .filter(|k| !k.trim().is_empty())
+                    .ok_or_else(|| ProxyStartError::MissingKey(name.clone()))?;
+                let mut value = HeaderValue::from_str(&format!("Bearer {key}"))
+                    .map_err(|_| ProxyStartError::MissingKey(name.clone()))?;
+                value.set_sensitive(true);
+                Some(value)
+            }
+        };
+        let http = reqwest::Client::builder()
+            .connect_timeout(settings.connect_timeout)
+            .pool_idle_timeout(Duration::from_secs(90))
+            .build()?;
+        Ok(ProxyState(Arc::new(Inner {
+            compactor,
+            settings,
+            token,
+            http,
+            upstream_key,
+        })))
+    }
+}
+
+/// The proxy's routes: chat completions compacted, everything else
+/// forwarded as it came.
+pub fn router(state: ProxyState) -> Router {
+    Router::new()
+        .route("/v1/chat/completions", post(chat_completions))
+        .fallback(any(forward_as_is))
+        .with_state(state)
+}
+
+/// An error the proxy answers itself, in the provider's error shape so
+/// SDKs raise it as they raise the provider's.
+fn refuse(status: StatusCode, code: &str, message: String) -> Response<Body> {
+    let body =
+        json!({"error": {"message": message, "type": "compactor_proxy_error", "code": code}});
+    let mut response = Response::new(Body::from(body.to_string()));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+impl ProxyState {
+    /// Refuses a request without the admin token, when one is set.
+    fn unauthorized(&self, headers: &HeaderMap) -> Option<Response<Body>> {
+        let token = self.0.token.as_ref()?;
+        let presented = headers.get(TOKEN_HEADER).map(HeaderValue::as_bytes);
+        if presented.is_some_and(|p| token.matches(p)) {
+            return None;
+        }
+        Some(refuse(
+            StatusCode::UNAUTHORIZED,
+            "compactor_token",
+            format!("the proxy needs the admin token in {TOKEN_HEADER}"),
+        ))
+    }
+
+    fn url(&self, path_and_query: &str) -> String {
+        format!(
+            "{}{}",
+            self.0.settings.openai_upstream.trim_end_matches('/'),
+            path_and_query
+        )
+    }
+
+    /// The client's headers to send on, with the configured key when the
+    /// client sent none.
+    fn upstream_headers(&self, from: &HeaderMap) -> HeaderMap {
+        let mut headers = upstream::request_headers(from);
+        if let Some(key) = &self.0.upstream_key {
+            upstream::add_if_missing(&mut headers, header::AUTHORIZATION, key.clone());
+        }
+        headers
+    }
+
+    /// The workstream a request names: the header, else the configured
+    /// body field. `Ok(None)`: none.
+    fn workstream(&self, headers: &HeaderMap, body: &Value) -> Result<Option<EntityKey>, String> {
+        let named = match headers.get(WORKSTREAM_HEADER) {
+            Some(v) => Some(
+                v.to_str()
+                    .map_err(|_| format!("{WORKSTREAM_HEADER} is not text"))?
+                    .to_owned(),
+            ),
+            None => self
+                .0
+                .settings
+                .workstream_field
+                .as_deref()
+                .and_then(|path| field(body, path))
+                .map(str::to_owned),
+        };
+        let Some(named) = named.filter(|n| !n.is_empty()) else {
+            return Ok(None);
+        };
+        let (domain, entity) = named
+            .split_once('/')
+            .unwrap_or((self.0.settings.domain.as_str(), named.as_str()));
+        EntityKey::parse(domain, entity)
+            .map(Some)
+            .map_err(|e| format!("workstream {named:?}: {e}"))
+    }
+}
+
+/// The string at a dotted path of a JSON body (`metadata.user_id`).
+fn field<'a>(body: &'a Value, path: &str) -> Option<&'a str> {
+    path.split('.')
+        .try_fold(body, |v, k| v.get(k))
+        .and_then(Value::as_str)
+}
+
+/// Any route but chat completions: sent on as it came.
+async fn forward_as_is(State(state): State<ProxyState>, request: Request) -> Response<Body> {
+    let started = Instant::now();
+    let (parts, body) = request.into_parts();
+    if let Some(refused) = state.unauthorized(&parts.headers) {
+        return refused;
+    }
+    let body = match axum::body::to_bytes(body, state.0.settings.max_body_bytes).await {
+        Ok(b) => b,
+        Err(_) => {
+            return refuse(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "body_too_large",
+                format!(
+                    "bodies of at most {} bytes",
+                    state.0.settings.max_body_bytes
+                ),
+            )
+        }
+    };
+    let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+    let answer = pass_on(&state, parts.method, path, &parts.headers, body).await;
+    served(
+        Route::Other,
+        Outcome::Forwarded,
+        &answer,
+        started,
+        Duration::ZERO,
+    );
+    answer
+}
+
+/// Sends a request on untouched and passes the answer back (streamed
+/// when it streams).
+async fn pass_on(
+    state: &ProxyState,
+    method: Method,
+    path: &str,
+    headers: &HeaderMap,
+    body: Bytes,
+) -> Response<Body> {
+    let url = state.url(path);
+    match upstream::send(
+        &state.0.http,
+        method,
+        &url,
+        state.upstream_headers(headers),
+        body,
+    )
+    .await
+    {
+        Ok(response) if upstream::is_event_stream(&response) => {
+            upstream::pass_through(response, NoTee)
+        }
+        Ok(response) => match Whole::read(response).await {
+            Ok(whole) => whole.into_response(),
+            Err(e) => unreachable_upstream(&e),
+        },
+        Err(e) => unreachable_upstream(&e),
+    }
+}
+
+fn unreachable_upstream(error: &upstream::UpstreamError) -> Response<Body> {
+    warn!(%error, "the upstream did not answer");
+    refuse(
+        StatusCode::BAD_GATEWAY,
+        "upstream_unreachable",
+        error.to_string(),
+    )
+}
+
+/// A stream passed on without being read.
+struct NoTee;
+
+impl Tee for NoTee {
+    fn chunk(&mut self, _: &Bytes) -> bool {
+        false
+    }
+    fn end(self, _: bool) -> BoxFuture<'static, ()> {
+        Box::pin(async {})
+    }
+}
+
+/// Which route a request took (the `route` label).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Route {
+    ChatCompletions,
+    Other,
+}
+
+impl Route {
+    pub(crate) const LABELS: [&'static str; 2] = ["chat_completions", "other"];
+
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            Route::ChatCompletions => "chat_completions",
+            Route::Other => "other",
+        }
+    }
+}
+
+/// What the proxy did with a request (the `context` label).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    /// Sent with compactor's context in place of the history (a summary
+    /// stood in for older messages).
+    Compacted,
+    /// Stored, and sent with the history as it was (nothing compacted
+    /// yet).
+    Whole,
+    /// Named no workstream, or another route: sent on as it came.
+    Forwarded,
+    /// Compactor could not be reached (or the history shares nothing with
+    /// the stored one): sent on as it came.
+    Degraded,
+}
+
+impl Outcome {
+    pub(crate) const LABELS: [&'static str; 4] = ["compacted", "whole", "forwarded", "degraded"];
+
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            Outcome::Compacted => "compacted",
+            Outcome::Whole => "whole",
+            Outcome::Forwarded => "forwarded",
+            Outcome::Degraded => "degraded",
+        }
+    }
+}
+
+fn served(
+    route: Route,
+    outcome: Outcome,
+    answer: &Response<Body>,
+    started: Instant,
+    overhead: Duration,
+) {
+    ProxyServed {
+        route: route.label(),
+        context: outcome.label(),
+        status: crate::http::status_class(answer.status()),
+        elapsed: started.elapsed(),
+        overhead,
+    }
+    .emit();
+}
+
+/// `POST /v1/chat/completions`.
+async fn chat_completions(
+    State(state): State<ProxyState>,
+    headers: HeaderMap,
+    request: Request,
+) -> Response<Body> {
+    let started = Instant::now();
+    if let Some(refused) = state.unauthorized(&headers) {
+        return refused;
+    }
+    let path = request
+        .uri()
+        .path_and_query()
+        .map_or("/v1/chat/completions", |p| p.as_str())
+        .to_owned();
+    let raw = match axum::body::to_bytes(request.into_body(), state.0.settings.max_body_bytes).await
+    {
+        Ok(b) => b,
+        Err(_) => {
+            return refuse(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "body_too_large",
+                format!(
+                    "bodies of at most {} bytes",
+                    state.0.settings.max_body_bytes
+                ),
+            )
+        }
+    };
+    // A body that is not JSON is the provider's to refuse.
+    let Ok(body) = serde_json::from_slice::<Value>(&raw) else {
+        let answer = pass_on(&state, Method::POST, &path, &headers, raw).await;
+        served(
+            Route::ChatCompletions,
+            Outcome::Forwarded,
+            &answer,
+            started,
+            Duration::ZERO,
+        );
+        return answer;
+    };
+    let key = match state.workstream(&headers, &body) {
+        Ok(Some(key)) => key,
+        Ok(None) => {
+            let answer = pass_on(&state, Method::POST, &path, &headers, raw).await;
+            served(
+                Route::ChatCompletions,
+                Outcome::Forwarded,
+                &answer,
+                started,
+                Duration::ZERO,
+            );
+            return answer;
+        }
+        Err(reason) => return refuse(StatusCode::BAD_REQUEST, "invalid_workstream", reason),
+    };
+    // What compactor cannot read (a part type it does not know yet, no
+    // messages) goes on as it came: the provider's to judge.
+    let read = match openai::read_messages(&body) {
+        Ok(read) if read.iter().any(|r| matches!(r, Read::Message { .. })) => read,
+        Ok(_) => {
+            let answer = pass_on(&state, Method::POST, &path, &headers, raw).await;
+            served(
+                Route::ChatCompletions,
+                Outcome::Forwarded,
+                &answer,
+                started,
+                Duration::ZERO,
+            );
+            return answer;
+        }
+        Err(e) => {
+            warn!(error = %e, "a chat request compactor cannot read goes on as it came");
+            let answer = pass_on(&state, Method::POST, &path, &headers, raw).await;
+            served(
+                Route::ChatCompletions,
+                Outcome::Degraded,
+                &answer,
+                started,
+                Duration::ZERO,
+            );
+            return answer;
+        }
+    };
+    let span = info_span!("proxy", domain = %key.domain(), route = "chat_completions");
+    async move {
+        let turn = Turn {
+            state: state.clone(),
+            key,
+            path,
+            headers,
+            body,
+            raw,
+            read,
+            started,
+        };
+        turn.run().await
+    }
+    .instrument(span)
+    .await
+}
+
+/// One chat completion through the proxy.
+struct Turn {
+    state: ProxyState,
+    key: EntityKey,
+    path: String,
+    headers: HeaderMap,
+    body: Value,
+    raw: Bytes,
+    read: Vec<Read>,
+    started: Instant,
+}
+
+/// The conversation's messages of a request (instructions left out), and
+/// where each is in the request.
+struct Conversation {
+    messages: Vec<IncomingMessage>,
+    /// The chain's end: what names the answer.
+    link: history::Link,
+    /// For each message, its index in the request's `messages`.
+    at: Vec<usize>,
+}
+
+impl Conversation {
+    fn of(read: &[Read]) -> Conversation {
+        let mut pairs: Vec<(Role, &[Part])> = Vec::new();
+        let mut at = Vec::new();
+        for (i, r) in read.iter().enumerate() {
+            if let Read::Message { role, parts } = r {
+                pairs.push((*role, parts));
+                at.push(i);
+            }
+        }
+        let mut link = history::Link::default();
+        let messages = pairs
+            .into_iter()
+            .map(|(role, parts)| {
+                let id = link.next(role, parts);
+                IncomingMessage::new(role, parts.to_vec()).with_client_id(id)
+            })
+            .collect();
+        Conversation { messages, link, at }
+    }
+}
+
+impl Turn {
+    async fn run(self) -> Response<Body> {
+        let compactor = &self.state.0.compactor;
+        let conversation = Conversation::of(&self.read);
+        let synced = match history::sync(compactor, &self.key, conversation.messages.clone()).await
+        {
+            Ok(synced) => synced,
+            Err(SyncError::Unrelated) => {
+                return self
+                    .degrade("the history shares no message with the stored workstream")
+                    .await
+            }
+            Err(SyncError::Client(e)) => return self.degrade(&e.to_string()).await,
+        };
+        debug!(
+            appended = synced.appended,
+            branched = synced.branched,
+            "history synced"
+        );
+        let mut context = match self.context().await {
+            Ok(c) => c,
+            Err(e) => return self.degrade(&e.to_string()).await,
+        };
+        if self.over_window(&context) {
+            // The provider's count of the last turn may have said it
+            // fitted: ask by the estimate (a reactive request, ahead of
+            // automatic ones; nothing when one is pending or the breaker
+            // is open), then wait for it.
+            if let Err(error) = compactor.finalize_turn(&self.key, None).await {
+                warn!(%error, "no compaction could be requested for a context over the window");
+            }
+            let waited = compactor
+                .wait(
+                    &self.key,
+                    WaitMode::Requested,
+                    self.state.0.settings.max_wait,
+                )
+                .await;
+            if waited.is_ok() {
+                if let Ok(again) = self.context().await {
+                    context = again;
+                }
+            }
+        }
+        let overhead = self.started.elapsed();
+        let (forwarded, outcome) = self.forwarded(&conversation, &context);
+        self.count_tokens(&forwarded);
+        let after = (conversation.link, synced.head);
+        let answer = self.ask(forwarded.clone(), after).await;
+        match answer {
+            Asked::ContextTooLong(first) => {
+                // The model's window is smaller than configured, or the
+                // estimate was short: compact now, wait, try once more.
+                warn!("the upstream refused the context as too long: compacting and retrying once");
+                if let Err(error) = compactor.compact_refused(&self.key).await {
+                    warn!(%error, "no compaction could be requested after the refusal");
+                }
+                let _ = compactor
+                    .wait(
+                        &self.key,
+                        WaitMode::Requested,
+                        self.state.0.settings.max_wait,
+                    )
+                    .await;
+                let retried = match self.context().await {
+                    Ok(context) => self.forwarded(&conversation, &context),
+                    Err(_) => (forwarded, outcome),
+                };
+                let answer = match self.ask(retried.0, after).await {
+                    Asked::Answered(a) => a,
+                    Asked::ContextTooLong(_) => first.into_response(),
+                };
+                served(
+                    Route::ChatCompletions,
+                    retried.1,
+                    &answer,
+                    self.started,
+                    overhead,
+                );
+                answer
+            }
+            Asked::Answered(answer) => {
+                served(
+                    Route::ChatCompletions,
+                    outcome,
+                    &answer,
+                    self.started,
+                    overhead,
+                );
+                answer
+            }
+        }
+    }
+
+    async fn context(&self) -> Result<compactor_producer::client::TurnContext, ClientError> {
+        self.state.0.compactor.build_context(&self.key).await
+    }
+
+    /// Whether the context would not fit the model's window (its overflow
+    /// guard): only then is a compaction in flight worth waiting for.
+    fn over_window(&self, context: &compactor_producer::client::TurnContext) -> bool {
+        let engine = self.state.0.compactor.engine();
+        let window = engine.trigger.context_window();
+        context.over_budget
+            || (window > 0
+                && context.tokens as f64 > window as f64 * engine.context.overflow_guard_ratio)
+    }
+
+    /// The request's messages with the context in place of the history.
+    fn forwarded(
+        &self,
+        conversation: &Conversation,
+        context: &compactor_producer::client::TurnContext,
+    ) -> (Value, Outcome) {
+        let requested = self.body["messages"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let messages = &context.messages;
+        // The context: its preamble (the summary), the kept messages, and
+        // after an automatic compaction a closing prompt; the last two made
+        // by compactor, the kept ones the newest of the history.
+        let preamble = messages.first().filter(|m| m.source.is_none());
+        let closing = messages
+            .last()
+            .filter(|m| m.source.is_none() && messages.len() > 1);
+        let kept: Vec<&ContextMessage> = messages.iter().filter(|m| m.source.is_some()).collect();
+        let n = conversation.messages.len();
+        let tail_from = n.saturating_sub(kept.len());
+        if tail_from == 0 && preamble.is_none() && closing.is_none() {
+            return (self.body.clone(), Outcome::Whole);
+        }
+        // Kept messages the client did not send (stored another way) come
+        // first, written from the context.
+        let (extra, kept) = kept.split_at(kept.len().saturating_sub(n));
+        // The request index the kept messages start at.
+        let cut = conversation
+            .at
+            .get(tail_from)
+            .copied()
+            .unwrap_or(requested.len());
+        let mut out: Vec<Value> = Vec::with_capacity(kept.len() + 4);
+        // Instructions before the cut stay first, in their order.
+        for (i, m) in requested.iter().enumerate().take(cut) {
+            if matches!(self.read[i], Read::Instructions) {
+                out.push(m.clone());
+            }
+        }
+        out.extend(
+            preamble
+                .into_iter()
+                .chain(extra.iter().copied())
+                .map(openai::write_message),
+        );
+        let mut kept = kept.iter();
+        for (i, m) in requested.iter().enumerate().skip(cut) {
+            match &self.read[i] {
+                Read::Instructions => out.push(m.clone()),
+                Read::Message { role, parts } => {
+                    let Some(shown) = kept.next() else { break };
+                    // As the client wrote it, unless the context changed
+                    // it (a tool half whose partner was compacted).
+                    if shown.role == *role && shown.parts == *parts {
+                        out.push(m.clone());
+                    } else {
+                        out.push(openai::write_message(shown));
+                    }
+                }
+            }
+        }
+        out.extend(closing.map(openai::write_message));
+        let mut body = self.body.clone();
+        body["messages"] = Value::Array(out);
+        (body, Outcome::Compacted)
+    }
+
+    /// Sends the request on; stores the answer and finalizes the turn.
+    async fn ask(&self, body: Value, after: (history::Link, Option<MessageId>)) -> Asked {
+        let raw = if body == self.body {
+            self.raw.clone()
+        } else {
+            Bytes::from(body.to_string())
+        };
+        let url = self.state.url(&self.path);
+        let mut headers = self.state.upstream_headers(&self.headers);
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        let response =
+            match upstream::send(&self.state.0.http, Method::POST, &url, headers, raw).await {
+                Ok(r) => r,
+                Err(e) => return Asked::Answered(unreachable_upstream(&e)),
+            };
+        if upstream::is_event_stream(&response) {
+            let store = self.store(after);
+            return Asked::Answered(upstream::pass_through(
+                response,
+                SseTee {
+                    line: Vec::new(),
+                    answer: openai::StreamedAnswer::default(),
+                    store,
+                },
+            ));
+        }
+        let whole = match Whole::read(response).await {
+            Ok(w) => w,
+            Err(e) => return Asked::Answered(unreachable_upstream(&e)),
+        };
+        if whole.status == StatusCode::BAD_REQUEST && openai::is_context_length_error(&whole.body) {
+            return Asked::ContextTooLong(whole);
+        }
+        if whole.status.is_success() {
+            if let Ok(answer) = serde_json::from_slice::<Value>(&whole.body) {
+                let (message, usage) = openai::read_answer(&answer);
+                self.store(after).answer(message, usage).await;
+            }
+        }
+        Asked::Answered(whole.into_response())
+    }
+
+    /// Counts the tokens of the messages as sent and as sent on.
+    fn count_tokens(&self, forwarded: &Value) {
+        let estimator = CharEstimator::new(self.state.0.compactor.engine().chars_per_token);
+        let tokens = |body: &Value| estimator.count(&body["messages"].to_string());
+        PromptTokens {
+            client: tokens(&self.body),
+            upstream: tokens(forwarded),
+        }
+        .emit();
+    }
+
+    /// Where the answer goes: after the history's newest message, named
+    /// on from its chain.
+    fn store(&self, (link, parent): (history::Link, Option<MessageId>)) -> Store {
+        Store {
+            compactor: self.state.0.compactor.clone(),
+            key: self.key.clone(),
+            link,
+            parent,
+        }
+    }
+
+    /// Sends the request on as it came, after compactor failed it.
+    async fn degrade(&self, reason: &str) -> Response<Body> {
+        warn!(
+            reason,
+            "compactor could not serve this turn: the request goes on as it came"
+        );
+        let answer = pass_on(
+            &self.state,
+            Method::POST,
+            &self.path,
+            &self.headers,
+            self.raw.clone(),
+        )
+        .await;
+        served(
+            Route::ChatCompletions,
+            Outcome::Degraded,
+            &answer,
+            self.started,
+            Duration::ZERO,
+        );
+        answer
+    }
+}
+
+/// What the upstream said.
+enum Asked {
+    Answered(Response<Body>),
+    /// A 400 for a context longer than the model's window.
+    ContextTooLong(Whole),
+}
+
+/// Stores a model's answer after the workstream's history, and ends the
+/// turn.
+struct Store {
+    compactor: Compactor,
+    key: EntityKey,
+    /// The history's chain, which names the answer.
+    link: history::Link,
+    /// The history's newest message, stored: the answer's parent.
+    parent: Option<MessageId>,
+}
+
+impl Store {
+    async fn answer(
+        self,
+        message: Option<IncomingMessage>,
+        usage: Option<compactor_shared::trigger::Usage>,
+    ) {
+        let Some(message) = message else { return };
+        if let Err(error) = self.store(message, usage).await {
+            warn!(%error, "the answer could not be stored: it will be on the next turn, which resends it");
+        }
+    }
+
+    async fn store(
+        mut self,
+        message: IncomingMessage,
+        usage: Option<compactor_shared::trigger::Usage>,
+    ) -> Result<(), ClientError> {
+        // Named on from the history's chain, as the client will send it
+        // back next turn.
+        let id = self.link.next(message.role, &message.parts);
+        let appended = self
+            .compactor
+            .append_messages_after(&self.key, self.parent, vec![message.with_client_id(id)])
+            .await?;
+        // The same answer to the same history (asked again) is stored
+        // already: the head goes back to it.
+        if appended.already_stored > 0 {
+            if let Some(&stored) = appended.ids.first() {
+                self.compactor.move_head(&self.key, stored).await?;
+            }
+        }
+        self.compactor.finalize_turn(&self.key, usage).await?;
+        Ok(())
+    }
+}
+
+/// Reads a streamed answer's events as they pass, and stores the answer
+/// once the stream ended whole.
+struct SseTee {
+    /// The event line being received.
+    line: Vec<u8>,
+    answer: openai::StreamedAnswer,
+    store: Store,
+}
+
+impl Tee for SseTee {
+    fn chunk(&mut self, chunk: &Bytes) -> bool {
+        let mut complete = false;
+        for &b in chunk.iter() {
+            if b != b'\n' {
+                self.line.push(b);
+                continue;
+            }
+            let line = std::mem::take(&mut self.line);
+            let line = line.strip_suffix(b"\r").unwrap_or(&line);
+            if let Some(data) = line.strip_prefix(b"data:") {
+                let data = data.strip_prefix(b" ").unwrap_or(data);
+                if data == b"[DONE]" {
+                    complete = true;
+                } else if let Ok(chunk) = serde_json::from_slice::<Value>(data) {
+                    self.answer.chunk(&chunk);
+                }
+            }
+        }
+        complete
+    }
+
+    fn end(self, whole: bool) -> BoxFuture<'static, ()> {
+        Box::pin(async move {
+            // A stream the client did not receive whole is not what it
+            // will send back: not stored.
+            if whole {
+                let (message, usage) = self.answer.finish();
+                self.store.answer(message, usage).await;
+            }
+        })
+    }
+}
