@@ -118,6 +118,88 @@ async fn completions(
     .into_response()
 }
 
+/// An Anthropic message: a `tool_use` when the user asks for the weather,
+/// else an answer naming the turn; streamed as Anthropic streams.
+async fn messages(
+    State(upstream): State<Upstream>,
+    headers: HeaderMap,
+    Json(body): Json<Value>,
+) -> Response {
+    upstream
+        .0
+        .lock()
+        .unwrap()
+        .requests
+        .push((headers, body.clone()));
+    let n = body["messages"].as_array().map_or(0, Vec::len);
+    let last = &body["messages"][n.saturating_sub(1)];
+    let wants_tool = last["content"]
+        .as_str()
+        .is_some_and(|c| c.contains("weather"));
+    let content = if wants_tool {
+        json!([{"type": "text", "text": "Let me check."},
+            {"type": "tool_use", "id": format!("toolu_{n}"), "name": "get_weather", "input": {"city": "Oslo"}}])
+    } else {
+        json!([{"type": "text", "text": format!("Answer to request with {n} messages.")}])
+    };
+    if body["stream"] == true {
+        let mut events = String::new();
+        let mut event = |name: &str, data: Value| {
+            events += &format!("event: {name}\ndata: {data}\n\n");
+        };
+        event(
+            "message_start",
+            json!({"type": "message_start", "message": {"id": "m", "type": "message",
+            "role": "assistant", "content": [], "model": body["model"],
+            "usage": {"input_tokens": 10, "output_tokens": 1}}}),
+        );
+        for (i, block) in content.as_array().unwrap().iter().enumerate() {
+            if block["type"] == "text" {
+                event(
+                    "content_block_start",
+                    json!({"type": "content_block_start", "index": i,
+                    "content_block": {"type": "text", "text": ""}}),
+                );
+                for piece in block["text"].as_str().unwrap().split_inclusive(' ') {
+                    event(
+                        "content_block_delta",
+                        json!({"type": "content_block_delta", "index": i,
+                        "delta": {"type": "text_delta", "text": piece}}),
+                    );
+                }
+            } else {
+                event(
+                    "content_block_start",
+                    json!({"type": "content_block_start", "index": i,
+                    "content_block": {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}}),
+                );
+                event(
+                    "content_block_delta",
+                    json!({"type": "content_block_delta", "index": i,
+                    "delta": {"type": "input_json_delta", "partial_json": block["input"].to_string()}}),
+                );
+            }
+            event(
+                "content_block_stop",
+                json!({"type": "content_block_stop", "index": i}),
+            );
+        }
+        event(
+            "message_delta",
+            json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"},
+            "usage": {"output_tokens": 12}}),
+        );
+        event("message_stop", json!({"type": "message_stop"}));
+        return ([("content-type", "text/event-stream")], events).into_response();
+    }
+    Json(
+        json!({"id": "m", "type": "message", "role": "assistant", "model": body["model"],
+        "content": content, "stop_reason": "end_turn",
+        "usage": {"input_tokens": 10, "output_tokens": 12}}),
+    )
+    .into_response()
+}
+
 async fn models() -> Json<Value> {
     Json(json!({"object": "list", "data": [{"id": "fake-model", "object": "model"}]}))
 }
@@ -127,6 +209,7 @@ async fn upstream() -> (Upstream, SocketAddr) {
     let upstream = Upstream::default();
     let app = Router::new()
         .route("/v1/chat/completions", post(completions))
+        .route("/v1/messages", post(messages))
         .route("/v1/models", get(models))
         .with_state(upstream.clone());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -141,6 +224,7 @@ async fn proxy_worker(db: &TestDb, redis: &TestRedis, upstream: SocketAddr) -> W
     s.engine = small_model();
     s.proxy.listen = Some(SocketAddr::from(([127, 0, 0, 1], 0)));
     s.proxy.openai_upstream = format!("http://{upstream}");
+    s.proxy.anthropic_upstream = format!("http://{upstream}");
     s.proxy.max_wait = Duration::from_secs(10);
     start_worker(s).await
 }
@@ -488,4 +572,145 @@ async fn errors_pass_through_with_their_headers_and_requests_naming_no_workstrea
         r#"compactor_proxy_requests_total{route="other",context="forwarded",status="2xx"} 1"#
     ));
     worker.stop().await;
+}
+
+/// Anthropic's SSE: the blocks of the message the events put together.
+fn anthropic_streamed(text: &str) -> Value {
+    let mut blocks: Vec<Value> = Vec::new();
+    for line in text.lines() {
+        let Some(data) = line.strip_prefix("data: ") else {
+            continue;
+        };
+        let event: Value = serde_json::from_str(data).unwrap();
+        let i = event["index"].as_u64().unwrap_or(0) as usize;
+        match event["type"].as_str().unwrap() {
+            "content_block_start" => blocks.push(event["content_block"].clone()),
+            "content_block_delta" if event["delta"]["type"] == "text_delta" => {
+                let text = blocks[i]["text"].as_str().unwrap().to_owned()
+                    + event["delta"]["text"].as_str().unwrap();
+                blocks[i]["text"] = text.into();
+            }
+            "content_block_delta" => {
+                blocks[i]["input"] =
+                    serde_json::from_str(event["delta"]["partial_json"].as_str().unwrap()).unwrap();
+            }
+            _ => {}
+        }
+    }
+    Value::Array(blocks)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_anthropic_conversation_is_compacted_with_the_summary_after_its_system_prompt() {
+    let db = TestDb::new(Backend::Sqlite).await;
+    let redis = TestRedis::new();
+    let (upstream, addr) = upstream().await;
+    let worker = proxy_worker(&db, &redis, addr).await;
+    let http = reqwest::Client::new();
+    let url = format!("{}/v1/messages", worker.proxy_url());
+    let mut history: Vec<Value> = Vec::new();
+    let ask =
+        |history: Vec<Value>, stream: bool| {
+            let http = http.clone();
+            let url = url.clone();
+            async move {
+                let response = http
+                .post(&url)
+                .header("x-api-key", "sk-ant-test")
+                .header("anthropic-version", "2023-06-01")
+                .header("x-compactor-workstream", "chat/claude")
+                .json(&json!({"model": "claude-test", "max_tokens": 256, "system": "You are terse.",
+                    "messages": history, "stream": stream}))
+                .send()
+                .await
+                .unwrap();
+                assert_eq!(response.status(), 200);
+                if stream {
+                    anthropic_streamed(&response.text().await.unwrap())
+                } else {
+                    response.json::<Value>().await.unwrap()["content"].clone()
+                }
+            }
+        };
+    for t in 0..120 {
+        let user = if t % 9 == 4 {
+            "What is the weather in Oslo?".to_owned()
+        } else {
+            format!(
+                "Turn {t}: booking BK-{:05} for {} guests at the Hotel Lindqvist, arriving day {}. {}",
+                20_000 + t * 11,
+                t % 6 + 1,
+                t % 28 + 1,
+                "Please remember the dietary notes and the late check-in request. ".repeat(9)
+            )
+        };
+        history.push(json!({"role": "user", "content": user}));
+        let content = ask(history.clone(), t % 4 == 0).await;
+        history.push(json!({"role": "assistant", "content": content.clone()}));
+        if let Some(call) = content
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|b| b["type"] == "tool_use")
+        {
+            history.push(json!({"role": "user", "content": [{"type": "tool_result",
+                "tool_use_id": call["id"], "content": "-3 °C, clear"}]}));
+            let content = ask(history.clone(), false).await;
+            history.push(json!({"role": "assistant", "content": content}));
+        }
+    }
+    let sent = history.len() as i64;
+    compactor_e2e::eventually(
+        "every message stored once",
+        Duration::from_secs(10),
+        || async { stored(&db, "claude").await == sent },
+    )
+    .await;
+    let requests = upstream.requests();
+    let largest = requests
+        .iter()
+        .map(|(_, b)| anthropic_tokens(b))
+        .max()
+        .unwrap();
+    assert!(largest <= 8_000, "the upstream got {largest} tokens");
+    let whole = anthropic_tokens(&json!({"messages": history}));
+    assert!(whole > 3 * 8_000, "the history is {whole} tokens");
+    let (headers, last) = requests.last().unwrap();
+    assert_eq!(headers["x-api-key"], "sk-ant-test");
+    let system = last["system"].as_array().unwrap();
+    assert_eq!(system[0], json!({"type": "text", "text": "You are terse."}));
+    assert!(system[1]["text"].as_str().unwrap().contains("summary"));
+    assert_eq!(last["messages"][0]["role"], "user");
+    assert!(last["messages"].as_array().unwrap().len() < history.len() / 4);
+    assert!(last
+        .to_string()
+        .contains(&format!("BK-{:05}", 20_000 + 119 * 11)));
+    worker.stop().await;
+}
+
+/// Estimated tokens of an Anthropic request's messages (text, tool
+/// inputs and results, by 3), as the worker estimates them.
+fn anthropic_tokens(body: &Value) -> usize {
+    let chars: usize = body["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|m| match &m["content"] {
+            Value::String(s) => s.len(),
+            Value::Array(blocks) => blocks
+                .iter()
+                .map(|b| {
+                    b["text"].as_str().map_or(0, str::len)
+                        + b["content"].as_str().map_or(0, str::len)
+                        + if b["type"] == "tool_use" {
+                            b["input"].to_string().len()
+                        } else {
+                            0
+                        }
+                })
+                .sum(),
+            _ => 0,
+        })
+        .sum();
+    chars / 3
 }

@@ -26,10 +26,12 @@
 //! keeps working, and the history is stored on a later turn (each turn
 //! resends it).
 
+mod anthropic;
 mod history;
-pub mod openai;
+mod openai;
 mod settings;
 mod upstream;
+mod wire;
 
 pub use settings::ProxySettings;
 
@@ -53,6 +55,7 @@ use crate::settings::AdminToken;
 use history::SyncError;
 use openai::Read;
 use upstream::{Tee, Whole};
+use wire::Wire;
 
 /// The header naming the workstream: `domain/entity`, or `entity` alone
 /// (in `[proxy] domain`).
@@ -96,7 +99,7 @@ impl ProxyState {
                     .ok()
                     .filter(|k| !k.trim().is_empty())
                     .ok_or_else(|| ProxyStartError::MissingKey(name.clone()))?;
-                let mut value = HeaderValue::from_str(&format!("Bearer {key}"))
+                let mut value = HeaderValue::from_str(key.trim())
                     .map_err(|_| ProxyStartError::MissingKey(name.clone()))?;
                 value.set_sensitive(true);
                 Some(value)
@@ -121,6 +124,7 @@ impl ProxyState {
 pub fn router(state: ProxyState) -> Router {
     Router::new()
         .route("/v1/chat/completions", post(chat_completions))
+        .route("/v1/messages", post(messages))
         .fallback(any(forward_as_is))
         .with_state(state)
 }
@@ -154,20 +158,33 @@ impl ProxyState {
         ))
     }
 
-    fn url(&self, path_and_query: &str) -> String {
-        format!(
-            "{}{}",
-            self.0.settings.openai_upstream.trim_end_matches('/'),
-            path_and_query
-        )
+    fn url(&self, wire: Wire, path_and_query: &str) -> String {
+        let base = match wire {
+            Wire::OpenAi => &self.0.settings.openai_upstream,
+            Wire::Anthropic => &self.0.settings.anthropic_upstream,
+        };
+        format!("{}{}", base.trim_end_matches('/'), path_and_query)
     }
 
     /// The client's headers to send on, with the configured key when the
-    /// client sent none.
-    fn upstream_headers(&self, from: &HeaderMap) -> HeaderMap {
+    /// client sent none (`Authorization: Bearer` for OpenAI, `x-api-key`
+    /// for Anthropic).
+    fn upstream_headers(&self, wire: Wire, from: &HeaderMap) -> HeaderMap {
         let mut headers = upstream::request_headers(from);
-        if let Some(key) = &self.0.upstream_key {
-            upstream::add_if_missing(&mut headers, header::AUTHORIZATION, key.clone());
+        let sent = headers.contains_key(header::AUTHORIZATION) || headers.contains_key("x-api-key");
+        if let (Some(key), false) = (&self.0.upstream_key, sent) {
+            match wire {
+                Wire::OpenAi => {
+                    let mut bearer =
+                        HeaderValue::from_bytes(&[b"Bearer ", key.as_bytes()].concat())
+                            .unwrap_or_else(|_| key.clone());
+                    bearer.set_sensitive(true);
+                    headers.insert(header::AUTHORIZATION, bearer);
+                }
+                Wire::Anthropic => {
+                    headers.insert("x-api-key", key.clone());
+                }
+            }
         }
         headers
     }
@@ -229,7 +246,13 @@ async fn forward_as_is(State(state): State<ProxyState>, request: Request) -> Res
         }
     };
     let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
-    let answer = pass_on(&state, parts.method, path, &parts.headers, body).await;
+    // Anthropic's SDKs name their API version on every request.
+    let wire = if parts.headers.contains_key("anthropic-version") {
+        Wire::Anthropic
+    } else {
+        Wire::OpenAi
+    };
+    let answer = pass_on(&state, wire, parts.method, path, &parts.headers, body).await;
     served(
         Route::Other,
         Outcome::Forwarded,
@@ -244,17 +267,18 @@ async fn forward_as_is(State(state): State<ProxyState>, request: Request) -> Res
 /// when it streams).
 async fn pass_on(
     state: &ProxyState,
+    wire: Wire,
     method: Method,
     path: &str,
     headers: &HeaderMap,
     body: Bytes,
 ) -> Response<Body> {
-    let url = state.url(path);
+    let url = state.url(wire, path);
     match upstream::send(
         &state.0.http,
         method,
         &url,
-        state.upstream_headers(headers),
+        state.upstream_headers(wire, headers),
         body,
     )
     .await
@@ -295,15 +319,17 @@ impl Tee for NoTee {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Route {
     ChatCompletions,
+    Messages,
     Other,
 }
 
 impl Route {
-    pub(crate) const LABELS: [&'static str; 2] = ["chat_completions", "other"];
+    pub(crate) const LABELS: [&'static str; 3] = ["chat_completions", "messages", "other"];
 
     pub(crate) fn label(self) -> &'static str {
         match self {
             Route::ChatCompletions => "chat_completions",
+            Route::Messages => "messages",
             Route::Other => "other",
         }
     }
@@ -361,105 +387,93 @@ async fn chat_completions(
     headers: HeaderMap,
     request: Request,
 ) -> Response<Body> {
+    converse(state, Wire::OpenAi, headers, request).await
+}
+
+/// `POST /v1/messages`.
+async fn messages(
+    State(state): State<ProxyState>,
+    headers: HeaderMap,
+    request: Request,
+) -> Response<Body> {
+    converse(state, Wire::Anthropic, headers, request).await
+}
+
+/// A conversation's request in `wire`'s format.
+async fn converse(
+    state: ProxyState,
+    wire: Wire,
+    headers: HeaderMap,
+    request: Request,
+) -> Response<Body> {
     let started = Instant::now();
+    let route = wire.route();
     if let Some(refused) = state.unauthorized(&headers) {
         return refused;
     }
-    let path = request
-        .uri()
-        .path_and_query()
-        .map_or("/v1/chat/completions", |p| p.as_str())
-        .to_owned();
-    let raw = match axum::body::to_bytes(request.into_body(), state.0.settings.max_body_bytes).await
-    {
+    let path = request.uri().path_and_query().map_or_else(
+        || request.uri().path().to_owned(),
+        |p| p.as_str().to_owned(),
+    );
+    let limit = state.0.settings.max_body_bytes;
+    let raw = match axum::body::to_bytes(request.into_body(), limit).await {
         Ok(b) => b,
         Err(_) => {
             return refuse(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 "body_too_large",
-                format!(
-                    "bodies of at most {} bytes",
-                    state.0.settings.max_body_bytes
-                ),
+                format!("bodies of at most {limit} bytes"),
             )
+        }
+    };
+    let as_it_came = |outcome: Outcome, raw: Bytes| {
+        let state = state.clone();
+        let headers = headers.clone();
+        let path = path.clone();
+        async move {
+            let answer = pass_on(&state, wire, Method::POST, &path, &headers, raw).await;
+            served(route, outcome, &answer, started, Duration::ZERO);
+            answer
         }
     };
     // A body that is not JSON is the provider's to refuse.
     let Ok(body) = serde_json::from_slice::<Value>(&raw) else {
-        let answer = pass_on(&state, Method::POST, &path, &headers, raw).await;
-        served(
-            Route::ChatCompletions,
-            Outcome::Forwarded,
-            &answer,
-            started,
-            Duration::ZERO,
-        );
-        return answer;
+        return as_it_came(Outcome::Forwarded, raw).await;
     };
     let key = match state.workstream(&headers, &body) {
         Ok(Some(key)) => key,
-        Ok(None) => {
-            let answer = pass_on(&state, Method::POST, &path, &headers, raw).await;
-            served(
-                Route::ChatCompletions,
-                Outcome::Forwarded,
-                &answer,
-                started,
-                Duration::ZERO,
-            );
-            return answer;
-        }
+        Ok(None) => return as_it_came(Outcome::Forwarded, raw).await,
         Err(reason) => return refuse(StatusCode::BAD_REQUEST, "invalid_workstream", reason),
     };
     // What compactor cannot read (a part type it does not know yet, no
     // messages) goes on as it came: the provider's to judge.
-    let read = match openai::read_messages(&body) {
+    let read = match wire.read_messages(&body) {
         Ok(read) if read.iter().any(|r| matches!(r, Read::Message { .. })) => read,
-        Ok(_) => {
-            let answer = pass_on(&state, Method::POST, &path, &headers, raw).await;
-            served(
-                Route::ChatCompletions,
-                Outcome::Forwarded,
-                &answer,
-                started,
-                Duration::ZERO,
-            );
-            return answer;
-        }
+        Ok(_) => return as_it_came(Outcome::Forwarded, raw).await,
         Err(e) => {
-            warn!(error = %e, "a chat request compactor cannot read goes on as it came");
-            let answer = pass_on(&state, Method::POST, &path, &headers, raw).await;
-            served(
-                Route::ChatCompletions,
-                Outcome::Degraded,
-                &answer,
-                started,
-                Duration::ZERO,
-            );
-            return answer;
+            warn!(error = %e, "a request compactor cannot read goes on as it came");
+            return as_it_came(Outcome::Degraded, raw).await;
         }
     };
-    let span = info_span!("proxy", domain = %key.domain(), route = "chat_completions");
-    async move {
-        let turn = Turn {
-            state: state.clone(),
-            key,
-            path,
-            headers,
-            body,
-            raw,
-            read,
-            started,
-        };
-        turn.run().await
-    }
-    .instrument(span)
-    .await
+    let span = info_span!("proxy", domain = %key.domain(), route = route.label());
+    let turn = Turn {
+        state: state.clone(),
+        wire,
+        key,
+        path: path.clone(),
+        headers: headers.clone(),
+        body,
+        raw,
+        read,
+        started,
+    };
+    turn.run().instrument(span).await
 }
 
-/// One chat completion through the proxy.
+/// One turn through the proxy.
 struct Turn {
     state: ProxyState,
+    wire: Wire,
     key: EntityKey,
     path: String,
     headers: HeaderMap,
@@ -574,7 +588,7 @@ impl Turn {
                     Asked::ContextTooLong(_) => first.into_response(),
                 };
                 served(
-                    Route::ChatCompletions,
+                    self.wire.route(),
                     retried.1,
                     &answer,
                     self.started,
@@ -583,13 +597,7 @@ impl Turn {
                 answer
             }
             Asked::Answered(answer) => {
-                served(
-                    Route::ChatCompletions,
-                    outcome,
-                    &answer,
-                    self.started,
-                    overhead,
-                );
+                served(self.wire.route(), outcome, &answer, self.started, overhead);
                 answer
             }
         }
@@ -642,6 +650,7 @@ impl Turn {
             .get(tail_from)
             .copied()
             .unwrap_or(requested.len());
+        let mut body = self.body.clone();
         let mut out: Vec<Value> = Vec::with_capacity(kept.len() + 4);
         // Instructions before the cut stay first, in their order.
         for (i, m) in requested.iter().enumerate().take(cut) {
@@ -649,12 +658,10 @@ impl Turn {
                 out.push(m.clone());
             }
         }
-        out.extend(
-            preamble
-                .into_iter()
-                .chain(extra.iter().copied())
-                .map(openai::write_message),
-        );
+        if let Some(preamble) = preamble {
+            self.wire.place_preamble(&mut body, &mut out, preamble);
+        }
+        out.extend(extra.iter().map(|m| self.wire.write_message(m)));
         let mut kept = kept.iter();
         for (i, m) in requested.iter().enumerate().skip(cut) {
             match &self.read[i] {
@@ -666,13 +673,13 @@ impl Turn {
                     if shown.role == *role && shown.parts == *parts {
                         out.push(m.clone());
                     } else {
-                        out.push(openai::write_message(shown));
+                        out.push(self.wire.write_message(shown));
                     }
                 }
             }
         }
-        out.extend(closing.map(openai::write_message));
-        let mut body = self.body.clone();
+        out.extend(closing.map(|m| self.wire.write_message(m)));
+        self.wire.settle(&mut out);
         body["messages"] = Value::Array(out);
         (body, Outcome::Compacted)
     }
@@ -684,8 +691,8 @@ impl Turn {
         } else {
             Bytes::from(body.to_string())
         };
-        let url = self.state.url(&self.path);
-        let mut headers = self.state.upstream_headers(&self.headers);
+        let url = self.state.url(self.wire, &self.path);
+        let mut headers = self.state.upstream_headers(self.wire, &self.headers);
         headers.insert(
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/json"),
@@ -701,7 +708,7 @@ impl Turn {
                 response,
                 SseTee {
                     line: Vec::new(),
-                    answer: openai::StreamedAnswer::default(),
+                    answer: self.wire.streamed(),
                     store,
                 },
             ));
@@ -710,12 +717,13 @@ impl Turn {
             Ok(w) => w,
             Err(e) => return Asked::Answered(unreachable_upstream(&e)),
         };
-        if whole.status == StatusCode::BAD_REQUEST && openai::is_context_length_error(&whole.body) {
+        if whole.status == StatusCode::BAD_REQUEST && self.wire.is_context_length_error(&whole.body)
+        {
             return Asked::ContextTooLong(whole);
         }
         if whole.status.is_success() {
             if let Ok(answer) = serde_json::from_slice::<Value>(&whole.body) {
-                let (message, usage) = openai::read_answer(&answer);
+                let (message, usage) = self.wire.read_answer(&answer);
                 self.store(after).answer(message, usage).await;
             }
         }
@@ -752,6 +760,7 @@ impl Turn {
         );
         let answer = pass_on(
             &self.state,
+            self.wire,
             Method::POST,
             &self.path,
             &self.headers,
@@ -759,7 +768,7 @@ impl Turn {
         )
         .await;
         served(
-            Route::ChatCompletions,
+            self.wire.route(),
             Outcome::Degraded,
             &answer,
             self.started,
@@ -828,7 +837,7 @@ impl Store {
 struct SseTee {
     /// The event line being received.
     line: Vec<u8>,
-    answer: openai::StreamedAnswer,
+    answer: wire::Streamed,
     store: Store,
 }
 
@@ -844,11 +853,7 @@ impl Tee for SseTee {
             let line = line.strip_suffix(b"\r").unwrap_or(&line);
             if let Some(data) = line.strip_prefix(b"data:") {
                 let data = data.strip_prefix(b" ").unwrap_or(data);
-                if data == b"[DONE]" {
-                    complete = true;
-                } else if let Ok(chunk) = serde_json::from_slice::<Value>(data) {
-                    self.answer.chunk(&chunk);
-                }
+                complete |= self.answer.data(data);
             }
         }
         complete

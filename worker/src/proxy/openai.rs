@@ -20,7 +20,7 @@ use sha2::{Digest, Sha256};
 
 /// A request message, read.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Read {
+pub(super) enum Read {
     /// `system` or `developer`: instructions the client sends every turn.
     /// Not stored (they are not the conversation), forwarded as sent.
     Instructions,
@@ -30,7 +30,7 @@ pub enum Read {
 
 /// Why a request's messages could not be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ReadError {
+pub(super) enum ReadError {
     #[error("`messages` is missing or not an array")]
     NoMessages,
     #[error("messages[{index}]: {reason}")]
@@ -38,7 +38,7 @@ pub enum ReadError {
 }
 
 /// Reads every message of a request body's `messages`.
-pub fn read_messages(body: &Value) -> Result<Vec<Read>, ReadError> {
+pub(super) fn read_messages(body: &Value) -> Result<Vec<Read>, ReadError> {
     let messages = body
         .get("messages")
         .and_then(Value::as_array)
@@ -196,7 +196,7 @@ fn file(uri: &str, name: Option<String>) -> Part {
     }
 }
 
-fn digest_uri(data: &str) -> String {
+pub(super) fn digest_uri(data: &str) -> String {
     let digest = Sha256::digest(data.as_bytes());
     format!("data:sha256,{}", hex(&digest[..16]))
 }
@@ -223,7 +223,7 @@ fn text_of(content: &Value) -> String {
 /// and messages the context changed (those the client sent as they were
 /// go on as sent). A tool result with no call left becomes text already
 /// (the context neutralizes orphans).
-pub fn write_message(m: &ContextMessage) -> Value {
+pub(super) fn write_message(m: &ContextMessage) -> Value {
     let text = || {
         m.parts
             .iter()
@@ -298,7 +298,7 @@ fn arguments(input: &Value) -> String {
 
 /// The answer of a non-streamed completion: its first choice's message,
 /// and the usage it reports.
-pub fn read_answer(response: &Value) -> (Option<IncomingMessage>, Option<Usage>) {
+pub(super) fn read_answer(response: &Value) -> (Option<IncomingMessage>, Option<Usage>) {
     let message = response
         .pointer("/choices/0/message")
         .map(|m| json!({"messages": [m]}))
@@ -334,7 +334,7 @@ fn usage(u: &Value) -> Option<Usage> {
 
 /// The answer of a streamed completion, put together chunk by chunk.
 #[derive(Debug, Default)]
-pub struct StreamedAnswer {
+pub(super) struct StreamedAnswer {
     text: String,
     /// Tool calls by their `index` in the deltas: id, name, arguments.
     calls: Vec<(String, String, String)>,
@@ -343,7 +343,7 @@ pub struct StreamedAnswer {
 
 impl StreamedAnswer {
     /// Takes in one chunk (the JSON of one `data:` event).
-    pub fn chunk(&mut self, chunk: &Value) {
+    pub(super) fn chunk(&mut self, chunk: &Value) {
         if let Some(u) = chunk.get("usage").and_then(usage) {
             self.usage = Some(u);
         }
@@ -392,7 +392,7 @@ impl StreamedAnswer {
     }
 
     /// The message streamed (none when nothing was), and the usage.
-    pub fn finish(self) -> (Option<IncomingMessage>, Option<Usage>) {
+    pub(super) fn finish(self) -> (Option<IncomingMessage>, Option<Usage>) {
         let mut parts = Vec::new();
         if !self.text.is_empty() {
             parts.push(Part::text(self.text));
@@ -408,7 +408,7 @@ impl StreamedAnswer {
 /// Whether an upstream's 400 says the prompt was longer than the model's
 /// window (OpenAI's `context_length_exceeded`, and the wording compatible
 /// servers use).
-pub fn is_context_length_error(body: &[u8]) -> bool {
+pub(super) fn is_context_length_error(body: &[u8]) -> bool {
     let text = String::from_utf8_lossy(body).to_lowercase();
     text.contains("context_length_exceeded")
         || text.contains("maximum context length")

@@ -17,9 +17,13 @@ pub struct ProxySettings {
     /// Base URL of the OpenAI-compatible provider requests are sent on to
     /// (the path of each request is appended: `/v1/chat/completions`).
     pub openai_upstream: String,
-    /// Name of the environment variable holding a provider key sent as
-    /// `Authorization: Bearer …` when a client sends none. Unset: the
-    /// client's own key is what goes on (always, when it sends one).
+    /// Base URL of the Anthropic-compatible provider `POST /v1/messages`
+    /// (and any request carrying `anthropic-version`) is sent on to.
+    pub anthropic_upstream: String,
+    /// Name of the environment variable holding a provider key, sent when
+    /// a client sends none (as `Authorization: Bearer …` to OpenAI, as
+    /// `x-api-key` to Anthropic). Unset: the client's own key is what goes
+    /// on (always, when it sends one).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub upstream_key_env: Option<String>,
     /// A body field naming the workstream when the request has no
@@ -47,6 +51,7 @@ impl Default for ProxySettings {
         ProxySettings {
             listen: None,
             openai_upstream: "https://api.openai.com".to_owned(),
+            anthropic_upstream: "https://api.anthropic.com".to_owned(),
             upstream_key_env: None,
             workstream_field: None,
             domain: "proxy".to_owned(),
@@ -69,10 +74,14 @@ impl ProxySettings {
                  (clients send it in X-Compactor-Token), or listen on 127.0.0.1"
             ));
         }
-        let url = reqwest::Url::parse(&self.openai_upstream)
-            .map_err(|e| format!("proxy.openai_upstream: {e}"))?;
-        if !matches!(url.scheme(), "http" | "https") {
-            return Err("proxy.openai_upstream: must be an http or https URL".into());
+        for (name, url) in [
+            ("openai_upstream", &self.openai_upstream),
+            ("anthropic_upstream", &self.anthropic_upstream),
+        ] {
+            let url = reqwest::Url::parse(url).map_err(|e| format!("proxy.{name}: {e}"))?;
+            if !matches!(url.scheme(), "http" | "https") {
+                return Err(format!("proxy.{name}: must be an http or https URL"));
+            }
         }
         compactor_shared::EntityKey::parse(&self.domain, "x")
             .map_err(|e| format!("proxy.domain: {e}"))?;

@@ -3,7 +3,7 @@
 //! back as the provider sent it.
 
 use axum::body::{Body, Bytes};
-use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, Response, StatusCode};
+use axum::http::{HeaderMap, Method, Response, StatusCode};
 use futures::future::BoxFuture;
 
 /// Headers that belong to one connection, not to the request (RFC 9110
@@ -174,9 +174,4 @@ pub(super) fn pass_through<T: Tee>(mut response: reqwest::Response, tee: T) -> R
     *response.status_mut() = status;
     *response.headers_mut() = headers;
     response
-}
-
-/// Adds `name: value` unless the request carries it already.
-pub(super) fn add_if_missing(headers: &mut HeaderMap, name: HeaderName, value: HeaderValue) {
-    headers.entry(name).or_insert(value);
 }
