@@ -714,3 +714,70 @@ fn anthropic_tokens(body: &Value) -> usize {
         .sum();
     chars / 3
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_the_database_cut_off_requests_go_on_as_they_came_and_are_stored_on_a_later_turn() {
+    use compactor_e2e::proxy::{ChaosProxy, Mode};
+    let db = TestDb::new(Backend::Postgres).await;
+    let redis = TestRedis::new();
+    let chaos = ChaosProxy::start("127.0.0.1:5432".parse().unwrap()).await;
+    let through = db
+        .url
+        .replace("127.0.0.1:5432", &format!("127.0.0.1:{}", chaos.port()));
+    assert_ne!(through, db.url, "the test database is on 127.0.0.1:5432");
+    let (upstream, addr) = upstream().await;
+    let mut s = settings(&db.url, &redis, None);
+    s.database.url = compactor_producer::settings::ConnectionUrl::new(through.clone());
+    s.engine = small_model();
+    s.proxy.listen = Some(SocketAddr::from(([127, 0, 0, 1], 0)));
+    s.proxy.openai_upstream = format!("http://{addr}");
+    let worker = start_worker(s).await;
+    let mut chat = Chat::new(&worker, "chat/cut");
+    chat.turn("Before the outage.", false).await;
+    assert_eq!(stored(&db, "cut").await, 2);
+
+    chaos.set(Mode::Cut);
+    // The application keeps working: the request goes on as it came.
+    let answer = chat.turn("During the outage.", false).await;
+    assert!(answer["content"].as_str().unwrap().starts_with("Answer"));
+    let (_, during) = upstream.requests().last().cloned().unwrap();
+    assert_eq!(during["messages"], json!(chat.messages[..4]));
+
+    chaos.set(Mode::Pass);
+    // A later turn resends the history: what the outage missed is stored
+    // (the pool may need a turn to reconnect; that turn goes on as it came
+    // too).
+    let mut caught_up = false;
+    let give_up = std::time::Instant::now() + Duration::from_secs(30);
+    for t in 0.. {
+        chat.turn(&format!("After it, turn {t}."), false).await;
+        if stored(&db, "cut").await == chat.messages.len() as i64 - 1 {
+            caught_up = true;
+            break;
+        }
+        if std::time::Instant::now() > give_up {
+            break;
+        }
+        // The next turn a little later: the pool reconnects meanwhile.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(
+        caught_up,
+        "stored {} of {}",
+        stored(&db, "cut").await,
+        chat.messages.len() - 1
+    );
+    let metrics = reqwest::get(format!("{}/metrics", worker.admin_url()))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let degraded = metrics
+        .lines()
+        .find(|l| l.starts_with(r#"compactor_proxy_requests_total{route="chat_completions",context="degraded",status="2xx"}"#))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|n| n.parse::<u64>().ok());
+    assert!(degraded.is_some_and(|n| n >= 1), "{degraded:?}");
+    worker.stop().await;
+}

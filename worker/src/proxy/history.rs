@@ -37,10 +37,24 @@ impl Link {
         hasher.update(self.0);
         hasher.update(role.as_str().as_bytes());
         // Parts serialize the same way each time: a message's id depends
-        // on its content only.
-        hasher.update(serde_json::to_vec(parts).unwrap_or_default());
+        // on its content only. Written into the hash, never copied.
+        let _ = serde_json::to_writer(Hashing(&mut hasher), parts);
         self.0 = hasher.finalize().into();
         format!("{ID_PREFIX}{}", hex(&self.0[..16]))
+    }
+}
+
+/// A hash as an `io::Write`.
+struct Hashing<'a>(&'a mut Sha256);
+
+impl std::io::Write for Hashing<'_> {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.update(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }
 
@@ -73,7 +87,7 @@ pub(super) enum SyncError {
 pub(super) async fn sync(
     compactor: &Compactor,
     key: &EntityKey,
-    messages: Vec<IncomingMessage>,
+    messages: &[IncomingMessage],
 ) -> Result<Synced, SyncError> {
     let ids: Vec<String> = messages
         .iter()
@@ -92,10 +106,7 @@ pub(super) async fn sync(
     if parent.is_none() && named.head.is_some() && n > 0 {
         return Err(SyncError::Unrelated);
     }
-    let new: Vec<IncomingMessage> = messages
-        .into_iter()
-        .skip(stored_until.map_or(0, |i| i + 1))
-        .collect();
+    let new = &messages[stored_until.map_or(0, |i| i + 1)..];
     let branched = parent.is_some() && parent != named.head;
     if new.is_empty() {
         if let (true, Some(parent)) = (branched, parent) {
@@ -108,7 +119,9 @@ pub(super) async fn sync(
         });
     }
     let appended = new.len();
-    let outcome = compactor.append_messages_after(key, parent, new).await?;
+    let outcome = compactor
+        .append_messages_after(key, parent, new.to_vec())
+        .await?;
     Ok(Synced {
         appended,
         branched,

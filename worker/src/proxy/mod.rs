@@ -45,7 +45,7 @@ use axum::routing::{any, post};
 use axum::Router;
 use compactor_producer::client::{ClientError, Compactor, IncomingMessage, WaitMode};
 use compactor_shared::context::ContextMessage;
-use compactor_shared::{CharEstimator, EntityKey, MessageId, Part, Role, TokenEstimator};
+use compactor_shared::{CharEstimator, EntityKey, MessageId, TokenEstimator};
 use futures::future::BoxFuture;
 use serde_json::{json, Value};
 use tracing::{debug, info_span, warn, Instrument};
@@ -456,6 +456,13 @@ async fn converse(
         }
     };
     let span = info_span!("proxy", domain = %key.domain(), route = route.label());
+    let mut body = body;
+    // The history moves out of the body: what goes on is built from it
+    // and the rest of the body, never a copy of the whole.
+    let requested = match body.get_mut("messages").map(Value::take) {
+        Some(Value::Array(messages)) => messages,
+        _ => Vec::new(),
+    };
     let turn = Turn {
         state: state.clone(),
         wire,
@@ -463,8 +470,9 @@ async fn converse(
         path: path.clone(),
         headers: headers.clone(),
         body,
+        requested,
         raw,
-        read,
+        conversation: Conversation::of(read),
         started,
     };
     turn.run().instrument(span).await
@@ -477,50 +485,66 @@ struct Turn {
     key: EntityKey,
     path: String,
     headers: HeaderMap,
+    /// The request's body, its `messages` taken out.
     body: Value,
+    /// The request's `messages`, as sent.
+    requested: Vec<Value>,
+    /// The request's body as sent.
     raw: Bytes,
-    read: Vec<Read>,
+    conversation: Conversation,
     started: Instant,
 }
 
 /// The conversation's messages of a request (instructions left out), and
 /// where each is in the request.
 struct Conversation {
+    /// Named by the chain ([`history`]).
     messages: Vec<IncomingMessage>,
     /// The chain's end: what names the answer.
     link: history::Link,
     /// For each message, its index in the request's `messages`.
     at: Vec<usize>,
+    /// Whether each of the request's messages is an instruction.
+    instruction: Vec<bool>,
 }
 
 impl Conversation {
-    fn of(read: &[Read]) -> Conversation {
-        let mut pairs: Vec<(Role, &[Part])> = Vec::new();
-        let mut at = Vec::new();
-        for (i, r) in read.iter().enumerate() {
+    fn of(read: Vec<Read>) -> Conversation {
+        let mut link = history::Link::default();
+        let mut messages = Vec::with_capacity(read.len());
+        let mut at = Vec::with_capacity(read.len());
+        let mut instruction = Vec::with_capacity(read.len());
+        for (i, r) in read.into_iter().enumerate() {
+            instruction.push(matches!(r, Read::Instructions));
             if let Read::Message { role, parts } = r {
-                pairs.push((*role, parts));
+                let id = link.next(role, &parts);
+                messages.push(IncomingMessage::new(role, parts).with_client_id(id));
                 at.push(i);
             }
         }
-        let mut link = history::Link::default();
-        let messages = pairs
-            .into_iter()
-            .map(|(role, parts)| {
-                let id = link.next(role, parts);
-                IncomingMessage::new(role, parts.to_vec()).with_client_id(id)
-            })
-            .collect();
-        Conversation { messages, link, at }
+        Conversation {
+            messages,
+            link,
+            at,
+            instruction,
+        }
     }
+}
+
+/// What goes on to the provider.
+#[derive(Clone)]
+enum Sent {
+    /// The request as the client sent it (its bytes).
+    AsIs,
+    /// The request with compactor's context for messages.
+    Body(Value),
 }
 
 impl Turn {
     async fn run(self) -> Response<Body> {
         let compactor = &self.state.0.compactor;
-        let conversation = Conversation::of(&self.read);
-        let synced = match history::sync(compactor, &self.key, conversation.messages.clone()).await
-        {
+        let conversation = &self.conversation;
+        let synced = match history::sync(compactor, &self.key, &conversation.messages).await {
             Ok(synced) => synced,
             Err(SyncError::Unrelated) => {
                 return self
@@ -560,8 +584,8 @@ impl Turn {
             }
         }
         let overhead = self.started.elapsed();
-        let (forwarded, outcome) = self.forwarded(&conversation, &context);
-        self.count_tokens(&forwarded);
+        let (forwarded, outcome) = self.forwarded(&context);
+        self.count_tokens(&context, outcome);
         let after = (conversation.link, synced.head);
         let answer = self.ask(forwarded.clone(), after).await;
         match answer {
@@ -580,7 +604,7 @@ impl Turn {
                     )
                     .await;
                 let retried = match self.context().await {
-                    Ok(context) => self.forwarded(&conversation, &context),
+                    Ok(context) => self.forwarded(&context),
                     Err(_) => (forwarded, outcome),
                 };
                 let answer = match self.ask(retried.0, after).await {
@@ -617,16 +641,10 @@ impl Turn {
                 && context.tokens as f64 > window as f64 * engine.context.overflow_guard_ratio)
     }
 
-    /// The request's messages with the context in place of the history.
-    fn forwarded(
-        &self,
-        conversation: &Conversation,
-        context: &compactor_producer::client::TurnContext,
-    ) -> (Value, Outcome) {
-        let requested = self.body["messages"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default();
+    /// The request with the context in place of the history.
+    fn forwarded(&self, context: &compactor_producer::client::TurnContext) -> (Sent, Outcome) {
+        let conversation = &self.conversation;
+        let requested = &self.requested;
         let messages = &context.messages;
         // The context: its preamble (the summary), the kept messages, and
         // after an automatic compaction a closing prompt; the last two made
@@ -639,7 +657,7 @@ impl Turn {
         let n = conversation.messages.len();
         let tail_from = n.saturating_sub(kept.len());
         if tail_from == 0 && preamble.is_none() && closing.is_none() {
-            return (self.body.clone(), Outcome::Whole);
+            return (Sent::AsIs, Outcome::Whole);
         }
         // Kept messages the client did not send (stored another way) come
         // first, written from the context.
@@ -653,43 +671,47 @@ impl Turn {
         let mut body = self.body.clone();
         let mut out: Vec<Value> = Vec::with_capacity(kept.len() + 4);
         // Instructions before the cut stay first, in their order.
-        for (i, m) in requested.iter().enumerate().take(cut) {
-            if matches!(self.read[i], Read::Instructions) {
-                out.push(m.clone());
-            }
+        for (m, _) in requested
+            .iter()
+            .zip(&conversation.instruction)
+            .take(cut)
+            .filter(|(_, instruction)| **instruction)
+        {
+            out.push(m.clone());
         }
         if let Some(preamble) = preamble {
             self.wire.place_preamble(&mut body, &mut out, preamble);
         }
         out.extend(extra.iter().map(|m| self.wire.write_message(m)));
         let mut kept = kept.iter();
-        for (i, m) in requested.iter().enumerate().skip(cut) {
-            match &self.read[i] {
-                Read::Instructions => out.push(m.clone()),
-                Read::Message { role, parts } => {
-                    let Some(shown) = kept.next() else { break };
-                    // As the client wrote it, unless the context changed
-                    // it (a tool half whose partner was compacted).
-                    if shown.role == *role && shown.parts == *parts {
-                        out.push(m.clone());
-                    } else {
-                        out.push(self.wire.write_message(shown));
-                    }
-                }
+        let mut next = tail_from;
+        for (m, instruction) in requested.iter().zip(&conversation.instruction).skip(cut) {
+            if *instruction {
+                out.push(m.clone());
+                continue;
+            }
+            let Some(shown) = kept.next() else { break };
+            let sent = &conversation.messages[next];
+            next += 1;
+            // As the client wrote it, unless the context changed it (a
+            // tool half whose partner was compacted).
+            if shown.role == sent.role && shown.parts == sent.parts {
+                out.push(m.clone());
+            } else {
+                out.push(self.wire.write_message(shown));
             }
         }
         out.extend(closing.map(|m| self.wire.write_message(m)));
         self.wire.settle(&mut out);
         body["messages"] = Value::Array(out);
-        (body, Outcome::Compacted)
+        (Sent::Body(body), Outcome::Compacted)
     }
 
     /// Sends the request on; stores the answer and finalizes the turn.
-    async fn ask(&self, body: Value, after: (history::Link, Option<MessageId>)) -> Asked {
-        let raw = if body == self.body {
-            self.raw.clone()
-        } else {
-            Bytes::from(body.to_string())
+    async fn ask(&self, sent: Sent, after: (history::Link, Option<MessageId>)) -> Asked {
+        let raw = match sent {
+            Sent::AsIs => self.raw.clone(),
+            Sent::Body(body) => Bytes::from(body.to_string()),
         };
         let url = self.state.url(self.wire, &self.path);
         let mut headers = self.state.upstream_headers(self.wire, &self.headers);
@@ -730,13 +752,24 @@ impl Turn {
         Asked::Answered(whole.into_response())
     }
 
-    /// Counts the tokens of the messages as sent and as sent on.
-    fn count_tokens(&self, forwarded: &Value) {
+    /// Counts the tokens of the conversation as sent and as sent on (the
+    /// estimate compactor sizes contexts by; instructions left out).
+    fn count_tokens(&self, context: &compactor_producer::client::TurnContext, outcome: Outcome) {
         let estimator = CharEstimator::new(self.state.0.compactor.engine().chars_per_token);
-        let tokens = |body: &Value| estimator.count(&body["messages"].to_string());
+        let client: u64 = self
+            .conversation
+            .messages
+            .iter()
+            .flat_map(|m| &m.parts)
+            .map(|p| estimator.part_tokens(p))
+            .sum();
         PromptTokens {
-            client: tokens(&self.body),
-            upstream: tokens(forwarded),
+            client,
+            upstream: if outcome == Outcome::Whole {
+                client
+            } else {
+                context.tokens
+            },
         }
         .emit();
     }
