@@ -65,7 +65,7 @@ fn memchr_find(hay: &[u8], needle: &[u8]) -> bool {
 
 /// The `i`-th message of a long coding conversation.
 fn message(i: usize) -> Value {
-    if i % 2 == 0 {
+    if i.is_multiple_of(2) {
         json!({"role": "user", "content": format!(
             "Step {i}: the deploy of build {} fails on host web-{} with exit code {}; check the logs.",
             4_000 + i, i % 17, i % 7)})

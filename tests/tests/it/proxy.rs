@@ -229,6 +229,15 @@ async fn proxy_worker(db: &TestDb, redis: &TestRedis, upstream: SocketAddr) -> W
     start_worker(s).await
 }
 
+/// A worker whose proxy sends on to a fresh fake upstream, on `backend`.
+async fn start(backend: Backend) -> (TestDb, TestRedis, Upstream, Worker) {
+    let db = TestDb::new(backend).await;
+    let redis = TestRedis::new();
+    let (upstream, addr) = upstream().await;
+    let worker = proxy_worker(&db, &redis, addr).await;
+    (db, redis, upstream, worker)
+}
+
 /// A client that resends the whole history each turn, as SDKs do.
 struct Chat {
     http: reqwest::Client,
@@ -343,10 +352,7 @@ fn tokens(body: &Value) -> usize {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_conversation_resent_whole_each_turn_reaches_the_upstream_within_its_window_and_is_stored_once(
 ) {
-    let db = TestDb::new(Backend::Sqlite).await;
-    let redis = TestRedis::new();
-    let (upstream, addr) = upstream().await;
-    let worker = proxy_worker(&db, &redis, addr).await;
+    let (db, _redis, upstream, worker) = start(Backend::Sqlite).await;
     let mut chat = Chat::new(&worker, "chat/long");
     let turns = 150;
     for t in 0..turns {
@@ -420,10 +426,7 @@ async fn a_conversation_resent_whole_each_turn_reaches_the_upstream_within_its_w
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_edited_earlier_message_starts_a_branch_and_an_asked_again_turn_moves_the_head() {
-    let db = TestDb::new(Backend::Sqlite).await;
-    let redis = TestRedis::new();
-    let (upstream, addr) = upstream().await;
-    let worker = proxy_worker(&db, &redis, addr).await;
+    let (db, _redis, upstream, worker) = start(Backend::Sqlite).await;
     let mut chat = Chat::new(&worker, "chat/edit");
     for t in 0..4 {
         chat.turn(&format!("Question {t}"), false).await;
@@ -467,10 +470,7 @@ async fn an_edited_earlier_message_starts_a_branch_and_an_asked_again_turn_moves
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_context_the_upstream_refuses_as_too_long_is_compacted_and_sent_once_more() {
-    let db = TestDb::new(Backend::Sqlite).await;
-    let redis = TestRedis::new();
-    let (upstream, addr) = upstream().await;
-    let worker = proxy_worker(&db, &redis, addr).await;
+    let (_db, _redis, upstream, worker) = start(Backend::Sqlite).await;
     let mut chat = Chat::new(&worker, "chat/refused");
     for t in 0..12 {
         chat.turn(
@@ -500,10 +500,7 @@ async fn a_context_the_upstream_refuses_as_too_long_is_compacted_and_sent_once_m
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn errors_pass_through_with_their_headers_and_requests_naming_no_workstream_go_on_untouched()
 {
-    let db = TestDb::new(Backend::Sqlite).await;
-    let redis = TestRedis::new();
-    let (upstream, addr) = upstream().await;
-    let worker = proxy_worker(&db, &redis, addr).await;
+    let (db, _redis, upstream, worker) = start(Backend::Sqlite).await;
     let http = reqwest::Client::new();
     let url = format!("{}/v1/chat/completions", worker.proxy_url());
     // A 429, with its headers.
@@ -602,10 +599,7 @@ fn anthropic_streamed(text: &str) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_anthropic_conversation_is_compacted_with_the_summary_after_its_system_prompt() {
-    let db = TestDb::new(Backend::Sqlite).await;
-    let redis = TestRedis::new();
-    let (upstream, addr) = upstream().await;
-    let worker = proxy_worker(&db, &redis, addr).await;
+    let (db, _redis, upstream, worker) = start(Backend::Sqlite).await;
     let http = reqwest::Client::new();
     let url = format!("{}/v1/messages", worker.proxy_url());
     let mut history: Vec<Value> = Vec::new();

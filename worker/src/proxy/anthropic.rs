@@ -276,14 +276,9 @@ impl StreamedAnswer {
     }
 }
 
-/// Whether an upstream's 400 says the prompt was longer than the model's
-/// window.
-pub(super) fn is_context_length_error(body: &[u8]) -> bool {
-    let text = String::from_utf8_lossy(body).to_lowercase();
-    text.contains("prompt is too long")
-        || text.contains("context window")
-        || text.contains("too many tokens")
-}
+/// What an upstream's 400 says when the prompt was longer than the
+/// model's window, lower-cased.
+pub(super) const TOO_LONG: &[&str] = &["prompt is too long", "context window", "too many tokens"];
 
 #[cfg(test)]
 mod tests {

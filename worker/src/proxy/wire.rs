@@ -48,11 +48,15 @@ impl Wire {
         }
     }
 
+    /// Whether an upstream's 400 says the prompt was longer than the
+    /// model's window.
     pub(super) fn is_context_length_error(self, body: &[u8]) -> bool {
-        match self {
-            Wire::OpenAi => openai::is_context_length_error(body),
-            Wire::Anthropic => anthropic::is_context_length_error(body),
-        }
+        let phrases = match self {
+            Wire::OpenAi => openai::TOO_LONG,
+            Wire::Anthropic => anthropic::TOO_LONG,
+        };
+        let text = String::from_utf8_lossy(body).to_lowercase();
+        phrases.iter().any(|p| text.contains(p))
     }
 
     /// Puts compactor's preamble (the summary) where this format takes
@@ -118,5 +122,22 @@ impl Streamed {
             Streamed::OpenAi(answer) => answer.finish(),
             Streamed::Anthropic(answer) => answer.finish(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn context_length_errors_are_told_from_other_400s() {
+        assert!(Wire::OpenAi.is_context_length_error(
+            br#"{"error":{"code":"context_length_exceeded","message":"This model's maximum context length is 8192 tokens"}}"#
+        ));
+        assert!(Wire::Anthropic.is_context_length_error(
+            br#"{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 210000 tokens > 200000 maximum"}}"#
+        ));
+        assert!(!Wire::OpenAi
+            .is_context_length_error(br#"{"error":{"message":"Invalid value for temperature"}}"#));
     }
 }
