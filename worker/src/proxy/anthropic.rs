@@ -13,7 +13,7 @@ use compactor_shared::trigger::Usage;
 use compactor_shared::{Part, Role};
 use serde_json::{json, Value};
 
-use super::openai::{digest_uri, Read, ReadError};
+use super::openai::{digest_uri, settle, Read, ReadError};
 
 /// Reads every message of a request body's `messages`.
 pub(super) fn read_messages(body: &Value) -> Result<Vec<Read>, ReadError> {
@@ -49,9 +49,7 @@ pub(super) fn read_messages(body: &Value) -> Result<Vec<Read>, ReadError> {
         } else {
             role
         };
-        if parts.is_empty() {
-            parts.push(Part::text(""));
-        }
+        settle(&mut parts);
         read.push(Read::Message { role, parts });
     }
     Ok(read)
@@ -185,7 +183,10 @@ pub(super) fn read_answer(response: &Value) -> (Option<IncomingMessage>, Option<
                 .collect::<Vec<_>>()
         })
         .filter(|parts| !parts.is_empty())
-        .map(|parts| IncomingMessage::new(Role::Assistant, parts));
+        .map(|mut parts| {
+            settle(&mut parts);
+            IncomingMessage::new(Role::Assistant, parts)
+        });
     (message, response.get("usage").map(usage))
 }
 
@@ -271,7 +272,11 @@ impl StreamedAnswer {
                 block(&started).ok()
             })
             .collect();
-        let message = (!parts.is_empty()).then(|| IncomingMessage::new(Role::Assistant, parts));
+        let message = (!parts.is_empty()).then(|| {
+            let mut parts = parts;
+            settle(&mut parts);
+            IncomingMessage::new(Role::Assistant, parts)
+        });
         (message, self.usage)
     }
 }
@@ -335,6 +340,27 @@ mod tests {
         }
         assert!(streamed.event(&json!({"type": "message_stop"})));
         assert_eq!(streamed.finish(), read_answer(&whole));
+    }
+
+    #[test]
+    fn an_empty_text_block_beside_a_tool_use_names_the_answer_as_without_it() {
+        let tool = json!({"type": "tool_use", "id": "tu1", "name": "f", "input": {}});
+        let whole = json!({"content": [{"type": "text", "text": ""}, tool]});
+        let mut streamed = StreamedAnswer::default();
+        for e in [
+            json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+            json!({"type": "content_block_start", "index": 1, "content_block": tool}),
+        ] {
+            streamed.event(&e);
+        }
+        let resent =
+            read_messages(&json!({"messages": [{"role": "assistant", "content": [tool]}]}))
+                .unwrap();
+        let Read::Message { parts, .. } = &resent[0] else {
+            panic!()
+        };
+        assert_eq!(read_answer(&whole).0.unwrap().parts, *parts);
+        assert_eq!(streamed.finish().0.unwrap().parts, *parts);
     }
 
     #[test]

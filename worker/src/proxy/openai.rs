@@ -112,16 +112,26 @@ pub(super) fn read_messages(body: &Value) -> Result<Vec<Read>, ReadError> {
             other => return Err(bad(&format!("unknown role {other:?}"))),
         });
     }
-    // A message of nothing (an assistant turn with no content and no
-    // call) is still a message of the history: one empty text.
     for r in &mut read {
         if let Read::Message { parts, .. } = r {
-            if parts.is_empty() {
-                parts.push(Part::text(""));
-            }
+            settle(parts);
         }
     }
     Ok(read)
+}
+
+/// A message's parts as compactor names them. An empty text says nothing
+/// beside other parts: SDKs write `""` or `null` for an answer that only
+/// calls tools, and a message's name must not depend on which (else the
+/// answer stored would not be found when the client sends it back). A
+/// message of nothing is still a message of the history: one empty text.
+pub(super) fn settle(parts: &mut Vec<Part>) {
+    if parts.len() > 1 {
+        parts.retain(|p| !matches!(p, Part::Text { text } if text.is_empty()));
+    }
+    if parts.is_empty() {
+        parts.push(Part::text(""));
+    }
 }
 
 /// A tool call; its `arguments` string is kept as JSON when it is JSON
@@ -463,6 +473,30 @@ mod tests {
         assert!(
             matches!(&parts[0], Part::ToolResult { tool_name, output, .. }
             if tool_name == "weather" && output == "-3 °C")
+        );
+    }
+
+    #[test]
+    fn an_answer_that_only_calls_a_tool_reads_the_same_with_empty_or_no_content() {
+        let call = json!([{"id": "c1", "type": "function",
+            "function": {"name": "f", "arguments": "{}"}}]);
+        let read = |content: Value| {
+            read_messages(&json!({"messages": [
+                {"role": "assistant", "content": content, "tool_calls": call}]}))
+            .unwrap()
+        };
+        assert_eq!(read(json!("")), read(Value::Null));
+        assert_eq!(
+            read(json!([{"type": "text", "text": ""}])),
+            read(Value::Null)
+        );
+        let nothing = read_messages(&json!({"messages": [{"role": "assistant", "content": null}]}));
+        assert_eq!(
+            nothing.unwrap(),
+            vec![Read::Message {
+                role: Role::Assistant,
+                parts: vec![Part::text("")]
+            }]
         );
     }
 
