@@ -167,3 +167,58 @@ def test_anthropic_sdk_a_conversation_with_tools_stays_in_the_window() -> None:
     assert "summary" in system[1]["text"]
     assert last["body"]["messages"][0]["role"] == "user"
     assert last["body"]["messages"][-1] == {"role": "user", "content": user_turn(149)}
+
+
+def admin_context(workstream: str) -> dict[str, Any]:
+    """The context compactor would send next for `workstream`."""
+    response = httpx.get(f"{os.environ['COMPACTOR_URL']}/v1/workstreams/{workstream}/context",
+                         headers={"Authorization": f"Bearer {TOKEN}"})
+    response.raise_for_status()
+    result: dict[str, Any] = response.json()
+    return result
+
+
+def test_openai_sdk_an_edited_earlier_message_starts_a_branch() -> None:
+    model = f"fake-{uuid.uuid4().hex[:8]}"
+    workstream = f"py/edit-{model}"
+    client = openai.OpenAI(base_url=f"{PROXY}/v1", api_key="sk-test-key",
+                           default_headers=headers(workstream), max_retries=0)
+    history: list[dict[str, Any]] = []
+    for t in range(4):
+        history.append({"role": "user", "content": f"Question {t}"})
+        answer = client.chat.completions.create(model=model, messages=history)  # type: ignore[arg-type]
+        history.append(answer.choices[0].message.model_dump(exclude_none=True))
+    # The user edits question 2 and asks again from there.
+    edited = history[:4] + [{"role": "user", "content": "Question 2, rephrased"}]
+    answer = client.chat.completions.create(model=model, messages=edited)  # type: ignore[arg-type]
+    assert answer.choices[0].message.content == "Answer to request with 5 messages."
+    sent = received(model)[-1]["body"]["messages"]
+    assert sent[-1] == {"role": "user", "content": "Question 2, rephrased"}
+    assert "Question 3" not in json.dumps(sent)
+    # The workstream's head is the edited branch: the context's messages
+    # are the edit and its answer, not the first branch's later turns
+    # (those are summarized, as a branch left behind is).
+    context = admin_context(workstream)
+    kept = [m for m in context["messages"] if m.get("source")]
+    texts = [p.get("text") for m in kept for p in m["parts"]]
+    assert "Question 2, rephrased" in texts and "Question 3" not in texts
+
+
+def test_openai_sdk_a_context_too_long_for_the_model_is_compacted_and_sent_once_more() -> None:
+    model = f"small-window-{uuid.uuid4().hex[:8]}"
+    client = openai.OpenAI(base_url=f"{PROXY}/v1", api_key="sk-test-key",
+                           default_headers=headers(f"py/{model}"), max_retries=0)
+    history: list[dict[str, Any]] = []
+    # The history outgrows the model's 6,000 characters long before the
+    # worker's trigger: every turn is still answered.
+    for t in range(30):
+        history.append({"role": "user", "content": f"Message {t}: " + "details of the plan " * 20})
+        answer = client.chat.completions.create(model=model, messages=history)  # type: ignore[arg-type]
+        assert answer.choices[0].message.content is not None
+        history.append(answer.choices[0].message.model_dump(exclude_none=True))
+    # A request refused as too long, then the same turn sent again with a
+    # summary in place of the older messages, within the limit.
+    sizes = [len(json.dumps(r["body"]["messages"])) for r in received(model)]
+    retried = [i for i in range(1, len(sizes)) if sizes[i - 1] > 6000 and sizes[i] <= 6000]
+    assert retried, sizes
+    assert "summary" in received(model)[retried[0]]["body"]["messages"][0]["content"]

@@ -1,7 +1,8 @@
 """A fake model provider on loopback for the proxy's SDK tests: OpenAI
 Chat Completions and Anthropic Messages, whole or streamed, with a tool
-call when the user asks for the weather and a 429 for the model
-`rate-limited`. It records every request it receives; GET /requests
+call when the user asks for the weather, a 429 for the model
+`rate-limited`, and a 400 "context length exceeded" for a model named
+`small-window…` sent more than 6,000 characters of messages. It records every request it receives; GET /requests
 answers them (bodies and headers) and DELETE /requests forgets them.
 
 `python upstream.py` listens on a free loopback port and prints its URL as
@@ -77,6 +78,12 @@ class Handler(BaseHTTPRequestHandler):
                            {"retry-after": "7", "x-ratelimit-remaining-requests": "0"})
             return
         messages = body.get("messages", [])
+        # A model smaller than the worker was told: it refuses what is over
+        # 6,000 characters of messages.
+        if body.get("model", "").startswith("small-window") and len(json.dumps(messages)) > 6000:
+            self.send_json(400, {"error": {"message": "This model's maximum context length is 2000 tokens.",
+                                           "type": "invalid_request_error", "code": "context_length_exceeded"}})
+            return
         weather = "weather" in last_user_text(messages) and messages[-1].get("role") == "user" \
             and isinstance(messages[-1].get("content"), str)
         n = len(messages)
