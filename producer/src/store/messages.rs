@@ -1087,6 +1087,32 @@ impl Store {
     }
 }
 
+impl Store {
+    /// Which of the messages `ids` carry a client id that starts with
+    /// `prefix` (one query): how an operator's view tells what a caller
+    /// that names its messages in its own way (the proxy) stored.
+    pub async fn messages_named_with(
+        &self,
+        ids: &[MessageId],
+        prefix: &str,
+    ) -> Result<std::collections::HashSet<MessageId>, StoreError> {
+        const OP: &str = "messages_named_with";
+        if ids.is_empty() {
+            return Ok(std::collections::HashSet::new());
+        }
+        let rows: Vec<i64> = message::Entity::find()
+            .select_only()
+            .column(message::Column::Id)
+            .filter(message::Column::Id.is_in(ids.iter().map(|id| id.0)))
+            .filter(message::Column::ClientId.starts_with(prefix))
+            .into_tuple()
+            .all(&self.db)
+            .await
+            .map_err(StoreError::db(OP))?;
+        Ok(rows.into_iter().map(MessageId).collect())
+    }
+}
+
 /// The workstream's stored messages named by the client ids of `messages`.
 async fn stored_by_client_id<C: ConnectionTrait>(
     db: &C,

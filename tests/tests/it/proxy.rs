@@ -775,3 +775,44 @@ async fn with_the_database_cut_off_requests_go_on_as_they_came_and_are_stored_on
     assert!(degraded.is_some_and(|n| n >= 1), "{degraded:?}");
     worker.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_tells_the_workstreams_the_proxy_serves() {
+    let (_db, _redis, _upstream, worker) = start(Backend::Sqlite).await;
+    let mut chat = Chat::new(&worker, "chat/viaproxy");
+    chat.turn("Hello through the proxy.", false).await;
+    let http = reqwest::Client::new();
+    let appended = http
+        .post(format!(
+            "{}/v1/workstreams/chat/viaapi/messages",
+            worker.admin_url()
+        ))
+        .json(&json!({"messages": [{"role": "user", "parts": [{"type": "text", "text": "Hello over HTTP."}]}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(appended.status(), 200);
+    let page = http
+        .get(format!("{}/ui/workstreams?domain=chat", worker.admin_url()))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let row = |entity: &str| {
+        page.split("<tr>")
+            .find(|r| r.contains(&format!("chat/{entity}</a>")))
+            .unwrap_or_else(|| panic!("no row for {entity}: {page}"))
+            .to_owned()
+    };
+    assert!(
+        row("viaproxy").contains("<td class=\"via\">proxy</td>"),
+        "{page}"
+    );
+    assert!(
+        row("viaapi").contains("<td class=\"via\">API</td>"),
+        "{page}"
+    );
+    worker.stop().await;
+}

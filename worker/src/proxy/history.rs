@@ -18,7 +18,7 @@ use super::openai::hex;
 
 /// Prefix of the client ids the proxy gives (a version: another way of
 /// naming would start another chain, never match this one).
-pub(super) const ID_PREFIX: &str = "px1-";
+pub(crate) const ID_PREFIX: &str = "px1-";
 
 /// How many of the newest names are looked up first: a turn's history is
 /// the stored one plus the new user message (or tool results), so the

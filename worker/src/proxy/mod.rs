@@ -35,6 +35,10 @@ mod wire;
 
 pub use settings::ProxySettings;
 
+/// The prefix of the client ids the proxy names messages with (the
+/// console tells the workstreams it serves by it).
+pub(crate) use history::ID_PREFIX;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 

@@ -86,16 +86,35 @@ pub(super) async fn search(
             "<p class=\"muted\">{} shown, newest first (at most {SEARCH_LIMIT}).</p>",
             found.len()
         );
+        // Served by the drop-in proxy: its newest message was named by it.
+        let newest: Vec<_> = found
+            .iter()
+            .filter_map(|ws| ws.head_message_id.or(ws.last_message_id))
+            .collect();
+        let proxied = state
+            .compactor()
+            .store()
+            .messages_named_with(&newest, crate::proxy::ID_PREFIX)
+            .await?;
         body.push_str(
             "<div class=\"table-wrap\"><table id=\"workstreams\"><thead><tr><th>Workstream</th>\
              <th class=\"num\">Context tokens</th><th class=\"num\">Compactions</th><th>Last compacted</th>\
-             <th>State</th></tr></thead><tbody>",
+             <th>Via</th><th>State</th></tr></thead><tbody>",
         );
         let now_ms = chrono::Utc::now().timestamp_millis();
         for ws in &found {
+            let via = if ws
+                .head_message_id
+                .or(ws.last_message_id)
+                .is_some_and(|id| proxied.contains(&id))
+            {
+                "proxy"
+            } else {
+                "API"
+            };
             let _ = write!(
                 body,
-                "<tr><td><a href=\"{}\">{}/{}</a></td><td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td><td>{}</td></tr>",
+                "<tr><td><a href=\"{}\">{}/{}</a></td><td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td><td class=\"via\">{via}</td><td>{}</td></tr>",
                 href(&ws.key),
                 esc(ws.key.domain()),
                 esc(ws.key.entity_id()),
