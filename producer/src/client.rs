@@ -681,6 +681,23 @@ impl Compactor {
         key: &EntityKey,
         usage: Option<Usage>,
     ) -> Result<TurnOutcome, ClientError> {
+        let outcome = self.request_if_due(key, usage).await?;
+        TurnFinalized {
+            key,
+            outcome: &outcome,
+        }
+        .emit();
+        Ok(outcome)
+    }
+
+    /// What [`Compactor::finalize_turn`] does, without counting a turn:
+    /// for a caller that must make sure a compaction is requested before
+    /// a turn ends (the proxy, facing a context over the window).
+    pub async fn request_if_due(
+        &self,
+        key: &EntityKey,
+        usage: Option<Usage>,
+    ) -> Result<TurnOutcome, ClientError> {
         let ws = self.workstream(key).await?;
         let current = ws.summary_tokens.saturating_add(ws.uncompacted_tokens);
         let decision = self.inner.engine.trigger.evaluate(&Measure {
@@ -717,11 +734,6 @@ impl Compactor {
                 Err(error) => return Err(error.into()),
             }
         };
-        TurnFinalized {
-            key,
-            outcome: &outcome,
-        }
-        .emit();
         Ok(outcome)
     }
 

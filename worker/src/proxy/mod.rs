@@ -571,7 +571,7 @@ impl Turn {
             // fitted: ask by the estimate (a reactive request, ahead of
             // automatic ones; nothing when one is pending or the breaker
             // is open), then wait for it.
-            if let Err(error) = compactor.finalize_turn(&self.key, None).await {
+            if let Err(error) = compactor.request_if_due(&self.key, None).await {
                 warn!(%error, "no compaction could be requested for a context over the window");
             }
             let waited = compactor
