@@ -203,7 +203,21 @@ impl Application {
         }
         let mut probe_server = None;
         let mut probe_addr = None;
-        let (admin, admin_addr) = if settings.admin.enabled {
+        // What the admin API and the proxy share: one client (one kept
+        // history cache, one release subscription), the connection cap
+        // fitted to the descriptor limit once.
+        let served = if settings.admin.enabled || settings.proxy.listen.is_some() {
+            Some((
+                Compactor::from_parts(store.clone(), queue.clone(), settings.engine.clone()).await,
+                descriptors::fit_to_process(&settings.admin, settings.worker.concurrency),
+            ))
+        } else {
+            None
+        };
+        let bind_error = |addr| move |source| StartupError::AdminBind { addr, source };
+        let (admin, admin_addr) = if let (true, Some((compactor, fitted))) =
+            (settings.admin.enabled, served.as_ref())
+        {
             let metrics = observability::install()?;
             let endpoints: Vec<String> = webhooks.iter().map(|w| w.name.clone()).collect();
             observability::register_known_series(
@@ -215,27 +229,23 @@ impl Application {
             if hook.is_some() {
                 observability::register_hook_series();
             }
-            let compactor =
-                Compactor::from_parts(store.clone(), queue.clone(), settings.engine.clone()).await;
             let listen = settings.admin.listen;
             if admin_token.is_none() && !listen.ip().is_loopback() {
                 warn!(%listen, "the admin API listens beyond loopback without a token: anyone who reaches it can read and write every workstream");
             }
             let state = AppState::new(
-                compactor,
+                compactor.clone(),
                 metrics,
                 admin_token,
                 shutdown.clone(),
                 settings.admin.ready_timeout,
                 settings.admin.bulk_budget(),
             );
-            let fitted = descriptors::fit_to_process(&settings.admin, settings.worker.concurrency);
-            let limits = ConnectionLimits::from_settings(&fitted);
-            let bind_error = |addr| move |source| StartupError::AdminBind { addr, source };
+            let limits = ConnectionLimits::from_settings(fitted);
             let server = AdminServer::bind(
                 Listener::Api,
                 listen,
-                crate::http::router(state.clone(), &fitted),
+                crate::http::router(state.clone(), fitted),
                 limits,
             )
             .await
@@ -249,7 +259,7 @@ impl Application {
                 let probes = AdminServer::bind(
                     Listener::Probes,
                     health,
-                    crate::http::probe_router(state, &fitted),
+                    crate::http::probe_router(state, fitted),
                     probe_limits,
                 )
                 .await
@@ -261,22 +271,16 @@ impl Application {
         } else {
             (None, None)
         };
-        let (proxy, proxy_addr) = match settings.proxy.listen {
-            Some(listen) => {
+        let (proxy, proxy_addr) = match (settings.proxy.listen, served) {
+            (Some(listen), Some((compactor, fitted))) => {
                 if !settings.admin.enabled {
                     // The recorder is installed with the admin API.
                     observability::install()?;
                 }
                 observability::register_proxy_series();
-                let compactor =
-                    Compactor::from_parts(store.clone(), queue.clone(), settings.engine.clone())
-                        .await;
                 let state =
                     ProxyState::new(compactor, settings.proxy.clone(), admin_token_for_proxy)
                         .map_err(StartupError::Proxy)?;
-                let fitted =
-                    descriptors::fit_to_process(&settings.admin, settings.worker.concurrency);
-                let bind_error = |addr| move |source| StartupError::AdminBind { addr, source };
                 let server = AdminServer::bind(
                     Listener::Proxy,
                     listen,
@@ -288,7 +292,7 @@ impl Application {
                 let addr = server.local_addr().map_err(bind_error(listen))?;
                 (Some(server), Some(addr))
             }
-            None => (None, None),
+            _ => (None, None),
         };
         info!(
             summarizer = summarizer.model().as_deref().unwrap_or("extractive"),
