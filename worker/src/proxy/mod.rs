@@ -162,6 +162,18 @@ impl ProxyState {
         ))
     }
 
+    /// A request's body, read whole: at most `max_body_bytes`, else a 413.
+    async fn read_body(&self, body: Body) -> Result<Bytes, Response<Body>> {
+        let limit = self.0.settings.max_body_bytes;
+        axum::body::to_bytes(body, limit).await.map_err(|_| {
+            refuse(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "body_too_large",
+                format!("bodies of at most {limit} bytes"),
+            )
+        })
+    }
+
     fn url(&self, wire: Wire, path_and_query: &str) -> String {
         let base = match wire {
             Wire::OpenAi => &self.0.settings.openai_upstream,
@@ -236,18 +248,9 @@ async fn forward_as_is(State(state): State<ProxyState>, request: Request) -> Res
     if let Some(refused) = state.unauthorized(&parts.headers) {
         return refused;
     }
-    let body = match axum::body::to_bytes(body, state.0.settings.max_body_bytes).await {
+    let body = match state.read_body(body).await {
         Ok(b) => b,
-        Err(_) => {
-            return refuse(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "body_too_large",
-                format!(
-                    "bodies of at most {} bytes",
-                    state.0.settings.max_body_bytes
-                ),
-            )
-        }
+        Err(refused) => return refused,
     };
     let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
     // Anthropic's SDKs name their API version on every request.
@@ -419,16 +422,9 @@ async fn converse(
         || request.uri().path().to_owned(),
         |p| p.as_str().to_owned(),
     );
-    let limit = state.0.settings.max_body_bytes;
-    let raw = match axum::body::to_bytes(request.into_body(), limit).await {
+    let raw = match state.read_body(request.into_body()).await {
         Ok(b) => b,
-        Err(_) => {
-            return refuse(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "body_too_large",
-                format!("bodies of at most {limit} bytes"),
-            )
-        }
+        Err(refused) => return refused,
     };
     let as_it_came = |outcome: Outcome, raw: Bytes| {
         let state = state.clone();
@@ -506,8 +502,6 @@ struct Conversation {
     messages: Vec<IncomingMessage>,
     /// The chain's end: what names the answer.
     link: history::Link,
-    /// For each message, its index in the request's `messages`.
-    at: Vec<usize>,
     /// Whether each of the request's messages is an instruction.
     instruction: Vec<bool>,
 }
@@ -516,27 +510,23 @@ impl Conversation {
     fn of(read: Vec<Read>) -> Conversation {
         let mut link = history::Link::default();
         let mut messages = Vec::with_capacity(read.len());
-        let mut at = Vec::with_capacity(read.len());
         let mut instruction = Vec::with_capacity(read.len());
-        for (i, r) in read.into_iter().enumerate() {
+        for r in read {
             instruction.push(matches!(r, Read::Instructions));
             if let Read::Message { role, parts } = r {
                 let id = link.next(role, &parts);
                 messages.push(IncomingMessage::new(role, parts).with_client_id(id));
-                at.push(i);
             }
         }
         Conversation {
             messages,
             link,
-            at,
             instruction,
         }
     }
 }
 
 /// What goes on to the provider.
-#[derive(Clone)]
 enum Sent {
     /// The request as the client sent it (its bytes).
     AsIs,
@@ -591,7 +581,7 @@ impl Turn {
         let (forwarded, outcome) = self.forwarded(&context);
         self.count_tokens(&context, outcome);
         let after = (conversation.link, synced.head);
-        let answer = self.ask(forwarded.clone(), after).await;
+        let answer = self.ask(forwarded, after).await;
         match answer {
             Asked::ContextTooLong(first) => {
                 // The model's window is smaller than configured, or the
@@ -609,7 +599,8 @@ impl Turn {
                     .await;
                 let retried = match self.context().await {
                     Ok(context) => self.forwarded(&context),
-                    Err(_) => (forwarded, outcome),
+                    // The context cannot be read again: what was sent.
+                    Err(_) => self.forwarded(&context),
                 };
                 let answer = match self.ask(retried.0, after).await {
                     Asked::Answered(a) => a,
@@ -668,10 +659,12 @@ impl Turn {
         let (extra, kept) = kept.split_at(kept.len().saturating_sub(n));
         // The request index the kept messages start at.
         let cut = conversation
-            .at
-            .get(tail_from)
-            .copied()
-            .unwrap_or(requested.len());
+            .instruction
+            .iter()
+            .enumerate()
+            .filter(|(_, instruction)| !**instruction)
+            .nth(tail_from)
+            .map_or(requested.len(), |(i, _)| i);
         let mut body = self.body.clone();
         let mut out: Vec<Value> = Vec::with_capacity(kept.len() + 4);
         // Instructions before the cut stay first, in their order.
