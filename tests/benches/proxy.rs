@@ -12,8 +12,10 @@
 //!
 //! The worker runs as in production (PostgreSQL by default, the extractive
 //! summarizer, compactions in the background). The first request stores
-//! the whole history (timed and reported on its own); the workstream is
-//! compacted before the turns are measured.
+//! the whole history (timed and reported on its own). The provider reports
+//! 100 prompt tokens, so no compaction is asked for after it; the first
+//! measured turn finds the context over the window by the estimate and
+//! waits for its compaction (one turn of each run's first mode).
 //!
 //! Run:
 //! ```text
@@ -134,8 +136,6 @@ async fn main() {
     result("proxy", "first_request_ms", ms(seeded), "ms");
     history
         .push(json!({"role": "assistant", "content": "Done; the next step is the replica check."}));
-    // Let the compaction that request asked for land before measuring.
-    tokio::time::sleep(Duration::from_secs(3)).await;
 
     for stream in [false, true] {
         let mode = if stream { "streamed" } else { "whole" };
