@@ -679,7 +679,7 @@ fn says_whole(statement: &str, line: &str) -> bool {
 /// values beside it are still current, and a line's marker reads as the
 /// whole line's.
 pub(crate) fn render_line(line: &Line) -> String {
-    let prefix = format!("- #{} {}: ", line.at.0, line.speaker.tag());
+    let prefix = format!("#{} {}: ", line.at.0, line.speaker.tag());
     let whole: Vec<&Replaced> = line
         .superseded
         .iter()

@@ -81,6 +81,10 @@ const NEW_VALUE_DUPLICATE: (f64, f64) = (0.75, 0.9);
 /// lines share their worth, and each may be the one a later turn needs).
 const MIN_GAIN: f64 = 0.2;
 
+/// How many times the budget is counted again on the lines as they
+/// render, for the lines that did not fit the sum of their own costs.
+const REFILLS: u32 = 2;
+
 /// What a tool's term nobody took up is worth, against one the user or
 /// the assistant said too.
 const UNUSED_TOOL: f64 = 0.5;
@@ -607,7 +611,31 @@ pub(crate) fn choose(
     let mut left = budget;
     let mut taken: Vec<usize> = Vec::new();
     let mut is_taken = vec![false; all.len()];
-    while let Some(top) = queue.pop() {
+    // Lines that did not fit what was left: they may once the budget is
+    // counted again ([`REFILLS`]).
+    let mut deferred: Vec<Queued> = Vec::new();
+    let mut refills = 0;
+    loop {
+        let Some(top) = queue.pop() else {
+            // Each line's cost is counted on its own, rounded up; the
+            // lines together take less. What that left over is counted
+            // on the lines as they render, and the lines that did not
+            // fit compete again for it.
+            if deferred.is_empty() || refills == REFILLS {
+                break;
+            }
+            refills += 1;
+            let mut order = taken.clone();
+            order.sort_unstable();
+            // (A line the user's statement says whole is shown as the
+            // statement, at no cost here.)
+            let used = estimator.count(&super::render_lines(
+                order.iter().filter(|&&i| !free[i]).map(|&i| &all[i].line),
+            )) + order.iter().filter(|&&i| free[i]).count() as u64;
+            left = budget.saturating_sub(used);
+            queue.extend(deferred.drain(..));
+            continue;
+        };
         if is_taken[top.line] {
             continue;
         }
@@ -625,6 +653,10 @@ pub(crate) fn choose(
             continue;
         }
         if line_cost > left {
+            deferred.push(Queued {
+                ratio,
+                line: top.line,
+            });
             continue;
         }
         let sh = shingles(&all[top.line].line.text);

@@ -175,6 +175,18 @@ pub(crate) fn squeeze(
             keep[i - 1] = true;
         }
     }
+    // A letter or digit standing alone after a kept word is the end of
+    // what it names (`Ste A`, `suite j`, `Plan B`, `Terminal 2`): cut off,
+    // the value would be another one.
+    for i in 1..tokens.len() {
+        if keep[i - 1]
+            && !tokens[i - 1].ends
+            && tokens[i].key.chars().count() == 1
+            && tokens[i].key.chars().all(char::is_alphanumeric)
+        {
+            keep[i] = true;
+        }
+    }
     let kept: Vec<usize> = (0..tokens.len()).filter(|&i| keep[i]).collect();
     for pair in kept.windows(2) {
         let (a, b) = (pair[0], pair[1]);
@@ -326,5 +338,43 @@ mod tests {
         )
         .unwrap();
         assert!(text.contains("pottery") && text.contains("7 pm"), "{text}");
+    }
+
+    #[test]
+    fn a_letter_standing_alone_after_a_kept_word_ends_what_it_names() {
+        let counts = df(&[("they", 40), ("are", 60), ("located", 20), ("at", 70)]);
+        let (text, _) = squeeze(
+            "They are located at 689 East Remington Drive Ste A.",
+            false,
+            &counts,
+            200,
+        )
+        .unwrap();
+        assert_eq!(text, "689 East Remington Drive Ste A.");
+        let (text, _) = squeeze(
+            "Pick it up at 4330 Clayton Road suite j",
+            false,
+            &counts,
+            200,
+        )
+        .unwrap();
+        assert!(text.ends_with("4330 Clayton Road suite j"), "{text}");
+        // Not across a sentence's end.
+        let counts = df(&[
+            ("meet", 40),
+            ("at", 70),
+            ("bus", 40),
+            ("waits", 40),
+            ("there", 60),
+        ]);
+        let (text, _) = squeeze(
+            "Meet at Hotel Adlon. A bus waits there.",
+            false,
+            &counts,
+            200,
+        )
+        .unwrap();
+        assert_eq!(text, "Hotel Adlon.");
+        assert!(!text.contains(" A "), "{text}");
     }
 }

@@ -145,7 +145,7 @@ fn a_superseded_value_is_marked_on_its_line() {
     let text = chosen.evidence.render();
     // The replaced value is cut out of its line and marked on a line of
     // its own; the rest of its line is still current.
-    assert!(text.contains("- #1 u: 7 [superseded by #3]\n"), "{text}");
+    assert!(text.contains("#1 u: 7 [superseded by #3]\n"), "{text}");
     let old = text
         .lines()
         .find(|l| l.contains("table for 4"))
@@ -538,7 +538,8 @@ fn a_tool_line_nobody_took_up_ranks_below_a_name_the_assistant_said() {
             "It never calls `load_session_messages` on mount.",
         ),
     ];
-    let chosen = choose(&messages, &Evidence::default(), 24);
+    // (Room for the call and the answer, not for a line of the markup.)
+    let chosen = choose(&messages, &Evidence::default(), 32);
     let text = chosen.evidence.render();
     assert!(text.contains("load_session_messages"), "{text}");
     assert!(!text.contains("pane-"), "{text}");
@@ -1056,4 +1057,29 @@ fn a_value_is_a_whole_token_not_a_piece_of_a_longer_value() {
     assert!(!has_token("kd-5512-0937", "kd-5512"));
     assert!(has_token("it was 21, then 22.", "21"));
     assert!(has_token("call 408-555-0199.", "408-555-0199"));
+}
+
+#[test]
+fn the_budget_is_counted_on_the_lines_as_they_render_not_on_each_rounded_up() {
+    // Lines of 13 characters, newline included: 4.33 tokens each,
+    // counted 5 on their own. Summed one by one, 60 tokens hold 12 of
+    // them; rendered together, 13 take 57 (and 14 would take 61).
+    let messages: Vec<Message> = (10..40)
+        .map(|i| msg(i, Role::User, &format!("Q-{i}X")))
+        .collect();
+    let one = estimator_count(&render_line(&read(&messages[..1], 280).lines[0].line));
+    assert_eq!(one, 5);
+    let chosen = choose(&messages, &Evidence::default(), 60);
+    let used = estimator_count(&chosen.evidence.render());
+    assert_eq!(used, 57);
+    assert_eq!(
+        chosen.evidence.lines.len(),
+        13,
+        "{}",
+        chosen.evidence.render()
+    );
+}
+
+fn estimator_count(text: &str) -> u64 {
+    CharEstimator::new(3).count(text)
 }

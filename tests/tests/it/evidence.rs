@@ -119,9 +119,9 @@ async fn early_values_cite_their_message(backend: Backend, with_llm: bool) {
     let known: Vec<i64> = ids1.iter().chain(&ids2).map(|id| id.0).collect();
     let evidence = evidence_lines(&preamble);
     assert!(!evidence.is_empty(), "{preamble}");
-    for line in evidence.iter().filter(|l| l.starts_with("- ")) {
+    for line in evidence.iter().filter(|l| l.starts_with('#')) {
         let cited = line
-            .strip_prefix("- #")
+            .strip_prefix('#')
             .and_then(|rest| rest.split(' ').next())
             .and_then(|n| n.parse::<i64>().ok());
         let cited = cited.unwrap_or_else(|| panic!("no citation: {line}"));
