@@ -209,14 +209,20 @@ impl Application {
         let served = if settings.admin.enabled || settings.proxy.listen.is_some() {
             Some((
                 Compactor::from_parts(store.clone(), queue.clone(), settings.engine.clone()).await,
-                descriptors::fit_to_process(&settings.admin, settings.worker.concurrency),
+                descriptors::fit_to_process(
+                    &settings.admin,
+                    settings.worker.concurrency,
+                    settings.proxy.listen.is_some(),
+                ),
             ))
         } else {
             None
         };
         let bind_error = |addr| move |source| StartupError::AdminBind { addr, source };
-        let (admin, admin_addr) = if let (true, Some((compactor, fitted))) =
-            (settings.admin.enabled, served.as_ref())
+        let (admin, admin_addr) = if let (
+            true,
+            Some((compactor, descriptors::Fitted { admin: fitted, .. })),
+        ) = (settings.admin.enabled, served.as_ref())
         {
             let metrics = observability::install()?;
             let endpoints: Vec<String> = webhooks.iter().map(|w| w.name.clone()).collect();
@@ -273,6 +279,10 @@ impl Application {
         };
         let (proxy, proxy_addr) = match (settings.proxy.listen, served) {
             (Some(listen), Some((compactor, fitted))) => {
+                let limits = ConnectionLimits {
+                    max_connections: fitted.proxy_connections,
+                    ..ConnectionLimits::from_settings(&fitted.admin)
+                };
                 if !settings.admin.enabled {
                     // The recorder is installed with the admin API.
                     observability::install()?;
@@ -281,14 +291,10 @@ impl Application {
                 let state =
                     ProxyState::new(compactor, settings.proxy.clone(), admin_token_for_proxy)
                         .map_err(StartupError::Proxy)?;
-                let server = AdminServer::bind(
-                    Listener::Proxy,
-                    listen,
-                    crate::proxy::router(state),
-                    ConnectionLimits::from_settings(&fitted),
-                )
-                .await
-                .map_err(bind_error(listen))?;
+                let server =
+                    AdminServer::bind(Listener::Proxy, listen, crate::proxy::router(state), limits)
+                        .await
+                        .map_err(bind_error(listen))?;
                 let addr = server.local_addr().map_err(bind_error(listen))?;
                 (Some(server), Some(addr))
             }

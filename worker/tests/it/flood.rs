@@ -171,3 +171,149 @@ async fn a_flood_of_slow_clients_under_a_low_descriptor_limit_leaves_healthz_ans
         "the shedding is logged"
     );
 }
+
+/// One client of the drop-in proxy until `stop`: sends a whole request
+/// naming no workstream (forwarded as it came) and waits for the answer,
+/// which the provider never gives; connects again when closed.
+async fn hanging_proxy_client(addr: String, stop: Arc<AtomicBool>) {
+    let body = r#"{"model":"m","messages":[{"role":"user","content":"hi"}]}"#;
+    let request = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: flood\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    while !stop.load(Ordering::Relaxed) {
+        let Ok(mut stream) = TcpStream::connect(&addr).await else {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            continue;
+        };
+        if stream.write_all(request.as_bytes()).await.is_err() {
+            continue;
+        }
+        let mut buf = [0u8; 256];
+        while !stop.load(Ordering::Relaxed) {
+            tokio::select! {
+                read = stream.read(&mut buf) => match read {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => {}
+                },
+                () = tokio::time::sleep(Duration::from_millis(200)) => {}
+            }
+        }
+    }
+}
+
+/// The drop-in proxy served beside the API under a limit of 256
+/// descriptors: each of its connections holds a second one, to the
+/// provider, so start-up gives the two listeners a share of the room
+/// each (logged). With 300 clients waiting on a provider that never
+/// answers, the proxy holds at most its cap of provider connections, and
+/// the probes, the database and the API still answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn proxy_connections_hold_two_descriptors_and_share_the_room_with_the_api() {
+    // A provider that accepts and never answers, counting connections.
+    let upstream = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let upstream_addr = upstream.local_addr().unwrap();
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let holder = {
+        let accepted = Arc::clone(&accepted);
+        tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((stream, _)) = upstream.accept().await {
+                accepted.fetch_add(1, Ordering::Relaxed);
+                held.push(stream);
+            }
+        })
+    };
+    let db = TestDatabase::sqlite();
+    let queue = QueueKeys(unique_name("flood-proxy"));
+    let mut limited = Command::new("bash");
+    limited.args([
+        "-c",
+        &format!("ulimit -n {DESCRIPTOR_LIMIT} && exec \"$0\""),
+        WORKER,
+    ]);
+    let mut command = configured(limited, &db.url, &redis_url());
+    command
+        .env("COMPACTOR__LOG__FORMAT", "json")
+        .env("COMPACTOR__QUEUE__NAME", &queue.0)
+        .env("COMPACTOR__ADMIN__HEALTH_LISTEN", "127.0.0.1:0")
+        .env("COMPACTOR__PROXY__LISTEN", "127.0.0.1:0")
+        .env(
+            "COMPACTOR__PROXY__OPENAI_UPSTREAM",
+            format!("http://{upstream_addr}"),
+        );
+    let mut running = Running::start(command);
+    let capped = running.until("saying the connections are capped", |l| {
+        l.contains("connections capped below admin.max_connections")
+    });
+    let capped: Value = serde_json::from_str(&capped).unwrap();
+    let api_cap = capped["max_connections"].as_u64().unwrap();
+    let proxy_cap = capped["proxy_connections"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("the proxy's cap is logged: {capped}"));
+    let reserved = capped["reserved"].as_u64().unwrap();
+    assert!(
+        api_cap + 2 * proxy_cap <= DESCRIPTOR_LIMIT - reserved,
+        "both listeners at their caps fit the limit: {capped}"
+    );
+    let ready = running.until("saying the worker is ready", |l| {
+        l.contains("compactor-worker ready")
+    });
+    let ready: Value = serde_json::from_str(&ready).unwrap();
+    let api = ready["admin"].as_str().unwrap().to_owned();
+    let probes = ready["probes"].as_str().unwrap().to_owned();
+    let proxy = ready["proxy"].as_str().unwrap().to_owned();
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let flood: Vec<_> = (0..SLOW_CLIENTS)
+        .map(|_| tokio::spawn(hanging_proxy_client(proxy.clone(), Arc::clone(&stop))))
+        .collect();
+    // The proxy has reached its cap once the provider holds that many.
+    compactor_testkit::eventually(
+        "the proxy holds its cap of provider connections",
+        Duration::from_secs(30),
+        || {
+            let n = accepted.load(Ordering::Relaxed) as u64;
+            async move { n >= proxy_cap }
+        },
+    )
+    .await;
+    let http = reqwest::Client::new();
+    let healthz = http
+        .get(format!("http://{probes}/healthz"))
+        .timeout(Duration::from_secs(1))
+        .send()
+        .await
+        .expect("/healthz on the probe listener within 1 s");
+    assert_eq!(healthz.status(), 200);
+    let readyz = http
+        .get(format!("http://{probes}/readyz"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(readyz.status(), 200, "the database still answers");
+    let appended = http
+        .post(format!("http://{api}/v1/workstreams/chat/beside-the-proxy/messages"))
+        .json(&serde_json::json!({"messages": [{"role": "user", "parts": [{"type": "text", "text": "still here"}]}]}))
+        .timeout(Duration::from_secs(30))
+        .send()
+        .await
+        .expect("an append gets through beside the proxy's flood");
+    assert_eq!(appended.status(), 200);
+    // Held past the checks: the cap held, no connection beyond it.
+    let held = accepted.load(Ordering::Relaxed) as u64;
+    eprintln!("caps: API {api_cap}, proxy {proxy_cap}; provider connections held: {held}");
+    assert!(
+        held <= proxy_cap,
+        "{held} provider connections, cap {proxy_cap}"
+    );
+
+    stop.store(true, Ordering::Relaxed);
+    for client in flood {
+        client.abort();
+    }
+    holder.abort();
+    running.terminate();
+    let (status, lines) = running.exit();
+    assert_eq!(status.code(), Some(0), "{}", lines.join("\n"));
+}
