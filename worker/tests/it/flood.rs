@@ -51,6 +51,26 @@ async fn slow_client(addr: String, stop: Arc<AtomicBool>, closed: Arc<AtomicUsiz
     }
 }
 
+/// `/readyz` says the database answers, and a conversation can still be
+/// written through the API: the flood left the database and Redis their
+/// descriptors.
+async fn the_database_still_answers(http: &reqwest::Client, probes: &str, api: &str) {
+    let readyz = http
+        .get(format!("http://{probes}/readyz"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(readyz.status(), 200, "the database still answers");
+    let appended = http
+        .post(format!("http://{api}/v1/workstreams/chat/flooded/messages"))
+        .json(&serde_json::json!({"messages": [{"role": "user", "parts": [{"type": "text", "text": "still here"}]}]}))
+        .timeout(Duration::from_secs(30))
+        .send()
+        .await
+        .expect("an append gets through the flood");
+    assert_eq!(appended.status(), 200);
+}
+
 /// Under a limit of 256 descriptors, start-up caps the API's connections
 /// below it (logged), and while 300 clients trickle their headers to the
 /// API, `/healthz` answers within 1 s on the probe listener and within a
@@ -140,20 +160,7 @@ async fn a_flood_of_slow_clients_under_a_low_descriptor_limit_leaves_healthz_ans
             started.elapsed()
         );
     }
-    let readyz = http
-        .get(format!("http://{probes}/readyz"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(readyz.status(), 200, "the database still answers");
-    let appended = http
-        .post(format!("http://{api}/v1/workstreams/chat/flooded/messages"))
-        .json(&serde_json::json!({"messages": [{"role": "user", "parts": [{"type": "text", "text": "still here"}]}]}))
-        .timeout(Duration::from_secs(30))
-        .send()
-        .await
-        .expect("an append gets through the flood");
-    assert_eq!(appended.status(), 200);
+    the_database_still_answers(&http, &probes, &api).await;
     assert!(
         closed.load(Ordering::Relaxed) > 0,
         "slow clients were shed to admit the others"
@@ -286,20 +293,7 @@ async fn proxy_connections_hold_two_descriptors_and_share_the_room_with_the_api(
         .await
         .expect("/healthz on the probe listener within 1 s");
     assert_eq!(healthz.status(), 200);
-    let readyz = http
-        .get(format!("http://{probes}/readyz"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(readyz.status(), 200, "the database still answers");
-    let appended = http
-        .post(format!("http://{api}/v1/workstreams/chat/beside-the-proxy/messages"))
-        .json(&serde_json::json!({"messages": [{"role": "user", "parts": [{"type": "text", "text": "still here"}]}]}))
-        .timeout(Duration::from_secs(30))
-        .send()
-        .await
-        .expect("an append gets through beside the proxy's flood");
-    assert_eq!(appended.status(), 200);
+    the_database_still_answers(&http, &probes, &api).await;
     // Held past the checks: the cap held, no connection beyond it.
     let held = accepted.load(Ordering::Relaxed) as u64;
     eprintln!("caps: API {api_cap}, proxy {proxy_cap}; provider connections held: {held}");
