@@ -129,6 +129,18 @@ fn speaker_weight(speaker: Speaker) -> f64 {
     }
 }
 
+/// Whether `line` is a question, by its marks in any script: it ends with
+/// a question mark (`?`, `？`) or opens with an inverted one (`¿`). Its
+/// words say what was asked, not what is so: "Is it furnished?", "When
+/// was it released?", "Hast du morgen Zeit?". A question that gives a
+/// value ("Is there anything in NY?") is still worth its value.
+fn asks(line: &str) -> bool {
+    let text = line.trim_end_matches(|c: char| {
+        c.is_whitespace() || matches!(c, '"' | '\'' | '”' | '’' | ')' | '」' | '』')
+    });
+    text.ends_with(['?', '？']) || text.trim_start().starts_with('¿')
+}
+
 /// The statistics terms are weighed by.
 struct Stats<'a> {
     df: &'a FxHashMap<String, [u32; 3]>,
@@ -403,6 +415,8 @@ pub(crate) fn choose(
     }
     let read_so_far = previous.seen + pool.messages;
     let found = slots::supersede(&mut all, &later.lines, config.scope_messages);
+    // Read before the squeeze, which may leave out the question's end.
+    let asks: Vec<bool> = all.iter().map(|c| asks(&c.line.text)).collect();
     // Every line is squeezed to what it says, the kept ones again (what
     // is common is better known as the workstream grows): its terms are
     // those of what is kept.
@@ -595,7 +609,9 @@ pub(crate) fn choose(
                 words += w;
             }
         }
-        if values <= 0.0 && words < bar {
+        // A question without a new value asks; what it asks about is
+        // said by its answer, if anywhere.
+        if values <= 0.0 && (words < bar || asks[line]) {
             0.0
         } else {
             values + words
@@ -732,6 +748,27 @@ pub(crate) fn choose(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_question_is_told_by_its_marks_in_any_script() {
+        for q in [
+            "When was it released?",
+            "Hast du morgen Zeit?",
+            "明日は空いていますか？",
+            "¿Tiene aparcamiento?",
+            "¿Tiene aparcamiento",
+            "Did you say \"Friday?\"",
+        ] {
+            assert!(asks(q), "{q}");
+        }
+        for s in [
+            "It was released in 2019.",
+            "Ship it on Friday!",
+            "a ? in the middle",
+        ] {
+            assert!(!asks(s), "{s}");
+        }
+    }
 
     #[test]
     fn jaccard_of_shingles() {

@@ -1083,3 +1083,29 @@ fn the_budget_is_counted_on_the_lines_as_they_render_not_on_each_rounded_up() {
 fn estimator_count(text: &str) -> u64 {
     CharEstimator::new(3).count(text)
 }
+
+#[test]
+fn a_question_without_a_value_asks_and_is_not_kept_for_its_words() {
+    // A workstream long enough for rarity to tell (a rare word alone is
+    // kept), the same words asked and then said.
+    let mut messages: Vec<Message> = (10..90)
+        .map(|i| msg(i, Role::User, "ok, thanks, that works for me"))
+        .collect();
+    messages.push(msg(
+        1,
+        Role::User,
+        "Is the cottage furnished, and are dogs welcome?",
+    ));
+    messages.push(msg(
+        2,
+        Role::User,
+        "The cottage is furnished, and dogs are welcome.",
+    ));
+    messages.push(msg(3, Role::User, "¿Tiene aparcamiento privado la casa?"));
+    messages.push(msg(4, Role::User, "Is there anything in Oakland?"));
+    let chosen = choose(&messages, &Evidence::default(), 500);
+    let text = chosen.evidence.render();
+    assert!(!text.contains("#1 u:") && !text.contains("#3 u:"), "{text}");
+    // What is said is kept; a question that gives a value gives it.
+    assert!(text.contains("#2 u:") && text.contains("Oakland"), "{text}");
+}
