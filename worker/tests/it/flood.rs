@@ -51,6 +51,23 @@ async fn slow_client(addr: String, stop: Arc<AtomicBool>, closed: Arc<AtomicUsiz
     }
 }
 
+/// The worker under the limit of [`DESCRIPTOR_LIMIT`] descriptors, soft
+/// and hard, logging JSON, with a probe listener of its own.
+fn limited_worker(db: &TestDatabase, queue: &QueueKeys) -> Command {
+    let mut limited = Command::new("bash");
+    limited.args([
+        "-c",
+        &format!("ulimit -n {DESCRIPTOR_LIMIT} && exec \"$0\""),
+        WORKER,
+    ]);
+    let mut command = configured(limited, &db.url, &redis_url());
+    command
+        .env("COMPACTOR__LOG__FORMAT", "json")
+        .env("COMPACTOR__QUEUE__NAME", &queue.0)
+        .env("COMPACTOR__ADMIN__HEALTH_LISTEN", "127.0.0.1:0");
+    command
+}
+
 /// `/readyz` says the database answers, and a conversation can still be
 /// written through the API: the flood left the database and Redis their
 /// descriptors.
@@ -80,18 +97,7 @@ async fn the_database_still_answers(http: &reqwest::Client, probes: &str, api: &
 async fn a_flood_of_slow_clients_under_a_low_descriptor_limit_leaves_healthz_answering() {
     let db = TestDatabase::sqlite();
     let queue = QueueKeys(unique_name("flood"));
-    let mut limited = Command::new("bash");
-    limited.args([
-        "-c",
-        &format!("ulimit -n {DESCRIPTOR_LIMIT} && exec \"$0\""),
-        WORKER,
-    ]);
-    let mut command = configured(limited, &db.url, &redis_url());
-    command
-        .env("COMPACTOR__LOG__FORMAT", "json")
-        .env("COMPACTOR__QUEUE__NAME", &queue.0)
-        .env("COMPACTOR__ADMIN__HEALTH_LISTEN", "127.0.0.1:0");
-    let mut running = Running::start(command);
+    let mut running = Running::start(limited_worker(&db, &queue));
     let capped = running.until("saying the connections are capped", |l| {
         l.contains("connections capped below admin.max_connections")
     });
@@ -233,22 +239,11 @@ async fn proxy_connections_hold_two_descriptors_and_share_the_room_with_the_api(
     };
     let db = TestDatabase::sqlite();
     let queue = QueueKeys(unique_name("flood-proxy"));
-    let mut limited = Command::new("bash");
-    limited.args([
-        "-c",
-        &format!("ulimit -n {DESCRIPTOR_LIMIT} && exec \"$0\""),
-        WORKER,
-    ]);
-    let mut command = configured(limited, &db.url, &redis_url());
-    command
-        .env("COMPACTOR__LOG__FORMAT", "json")
-        .env("COMPACTOR__QUEUE__NAME", &queue.0)
-        .env("COMPACTOR__ADMIN__HEALTH_LISTEN", "127.0.0.1:0")
-        .env("COMPACTOR__PROXY__LISTEN", "127.0.0.1:0")
-        .env(
-            "COMPACTOR__PROXY__OPENAI_UPSTREAM",
-            format!("http://{upstream_addr}"),
-        );
+    let mut command = limited_worker(&db, &queue);
+    command.env("COMPACTOR__PROXY__LISTEN", "127.0.0.1:0").env(
+        "COMPACTOR__PROXY__OPENAI_UPSTREAM",
+        format!("http://{upstream_addr}"),
+    );
     let mut running = Running::start(command);
     let capped = running.until("saying the connections are capped", |l| {
         l.contains("connections capped below admin.max_connections")
