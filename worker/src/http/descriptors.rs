@@ -94,7 +94,11 @@ pub fn fit(admin: &AdminSettings, limit: u64, reserved: u64, proxy: bool) -> Fit
     };
     let (admin_room, proxy_room) = match (proxy, admin.enabled) {
         (false, _) => (room, 0),
-        (true, true) => (room / 3, room / 3),
+        // One share for an API connection, PROXY_DESCRIPTORS for a proxied one.
+        (true, true) => {
+            let share = room / (1 + PROXY_DESCRIPTORS);
+            (share, share)
+        }
         (true, false) => (0, room / PROXY_DESCRIPTORS),
     };
     let cap = |room: u64| {

@@ -185,34 +185,25 @@ async fn a_flood_of_slow_clients_under_a_low_descriptor_limit_leaves_healthz_ans
     );
 }
 
-/// One client of the drop-in proxy until `stop`: sends a whole request
-/// naming no workstream (forwarded as it came) and waits for the answer,
-/// which the provider never gives; connects again when closed.
-async fn hanging_proxy_client(addr: String, stop: Arc<AtomicBool>) {
+/// One client of the drop-in proxy: sends a whole request naming no
+/// workstream (forwarded as it came) and waits for the answer, which the
+/// provider never gives, until the server closes the connection or the
+/// task is aborted. A connection refused ends it: the other clients are
+/// there to fill the cap.
+async fn hanging_proxy_client(addr: String) {
     let body = r#"{"model":"m","messages":[{"role":"user","content":"hi"}]}"#;
     let request = format!(
         "POST /v1/chat/completions HTTP/1.1\r\nHost: flood\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
         body.len()
     );
-    while !stop.load(Ordering::Relaxed) {
-        let Ok(mut stream) = TcpStream::connect(&addr).await else {
-            tokio::time::sleep(Duration::from_millis(200)).await;
-            continue;
-        };
-        if stream.write_all(request.as_bytes()).await.is_err() {
-            continue;
-        }
-        let mut buf = [0u8; 256];
-        while !stop.load(Ordering::Relaxed) {
-            tokio::select! {
-                read = stream.read(&mut buf) => match read {
-                    Ok(0) | Err(_) => break,
-                    Ok(_) => {}
-                },
-                () = tokio::time::sleep(Duration::from_millis(200)) => {}
-            }
-        }
+    let Ok(mut stream) = TcpStream::connect(&addr).await else {
+        return;
+    };
+    if stream.write_all(request.as_bytes()).await.is_err() {
+        return;
     }
+    let mut buf = [0u8; 256];
+    while let Ok(1..) = stream.read(&mut buf).await {}
 }
 
 /// The drop-in proxy served beside the API under a limit of 256
@@ -266,9 +257,8 @@ async fn proxy_connections_hold_two_descriptors_and_share_the_room_with_the_api(
     let probes = ready["probes"].as_str().unwrap().to_owned();
     let proxy = ready["proxy"].as_str().unwrap().to_owned();
 
-    let stop = Arc::new(AtomicBool::new(false));
     let flood: Vec<_> = (0..SLOW_CLIENTS)
-        .map(|_| tokio::spawn(hanging_proxy_client(proxy.clone(), Arc::clone(&stop))))
+        .map(|_| tokio::spawn(hanging_proxy_client(proxy.clone())))
         .collect();
     // The proxy has reached its cap once the provider holds that many.
     compactor_testkit::eventually(
@@ -297,7 +287,6 @@ async fn proxy_connections_hold_two_descriptors_and_share_the_room_with_the_api(
         "{held} provider connections, cap {proxy_cap}"
     );
 
-    stop.store(true, Ordering::Relaxed);
     for client in flood {
         client.abort();
     }
