@@ -59,14 +59,25 @@ fn is_record_line(line: &str) -> bool {
 }
 
 /// For each line of `text` (as [`str::lines`] cuts it), whether it stands
-/// in a pasted record (an invoice, a form, a ticket): a paragraph (lines
-/// between blank ones) of at least [`RECORD_LINES`] lines, half or more of
-/// them `label: value` lines. Its heading and its closing lines are the
-/// record's too. The user's statements frame no value of it as a request
-/// ([`crate::stated`]), and the evidence fills no slot with it.
+/// in something pasted, not said: the user's statements frame no value of
+/// it as a request ([`crate::stated`]), and the evidence fills no slot with
+/// it. Two forms, whatever the language:
+/// - **a record** (an invoice, a form, a ticket): a paragraph (lines
+///   between blank ones) of at least [`RECORD_LINES`] lines, half or more
+///   of them `label: value` lines. Its heading and its closing lines are
+///   the record's too;
+/// - **a document** (a report, a contract, minutes): a text of at least
+///   [`DOCUMENT_PARAGRAPHS`] paragraphs, [`DOCUMENT_PROSE`] of them long
+///   ([`PROSE_TOKENS`] or more). Its long paragraphs are the document's;
+///   a short one around them ("Here is the next report:", "What changed
+///   since March?") is the user's own. A third party's prose states what
+///   it states: "the contract was signed on 12 March for 4,300 €" asks
+///   nothing of the assistant, and the next report's "costs rose by 12 %"
+///   changes no value of the last one's.
 pub(crate) fn record_lines(text: &str) -> Vec<bool> {
     let lines: Vec<&str> = text.lines().collect();
     let mut out = vec![false; lines.len()];
+    let mut paragraphs = Vec::new();
     let mut start = 0;
     while start < lines.len() {
         if lines[start].trim().is_empty() {
@@ -84,10 +95,37 @@ pub(crate) fn record_lines(text: &str) -> Vec<bool> {
         if n >= RECORD_LINES && 2 * records >= n {
             out[start..end].iter_mut().for_each(|r| *r = true);
         }
+        paragraphs.push(start..end);
         start = end;
+    }
+    let estimate = crate::tokens::CharEstimator::new(3);
+    let prose: Vec<bool> = paragraphs
+        .iter()
+        .map(|p| {
+            let width: usize = lines[p.clone()].iter().map(|l| estimate.width(l)).sum();
+            width >= PROSE_TOKENS
+        })
+        .collect();
+    if paragraphs.len() >= DOCUMENT_PARAGRAPHS
+        && prose.iter().filter(|p| **p).count() >= DOCUMENT_PROSE
+    {
+        for (p, _) in paragraphs.iter().zip(&prose).filter(|(_, prose)| **prose) {
+            out[p.clone()].iter_mut().for_each(|r| *r = true);
+        }
     }
     out
 }
+
+/// Paragraphs a pasted document has at least ([`record_lines`]).
+const DOCUMENT_PARAGRAPHS: usize = 3;
+
+/// Long paragraphs among them: what a user writes in a chat is a sentence
+/// or a few, not several paragraphs of prose.
+const DOCUMENT_PROSE: usize = 2;
+
+/// Estimated tokens of a long paragraph (about 200 characters of a
+/// spaced script, 70 of Chinese or Japanese).
+const PROSE_TOKENS: usize = 70;
 
 #[cfg(test)]
 mod tests {
@@ -104,5 +142,39 @@ mod tests {
             record_lines("Hi.\n\nA: 1\nB: 2\nTotal\n\nC: 3\nok"),
             [false, false, true, true, true, false, false, false]
         );
+    }
+
+    #[test]
+    fn the_long_paragraphs_of_a_pasted_document_are_pasted_in_any_script() {
+        let long = |s: &str| s.repeat(4);
+        let doc = format!(
+            "Here is the report:\n\n{}\n\n{}\n\nWhat changed?",
+            long("Die Kosten stiegen gegenüber dem Vorjahr um 12 %. "),
+            long("Der Vertrag wurde am 3. März über 4.300 € unterzeichnet. ")
+        );
+        assert_eq!(
+            record_lines(&doc),
+            [false, false, true, false, true, false, false]
+        );
+        let ja = format!(
+            "次の文書です：\n\n{}\n\n{}\n\n{}",
+            long("費用は前期比で12%増加した。"),
+            long("契約は3月15日に締結された。"),
+            long("最終報告書の提出期限は4月1日である。")
+        );
+        assert_eq!(
+            record_lines(&ja),
+            [false, false, true, false, true, false, true]
+        );
+        // Two long paragraphs are a long message, not yet a document; nor
+        // are three short ones (a user's instructions, one per paragraph).
+        let two = format!(
+            "{}\n\n{}",
+            long("We need 4 rooms. "),
+            long("Budget: 5,000 EUR total. ")
+        );
+        assert!(!record_lines(&two).contains(&true));
+        let short = "Use Postgres 16.\n\nNever push to main.\n\nShip on Friday, 12 March.";
+        assert!(!record_lines(short).contains(&true));
     }
 }
