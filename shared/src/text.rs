@@ -74,9 +74,9 @@ fn is_record_line(line: &str) -> bool {
 ///   it states: "the contract was signed on 12 March for 4,300 €" asks
 ///   nothing of the assistant, and the next report's "costs rose by 12 %"
 ///   changes no value of the last one's.
-pub(crate) fn record_lines(text: &str) -> Vec<bool> {
+pub(crate) fn pasted_lines(text: &str) -> Vec<Pasted> {
     let lines: Vec<&str> = text.lines().collect();
-    let mut out = vec![false; lines.len()];
+    let mut out = vec![Pasted::Said; lines.len()];
     let mut paragraphs = Vec::new();
     let mut start = 0;
     while start < lines.len() {
@@ -93,7 +93,7 @@ pub(crate) fn record_lines(text: &str) -> Vec<bool> {
             .count();
         let n = end - start;
         if n >= RECORD_LINES && 2 * records >= n {
-            out[start..end].iter_mut().for_each(|r| *r = true);
+            out[start..end].iter_mut().for_each(|r| *r = Pasted::Record);
         }
         paragraphs.push(start..end);
         start = end;
@@ -103,20 +103,42 @@ pub(crate) fn record_lines(text: &str) -> Vec<bool> {
         .iter()
         .map(|p| {
             let width: usize = lines[p.clone()].iter().map(|l| estimate.width(l)).sum();
-            width >= PROSE_TOKENS
+            // (A record's paragraph is the record's, however long.)
+            out[p.start] == Pasted::Said && width >= PROSE_TOKENS
         })
         .collect();
     if paragraphs.len() >= DOCUMENT_PARAGRAPHS
         && prose.iter().filter(|p| **p).count() >= DOCUMENT_PROSE
     {
         for (p, _) in paragraphs.iter().zip(&prose).filter(|(_, prose)| **prose) {
-            out[p.clone()].iter_mut().for_each(|r| *r = true);
+            out[p.clone()]
+                .iter_mut()
+                .for_each(|r| *r = Pasted::Document);
         }
     }
     out
 }
 
-/// Paragraphs a pasted document has at least ([`record_lines`]).
+/// Where a line of a user's text stands ([`pasted_lines`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Pasted {
+    /// The user's own words.
+    Said,
+    /// A record's: its values are the record's, but a line of it headed
+    /// by a word of rule ("Hinweis: nie an die alte Adresse liefern") is
+    /// the user's note.
+    Record,
+    /// A document's prose: what its author states, nothing the user asks.
+    Document,
+}
+
+impl Pasted {
+    pub(crate) fn is_pasted(self) -> bool {
+        self != Pasted::Said
+    }
+}
+
+/// Paragraphs a pasted document has at least ([`pasted_lines`]).
 const DOCUMENT_PARAGRAPHS: usize = 3;
 
 /// Long paragraphs among them: what a user writes in a chat is a sentence
@@ -138,8 +160,12 @@ mod tests {
         assert!(!is_record_line("See https://example.com/a"));
         assert!(!is_record_line("At 10:30 we meet"));
         assert!(!is_record_line("Note:"));
+        let pasted: Vec<bool> = pasted_lines("Hi.\n\nA: 1\nB: 2\nTotal\n\nC: 3\nok")
+            .into_iter()
+            .map(|p| p == Pasted::Record)
+            .collect();
         assert_eq!(
-            record_lines("Hi.\n\nA: 1\nB: 2\nTotal\n\nC: 3\nok"),
+            pasted,
             [false, false, true, true, true, false, false, false]
         );
     }
@@ -152,8 +178,14 @@ mod tests {
             long("Die Kosten stiegen gegenüber dem Vorjahr um 12 %. "),
             long("Der Vertrag wurde am 3. März über 4.300 € unterzeichnet. ")
         );
+        let document = |text: &str| -> Vec<bool> {
+            pasted_lines(text)
+                .into_iter()
+                .map(|p| p == Pasted::Document)
+                .collect()
+        };
         assert_eq!(
-            record_lines(&doc),
+            document(&doc),
             [false, false, true, false, true, false, false]
         );
         let ja = format!(
@@ -163,7 +195,7 @@ mod tests {
             long("最終報告書の提出期限は4月1日である。")
         );
         assert_eq!(
-            record_lines(&ja),
+            document(&ja),
             [false, false, true, false, true, false, true]
         );
         // Two long paragraphs are a long message, not yet a document; nor
@@ -173,8 +205,8 @@ mod tests {
             long("We need 4 rooms. "),
             long("Budget: 5,000 EUR total. ")
         );
-        assert!(!record_lines(&two).contains(&true));
+        assert!(!pasted_lines(&two).iter().any(|p| p.is_pasted()));
         let short = "Use Postgres 16.\n\nNever push to main.\n\nShip on Friday, 12 March.";
-        assert!(!record_lines(short).contains(&true));
+        assert!(!pasted_lines(short).iter().any(|p| p.is_pasted()));
     }
 }

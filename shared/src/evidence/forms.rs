@@ -24,7 +24,7 @@
 //! words, which [`super::slots`] compares to tell a changed value from an
 //! unrelated one.
 
-use super::lang::{CALENDAR, CLOSINGS, COUNTS, FUNCTION_CAPITALS, HONORIFICS};
+use super::lang::{CALENDAR, CLOSINGS, COUNTS, FUNCTION_CAPITALS, HONORIFICS, NOUN_ARTICLES};
 
 /// What a term looks like.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -357,6 +357,11 @@ pub(crate) fn terms(line: &str) -> Vec<Term> {
         }
         if piece.capital && (!piece.starts_sentence || after_honorific) {
             let len = run_len(&pieces, i).max(1);
+            if len == 1 && !after_honorific && after_article(&pieces, i) {
+                push(&mut out, word_term(line, piece.text));
+                i += 1;
+                continue;
+            }
             let start = span_of(line, piece.text).0;
             let end = span_of(line, pieces[i + len - 1].text).1;
             let right = pieces.get(i + len).and_then(right_neighbour);
@@ -498,6 +503,25 @@ fn right_neighbour(piece: &Piece<'_>) -> Option<String> {
         return grams(piece.text).next().map(str::to_owned);
     }
     neighbour(piece)
+}
+
+/// Whether piece `i` follows an article of a language that capitalises
+/// its nouns ([`NOUN_ARTICLES`]), lower-case words between them: then its
+/// capital marks a noun, not a name.
+fn after_article(pieces: &[Piece], i: usize) -> bool {
+    for j in (0..i).rev().take(3) {
+        let p = &pieces[j];
+        if p.ends_clause {
+            return false;
+        }
+        if NOUN_ARTICLES.has(&fold(p.text)) {
+            return true;
+        }
+        if p.capital || p.label || !p.text.chars().all(char::is_alphabetic) {
+            return false;
+        }
+    }
+    false
 }
 
 /// How many capitalised pieces stand in a row from `i`, within a clause.
@@ -853,6 +877,27 @@ mod tests {
             "15.03.2026",
             Form::Number,
         );
+    }
+
+    #[test]
+    fn a_german_noun_after_its_article_is_no_name() {
+        // German capitalises every noun: after an article (and its
+        // adjectives) one capitalised word is the noun.
+        for line in [
+            "Die Besprechung war lang und anstrengend.",
+            "Mein Chef findet die Idee gut.",
+            "Ich habe mit meiner Schwester ein neues Konzept besprochen.",
+        ] {
+            assert_eq!(values(line), [], "{line}");
+        }
+        // A name still names: after a preposition, in a run, after an
+        // honorific, or where a language capitalises only names.
+        let line = "Ich brauche ein Hotel in Berlin für die Deutsche Bank.";
+        has(line, "berlin", Form::Name);
+        has(line, "deutsche bank", Form::Name);
+        assert!(!values(line).iter().any(|(k, _)| k == "hotel"));
+        has("Bitte ruf die Frau Müller an.", "frau müller", Form::Name);
+        has("We stayed at the Hilton.", "hilton", Form::Name);
     }
 
     #[test]

@@ -318,6 +318,34 @@ pub(crate) static FUNCTION_CAPITALS: Table = Table::new(&[
     ("fr", &[]),
 ]);
 
+/// Words a common noun follows in a language that capitalises every noun
+/// (German): after one (and any lower-case words between, its adjectives),
+/// a single capitalised word is that noun, not a name (`die Besprechung`,
+/// `meiner Schwester`, `ein neues Hotel`). Two capitalised words in a row
+/// still name (`die Deutsche Bank`, `das Hotel Adlon`), and a word after
+/// a preposition alone still does (`in Berlin`, `nach München`). Languages
+/// that capitalise only names list none: there a capital after an article
+/// names (`the Hilton`, `le Louvre`).
+pub(crate) static NOUN_ARTICLES: Table = Table::new(&[
+    ("en", &[]),
+    (
+        "de",
+        &[
+            "der", "die", "das", "den", "dem", "ein", "eine", "einen", "einem", "einer", "eines",
+            "kein", "keine", "keinen", "keinem", "keiner", "keines", "mein", "meine", "meinen",
+            "meinem", "meiner", "meines", "dein", "deine", "deinen", "deinem", "deiner", "deines",
+            "sein", "seine", "seinen", "seinem", "seiner", "seines", "ihr", "ihre", "ihren",
+            "ihrem", "ihrer", "ihres", "unser", "unsere", "unseren", "unserem", "unserer",
+            "unseres", "euer", "eure", "euren", "eurem", "eurer", "eures", "dieser", "diese",
+            "dieses", "diesen", "diesem", "jeder", "jede", "jedes", "jeden", "jedem", "welche",
+            "welcher", "welches", "welchen", "welchem", "im", "zum", "zur", "beim", "vom", "ins",
+        ],
+    ),
+    ("ja", &[]),
+    ("es", &[]),
+    ("fr", &[]),
+]);
+
 /// Words that name a day, a month or a time of day, or a day counted from
 /// today: what a date or a time is said with besides digits ("today",
 /// "next Friday", "am Montag", "明日", "el martes", "ce soir"). They are
@@ -1253,6 +1281,7 @@ mod tests {
             &CONTRASTS,
             &FUNCTION_CAPITALS,
             &LEADS,
+            &NOUN_ARTICLES,
         ] {
             let langs: Vec<&str> = table.by_language.iter().map(|(l, _)| *l).collect();
             for lang in ["en", "de", "ja", "es", "fr"] {

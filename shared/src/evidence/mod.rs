@@ -238,10 +238,11 @@ pub struct Line {
     /// worth is shared among its output's lines ([`select`]).
     #[serde(default, skip_serializing_if = "alone")]
     pub of: u32,
-    /// It is a line of a record the user pasted (an invoice, a form:
-    /// [`crate::text::record_lines`]): like a tool's output, the record of
-    /// one thing, whose values fill no slot and supersede none (the next
-    /// invoice's `Total due:` is another invoice's).
+    /// It is a line of a record or a document the user pasted (an
+    /// invoice, a form, a report: [`crate::text::pasted_lines`]): like a
+    /// tool's output, the record of one thing, whose values fill no slot
+    /// and supersede none (the next invoice's `Total due:` is another
+    /// invoice's).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub record: bool,
 }
@@ -926,8 +927,8 @@ fn sentences(line: &str) -> Vec<&str> {
 fn lines_of(text: &str, max: usize) -> Vec<(std::borrow::Cow<'_, str>, bool)> {
     let mut out: Vec<(std::borrow::Cow<'_, str>, bool)> = Vec::new();
     let mut fenced = false;
-    let records = crate::text::record_lines(text);
-    for (raw, &record) in text.lines().zip(&records) {
+    let pasted = crate::text::pasted_lines(text);
+    for (raw, record) in text.lines().zip(pasted.iter().map(|p| p.is_pasted())) {
         let trimmed = raw.trim();
         if trimmed.starts_with("```") || trimmed.starts_with("~~~") {
             fenced = !fenced;

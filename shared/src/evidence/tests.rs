@@ -1109,3 +1109,49 @@ fn a_question_without_a_value_asks_and_is_not_kept_for_its_words() {
     // What is said is kept; a question that gives a value gives it.
     assert!(text.contains("#2 u:") && text.contains("Oakland"), "{text}");
 }
+
+#[test]
+fn two_pasted_reports_are_two_reports_not_a_changed_value() {
+    let report = |lead: &str, rise: &str, city: &str| {
+        format!(
+            "{lead}\n\n\
+The committee discussed the broader context at some length before moving on. \
+The audit covered the site in {city} and found the books in good order overall. \
+Several participants noted that the situation remains fluid and deserves attention.\n\n\
+It was agreed that communication with stakeholders should improve this year. \
+Costs rose by {rise} compared with the previous period, as the board noted. \
+Further analysis will be needed before any final conclusions can be drawn.\n\n\
+What do you make of it?"
+        )
+    };
+    let messages = vec![
+        msg(
+            1,
+            Role::User,
+            &report("Here is the first report.", "14.5%", "Graz"),
+        ),
+        msg(2, Role::Assistant, "It reads as cautious."),
+        msg(
+            3,
+            Role::User,
+            &report("And the second one.", "68.5%", "Lyon"),
+        ),
+        msg(4, Role::Assistant, "The same caution."),
+    ];
+    let chosen = choose(&messages, &Evidence::default(), 800);
+    let text = chosen.evidence.render();
+    // The same sentence of two documents with another number is two
+    // documents' figures: nothing is replaced, both stay.
+    assert!(
+        chosen.evidence.replaced.is_empty()
+            && chosen
+                .evidence
+                .lines
+                .iter()
+                .all(|l| l.superseded.is_empty()),
+        "{text}"
+    );
+    for value in ["14.5%", "68.5%", "Graz", "Lyon"] {
+        assert!(text.contains(value), "{value} missing:\n{text}");
+    }
+}

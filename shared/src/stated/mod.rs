@@ -43,7 +43,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::message::{Message, MessageId, Part, Role};
 use crate::summary::{Section, Summary};
-use crate::text::normalize;
+use crate::text::{normalize, Pasted};
 use subject::Subject;
 
 /// What a statement does.
@@ -186,13 +186,17 @@ fn extract_into(messages: &[Message], mut classified: Option<&mut Classified>) -
             let mut previous: Option<&str> = None;
             for sentence::Candidate {
                 text: candidate,
-                in_record,
+                pasted,
             } in sentence::candidates(text)
             {
                 // A pasted record's values are the record's: only the
-                // user's words of rule or choice frame a line of it.
-                let kind = classify::classify(candidate)
-                    .filter(|k| !(in_record && *k == StatementKind::Request));
+                // user's words of rule or choice frame a line of it. A
+                // pasted document's prose is its author's: none of it.
+                let kind = classify::classify(candidate).filter(|k| match pasted {
+                    Pasted::Said => true,
+                    Pasted::Record => *k != StatementKind::Request,
+                    Pasted::Document => false,
+                });
                 if let Some(classified) = classified.as_deref_mut() {
                     classified.answers.insert(candidate.trim().to_owned(), kind);
                 }

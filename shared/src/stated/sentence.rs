@@ -6,9 +6,10 @@
 //! "On … wrote:" line are skipped before any sentence is looked at, so a
 //! `// never call this twice` comment or a log line that reads "must not be
 //! null" never becomes the user's rule. A pasted record (an invoice, a
-//! form, a ticket: a paragraph of `label: value` lines) is marked as one
-//! ([`Candidate::in_record`]): its values are the record's, not what the
-//! user asks for.
+//! form, a ticket: a paragraph of `label: value` lines) and a pasted
+//! document (paragraphs of prose) are marked as such
+//! ([`Candidate::pasted`]): their values are theirs, not what the user
+//! asks for.
 
 use std::sync::LazyLock;
 
@@ -79,17 +80,17 @@ fn starts_pasted_mail(line: &str) -> bool {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Candidate<'a> {
     pub(crate) text: &'a str,
-    /// It stands in a paragraph that is a record
-    /// ([`crate::text::record_lines`]).
-    pub(crate) in_record: bool,
+    /// It stands in a record or a document the user pasted
+    /// ([`crate::text::pasted_lines`]).
+    pub(crate) pasted: crate::text::Pasted,
 }
 
 /// Candidate sentences of a user's text part, in order.
 pub(crate) fn candidates(text: &str) -> Vec<Candidate<'_>> {
     let mut out = Vec::new();
     let mut fenced = false;
-    let records = crate::text::record_lines(text);
-    for (line, &in_record) in text.lines().zip(&records) {
+    let pasted_lines = crate::text::pasted_lines(text);
+    for (line, &pasted) in text.lines().zip(&pasted_lines) {
         let trimmed = line.trim_start();
         if trimmed.starts_with("```") || trimmed.starts_with("~~~") {
             fenced = !fenced;
@@ -108,7 +109,7 @@ pub(crate) fn candidates(text: &str) -> Vec<Candidate<'_>> {
             if sentence.chars().count() <= MAX_SENTENCE_CHARS {
                 out.push(Candidate {
                     text: sentence,
-                    in_record,
+                    pasted,
                 });
             }
         }
@@ -250,7 +251,7 @@ Budget: 5,000 EUR\n\
 Deliver by Friday.\n";
         let got: Vec<(&str, bool)> = candidates(text)
             .iter()
-            .map(|c| (c.text, c.in_record))
+            .map(|c| (c.text, c.pasted == crate::text::Pasted::Record))
             .collect();
         assert_eq!(
             got,

@@ -183,9 +183,17 @@ fn the_framing_rule_reads_a_value_or_a_rule_word_in_five_languages() {
         "The docs say you must restart after an upgrade.",
         // A question gives no rule.
         "Do I always need a ticket?",
+        // A German noun is capitalised, and names nothing.
+        "Die Besprechung war lang und anstrengend.",
+        "Mein Chef findet die Idee gut.",
     ] {
         assert_eq!(classify(not), None, "{not}");
     }
+    // A German name still gives a value.
+    assert_eq!(
+        classify("Bitte buche den Flug nach München."),
+        Some(StatementKind::Request)
+    );
 }
 
 #[test]
@@ -1096,6 +1104,35 @@ Zahlbar innerhalb von 14 Tagen ohne Abzug.";
             (
                 StatementKind::Constraint,
                 "Hinweis: nie an die alte Adresse liefern".to_owned()
+            ),
+        ]
+    );
+}
+
+#[test]
+fn a_pasted_document_states_what_its_author_states_not_the_users_requests() {
+    let text = "Here is the audit report. Never forward it outside the team.\n\n\
+The audit was led by Ingrid Halvorsen and covered the site in Graz. \
+Employees must not share their badges with visitors under any circumstances. \
+The committee discussed the broader context at some length before moving on.\n\n\
+The contract XX-8737 was signed on July 21, 2026 for a total of EUR 99,418.62. \
+Costs rose by 14.5% compared with the previous period, and the board noted it. \
+The final report is due on April 26, 2026, according to Amara Ferreira.\n\n\
+Let's go with the shorter summary.";
+    let got: Vec<(StatementKind, String)> = extract(&[user(1, text)])
+        .into_iter()
+        .map(|s| (s.kind, s.text))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (
+                StatementKind::Constraint,
+                "Never forward it outside the team.".to_owned()
+            ),
+            (
+                StatementKind::Decision,
+                "Let's go with the shorter summary.".to_owned()
             ),
         ]
     );
