@@ -378,6 +378,73 @@ pub fn gives_value(sentence: &str) -> bool {
     })
 }
 
+/// Whether `new`, said after `old` by the same user, changes their mind
+/// about it: it carries a change cue ([`lang::CHANGE_CUES`]: "instead",
+/// "lieber", "mejor", "plutôt", "やっぱり"), says again a word that stood
+/// next to a value of `old`, and gives in its place another of the same
+/// form and shape ("Schicken Sie ihn an Lindenstraße 94, 04109 Leipzig."
+/// … "Schicken Sie ihn doch lieber an mein Büro: Am Markt 93, 80331
+/// München."). Words besides the cue are compared, never looked up: "We're
+/// moving house on 28 June." is not changed by "Actually book dinner for
+/// the 5 July.", which says nothing that stood by the date.
+pub(crate) fn changes_mind(new: &str, old: &str) -> bool {
+    let folded = crate::text::normalize(new);
+    if !lang::CHANGE_CUES.contained_in(&folded) {
+        return false;
+    }
+    let (was, now) = (forms::terms(old), forms::terms(new));
+    let values = |terms: &[forms::Term]| -> Vec<(forms::Form, Option<String>, String)> {
+        terms
+            .iter()
+            .filter(|t| t.form.is_value() && !lang::CALENDAR.has(&t.key))
+            .map(|t| (t.form, t.shape(), t.key.clone()))
+            .collect()
+    };
+    let now_values = values(&now);
+    was.iter()
+        .filter(|t| t.form.is_value() && !lang::CALENDAR.has(&t.key))
+        .any(|t| {
+            let (shape, value) = (t.shape(), &t.key);
+            said_beside(old, t.span, &folded)
+                && !now_values.iter().any(|(_, _, v)| v == value)
+                && now_values.iter().any(|(f, s, v)| {
+                    *f == t.form && *s == shape && !was.iter().any(|o| &o.key == v)
+                })
+        })
+}
+
+/// Whether `new` (case-folded) says again a word that stands near
+/// `span` of `old`: one of the five words before it or the two after,
+/// of four letters or more (shorter ones are the grammar every sentence
+/// shares: "to", "the", "an"), or a pair of characters of an unspaced
+/// script next to it.
+fn said_beside(old: &str, span: (usize, usize), new: &str) -> bool {
+    let (Some(before), Some(after)) = (old.get(..span.0), old.get(span.1..)) else {
+        return false;
+    };
+    let near = before
+        .split_whitespace()
+        .rev()
+        .take(5)
+        .chain(after.split_whitespace().take(2));
+    near.map(|w| w.trim_matches(|c: char| !c.is_alphanumeric()))
+        .any(|word| {
+            if word.chars().any(forms::is_unspaced_script) {
+                let chars: Vec<char> = word.chars().collect();
+                chars.windows(2).any(|pair| {
+                    pair.iter().all(|c| forms::is_unspaced_script(*c))
+                        && new.contains(&pair.iter().collect::<String>())
+                })
+            } else {
+                word.chars().count() >= 4
+                    && word
+                        .chars()
+                        .all(|c| c.is_alphabetic() || c == '-' || c == '\'')
+                    && has_token(new, &crate::text::normalize(word))
+            }
+        })
+}
+
 /// Replaced values remembered.
 pub const MAX_REPLACED: usize = 64;
 

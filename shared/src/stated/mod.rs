@@ -391,9 +391,11 @@ impl UserStatements {
                         && !(at..k).any(|j| parsed[k].subject.can_refer_to(&parsed[j].subject)))
             })
             .map(|k| self.items[k].source);
+        let mut replaced = false;
         for (earlier, earlier_parsed) in self.items[..at].iter_mut().zip(parsed.iter()) {
             if earlier.is_current() && supersedes(&mine, earlier, earlier_parsed) {
                 earlier.superseded_by = Some(new.source);
+                replaced = true;
             }
         }
         // "Actually, make it 45s": the latest earlier statement it can
@@ -406,6 +408,24 @@ impl UserStatements {
             let target = &mut self.items[k];
             if target.is_current() {
                 target.superseded_by = Some(new.source);
+                replaced = true;
+            }
+        }
+        // A change of mind in any language, when nothing above found what
+        // it changes: the statement just before, said in an earlier
+        // message, whose value this one gives anew beside a word of it and
+        // a change cue ("Schicken Sie ihn doch lieber an mein Büro: Am
+        // Markt 93" after "Schicken Sie ihn an Lindenstraße 94").
+        if let Some(before) = at
+            .checked_sub(1)
+            .filter(|_| !replaced)
+            .map(|k| &mut self.items[k])
+        {
+            if before.is_current()
+                && before.source != new.source
+                && crate::evidence::changes_mind(&new.text, &before.text)
+            {
+                before.superseded_by = Some(new.source);
             }
         }
         self.items.insert(at, new);

@@ -1137,3 +1137,48 @@ Let's go with the shorter summary.";
         ]
     );
 }
+
+#[test]
+fn a_change_of_mind_supersedes_what_was_just_said_in_five_languages() {
+    for (said, changed) in [
+        (
+            "Send it to 50 Maple Avenue, Springfield.",
+            "Actually, please send it to my office instead: 12 Harbor Road, Portland.",
+        ),
+        (
+            "Schicken Sie ihn an Lindenstraße 82, 04109 Leipzig.",
+            "Schicken Sie ihn doch lieber an mein Büro: Am Markt 75, 80331 München.",
+        ),
+        (
+            "Envíelo a Calle Mayor 76, 28013 Madrid.",
+            "Mejor envíelo a mi oficina: Avenida del Puerto 56, 46011 Valencia.",
+        ),
+        (
+            "Envoyez-le au 38 rue des Lilas, 69003 Lyon.",
+            "Envoyez-le plutôt à mon bureau : 86 boulevard Voltaire, 75011 Paris.",
+        ),
+        (
+            "東京都渋谷区神南1-44-3に送ってください。",
+            "やっぱり会社に送ってください：大阪府大阪市北区梅田2-64-1。",
+        ),
+    ] {
+        let s = recorded(&[user(1, said), user(3, changed)]);
+        assert_eq!(superseded_by(&s, 1), Some(MessageId(3)), "{changed}");
+        assert_eq!(superseded_by(&s, 3), None, "{changed}");
+        // Without the cue nothing changed (but in English, where sending
+        // to a place sets the address by its own words: see
+        // `the_same_subject_set_to_another_value_supersedes`).
+        if said.starts_with("Send") {
+            continue;
+        }
+        let plain = changed
+            .replace("Actually, ", "")
+            .replace(" instead", "")
+            .replace(" doch lieber", "")
+            .replace("Mejor e", "E")
+            .replace(" plutôt", "")
+            .replace("やっぱり", "");
+        let s = recorded(&[user(1, said), user(3, &plain)]);
+        assert_eq!(superseded_by(&s, 1), None, "{plain}");
+    }
+}
