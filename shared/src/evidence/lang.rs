@@ -529,6 +529,7 @@ pub(crate) static CLOSINGS: Table = Table::new(&[
         &[
             "danke",
             "dankeschön",
+            "dank",
             "vielen dank",
             "das ist alles",
             "das war's",
@@ -568,6 +569,21 @@ pub(crate) static CLOSINGS: Table = Table::new(&[
             "rien d'autre",
             "au revoir",
             "bonne journée",
+        ],
+    ),
+    (
+        "zh",
+        &[
+            "谢谢",
+            "感谢",
+            "多谢",
+            "不客气",
+            "不用谢",
+            "再见",
+            "拜拜",
+            "没有其他问题",
+            "没有其它问题",
+            "就这些",
         ],
     ),
 ]);

@@ -141,6 +141,23 @@ fn asks(line: &str) -> bool {
     text.ends_with(['?', '？']) || text.trim_start().starts_with('¿')
 }
 
+/// Whether `line` only thanks or takes leave: a word of closing
+/// ([`lang::CLOSINGS`]: "thanks", "das ist alles", "谢谢") in a short line
+/// that gives no value ("OK, thanks.", "Nope, that's all for now.",
+/// "收到，谢谢您耐心解答。"). A longer line may thank and say something
+/// besides ("Thanks! The painting of the lake was my favourite."), and is
+/// weighed by its words.
+fn only_thanks(line: &str) -> bool {
+    line.split_whitespace().count() <= THANKS_WORDS
+        && line.chars().count() <= THANKS_CHARS
+        && super::lang::CLOSINGS.contained_in(&super::forms::fold(line))
+        && super::only_closes(line)
+}
+
+/// Words and characters of a line that only thanks, at most.
+const THANKS_WORDS: usize = 8;
+const THANKS_CHARS: usize = 60;
+
 /// The statistics terms are weighed by.
 struct Stats<'a> {
     df: &'a FxHashMap<String, [u32; 3]>,
@@ -416,7 +433,12 @@ pub(crate) fn choose(
     let read_so_far = previous.seen + pool.messages;
     let found = slots::supersede(&mut all, &later.lines, config.scope_messages);
     // Read before the squeeze, which may leave out the question's end.
-    let asks: Vec<bool> = all.iter().map(|c| asks(&c.line.text)).collect();
+    // A short line that only thanks or takes leave ([`only_thanks`]) says
+    // no more than a question without a value does.
+    let asks: Vec<bool> = all
+        .iter()
+        .map(|c| asks(&c.line.text) || only_thanks(&c.line.text))
+        .collect();
     // Every line is squeezed to what it says, the kept ones again (what
     // is common is better known as the workstream grows): its terms are
     // those of what is kept.

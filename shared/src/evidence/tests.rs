@@ -1155,3 +1155,26 @@ What do you make of it?"
         assert!(text.contains(value), "{value} missing:\n{text}");
     }
 }
+
+#[test]
+fn a_line_that_only_thanks_or_takes_leave_is_not_kept_for_its_words() {
+    // Rare words in a long workstream: each closing below is said once.
+    let mut messages: Vec<Message> = (10..90)
+        .map(|i| msg(i, Role::User, "ok, that works for me"))
+        .collect();
+    messages.push(msg(
+        1,
+        Role::User,
+        "Wonderful, thanks so much for your patience!",
+    ));
+    messages.push(msg(2, Role::User, "Vielen Dank, das ist wirklich alles."));
+    messages.push(msg(3, Role::User, "收到，谢谢您耐心解答。"));
+    messages.push(msg(5, Role::User, "Thanks, book it for the 14th of March."));
+    let chosen = choose(&messages, &Evidence::default(), 500);
+    let text = chosen.evidence.render();
+    for closing in ["#1 u:", "#2 u:", "#3 u:"] {
+        assert!(!text.contains(closing), "{closing} kept:\n{text}");
+    }
+    // A thanks that gives a value gives it.
+    assert!(text.contains("#5 u:") && text.contains("14th"), "{text}");
+}
