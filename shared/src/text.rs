@@ -153,6 +153,11 @@ const PROSE_TOKENS: usize = 70;
 mod tests {
     use super::*;
 
+    /// For each line of `text`, whether it is pasted as `kind`.
+    fn marked(text: &str, kind: Pasted) -> Vec<bool> {
+        pasted_lines(text).into_iter().map(|p| p == kind).collect()
+    }
+
     #[test]
     fn a_record_line_is_a_short_label_a_colon_and_a_value() {
         assert!(is_record_line("Contact: Carlos Medina"));
@@ -160,12 +165,8 @@ mod tests {
         assert!(!is_record_line("See https://example.com/a"));
         assert!(!is_record_line("At 10:30 we meet"));
         assert!(!is_record_line("Note:"));
-        let pasted: Vec<bool> = pasted_lines("Hi.\n\nA: 1\nB: 2\nTotal\n\nC: 3\nok")
-            .into_iter()
-            .map(|p| p == Pasted::Record)
-            .collect();
         assert_eq!(
-            pasted,
+            marked("Hi.\n\nA: 1\nB: 2\nTotal\n\nC: 3\nok", Pasted::Record),
             [false, false, true, true, true, false, false, false]
         );
     }
@@ -178,12 +179,7 @@ mod tests {
             long("Die Kosten stiegen gegenüber dem Vorjahr um 12 %. "),
             long("Der Vertrag wurde am 3. März über 4.300 € unterzeichnet. ")
         );
-        let document = |text: &str| -> Vec<bool> {
-            pasted_lines(text)
-                .into_iter()
-                .map(|p| p == Pasted::Document)
-                .collect()
-        };
+        let document = |text: &str| marked(text, Pasted::Document);
         assert_eq!(
             document(&doc),
             [false, false, true, false, true, false, false]

@@ -392,25 +392,23 @@ pub(crate) fn changes_mind(new: &str, old: &str) -> bool {
     if !lang::CHANGE_CUES.contained_in(&folded) {
         return false;
     }
-    let (was, now) = (forms::terms(old), forms::terms(new));
-    let values = |terms: &[forms::Term]| -> Vec<(forms::Form, Option<String>, String)> {
-        terms
-            .iter()
-            .filter(|t| t.form.is_value() && !lang::CALENDAR.has(&t.key))
-            .map(|t| (t.form, t.shape(), t.key.clone()))
-            .collect()
-    };
-    let now_values = values(&now);
-    was.iter()
-        .filter(|t| t.form.is_value() && !lang::CALENDAR.has(&t.key))
-        .any(|t| {
-            let (shape, value) = (t.shape(), &t.key);
-            said_beside(old, t.span, &folded)
-                && !now_values.iter().any(|(_, _, v)| v == value)
-                && now_values.iter().any(|(f, s, v)| {
-                    *f == t.form && *s == shape && !was.iter().any(|o| &o.key == v)
-                })
-        })
+    // (A day or a time of day said with a cue is the change's when, not
+    // the value it changes.)
+    let changeable = |t: &&forms::Term| t.form.is_value() && !lang::CALENDAR.has(&t.key);
+    let (said, now) = (forms::terms(old), forms::terms(new));
+    let now: Vec<(&forms::Term, Option<String>)> = now
+        .iter()
+        .filter(changeable)
+        .map(|n| (n, n.shape()))
+        .collect();
+    said.iter().filter(changeable).any(|t| {
+        let shape = t.shape();
+        said_beside(old, t.span, &folded)
+            && !now.iter().any(|(n, _)| n.key == t.key)
+            && now.iter().any(|(n, s)| {
+                n.form == t.form && *s == shape && !said.iter().any(|o| o.key == n.key)
+            })
+    })
 }
 
 /// Whether `new` (case-folded) says again a word that stands near

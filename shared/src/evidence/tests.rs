@@ -557,8 +557,7 @@ fn values_of_one_shape_down_one_message_are_a_list_not_a_change() {
     ];
     let chosen = choose(&messages, &Evidence::default(), 500);
     let e = &chosen.evidence;
-    assert!(e.replaced.is_empty(), "{e:?}");
-    assert!(e.lines.iter().all(|l| l.superseded.is_empty()), "{e:?}");
+    assert!(replaces_nothing(e), "{e:?}");
     // Lines of code alike but for a name, down one message, are a list
     // too, their neighbours the same.
     let messages = vec![
@@ -571,8 +570,7 @@ fn values_of_one_shape_down_one_message_are_a_list_not_a_change() {
     ];
     let chosen = choose(&messages, &Evidence::default(), 500);
     let e = &chosen.evidence;
-    assert!(e.replaced.is_empty(), "{e:?}");
-    assert!(e.lines.iter().all(|l| l.superseded.is_empty()), "{e:?}");
+    assert!(replaces_nothing(e), "{e:?}");
     // The same values in two messages are a change.
     let messages = vec![
         msg(1, Role::User, "The epic has 3 subtasks."),
@@ -1016,15 +1014,7 @@ INVOICE {no}\nIssued by: Northwind Ltd\nTotal due: {total}\nPayment due: {due}"
     ];
     let chosen = choose(&messages, &Evidence::default(), 500);
     let text = chosen.evidence.render();
-    assert!(
-        chosen.evidence.replaced.is_empty()
-            && chosen
-                .evidence
-                .lines
-                .iter()
-                .all(|l| l.superseded.is_empty()),
-        "{text}"
-    );
+    assert!(replaces_nothing(&chosen.evidence), "{text}");
     for value in ["$18,938.65", "May 23, 2026", "$2,310.00", "June 2, 2026"] {
         assert!(text.contains(value), "{value} missing:\n{text}");
     }
@@ -1078,6 +1068,11 @@ fn the_budget_is_counted_on_the_lines_as_they_render_not_on_each_rounded_up() {
         "{}",
         chosen.evidence.render()
     );
+}
+
+/// Nothing was replaced: no value in the list, none marked on a line.
+fn replaces_nothing(e: &Evidence) -> bool {
+    e.replaced.is_empty() && e.lines.iter().all(|l| l.superseded.is_empty())
 }
 
 fn estimator_count(text: &str) -> u64 {
@@ -1142,15 +1137,7 @@ What do you make of it?"
     let text = chosen.evidence.render();
     // The same sentence of two documents with another number is two
     // documents' figures: nothing is replaced, both stay.
-    assert!(
-        chosen.evidence.replaced.is_empty()
-            && chosen
-                .evidence
-                .lines
-                .iter()
-                .all(|l| l.superseded.is_empty()),
-        "{text}"
-    );
+    assert!(replaces_nothing(&chosen.evidence), "{text}");
     for value in ["14.5%", "68.5%", "Graz", "Lyon"] {
         assert!(text.contains(value), "{value} missing:\n{text}");
     }

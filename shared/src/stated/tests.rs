@@ -15,6 +15,14 @@ fn recorded(messages: &[Message]) -> UserStatements {
     stated
 }
 
+/// What one user message states, kind and text.
+fn extracted(text: &str) -> Vec<(StatementKind, String)> {
+    extract(&[user(1, text)])
+        .into_iter()
+        .map(|s| (s.kind, s.text))
+        .collect()
+}
+
 fn current_texts(s: &UserStatements) -> Vec<&str> {
     s.current().map(|s| s.text.as_str()).collect()
 }
@@ -1089,12 +1097,8 @@ Anschrift: Hauptstraße 62, 99613 Leipzig\n\
 Gesamtbetrag: 34.340,36 €\n\
 Hinweis: nie an die alte Adresse liefern\n\
 Zahlbar innerhalb von 14 Tagen ohne Abzug.";
-    let got: Vec<(StatementKind, String)> = extract(&[user(1, text)])
-        .into_iter()
-        .map(|s| (s.kind, s.text))
-        .collect();
     assert_eq!(
-        got,
+        extracted(text),
         [
             (
                 StatementKind::Request,
@@ -1119,12 +1123,8 @@ The contract XX-8737 was signed on July 21, 2026 for a total of EUR 99,418.62. \
 Costs rose by 14.5% compared with the previous period, and the board noted it. \
 The final report is due on April 26, 2026, according to Amara Ferreira.\n\n\
 Let's go with the shorter summary.";
-    let got: Vec<(StatementKind, String)> = extract(&[user(1, text)])
-        .into_iter()
-        .map(|s| (s.kind, s.text))
-        .collect();
     assert_eq!(
-        got,
+        extracted(text),
         [
             (
                 StatementKind::Constraint,
