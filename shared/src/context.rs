@@ -533,6 +533,7 @@ mod tests {
             state.stated.record(
                 crate::stated::extract(&[Message::text(id, Role::User, text)]),
                 &crate::stated::StatedCaps::default(),
+                crate::evidence::EvidenceConfig::default().scope_messages,
             );
         }
         state

@@ -1458,6 +1458,7 @@ Let me know if there is anything else.\n",
             state.stated.record(
                 stated::extract(&[crate::Message::text(id, crate::Role::User, text)]),
                 &stated::StatedCaps::default(),
+                crate::evidence::EvidenceConfig::default().scope_messages,
             );
         }
         let previous = Summary {

@@ -657,11 +657,19 @@ impl<S: Summarize> Folding<'_, S> {
         chunker: &mut ChunkStream,
     ) -> Result<(), PipelineError<P, S::Error>> {
         let extracted = span.finish();
-        self.state
-            .stated
-            .record(extracted.statements, &self.engine.stated_caps);
-        self.summarizer.know_statements(extracted.classified);
+        // (Statements and evidence lines count their messages' places
+        // alike, from the workstream's first compacted message.)
         let offset = self.state.evidence.seen + self.evidence.messages();
+        let statements = extracted.statements.into_iter().map(|s| {
+            let seq = s.seq.unwrap_or(0).saturating_add(offset);
+            s.at(seq)
+        });
+        self.state.stated.record(
+            statements,
+            &self.engine.stated_caps,
+            self.engine.evidence.scope_messages,
+        );
+        self.summarizer.know_statements(extracted.classified);
         self.evidence.add(extracted.evidence, offset);
         for chunk in chunker.push(extracted.transcript) {
             self.fold(chunk.text, false).await?;

@@ -443,6 +443,7 @@ mod tests {
             state.stated.record(
                 crate::stated::extract(&[crate::Message::text(id, crate::Role::User, text)]),
                 &crate::stated::StatedCaps::default(),
+                crate::evidence::EvidenceConfig::default().scope_messages,
             );
         }
         state.risks.push(StateItem::new("carrier strike"));

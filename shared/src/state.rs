@@ -798,7 +798,11 @@ mod tests {
     fn user_said(stated: &mut UserStatements, lines: &[(i64, &str)]) {
         for &(id, text) in lines {
             let m = crate::message::Message::text(id, crate::message::Role::User, text);
-            stated.record(crate::stated::extract(&[m]), &StatedCaps::default());
+            stated.record(
+                crate::stated::extract(&[m]),
+                &StatedCaps::default(),
+                crate::evidence::EvidenceConfig::default().scope_messages,
+            );
         }
     }
 

@@ -928,6 +928,7 @@ fn a_line_a_listed_statement_says_costs_nothing_and_is_shown_once() {
     stated.record(
         crate::stated::extract(&[said]),
         &crate::stated::StatedCaps::default(),
+        crate::evidence::EvidenceConfig::default().scope_messages,
     );
     assert_eq!(stated.shown().count(), 1, "{stated:?}");
     let config = EvidenceConfig::default();

@@ -96,6 +96,12 @@ pub struct Statement {
     /// ([`STORED_PER_SHOWN`] times the list's) lets it go.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub dormant: bool,
+    /// Its message's place in the workstream (the messages before it), as
+    /// the evidence counts them: how far apart two statements were said
+    /// (see [`UserStatements::record`]). `None` in records written before
+    /// it was kept: no distance then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seq: Option<u64>,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -117,6 +123,24 @@ impl Statement {
             superseded_by: None,
             routine: false,
             dormant: false,
+            seq: None,
+        }
+    }
+
+    /// The statement, said `seq` messages into the workstream.
+    pub fn at(self, seq: u64) -> Statement {
+        Statement {
+            seq: Some(seq),
+            ..self
+        }
+    }
+
+    /// Whether the two were said within `scope` messages of each other
+    /// (or either's place is unknown).
+    fn near(&self, other: &Statement, scope: u64) -> bool {
+        match (self.seq, other.seq) {
+            (Some(a), Some(b)) => a.abs_diff(b) <= scope,
+            _ => true,
         }
     }
 
@@ -165,7 +189,8 @@ impl Classified {
 }
 
 /// The decisions and constraints stated in the text parts of the user's
-/// messages, in message order.
+/// messages, in message order, each at its message's place in `messages`
+/// ([`Statement::seq`]; the caller adds the messages before them).
 pub fn extract(messages: &[Message]) -> Vec<Statement> {
     extract_into(messages, None)
 }
@@ -179,7 +204,11 @@ pub fn extract_classified(messages: &[Message]) -> (Vec<Statement>, Classified) 
 
 fn extract_into(messages: &[Message], mut classified: Option<&mut Classified>) -> Vec<Statement> {
     let mut out = Vec::new();
-    for message in messages.iter().filter(|m| m.role == Role::User) {
+    for (seq, message) in messages.iter().enumerate() {
+        if message.role != Role::User {
+            continue;
+        }
+        let seq = seq as u64;
         let mut index = 0u32;
         for part in &message.parts {
             let Part::Text { text } = part else { continue };
@@ -206,10 +235,10 @@ fn extract_into(messages: &[Message], mut classified: Option<&mut Classified>) -
                     // sentence before it, so the two are kept together.
                     (Some(kind), Some(context)) if bare_answer(candidate) => {
                         let text = format!("{context} {candidate}");
-                        out.push(Statement::new(kind, text, message.id, index));
+                        out.push(Statement::new(kind, text, message.id, index).at(seq));
                     }
                     (Some(kind), _) => {
-                        out.push(Statement::new(kind, candidate, message.id, index));
+                        out.push(Statement::new(kind, candidate, message.id, index).at(seq));
                     }
                     (None, _) => {}
                 }
@@ -338,19 +367,33 @@ impl UserStatements {
     /// [`MAX_BATCH`] only the newest statements are looked at (a span that
     /// states hundreds of rules is pasted text, not conversation).
     /// Deterministic and idempotent.
-    pub fn record(&mut self, seen: impl IntoIterator<Item = Statement>, caps: &StatedCaps) {
+    ///
+    /// A change that names no earlier value finds what it changes by its
+    /// subject; a word of when ("afternoon", "Montag", "soir") is its
+    /// subject only within `scope` messages ([`Statement::seq`]): "make it
+    /// half past 12 in the afternoon" changes the booking said just
+    /// before, not one of another dialogue a hundred messages back "at a
+    /// quarter to 4 in the afternoon". Any other subject reaches any
+    /// distance ("Actually make it an aisle seat, 18C", long after "a
+    /// window seat? 14A").
+    pub fn record(
+        &mut self,
+        seen: impl IntoIterator<Item = Statement>,
+        caps: &StatedCaps,
+        scope: u64,
+    ) {
         let mut incoming: Vec<Statement> = seen.into_iter().collect();
         incoming.sort_by_key(Statement::position);
         let skip = incoming.len().saturating_sub(MAX_BATCH);
         let mut parsed: Vec<Parsed> = self.items.iter().map(Parsed::of).collect();
         for statement in incoming.into_iter().skip(skip) {
-            self.insert(statement, &mut parsed);
+            self.insert(statement, &mut parsed, scope);
         }
         self.enforce_caps(caps);
     }
 
     /// Inserts one statement; `parsed` is kept aligned with `self.items`.
-    fn insert(&mut self, mut new: Statement, parsed: &mut Vec<Parsed>) {
+    fn insert(&mut self, mut new: Statement, parsed: &mut Vec<Parsed>, scope: u64) {
         new.text = new.text.trim().to_owned();
         new.superseded_by = None;
         let mine = Parsed::of(&new);
@@ -399,11 +442,17 @@ impl UserStatements {
             }
         }
         // "Actually, make it 45s": the latest earlier statement it can
-        // refer to, if that one is still current.
+        // refer to, if that one is still current; or, for a change of the
+        // same pattern, one on the same subject (by a word of when, only
+        // one said near: from `reach` on).
+        let reach = self.items[..at]
+            .iter()
+            .take_while(|s| !s.near(&new, scope))
+            .count();
         if let Some(k) = (0..at)
             .rev()
             .find(|&k| mine.subject.can_refer_to(&parsed[k].subject))
-            .or_else(|| respecified(&mine, &parsed[..at]))
+            .or_else(|| respecified(&mine, &parsed[..at], reach))
         {
             let target = &mut self.items[k];
             if target.is_current() {
@@ -775,6 +824,9 @@ struct Parsed {
     /// The stems without the first one, the verb of a request ("book" in
     /// "could you book dinner"): what the statement is about.
     object_stems: BTreeSet<String>,
+    /// The stems of its words of when ("afternoon", "Montag"): they tie
+    /// two statements said near each other only ([`respecified`]).
+    when: BTreeSet<String>,
 }
 
 impl Parsed {
@@ -802,6 +854,11 @@ impl Parsed {
             values,
             stems: stems_of(&content),
             object_stems: stems_of(content.get(1..).unwrap_or_default()),
+            when: content
+                .iter()
+                .filter(|t| crate::evidence::lang::CALENDAR.has(&t.w))
+                .map(|t| stem(&t.w).to_owned())
+                .collect(),
         }
     }
 
@@ -817,7 +874,12 @@ impl Parsed {
 /// (`9a` and `18c`: digits then a letter). Not when it names a value of
 /// any earlier statement: then it says itself what it replaces ("book the
 /// 09:15 one, the 07:40 is too early").
-fn respecified(mine: &Parsed, earlier: &[Parsed]) -> Option<usize> {
+///
+/// A word of when ("afternoon", "Montag", "soir") ties the two only among
+/// the statements from `near` on (said within the scope): "make it half
+/// past 12 in the afternoon" a hundred messages after another booking
+/// "at a quarter to 4 in the afternoon" books something else.
+fn respecified(mine: &Parsed, earlier: &[Parsed], near: usize) -> Option<usize> {
     if !changes(&mine.norm) {
         return None;
     }
@@ -845,8 +907,13 @@ fn respecified(mine: &Parsed, earlier: &[Parsed]) -> Option<usize> {
         return None;
     }
     (0..earlier.len()).rev().find(|&k| {
-        !mine.object_stems.is_disjoint(&earlier[k].object_stems)
-            && !patterned(&earlier[k]).is_disjoint(&mine_patterns)
+        let mut shared = mine.object_stems.intersection(&earlier[k].object_stems);
+        let same_subject = if k >= near {
+            shared.next().is_some()
+        } else {
+            shared.any(|w| !mine.when.contains(w))
+        };
+        same_subject && !patterned(&earlier[k]).is_disjoint(&mine_patterns)
     })
 }
 

@@ -1,6 +1,10 @@
 use super::*;
 use crate::message::Part;
 
+/// Messages within which a word of when ties a change to a statement (the
+/// evidence's slot scope, as the pipeline passes it).
+const SCOPE: u64 = 24;
+
 fn user(id: i64, text: &str) -> Message {
     Message::text(id, Role::User, text)
 }
@@ -10,7 +14,11 @@ fn user(id: i64, text: &str) -> Message {
 fn recorded(messages: &[Message]) -> UserStatements {
     let mut stated = UserStatements::default();
     for m in messages {
-        stated.record(extract(std::slice::from_ref(m)), &StatedCaps::default());
+        stated.record(
+            extract(std::slice::from_ref(m)),
+            &StatedCaps::default(),
+            SCOPE,
+        );
     }
     stated
 }
@@ -578,13 +586,13 @@ fn recording_the_same_batch_twice_changes_nothing() {
         },
     ] {
         let mut stated = UserStatements::default();
-        stated.record(batch.clone(), &caps);
+        stated.record(batch.clone(), &caps, SCOPE);
         let once = stated.clone();
-        stated.record(batch.clone(), &caps);
+        stated.record(batch.clone(), &caps, SCOPE);
         assert_eq!(stated, once, "caps {caps:?}");
         // Order of the calls does not matter either.
         let mut reversed = UserStatements::default();
-        reversed.record(batch.iter().rev().cloned(), &caps);
+        reversed.record(batch.iter().rev().cloned(), &caps, SCOPE);
         assert_eq!(reversed, once, "caps {caps:?}");
     }
 }
@@ -606,6 +614,7 @@ fn caps_drop_superseded_first_then_old_decisions_then_old_constraints() {
             user(6, "Always run the tests first."),
         ]),
         &caps,
+        SCOPE,
     );
     assert_eq!(
         shown_texts(&stated),
@@ -645,7 +654,7 @@ fn an_oversized_batch_keeps_its_newest_statements_within_the_caps() {
     let batch = extract(&messages);
     assert_eq!(batch.len(), 1_000);
     let mut stated = UserStatements::default();
-    stated.record(batch.clone(), &StatedCaps::default());
+    stated.record(batch.clone(), &StatedCaps::default(), SCOPE);
     // The list shows 16; the store keeps four times as many, dormant.
     assert_eq!(stated.len(), 16 * STORED_PER_SHOWN);
     assert_eq!(stated.items()[63].text, rule(999));
@@ -654,7 +663,7 @@ fn an_oversized_batch_keeps_its_newest_statements_within_the_caps() {
     assert_eq!(shown.len(), 16);
     assert_eq!(shown[0], rule(984));
     let once = stated.clone();
-    stated.record(batch, &StatedCaps::default());
+    stated.record(batch, &StatedCaps::default(), SCOPE);
     assert_eq!(stated, once);
 }
 
@@ -703,19 +712,27 @@ fn a_sentence_said_again_and_again_with_new_values_keeps_only_its_newest() {
 
 #[test]
 fn serde_omits_defaults_and_old_records_read_back() {
-    let stated = recorded(&[
-        user(1, "Ship on Friday."),
-        user(2, "Ship on Monday instead."),
-    ]);
+    let stated = recorded_at(
+        &[
+            user(1, "Ship on Friday."),
+            user(2, "Ship on Monday instead."),
+        ],
+        SCOPE,
+    );
     let json = serde_json::to_string(&stated).unwrap();
     assert_eq!(
         json,
-        r#"[{"kind":"request","text":"Ship on Friday.","source":1,"superseded_by":2},{"kind":"decision","text":"Ship on Monday instead.","source":2}]"#
+        r#"[{"kind":"request","text":"Ship on Friday.","source":1,"superseded_by":2,"seq":1},{"kind":"decision","text":"Ship on Monday instead.","source":2,"seq":2}]"#
     );
     assert_eq!(
         serde_json::from_str::<UserStatements>(&json).unwrap(),
         stated
     );
+    // A record written before statements kept their place reads back
+    // without one.
+    let old = r#"[{"kind":"request","text":"Ship on Friday.","source":1}]"#;
+    let read: UserStatements = serde_json::from_str(old).unwrap();
+    assert_eq!(read.items()[0].seq, None);
 }
 
 #[test]
@@ -815,9 +832,9 @@ proptest::proptest! {
         let batch = extract(&messages);
         let caps = StatedCaps { current: 5, superseded: 2 };
         let mut stated = UserStatements::default();
-        stated.record(batch.clone(), &caps);
+        stated.record(batch.clone(), &caps, SCOPE);
         let once = stated.clone();
-        stated.record(batch, &caps);
+        stated.record(batch, &caps, SCOPE);
         proptest::prop_assert_eq!(&stated, &once);
         proptest::prop_assert!(stated.shown().count() <= 5);
         proptest::prop_assert!(stated.current().count() <= 5 * STORED_PER_SHOWN);
@@ -836,7 +853,7 @@ proptest::proptest! {
         let text = format!("{}{text}", ["", "never ", "set the ", "scrap "][cue]);
         let found = extract(&[user(1, &text), user(2, &text)]);
         let mut stated = UserStatements::default();
-        stated.record(found, &StatedCaps::default());
+        stated.record(found, &StatedCaps::default(), SCOPE);
         let _ = classify(&text);
         let _ = stated.outdated().superseded_by(&text);
     }
@@ -1181,4 +1198,53 @@ fn a_change_of_mind_supersedes_what_was_just_said_in_five_languages() {
         let s = recorded(&[user(1, said), user(3, &plain)]);
         assert_eq!(superseded_by(&s, 1), None, "{plain}");
     }
+}
+
+/// Records each message's statements at its place: message `id` is said
+/// `id` messages into the workstream.
+fn recorded_at(messages: &[Message], scope: u64) -> UserStatements {
+    let mut stated = UserStatements::default();
+    for m in messages {
+        let seq = m.id.0 as u64;
+        let found = extract(std::slice::from_ref(m))
+            .into_iter()
+            .map(|s| s.at(seq));
+        stated.record(found, &StatedCaps::default(), scope);
+    }
+    stated
+}
+
+/// SGD, two dialogues 116 messages apart: the second's "make it half past
+/// 12 in the afternoon" changed its own booking's time, not the first's
+/// (only "afternoon" ties them). Said a few messages after it, it changes
+/// it; a key named again reaches back any distance.
+#[test]
+fn a_word_of_when_ties_a_change_to_what_was_said_near_only() {
+    let first = "I would like to go on the 8th of March at a quarter to 4 in the afternoon.";
+    let change = "Make it half past 12 in the afternoon.";
+    let far = recorded_at(
+        &[
+            user(1009, first),
+            user(1011, "That is correct."),
+            user(1121, "I want it in SFO. Japanese food would be great."),
+            user(1125, change),
+        ],
+        SCOPE,
+    );
+    assert!(far.superseded().next().is_none(), "{far:?}");
+    assert!(shown_texts(&far).contains(&first), "{far:?}");
+    let near = recorded_at(&[user(1009, first), user(1013, change)], SCOPE);
+    assert_eq!(shown_texts(&near), [change], "{near:?}");
+    let keyed = recorded_at(
+        &[
+            user(3, "Use INVOICE_BATCH_SIZE=300 for the import."),
+            user(400, "Set INVOICE_BATCH_SIZE=1200 from now on."),
+        ],
+        SCOPE,
+    );
+    assert_eq!(
+        shown_texts(&keyed),
+        ["Set INVOICE_BATCH_SIZE=1200 from now on."],
+        "{keyed:?}"
+    );
 }

@@ -178,9 +178,11 @@ fn run(mode: Mode) -> String {
         let keep = live.split_off(live.len() - 6);
         let span = std::mem::replace(&mut live, keep);
         // What the pipeline does per compacted span.
-        state
-            .stated
-            .record(stated::extract(&span), &StatedCaps::default());
+        state.stated.record(
+            stated::extract(&span),
+            &StatedCaps::default(),
+            compactor_shared::evidence::EvidenceConfig::default().scope_messages,
+        );
         let t = transcript::extract(&span, &TranscriptConfig::default());
         let input = CompactionInput {
             previous_summary: summary.as_ref(),
