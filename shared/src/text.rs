@@ -58,6 +58,42 @@ fn is_record_line(line: &str) -> bool {
         && label.chars().any(char::is_alphabetic)
 }
 
+/// Characters that part the cells of a table's row: a Markdown or ASCII
+/// table's `|`, a TSV's tab, a CSV's `,` or `;`.
+const CELL_SEPARATORS: [char; 4] = ['|', '\t', ';', ','];
+
+/// For each of `lines`, whether it is a row of a table: one of at least
+/// [`RECORD_LINES`] lines in a row that each hold the same number (two or
+/// more) of one [`CELL_SEPARATORS`] character (`| Test | Result | Unit |`,
+/// `2026-03-04,Hotel Lumen,26.32 EUR`; a comma or a semicolon with no
+/// space after it).
+fn table_rows(lines: &[&str]) -> Vec<bool> {
+    let mut rows = vec![false; lines.len()];
+    for sep in CELL_SEPARATORS {
+        // (A comma or a semicolon parts cells when no space follows it:
+        // after one with a space, it parts a sentence's clauses.)
+        let spaced = |l: &str| {
+            matches!(sep, ',' | ';')
+                && l.match_indices(sep)
+                    .any(|(at, _)| l[at + 1..].starts_with(char::is_whitespace))
+        };
+        let cells: Vec<usize> = lines
+            .iter()
+            .map(|l| if spaced(l) { 0 } else { l.matches(sep).count() })
+            .collect();
+        let mut i = 0;
+        while i < lines.len() {
+            let n = cells[i];
+            let run = cells[i..].iter().take_while(|&&c| c == n).count();
+            if n >= 2 && run >= RECORD_LINES {
+                rows[i..i + run].iter_mut().for_each(|r| *r = true);
+            }
+            i += run.max(1);
+        }
+    }
+    rows
+}
+
 /// For each line of `text` (as [`str::lines`] cuts it), whether it stands
 /// in something pasted, not said: the user's statements frame no value of
 /// it as a request ([`crate::stated`]), and the evidence fills no slot with
@@ -65,7 +101,9 @@ fn is_record_line(line: &str) -> bool {
 /// - **a record** (an invoice, a form, a ticket): a paragraph (lines
 ///   between blank ones) of at least [`RECORD_LINES`] lines, half or more
 ///   of them `label: value` lines. Its heading and its closing lines are
-///   the record's too;
+///   the record's too. So are the rows of a table ([`table_rows`]: a
+///   Markdown table, a CSV's lines): each row is a record of its own, and
+///   the next table's `| HbA1c | 6.1 |` changes no value of the last;
 /// - **a document** (a report, a contract, minutes): a text of at least
 ///   [`DOCUMENT_PARAGRAPHS`] paragraphs, [`DOCUMENT_PROSE`] of them long
 ///   ([`PROSE_TOKENS`] or more). Its long paragraphs are the document's;
@@ -94,6 +132,14 @@ pub(crate) fn pasted_lines(text: &str) -> Vec<Pasted> {
         let n = end - start;
         if n >= RECORD_LINES && 2 * records >= n {
             out[start..end].iter_mut().for_each(|r| *r = Pasted::Record);
+        }
+        for (r, row) in out[start..end]
+            .iter_mut()
+            .zip(table_rows(&lines[start..end]))
+        {
+            if row {
+                *r = Pasted::Record;
+            }
         }
         paragraphs.push(start..end);
         start = end;
@@ -169,6 +215,23 @@ mod tests {
             marked("Hi.\n\nA: 1\nB: 2\nTotal\n\nC: 3\nok", Pasted::Record),
             [false, false, true, true, true, false, false, false]
         );
+    }
+
+    #[test]
+    fn the_rows_of_a_pasted_table_are_a_record_whatever_their_separator() {
+        let markdown = "Here are my results from 11 March:\n| Test | Result | Unit |\n|---|---|---|\n| ALT | 23.1 | U/L |\n| CRP | 119.1 | mg/L |\nWhat stands out?";
+        assert_eq!(
+            marked(markdown, Pasted::Record),
+            [false, true, true, true, true, false]
+        );
+        let csv = "Expenses from Lyon, can you total them?\ndate,item,amount\n2026-03-11,Hotel Lumen,183.45 EUR\n2026-03-04,Taxi,26.32 EUR";
+        assert_eq!(marked(csv, Pasted::Record), [false, true, true, true]);
+        let tsv = "Name\tZimmer\tPreis\nMüller\t12\t89 €\nSchmidt\t14\t95 €";
+        assert_eq!(marked(tsv, Pasted::Record), [true, true, true]);
+        // A few sentences with commas are no table, nor are two rows.
+        let said =
+            "Yes, please, book it.\nNo, not that one, the other.\nOk, thanks, bye.\nA,b,c\nd,e,f";
+        assert!(!pasted_lines(said).iter().any(|p| p.is_pasted()));
     }
 
     #[test]
