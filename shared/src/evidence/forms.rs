@@ -617,6 +617,26 @@ pub(crate) fn value_form(text: &str) -> Option<Form> {
     None
 }
 
+/// The names of `line` that stand right before a number or a code, a
+/// space between (`Zimmer 2033`, `Gate B12`, `Room 5179`): the word that
+/// names what the value is, case-folded.
+pub(crate) fn value_labels(line: &str) -> Vec<String> {
+    let terms = terms(line);
+    terms
+        .iter()
+        .filter(|n| n.form == Form::Name)
+        .filter(|n| {
+            terms.iter().any(|v| {
+                matches!(v.form, Form::Number | Form::Code)
+                    && line
+                        .get(n.span.1..v.span.0)
+                        .is_some_and(|gap| !gap.is_empty() && gap.trim().is_empty())
+            })
+        })
+        .map(|n| n.key.clone())
+        .collect()
+}
+
 /// Case-folded, for comparing terms.
 pub(crate) fn fold(text: &str) -> String {
     if text.is_ascii() {

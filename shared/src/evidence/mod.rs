@@ -564,23 +564,39 @@ impl Evidence {
                 .collect();
             // (A superseding statement no longer recorded, evicted by the
             // caps, cannot be read: its supersession stands as recorded.)
+            // (Of a like size too: a room `2033` changed to `5179` leaves
+            // the `4` of "ab dem 4. Mai" as it was.)
+            let digits = |key: &str| key.chars().filter(char::is_ascii_digit).count();
             let instead = |t: &forms::Term, shape: &Option<String>| {
                 new.is_empty()
-                    || (new.iter().any(|n| n.shape() == *shape && n.key != t.key)
-                        && !new.iter().any(|n| {
-                            n.form == forms::Form::Code
-                                && n.shape() != *shape
-                                && !old.iter().any(|o| o.key == n.key)
-                        }))
+                    || (new.iter().any(|n| {
+                        n.shape() == *shape
+                            && n.key != t.key
+                            && digits(&n.key).abs_diff(digits(&t.key)) <= 1
+                    }) && !new.iter().any(|n| {
+                        n.form == forms::Form::Code
+                            && n.shape() != *shape
+                            && !old.iter().any(|o| o.key == n.key)
+                    }))
             };
             // A name of the old statement that the superseding one names
             // too, capitalised in the run of its words (not only after a
             // label, where any word is read as a name), is what it replaces
             // ("Scrap SQLite, use Postgres instead"), unless a current
             // statement still says it.
+            // (Not a name that stands right before a number or a code in
+            // both: it names the slot, "Zimmer 2033" … "Zimmer 5179".)
+            let labels: Vec<String> = stated
+                .items()
+                .iter()
+                .filter(|n| n.source == by || n.source == s.source)
+                .flat_map(|n| forms::value_labels(&n.text))
+                .collect();
             let renamed = |t: &forms::Term| {
-                new.iter()
-                    .any(|n| n.form == forms::Form::Name && n.label.is_none() && n.key == t.key)
+                labels.iter().filter(|l| **l == t.key).count() < 2
+                    && new
+                        .iter()
+                        .any(|n| n.form == forms::Form::Name && n.label.is_none() && n.key == t.key)
                     && !current
                         .iter()
                         .filter(|(source, _)| *source != by)

@@ -1166,3 +1166,35 @@ fn a_line_that_only_thanks_or_takes_leave_is_not_kept_for_its_words() {
     // A thanks that gives a value gives it.
     assert!(text.contains("#5 u:") && text.contains("14th"), "{text}");
 }
+
+/// "Ich hätte doch lieber Zimmer 5179." after "Bitte reservieren Sie
+/// Zimmer 2033 ab dem 4. Mai": the room changed. The `4` of the date is
+/// no value of the room's size, and `Zimmer`, standing before the room's
+/// number in both, names the slot: neither is replaced.
+#[test]
+fn a_superseded_statement_replaces_the_value_it_changed_not_its_label_or_a_date() {
+    let messages = [
+        msg(
+            1,
+            Role::User,
+            "Bitte reservieren Sie Zimmer 2033 ab dem 4. Mai für drei Nächte.",
+        ),
+        msg(
+            2,
+            Role::Assistant,
+            "Zimmer 2033 ist ab dem 4. Mai reserviert.",
+        ),
+        msg(3, Role::User, "Ich hätte doch lieber Zimmer 5179."),
+    ];
+    let mut stated = crate::stated::UserStatements::default();
+    stated.record(
+        crate::stated::extract(&messages),
+        &crate::stated::StatedCaps::default(),
+        EvidenceConfig::default().scope_messages,
+    );
+    assert_eq!(stated.superseded().count(), 1, "{stated:?}");
+    let mut e = Evidence::default();
+    e.mark_statements(&stated, EvidenceConfig::default().scope_messages);
+    let replaced: Vec<&str> = e.replaced.iter().map(|r| r.value.as_str()).collect();
+    assert_eq!(replaced, ["2033"]);
+}
