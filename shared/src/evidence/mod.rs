@@ -245,6 +245,14 @@ pub struct Line {
     /// invoice's).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub record: bool,
+    /// The line as it was read, before it was squeezed to its values
+    /// (empty when `text` is all of it): each compaction reads a kept
+    /// line again from here, so the words around its values still say
+    /// which slot each fills. "C'est noté : taxi à 7:24, dossier …",
+    /// shown as "7:24, dossier …", is still the taxi's time `à 7:24` that
+    /// a later "plutôt à 11:33" changes.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub read: String,
 }
 
 fn alone(of: &u32) -> bool {
@@ -924,6 +932,7 @@ pub fn read(span: &[Message], max_line_chars: usize) -> Read {
                         superseded: Vec::new(),
                         of,
                         record,
+                        read: String::new(),
                     },
                     terms,
                 });

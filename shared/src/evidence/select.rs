@@ -406,6 +406,11 @@ pub(crate) fn choose(
     // The lines kept before compete again, counted as messages of their own.
     let mut all: Vec<Candidate> = Vec::with_capacity(previous.lines.len() + pool.lines.len());
     for line in &previous.lines {
+        // (Read again as it was said: see [`Line::read`].)
+        let mut line = line.clone();
+        if !line.read.is_empty() {
+            line.text = std::mem::take(&mut line.read);
+        }
         let terms = forms::terms(&line.text);
         let mut seen = FxHashSet::default();
         for t in &terms {
@@ -413,10 +418,7 @@ pub(crate) fn choose(
                 pool.df.entry(t.key.clone()).or_default()[line.speaker.index()] += 1;
             }
         }
-        all.push(Candidate {
-            line: line.clone(),
-            terms,
-        });
+        all.push(Candidate { line, terms });
     }
     let messages = pool.messages + previous.lines.len() as u64;
     all.append(&mut pool.lines);
@@ -455,7 +457,9 @@ pub(crate) fn choose(
                         .iter()
                         .any(|&(from, to)| t.span.0 >= from && t.span.1 <= to)
                 });
-                c.line.text = text;
+                if text != c.line.text {
+                    c.line.read = std::mem::replace(&mut c.line.text, text);
+                }
             }
             None => c.terms.clear(),
         }

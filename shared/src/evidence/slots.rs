@@ -25,9 +25,12 @@
 //!   (a code or a name in its place is the next subject, as above);
 //!
 //! but a value said in a sentence the user says [`TEMPLATE_VALUES`] times
-//! or more, each time with a new value, changes nothing by any slot: it is
-//! a template the user reports through ("We saw E0308 in staging after
-//! the last change …", "We saw 23505 in staging after the last change …");
+//! or more, each time with a new value, changes nothing that sentence said
+//! before, by any slot: it is a template the user reports through ("We saw
+//! E0308 in staging after the last change …", "We saw 23505 in staging
+//! after the last change …"). What it replaces of another sentence it
+//! does change ("Finalement, plutôt à 11:33", said for every booking,
+//! changes each booking's "taxi à 7:24");
 //!
 //! all but the same sentence only within
 //! [`super::EvidenceConfig::scope_messages`] messages of each other, so unrelated tasks (another dialogue, another ticket) never
@@ -296,12 +299,26 @@ pub(crate) fn supersede(lines: &mut [Candidate], later: &[Candidate], scope: u64
             }
         }
     }
+    // (What a template's saying replaces of another sentence, a value
+    // the user or the assistant said otherwise, it does change: "Finalement,
+    // plutôt à 11:33" said for every booking changes each booking's "taxi
+    // à 7:24".)
+    let of_template = |m: usize, slot: &str| {
+        let (line, value, _, _) = &marks[m];
+        let Some(c) = lines.get(*line) else {
+            return true;
+        };
+        c.terms
+            .iter()
+            .filter(|t| t.key == *value)
+            .any(|t| sentence_slot(&c.line.text, t).as_deref() == Some(slot))
+    };
     let mut template = vec![false; marks.len()];
-    for (values, made) in sentence_fills.values() {
+    for (slot, (values, made)) in &sentence_fills {
         let fills: u32 = values.values().sum();
         if values.len() >= TEMPLATE_VALUES && values.len() as u32 == fills {
             for &m in made {
-                template[m] = true;
+                template[m] = of_template(m, slot);
             }
         }
     }
@@ -361,6 +378,7 @@ mod tests {
                 superseded: Vec::new(),
                 of: 0,
                 record: false,
+                read: String::new(),
             },
             terms: forms::terms(text),
         }

@@ -350,6 +350,7 @@ fn values_only_a_superseded_statement_held_are_replaced_and_marked() {
                 superseded: Vec::new(),
                 of: 0,
                 record: false,
+                read: String::new(),
             },
             Line {
                 at: MessageId(5),
@@ -359,6 +360,7 @@ fn values_only_a_superseded_statement_held_are_replaced_and_marked() {
                 superseded: Vec::new(),
                 of: 0,
                 record: false,
+                read: String::new(),
             },
         ],
         seen: 10,
@@ -408,6 +410,7 @@ fn a_replacement_does_not_reach_back_past_the_mention_it_replaced() {
         superseded: Vec::new(),
         of: 0,
         record: false,
+        read: String::new(),
     };
     let mut e = Evidence {
         lines: vec![
@@ -603,6 +606,7 @@ fn a_name_the_user_replaces_is_marked_where_it_stands() {
             superseded: Vec::new(),
             of: 0,
             record: false,
+            read: String::new(),
         }],
         seen: 8,
         replaced: Vec::new(),
@@ -1197,4 +1201,104 @@ fn a_superseded_statement_replaces_the_value_it_changed_not_its_label_or_a_date(
     e.mark_statements(&stated, EvidenceConfig::default().scope_messages);
     let replaced: Vec<&str> = e.replaced.iter().map(|r| r.value.as_str()).collect();
     assert_eq!(replaced, ["2033"]);
+}
+
+/// A kept line is read again, at the next compaction, as it was said: its
+/// slot survives the squeeze. "C'est noté : taxi à 7:24" is kept as
+/// "7:24, dossier JP-65848."; the "plutôt à 11:33" a compaction later
+/// still changes that time, `à 7:24`.
+#[test]
+fn a_kept_line_keeps_its_slot_when_a_later_compaction_changes_it() {
+    let messages = [
+        msg(
+            1,
+            Role::User,
+            "Je voudrais un taxi à 7:24 pour l'aéroport, dossier JP-65848.",
+        ),
+        msg(
+            2,
+            Role::Assistant,
+            "C'est noté : taxi à 7:24, dossier JP-65848.",
+        ),
+        msg(3, Role::User, "Combien coûte la course environ ?"),
+        msg(4, Role::Assistant, "Environ 45 € selon la circulation."),
+        msg(
+            5,
+            Role::User,
+            "Finalement, plutôt à 11:33, s'il vous plaît.",
+        ),
+        msg(6, Role::Assistant, "Très bien, le taxi passera à 11:33."),
+    ];
+    let config = EvidenceConfig::default();
+    let estimator = CharEstimator::new(3);
+    let mut g = Gathering::default();
+    g.add(read(&messages[..2], config.max_line_chars), 0);
+    let first = g.choose(&Evidence::default(), &[], "", 500, &config, &estimator);
+    let kept = first.evidence.render();
+    assert!(
+        kept.contains("7:24") && !kept.contains("superseded"),
+        "{kept}"
+    );
+    let mut g = Gathering::default();
+    g.add(
+        read(&messages[2..], config.max_line_chars),
+        first.evidence.seen,
+    );
+    let second = g.choose(&first.evidence, &[], "", 500, &config, &estimator);
+    let text = second.evidence.render();
+    assert!(
+        text.lines()
+            .filter(|l| l.contains("7:24"))
+            .all(|l| l.contains("[superseded by #5]")),
+        "{text}"
+    );
+    assert!(second.evidence.replaced.iter().any(|r| r.value == "7:24"));
+}
+
+/// The user changes each booking with the same sentence: "Finalement,
+/// plutôt à …" is a template, said three times with new values, yet each
+/// saying changes its own booking's time (said in another sentence); what
+/// a template replaces of its own earlier sayings stays a report.
+#[test]
+fn a_change_said_in_the_same_words_each_time_still_changes_each_booking() {
+    let mut messages = Vec::new();
+    let times = [("7:24", "11:33"), ("13:32", "20:31"), ("9:05", "16:48")];
+    for (k, (old, new)) in times.iter().enumerate() {
+        let id = 20 * k as i64;
+        messages.extend([
+            msg(
+                id + 1,
+                Role::User,
+                &format!("Je voudrais un taxi à {old} pour l'aéroport."),
+            ),
+            msg(
+                id + 2,
+                Role::Assistant,
+                &format!("C'est noté : taxi à {old}."),
+            ),
+            msg(
+                id + 3,
+                Role::User,
+                &format!("Finalement, plutôt à {new}, s'il vous plaît."),
+            ),
+            msg(id + 4, Role::Assistant, "Très bien."),
+            msg(id + 5, Role::User, "Combien coûte la course ?"),
+            msg(id + 6, Role::Assistant, "Environ 45 €."),
+            msg(id + 7, Role::User, "Le chauffeur parle anglais ?"),
+            msg(id + 8, Role::Assistant, "Oui, sans problème."),
+            msg(id + 9, Role::User, "Merci, c'est tout."),
+            msg(id + 10, Role::Assistant, "Bonne journée !"),
+        ]);
+    }
+    let chosen = choose(&messages, &Evidence::default(), 2000);
+    let replaced: Vec<&str> = chosen
+        .evidence
+        .replaced
+        .iter()
+        .map(|r| r.value.as_str())
+        .collect();
+    for (old, new) in times {
+        assert!(replaced.contains(&old), "{old}: {replaced:?}");
+        assert!(!replaced.contains(&new), "{new}: {replaced:?}");
+    }
 }
