@@ -445,14 +445,16 @@ impl UserStatements {
         // refer to, if that one is still current; or, for a change of the
         // same pattern, one on the same subject (by a word of when, only
         // one said near: from `reach` on).
-        let reach = self.items[..at]
-            .iter()
-            .take_while(|s| !s.near(&new, scope))
-            .count();
         if let Some(k) = (0..at)
             .rev()
             .find(|&k| mine.subject.can_refer_to(&parsed[k].subject))
-            .or_else(|| respecified(&mine, &parsed[..at], reach))
+            .or_else(|| {
+                let reach = self.items[..at]
+                    .iter()
+                    .take_while(|s| !s.near(&new, scope))
+                    .count();
+                respecified(&mine, &parsed[..at], reach)
+            })
         {
             let target = &mut self.items[k];
             if target.is_current() {
