@@ -652,15 +652,11 @@ impl UserStatements {
     /// when it was replaced whole (no value of a changed form, or every
     /// value changed).
     fn in_part(&self, old: &Statement) -> Option<InPart> {
-        let forms = self.changed_forms(old)?;
+        let changed = self.changed_values(old)?;
         let values: Vec<String> = words::tokens(&old.text)
             .into_iter()
             .filter(|t| t.value)
             .map(|t| t.w)
-            .collect();
-        let changed: BTreeSet<&String> = values
-            .iter()
-            .filter(|w| forms.contains(&skeleton(w)))
             .collect();
         if changed.is_empty() || changed.len() == values.iter().collect::<BTreeSet<_>>().len() {
             return None;
@@ -693,29 +689,74 @@ impl UserStatements {
         n
     }
 
-    /// The forms ([`skeleton`]) of values a superseded statement `old`
-    /// had that its replacement changed: forms of `old`'s values that the
-    /// replacement names with other values ("make the hotel 3 nights"
-    /// changes the number of "2 nights, and keep it under €900", not the
-    /// amount; a value it only repeats changes nothing). `None` when it
-    /// names none of them ("19:30" for "7pm", or no value at all): it
-    /// replaced the statement whole.
-    fn changed_forms(&self, old: &Statement) -> Option<BTreeSet<String>> {
-        let had: Vec<String> = words::tokens(&old.text)
-            .into_iter()
+    /// The values of a superseded statement `old` that its replacement
+    /// changed: each value the replacement names that `old` did not
+    /// changes the one value of its form ([`skeleton`]) that `old` had
+    /// ("make the hotel 3 nights" changes the `2` of "2 nights, and keep
+    /// it under €900", not the amount; a value it only repeats changes
+    /// nothing). Where `old` had several of that form, it changes those
+    /// said in its place: the same word right before, or the same word
+    /// right after. "le montant est de 1 182,45 €" changes the amount of
+    /// "Envoie 158,76 € au ES83 7888 7182 …", not the groups of its IBAN;
+    /// "el 10 de noviembre" the `12` of "el 12 de enero, 3 pasajeros, por
+    /// menos de 643,54 €". Read from neighbours alone, so in any language;
+    /// only when no value of the replacement finds its place does a form
+    /// change all of its values. `None` when it names none of them
+    /// ("19:30" for "7pm", or no value at all): it replaced the statement
+    /// whole.
+    fn changed_values(&self, old: &Statement) -> Option<BTreeSet<String>> {
+        let had = words::tokens(&old.text);
+        let had_values: BTreeSet<&str> = had
+            .iter()
             .filter(|t| t.value)
-            .map(|t| t.w)
+            .map(|t| t.w.as_str())
             .collect();
-        let had_forms: BTreeSet<String> = had.iter().map(|w| skeleton(w)).collect();
-        let changed: BTreeSet<String> = self
+        // The words right before and right after a value (not values
+        // themselves).
+        let neighbours = |toks: &[words::Tok], i: usize| {
+            let word = |t: Option<&words::Tok>| t.filter(|t| !t.value).map(|t| t.w.clone());
+            let before = word(i.checked_sub(1).and_then(|j| toks.get(j)));
+            (before, word(toks.get(i + 1)))
+        };
+        let share = |a: &(Option<String>, Option<String>), b: &(Option<String>, Option<String>)| {
+            (a.0.is_some() && a.0 == b.0) || (a.1.is_some() && a.1 == b.1)
+        };
+        let mut by_form: BTreeSet<String> = BTreeSet::new();
+        let mut by_neighbour: BTreeSet<String> = BTreeSet::new();
+        for newer in self
             .items
             .iter()
             .filter(|s| Some(s.source) == old.superseded_by)
-            .flat_map(|s| words::tokens(&s.text))
-            .filter(|t| t.value && !had.contains(&t.w))
-            .map(|t| skeleton(&t.w))
-            .filter(|f| had_forms.contains(f))
-            .collect();
+        {
+            let toks = words::tokens(&newer.text);
+            for (i, t) in toks.iter().enumerate() {
+                if !t.value || had_values.contains(t.w.as_str()) {
+                    continue;
+                }
+                let form = skeleton(&t.w);
+                let of_form: Vec<usize> = (0..had.len())
+                    .filter(|&j| had[j].value && skeleton(&had[j].w) == form)
+                    .collect();
+                let distinct: BTreeSet<&str> = of_form.iter().map(|&j| had[j].w.as_str()).collect();
+                if distinct.len() == 1 {
+                    by_neighbour.extend(distinct.into_iter().map(str::to_owned));
+                    continue;
+                }
+                let near = neighbours(&toks, i);
+                let matched: Vec<&String> = of_form
+                    .iter()
+                    .filter(|&&j| share(&neighbours(&had, j), &near))
+                    .map(|&j| &had[j].w)
+                    .collect();
+                by_neighbour.extend(matched.into_iter().cloned());
+                by_form.extend(distinct.into_iter().map(str::to_owned));
+            }
+        }
+        let changed = if by_neighbour.is_empty() {
+            by_form
+        } else {
+            by_neighbour
+        };
         (!changed.is_empty()).then_some(changed)
     }
 
@@ -749,13 +790,13 @@ impl UserStatements {
                     })
                     .cloned()
                     .collect();
-                let changed = self.changed_forms(old);
+                let changed = self.changed_values(old);
                 let bare = words::tokens(&old.text)
                     .into_iter()
                     .filter(|t| t.value && !t.quoted && t.w.chars().count() >= 4)
                     .map(|t| t.w)
                     .filter(|v| !current.iter().any(|c| c.contains(v.as_str())))
-                    .filter(|v| changed.as_ref().is_none_or(|c| c.contains(&skeleton(v))))
+                    .filter(|v| changed.as_ref().is_none_or(|c| c.contains(v)))
                     .collect();
                 OutdatedEntry {
                     by,
@@ -1203,8 +1244,8 @@ struct OutdatedEntry {
     key_words: BTreeSet<String>,
     new_values: BTreeSet<String>,
     /// Values the superseded statement named that no current statement
-    /// names, of a form its replacement changed
-    /// ([`UserStatements::changed_forms`]):
+    /// names, and that its replacement changed
+    /// ([`UserStatements::changed_values`]):
     /// a line that is only one of them (an artifact list's
     /// `- /v2/fx-snapshots`) is outdated, while `- €900` stays current
     /// when only "2 nights" beside it became "3 nights".

@@ -1046,6 +1046,31 @@ fn a_statement_changed_in_part_is_shown_current_without_the_changed_value() {
     assert!(old.contains("Move the standup to 7pm."), "{text}");
 }
 
+/// Where the old statement has several values of the changed form, the
+/// change takes the one said between the same words: a new amount before
+/// `€` changes the amount, not the groups of an IBAN nor the number of a
+/// reference, which stay current as the user said them.
+#[test]
+fn a_change_takes_the_value_said_in_its_place_not_every_number() {
+    let s = recorded(&[
+        user(
+            1,
+            "Send 158,76 € to ES83 7888 7182 3310 6443 28, reference \"Rent 2970\".",
+        ),
+        user(2, "Sorry, I meant to send 1.182,45 € instead."),
+    ]);
+    assert_eq!(superseded_by(&s, 1), Some(MessageId(2)), "{:?}", s.items());
+    let text = s.render();
+    let (current, old) = text
+        .split_once(super::SUPERSEDED_HEADING)
+        .expect("a superseded part");
+    assert!(
+        current.contains("ES83 7888 7182 3310 6443 28") && current.contains("Rent 2970"),
+        "{text}"
+    );
+    assert!(old.contains("superseded by #2: 158,76\n"), "{text}");
+}
+
 #[test]
 fn a_value_form_folds_runs_and_a_numbers_separators() {
     use super::skeleton;

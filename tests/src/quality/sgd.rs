@@ -8,7 +8,10 @@
 //! speaker, the utterance and its slot spans (service, slot name, the
 //! span's text). A session is the fixture's dialogues, one after another,
 //! in one workstream: USER turns as user text, SYSTEM turns as assistant
-//! text.
+//! text. Data of other sources may add tool use in the same format (the
+//! SGD fixtures have none): a SYSTEM turn's `call` (a tool's name and JSON
+//! input) follows its text as a tool call, and a `TOOL` turn is that
+//! call's result, its utterance the tool's output.
 //!
 //! Facts, by rules fixed before any scoring:
 //! - every slot value whose span is in an utterance is an exact value
@@ -30,7 +33,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use compactor_producer::client::IncomingMessage;
-use compactor_shared::Role;
+use compactor_shared::{Part, Role};
 use serde::Deserialize;
 
 use super::score::{contains_value, line_has_value};
@@ -128,10 +131,21 @@ pub struct Dialogue {
 
 #[derive(Debug, Clone, Deserialize)]
 pub struct Turn {
-    /// `USER` or `SYSTEM`.
+    /// `USER`, `SYSTEM`, or `TOOL` (the result of the last `call`).
     pub speaker: String,
     pub utterance: String,
     pub slots: Vec<Span>,
+    /// A SYSTEM turn's tool call, after its text.
+    #[serde(default)]
+    pub call: Option<Call>,
+}
+
+/// A tool call of a SYSTEM turn.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Call {
+    pub tool: String,
+    #[serde(default)]
+    pub input: serde_json::Value,
 }
 
 /// A slot value annotated in an utterance.
@@ -243,24 +257,28 @@ pub fn from_fixture(spec: SessionSpec, fixture: &Fixture, name: &str) -> Session
     // Messages, and where each dialogue's turns are.
     let mut messages = Vec::new();
     let mut at: Vec<Vec<usize>> = Vec::new();
+    let mut calls = Vec::new();
     for d in &dialogues {
         let mut idx = Vec::new();
         for t in &d.turns {
             idx.push(messages.len());
-            let role = if t.speaker == "USER" {
-                Role::User
-            } else {
-                Role::Assistant
-            };
-            messages.push(IncomingMessage::text(role, t.utterance.clone()));
+            messages.push(turn_message(t, &mut calls));
         }
         at.push(idx);
     }
-    let texts: Vec<&str> = messages
+    let texts: Vec<String> = messages
         .iter()
-        .map(|m| match m.parts.first() {
-            Some(compactor_shared::Part::Text { text }) => text.as_str(),
-            _ => "",
+        .map(|m| {
+            m.parts
+                .iter()
+                .map(|p| match p {
+                    Part::Text { text } => text.clone(),
+                    Part::ToolCall { input, .. } => input.to_string(),
+                    Part::ToolResult { output, .. } => output.clone(),
+                    _ => String::new(),
+                })
+                .collect::<Vec<_>>()
+                .join("\n")
         })
         .collect();
 
@@ -273,7 +291,7 @@ pub fn from_fixture(spec: SessionSpec, fixture: &Fixture, name: &str) -> Session
                 let key = s.value.to_lowercase();
                 if !scored(&s.value)
                     || by_value.contains_key(&key)
-                    || !contains_value(texts[m], &s.value, false)
+                    || !contains_value(&texts[m], &s.value, false)
                 {
                     continue;
                 }
@@ -368,6 +386,46 @@ pub fn from_fixture(spec: SessionSpec, fixture: &Fixture, name: &str) -> Session
     session
 }
 
+/// A turn as a message. `calls` holds the ids of the calls made so far: a
+/// `TOOL` turn answers the last one.
+fn turn_message(t: &Turn, calls: &mut Vec<(String, String)>) -> IncomingMessage {
+    let (role, parts) = match t.speaker.as_str() {
+        "USER" => (Role::User, vec![Part::text(&t.utterance)]),
+        "TOOL" => {
+            let (call_id, tool_name) = calls
+                .last()
+                .cloned()
+                .unwrap_or_else(|| ("call_0".to_owned(), "tool".to_owned()));
+            let result = Part::ToolResult {
+                call_id,
+                tool_name,
+                output: t.utterance.clone(),
+                is_error: false,
+                pruned: false,
+            };
+            (Role::Tool, vec![result])
+        }
+        _ => {
+            let mut parts = Vec::new();
+            if !t.utterance.is_empty() {
+                parts.push(Part::text(&t.utterance));
+            }
+            if let Some(call) = &t.call {
+                let id = format!("call_{:04}", calls.len() + 1);
+                calls.push((id.clone(), call.tool.clone()));
+                parts.push(Part::tool_call(id, &call.tool, call.input.clone()));
+            }
+            (Role::Assistant, parts)
+        }
+    };
+    IncomingMessage {
+        role,
+        parts,
+        pinned: false,
+        client_id: None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -450,5 +508,49 @@ mod tests {
         assert!(get("7 pm").superseded.is_none(), "said again later");
         assert_eq!(get("Sushi Zen").source, Source::Assistant);
         assert_eq!(get("Sushi Zen").kind, Kind::NamedEntity);
+    }
+
+    #[test]
+    fn a_tool_call_and_its_result_become_tool_messages() {
+        let fixture: Fixture = serde_json::from_value(serde_json::json!({
+            "source": "s", "commit": "c", "licence": "l", "split": "train",
+            "dialogues": [{"id": "1", "file": "f", "services": ["bank"], "turns": [
+                {"speaker": "USER", "utterance": "Send 158,76 € to ES83 7888 7182.",
+                 "slots": [{"service": "bank", "slot": "amount", "value": "158,76 €"}]},
+                {"speaker": "SYSTEM", "utterance": "",
+                 "call": {"tool": "create_transfer", "input": {"amount": "158,76 €"}},
+                 "slots": []},
+                {"speaker": "TOOL", "utterance": "{\"transfer_id\": \"TR-701508\"}", "slots": []},
+                {"speaker": "SYSTEM", "utterance": "Transfer TR-701508 is scheduled.",
+                 "slots": [{"service": "bank", "slot": "transfer_id", "value": "TR-701508"}]}
+            ]}]
+        }))
+        .unwrap();
+        let mut spec = SessionSpec::new(Shape::SgdTrain, 1);
+        spec.messages = usize::MAX;
+        let s = from_fixture(spec, &fixture, "inline");
+        let roles: Vec<Role> = s.messages.iter().map(|m| m.role).collect();
+        assert_eq!(
+            roles,
+            [Role::User, Role::Assistant, Role::Tool, Role::Assistant]
+        );
+        let (
+            Part::ToolCall { call_id, .. },
+            Part::ToolResult {
+                call_id: answers,
+                output,
+                ..
+            },
+        ) = (&s.messages[1].parts[0], &s.messages[2].parts[0])
+        else {
+            panic!("{:?}", s.messages);
+        };
+        assert_eq!(
+            (call_id, output.as_str()),
+            (answers, "{\"transfer_id\": \"TR-701508\"}")
+        );
+        // A value is found first where the tool returned it.
+        let id = s.facts.iter().find(|f| f.value == "TR-701508").unwrap();
+        assert_eq!(id.message, 2);
     }
 }
