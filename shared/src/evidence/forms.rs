@@ -683,6 +683,8 @@ pub(crate) fn quoted(line: &str) -> Vec<&str> {
 /// count them, as in `3月15日`).
 fn pieces(line: &str) -> Vec<Piece<'_>> {
     let mut out: Vec<Piece<'_>> = Vec::new();
+    // (Pieces that end with a colon, in a spaced script.)
+    let mut colon_labels: Vec<usize> = Vec::new();
     let mut sentence_start = true;
     for raw in line.split_whitespace() {
         let trimmed = raw.trim_start_matches(is_edge_punct);
@@ -760,10 +762,33 @@ fn pieces(line: &str) -> Vec<Piece<'_>> {
             starts_sentence: sentence_start,
             label,
         });
+        if label {
+            colon_labels.push(out.len() - 1);
+        }
         sentence_start = ends_sentence;
+    }
+    // A label's value is short ("Seats: 2", "Name: Kwame Okafor", "To:
+    // San Francisco International Airport"); a longer clause after it is
+    // a sentence ("Noor: We go with IONOS for hosting, …", "Nota: Lanzamos
+    // Helix el lunes"): the word before the colon labels nothing, and the
+    // clause starts a sentence, so its first word is no name.
+    for i in colon_labels {
+        let words = out[i + 1..]
+            .iter()
+            .position(|p| p.ends_clause)
+            .map_or(out.len() - i - 1, |k| k + 1);
+        if words > LABEL_VALUE_WORDS {
+            out[i].label = false;
+            if let Some(next) = out.get_mut(i + 1) {
+                next.starts_sentence = true;
+            }
+        }
     }
     out
 }
+
+/// The most words a label's value runs to, up to the end of its clause.
+const LABEL_VALUE_WORDS: usize = 4;
 
 /// What kind of run a character of an unspaced piece belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -1072,5 +1097,48 @@ mod tests {
         let seat = t.iter().find(|t| t.key == "16c").unwrap();
         assert_eq!(seat.form, Form::Code);
         assert!(t.iter().all(|t| t.label.as_deref() != Some("16c")), "{t:?}");
+    }
+
+    /// A speaker's name before a colon labels a sentence, not a value:
+    /// the first word of what a pasted transcript's speaker said is no
+    /// name (before, "Noor: We go with …" gave the name `we`, and a later
+    /// "Itziar: We go with …" replaced it), in any language. A short value
+    /// after a label stays the label's.
+    #[test]
+    fn a_speakers_sentence_after_a_colon_is_no_labelled_value() {
+        for (line, word) in [
+            (
+                "Noor: We go with IONOS for hosting, contract C-45739.",
+                "we",
+            ),
+            (
+                "Joaquín: Das Budget für Fjord ist auf 425.000 € gedeckelt.",
+                "das",
+            ),
+            ("Priya: Lanzamos Helix v9.10.8 el 21 de agosto.", "lanzamos"),
+        ] {
+            let t = terms(line);
+            assert!(
+                t.iter()
+                    .all(|t| !t.key.starts_with(word) || t.form == Form::Word),
+                "{word:?} read as a value in {t:?}"
+            );
+            assert!(
+                t.iter()
+                    .any(|t| t.form == Form::Code || t.form == Form::Number),
+                "{t:?}"
+            );
+        }
+        let t = terms("Status: confirmed, Name: Kwame Okafor");
+        let status = t.iter().find(|t| t.key == "confirmed").unwrap();
+        assert_eq!(
+            (status.form, status.label.as_deref()),
+            (Form::Name, Some("status"))
+        );
+        assert!(
+            t.iter()
+                .any(|t| t.key == "kwame okafor" && t.form == Form::Name),
+            "{t:?}"
+        );
     }
 }
