@@ -38,24 +38,32 @@ pub(crate) fn is_one_of(word: &str, list: &[&str]) -> bool {
 /// Lines a paragraph needs to be a record.
 const RECORD_LINES: usize = 3;
 
-/// Whether `line` is a `label: value` line of a record (`Total due:
-/// $1,249.90`, `Anschrift: Hauptstraße 62`, `電話：05-1417-2152`): a label of
-/// at most four words and no digits, then a colon and something after it.
-/// A URL's `https:` is no label.
-fn is_record_line(line: &str) -> bool {
+/// The label of `line` when it is a `label: value` line of a record
+/// (`Total due: $1,249.90`, `Anschrift: Hauptstraße 62`,
+/// `電話：05-1417-2152`): a label of at most four words and no digits, then
+/// a colon and something after it. A URL's `https:` is no label.
+fn record_label(line: &str) -> Option<&str> {
     let line = line.trim();
-    let Some((at, colon)) = line.char_indices().find(|&(_, c)| c == ':' || c == '：') else {
-        return false;
-    };
+    let (at, colon) = line.char_indices().find(|&(_, c)| c == ':' || c == '：')?;
     let label = line[..at].trim();
     let rest = line[at + colon.len_utf8()..].trim();
-    !label.is_empty()
+    (!label.is_empty()
         && !rest.is_empty()
         && !rest.starts_with("//")
         && label.split_whitespace().count() <= 4
         && label.chars().count() <= 40
         && !label.chars().any(|c| c.is_numeric())
-        && label.chars().any(char::is_alphabetic)
+        && label.chars().any(char::is_alphabetic))
+    .then_some(label)
+}
+
+/// Whether the `label: value` lines of a paragraph are a conversation's
+/// turns (a pasted transcript, a chat log, minutes by speaker): two
+/// labels or more, and one said again. A record's fields are each
+/// labelled once; speakers take turns.
+fn is_transcript(labels: &[&str]) -> bool {
+    let distinct: std::collections::BTreeSet<&str> = labels.iter().copied().collect();
+    distinct.len() >= 2 && distinct.len() < labels.len()
 }
 
 /// Characters that part the cells of a table's row: a Markdown or ASCII
@@ -103,7 +111,10 @@ fn table_rows(lines: &[&str]) -> Vec<bool> {
 ///   of them `label: value` lines. Its heading and its closing lines are
 ///   the record's too. So are the rows of a table ([`table_rows`]: a
 ///   Markdown table, a CSV's lines): each row is a record of its own, and
-///   the next table's `| HbA1c | 6.1 |` changes no value of the last;
+///   the next table's `| HbA1c | 6.1 |` changes no value of the last.
+///   When its labels are speakers taking turns ([`is_transcript`]: "Noor:
+///   We go with IONOS …", "Lena: Let's keep this short"), it is what
+///   others said, and is read as a document;
 /// - **a document** (a report, a contract, minutes): a text of at least
 ///   [`DOCUMENT_PARAGRAPHS`] paragraphs, [`DOCUMENT_PROSE`] of them long
 ///   ([`PROSE_TOKENS`] or more). Its long paragraphs are the document's;
@@ -125,13 +136,20 @@ pub(crate) fn pasted_lines(text: &str) -> Vec<Pasted> {
         let end = (start..lines.len())
             .find(|&i| lines[i].trim().is_empty())
             .unwrap_or(lines.len());
-        let records = lines[start..end]
+        let labels: Vec<&str> = lines[start..end]
             .iter()
-            .filter(|l| is_record_line(l))
-            .count();
+            .filter_map(|l| record_label(l))
+            .collect();
         let n = end - start;
-        if n >= RECORD_LINES && 2 * records >= n {
-            out[start..end].iter_mut().for_each(|r| *r = Pasted::Record);
+        if n >= RECORD_LINES && 2 * labels.len() >= n {
+            // (A transcript's lines are what others said: nothing in it
+            // is the user's, as in a document.)
+            let pasted = if is_transcript(&labels) {
+                Pasted::Document
+            } else {
+                Pasted::Record
+            };
+            out[start..end].iter_mut().for_each(|r| *r = pasted);
         }
         for (r, row) in out[start..end]
             .iter_mut()
@@ -174,7 +192,8 @@ pub(crate) enum Pasted {
     /// by a word of rule ("Hinweis: nie an die alte Adresse liefern") is
     /// the user's note.
     Record,
-    /// A document's prose: what its author states, nothing the user asks.
+    /// A document's prose, or a transcript's turns: what its author or
+    /// speakers state, nothing the user asks.
     Document,
 }
 
@@ -206,11 +225,11 @@ mod tests {
 
     #[test]
     fn a_record_line_is_a_short_label_a_colon_and_a_value() {
-        assert!(is_record_line("Contact: Carlos Medina"));
-        assert!(is_record_line("電話：05-1417-2152"));
-        assert!(!is_record_line("See https://example.com/a"));
-        assert!(!is_record_line("At 10:30 we meet"));
-        assert!(!is_record_line("Note:"));
+        assert!(record_label("Contact: Carlos Medina").is_some());
+        assert!(record_label("電話：05-1417-2152").is_some());
+        assert!(record_label("See https://example.com/a").is_none());
+        assert!(record_label("At 10:30 we meet").is_none());
+        assert!(record_label("Note:").is_none());
         assert_eq!(
             marked("Hi.\n\nA: 1\nB: 2\nTotal\n\nC: 3\nok", Pasted::Record),
             [false, false, true, true, true, false, false, false]

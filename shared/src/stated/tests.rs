@@ -1273,3 +1273,27 @@ fn a_word_of_when_ties_a_change_to_what_was_said_near_only() {
         "{keyed:?}"
     );
 }
+
+/// A pasted transcript is what its speakers said: none of its turns is
+/// the user's decision ("Lena: Let's keep this short" was one), whatever
+/// the language.
+#[test]
+fn a_pasted_transcripts_turns_are_not_the_users_statements() {
+    for paste in [
+        "Here are the notes from the Atlas sync, can you summarise the decisions?\n\n\
+         Lena: Let's keep this short, I have another call.\n\
+         Noor: We go with IONOS for hosting, contract C-45739.\n\
+         Lena: Good point.\n\
+         Declan: Let's ship Atlas v2.3.1 on 4 March.",
+        "Hier die Notizen vom Ember-Sync:\n\n\
+         Henrik: Lasst uns das kurz halten.\n\
+         Declan: Wir nehmen IONOS fürs Hosting, Vertrag C-90232.\n\
+         Henrik: Nächster Punkt.",
+    ] {
+        let got = extracted(paste);
+        assert!(
+            got.iter().all(|(_, text)| !text.contains(':')),
+            "a turn framed: {got:?}"
+        );
+    }
+}
