@@ -301,8 +301,8 @@ pub(crate) static HONORIFICS: Table = Table::new(&[
         "ja",
         &["さん", "様", "さま", "氏", "先生", "くん", "ちゃん"],
     ),
-    ("es", &["sr", "sra", "srta", "don", "doña"]),
-    ("fr", &["m", "mme", "mlle", "monsieur", "madame"]),
+    ("es", &["sr", "sra", "srta", "don", "doña", "dr", "dra"]),
+    ("fr", &["m", "mme", "mlle", "monsieur", "madame", "dr"]),
 ]);
 
 /// Words a language capitalises by its grammar, not because they name

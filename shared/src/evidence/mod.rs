@@ -967,8 +967,9 @@ pub(crate) fn ordinal_date(word: &str, after: &str) -> bool {
 
 /// The sentences of a line: cut after `.`, `!`, `?` (and their full-width
 /// forms) followed by a space or the line's end, not after a number's
-/// point (`1.5`), a single capital (`J. Smith`) nor a day's ordinal point
-/// ([`ordinal_date`]: `10. Juni`).
+/// point (`1.5`), a single capital (`J. Smith`), an honorific's point
+/// ([`lang::HONORIFICS`]: `Dr. Castellanos`, `Dra. Ferreira`) nor a day's
+/// ordinal point ([`ordinal_date`]: `10. Juni`).
 fn sentences(line: &str) -> Vec<&str> {
     let mut out = Vec::new();
     let mut start = 0;
@@ -990,7 +991,10 @@ fn sentences(line: &str) -> Vec<&str> {
             .find(|(_, w)| w.is_whitespace())
             .map_or(0, |(i, w)| i + w.len_utf8());
         let word = &line[from..at];
-        if c == '.' && word.chars().count() == 1 && word.chars().all(char::is_uppercase) {
+        if c == '.'
+            && ((word.chars().count() == 1 && word.chars().all(char::is_uppercase))
+                || lang::HONORIFICS.has(&forms::fold(word)))
+        {
             continue;
         }
         if c == '.' && ordinal_date(word, &line[at + 1..]) {

@@ -1302,3 +1302,21 @@ fn a_change_said_in_the_same_words_each_time_still_changes_each_booking() {
         assert!(!replaced.contains(&new), "{new}: {replaced:?}");
     }
 }
+
+/// An honorific's point ends no sentence, in any language of the table:
+/// "Dr." stays with the name it titles, so the name is read as a name (at
+/// a sentence's start, "Castellanos on Elm Street." gave a plain word).
+#[test]
+fn an_honorifics_point_ends_no_sentence() {
+    for line in [
+        "My dentist is Dr. Castellanos on Elm Street.",
+        "Mi dentista es la Dra. Ferreira, en la calle Olmo.",
+        "Meine Zahnärztin ist Dr. Brandauer in der Lindenstraße.",
+    ] {
+        assert_eq!(read_texts(Role::User, line), [line]);
+    }
+    assert_eq!(
+        read_texts(Role::User, "I saw the doctor. Castellanos was kind.").len(),
+        2
+    );
+}
