@@ -721,8 +721,11 @@ impl UserStatements {
         let share = |a: &(Option<String>, Option<String>), b: &(Option<String>, Option<String>)| {
             (a.0.is_some() && a.0 == b.0) || (a.1.is_some() && a.1 == b.1)
         };
+        // What each new value changes where its place tells (the one
+        // value of its form, or those beside the same words), and where
+        // only its form does.
         let mut by_form: BTreeSet<String> = BTreeSet::new();
-        let mut by_neighbour: BTreeSet<String> = BTreeSet::new();
+        let mut placed: BTreeSet<String> = BTreeSet::new();
         for newer in self
             .items
             .iter()
@@ -739,7 +742,7 @@ impl UserStatements {
                     .collect();
                 let distinct: BTreeSet<&str> = of_form.iter().map(|&j| had[j].w.as_str()).collect();
                 if distinct.len() == 1 {
-                    by_neighbour.extend(distinct.into_iter().map(str::to_owned));
+                    placed.extend(distinct.into_iter().map(str::to_owned));
                     continue;
                 }
                 let near = neighbours(&toks, i);
@@ -748,15 +751,11 @@ impl UserStatements {
                     .filter(|&&j| share(&neighbours(&had, j), &near))
                     .map(|&j| &had[j].w)
                     .collect();
-                by_neighbour.extend(matched.into_iter().cloned());
+                placed.extend(matched.into_iter().cloned());
                 by_form.extend(distinct.into_iter().map(str::to_owned));
             }
         }
-        let changed = if by_neighbour.is_empty() {
-            by_form
-        } else {
-            by_neighbour
-        };
+        let changed = if placed.is_empty() { by_form } else { placed };
         (!changed.is_empty()).then_some(changed)
     }
 

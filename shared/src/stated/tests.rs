@@ -23,6 +23,16 @@ fn recorded(messages: &[Message]) -> UserStatements {
     stated
 }
 
+/// What `s` shows: its current statements and its superseded ones, the
+/// list split at [`SUPERSEDED_HEADING`] (which it must have).
+fn shown_parts(s: &UserStatements) -> (String, String) {
+    let text = s.render();
+    let (current, old) = text
+        .split_once(super::SUPERSEDED_HEADING)
+        .expect("a superseded part");
+    (current.to_owned(), old.to_owned())
+}
+
 /// What one user message states, kind and text.
 fn extracted(text: &str) -> Vec<(StatementKind, String)> {
     extract(&[user(1, text)])
@@ -1021,10 +1031,8 @@ fn a_statement_changed_in_part_is_shown_current_without_the_changed_value() {
         user(2, "We're staying longer: make the hotel 3 nights."),
     ]);
     assert_eq!(superseded_by(&s, 1), Some(MessageId(2)), "{:?}", s.items());
+    let (current, old) = shown_parts(&s);
     let text = s.render();
-    let (current, old) = text
-        .split_once(super::SUPERSEDED_HEADING)
-        .expect("a superseded part");
     // The budget still holds, as the user said it; the nights are cut.
     assert!(
         current.contains("keep it under €900 in total") && current.contains("… nights"),
@@ -1039,10 +1047,8 @@ fn a_statement_changed_in_part_is_shown_current_without_the_changed_value() {
         user(1, "Move the standup to 7pm."),
         user(2, "Move the standup to 19:30 instead."),
     ]);
+    let (_, old) = shown_parts(&s);
     let text = s.render();
-    let (_, old) = text
-        .split_once(super::SUPERSEDED_HEADING)
-        .expect("a superseded part");
     assert!(old.contains("Move the standup to 7pm."), "{text}");
 }
 
@@ -1060,10 +1066,8 @@ fn a_change_takes_the_value_said_in_its_place_not_every_number() {
         user(2, "Sorry, I meant to send 1.182,45 € instead."),
     ]);
     assert_eq!(superseded_by(&s, 1), Some(MessageId(2)), "{:?}", s.items());
+    let (current, old) = shown_parts(&s);
     let text = s.render();
-    let (current, old) = text
-        .split_once(super::SUPERSEDED_HEADING)
-        .expect("a superseded part");
     assert!(
         current.contains("ES83 7888 7182 3310 6443 28") && current.contains("Rent 2970"),
         "{text}"

@@ -431,6 +431,13 @@ mod tests {
     use super::*;
     use crate::quality::sessions::Shape;
 
+    /// The session of every dialogue of an inline `fixture`.
+    fn whole(fixture: &Fixture) -> Session {
+        let mut spec = SessionSpec::new(Shape::SgdTrain, 1);
+        spec.messages = usize::MAX;
+        from_fixture(spec, fixture, "inline")
+    }
+
     #[test]
     fn slot_names_map_to_kinds() {
         assert_eq!(kind_of("phone_number"), Kind::Phone);
@@ -498,9 +505,7 @@ mod tests {
             ]}]
         }))
         .unwrap();
-        let mut spec = SessionSpec::new(Shape::SgdTrain, 1);
-        spec.messages = usize::MAX;
-        let s = from_fixture(spec, &fixture, "inline");
+        let s = whole(&fixture);
         let get = |v: &str| s.facts.iter().find(|f| f.value == v).unwrap();
         assert_eq!(s.facts.len(), 5, "{:?}", s.facts);
         let old = get("San Jose").superseded.as_ref().unwrap();
@@ -526,9 +531,7 @@ mod tests {
             ]}]
         }))
         .unwrap();
-        let mut spec = SessionSpec::new(Shape::SgdTrain, 1);
-        spec.messages = usize::MAX;
-        let s = from_fixture(spec, &fixture, "inline");
+        let s = whole(&fixture);
         let roles: Vec<Role> = s.messages.iter().map(|m| m.role).collect();
         assert_eq!(
             roles,
