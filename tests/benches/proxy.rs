@@ -2,9 +2,11 @@
 //! resends a 10,000-message history each turn, as SDKs do, once straight
 //! to an instant provider and once through the proxy, turn after turn.
 //! The provider answers at once without reading the body it was sent, so
-//! the difference is the proxy's: reading the history, naming each message
-//! (the digest chain), the one lookup, storing the new message and the
-//! answer, building the context and sending it on.
+//! the difference is the proxy's: reading the history (comparing it with
+//! the last turn's, naming what is new), building the context and sending
+//! it on. The new message and the answer are stored beside the request
+//! and after it, in the workstream's order; a turn that found the last
+//! one still writing waits for it, and that wait is in its time.
 //!
 //! - non-streamed: time to the whole answer, p50 / p99, and the added time
 //!   (through the proxy less straight, turn by turn);

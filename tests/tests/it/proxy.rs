@@ -439,7 +439,11 @@ async fn an_edited_earlier_message_starts_a_branch_and_an_asked_again_turn_moves
     for t in 0..4 {
         chat.turn(&format!("Question {t}"), false).await;
     }
-    assert_eq!(stored(&db, "edit").await, 8);
+    // The answer is stored after it is passed back.
+    compactor_e2e::eventually("four turns stored", Duration::from_secs(5), || async {
+        stored(&db, "edit").await == 8
+    })
+    .await;
     // The user edits question 2: the history from there is new.
     chat.messages.truncate(5);
     chat.messages
@@ -466,8 +470,13 @@ async fn an_edited_earlier_message_starts_a_branch_and_an_asked_again_turn_moves
     // same answer comes back), and the head is that answer again.
     chat.messages.pop();
     chat.send(false).await;
+    compactor_e2e::eventually(
+        "the head back at the answer",
+        Duration::from_secs(5),
+        || async { head(&db, "edit").await == newest },
+    )
+    .await;
     assert_eq!(stored(&db, "edit").await, 10);
-    assert_eq!(head(&db, "edit").await, newest);
     worker.stop().await;
 }
 
@@ -731,7 +740,10 @@ async fn with_the_database_cut_off_requests_go_on_as_they_came_and_are_stored_on
     let worker = start_worker(s).await;
     let mut chat = Chat::new(&worker, "chat/cut");
     chat.turn("Before the outage.", false).await;
-    assert_eq!(stored(&db, "cut").await, 2);
+    compactor_e2e::eventually("the first turn stored", Duration::from_secs(5), || async {
+        stored(&db, "cut").await == 2
+    })
+    .await;
 
     chaos.set(Mode::Cut);
     // The application keeps working: the request goes on as it came.
@@ -752,11 +764,15 @@ async fn with_the_database_cut_off_requests_go_on_as_they_came_and_are_stored_on
     // (a connection the cut left broken may fail one more turn, which
     // goes on as it came too).
     let mut caught_up = false;
-    for t in 0..10 {
+    'turns: for t in 0..10 {
         chat.turn(&format!("After it, turn {t}."), false).await;
-        if stored(&db, "cut").await == chat.messages.len() as i64 - 1 {
-            caught_up = true;
-            break;
+        // Its writes end after the answer is passed back.
+        for _ in 0..20 {
+            if stored(&db, "cut").await == chat.messages.len() as i64 - 1 {
+                caught_up = true;
+                break 'turns;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
     assert!(

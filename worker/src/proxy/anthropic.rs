@@ -16,43 +16,49 @@ use serde_json::{json, Value};
 use super::openai::{digest_uri, settle, Read, ReadError};
 
 /// Reads every message of a request body's `messages`.
+#[cfg(test)]
 pub(super) fn read_messages(body: &Value) -> Result<Vec<Read>, ReadError> {
     let messages = body
         .get("messages")
         .and_then(Value::as_array)
         .ok_or(ReadError::NoMessages)?;
-    let mut read = Vec::with_capacity(messages.len());
-    for (index, m) in messages.iter().enumerate() {
-        let bad = |reason: String| ReadError::Message { index, reason };
-        let role = match m.get("role").and_then(Value::as_str) {
-            Some("user") => Role::User,
-            Some("assistant") => Role::Assistant,
-            Some(other) => return Err(bad(format!("unknown role {other:?}"))),
-            None => return Err(bad("no `role`".to_owned())),
-        };
-        let mut parts = match m.get("content") {
-            Some(Value::String(s)) => vec![Part::text(s.clone())],
-            Some(Value::Array(blocks)) => blocks
-                .iter()
-                .map(block)
-                .collect::<Result<_, _>>()
-                .map_err(bad)?,
-            _ => return Err(bad("`content` is neither a string nor an array".to_owned())),
-        };
-        // Tool results are the user's turn on the wire, a tool's to
-        // compactor (when that is all the turn holds).
-        let role = if role == Role::User
-            && !parts.is_empty()
-            && parts.iter().all(|p| matches!(p, Part::ToolResult { .. }))
-        {
-            Role::Tool
-        } else {
-            role
-        };
-        settle(&mut parts);
-        read.push(Read::Message { role, parts });
-    }
-    Ok(read)
+    messages
+        .iter()
+        .enumerate()
+        .map(|(index, m)| read_message(index, m))
+        .collect()
+}
+
+/// Reads the message at `index` of a request's `messages`.
+pub(super) fn read_message(index: usize, m: &Value) -> Result<Read, ReadError> {
+    let bad = |reason: String| ReadError::Message { index, reason };
+    let role = match m.get("role").and_then(Value::as_str) {
+        Some("user") => Role::User,
+        Some("assistant") => Role::Assistant,
+        Some(other) => return Err(bad(format!("unknown role {other:?}"))),
+        None => return Err(bad("no `role`".to_owned())),
+    };
+    let mut parts = match m.get("content") {
+        Some(Value::String(s)) => vec![Part::text(s.clone())],
+        Some(Value::Array(blocks)) => blocks
+            .iter()
+            .map(block)
+            .collect::<Result<_, _>>()
+            .map_err(bad)?,
+        _ => return Err(bad("`content` is neither a string nor an array".to_owned())),
+    };
+    // Tool results are the user's turn on the wire, a tool's to
+    // compactor (when that is all the turn holds).
+    let role = if role == Role::User
+        && !parts.is_empty()
+        && parts.iter().all(|p| matches!(p, Part::ToolResult { .. }))
+    {
+        Role::Tool
+    } else {
+        role
+    };
+    settle(&mut parts);
+    Ok(Read::Message { role, parts })
 }
 
 /// One content block.

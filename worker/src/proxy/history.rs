@@ -33,13 +33,23 @@ pub(super) struct Link([u8; 32]);
 impl Link {
     /// The client id of the message after this link; moves the link on.
     pub(super) fn next(&mut self, role: Role, parts: &[Part]) -> String {
+        *self = self.after(role, parts);
+        self.id()
+    }
+
+    /// The link of the message after this one.
+    pub(super) fn after(self, role: Role, parts: &[Part]) -> Link {
         let mut hasher = Sha256::new();
         hasher.update(self.0);
         hasher.update(role.as_str().as_bytes());
         // Parts serialize the same way each time: a message's id depends
         // on its content only. Written into the hash, never copied.
         let _ = serde_json::to_writer(Hashing(&mut hasher), parts);
-        self.0 = hasher.finalize().into();
+        Link(hasher.finalize().into())
+    }
+
+    /// The client id of the message this link ends at.
+    pub(super) fn id(self) -> String {
         format!("{ID_PREFIX}{}", hex(&self.0[..16]))
     }
 }

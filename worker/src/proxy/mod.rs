@@ -4,19 +4,26 @@
 //! (the summary, then the recent messages) instead of the whole history,
 //! with no other change to the application.
 //!
-//! For `POST /v1/chat/completions` with a workstream named:
-//! 1. the history the client sent is read ([`openai`]) and what the
-//!    workstream does not store yet is appended; a history that leaves
-//!    the stored one (an edit, an earlier turn asked again) forks a branch
-//!    ([`history`]);
-//! 2. the context is built. When it would not fit the model's window even
-//!    so, a compaction in flight is waited for, at most `max_wait`;
+//! For `POST /v1/chat/completions` (and `POST /v1/messages`) with a
+//! workstream named:
+//! 1. the history the client sent is read ([`request`], [`conversation`]).
+//!    What is the last turn's, the same bytes in the same places, is not
+//!    read again ([`seen`]);
+//! 2. when the history is the last turn's plus new messages and the
+//!    workstream's head is where that turn left it, the context is built
+//!    as stored and the new messages go on after it as sent; they are
+//!    stored beside the request ([`writes`]). Otherwise what the workstream
+//!    does not store yet is appended first; a history that leaves the
+//!    stored one (an edit, an earlier turn asked again) forks a branch
+//!    ([`history`]). When the context would not fit the model's window
+//!    even so, a compaction in flight is waited for, at most `max_wait`;
 //! 3. the request goes to the upstream with its messages replaced by the
 //!    context (instructions and every other field as sent; messages the
-//!    context keeps as they were, as the client wrote them);
+//!    context keeps as they were, as the client wrote them: their bytes);
 //! 4. the answer is passed back (a stream chunk by chunk), then stored
 //!    and the turn finalized: a compaction is requested in the background
-//!    when due, and the next request finds it done;
+//!    when due. Each workstream's turns write in order, so the next request
+//!    finds it all done;
 //! 5. an upstream that still answers "context length exceeded" gets one
 //!    retry after an urgent compaction.
 //!
@@ -27,11 +34,15 @@
 //! resends it).
 
 mod anthropic;
+mod conversation;
 mod history;
 mod openai;
+mod request;
+mod seen;
 mod settings;
 mod upstream;
 mod wire;
+mod writes;
 
 pub use settings::ProxySettings;
 
@@ -47,19 +58,23 @@ use axum::extract::{Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, Method, Response, StatusCode};
 use axum::routing::{any, post};
 use axum::Router;
-use compactor_producer::client::{ClientError, Compactor, IncomingMessage, WaitMode};
+use compactor_producer::client::{ClientError, Compactor, TurnContext, WaitMode};
 use compactor_shared::context::ContextMessage;
-use compactor_shared::{CharEstimator, EntityKey, MessageId, TokenEstimator};
+use compactor_shared::{CharEstimator, EntityKey, MessageId};
 use futures::future::BoxFuture;
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
+use tokio::sync::oneshot;
 use tracing::{debug, info_span, warn, Instrument};
 
 use crate::events::{InternalEvent, PromptTokens, ProxyServed};
 use crate::settings::AdminToken;
+use conversation::Conversation;
 use history::SyncError;
-use openai::Read;
+use request::Payload;
+use seen::{Memory, Order};
 use upstream::{Tee, Whole};
-use wire::Wire;
+use wire::{Out, Wire};
+use writes::{Answer, Writes};
 
 /// The header naming the workstream: `domain/entity`, or `entity` alone
 /// (in `[proxy] domain`).
@@ -79,6 +94,8 @@ struct Inner {
     http: reqwest::Client,
     /// The upstream key, read once (`upstream_key_env`).
     upstream_key: Option<HeaderValue>,
+    /// Each workstream's last turn, and its turns' order.
+    memory: Memory,
 }
 
 /// Why the proxy could not start.
@@ -119,6 +136,7 @@ impl ProxyState {
             token,
             http,
             upstream_key,
+            memory: Memory::default(),
         })))
     }
 }
@@ -207,7 +225,11 @@ impl ProxyState {
 
     /// The workstream a request names: the header, else the configured
     /// body field. `Ok(None)`: none.
-    fn workstream(&self, headers: &HeaderMap, body: &Value) -> Result<Option<EntityKey>, String> {
+    fn workstream(
+        &self,
+        headers: &HeaderMap,
+        body: &Map<String, Value>,
+    ) -> Result<Option<EntityKey>, String> {
         let named = match headers.get(WORKSTREAM_HEADER) {
             Some(v) => Some(
                 v.to_str()
@@ -235,9 +257,10 @@ impl ProxyState {
 }
 
 /// The string at a dotted path of a JSON body (`metadata.user_id`).
-fn field<'a>(body: &'a Value, path: &str) -> Option<&'a str> {
-    path.split('.')
-        .try_fold(body, |v, k| v.get(k))
+fn field<'a>(body: &'a Map<String, Value>, path: &str) -> Option<&'a str> {
+    let mut keys = path.split('.');
+    let first = body.get(keys.next()?)?;
+    keys.try_fold(first, |v, k| v.get(k))
         .and_then(Value::as_str)
 }
 
@@ -436,46 +459,67 @@ async fn converse(
             answer
         }
     };
-    // A body that is not JSON is the provider's to refuse.
-    let Ok(body) = serde_json::from_slice::<Value>(&raw) else {
+    // A body that is not a JSON object is the provider's to refuse.
+    let Some(payload) = Payload::parse(raw.clone()) else {
         return as_it_came(Outcome::Forwarded, raw).await;
     };
-    let key = match state.workstream(&headers, &body) {
+    let key = match state.workstream(&headers, &payload.rest) {
         Ok(Some(key)) => key,
         Ok(None) => return as_it_came(Outcome::Forwarded, raw).await,
         Err(reason) => return refuse(StatusCode::BAD_REQUEST, "invalid_workstream", reason),
     };
     // What compactor cannot read (a part type it does not know yet, no
     // messages) goes on as it came: the provider's to judge.
-    let read = match wire.read_messages(&body) {
-        Ok(read) if read.iter().any(|r| matches!(r, Read::Message { .. })) => read,
-        Ok(_) => return as_it_came(Outcome::Forwarded, raw).await,
-        Err(e) => {
-            warn!(error = %e, "a request compactor cannot read goes on as it came");
-            return as_it_came(Outcome::Degraded, raw).await;
-        }
+    let Some(spans) = payload.spans.clone() else {
+        warn!(error = %openai::ReadError::NoMessages, "a request compactor cannot read goes on as it came");
+        return as_it_came(Outcome::Degraded, raw).await;
     };
+    // This turn follows the last one's writes (a turn still storing its
+    // answer is waited for, at most `max_wait`), and reads what it left.
+    let order = state.0.memory.order(&key);
+    let guard = tokio::time::timeout(state.0.settings.max_wait, order.clone().lock_owned())
+        .await
+        .ok();
+    let seen = state.0.memory.last(&key);
+    // When the history may be the last turn's and more, the context is
+    // what the turn sends: it is read while the history is.
+    let early = seen.as_ref().map(|_| {
+        let compactor = state.0.compactor.clone();
+        let key = key.clone();
+        tokio::spawn(async move { compactor.build_context(&key).await }.in_current_span())
+    });
+    let conversation =
+        match Conversation::read(wire, &payload, &spans, seen.as_deref(), &state.estimator()) {
+            Ok(c) if !c.messages.is_empty() => c,
+            Ok(_) => return as_it_came(Outcome::Forwarded, raw).await,
+            Err(e) => {
+                warn!(error = %e, "a request compactor cannot read goes on as it came");
+                return as_it_came(Outcome::Degraded, raw).await;
+            }
+        };
     let span = info_span!("proxy", domain = %key.domain(), route = route.label());
-    let mut body = body;
-    // The history moves out of the body: what goes on is built from it
-    // and the rest of the body, never a copy of the whole.
-    let requested = match body.get_mut("messages").map(Value::take) {
-        Some(Value::Array(messages)) => messages,
-        _ => Vec::new(),
-    };
     let turn = Turn {
         state: state.clone(),
         wire,
         key,
         path: path.clone(),
         headers: headers.clone(),
-        body,
-        requested,
-        raw,
-        conversation: Conversation::of(read),
+        payload: Arc::new(payload),
+        spans: Arc::new(spans),
+        conversation: Arc::new(conversation),
+        order,
+        guard,
+        early,
         started,
     };
     turn.run().instrument(span).await
+}
+
+impl ProxyState {
+    /// The estimate compactor sizes contexts by.
+    fn estimator(&self) -> CharEstimator {
+        CharEstimator::new(self.0.compactor.engine().chars_per_token)
+    }
 }
 
 /// One turn through the proxy.
@@ -485,45 +529,18 @@ struct Turn {
     key: EntityKey,
     path: String,
     headers: HeaderMap,
-    /// The request's body, its `messages` taken out.
-    body: Value,
-    /// The request's `messages`, as sent.
-    requested: Vec<Value>,
-    /// The request's body as sent.
-    raw: Bytes,
-    conversation: Conversation,
+    /// The request's body, read.
+    payload: Arc<Payload>,
+    /// Where each of the request's messages is in it.
+    spans: Arc<Vec<std::ops::Range<usize>>>,
+    conversation: Arc<Conversation>,
+    /// The workstream's turn order, and this turn's hold on it (`None`:
+    /// not had within `max_wait`).
+    order: Order,
+    guard: Option<tokio::sync::OwnedMutexGuard<()>>,
+    /// The context, being read since the turn began.
+    early: Option<tokio::task::JoinHandle<Result<TurnContext, ClientError>>>,
     started: Instant,
-}
-
-/// The conversation's messages of a request (instructions left out), and
-/// where each is in the request.
-struct Conversation {
-    /// Named by the chain ([`history`]).
-    messages: Vec<IncomingMessage>,
-    /// The chain's end: what names the answer.
-    link: history::Link,
-    /// Whether each of the request's messages is an instruction.
-    instruction: Vec<bool>,
-}
-
-impl Conversation {
-    fn of(read: Vec<Read>) -> Conversation {
-        let mut link = history::Link::default();
-        let mut messages = Vec::with_capacity(read.len());
-        let mut instruction = Vec::with_capacity(read.len());
-        for r in read {
-            instruction.push(matches!(r, Read::Instructions));
-            if let Read::Message { role, parts } = r {
-                let id = link.next(role, &parts);
-                messages.push(IncomingMessage::new(role, parts).with_client_id(id));
-            }
-        }
-        Conversation {
-            messages,
-            link,
-            instruction,
-        }
-    }
 }
 
 /// What goes on to the provider.
@@ -531,32 +548,175 @@ enum Sent {
     /// The request as the client sent it (its bytes).
     AsIs,
     /// The request with compactor's context for messages.
-    Body(Value),
+    Body(Vec<u8>),
+}
+
+/// The context a request goes on with.
+struct Prepared {
+    context: TurnContext,
+    /// How many of the conversation's first messages the context covers
+    /// (those after it go on as sent, after it).
+    covered: usize,
+    /// The conversation's newest stored message (before what is appended).
+    parent: Option<MessageId>,
+    /// What the writes store first: the messages after `covered`.
+    append: Option<Vec<compactor_producer::client::IncomingMessage>>,
 }
 
 impl Turn {
-    async fn run(self) -> Response<Body> {
+    async fn run(mut self) -> Response<Body> {
+        let max_wait = self.state.0.settings.max_wait;
+        let prepared = match self.known().await {
+            Ok(Some(prepared)) => prepared,
+            Ok(None) => match self.synced().await {
+                Ok(prepared) => prepared,
+                Err(reason) => return self.degrade(&reason).await,
+            },
+            Err(reason) => return self.degrade(&reason).await,
+        };
+        let overhead = self.started.elapsed();
+        let Prepared {
+            context,
+            covered,
+            parent,
+            append,
+        } = prepared;
+        let (forwarded, outcome) = self.forwarded(&context, covered);
+        self.count_tokens(&context, outcome, covered);
+        // The writes go on beside the request, in the workstream's order.
+        let (answer, answered) = oneshot::channel();
+        let (appended, stored) = oneshot::channel();
+        let writes = Writes {
+            state: self.state.clone(),
+            key: self.key.clone(),
+            order: self.order.clone(),
+            guard: self.guard.take(),
+            payload: self.payload.clone(),
+            spans: self.spans.clone(),
+            conversation: self.conversation.clone(),
+            parent,
+            append,
+            appended,
+            answered,
+        };
+        tokio::spawn(writes.run().in_current_span());
+        let mut answer = Some(answer);
+        match self.ask(forwarded, &mut answer).await {
+            Asked::ContextTooLong(first) => {
+                // The model's window is smaller than configured, or the
+                // estimate was short: compact now (once the new messages
+                // are stored), wait, try once more.
+                warn!("the upstream refused the context as too long: compacting and retrying once");
+                let covered = match tokio::time::timeout(max_wait, stored).await {
+                    Ok(Ok(true)) => self.conversation.messages.len(),
+                    _ => covered,
+                };
+                let compactor = &self.state.0.compactor;
+                if let Err(error) = compactor.compact_refused(&self.key).await {
+                    warn!(%error, "no compaction could be requested after the refusal");
+                }
+                let _ = compactor
+                    .wait(&self.key, WaitMode::Requested, max_wait)
+                    .await;
+                let retried = match self.context().await {
+                    Ok(again) => self.forwarded(&again, covered),
+                    // The context cannot be read again: what was sent.
+                    Err(_) => self.forwarded(&context, covered),
+                };
+                let answer = match self.ask(retried.0, &mut answer).await {
+                    Asked::Answered(a) => a,
+                    Asked::ContextTooLong(_) => first.into_response(),
+                };
+                served(
+                    self.wire.route(),
+                    retried.1,
+                    &answer,
+                    self.started,
+                    overhead,
+                );
+                answer
+            }
+            Asked::Answered(answer) => {
+                served(self.wire.route(), outcome, &answer, self.started, overhead);
+                answer
+            }
+        }
+    }
+
+    /// The context when the history is the last turn's plus new messages
+    /// and the workstream's head is where that turn left it: the new
+    /// messages are stored by the writes, beside the request, and go on
+    /// after the context as the client sent them. `None`: the history
+    /// must be matched against the store first ([`Turn::synced`]).
+    async fn known(&mut self) -> Result<Option<Prepared>, String> {
+        let early = self.early.take();
+        let (Some(known), Some(new)) = (
+            self.conversation.known,
+            self.conversation
+                .known
+                .and_then(|k| self.conversation.incoming(k.count)),
+        ) else {
+            if let Some(early) = early {
+                early.abort();
+            }
+            return Ok(None);
+        };
+        let context = match early {
+            Some(early) => early.await.map_err(|e| e.to_string())?,
+            None => self.context().await,
+        }
+        .map_err(|e| e.to_string())?;
+        // The newest message the context shows is the head's.
+        let newest = context.messages.iter().rev().find_map(|m| m.source);
+        if newest != Some(known.parent)
+            || self.over_window(&context, self.conversation.tokens(known.count))
+        {
+            return Ok(None);
+        }
+        Ok(Some(Prepared {
+            context,
+            covered: known.count,
+            parent: Some(known.parent),
+            append: Some(new).filter(|n| !n.is_empty()),
+        }))
+    }
+
+    /// The context after storing what the workstream does not hold of the
+    /// history (forking where the history leaves it), waiting for a
+    /// compaction in flight when it would not fit the window.
+    async fn synced(&mut self) -> Result<Prepared, String> {
+        let messages = match self.conversation.incoming(0) {
+            Some(messages) => messages,
+            None => {
+                // Part of it was taken from the last turn: read it whole.
+                let whole = Conversation::read(
+                    self.wire,
+                    &self.payload,
+                    &self.spans,
+                    None,
+                    &self.state.estimator(),
+                )
+                .map_err(|e| e.to_string())?;
+                let messages = whole.incoming(0).unwrap_or_default();
+                self.conversation = Arc::new(whole);
+                messages
+            }
+        };
         let compactor = &self.state.0.compactor;
-        let conversation = &self.conversation;
-        let synced = match history::sync(compactor, &self.key, &conversation.messages).await {
+        let synced = match history::sync(compactor, &self.key, &messages).await {
             Ok(synced) => synced,
             Err(SyncError::Unrelated) => {
-                return self
-                    .degrade("the history shares no message with the stored workstream")
-                    .await
+                return Err("the history shares no message with the stored workstream".into())
             }
-            Err(SyncError::Client(e)) => return self.degrade(&e.to_string()).await,
+            Err(SyncError::Client(e)) => return Err(e.to_string()),
         };
         debug!(
             appended = synced.appended,
             branched = synced.branched,
             "history synced"
         );
-        let mut context = match self.context().await {
-            Ok(c) => c,
-            Err(e) => return self.degrade(&e.to_string()).await,
-        };
-        if self.over_window(&context) {
+        let mut context = self.context().await.map_err(|e| e.to_string())?;
+        if self.over_window(&context, 0) {
             // The provider's count of the last turn may have said it
             // fitted: ask by the estimate (a reactive request, ahead of
             // automatic ones; nothing when one is pending or the breaker
@@ -577,69 +737,35 @@ impl Turn {
                 }
             }
         }
-        let overhead = self.started.elapsed();
-        let (forwarded, outcome) = self.forwarded(&context);
-        self.count_tokens(&context, outcome);
-        let after = (conversation.link, synced.head);
-        let answer = self.ask(forwarded, after).await;
-        match answer {
-            Asked::ContextTooLong(first) => {
-                // The model's window is smaller than configured, or the
-                // estimate was short: compact now, wait, try once more.
-                warn!("the upstream refused the context as too long: compacting and retrying once");
-                if let Err(error) = compactor.compact_refused(&self.key).await {
-                    warn!(%error, "no compaction could be requested after the refusal");
-                }
-                let _ = compactor
-                    .wait(
-                        &self.key,
-                        WaitMode::Requested,
-                        self.state.0.settings.max_wait,
-                    )
-                    .await;
-                let retried = match self.context().await {
-                    Ok(context) => self.forwarded(&context),
-                    // The context cannot be read again: what was sent.
-                    Err(_) => self.forwarded(&context),
-                };
-                let answer = match self.ask(retried.0, after).await {
-                    Asked::Answered(a) => a,
-                    Asked::ContextTooLong(_) => first.into_response(),
-                };
-                served(
-                    self.wire.route(),
-                    retried.1,
-                    &answer,
-                    self.started,
-                    overhead,
-                );
-                answer
-            }
-            Asked::Answered(answer) => {
-                served(self.wire.route(), outcome, &answer, self.started, overhead);
-                answer
-            }
-        }
+        Ok(Prepared {
+            context,
+            covered: self.conversation.messages.len(),
+            parent: synced.head,
+            append: None,
+        })
     }
 
-    async fn context(&self) -> Result<compactor_producer::client::TurnContext, ClientError> {
+    async fn context(&self) -> Result<TurnContext, ClientError> {
         self.state.0.compactor.build_context(&self.key).await
     }
 
-    /// Whether the context would not fit the model's window (its overflow
-    /// guard): only then is a compaction in flight worth waiting for.
-    fn over_window(&self, context: &compactor_producer::client::TurnContext) -> bool {
+    /// Whether the context, with `more` tokens after it, would not fit the
+    /// model's window (its overflow guard): only then is a compaction in
+    /// flight worth waiting for.
+    fn over_window(&self, context: &TurnContext, more: u64) -> bool {
         let engine = self.state.0.compactor.engine();
         let window = engine.trigger.context_window();
         context.over_budget
             || (window > 0
-                && context.tokens as f64 > window as f64 * engine.context.overflow_guard_ratio)
+                && (context.tokens + more) as f64
+                    > window as f64 * engine.context.overflow_guard_ratio)
     }
 
-    /// The request with the context in place of the history.
-    fn forwarded(&self, context: &compactor_producer::client::TurnContext) -> (Sent, Outcome) {
+    /// The request with the context in place of the conversation's first
+    /// `covered` messages.
+    fn forwarded(&self, context: &TurnContext, covered: usize) -> (Sent, Outcome) {
         let conversation = &self.conversation;
-        let requested = &self.requested;
+        let spans = &self.spans;
         let messages = &context.messages;
         // The context: its preamble (the summary), the kept messages, and
         // after an automatic compaction a closing prompt; the last two made
@@ -649,66 +775,70 @@ impl Turn {
             .last()
             .filter(|m| m.source.is_none() && messages.len() > 1);
         let kept: Vec<&ContextMessage> = messages.iter().filter(|m| m.source.is_some()).collect();
-        let n = conversation.messages.len();
-        let tail_from = n.saturating_sub(kept.len());
+        let tail_from = covered.saturating_sub(kept.len());
         if tail_from == 0 && preamble.is_none() && closing.is_none() {
             return (Sent::AsIs, Outcome::Whole);
         }
         // Kept messages the client did not send (stored another way) come
         // first, written from the context.
-        let (extra, kept) = kept.split_at(kept.len().saturating_sub(n));
+        let (extra, kept) = kept.split_at(kept.len().saturating_sub(covered));
         // The request index the kept messages start at.
         let cut = conversation
-            .instruction
-            .iter()
-            .enumerate()
-            .filter(|(_, instruction)| !**instruction)
-            .nth(tail_from)
-            .map_or(requested.len(), |(i, _)| i);
-        let mut body = self.body.clone();
-        let mut out: Vec<Value> = Vec::with_capacity(kept.len() + 4);
+            .messages
+            .get(tail_from)
+            .map_or(spans.len(), |m| m.at);
+        let mut rest = self.payload.rest.clone();
+        let mut out: Vec<Out> = Vec::with_capacity(spans.len() - cut + extra.len() + 4);
         // Instructions before the cut stay first, in their order.
-        for (m, _) in requested
-            .iter()
-            .zip(&conversation.instruction)
-            .take(cut)
-            .filter(|(_, instruction)| **instruction)
-        {
-            out.push(m.clone());
+        for (i, span) in spans.iter().enumerate().take(cut) {
+            if conversation.is_instruction(i) {
+                out.push(Out::Sent(span.clone()));
+            }
         }
         if let Some(preamble) = preamble {
-            self.wire.place_preamble(&mut body, &mut out, preamble);
+            self.wire.place_preamble(&mut rest, &mut out, preamble);
         }
-        out.extend(extra.iter().map(|m| self.wire.write_message(m)));
+        out.extend(
+            extra
+                .iter()
+                .map(|m| Out::Written(self.wire.write_message(m))),
+        );
         let mut kept = kept.iter();
-        let mut next = tail_from;
-        for (m, instruction) in requested.iter().zip(&conversation.instruction).skip(cut) {
-            if *instruction {
-                out.push(m.clone());
-                continue;
-            }
-            let Some(shown) = kept.next() else { break };
-            let sent = &conversation.messages[next];
-            next += 1;
-            // As the client wrote it, unless the context changed it (a
-            // tool half whose partner was compacted).
-            if shown.role == sent.role && shown.parts == sent.parts {
-                out.push(m.clone());
-            } else {
-                out.push(self.wire.write_message(shown));
+        for (i, span) in spans.iter().enumerate().skip(cut) {
+            match conversation.at.get(i).copied().flatten() {
+                // Instructions, and what the context does not cover yet:
+                // as sent.
+                None => out.push(Out::Sent(span.clone())),
+                Some(c) if c >= covered => out.push(Out::Sent(span.clone())),
+                Some(c) => {
+                    let Some(shown) = kept.next() else { continue };
+                    // As the client wrote it, unless the context changed it
+                    // (a tool half whose partner was compacted).
+                    if conversation.is_as_sent(c, shown) {
+                        out.push(Out::Sent(span.clone()));
+                    } else {
+                        out.push(Out::Written(self.wire.write_message(shown)));
+                    }
+                }
             }
         }
-        out.extend(closing.map(|m| self.wire.write_message(m)));
-        self.wire.settle(&mut out);
-        body["messages"] = Value::Array(out);
-        (Sent::Body(body), Outcome::Compacted)
+        out.extend(closing.map(|m| Out::Written(self.wire.write_message(m))));
+        self.wire.settle(&self.payload, &mut out);
+        match wire::write_body(&self.payload, &rest, &out) {
+            Ok(body) => (Sent::Body(body), Outcome::Compacted),
+            Err(error) => {
+                warn!(%error, "the context could not be written: the request goes on as it came");
+                (Sent::AsIs, Outcome::Degraded)
+            }
+        }
     }
 
-    /// Sends the request on; stores the answer and finalizes the turn.
-    async fn ask(&self, sent: Sent, after: (history::Link, Option<MessageId>)) -> Asked {
+    /// Sends the request on; passes its answer to the writes (`answer`,
+    /// taken once the upstream answered).
+    async fn ask(&self, sent: Sent, answer: &mut Option<oneshot::Sender<Answer>>) -> Asked {
         let raw = match sent {
-            Sent::AsIs => self.raw.clone(),
-            Sent::Body(body) => Bytes::from(body.to_string()),
+            Sent::AsIs => self.payload.raw.clone(),
+            Sent::Body(body) => Bytes::from(body),
         };
         let url = self.state.url(self.wire, &self.path);
         let mut headers = self.state.upstream_headers(self.wire, &self.headers);
@@ -722,13 +852,12 @@ impl Turn {
                 Err(e) => return Asked::Answered(unreachable_upstream(&e)),
             };
         if upstream::is_event_stream(&response) {
-            let store = self.store(after);
             return Asked::Answered(upstream::pass_through(
                 response,
                 SseTee {
                     line: Vec::new(),
                     answer: self.wire.streamed(),
-                    store,
+                    to: answer.take(),
                 },
             ));
         }
@@ -741,9 +870,12 @@ impl Turn {
             return Asked::ContextTooLong(whole);
         }
         if whole.status.is_success() {
-            if let Ok(answer) = serde_json::from_slice::<Value>(&whole.body) {
-                let (message, usage) = self.wire.read_answer(&answer);
-                self.store(after).answer(message, usage).await;
+            if let Ok(body) = serde_json::from_slice::<Value>(&whole.body) {
+                if let (Some(message), usage) = self.wire.read_answer(&body) {
+                    if let Some(to) = answer.take() {
+                        let _ = to.send((message, usage));
+                    }
+                }
             }
         }
         Asked::Answered(whole.into_response())
@@ -751,35 +883,17 @@ impl Turn {
 
     /// Counts the tokens of the conversation as sent and as sent on (the
     /// estimate compactor sizes contexts by; instructions left out).
-    fn count_tokens(&self, context: &compactor_producer::client::TurnContext, outcome: Outcome) {
-        let estimator = CharEstimator::new(self.state.0.compactor.engine().chars_per_token);
-        let client: u64 = self
-            .conversation
-            .messages
-            .iter()
-            .flat_map(|m| &m.parts)
-            .map(|p| estimator.part_tokens(p))
-            .sum();
+    fn count_tokens(&self, context: &TurnContext, outcome: Outcome, covered: usize) {
+        let client = self.conversation.tokens(0);
         PromptTokens {
             client,
-            upstream: if outcome == Outcome::Whole {
-                client
+            upstream: if outcome == Outcome::Compacted {
+                context.tokens + self.conversation.tokens(covered)
             } else {
-                context.tokens
+                client
             },
         }
         .emit();
-    }
-
-    /// Where the answer goes: after the history's newest message, named
-    /// on from its chain.
-    fn store(&self, (link, parent): (history::Link, Option<MessageId>)) -> Store {
-        Store {
-            compactor: self.state.0.compactor.clone(),
-            key: self.key.clone(),
-            link,
-            parent,
-        }
     }
 
     /// Sends the request on as it came, after compactor failed it.
@@ -794,7 +908,7 @@ impl Turn {
             Method::POST,
             &self.path,
             &self.headers,
-            self.raw.clone(),
+            self.payload.raw.clone(),
         )
         .await;
         served(
@@ -815,60 +929,13 @@ enum Asked {
     ContextTooLong(Whole),
 }
 
-/// Stores a model's answer after the workstream's history, and ends the
-/// turn.
-struct Store {
-    compactor: Compactor,
-    key: EntityKey,
-    /// The history's chain, which names the answer.
-    link: history::Link,
-    /// The history's newest message, stored: the answer's parent.
-    parent: Option<MessageId>,
-}
-
-impl Store {
-    async fn answer(
-        self,
-        message: Option<IncomingMessage>,
-        usage: Option<compactor_shared::trigger::Usage>,
-    ) {
-        let Some(message) = message else { return };
-        if let Err(error) = self.store(message, usage).await {
-            warn!(%error, "the answer could not be stored: it will be on the next turn, which resends it");
-        }
-    }
-
-    async fn store(
-        mut self,
-        message: IncomingMessage,
-        usage: Option<compactor_shared::trigger::Usage>,
-    ) -> Result<(), ClientError> {
-        // Named on from the history's chain, as the client will send it
-        // back next turn.
-        let id = self.link.next(message.role, &message.parts);
-        let appended = self
-            .compactor
-            .append_messages_after(&self.key, self.parent, vec![message.with_client_id(id)])
-            .await?;
-        // The same answer to the same history (asked again) is stored
-        // already: the head goes back to it.
-        if appended.already_stored > 0 {
-            if let Some(&stored) = appended.ids.first() {
-                self.compactor.move_head(&self.key, stored).await?;
-            }
-        }
-        self.compactor.finalize_turn(&self.key, usage).await?;
-        Ok(())
-    }
-}
-
-/// Reads a streamed answer's events as they pass, and stores the answer
-/// once the stream ended whole.
+/// Reads a streamed answer's events as they pass, and hands the answer to
+/// the writes once the stream ended whole.
 struct SseTee {
     /// The event line being received.
     line: Vec<u8>,
     answer: wire::Streamed,
-    store: Store,
+    to: Option<oneshot::Sender<Answer>>,
 }
 
 impl Tee for SseTee {
@@ -890,13 +957,15 @@ impl Tee for SseTee {
     }
 
     fn end(self, whole: bool) -> BoxFuture<'static, ()> {
-        Box::pin(async move {
-            // A stream the client did not receive whole is not what it
-            // will send back: not stored.
-            if whole {
-                let (message, usage) = self.answer.finish();
-                self.store.answer(message, usage).await;
+        // A stream the client did not receive whole is not what it will
+        // send back: not stored.
+        if whole {
+            if let (Some(message), usage) = self.answer.finish() {
+                if let Some(to) = self.to {
+                    let _ = to.send((message, usage));
+                }
             }
-        })
+        }
+        Box::pin(async {})
     }
 }

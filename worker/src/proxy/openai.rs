@@ -43,81 +43,83 @@ pub(super) fn read_messages(body: &Value) -> Result<Vec<Read>, ReadError> {
         .get("messages")
         .and_then(Value::as_array)
         .ok_or(ReadError::NoMessages)?;
-    // A tool result names its call only; the call says which tool it was.
-    let mut tool_of: HashMap<&str, &str> = HashMap::new();
-    let mut read = Vec::with_capacity(messages.len());
-    for (index, m) in messages.iter().enumerate() {
-        let bad = |reason: &str| ReadError::Message {
-            index,
-            reason: reason.to_owned(),
-        };
-        let role = m
-            .get("role")
-            .and_then(Value::as_str)
-            .ok_or_else(|| bad("no `role`"))?;
-        let content = m.get("content").unwrap_or(&Value::Null);
-        read.push(match role {
-            "system" | "developer" => Read::Instructions,
-            "user" => Read::Message {
-                role: Role::User,
-                parts: content_parts(content).map_err(|r| bad(&r))?,
-            },
-            "assistant" => {
-                let mut parts = content_parts(content).map_err(|r| bad(&r))?;
-                if let Some(refusal) = m.get("refusal").and_then(Value::as_str) {
-                    parts.push(Part::text(refusal));
-                }
-                for call in m
-                    .get("tool_calls")
-                    .and_then(Value::as_array)
-                    .into_iter()
-                    .flatten()
-                {
-                    let id = call.get("id").and_then(Value::as_str).unwrap_or_default();
-                    let function = call.get("function").unwrap_or(&Value::Null);
-                    let name = function
-                        .get("name")
-                        .and_then(Value::as_str)
-                        .unwrap_or_default();
-                    tool_of.insert(id, name);
-                    parts.push(tool_call(id, name, function.get("arguments")));
-                }
-                Read::Message {
-                    role: Role::Assistant,
-                    parts,
-                }
+    let mut tool_of = ToolNames::new();
+    messages
+        .iter()
+        .enumerate()
+        .map(|(index, m)| read_message(index, m, &mut tool_of))
+        .collect()
+}
+
+/// The tool each call id names, from the calls read so far: a tool
+/// result names its call only, the call says which tool it was.
+pub(super) type ToolNames = HashMap<String, String>;
+
+/// Reads the message at `index` of a request's `messages`; the tool calls
+/// it makes go into `tool_of`.
+pub(super) fn read_message(
+    index: usize,
+    m: &Value,
+    tool_of: &mut ToolNames,
+) -> Result<Read, ReadError> {
+    let bad = |reason: &str| ReadError::Message {
+        index,
+        reason: reason.to_owned(),
+    };
+    let role = m
+        .get("role")
+        .and_then(Value::as_str)
+        .ok_or_else(|| bad("no `role`"))?;
+    let content = m.get("content").unwrap_or(&Value::Null);
+    let (role, mut parts) = match role {
+        "system" | "developer" => return Ok(Read::Instructions),
+        "user" => (Role::User, content_parts(content).map_err(|r| bad(&r))?),
+        "assistant" => {
+            let mut parts = content_parts(content).map_err(|r| bad(&r))?;
+            if let Some(refusal) = m.get("refusal").and_then(Value::as_str) {
+                parts.push(Part::text(refusal));
             }
-            "tool" | "function" => {
-                let call_id = m
-                    .get("tool_call_id")
-                    .and_then(Value::as_str)
-                    .or_else(|| m.get("name").and_then(Value::as_str))
-                    .unwrap_or_default();
-                let tool_name = m
+            for call in m
+                .get("tool_calls")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                let id = call.get("id").and_then(Value::as_str).unwrap_or_default();
+                let function = call.get("function").unwrap_or(&Value::Null);
+                let name = function
                     .get("name")
                     .and_then(Value::as_str)
-                    .or_else(|| tool_of.get(call_id).copied())
                     .unwrap_or_default();
-                Read::Message {
-                    role: Role::Tool,
-                    parts: vec![Part::ToolResult {
-                        call_id: call_id.to_owned(),
-                        tool_name: tool_name.to_owned(),
-                        output: text_of(content),
-                        is_error: false,
-                        pruned: false,
-                    }],
-                }
+                tool_of.insert(id.to_owned(), name.to_owned());
+                parts.push(tool_call(id, name, function.get("arguments")));
             }
-            other => return Err(bad(&format!("unknown role {other:?}"))),
-        });
-    }
-    for r in &mut read {
-        if let Read::Message { parts, .. } = r {
-            settle(parts);
+            (Role::Assistant, parts)
         }
-    }
-    Ok(read)
+        "tool" | "function" => {
+            let call_id = m
+                .get("tool_call_id")
+                .and_then(Value::as_str)
+                .or_else(|| m.get("name").and_then(Value::as_str))
+                .unwrap_or_default();
+            let tool_name = m
+                .get("name")
+                .and_then(Value::as_str)
+                .or_else(|| tool_of.get(call_id).map(String::as_str))
+                .unwrap_or_default();
+            let result = Part::ToolResult {
+                call_id: call_id.to_owned(),
+                tool_name: tool_name.to_owned(),
+                output: text_of(content),
+                is_error: false,
+                pruned: false,
+            };
+            (Role::Tool, vec![result])
+        }
+        other => return Err(bad(&format!("unknown role {other:?}"))),
+    };
+    settle(&mut parts);
+    Ok(Read::Message { role, parts })
 }
 
 /// A message's parts as compactor names them. An empty text says nothing

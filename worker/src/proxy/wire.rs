@@ -5,9 +5,14 @@
 use compactor_producer::client::IncomingMessage;
 use compactor_shared::context::ContextMessage;
 use compactor_shared::trigger::Usage;
-use serde_json::Value;
+use std::borrow::Cow;
+use std::ops::Range;
 
-use super::openai::{Read, ReadError};
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+use super::openai::{Read, ReadError, ToolNames};
+use super::request::Payload;
 use super::{anthropic, openai, Route};
 
 /// A wire format.
@@ -27,10 +32,18 @@ impl Wire {
         }
     }
 
-    pub(super) fn read_messages(self, body: &Value) -> Result<Vec<Read>, ReadError> {
+    /// Reads the message at `index` of a request's `messages` (`tool_of`:
+    /// the tool calls read before it, which a Chat Completions tool result
+    /// names by id only).
+    pub(super) fn read_message(
+        self,
+        index: usize,
+        m: &Value,
+        tool_of: &mut ToolNames,
+    ) -> Result<Read, ReadError> {
         match self {
-            Wire::OpenAi => openai::read_messages(body),
-            Wire::Anthropic => anthropic::read_messages(body),
+            Wire::OpenAi => openai::read_message(index, m, tool_of),
+            Wire::Anthropic => anthropic::read_message(index, m),
         }
     }
 
@@ -64,22 +77,23 @@ impl Wire {
     /// system prompt (Messages, whose list opens with the user's turn).
     pub(super) fn place_preamble(
         self,
-        body: &mut Value,
-        messages: &mut Vec<Value>,
+        body: &mut Map<String, Value>,
+        messages: &mut Vec<Out>,
         preamble: &ContextMessage,
     ) {
         match self {
-            Wire::OpenAi => messages.push(openai::write_message(preamble)),
+            Wire::OpenAi => messages.push(Out::Written(openai::write_message(preamble))),
             Wire::Anthropic => {
-                body["system"] = anthropic::system_with(body.get("system"), preamble)
+                let system = anthropic::system_with(body.get("system"), preamble);
+                body.insert("system".to_owned(), system);
             }
         }
     }
 
     /// Makes a message list this format accepts.
-    pub(super) fn settle(self, messages: &mut Vec<Value>) {
-        if self == Wire::Anthropic && messages.first().is_some_and(|m| m["role"] != "user") {
-            messages.insert(0, anthropic::opening());
+    pub(super) fn settle(self, payload: &Payload, messages: &mut Vec<Out>) {
+        if self == Wire::Anthropic && messages.first().is_some_and(|m| !m.is_user(payload)) {
+            messages.insert(0, Out::Written(anthropic::opening()));
         }
     }
 
@@ -89,6 +103,69 @@ impl Wire {
             Wire::Anthropic => Streamed::Anthropic(anthropic::StreamedAnswer::default()),
         }
     }
+}
+
+/// A message of the list sent on.
+#[derive(Debug)]
+pub(super) enum Out {
+    /// One the client sent, as it sent it: its span of the request body.
+    Sent(Range<usize>),
+    /// One compactor wrote (the summary, a message the context changed).
+    Written(Value),
+}
+
+impl Out {
+    /// Whether it is the user's turn.
+    fn is_user(&self, payload: &Payload) -> bool {
+        #[derive(Deserialize)]
+        struct Role<'a> {
+            #[serde(borrow)]
+            role: Option<Cow<'a, str>>,
+        }
+        match self {
+            Out::Written(m) => m["role"] == "user",
+            Out::Sent(span) => serde_json::from_str::<Role<'_>>(payload.message(span))
+                .is_ok_and(|m| m.role.as_deref() == Some("user")),
+        }
+    }
+}
+
+/// The body sent on: the request's fields (`rest`) with `messages`, each
+/// message the client sent written as its own bytes.
+pub(super) fn write_body(
+    payload: &Payload,
+    rest: &Map<String, Value>,
+    messages: &[Out],
+) -> Result<Vec<u8>, serde_json::Error> {
+    let mut out = Vec::with_capacity(
+        messages
+            .iter()
+            .map(|m| match m {
+                Out::Sent(span) => span.len() + 1,
+                Out::Written(_) => 256,
+            })
+            .sum::<usize>()
+            + 256,
+    );
+    out.push(b'{');
+    for (key, value) in rest {
+        serde_json::to_writer(&mut out, key)?;
+        out.push(b':');
+        serde_json::to_writer(&mut out, value)?;
+        out.push(b',');
+    }
+    out.extend_from_slice(br#""messages":["#);
+    for (i, m) in messages.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        match m {
+            Out::Sent(span) => out.extend_from_slice(&payload.raw[span.clone()]),
+            Out::Written(value) => serde_json::to_writer(&mut out, value)?,
+        }
+    }
+    out.extend_from_slice(b"]}");
+    Ok(out)
 }
 
 /// A streamed answer being put together.
