@@ -480,6 +480,55 @@ async fn an_edited_earlier_message_starts_a_branch_and_an_asked_again_turn_moves
     worker.stop().await;
 }
 
+/// A turn whose history is the last one's plus a message stores that
+/// message beside the request, with the answer; when no answer comes (the
+/// upstream refused the turn), it is stored alone, once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_the_upstream_refuses_still_stores_its_new_message_once() {
+    let (db, _redis, _upstream, worker) = start(Backend::Sqlite).await;
+    let mut chat = Chat::new(&worker, "chat/refused");
+    chat.turn("First question", false).await;
+    chat.turn("Second question", false).await;
+    compactor_e2e::eventually("two turns stored", Duration::from_secs(5), || async {
+        stored(&db, "refused").await == 4
+    })
+    .await;
+    chat.messages
+        .push(json!({"role": "user", "content": "Third question"}));
+    let refused = chat
+        .http
+        .post(&chat.url)
+        .header("x-compactor-workstream", &chat.workstream)
+        .json(&json!({"model": "rate-limited", "messages": chat.messages}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 429);
+    compactor_e2e::eventually(
+        "the refused turn's message stored",
+        Duration::from_secs(5),
+        || async { stored(&db, "refused").await == 5 },
+    )
+    .await;
+    // Asked again, it is not stored twice; the answer follows it.
+    let answer = chat.send(false).await;
+    assert!(answer["content"].as_str().unwrap().starts_with("Answer"));
+    compactor_e2e::eventually("the answer stored", Duration::from_secs(5), || async {
+        stored(&db, "refused").await == 6
+    })
+    .await;
+    let newest = db
+        .scalar("SELECT MAX(m.id) AS n FROM messages m JOIN workstreams w ON w.id = m.workstream_id WHERE w.entity_id = 'refused'")
+        .await;
+    let last_text = db
+        .scalar(&format!(
+            "SELECT COUNT(*) AS n FROM messages WHERE id = {newest} AND role = 'assistant'"
+        ))
+        .await;
+    assert_eq!(last_text, 1, "the newest stored message is the answer");
+    worker.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_context_the_upstream_refuses_as_too_long_is_compacted_and_sent_once_more() {
     let (_db, _redis, upstream, worker) = start(Backend::Sqlite).await;

@@ -159,6 +159,7 @@ impl Conversation {
 mod tests {
     use super::*;
     use axum::body::Bytes;
+    use std::sync::Arc;
 
     fn payload(body: &str) -> (Payload, Vec<std::ops::Range<usize>>) {
         let p = Payload::parse(Bytes::copy_from_slice(body.as_bytes())).unwrap();
@@ -177,7 +178,7 @@ mod tests {
     fn a_message_seen_last_turn_is_named_as_if_read_again() {
         let whole = read(TURN, None);
         let (p, spans) = payload(TURN);
-        let seen = Seen::of(&p, &spans, &whole, MessageId(7), None);
+        let seen = Seen::of(&p, &spans, Arc::new(whole.clone()), MessageId(7), None);
         let next = TURN.replace(
             r#""content":"found"}]"#,
             r#""content":"found"},{"role":"user","content":"b"}]"#,
@@ -211,7 +212,7 @@ mod tests {
     fn a_history_that_is_not_the_last_turns_plus_more_is_read_whole() {
         let whole = read(TURN, None);
         let (p, spans) = payload(TURN);
-        let seen = Seen::of(&p, &spans, &whole, MessageId(7), None);
+        let seen = Seen::of(&p, &spans, Arc::new(whole.clone()), MessageId(7), None);
         // An edited earlier message, the same message shorter: read again.
         for other in [
             TURN.replace(r#""content":"a""#, r#""content":"A""#),
@@ -234,7 +235,7 @@ mod tests {
         let seen = Seen::of(
             &p,
             &spans,
-            &whole,
+            Arc::new(whole),
             MessageId(7),
             Some((answer, MessageId(8))),
         );

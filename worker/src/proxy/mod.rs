@@ -126,6 +126,7 @@ impl ProxyState {
                 Some(value)
             }
         };
+        let remember_bytes = settings.remember_bytes;
         let http = reqwest::Client::builder()
             .connect_timeout(settings.connect_timeout)
             .pool_idle_timeout(Duration::from_secs(90))
@@ -136,7 +137,7 @@ impl ProxyState {
             token,
             http,
             upstream_key,
-            memory: Memory::default(),
+            memory: Memory::new(remember_bytes),
         })))
     }
 }
@@ -445,6 +446,12 @@ async fn converse(
         || request.uri().path().to_owned(),
         |p| p.as_str().to_owned(),
     );
+    // A workstream named by the header is known before the body arrives:
+    // the turn takes its order, and starts reading its context, meanwhile.
+    let mut held = match state.workstream(&headers, &Map::new()) {
+        Ok(Some(key)) => Some(state.hold(key).await),
+        _ => None,
+    };
     let raw = match state.read_body(request.into_body()).await {
         Ok(b) => b,
         Err(refused) => return refused,
@@ -474,29 +481,24 @@ async fn converse(
         warn!(error = %openai::ReadError::NoMessages, "a request compactor cannot read goes on as it came");
         return as_it_came(Outcome::Degraded, raw).await;
     };
-    // This turn follows the last one's writes (a turn still storing its
-    // answer is waited for, at most `max_wait`), and reads what it left.
-    let order = state.0.memory.order(&key);
-    let guard = tokio::time::timeout(state.0.settings.max_wait, order.clone().lock_owned())
-        .await
-        .ok();
-    let seen = state.0.memory.last(&key);
-    // When the history may be the last turn's and more, the context is
-    // what the turn sends: it is read while the history is.
-    let early = seen.as_ref().map(|_| {
-        let compactor = state.0.compactor.clone();
-        let key = key.clone();
-        tokio::spawn(async move { compactor.build_context(&key).await }.in_current_span())
-    });
-    let conversation =
-        match Conversation::read(wire, &payload, &spans, seen.as_deref(), &state.estimator()) {
-            Ok(c) if !c.messages.is_empty() => c,
-            Ok(_) => return as_it_came(Outcome::Forwarded, raw).await,
-            Err(e) => {
-                warn!(error = %e, "a request compactor cannot read goes on as it came");
-                return as_it_came(Outcome::Degraded, raw).await;
-            }
-        };
+    let mut held = match held.take() {
+        Some(held) if held.key == key => held,
+        _ => state.hold(key.clone()).await,
+    };
+    let conversation = match Conversation::read(
+        wire,
+        &payload,
+        &spans,
+        held.seen.as_deref(),
+        &state.estimator(),
+    ) {
+        Ok(c) if !c.messages.is_empty() => c,
+        Ok(_) => return as_it_came(Outcome::Forwarded, raw).await,
+        Err(e) => {
+            warn!(error = %e, "a request compactor cannot read goes on as it came");
+            return as_it_came(Outcome::Degraded, raw).await;
+        }
+    };
     let span = info_span!("proxy", domain = %key.domain(), route = route.label());
     let turn = Turn {
         state: state.clone(),
@@ -507,12 +509,57 @@ async fn converse(
         payload: Arc::new(payload),
         spans: Arc::new(spans),
         conversation: Arc::new(conversation),
-        order,
-        guard,
-        early,
+        order: held.order.clone(),
+        guard: held.guard.take(),
+        early: held.early.take(),
         started,
     };
     turn.run().instrument(span).await
+}
+
+/// A turn's hold on its workstream: its order (the last turn's writes
+/// done), what the last turn left, and the context being read when the
+/// history may be that turn's and more (what the turn then sends).
+struct Held {
+    key: EntityKey,
+    order: Order,
+    guard: Option<tokio::sync::OwnedMutexGuard<()>>,
+    seen: Option<Arc<seen::Seen>>,
+    early: Option<tokio::task::JoinHandle<Result<TurnContext, ClientError>>>,
+}
+
+impl ProxyState {
+    /// Takes `key`'s order (a turn still storing its answer is waited for,
+    /// at most `max_wait`) and reads what the last turn left.
+    async fn hold(&self, key: EntityKey) -> Held {
+        let memory = &self.0.memory;
+        let order = memory.order(&key);
+        let guard = tokio::time::timeout(self.0.settings.max_wait, order.clone().lock_owned())
+            .await
+            .ok();
+        let seen = memory.last(&key);
+        let early = seen.as_ref().map(|_| {
+            let compactor = self.0.compactor.clone();
+            let key = key.clone();
+            tokio::spawn(async move { compactor.build_context(&key).await }.in_current_span())
+        });
+        Held {
+            key,
+            order,
+            guard,
+            seen,
+            early,
+        }
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        // A turn that goes no further does not need its context.
+        if let Some(early) = self.early.take() {
+            early.abort();
+        }
+    }
 }
 
 impl ProxyState {
@@ -559,8 +606,9 @@ struct Prepared {
     covered: usize,
     /// The conversation's newest stored message (before what is appended).
     parent: Option<MessageId>,
-    /// What the writes store first: the messages after `covered`.
-    append: Option<Vec<compactor_producer::client::IncomingMessage>>,
+    /// What the writes store before the answer: the messages after
+    /// `covered`.
+    append: Vec<compactor_producer::client::IncomingMessage>,
 }
 
 impl Turn {
@@ -585,6 +633,7 @@ impl Turn {
         self.count_tokens(&context, outcome, covered);
         // The writes go on beside the request, in the workstream's order.
         let (answer, answered) = oneshot::channel();
+        let (flush_now, flush) = oneshot::channel();
         let (appended, stored) = oneshot::channel();
         let writes = Writes {
             state: self.state.clone(),
@@ -596,7 +645,8 @@ impl Turn {
             conversation: self.conversation.clone(),
             parent,
             append,
-            appended,
+            flush,
+            appended: Some(appended),
             answered,
         };
         tokio::spawn(writes.run().in_current_span());
@@ -607,6 +657,7 @@ impl Turn {
                 // estimate was short: compact now (once the new messages
                 // are stored), wait, try once more.
                 warn!("the upstream refused the context as too long: compacting and retrying once");
+                let _ = flush_now.send(());
                 let covered = match tokio::time::timeout(max_wait, stored).await {
                     Ok(Ok(true)) => self.conversation.messages.len(),
                     _ => covered,
@@ -677,7 +728,7 @@ impl Turn {
             context,
             covered: known.count,
             parent: Some(known.parent),
-            append: Some(new).filter(|n| !n.is_empty()),
+            append: new,
         }))
     }
 
@@ -741,7 +792,7 @@ impl Turn {
             context,
             covered: self.conversation.messages.len(),
             parent: synced.head,
-            append: None,
+            append: Vec::new(),
         })
     }
 

@@ -27,9 +27,6 @@ use super::conversation::Conversation;
 use super::history::Link;
 use super::request::Payload;
 
-/// The request bodies remembered, at most, in bytes; the least recently
-/// served workstreams are forgotten first.
-const MEMORY_BYTES: usize = 256 << 20;
 /// The workstreams remembered, at most.
 const MEMORY_WORKSTREAMS: usize = 16_384;
 
@@ -54,14 +51,10 @@ struct Entry {
     last: Option<Arc<Seen>>,
 }
 
-impl Default for Memory {
-    fn default() -> Memory {
-        Memory::new(MEMORY_BYTES)
-    }
-}
-
 impl Memory {
-    fn new(limit: usize) -> Memory {
+    /// A memory of at most `limit` bytes (`[proxy] remember_bytes`: the
+    /// request bodies and their messages' names).
+    pub(super) fn new(limit: usize) -> Memory {
         Memory {
             inner: Mutex::new(Remembered {
                 entries: LruCache::new(
@@ -108,7 +101,7 @@ impl Memory {
         let seen = Arc::new(seen);
         let limit = self.limit;
         self.with(|r| {
-            let added = seen.body.len();
+            let added = seen.bytes();
             let entry = Entry {
                 order: order.clone(),
                 last: Some(seen),
@@ -117,10 +110,15 @@ impl Memory {
                 r.bytes -= replaced.bytes();
             }
             r.bytes += added;
-            while r.bytes > limit {
-                match r.entries.pop_lru() {
-                    Some((_, evicted)) => r.bytes -= evicted.bytes(),
-                    None => break,
+            // The least recently served forget their last turn first; their
+            // order stays (a turn may hold it).
+            let Remembered { entries, bytes } = r;
+            for (_, entry) in entries.iter_mut().rev() {
+                if *bytes <= limit {
+                    break;
+                }
+                if let Some(last) = entry.last.take() {
+                    *bytes -= last.bytes();
                 }
             }
         });
@@ -131,7 +129,7 @@ impl Memory {
         self.with(|r| {
             if let Some(entry) = r.entries.peek_mut(key) {
                 if let Some(last) = entry.last.take() {
-                    r.bytes -= last.body.len();
+                    r.bytes -= last.bytes();
                 }
             }
         });
@@ -146,7 +144,7 @@ impl Memory {
 
 impl Entry {
     fn bytes(&self) -> usize {
-        self.last.as_ref().map_or(0, |s| s.body.len())
+        self.last.as_ref().map_or(0, |s| s.bytes())
     }
 }
 
@@ -171,11 +169,12 @@ impl Seen {
     pub(super) fn of(
         payload: &Payload,
         spans: &[Range<usize>],
-        conversation: &Conversation,
+        conversation: Arc<Conversation>,
         head: MessageId,
         answer: Option<(Link, MessageId)>,
     ) -> Seen {
-        let mut conversation = conversation.clone();
+        // The turn is over: its conversation is this turn's alone, no copy.
+        let mut conversation = Arc::unwrap_or_clone(conversation);
         conversation.known = None;
         for m in &mut conversation.messages {
             m.read = None;
@@ -187,6 +186,15 @@ impl Seen {
             head,
             answer,
         }
+    }
+
+    /// The memory it takes, about: its body, and each message's name.
+    fn bytes(&self) -> usize {
+        use std::mem::size_of;
+        self.body.len()
+            + self.spans.len() * size_of::<Range<usize>>()
+            + self.conversation.at.len() * size_of::<Option<usize>>()
+            + self.conversation.messages.len() * size_of::<super::conversation::Said>()
     }
 
     /// Whether a request's messages start with this turn's, the same
@@ -229,7 +237,7 @@ mod tests {
         let conversation =
             Conversation::read(Wire::OpenAi, &payload, &spans, None, &CharEstimator::new(4))
                 .unwrap();
-        Seen::of(&payload, &spans, &conversation, MessageId(1), None)
+        Seen::of(&payload, &spans, Arc::new(conversation), MessageId(1), None)
     }
 
     fn key(entity: &str) -> EntityKey {
@@ -243,7 +251,7 @@ mod tests {
         let text = "x".repeat(1 << 20);
         let body = format!(r#"{{"messages":[{{"role":"user","content":"{text}"}}]}}"#);
         let one = seen(&body);
-        let size = one.body.len();
+        let size = one.bytes();
         for i in 0..30 {
             let k = key(&format!("w{i}"));
             let order = memory.order(&k);
@@ -261,7 +269,7 @@ mod tests {
 
     #[test]
     fn one_workstream_has_one_order() {
-        let memory = Memory::default();
+        let memory = Memory::new(1 << 20);
         let a = memory.order(&key("a"));
         let again = memory.order(&key("a"));
         let b = memory.order(&key("b"));

@@ -44,6 +44,11 @@ pub struct ProxySettings {
     pub connect_timeout: Duration,
     /// Largest request body read.
     pub max_body_bytes: usize,
+    /// Memory for each workstream's last request (its body, each message's
+    /// name), so the next turn reads only what it adds; the least recently
+    /// served are forgotten first, and their next turn is read whole. 0:
+    /// nothing is remembered.
+    pub remember_bytes: usize,
 }
 
 impl Default for ProxySettings {
@@ -58,6 +63,7 @@ impl Default for ProxySettings {
             max_wait: Duration::from_secs(30),
             connect_timeout: Duration::from_secs(10),
             max_body_bytes: 32 * 1024 * 1024,
+            remember_bytes: 256 * 1024 * 1024,
         }
     }
 }
