@@ -467,7 +467,12 @@ async fn converse(
         }
     };
     // A body that is not a JSON object is the provider's to refuse.
-    let Some(payload) = Payload::parse(raw.clone()) else {
+    // A body that starts as the last turn's is read from where it differs.
+    let parsed = match held.as_ref().and_then(|h| h.seen.as_ref()) {
+        Some(seen) => seen.parse(raw.clone()),
+        None => Payload::parse(raw.clone()),
+    };
+    let Some(payload) = parsed else {
         return as_it_came(Outcome::Forwarded, raw).await;
     };
     let key = match state.workstream(&headers, &payload.rest) {

@@ -46,6 +46,61 @@ impl Payload {
         Some(Payload { raw, rest, spans })
     }
 
+    /// Reads a body that may start as `before` did, the same bytes up to
+    /// the end of its last message (at `spans`): then only what follows
+    /// is read, and those messages are where they were. Else as
+    /// [`Payload::parse`].
+    pub(super) fn parse_after(
+        raw: Bytes,
+        before: &Bytes,
+        spans: &[Range<usize>],
+    ) -> Option<Payload> {
+        match Payload::after(&raw, before, spans) {
+            Some(payload) => Some(payload),
+            None => Payload::parse(raw),
+        }
+    }
+
+    fn after(raw: &Bytes, before: &Bytes, spans: &[Range<usize>]) -> Option<Payload> {
+        let (first, end) = (spans.first()?.start, spans.last()?.end);
+        if raw.len() <= end || before.get(..end)? != &raw[..end] {
+            return None;
+        }
+        // After the last message: more of them (`,`), or the array's end.
+        let after = &raw[end..];
+        let blank = after.iter().take_while(|b| b.is_ascii_whitespace()).count();
+        let skip = match after.get(blank) {
+            Some(b',') => blank + 1,
+            Some(b']') => 0,
+            _ => return None,
+        };
+        // The body without the messages read before: what precedes them,
+        // then what follows them. It is read as a body is; the messages
+        // before are valid JSON where they are, read so last turn.
+        let mut rest = Vec::with_capacity(first + raw.len() - end - skip);
+        rest.extend_from_slice(&raw[..first]);
+        rest.extend_from_slice(&raw[end + skip..]);
+        let top: Top<'_> = serde_json::from_slice(&rest).ok()?;
+        if top.messages_keys != 1 {
+            return None;
+        }
+        let base = rest.as_ptr() as usize;
+        let moved = end + skip - first;
+        let mut all = spans.to_vec();
+        for m in top.messages? {
+            let start = m.get().as_ptr() as usize - base;
+            if start < first {
+                return None;
+            }
+            all.push(start + moved..start + moved + m.get().len());
+        }
+        Some(Payload {
+            raw: raw.clone(),
+            rest: top.rest,
+            spans: Some(all),
+        })
+    }
+
     /// The JSON text at a span of [`Payload::spans`].
     pub(super) fn message(&self, span: &Range<usize>) -> &str {
         // The spans are of a body serde_json read as UTF-8 text.
@@ -57,6 +112,8 @@ impl Payload {
 struct Top<'a> {
     rest: Map<String, Value>,
     messages: Option<Vec<&'a RawValue>>,
+    /// How many times `messages` is a key.
+    messages_keys: usize,
 }
 
 impl<'de> de::Deserialize<'de> for Top<'de> {
@@ -78,11 +135,13 @@ impl<'de> Visitor<'de> for TopVisitor {
         let mut top = Top {
             rest: Map::new(),
             messages: None,
+            messages_keys: 0,
         };
         while let Some(key) = map.next_key::<String>()? {
             if key == "messages" {
                 // The last of a key said twice counts, as in a parsed value.
                 top.messages = map.next_value::<Messages<'de>>()?.0;
+                top.messages_keys += 1;
             } else {
                 let value = map.next_value::<Value>()?;
                 top.rest.insert(key, value);
@@ -190,6 +249,57 @@ mod tests {
         // The last of a key said twice counts.
         let twice = parse(r#"{"messages":"no","messages":[{"role":"user","content":"a"}]}"#);
         assert_eq!(twice.unwrap().spans.map(|s| s.len()), Some(1));
+    }
+
+    #[test]
+    fn a_body_that_starts_as_the_last_one_is_read_from_where_it_differs() {
+        let before = r#"{"model":"m","messages":[{"role":"user","content":"a"},{"role":"assistant","content":"b"}],"stream":true}"#;
+        let last = parse(before).unwrap();
+        let spans = last.spans.clone().unwrap();
+        for (body, read_after) in [
+            // One more message, none, others after the array, blanks.
+            (
+                r#"{"model":"m","messages":[{"role":"user","content":"a"},{"role":"assistant","content":"b"},{"role":"user","content":"c"}],"stream":true}"#,
+                true,
+            ),
+            (
+                r#"{"model":"m","messages":[{"role":"user","content":"a"},{"role":"assistant","content":"b"}],"stream":false,"n":2}"#,
+                true,
+            ),
+            (
+                r#"{"model":"m","messages":[{"role":"user","content":"a"},{"role":"assistant","content":"b"} ,
+              {"role":"user","content":"c"} ] , "user":"u"}"#,
+                true,
+            ),
+            // An earlier message changed, a second `messages`, not JSON:
+            // read whole, as a body is.
+            (
+                r#"{"model":"m","messages":[{"role":"user","content":"A"},{"role":"assistant","content":"b"}]}"#,
+                false,
+            ),
+            (
+                r#"{"model":"m","messages":[{"role":"user","content":"a"},{"role":"assistant","content":"b"}],"messages":[]}"#,
+                false,
+            ),
+            (
+                r#"{"model":"m","messages":[{"role":"user","content":"a"},{"role":"assistant","content":"b"},"#,
+                false,
+            ),
+        ] {
+            let raw = Bytes::copy_from_slice(body.as_bytes());
+            let whole = Payload::parse(raw.clone());
+            assert_eq!(
+                Payload::after(&raw, &last.raw, &spans).is_some(),
+                read_after,
+                "{body}"
+            );
+            let after = Payload::parse_after(raw, &last.raw, &spans);
+            assert_eq!(
+                after.as_ref().map(|p| (&p.rest, &p.spans)),
+                whole.as_ref().map(|p| (&p.rest, &p.spans)),
+                "{body}"
+            );
+        }
     }
 
     #[test]

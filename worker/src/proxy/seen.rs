@@ -208,6 +208,11 @@ impl Seen {
                 .all(|(was, is)| self.body[was.clone()] == payload.raw[is.clone()])
     }
 
+    /// Reads a request body that may start as this turn's did.
+    pub(super) fn parse(&self, raw: Bytes) -> Option<Payload> {
+        Payload::parse_after(raw, &self.body, &self.spans)
+    }
+
     /// The conversation as it was (read from nothing now).
     pub(super) fn conversation(&self) -> Conversation {
         self.conversation.clone()
