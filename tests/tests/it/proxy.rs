@@ -26,6 +26,10 @@ struct Seen {
     refuse_over: Option<usize>,
     /// Refusals made.
     refused: usize,
+    /// Answers of the model `slow` given, and how many had been given when
+    /// each chat request arrived.
+    slow_answered: usize,
+    arrived_after: Vec<usize>,
 }
 
 #[derive(Clone, Default)]
@@ -48,6 +52,8 @@ async fn completions(
     {
         let mut seen = upstream.0.lock().unwrap();
         seen.requests.push((headers, body.clone()));
+        let answered = seen.slow_answered;
+        seen.arrived_after.push(answered);
         if seen.refuse_over.is_some_and(|limit| messages.len() > limit) {
             seen.refused += 1;
             return (
@@ -75,6 +81,11 @@ async fn completions(
         .and_then(|m| m.last())
         .cloned()
         .unwrap_or_default();
+    if body["model"] == "slow" {
+        // A model that takes its time; counted once it answered.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        upstream.0.lock().unwrap().slow_answered += 1;
+    }
     let wants_tool = last["role"] == "user"
         && last["content"]
             .as_str()
@@ -477,6 +488,49 @@ async fn an_edited_earlier_message_starts_a_branch_and_an_asked_again_turn_moves
     )
     .await;
     assert_eq!(stored(&db, "edit").await, 10);
+    worker.stop().await;
+}
+
+/// Two requests at once for one workstream go one after the other: the
+/// second reaches the upstream only once the first was answered (its
+/// answer stored), so it reads what the first wrote.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_for_one_workstream_go_one_after_the_other() {
+    let (db, _redis, upstream, worker) = start(Backend::Sqlite).await;
+    let mut chat = Chat::new(&worker, "chat/order");
+    chat.turn("First question", false).await;
+    let send = |model: &str, user: &str| {
+        let mut messages = chat.messages.clone();
+        messages.push(json!({"role": "user", "content": user}));
+        chat.http
+            .post(&chat.url)
+            .header("x-compactor-workstream", &chat.workstream)
+            .json(&json!({"model": model, "messages": messages}))
+            .send()
+    };
+    let slow = tokio::spawn(send("slow", "Second question"));
+    // The slow request is at the upstream before the other is sent.
+    compactor_e2e::eventually(
+        "the slow request sent on",
+        Duration::from_secs(5),
+        || async { upstream.0.lock().unwrap().requests.len() == 2 },
+    )
+    .await;
+    let other = send("fake-model", "Another second question").await.unwrap();
+    assert_eq!(other.status(), 200);
+    assert_eq!(slow.await.unwrap().unwrap().status(), 200);
+    let arrived_after = upstream.0.lock().unwrap().arrived_after.clone();
+    assert_eq!(
+        arrived_after,
+        [0, 0, 1],
+        "the second request reached the upstream after the slow one was answered"
+    );
+    // Both turns are stored: the first's answer, then the other question
+    // on a branch from the first turn, and its answer.
+    compactor_e2e::eventually("both turns stored", Duration::from_secs(5), || async {
+        stored(&db, "order").await == 6
+    })
+    .await;
     worker.stop().await;
 }
 
