@@ -38,7 +38,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use compactor_testkit::llm;
 pub use compactor_testkit::{
-    eventually, eventually_some, redis_url, unique_name, FakeLlm, Fault, PrivateRedis,
+    eventually, eventually_some, redis_url, unique_name, within, FakeLlm, Fault, PrivateRedis,
 };
 
 /// A queue of its own on the machine's Redis (or on a Redis Cluster); its

@@ -57,4 +57,4 @@ pub use redis::{redis_url, PrivateRedis};
 #[cfg(feature = "async")]
 pub use turns::one_at_a_time;
 #[cfg(feature = "async")]
-pub use wait::{eventually, eventually_some};
+pub use wait::{eventually, eventually_some, within};

@@ -4,17 +4,29 @@ use std::time::Duration;
 
 /// Polls `check` every 20 ms until it is true; panics after `limit`,
 /// naming `what` did not happen.
-pub async fn eventually<F, Fut>(what: &str, limit: Duration, mut check: F)
+pub async fn eventually<F, Fut>(what: &str, limit: Duration, check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    assert!(within(limit, check).await, "not within {limit:?}: {what}");
+}
+
+/// Polls `check` every 20 ms until it is true (`true`) or `limit` has
+/// passed (`false`): for a test to which either outcome is an answer.
+pub async fn within<F, Fut>(limit: Duration, mut check: F) -> bool
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,
 {
     let deadline = tokio::time::Instant::now() + limit;
-    while !check().await {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "not within {limit:?}: {what}"
-        );
+    loop {
+        if check().await {
+            return true;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return false;
+        }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }

@@ -337,6 +337,16 @@ async fn stored(db: &TestDb, entity: &str) -> i64 {
     .await
 }
 
+/// Waits until the workstream `chat/<entity>` stores `n` messages (a
+/// turn is stored after its answer is passed back); panics after 5 s,
+/// naming `what` did not happen.
+async fn until_stored(db: &TestDb, entity: &str, n: i64, what: &str) {
+    compactor_e2e::eventually(what, Duration::from_secs(5), || async {
+        stored(db, entity).await == n
+    })
+    .await;
+}
+
 /// The head of the workstream `chat/<entity>`.
 async fn head(db: &TestDb, entity: &str) -> i64 {
     db.scalar(&format!(
@@ -451,10 +461,7 @@ async fn an_edited_earlier_message_starts_a_branch_and_an_asked_again_turn_moves
         chat.turn(&format!("Question {t}"), false).await;
     }
     // The answer is stored after it is passed back.
-    compactor_e2e::eventually("four turns stored", Duration::from_secs(5), || async {
-        stored(&db, "edit").await == 8
-    })
-    .await;
+    until_stored(&db, "edit", 8, "four turns stored").await;
     // The user edits question 2: the history from there is new.
     chat.messages.truncate(5);
     chat.messages
@@ -462,12 +469,7 @@ async fn an_edited_earlier_message_starts_a_branch_and_an_asked_again_turn_moves
     let answer = chat.send(false).await;
     chat.messages.push(answer);
     // Stored: the 8 of the first branch, and the edit and its answer.
-    compactor_e2e::eventually(
-        "the edited branch stored",
-        Duration::from_secs(5),
-        || async { stored(&db, "edit").await == 10 },
-    )
-    .await;
+    until_stored(&db, "edit", 10, "the edited branch stored").await;
     let head_now = head(&db, "edit").await;
     let newest = db
         .scalar("SELECT MAX(m.id) AS n FROM messages m JOIN workstreams w ON w.id = m.workstream_id WHERE w.entity_id = 'edit'")
@@ -527,10 +529,7 @@ async fn requests_for_one_workstream_go_one_after_the_other() {
     );
     // Both turns are stored: the first's answer, then the other question
     // on a branch from the first turn, and its answer.
-    compactor_e2e::eventually("both turns stored", Duration::from_secs(5), || async {
-        stored(&db, "order").await == 6
-    })
-    .await;
+    until_stored(&db, "order", 6, "both turns stored").await;
     worker.stop().await;
 }
 
@@ -543,10 +542,7 @@ async fn a_turn_the_upstream_refuses_still_stores_its_new_message_once() {
     let mut chat = Chat::new(&worker, "chat/refused");
     chat.turn("First question", false).await;
     chat.turn("Second question", false).await;
-    compactor_e2e::eventually("two turns stored", Duration::from_secs(5), || async {
-        stored(&db, "refused").await == 4
-    })
-    .await;
+    until_stored(&db, "refused", 4, "two turns stored").await;
     chat.messages
         .push(json!({"role": "user", "content": "Third question"}));
     let refused = chat
@@ -558,19 +554,11 @@ async fn a_turn_the_upstream_refuses_still_stores_its_new_message_once() {
         .await
         .unwrap();
     assert_eq!(refused.status(), 429);
-    compactor_e2e::eventually(
-        "the refused turn's message stored",
-        Duration::from_secs(5),
-        || async { stored(&db, "refused").await == 5 },
-    )
-    .await;
+    until_stored(&db, "refused", 5, "the refused turn's message stored").await;
     // Asked again, it is not stored twice; the answer follows it.
     let answer = chat.send(false).await;
     assert!(answer["content"].as_str().unwrap().starts_with("Answer"));
-    compactor_e2e::eventually("the answer stored", Duration::from_secs(5), || async {
-        stored(&db, "refused").await == 6
-    })
-    .await;
+    until_stored(&db, "refused", 6, "the answer stored").await;
     let newest = db
         .scalar("SELECT MAX(m.id) AS n FROM messages m JOIN workstreams w ON w.id = m.workstream_id WHERE w.entity_id = 'refused'")
         .await;
@@ -843,10 +831,7 @@ async fn with_the_database_cut_off_requests_go_on_as_they_came_and_are_stored_on
     let worker = start_worker(s).await;
     let mut chat = Chat::new(&worker, "chat/cut");
     chat.turn("Before the outage.", false).await;
-    compactor_e2e::eventually("the first turn stored", Duration::from_secs(5), || async {
-        stored(&db, "cut").await == 2
-    })
-    .await;
+    until_stored(&db, "cut", 2, "the first turn stored").await;
 
     chaos.set(Mode::Cut);
     // The application keeps working: the request goes on as it came.
@@ -867,15 +852,16 @@ async fn with_the_database_cut_off_requests_go_on_as_they_came_and_are_stored_on
     // (a connection the cut left broken may fail one more turn, which
     // goes on as it came too).
     let mut caught_up = false;
-    'turns: for t in 0..10 {
+    for t in 0..10 {
         chat.turn(&format!("After it, turn {t}."), false).await;
         // Its writes end after the answer is passed back.
-        for _ in 0..20 {
-            if stored(&db, "cut").await == chat.messages.len() as i64 - 1 {
-                caught_up = true;
-                break 'turns;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
+        let sent = chat.messages.len() as i64 - 1;
+        caught_up = compactor_e2e::within(Duration::from_secs(2), || async {
+            stored(&db, "cut").await == sent
+        })
+        .await;
+        if caught_up {
+            break;
         }
     }
     assert!(

@@ -99,16 +99,16 @@ impl Conversation {
                 }
             }
         }
-        conversation.known = seen.and_then(|seen| {
-            let (count, parent) = seen.stored()?;
+        conversation.known = seen.map(|seen| {
+            let (count, parent) = seen.stored();
             // The answer the last turn stored, sent back as its first new
             // message: stored too.
             match (seen.answer(), conversation.messages.get(count)) {
-                (Some((link, id)), Some(next)) if next.link == link => Some(Known {
+                (Some((link, id)), Some(next)) if next.link == link => Known {
                     count: count + 1,
                     parent: id,
-                }),
-                _ => Some(Known { count, parent }),
+                },
+                _ => Known { count, parent },
             }
         });
         Ok(conversation)

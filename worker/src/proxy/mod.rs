@@ -486,7 +486,7 @@ async fn converse(
         warn!(error = %openai::ReadError::NoMessages, "a request compactor cannot read goes on as it came");
         return as_it_came(Outcome::Degraded, raw).await;
     };
-    let mut held = match held.take() {
+    let held = match held.take() {
         Some(held) if held.key == key => held,
         _ => state.hold(key.clone()).await,
     };
@@ -508,15 +508,12 @@ async fn converse(
     let turn = Turn {
         state: state.clone(),
         wire,
-        key,
         path: path.clone(),
         headers: headers.clone(),
         payload: Arc::new(payload),
         spans: Arc::new(spans),
         conversation: Arc::new(conversation),
-        order: held.order.clone(),
-        guard: held.guard.take(),
-        early: held.early.take(),
+        held,
         started,
     };
     turn.run().instrument(span).await
@@ -528,8 +525,11 @@ async fn converse(
 struct Held {
     key: EntityKey,
     order: Order,
+    /// The hold on `order` (`None`: not had within `max_wait`); the turn's
+    /// writes keep it until they are done.
     guard: Option<tokio::sync::OwnedMutexGuard<()>>,
     seen: Option<Arc<seen::Seen>>,
+    /// The context, being read since the turn began.
     early: Option<tokio::task::JoinHandle<Result<TurnContext, ClientError>>>,
 }
 
@@ -556,6 +556,11 @@ impl ProxyState {
             early,
         }
     }
+
+    /// The estimate compactor sizes contexts by.
+    fn estimator(&self) -> CharEstimator {
+        CharEstimator::new(self.0.compactor.engine().chars_per_token)
+    }
 }
 
 impl Drop for Held {
@@ -567,18 +572,10 @@ impl Drop for Held {
     }
 }
 
-impl ProxyState {
-    /// The estimate compactor sizes contexts by.
-    fn estimator(&self) -> CharEstimator {
-        CharEstimator::new(self.0.compactor.engine().chars_per_token)
-    }
-}
-
 /// One turn through the proxy.
 struct Turn {
     state: ProxyState,
     wire: Wire,
-    key: EntityKey,
     path: String,
     headers: HeaderMap,
     /// The request's body, read.
@@ -586,12 +583,8 @@ struct Turn {
     /// Where each of the request's messages is in it.
     spans: Arc<Vec<std::ops::Range<usize>>>,
     conversation: Arc<Conversation>,
-    /// The workstream's turn order, and this turn's hold on it (`None`:
-    /// not had within `max_wait`).
-    order: Order,
-    guard: Option<tokio::sync::OwnedMutexGuard<()>>,
-    /// The context, being read since the turn began.
-    early: Option<tokio::task::JoinHandle<Result<TurnContext, ClientError>>>,
+    /// The workstream, and the turn's hold on it.
+    held: Held,
     started: Instant,
 }
 
@@ -642,9 +635,9 @@ impl Turn {
         let (appended, stored) = oneshot::channel();
         let writes = Writes {
             state: self.state.clone(),
-            key: self.key.clone(),
-            order: self.order.clone(),
-            guard: self.guard.take(),
+            key: self.held.key.clone(),
+            order: self.held.order.clone(),
+            guard: self.held.guard.take(),
             payload: self.payload.clone(),
             spans: self.spans.clone(),
             conversation: self.conversation.clone(),
@@ -668,11 +661,11 @@ impl Turn {
                     _ => covered,
                 };
                 let compactor = &self.state.0.compactor;
-                if let Err(error) = compactor.compact_refused(&self.key).await {
+                if let Err(error) = compactor.compact_refused(&self.held.key).await {
                     warn!(%error, "no compaction could be requested after the refusal");
                 }
                 let _ = compactor
-                    .wait(&self.key, WaitMode::Requested, max_wait)
+                    .wait(&self.held.key, WaitMode::Requested, max_wait)
                     .await;
                 let retried = match self.context().await {
                     Ok(again) => self.forwarded(&again, covered),
@@ -705,7 +698,7 @@ impl Turn {
     /// after the context as the client sent them. `None`: the history
     /// must be matched against the store first ([`Turn::synced`]).
     async fn known(&mut self) -> Result<Option<Prepared>, String> {
-        let early = self.early.take();
+        let early = self.held.early.take();
         let (Some(known), Some(new)) = (
             self.conversation.known,
             self.conversation
@@ -759,7 +752,7 @@ impl Turn {
             }
         };
         let compactor = &self.state.0.compactor;
-        let synced = match history::sync(compactor, &self.key, &messages).await {
+        let synced = match history::sync(compactor, &self.held.key, &messages).await {
             Ok(synced) => synced,
             Err(SyncError::Unrelated) => {
                 return Err("the history shares no message with the stored workstream".into())
@@ -777,12 +770,12 @@ impl Turn {
             // fitted: ask by the estimate (a reactive request, ahead of
             // automatic ones; nothing when one is pending or the breaker
             // is open), then wait for it.
-            if let Err(error) = compactor.request_if_due(&self.key, None).await {
+            if let Err(error) = compactor.request_if_due(&self.held.key, None).await {
                 warn!(%error, "no compaction could be requested for a context over the window");
             }
             let waited = compactor
                 .wait(
-                    &self.key,
+                    &self.held.key,
                     WaitMode::Requested,
                     self.state.0.settings.max_wait,
                 )
@@ -802,7 +795,7 @@ impl Turn {
     }
 
     async fn context(&self) -> Result<TurnContext, ClientError> {
-        self.state.0.compactor.build_context(&self.key).await
+        self.state.0.compactor.build_context(&self.held.key).await
     }
 
     /// Whether the context, with `more` tokens after it, would not fit the

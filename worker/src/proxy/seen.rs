@@ -219,8 +219,8 @@ impl Seen {
     }
 
     /// How many of the conversation's messages are stored, and the newest.
-    pub(super) fn stored(&self) -> Option<(usize, MessageId)> {
-        Some((self.conversation.messages.len(), self.head))
+    pub(super) fn stored(&self) -> (usize, MessageId) {
+        (self.conversation.messages.len(), self.head)
     }
 
     /// The answer stored after the conversation.
