@@ -406,6 +406,128 @@ pub(crate) fn terms(line: &str) -> Vec<Term> {
         }
         i += 1;
     }
+    joined_values(line, out)
+}
+
+/// Whether a term may be one piece of a value written in several
+/// (`+49 203 613 6375`, `11 February 2027`, `GWC 6761`, `12 345,00`):
+/// a number, a short code (a currency, a carrier, a plate's letters) or
+/// a word of the calendar.
+fn joins(t: &Term) -> bool {
+    match t.form {
+        Form::Number => true,
+        Form::Code => t.key.chars().count() <= 4,
+        Form::Name => CALENDAR.has(&t.key),
+        _ => false,
+    }
+}
+
+/// A time of day (`16:45`, `6.30pm`): a value of its own beside a date,
+/// so that a changed time is seen as one.
+fn is_time(t: &Term) -> bool {
+    t.form == Form::Number && t.key.contains(':')
+}
+
+/// Whether what stands between two pieces of one value is only a space
+/// (a thin or no-break one too), or, beside a word of the calendar, a
+/// short lower-case word that dates are written with (`5 de junio`,
+/// `the 4th of July`).
+fn joining_gap(gap: &str, calendar: bool) -> bool {
+    let spaces =
+        |s: &str| !s.is_empty() && s.chars().all(|c| matches!(c, ' ' | '\u{a0}' | '\u{202f}'));
+    if spaces(gap) && gap.chars().count() <= 2 {
+        return true;
+    }
+    // (`3. Oktober`: a day's ordinal point.)
+    if calendar && gap == ". " {
+        return true;
+    }
+    calendar
+        && gap.split(' ').filter(|w| !w.is_empty()).count() == 1
+        && gap.starts_with(' ')
+        && gap.ends_with(' ')
+        && gap.trim().chars().count() <= 2
+        && gap.trim().chars().all(char::is_lowercase)
+}
+
+/// The terms of a line with the pieces of one value, written apart,
+/// joined into one term: a number in groups, a date of day, month and
+/// year, a code and its number. Apart, each piece is common in the
+/// workstream (`2027`, `February`, `+49`) and the value itself is nowhere:
+/// neither rare nor whole when its line is cut to its values. Only pieces
+/// a space apart join (`10 and 12`, `10, 12` stay two), at least one of
+/// them a number.
+fn joined_values(line: &str, mut out: Vec<Term>) -> Vec<Term> {
+    let mut order: Vec<usize> = (0..out.len())
+        .filter(|&k| out[k].form != Form::Quoted)
+        .collect();
+    order.sort_by_key(|&k| out[k].span.0);
+    let mut merged: Vec<(usize, usize)> = Vec::new();
+    let mut k = 0;
+    while k < order.len() {
+        let first = order[k];
+        let mut last = k;
+        let mut numbers = usize::from(out[first].form == Form::Number);
+        while let Some(&next) = order.get(last + 1) {
+            let (a, b) = (&out[order[last]], &out[next]);
+            let calendar = a.form == Form::Name || b.form == Form::Name;
+            let gap = line.get(a.span.1..b.span.0).unwrap_or("x");
+            // (A word of the calendar stands beside a day, a year or a
+            // time, not beside a phone number's groups.)
+            let short = |t: &Term| t.form != Form::Number || t.key.chars().count() <= 5;
+            if !(joins(a) && joins(b) && joining_gap(gap, calendar))
+                || (a.form == Form::Name && b.form == Form::Name)
+                || (calendar && !(short(a) && short(b)))
+                || (calendar && (is_time(a) || is_time(b)))
+                || (b.form == Form::Name && numbers > 2)
+            {
+                break;
+            }
+            numbers += usize::from(b.form == Form::Number);
+            last += 1;
+        }
+        if last > k && numbers >= 1 {
+            merged.push((k, last));
+        }
+        k = last + 1;
+    }
+    if merged.is_empty() {
+        return out;
+    }
+    let mut gone = vec![false; out.len()];
+    for &(from, to) in &merged {
+        let (a, b) = (order[from], order[to]);
+        let span = (out[a].span.0, out[b].span.1);
+        let Some(text) = line.get(span.0..span.1) else {
+            continue;
+        };
+        let parts = &order[from..=to];
+        // (A code before the number names it, `GWC 6761`, `HTTP 500`: a
+        // code; letters after it are its unit, `151,48 JPY`: a number.)
+        let form = if out[a].form == Form::Code {
+            Form::Code
+        } else {
+            Form::Number
+        };
+        let right = out[b].right.clone();
+        for &p in &parts[1..] {
+            gone[p] = true;
+        }
+        let t = &mut out[a];
+        t.key = fold(text);
+        t.form = form;
+        t.right = right;
+        t.span = span;
+    }
+    let mut k = 0;
+    out.retain(|_| {
+        k += 1;
+        !gone[k - 1]
+    });
+    // (A joined value may now equal a term said apart elsewhere in the
+    // line: each key once.)
+    let mut seen = rustc_hash::FxHashSet::default();
+    out.retain(|t| seen.insert(t.key.clone()));
     out
 }
 
@@ -696,8 +818,11 @@ fn pieces(line: &str) -> Vec<Piece<'_>> {
             && !trimmed.chars().any(char::is_numeric);
         let core = trimmed.trim_end_matches(':');
         let last = raw.chars().next_back();
+        // (A day's or a month's number before a point is an ordinal, `am
+        // 3. Oktober`; a longer number ends its sentence, `in 2027. Sure`.)
+        let ordinal = core.len() <= 2 && core.chars().all(|c| c.is_ascii_digit());
         let ends_sentence = matches!(last, Some('.' | '!' | '?' | '。' | '！' | '？'))
-            && !core.ends_with(|c: char| c.is_ascii_digit());
+            && (!core.ends_with(|c: char| c.is_ascii_digit()) || !ordinal);
         let ends_clause = ends_sentence || matches!(last, Some(',' | ';' | ':' | ')' | '、'));
         if core.is_empty() {
             sentence_start |= ends_sentence;
@@ -878,11 +1003,67 @@ mod tests {
     }
 
     #[test]
+    fn a_value_written_in_pieces_is_one_value_in_each_language() {
+        for (line, key, form) in [
+            (
+                "The wedding is on 11 February 2027. Sure.",
+                "11 february 2027",
+                Form::Number,
+            ),
+            (
+                "Call the hotel on +44 862 704 7923 today.",
+                "+44 862 704 7923",
+                Form::Number,
+            ),
+            ("The plate is GWC 6761.", "gwc 6761", Form::Code),
+            (
+                "Die Kontrolle ist am 3. Oktober 2027.",
+                "3. oktober 2027",
+                Form::Number,
+            ),
+            ("Wir zahlen 1.150 EUR pro Monat.", "1.150 eur", Form::Number),
+            (
+                "El día de la mudanza es el 5 de junio de 2028.",
+                "5 de junio de 2028",
+                Form::Number,
+            ),
+            (
+                "Le total est de 12\u{202f}345,00 € TTC.",
+                "12\u{202f}345,00",
+                Form::Number,
+            ),
+            (
+                "Le mariage a lieu le 6 janvier 2027.",
+                "6 janvier 2027",
+                Form::Number,
+            ),
+            ("電話は 03 1234 5678 です。", "03 1234 5678", Form::Number),
+        ] {
+            has(line, key, form);
+        }
+        // Apart, or past a comma, they are two; a time stays its own value
+        // beside a date, and a calendar word is no phone number's group.
+        for (line, key) in [
+            ("Tables for 10 and 12 please.", "10"),
+            ("Tables for 10, 12 please.", "12"),
+            ("On 8 March at 16:45 please.", "16:45"),
+            ("On 8 March at 16:45 please.", "8 march"),
+            ("Call +49 203 613 6375 today.", "+49 203 613 6375"),
+        ] {
+            assert!(
+                values(line).iter().any(|(k, _)| k == key),
+                "{key:?} in {:?}",
+                values(line)
+            );
+        }
+    }
+
+    #[test]
     fn english_values_by_form() {
         let line = "Order #A-448213 for EUR 1,249.90 ships to Pizza Hut, San Jose on 2026-03-15 at 7:30 pm.";
         has(line, "#a-448213", Form::Code);
-        has(line, "eur", Form::Code);
-        has(line, "1,249.90", Form::Number);
+        // (A code and the number after it are one value.)
+        has(line, "eur 1,249.90", Form::Code);
         has(line, "pizza hut", Form::Name);
         has(line, "san jose", Form::Name);
         has(line, "2026-03-15", Form::Number);
@@ -1005,7 +1186,7 @@ mod tests {
         );
         has(
             "Contacto: Sra. García, teléfono +34 612 345 678",
-            "+34",
+            "+34 612 345 678",
             Form::Number,
         );
     }

@@ -104,11 +104,44 @@ fn sentence_slot(text: &str, t: &Term) -> Option<String> {
     Some(format!("sentence\u{1}{}\u{1}{}", b.join(" "), a.join(" ")))
 }
 
-/// The slots a value fills.
+/// The kind of value `t` is, coarser than its shape: its form, and for a
+/// number or a code the classes of its characters with the separators of
+/// digit groups left out (`£25,269` and `£3,320.95` are `£0`, `400 EUR`
+/// and `1.150 EUR` are `0a`, `11 February 2027` is `0a0`).
+fn kind(t: &Term) -> String {
+    let mut out = String::from(match t.form {
+        Form::Number => "n",
+        Form::Code => "c",
+        Form::Name => "p",
+        Form::Quoted => "q",
+        Form::Word => "w",
+    });
+    if matches!(t.form, Form::Number | Form::Code) {
+        for c in t.key.chars() {
+            let class = if c.is_numeric() {
+                '0'
+            } else if c.is_alphabetic() {
+                'a'
+            } else if matches!(c, ',' | '.' | '\'' | ' ' | '\u{a0}' | '\u{202f}') {
+                continue;
+            } else {
+                c
+            };
+            if !out.ends_with(class) || !matches!(class, '0' | 'a') {
+                out.push(class);
+            }
+        }
+    }
+    out
+}
+
+/// The slots a value fills. A label's slot holds one kind of value
+/// ([`kind`]): "Budget: 400 EUR" … "Budget: 550 EUR" is a changed budget,
+/// but "Noted: 11 February 2027" … "Noted: £25,269" are two things noted.
 fn slots(t: &Term) -> Vec<(String, bool)> {
     let mut out = Vec::with_capacity(3);
     if let Some(label) = &t.label {
-        out.push((format!("label\u{1}{label}"), true));
+        out.push((format!("label\u{1}{}\u{1}{label}", kind(t)), true));
     }
     let form = match t.form {
         Form::Number => "n",
@@ -404,7 +437,25 @@ mod tests {
             cand(5, Speaker::User, "Budget: 550 EUR"),
         ];
         let _ = supersede(&mut lines, &[], 24);
-        assert_eq!(marked(&lines), vec![(0, "400".to_owned())]);
+        assert_eq!(marked(&lines), vec![(0, "400 eur".to_owned())]);
+        // A label that notes one thing after another is no slot: its
+        // values are of other kinds.
+        let mut noted = vec![
+            cand(0, Speaker::User, "The wedding is on 11 February 2027."),
+            cand(
+                1,
+                Speaker::Assistant,
+                "Noted: 11 February 2027. Anything else?",
+            ),
+            cand(2, Speaker::User, "Our total budget is £25,269."),
+            cand(3, Speaker::Assistant, "Noted: £25,269. Good."),
+            cand(4, Speaker::User, "The plate is GWC 6761."),
+            cand(5, Speaker::Assistant, "Anotado: GWC 6761. Bien."),
+            cand(6, Speaker::User, "I took it to Garage du Parc."),
+            cand(7, Speaker::Assistant, "Anotado: Garage du Parc. Bien."),
+        ];
+        let _ = supersede(&mut noted, &[], 24);
+        assert!(marked(&noted).is_empty(), "{:?}", marked(&noted));
     }
 
     #[test]
@@ -497,7 +548,7 @@ mod tests {
             ),
         ];
         let _ = supersede(&mut lines, &[], 24);
-        assert_eq!(marked(&lines), vec![(0, "151,48".to_owned())]);
+        assert_eq!(marked(&lines), vec![(0, "151,48 jpy".to_owned())]);
         // A short sentence is no slot of its own: "A table for 2." in one
         // dialogue and "A table for 4." in another are two tables.
         let mut short = vec![
@@ -562,7 +613,7 @@ mod tests {
         let _ = supersede(&mut setting, &[], 24);
         assert_eq!(
             marked(&setting),
-            vec![(0, "151,48".to_owned()), (40, "161,83".to_owned())]
+            vec![(0, "151,48 jpy".to_owned()), (40, "161,83 jpy".to_owned())]
         );
     }
 

@@ -207,7 +207,7 @@ fn the_same_words_around_another_date_far_on_tell_of_another_event() {
     assert!(
         replaced
             .iter()
-            .any(|r| r.value == "9" && r.by == MessageId(3)),
+            .any(|r| r.value == "9 june" && r.by == MessageId(3)),
         "{replaced:?}"
     );
 }
