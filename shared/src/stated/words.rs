@@ -92,7 +92,14 @@ pub(crate) fn bare(raw: &str) -> &str {
 /// Splits `sentence` into tokens.
 pub(crate) fn tokens(sentence: &str) -> Vec<Tok> {
     let mut out: Vec<Tok> = Vec::new();
+    // Per token: whether only its capital made it a value, and whether it
+    // follows an article of a language that capitalises its nouns.
+    let mut by_capital: Vec<(bool, bool)> = Vec::new();
     let mut in_quote = false;
+    // A sentence or a clause after a colon starts here: its first word's
+    // capital says nothing ("Korrektur, bitte: Ich fliege …", "Pardon, une
+    // correction : Le numéro …").
+    let mut starts = true;
     for raw in sentence.split_whitespace() {
         // Quote state at the token's first letter, then after its last char.
         let mut quoted_here = in_quote;
@@ -135,9 +142,19 @@ pub(crate) fn tokens(sentence: &str) -> Vec<Tok> {
                     last.colon |= colon;
                 }
             }
+            starts |= colon;
             continue;
         }
-        let first = out.is_empty();
+        let first = out.is_empty() || starts;
+        // (After an honorific, or a day's number and its point, no
+        // sentence ends: "Dr. Volkov", "am 3. Oktober".)
+        let folded_bare = bare.to_lowercase();
+        let ordinal = bare.len() <= 2 && bare.chars().all(|c| c.is_ascii_digit());
+        starts = !in_quote
+            && (colon
+                || (trimmed.ends_with(['.', '!', '?'])
+                    && !ordinal
+                    && !crate::evidence::lang::HONORIFICS.has(&folded_bare)));
         // An ASCII word (most) lower-cases the same without the Unicode
         // case tables.
         let lower = canonical(if word.is_ascii() {
@@ -146,6 +163,10 @@ pub(crate) fn tokens(sentence: &str) -> Vec<Tok> {
             word.to_lowercase()
         });
         let value = looks_like_value(word, &lower, first);
+        let after_article = out
+            .last()
+            .is_some_and(|t| crate::evidence::lang::NOUN_ARTICLES.has(&t.w));
+        by_capital.push((value && looks_like_value(word, &lower, true) != value, after_article));
         out.push(Tok {
             w: lower,
             quoted: quoted_here,
@@ -153,6 +174,16 @@ pub(crate) fn tokens(sentence: &str) -> Vec<Tok> {
             colon,
             brk,
         });
+    }
+    // A single capitalised word after an article of a language that
+    // capitalises its nouns is a noun ("Die Dosis ist 25 mg"), not a
+    // name; a run of them still names ("die Deutsche Bank").
+    for i in 0..out.len() {
+        let (capital_only, after_article) = by_capital[i];
+        let next_capital = by_capital.get(i + 1).is_some_and(|n| n.0);
+        if capital_only && after_article && !next_capital {
+            out[i].value = false;
+        }
     }
     // A conjunction that opens a new clause ends the previous one.
     for i in 1..out.len() {
@@ -512,6 +543,33 @@ mod tests {
 
     fn words(s: &str) -> Vec<String> {
         tokens(s).into_iter().map(|t| t.w).collect()
+    }
+
+    fn values(s: &str) -> Vec<String> {
+        tokens(s)
+            .into_iter()
+            .filter(|t| t.value)
+            .map(|t| t.w)
+            .collect()
+    }
+
+    #[test]
+    fn a_capital_names_only_where_grammar_does_not_ask_for_it() {
+        // A clause after a colon starts with a capital in any language.
+        assert_eq!(values("Korrektur, bitte: Ich fliege nach Lyon."), ["lyon"]);
+        assert_eq!(
+            values("Pardon, une correction : Le poste est QA Lead."),
+            ["qa", "lead"]
+        );
+        // So does a sentence after a point, but not a name after a title
+        // or a month after a day's point.
+        assert_eq!(values("Noted. Sure, that works."), Vec::<String>::new());
+        assert_eq!(values("My GP is Dr. Volkov."), ["gp", "dr", "volkov"]);
+        assert_eq!(values("Der Termin ist am 3. Oktober."), ["3", "oktober"]);
+        // A German noun after its article is no name; a run of capitals
+        // after one still names.
+        assert_eq!(values("Danke. Die Dosis ist 25 mg."), ["25"]);
+        assert_eq!(values("Wir sind bei der Deutsche Bank."), ["deutsche", "bank"]);
     }
 
     #[test]
