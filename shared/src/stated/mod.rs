@@ -445,9 +445,13 @@ impl UserStatements {
         // refer to, if that one is still current; or, for a change of the
         // same pattern, one on the same subject (by a word of when, only
         // one said near: from `reach` on).
+        // (What "it" refers to was said near: a correction a hundred
+        // messages on refers to what was said just before it, not to the
+        // last statement of its shape in another task.)
         if let Some(k) = (0..at)
             .rev()
             .find(|&k| mine.subject.can_refer_to(&parsed[k].subject))
+            .filter(|&k| self.items[k].near(&new, scope))
             .or_else(|| {
                 let reach = self.items[..at]
                     .iter()

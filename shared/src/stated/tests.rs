@@ -1301,3 +1301,26 @@ fn a_pasted_transcripts_turns_are_not_the_users_statements() {
         );
     }
 }
+
+/// "Actually, make it 10s" refers to what was said just before it: a
+/// correction a hundred messages on, in another task, leaves the last
+/// statement of its shape as it was.
+#[test]
+fn a_keyless_change_refers_only_to_what_was_said_near() {
+    let near = recorded_at(
+        &[
+            user(1, "Set the retry delay to 5s."),
+            user(5, "Actually, make it 10s."),
+        ],
+        SCOPE,
+    );
+    assert_eq!(shown_texts(&near), ["Actually, make it 10s."], "{near:?}");
+    let far = recorded_at(
+        &[
+            user(1, "Set the retry delay to 5s."),
+            user(160, "Actually, make it 10s."),
+        ],
+        SCOPE,
+    );
+    assert!(far.superseded().next().is_none(), "{far:?}");
+}

@@ -166,7 +166,10 @@ pub(crate) fn tokens(sentence: &str) -> Vec<Tok> {
         let after_article = out
             .last()
             .is_some_and(|t| crate::evidence::lang::NOUN_ARTICLES.has(&t.w));
-        by_capital.push((value && looks_like_value(word, &lower, true) != value, after_article));
+        by_capital.push((
+            value && looks_like_value(word, &lower, true) != value,
+            after_article,
+        ));
         out.push(Tok {
             w: lower,
             quoted: quoted_here,
@@ -569,7 +572,10 @@ mod tests {
         // A German noun after its article is no name; a run of capitals
         // after one still names.
         assert_eq!(values("Danke. Die Dosis ist 25 mg."), ["25"]);
-        assert_eq!(values("Wir sind bei der Deutsche Bank."), ["deutsche", "bank"]);
+        assert_eq!(
+            values("Wir sind bei der Deutsche Bank."),
+            ["deutsche", "bank"]
+        );
     }
 
     #[test]
