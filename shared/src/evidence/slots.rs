@@ -174,6 +174,10 @@ pub(crate) fn supersede(lines: &mut [Candidate], later: &[Candidate], scope: u64
     // …", "We saw 23505 in staging …"), not a setting restated.
     let mut sentence_fills: FxHashMap<String, (FxHashMap<String, u32>, Vec<usize>)> =
         FxHashMap::default();
+    // The same per label: "New character: Yson Mine, …", "New character:
+    // Quildor Dorha, …" is a series the user adds to, not a setting.
+    let mut label_fills: FxHashMap<String, (FxHashMap<String, u32>, Vec<usize>)> =
+        FxHashMap::default();
     let total = lines.len() + later.len();
     for j in 0..total {
         let c = if j < lines.len() {
@@ -237,8 +241,11 @@ pub(crate) fn supersede(lines: &mut [Candidate], later: &[Candidate], scope: u64
                 }
             }
             // The line's only value of its shape fills the shape's slot.
+            // (Not a bare count, `2`, `40`: one says how many of
+            // anything, and which thing only its words tell.)
             let shape_slot = shapes[k].as_ref().filter(|s| {
                 t.form == Form::Number
+                    && s.as_str() != "0"
                     && c.line.speaker == Speaker::User
                     && shapes.iter().filter(|o| o.as_ref() == Some(*s)).count() == 1
             });
@@ -274,6 +281,15 @@ pub(crate) fn supersede(lines: &mut [Candidate], later: &[Candidate], scope: u64
                 }
             }
             for (slot, labelled) in slots(t) {
+                let marks_before = marks.len();
+                if labelled {
+                    *label_fills
+                        .entry(slot.clone())
+                        .or_default()
+                        .0
+                        .entry(t.key.clone())
+                        .or_default() += 1;
+                }
                 if let Some(old) = filled.get(&slot) {
                     let in_scope = c.line.seq.saturating_sub(old.seq) <= scope;
                     let replaces = old.value != t.key
@@ -307,6 +323,11 @@ pub(crate) fn supersede(lines: &mut [Candidate], later: &[Candidate], scope: u64
                         });
                     if replaces {
                         marks.push((old.line, old.value.clone(), c.line.at, c.line.seq));
+                    }
+                }
+                if labelled && marks.len() > marks_before {
+                    if let Some(fills) = label_fills.get_mut(&slot) {
+                        fills.1.extend(marks_before..marks.len());
                     }
                 }
                 last_filled.insert(t.key.clone(), c.line.seq);
@@ -352,6 +373,15 @@ pub(crate) fn supersede(lines: &mut [Candidate], later: &[Candidate], scope: u64
         if values.len() >= TEMPLATE_VALUES && values.len() as u32 == fills {
             for &m in made {
                 template[m] = of_template(m, slot);
+            }
+        }
+    }
+    // (A label's marks are its own: what they replaced was said under it.)
+    for (values, made) in label_fills.values() {
+        let fills: u32 = values.values().sum();
+        if values.len() >= TEMPLATE_VALUES && values.len() as u32 == fills {
+            for &m in made {
+                template[m] = true;
             }
         }
     }
