@@ -1122,8 +1122,19 @@ fn supersedes(new_parsed: &Parsed, old: &Statement, old_parsed: &Parsed) -> bool
         return false;
     }
     let (new_subject, old_subject) = (&new_parsed.subject, &old_parsed.subject);
-    // The same key set to another value.
-    if new_subject.same_key(old_subject) && new_subject.values != old_subject.values {
+    // The same key set to another value; but a statement of two values or
+    // more that shares none with the old one, and says no change, is the
+    // next record of a series ("New character: Tari Mardor, 36, a ferryman
+    // from Sarigor." … "New character: Ysze Robremar, 52, …"): a change
+    // keeps what it does not change.
+    let another_record = new_subject.values.len() >= 2
+        && old_subject.values.len() >= 2
+        && new_subject.values.is_disjoint(&old_subject.values)
+        && !crate::evidence::lang::CHANGE_CUES.contained_in(&new_parsed.norm);
+    if new_subject.same_key(old_subject)
+        && new_subject.values != old_subject.values
+        && !another_record
+    {
         return true;
     }
     // `NAME=value` set again to another value ("use INVOICE_BATCH_SIZE=300"

@@ -1324,3 +1324,22 @@ fn a_keyless_change_refers_only_to_what_was_said_near() {
     );
     assert!(far.superseded().next().is_none(), "{far:?}");
 }
+
+/// The next record of a series is no change of the last one: a statement
+/// that gives two values or more, none of the old one's, and says no
+/// change, leaves it current; a change keeps what it does not change.
+#[test]
+fn the_next_record_of_a_series_supersedes_nothing() {
+    let series = recorded(&[
+        user(
+            1,
+            "New character: Tari Mardor, 36, a ferryman from Sarigor.",
+        ),
+        user(
+            3,
+            "New character: Ysze Robremar, 52, a blacksmith from Velgorha.",
+        ),
+    ]);
+    assert!(series.superseded().next().is_none(), "{series:?}");
+    // (One value set anew is a change: a_new_value_for_the_same_key_…)
+}
