@@ -97,11 +97,24 @@ fn sentence_slot(text: &str, t: &Term) -> Option<String> {
             .map(fold)
             .collect()
     };
+    // (The words inside a value written in pieces, its unit or its
+    // month, are the sentence's: "The calendar year is 1212 AE.")
+    let inside: Vec<String> = text
+        .get(from..to)?
+        .split(|c: char| !c.is_alphabetic())
+        .filter(|w| !w.is_empty())
+        .map(fold)
+        .collect();
     let (b, a) = (words(before), words(after));
-    if b.len() + a.len() < SENTENCE_WORDS {
+    if b.len() + a.len() + inside.len() < SENTENCE_WORDS {
         return None;
     }
-    Some(format!("sentence\u{1}{}\u{1}{}", b.join(" "), a.join(" ")))
+    Some(format!(
+        "sentence\u{1}{}\u{1}{}\u{1}{}",
+        b.join(" "),
+        inside.join(" "),
+        a.join(" ")
+    ))
 }
 
 /// The kind of value `t` is, coarser than its shape: its form, and for a
@@ -617,6 +630,14 @@ mod tests {
         ];
         let _ = supersede(&mut reports, &[], 24);
         assert!(marked(&reports).is_empty(), "{:?}", marked(&reports));
+        // A unit written with the value is the sentence's word too.
+        let mut years = vec![
+            cand(0, Speaker::User, "The calendar year is 1212 AE."),
+            cand(4, Speaker::User, "The calendar year is 1004 AE."),
+            cand(8, Speaker::User, "The calendar year is 925 AE."),
+        ];
+        let _ = supersede(&mut years, &[], 24);
+        assert!(marked(&years).is_empty(), "{:?}", marked(&years));
         // Two values, or a value said again, are a setting changed.
         let mut setting = vec![
             cand(
