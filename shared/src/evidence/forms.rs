@@ -152,19 +152,28 @@ impl Term {
             return None;
         }
         let mut out = String::new();
-        for c in self.key.chars() {
-            let class = if c.is_numeric() {
-                '0'
-            } else if c.is_alphabetic() {
-                'a'
-            } else {
-                c
-            };
-            if !out.ends_with(class) || !matches!(class, '0' | 'a') {
-                out.push(class);
-            }
-        }
+        push_classes(&mut out, &self.key, |_| false);
         Some(out)
+    }
+}
+
+/// Appends to `out` the classes of the characters of `key` (digits `0`,
+/// letters `a`, anything else itself), each run of digits or of letters
+/// folded into one, the characters `skip` says leaving no trace.
+pub(crate) fn push_classes(out: &mut String, key: &str, skip: impl Fn(char) -> bool) {
+    for c in key.chars() {
+        let class = if c.is_numeric() {
+            '0'
+        } else if c.is_alphabetic() {
+            'a'
+        } else if skip(c) {
+            continue;
+        } else {
+            c
+        };
+        if !out.ends_with(class) || !matches!(class, '0' | 'a') {
+            out.push(class);
+        }
     }
 }
 

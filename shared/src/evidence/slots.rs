@@ -42,7 +42,7 @@
 
 use rustc_hash::FxHashMap;
 
-use super::forms::{fold, Form, Term};
+use super::forms::{fold, push_classes, Form, Term};
 use super::lang::CHANGE_CUES;
 use super::{Candidate, Replaced, Speaker};
 use crate::message::MessageId;
@@ -130,20 +130,9 @@ fn kind(t: &Term) -> String {
         Form::Word => "w",
     });
     if matches!(t.form, Form::Number | Form::Code) {
-        for c in t.key.chars() {
-            let class = if c.is_numeric() {
-                '0'
-            } else if c.is_alphabetic() {
-                'a'
-            } else if matches!(c, ',' | '.' | '\'' | ' ' | '\u{a0}' | '\u{202f}') {
-                continue;
-            } else {
-                c
-            };
-            if !out.ends_with(class) || !matches!(class, '0' | 'a') {
-                out.push(class);
-            }
-        }
+        push_classes(&mut out, &t.key, |c| {
+            matches!(c, ',' | '.' | '\'' | ' ' | '\u{a0}' | '\u{202f}')
+        });
     }
     out
 }
@@ -380,10 +369,13 @@ pub(crate) fn supersede(lines: &mut [Candidate], later: &[Candidate], scope: u64
             .filter(|t| t.key == *value)
             .any(|t| sentence_slot(&c.line.text, t).as_deref() == Some(slot))
     };
+    // A slot filled with TEMPLATE_VALUES values or more, each once.
+    let series = |values: &FxHashMap<String, u32>| {
+        values.len() >= TEMPLATE_VALUES && values.values().all(|&n| n == 1)
+    };
     let mut template = vec![false; marks.len()];
     for (slot, (values, made)) in &sentence_fills {
-        let fills: u32 = values.values().sum();
-        if values.len() >= TEMPLATE_VALUES && values.len() as u32 == fills {
+        if series(values) {
             for &m in made {
                 template[m] = of_template(m, slot);
             }
@@ -391,8 +383,7 @@ pub(crate) fn supersede(lines: &mut [Candidate], later: &[Candidate], scope: u64
     }
     // (A label's marks are its own: what they replaced was said under it.)
     for (values, made) in label_fills.values() {
-        let fills: u32 = values.values().sum();
-        if values.len() >= TEMPLATE_VALUES && values.len() as u32 == fills {
+        if series(values) {
             for &m in made {
                 template[m] = true;
             }

@@ -146,15 +146,6 @@ pub(crate) fn tokens(sentence: &str) -> Vec<Tok> {
             continue;
         }
         let first = out.is_empty() || starts;
-        // (After an honorific, or a day's number and its point, no
-        // sentence ends: "Dr. Volkov", "am 3. Oktober".)
-        let folded_bare = bare.to_lowercase();
-        let ordinal = bare.len() <= 2 && bare.chars().all(|c| c.is_ascii_digit());
-        starts = !in_quote
-            && (colon
-                || (trimmed.ends_with(['.', '!', '?'])
-                    && !ordinal
-                    && !crate::evidence::lang::HONORIFICS.has(&folded_bare)));
         // An ASCII word (most) lower-cases the same without the Unicode
         // case tables.
         let lower = canonical(if word.is_ascii() {
@@ -162,14 +153,22 @@ pub(crate) fn tokens(sentence: &str) -> Vec<Tok> {
         } else {
             word.to_lowercase()
         });
+        // (After an honorific, or a day's number and its point, no
+        // sentence ends: "Dr. Volkov", "am 3. Oktober".)
+        let ordinal = bare.len() <= 2 && bare.chars().all(|c| c.is_ascii_digit());
+        starts = !in_quote
+            && (colon
+                || (trimmed.ends_with(['.', '!', '?'])
+                    && !ordinal
+                    && !crate::evidence::lang::HONORIFICS.has(&lower)));
         let value = looks_like_value(word, &lower, first);
         let after_article = out
             .last()
             .is_some_and(|t| crate::evidence::lang::NOUN_ARTICLES.has(&t.w));
-        by_capital.push((
-            value && looks_like_value(word, &lower, true) != value,
-            after_article,
-        ));
+        // (Read as a sentence's first word it would be no value: only its
+        // capital made it one.)
+        let capital_only = value && !first && !looks_like_value(word, &lower, true);
+        by_capital.push((capital_only, after_article));
         out.push(Tok {
             w: lower,
             quoted: quoted_here,
