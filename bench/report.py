@@ -288,9 +288,9 @@ def main() -> None:
       "renewed by a heartbeat every 10 s; BullMQ: a lock renewed on a timer) and fetch the next "
       "job in the call that completes one. compactor's runtime sends completions in the "
       "background (the slot starts its next job at once; the entity stays leased until the "
-      "completion lands) and, while jobs are short (median of the last 15 under 5 ms), leases up to "
-      "`claim_ahead` (2) jobs beyond its free slots, each handed back if no slot takes it within "
-      "25 ms; handlers still run at most `concurrency` at once. BullMQ's worker waits for each "
+      "completion lands) and, while jobs are short (median of the last 15 under 5 ms), leases "
+      "beyond its free slots as many jobs as its slots finish in one round trip (at most "
+      "`claim_ahead`, 64), each handed back if no slot takes it within 25 ms; handlers still run at most `concurrency` at once. BullMQ's worker waits for each "
       "completion before that slot fetches again. "
       "The node process is single-threaded; compactor's benches use a 2-thread tokio runtime.")
     w("")

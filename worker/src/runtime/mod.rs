@@ -92,12 +92,13 @@ pub struct RuntimeConfig {
     pub recovery_batch: u32,
     /// Lease the next job in the round trip that acknowledges one.
     pub claim_on_complete: bool,
-    /// Jobs leased ahead of free slots, in the same round trips, while
-    /// attempts are short (the median of the last 15 under 5 ms): then a
-    /// slot that frees starts its next job without waiting for Redis. A
-    /// job claimed ahead that finds no free slot within 25 ms is handed
-    /// back to the queue. Long jobs (compactions) are never claimed ahead.
-    /// 0 disables.
+    /// Most jobs leased ahead of free slots, in the same round trips,
+    /// while attempts are short (the median of the last 15 under 5 ms):
+    /// as many as the slots finish in one settle round trip, up to this.
+    /// A slot that frees then starts its next job without waiting for
+    /// Redis, and each round trip settles a batch. A job claimed ahead that
+    /// finds no free slot within 25 ms is handed back to the queue. Long
+    /// jobs (compactions) are never claimed ahead. 0 disables.
     pub claim_ahead: usize,
     /// Retries of failed attempts.
     pub retry: RetryPolicy,
@@ -114,7 +115,7 @@ impl Default for RuntimeConfig {
             shutdown_grace: Duration::from_secs(30),
             recovery_batch: 100,
             claim_on_complete: true,
-            claim_ahead: 2,
+            claim_ahead: 64,
             retry: RetryPolicy::default(),
         }
     }

@@ -17,16 +17,17 @@
 //!
 //! At most [`MAX_IN_FLIGHT`] settle calls are on their way at once; each
 //! keeps settling until nothing is pending. Each claims what brings the
-//! jobs this worker holds unstarted or running up to `concurrency` (plus
-//! `claim_ahead` for short jobs), counting what other calls are claiming,
+//! jobs this worker holds unstarted or running up to `concurrency`, plus,
+//! for short jobs, what its slots finish in one settle round trip (at most
+//! `claim_ahead`: see [`ahead`]), counting what other calls are claiming,
 //! so a worker never leases more than that. Claimed jobs go to the
 //! [`Handoff`](super::handoff::Handoff) and the fetcher is woken; while a
 //! settle call is under way the fetcher does not claim on its own (that
 //! call claims for the slot).
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use compactor_producer::events::catalogue::QueueOp;
 use compactor_producer::queue::{ClaimOutcome, ClaimedJob, Completion, MAX_SETTLE_BATCH};
@@ -60,6 +61,9 @@ pub(crate) struct Acks {
     tasks: TaskTracker,
     /// Run times of the last attempts (µs), oldest overwritten first.
     recent_runs: Mutex<RecentRuns>,
+    /// How long a settle call takes, µs, smoothed (see [`ahead`]); 0 until
+    /// one has returned.
+    round_trip_us: AtomicU64,
 }
 
 #[derive(Debug, Default)]
@@ -143,13 +147,25 @@ impl Acks {
         recent.count = recent.count.wrapping_add(1);
     }
 
-    /// Whether attempts are short enough to claim jobs ahead of free slots
-    /// (until any have run: no).
-    fn short_jobs(&self) -> bool {
+    /// The median run time of the last attempts, µs, when they are short
+    /// enough to claim jobs ahead of free slots (until any have run: none).
+    fn short_run_us(&self) -> Option<u64> {
         let recent = self.recent_runs.lock().unwrap_or_else(|e| e.into_inner());
         recent
             .median()
-            .is_some_and(|us| us < SHORT_JOB.as_micros() as u64)
+            .filter(|us| *us < SHORT_JOB.as_micros() as u64)
+    }
+
+    /// Records how long a settle call took: an eighth of the way from the
+    /// smoothed value to this one (the first call sets it), so one call
+    /// slowed by a descheduled thread moves it little.
+    fn record_round_trip(&self, took: Duration) {
+        let us = u64::try_from(took.as_micros()).unwrap_or(u64::MAX).max(1);
+        // Only settle tasks write it, and a lost update between two of
+        // them costs one sample: no compare-and-swap loop.
+        let old = self.round_trip_us.load(Ordering::Relaxed);
+        let new = if old == 0 { us } else { old - old / 8 + us / 8 };
+        self.round_trip_us.store(new.max(1), Ordering::Relaxed);
     }
 
     /// Waits until every queued completion is settled (shutdown: after the
@@ -184,26 +200,56 @@ async fn settle_all(shared: &Arc<Shared>) {
 
 /// Jobs to claim: enough to bring the jobs this worker holds (running,
 /// waiting in the handoff, being claimed) up to its concurrency, plus
-/// `claim_ahead` while jobs are short; none once shutdown began.
+/// [`ahead`]; none once shutdown began.
 fn wanted(shared: &Shared, claiming: usize) -> usize {
     if !shared.config.claim_on_complete || shared.stop.is_cancelled() {
         return 0;
     }
-    let ahead = if shared.acks.short_jobs() {
-        shared.config.claim_ahead
-    } else {
-        0
-    };
+    let ahead = ahead(
+        shared.config.concurrency,
+        shared.config.claim_ahead,
+        shared.acks.short_run_us(),
+        shared.acks.round_trip_us.load(Ordering::Relaxed),
+    );
     let held = shared.running.load(Ordering::Relaxed) + shared.handoff.len() + claiming;
     (shared.config.concurrency + ahead)
         .saturating_sub(held)
         .min(MAX_SETTLE_BATCH)
 }
 
+/// Jobs to lease ahead of free slots: while attempts are short (median
+/// `run_us`), as many as the `concurrency` slots finish in one settle round
+/// trip (`round_trip_us`), at most `cap` (`claim_ahead`); none for long
+/// jobs. A slot that frees then finds its next job here instead of idling
+/// for a round trip, and each call settles and claims a batch instead of
+/// one job, which is what a job costs Redis: the call's own work (the
+/// clock, the pause record, the lanes' reads) is paid once per batch. At
+/// most one round trip of work is held, so a job claimed ahead starts far
+/// inside [`super::handoff::CLAIM_AHEAD_HOLD`] and another worker is never
+/// kept waiting for it. Before the first round trip is timed, one job per
+/// slot.
+fn ahead(concurrency: usize, cap: usize, run_us: Option<u64>, round_trip_us: u64) -> usize {
+    let Some(run_us) = run_us else {
+        return 0;
+    };
+    if round_trip_us == 0 {
+        return concurrency.min(cap);
+    }
+    let per_slot = round_trip_us.div_ceil(run_us.max(1));
+    let jobs = usize::try_from(per_slot)
+        .unwrap_or(usize::MAX)
+        .saturating_mul(concurrency);
+    jobs.min(cap)
+}
+
 /// Settles one batch and claims `wanted` jobs.
 async fn settle(shared: &Arc<Shared>, batch: Vec<AckRequest>, wanted: usize) {
     let jobs: Vec<&ClaimedJob> = batch.iter().map(|r| &*r.job).collect();
+    let sent = Instant::now();
     let result = shared.queue.settle(&jobs, wanted, &shared.worker_id).await;
+    if result.is_ok() {
+        shared.acks.record_round_trip(sent.elapsed());
+    }
     // Claimed jobs are in the handoff before the claim is counted done, so
     // the fetcher, once woken, finds them there.
     let completions: Vec<Option<Completion>> = match result {
@@ -265,5 +311,32 @@ fn record(shared: &Shared, request: &AckRequest, completion: Option<Completion>)
             shared.lease_lost("completed after the lease was lost");
         }
         None => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ahead;
+
+    #[test]
+    fn short_jobs_are_claimed_ahead_for_one_round_trip_of_work() {
+        // 2 slots, 10 µs jobs, 150 µs round trips: each slot finishes 15
+        // jobs while a call is on its way.
+        assert_eq!(ahead(2, 64, Some(10), 150), 30);
+        // A part of a job counts as one.
+        assert_eq!(ahead(2, 64, Some(100), 150), 4);
+        // Never more than the cap.
+        assert_eq!(ahead(50, 64, Some(10), 150), 64);
+        // A job longer than the round trip: one per slot.
+        assert_eq!(ahead(3, 64, Some(4_000), 150), 3);
+        // Before a round trip was timed: one per slot.
+        assert_eq!(ahead(2, 64, Some(10), 0), 2);
+        assert_eq!(ahead(8, 4, Some(10), 0), 4);
+    }
+
+    #[test]
+    fn long_jobs_and_a_zero_cap_claim_nothing_ahead() {
+        assert_eq!(ahead(2, 64, None, 150), 0);
+        assert_eq!(ahead(2, 0, Some(10), 150), 0);
     }
 }

@@ -3,6 +3,7 @@
 //! the lock-duration cap, panics, shutdown, unusable payloads. Each test
 //! has its own queue.
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
@@ -704,4 +705,86 @@ async fn zrem(raw: &mut redis::aio::MultiplexedConnection, set: &str, member: &s
         .query_async(raw)
         .await
         .unwrap();
+}
+
+/// Calls of each command the server ran (`INFO commandstats`), by name.
+async fn command_calls(conn: &mut redis::aio::MultiplexedConnection) -> HashMap<String, u64> {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(conn)
+        .await
+        .unwrap();
+    info.lines()
+        .filter_map(|line| {
+            let (name, rest) = line.strip_prefix("cmdstat_")?.split_once(':')?;
+            let calls = rest.split(',').find_map(|f| f.strip_prefix("calls="))?;
+            Some((name.to_owned(), calls.parse().ok()?))
+        })
+        .collect()
+}
+
+/// Short jobs are settled and claimed in batches: while attempts are short
+/// a worker leases ahead what its slots finish in one round trip, so each
+/// settle call completes and claims many jobs, and a job pays a small part
+/// of the call's own work (issue 32: that work was most of what a no-op job
+/// cost Redis). Counted on a private Redis: each completion batch reads the
+/// done set's size once (`ZCARD`), each claim the pause record once
+/// (`HGETALL`). A debug build takes about a sixth of the jobs in
+/// completion batches and a tenth in claims; with a fixed two jobs ahead,
+/// as before, both were over half.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backlog_of_short_jobs_is_settled_and_claimed_in_batches() {
+    let redis = compactor_testkit::PrivateRedis::start();
+    let t = TestQueue::at(&redis.url(), QueueConfig::default()).await;
+    let n: u32 = 2_000;
+    let requests: Vec<_> = (0..n)
+        .map(|i| (key(&format!("short{i}")), Trigger::Auto))
+        .collect();
+    for chunk in requests.chunks(500) {
+        t.queue.enqueue_many(chunk).await.unwrap();
+    }
+    let seen = Arc::new(AtomicU32::new(0));
+    let all = Arc::new(Notify::new());
+    let handler = {
+        let (seen, all) = (Arc::clone(&seen), Arc::clone(&all));
+        FnHandler::new(move |_job| {
+            let (seen, all) = (Arc::clone(&seen), Arc::clone(&all));
+            async move {
+                if seen.fetch_add(1, Ordering::SeqCst) + 1 == n {
+                    all.notify_one();
+                }
+                Ok(())
+            }
+        })
+    };
+    let mut conn = t.raw().await;
+    let before = command_calls(&mut conn).await;
+    // The default runtime but two slots (its queue sampling and sweeps
+    // every 5 s stay out of the count).
+    let running = Running::start(
+        &t.queue,
+        RuntimeConfig {
+            concurrency: 2,
+            ..RuntimeConfig::default()
+        },
+        handler,
+    );
+    tokio::time::timeout(Duration::from_secs(60), all.notified())
+        .await
+        .expect("every job runs");
+    // Stopping settles every completion still on its way.
+    running.stop().await;
+    let after = command_calls(&mut conn).await;
+    let calls = |name: &str| after.get(name).unwrap_or(&0) - before.get(name).unwrap_or(&0);
+    let counts = t.queue.counts().await.unwrap();
+    assert_eq!(
+        (counts.waiting, counts.running, counts.done),
+        (0, 0, u64::from(n)),
+        "every job ran once and was completed"
+    );
+    let (completions, claims) = (calls("zcard"), calls("hgetall"));
+    assert!(
+        completions <= u64::from(n / 3) && claims <= u64::from(n / 3),
+        "{n} jobs took {completions} completion batches and {claims} claims"
+    );
 }

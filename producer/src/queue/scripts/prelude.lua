@@ -426,6 +426,7 @@ end
 local function complete_jobs(prefix, running, lanes, done, seq, channel, members, tokens, now, done_max_age)
   local completions, records, finished, done_entries = {}, {}, {}, {}
   local followups = false
+  local at = digits(now)
   for i, member in ipairs(members) do
     local f = job_fields(job_key(prefix, member), 'state', 'lease', 'job_id', 'followup',
       'followup_lane')
@@ -434,7 +435,7 @@ local function complete_jobs(prefix, running, lanes, done, seq, channel, members
     else
       records[i] = f
       finished[#finished + 1] = member
-      done_entries[#done_entries + 1] = now
+      done_entries[#done_entries + 1] = at
       done_entries[#done_entries + 1] = set_entry(member, f[3] or '0')
       followups = followups or f[4] ~= false
     end
@@ -460,7 +461,7 @@ local function complete_jobs(prefix, running, lanes, done, seq, channel, members
         completions[i] = {'followup', tostring(id)}
         announce_settled(prefix, member, 'followup')
       else
-        redis.call('HSET', job, 'state', 'done', 'finished_at', now)
+        redis.call('HSET', job, 'state', 'done', 'finished_at', at)
         redis.call('PEXPIRE', job, done_max_age)
         completions[i] = {'done'}
         announce_settled(prefix, member, 'done')
@@ -492,15 +493,22 @@ local function trim_done(prefix, done, now, max_count, max_age, size)
     return
   end
   local excess = redis.call('ZRANGE', done, 0, -(max_count + 1))
+  -- The records to delete, in one DEL (a command per record was most of
+  -- a trim's cost).
+  local gone = {}
   for _, entry in ipairs(excess) do
     local member, job_id = string.match(entry, '^(.*)|(%d+)$')
     if member then
       local job = job_key(prefix, member)
       local f = job_fields(job, 'state', 'job_id')
       if f[1] == 'done' and f[2] == job_id then
-        redis.call('DEL', job)
+        gone[#gone + 1] = job
       end
     end
+  end
+  -- In slices: far below Lua's unpack limit however many records go.
+  for i = 1, #gone, 1000 do
+    redis.call('DEL', unpack(gone, i, math.min(i + 999, #gone)))
   end
   if #excess > 0 then
     unindex_entries(prefix, excess)
@@ -567,8 +575,9 @@ local function claim_some(lanes, running, prefix, lease_ttl, worker, nonce, now,
     end
     parking[domain] = key
   end
-  local due = now * SCORE_SCALE + SCORE_SCALE - 1
-  local deadline = now + tonumber(lease_ttl)
+  local due = digits(now * SCORE_SCALE + SCORE_SCALE - 1)
+  local deadline = digits(now + tonumber(lease_ttl))
+  local started_at = digits(now)
   local read = {}
   local parked_now = 0
   for _, lane in ipairs({URGENT, NORMAL}) do
@@ -603,14 +612,14 @@ local function claim_some(lanes, running, prefix, lease_ttl, worker, nonce, now,
           entries[#entries + 1] = {'orphan', member}
         elseif not parking[domain_of(member) or ''] then
           f[2] = f[2] or '0'
-          local attempt = (tonumber(f[3]) or 0) + 1
+          local attempt = digits((tonumber(f[3]) or 0) + 1)
           local token = f[2] .. ':' .. attempt .. ':' .. nonce
           leases[i] = {attempt, token}
           leased[#leased + 1] = deadline
           leased[#leased + 1] = member
           local enqueued_at = tonumber(f[4]) or now
-          entries[#entries + 1] = {'claimed', member, f[5] or '', f[2], tostring(attempt), token,
-            tostring(enqueued_at), tostring(math.max(now - enqueued_at, 0))}
+          entries[#entries + 1] = {'claimed', member, f[5] or '', f[2], attempt, token,
+            digits(enqueued_at), digits(math.max(now - enqueued_at, 0))}
         end
       end
       if #leased > 0 then
@@ -626,7 +635,7 @@ local function claim_some(lanes, running, prefix, lease_ttl, worker, nonce, now,
         local lease = leases[i]
         if lease then
           redis.call('HSET', job_key(prefix, member), 'state', 'running', 'attempts', lease[1],
-            'lease', lease[2], 'deadline', deadline, 'worker', worker, 'started_at', now)
+            'lease', lease[2], 'deadline', deadline, 'worker', worker, 'started_at', started_at)
         elseif f[1] == 'waiting' then
           -- Parked: still waiting, in its lane (the record's), at its
           -- place.
