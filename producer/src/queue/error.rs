@@ -147,8 +147,26 @@ pub(super) fn redis_error(op: &'static str) -> impl Fn(redis::RedisError) -> Que
         if !is_wrong_type(&source) {
             return QueueError::Redis { op, source };
         }
-        wrong_type(op, WrongTypeKey::parse(source.detail().unwrap_or_default()))
+        wrong_type(op, WrongTypeKey::parse(&wrong_type_detail(&source)))
     }
+}
+
+/// The message of a `WRONGTYPE` refusal: the error's own, or, for a
+/// pipeline, that of the command refused in it.
+fn wrong_type_detail(source: &redis::RedisError) -> String {
+    if let Some(detail) = source.detail() {
+        return detail.to_owned();
+    }
+    source
+        .clone()
+        .into_server_errors()
+        .and_then(|errors| {
+            errors
+                .iter()
+                .find(|(_, e)| e.code() == "WRONGTYPE")
+                .and_then(|(_, e)| e.details().map(str::to_owned))
+        })
+        .unwrap_or_default()
 }
 
 /// Whether Redis refused a command (or one of a pipeline's) for the type

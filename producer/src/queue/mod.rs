@@ -114,7 +114,7 @@ pub use dead_bulk::{
     DeadFilterError, DeadPage, DeadReason, RetriedLetter, SAMPLE as DEAD_LETTER_SAMPLE,
 };
 pub use dead_letters::DeadLetter;
-pub use enqueue::EnqueueOutcome;
+pub use enqueue::{EnqueueOutcome, ENQUEUE_BATCH};
 pub use error::{QueueError, WrongTypeKey};
 pub use fail::{FailAction, Failure};
 pub use handle::Queue;

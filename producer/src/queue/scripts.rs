@@ -19,6 +19,8 @@ use super::error::{redis_error, QueueError};
 /// module of their operation.
 pub(super) struct Scripts {
     pub(super) enqueue: QueueScript,
+    /// Many requests in one call (`enqueue` module).
+    pub(super) enqueue_many: QueueScript,
     /// Completes finished jobs and claims due ones (`settle` module).
     pub(super) settle: QueueScript,
     pub(super) renew: QueueScript,
@@ -45,7 +47,7 @@ pub(super) struct Scripts {
 }
 
 /// Every script's name and source, in `Scripts`' order.
-const SOURCES: [(&str, &str); 15] = [
+const SOURCES: [(&str, &str); 16] = [
     ("enqueue", include_str!("scripts/enqueue.lua")),
     ("settle", include_str!("scripts/settle.lua")),
     ("renew", include_str!("scripts/renew.lua")),
@@ -61,6 +63,7 @@ const SOURCES: [(&str, &str); 15] = [
     ("pause", include_str!("scripts/pause.lua")),
     ("jobs", include_str!("scripts/jobs.lua")),
     ("cancel", include_str!("scripts/cancel.lua")),
+    ("enqueue_many", include_str!("scripts/enqueue_many.lua")),
 ];
 
 /// The definitions every script may use (`scripts/prelude.lua`).
@@ -239,6 +242,7 @@ impl Scripts {
             pause: make(SOURCES[12]),
             jobs: make(SOURCES[13]),
             cancel: make(SOURCES[14]),
+            enqueue_many: make(SOURCES[15]),
             library,
         }
     }
@@ -274,6 +278,7 @@ impl Scripts {
             &self.pause,
             &self.jobs,
             &self.cancel,
+            &self.enqueue_many,
         ] {
             script
                 .script

@@ -7,7 +7,7 @@ use std::time::Duration;
 use compactor_producer::queue::{
     ClaimOutcome, ClaimedJob, Completion, EnqueueOutcome, FailAction, Failure, JobStage, JobState,
     Keys, Notice, PauseScope, Queue, QueueConfig, QueueError, Recovery, Subscription, Trigger,
-    WorkerRegistration,
+    WorkerRegistration, ENQUEUE_BATCH,
 };
 use compactor_shared::EntityKey;
 use compactor_testkit::{redis_url, PrivateRedis};
@@ -249,24 +249,40 @@ async fn only_the_lease_holder_can_renew_or_complete() {
     );
 }
 
+/// More requests than one script call takes (`ENQUEUE_BATCH`): decided in
+/// order, within a call and across the calls of the round trip, so a later
+/// request of an entity joins the job an earlier one added, in its own
+/// batch or another.
 #[tokio::test]
-async fn enqueue_many_is_pipelined_and_keeps_request_order() {
+async fn enqueue_many_keeps_request_order_within_and_across_batches() {
     let t = TestQueue::new().await;
     let q = &t.queue;
-    let mut requests: Vec<(EntityKey, Trigger)> = (0..200)
+    let n = ENQUEUE_BATCH * 2 + 100;
+    let mut requests: Vec<(EntityKey, Trigger)> = (0..n)
         .map(|i| (key(&format!("e{i}")), Trigger::Auto))
         .collect();
+    // e1 again in the first batch, e0 and e{n-1} in the last.
+    requests.insert(2, (key("e1"), Trigger::Auto));
     requests.push((key("e0"), Trigger::Auto));
+    requests.push((key(&format!("e{}", n - 1)), Trigger::Auto));
     let outcomes = q.enqueue_many(&requests).await.unwrap();
-    assert_eq!(outcomes.len(), 201);
-    assert!(outcomes[..200]
-        .iter()
-        .all(|o| matches!(o, EnqueueOutcome::Added { .. })));
-    let EnqueueOutcome::Added { job_id } = outcomes[0] else {
-        panic!()
+    assert_eq!(outcomes.len(), n + 3);
+    let added = |i: usize| match outcomes[i] {
+        EnqueueOutcome::Added { job_id } => job_id,
+        ref other => panic!("request {i}: {other:?}"),
     };
-    assert_eq!(outcomes[200], EnqueueOutcome::Coalesced { job_id });
-    assert_eq!(q.counts().await.unwrap().waiting, 200);
+    assert_eq!(outcomes[2], EnqueueOutcome::Coalesced { job_id: added(1) });
+    let ids: Vec<u64> = (0..n + 1).filter(|i| *i != 2).map(added).collect();
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "ids in request order");
+    assert_eq!(
+        outcomes[n + 1],
+        EnqueueOutcome::Coalesced { job_id: added(0) }
+    );
+    assert_eq!(
+        outcomes[n + 2],
+        EnqueueOutcome::Coalesced { job_id: added(n) }
+    );
+    assert_eq!(q.counts().await.unwrap().waiting, n as u64);
 }
 
 /// The library of functions and the scripts' cache both lost (a restart

@@ -156,6 +156,9 @@ const BUDGET: &[(&str, u64, u64)] = &[
     // without a TYPE call: the completion's reads and first write checked
     // the keys it writes, the claim's reads check the lanes.
     ("complete and claim the next", 1, 18),
+    // One FCALL for the whole batch (was one per request, pipelined);
+    // each request as "enqueue a new job" without its FCALL: 1 + 100 × 9.
+    ("enqueue 100 new jobs in one batch", 1, 901),
 ];
 
 fn budget(op: &str) -> (u64, u64) {
@@ -268,6 +271,14 @@ async fn each_queue_operation_stays_within_its_redis_budget() {
     })
     .await;
     within("complete and claim the next", &w);
+    let batch: Vec<(EntityKey, Trigger)> = (0..100)
+        .map(|i| (key(&format!("many{i}")), Trigger::Auto))
+        .collect();
+    let w = measure(&mut conn, || async {
+        q.enqueue_many(&batch).await.unwrap();
+    })
+    .await;
+    within("enqueue 100 new jobs in one batch", &w);
 }
 
 /// A paused domain's backlog is set aside and put back in bounded script

@@ -11,8 +11,8 @@ use std::fmt::Debug;
 use std::future::Future;
 
 use compactor_producer::queue::{
-    CancelThen, ClaimOutcome, ClaimedJob, FailAction, JobStage, PauseScope, Queue, QueueConfig,
-    QueueError, Trigger,
+    CancelThen, ClaimOutcome, ClaimedJob, FailAction, JobStage, JobState, PauseScope, Queue,
+    QueueConfig, QueueError, Trigger,
 };
 use compactor_shared::{Domain, EntityKey};
 use redis::aio::MultiplexedConnection;
@@ -331,4 +331,49 @@ async fn a_dead_letter_retry_refuses_a_record_of_another_type_by_name_and_keeps_
         matches!(progress.stage, Some(JobStage::Waiting { .. })),
         "{progress:?}"
     );
+}
+
+/// A batch of requests is decided in order in one script call: a request
+/// meeting a job record of another type is refused by name before it
+/// writes anything, the requests before it stand and those after it are
+/// not made (the caller sees the refusal, and its retry finds the first
+/// ones coalesced).
+#[tokio::test]
+async fn a_batch_of_requests_stops_at_a_record_of_another_type_keeping_those_before() {
+    let t = TestQueue::new().await;
+    let q = &t.queue;
+    let (a, b, c) = (key("a"), key("b"), key("c"));
+    let batch = [
+        (a.clone(), Trigger::Auto),
+        (b.clone(), Trigger::Auto),
+        (c.clone(), Trigger::Auto),
+    ];
+    // Alone, the refused request changes nothing.
+    refused(&t, &q.keys().job(&b), "hash", q.enqueue_many(&batch[1..2])).await;
+
+    let mut conn = t.raw().await;
+    plant(&mut conn, &q.keys().job(&b), "hash").await;
+    match q.enqueue_many(&batch).await {
+        Err(QueueError::WrongType { key: refused, .. }) => {
+            assert_eq!(refused.key.as_deref(), Some(q.keys().job(&b).as_str()));
+        }
+        other => panic!("expected a refusal naming b's record, got {other:?}"),
+    }
+    assert!(
+        matches!(
+            q.job_state(&a).await.unwrap(),
+            Some(JobState::Waiting { .. })
+        ),
+        "the request before it stands"
+    );
+    assert!(
+        q.job_state(&c).await.unwrap().is_none(),
+        "none after it was made"
+    );
+    let planted: String = redis::cmd("GET")
+        .arg(q.keys().job(&b))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(planted, "planted");
 }
