@@ -523,13 +523,8 @@ impl Queue {
             .arg(self.keys.prefix())
             .arg(self.keys.wake_channel());
         for retry in &retries {
-            let r = &retry.request;
-            inv.arg(&retry.entry)
-                .arg(&r.member)
-                .arg(&r.payload)
-                .arg(&r.followup)
-                .arg(if r.manual { "1" } else { "0" })
-                .arg(r.lane.as_str());
+            inv.arg(&retry.entry);
+            retry.request.push_args(&mut inv);
         }
         let mut conn = self.conn.clone();
         let replies: Vec<Vec<String>> = inv

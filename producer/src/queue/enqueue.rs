@@ -135,14 +135,9 @@ impl Queue {
             .key(self.keys.waiting())
             .key(self.keys.seq())
             .key(self.keys.running())
-            .key(self.keys.urgent())
-            .arg(&request.member)
-            .arg(&request.payload)
-            .arg(&request.followup)
-            .arg(if request.manual { "1" } else { "0" })
-            .arg(self.keys.wake_channel())
-            .arg(request.lane.as_str())
-            .arg(self.keys.prefix());
+            .key(self.keys.urgent());
+        request.push_args(&mut inv);
+        inv.arg(self.keys.wake_channel()).arg(self.keys.prefix());
         inv
     }
 
@@ -195,12 +190,7 @@ impl Queue {
                 .arg(self.keys.wake_channel())
                 .arg(self.keys.prefix());
             for (key, trigger) in batch {
-                let request = Request::compaction(key, trigger.clone())?;
-                inv.arg(&request.member)
-                    .arg(&request.payload)
-                    .arg(&request.followup)
-                    .arg(if request.manual { "1" } else { "0" })
-                    .arg(request.lane.as_str());
+                Request::compaction(key, trigger.clone())?.push_args(&mut inv);
             }
             inv.add_to(&mut pipe);
         }
@@ -250,6 +240,17 @@ pub(super) struct Request {
 }
 
 impl Request {
+    /// The request's arguments to a script, in the order every caller of
+    /// `request_job` takes them: member, payload of a new job, payload of
+    /// a follow-up, "1" when manual, lane.
+    pub(super) fn push_args(&self, inv: &mut Call<'_>) {
+        inv.arg(&self.member)
+            .arg(&self.payload)
+            .arg(&self.followup)
+            .arg(if self.manual { "1" } else { "0" })
+            .arg(self.lane.as_str());
+    }
+
     /// A compaction of `key` with `trigger`.
     pub(super) fn compaction(key: &EntityKey, trigger: Trigger) -> Result<Request, QueueError> {
         let manual = trigger.is_manual();
