@@ -191,6 +191,26 @@ pub(crate) fn is_unspaced_script(c: char) -> bool {
     )
 }
 
+/// A character of Chinese or Japanese: an ideograph or kana.
+pub(crate) fn is_cjk(c: char) -> bool {
+    is_ideograph(c) || is_hiragana(c) || is_katakana(c)
+}
+
+/// The overlapping pairs of Chinese or Japanese characters of `text`
+/// (`那兰`, `兰酒`, `酒楼`…), within each run of them: what the rarity
+/// of a clause of text without spaces is counted by
+/// ([`super::squeeze`]).
+pub(crate) fn cjk_pairs(text: &str) -> impl Iterator<Item = &str> + '_ {
+    let mut chars = text.char_indices().peekable();
+    std::iter::from_fn(move || loop {
+        let (i, c) = chars.next()?;
+        let &(j, d) = chars.peek()?;
+        if is_cjk(c) && is_cjk(d) {
+            return Some(&text[i..j + d.len_utf8()]);
+        }
+    })
+}
+
 fn is_katakana(c: char) -> bool {
     matches!(c as u32, 0x30A0..=0x30FF | 0x31F0..=0x31FF | 0xFF66..=0xFF9F) && c != '・'
 }

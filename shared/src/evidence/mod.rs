@@ -10,7 +10,8 @@
 //!    words. Nothing in it names a domain.
 //! 2. **Squeezed** ([`squeeze`]): a line keeps its values, what joins them
 //!    and its rare words; the workstream's common words, counted over all
-//!    of it ([`Evidence::vocabulary`]), go. A line of a tool's output
+//!    of it ([`Evidence::vocabulary`]), go (in Chinese and Japanese, which
+//!    have no spaces to cut at, whole clauses of common pairs go). A line of a tool's output
 //!    shares its worth with the output's other lines (a listing is read,
 //!    a short answer answers), unless it reports a failure
 //!    ([`lang::FAILURES`]): the panic among thirty passing tests is what

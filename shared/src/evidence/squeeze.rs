@@ -7,10 +7,18 @@
 //! (grammar, greetings, a domain's every-day nouns: "the", "would", "book",
 //! "restaurant"), whatever the language. What is kept:
 //! - **values by form** (digits, codes, capitals inside a sentence, a day
-//!   or a month: [`super::lang::CALENDAR`], any run of a script written
-//!   without spaces, all of what stands between quotes: a command a tool
-//!   was called with is one value, and a word cut out of it would make it
-//!   another command), however common;
+//!   or a month: [`super::lang::CALENDAR`], a run of a script written
+//!   without spaces that is not cut into clauses (Thai), all of what
+//!   stands between quotes: a command a tool was called with is one
+//!   value, and a word cut out of it would make it another command),
+//!   however common;
+//! - **in Chinese and Japanese, the clauses that say something**: text
+//!   without spaces has no words to leave out, so its unit is the clause
+//!   (up to a comma or a sentence's end, `，`, `、`, `。`…). A clause is
+//!   kept when it holds a value by its form (a digit, a Latin name), or
+//!   when at least two of its pairs of characters, and half of them, are
+//!   rare ([`forms::cjk_pairs`], counted as words are): `给您推荐那兰酒楼` and
+//!   `但是没有小煎猪肝` stay, `好的`, `谢谢` and `你看行吗` go;
 //! - **rare words**: said in at most that share of the messages, in the
 //!   user's lines and in lines without a value; in every line, a word said
 //!   in one message only;
@@ -60,6 +68,9 @@ struct Token<'a> {
     number: bool,
     /// It ends a sentence (a phrase does not go on past it).
     ends: bool,
+    /// A clause of Chinese or Japanese (cut at its commas and ends): kept
+    /// by its pairs' rarity, never as the joint of a phrase.
+    clause: bool,
 }
 
 /// The key a word's rarity is counted by (`None`: a value by its form,
@@ -79,10 +90,56 @@ pub(crate) fn word_key(token: &str) -> Option<String> {
 /// caller passes a set it clears per message).
 pub(crate) fn count_words(text: &str, seen: &mut FxHashSet<String>) {
     for raw in text.split_whitespace() {
-        if let Some(key) = word_key(raw) {
+        if raw.chars().any(forms::is_cjk) {
+            // Text without spaces is counted by its pairs of characters,
+            // which is what its clauses are weighed by.
+            seen.extend(forms::cjk_pairs(raw).map(str::to_owned));
+        } else if let Some(key) = word_key(raw) {
             seen.insert(key);
         }
     }
+}
+
+/// Marks that end a clause of Chinese or Japanese text (a comma between
+/// two digits is a number's: `1,200元`).
+fn ends_clause(line: &str, at: usize, c: char) -> bool {
+    match c {
+        '，' | '、' | '。' | '？' | '！' | '；' | '?' | '!' | ';' => true,
+        ',' => {
+            let before = line[..at].chars().next_back();
+            let after = line[at + 1..].chars().next();
+            !(before.is_some_and(|c| c.is_ascii_digit())
+                && after.is_some_and(|c| c.is_ascii_digit()))
+        }
+        _ => false,
+    }
+}
+
+/// The clauses of a whitespace-free run holding Chinese or Japanese,
+/// each with its closing mark, as byte ranges of `raw`.
+fn clauses(raw: &str) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    let mut from = 0;
+    for (i, c) in raw.char_indices() {
+        if ends_clause(raw, i, c) {
+            let to = i + c.len_utf8();
+            // (Marks in a row close one clause: `吗？！`.)
+            if raw[from..i].chars().any(char::is_alphanumeric) {
+                out.push((from, to));
+                from = to;
+            } else if let Some(last) = out.last_mut() {
+                last.1 = to;
+                from = to;
+            }
+        }
+    }
+    if from < raw.len() {
+        match out.last_mut() {
+            Some(last) if !raw[from..].chars().any(char::is_alphanumeric) => last.1 = raw.len(),
+            _ => out.push((from, raw.len())),
+        }
+    }
+    out
 }
 
 fn tokens(line: &str) -> Vec<Token<'_>> {
@@ -102,6 +159,28 @@ fn tokens(line: &str) -> Vec<Token<'_>> {
     for raw in line.split_whitespace() {
         let start = line[at..].find(raw).map_or(at, |i| at + i);
         at = start + raw.len();
+        if raw.chars().any(forms::is_cjk) {
+            for (from, to) in clauses(raw) {
+                let text = &raw[from..to];
+                // A digit or a letter of another script is a value by its
+                // form (`人均消费122元`, `A. Hotel酒店`).
+                let value = text
+                    .chars()
+                    .any(|c| c.is_alphanumeric() && !forms::is_unspaced_script(c));
+                let ends = text.ends_with(['。', '？', '！', '?', '!', '.']);
+                out.push(Token {
+                    text,
+                    span: (start + from, start + to),
+                    key: String::new(),
+                    value,
+                    number: false,
+                    ends,
+                    clause: true,
+                });
+                sentence_start = ends;
+            }
+            continue;
+        }
         let core = forms::core(raw);
         let folded = forms::fold(core);
         let form = forms::value_form(core);
@@ -128,6 +207,7 @@ fn tokens(line: &str) -> Vec<Token<'_>> {
             value,
             number,
             ends,
+            clause: false,
         });
         sentence_start = ends;
     }
@@ -162,9 +242,22 @@ pub(crate) fn squeeze(
         t.key.chars().filter(|c| c.is_alphanumeric()).count() >= ONCE_LETTERS
             && df.get(&t.key).is_none_or(|&n| n <= 1)
     };
+    // A clause says something when at least two of its pairs, and half of
+    // them, are rare: the pairs across a word's edge are rare in any
+    // clause, so one is not enough.
+    let says = |t: &Token<'_>| {
+        let (mut pairs, mut rare) = (0usize, 0usize);
+        for pair in forms::cjk_pairs(t.text) {
+            pairs += 1;
+            if df.get(pair).is_none_or(|&n| f64::from(n) <= common) {
+                rare += 1;
+            }
+        }
+        rare >= 2 && 2 * rare >= pairs
+    };
     let mut keep: Vec<bool> = tokens
         .iter()
-        .map(|t| t.value || (words_too && rare(t)) || once(t))
+        .map(|t| t.value || (t.clause && says(t)) || (words_too && rare(t)) || once(t))
         .collect();
     for i in 1..tokens.len() {
         if tokens[i - 1].number && !tokens[i - 1].ends {
@@ -194,6 +287,7 @@ pub(crate) fn squeeze(
             && b - a <= JOINT + 1
             && (tokens[a].value || tokens[b].value)
             && !tokens[a..b].iter().any(|t| t.ends)
+            && !tokens[a + 1..b].iter().any(|t| t.clause)
         {
             keep[a + 1..b].iter_mut().for_each(|k| *k = true);
         }
@@ -208,15 +302,24 @@ pub(crate) fn squeeze(
     let mut text = String::with_capacity(line.len());
     let mut spans: Vec<(usize, usize)> = Vec::new();
     let mut gap = false;
+    let mut last_end = 0;
     for (t, k) in tokens.iter().zip(&keep) {
         if !k {
             gap = true;
             continue;
         }
         if !text.is_empty() {
-            text.push_str(if gap { " … " } else { " " });
+            // Clauses written without a space between them stay so.
+            let spaced = line[last_end..t.span.0].contains(char::is_whitespace);
+            text.push_str(match (gap, spaced) {
+                (true, true) => " … ",
+                (true, false) => "…",
+                (false, true) => " ",
+                (false, false) => "",
+            });
         }
         gap = false;
+        last_end = t.span.1;
         text.push_str(t.text);
         match spans.last_mut() {
             Some(last) if line[last.1..t.span.0].trim().is_empty() => last.1 = t.span.1,
@@ -299,9 +402,56 @@ mod tests {
             "{text}"
         );
         assert!(!text.starts_with("Ich"), "{text}");
-        // A script written without spaces is kept as it stands.
+        // A clause of a script written without spaces that holds a value
+        // is kept as it stands.
         let (text, _) = squeeze("山田さんの予約は2026年3月15日です。", true, &counts, 200).unwrap();
         assert_eq!(text, "山田さんの予約は2026年3月15日です。");
+    }
+
+    #[test]
+    fn text_without_spaces_keeps_the_clauses_that_say_something() {
+        // Pairs said in many of 200 messages: the dialogue's every-day
+        // words.
+        let counts = df(&[
+            ("好的", 90),
+            ("可以", 60),
+            ("以呀", 3),
+            ("给您", 70),
+            ("您推", 70),
+            ("推荐", 80),
+            ("你看", 40),
+            ("看行", 12),
+            ("行吗", 30),
+            ("酒店", 90),
+            ("谢谢", 80),
+        ]);
+        let line = "可以呀，给您推荐那兰酒楼和北京中裕世纪大酒店，你看行吗？";
+        let (text, spans) = squeeze(line, false, &counts, 200).unwrap();
+        assert_eq!(text, "给您推荐那兰酒楼和北京中裕世纪大酒店，");
+        assert_eq!(&line[spans[0].0..spans[0].1], text);
+        // A clause with a digit is a value, however common its pairs;
+        // clauses kept side by side stay written without a space, and a
+        // left-out one between them is marked.
+        let (text, _) = squeeze(
+            "好的，人均消费122元，谢谢，电话是010-67796688。",
+            false,
+            &counts,
+            200,
+        )
+        .unwrap();
+        assert_eq!(text, "人均消费122元，…电话是010-67796688。");
+        // A line of nothing but thanks keeps nothing.
+        assert!(squeeze("好的，谢谢！", true, &counts, 200).is_none());
+        // Japanese by the same pairs: its kana and kanji alike.
+        let counts = df(&[("あり", 50), ("りが", 50), ("がと", 50), ("とう", 50)]);
+        let (text, _) = squeeze(
+            "ありがとう、予約は山田で、窓側の席をお願いします。",
+            true,
+            &counts,
+            200,
+        )
+        .unwrap();
+        assert_eq!(text, "予約は山田で、窓側の席をお願いします。");
     }
 
     #[test]

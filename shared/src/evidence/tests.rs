@@ -877,6 +877,47 @@ fn commit_hashes_of_one_log_are_one_template() {
 }
 
 #[test]
+fn the_same_answer_with_another_distinctive_value_is_a_fact_each_time() {
+    // Twelve places' phone numbers, each asked for and given in the same
+    // words, in English and in Chinese, among as many remarks of rare
+    // words: the numbers are twelve facts, not one template's instances,
+    // and the room goes to them.
+    let remarks = [
+        "Honestly my grandmother adored violins and marmalade",
+        "Yesterday seagulls stole sandwiches near lighthouses",
+        "Somehow penguins remind everybody about accordions",
+        "Whenever thunderstorms arrive neighbours bake cinnamon",
+        "Apparently giraffes dislike trampolines entirely",
+        "Frankly umbrellas confuse toddlers every autumn",
+    ];
+    let english = |i: usize| {
+        let number = format!("408-555-01{:02}", 10 + i);
+        (format!("The phone number is {number}."), number)
+    };
+    let chinese = |i: usize| {
+        let number = format!("010-6412{:04}", 1000 + 37 * i);
+        (format!("电话是{number}。"), number)
+    };
+    for say in [&english as &dyn Fn(usize) -> (String, String), &chinese] {
+        let mut messages = Vec::new();
+        let mut numbers = Vec::new();
+        let mut id = 1;
+        for i in 0..12 {
+            let (said, number) = say(i);
+            messages.push(msg(id, Role::User, "And their phone number?"));
+            messages.push(msg(id + 1, Role::Assistant, &said));
+            messages.push(msg(id + 2, Role::User, remarks[i % remarks.len()]));
+            numbers.push(number);
+            id += 3;
+        }
+        let chosen = choose(&messages, &Evidence::default(), 200);
+        let text = chosen.evidence.render();
+        let kept = numbers.iter().filter(|n| text.contains(n.as_str())).count();
+        assert_eq!(kept, 12, "{text}");
+    }
+}
+
+#[test]
 fn a_line_of_a_fenced_code_block_is_one_line_of_code() {
     let text = "Reproduce it with:\n```bash\ncargo test -p billing --test roundtrip_0 -- --nocapture\n```\nThen tell me. It fails.";
     let r = read(&[msg(1, Role::User, text)], 280);
