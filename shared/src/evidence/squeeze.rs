@@ -71,6 +71,9 @@ struct Token<'a> {
     /// A clause of Chinese or Japanese (cut at its commas and ends): kept
     /// by its pairs' rarity, never as the joint of a phrase.
     clause: bool,
+    /// A capitalised word that opens its sentence: its capital says
+    /// nothing, unless a name goes on right after it.
+    opens_capitalised: bool,
 }
 
 /// The key a word's rarity is counted by (`None`: a value by its form,
@@ -176,6 +179,7 @@ fn tokens(line: &str) -> Vec<Token<'_>> {
                     number: false,
                     ends,
                     clause: true,
+                    opens_capitalised: false,
                 });
                 sentence_start = ends;
             }
@@ -208,6 +212,7 @@ fn tokens(line: &str) -> Vec<Token<'_>> {
             number,
             ends,
             clause: false,
+            opens_capitalised: capital && sentence_start,
         });
         sentence_start = ends;
     }
@@ -266,6 +271,21 @@ pub(crate) fn squeeze(
         // A label says what its value is (`Reason: OOMKilled`).
         if tokens[i].value && tokens[i - 1].text.ends_with(':') {
             keep[i - 1] = true;
+        }
+    }
+    // A name may open its sentence ("Bird Dog is in Palo Alto."): the
+    // first word's capital says nothing alone, but with a capitalised
+    // value right after it, it is the name's first word, and cut off,
+    // the name would be another one ("Dog").
+    for i in 0..tokens.len().saturating_sub(1) {
+        let (t, next) = (&tokens[i], &tokens[i + 1]);
+        if t.opens_capitalised
+            && !t.ends
+            && !t.text.ends_with([',', ':', ';'])
+            && next.value
+            && next.text.starts_with(char::is_uppercase)
+        {
+            keep[i] = true;
         }
     }
     // A letter or digit standing alone after a kept word is the end of
@@ -452,6 +472,32 @@ mod tests {
         )
         .unwrap();
         assert_eq!(text, "予約は山田で、窓側の席をお願いします。");
+    }
+
+    #[test]
+    fn a_name_that_opens_its_sentence_keeps_its_first_word() {
+        let counts = df(&[
+            ("bird", 4),
+            ("is", 99),
+            ("a", 99),
+            ("nice", 30),
+            ("place", 20),
+            ("in", 90),
+            ("sounds", 30),
+            ("good", 40),
+        ]);
+        let (text, _) = squeeze(
+            "Bird Dog is a nice place in Palo Alto.",
+            false,
+            &counts,
+            200,
+        )
+        .unwrap();
+        assert_eq!(text, "Bird Dog … Palo Alto.");
+        // Not a word alone, nor one a comma sets off.
+        assert!(squeeze("Sounds good.", false, &counts, 200).is_none());
+        let (text, _) = squeeze("Sounds good, Palo Alto it is.", false, &counts, 200).unwrap();
+        assert_eq!(text, "Palo Alto");
     }
 
     #[test]
