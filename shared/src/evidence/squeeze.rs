@@ -165,11 +165,14 @@ fn tokens(line: &str) -> Vec<Token<'_>> {
         if raw.chars().any(forms::is_cjk) {
             for (from, to) in clauses(raw) {
                 let text = &raw[from..to];
-                // A digit or a letter of another script is a value by its
-                // form (`人均消费122元`, `A. Hotel酒店`).
+                // A clause holding a value by its form is one: a digit or
+                // a letter of another script (`人均消费122元`, `A. Hotel酒店`),
+                // what stands in quotes (`「ビストロ・ルミエール」`), a name
+                // before an honorific (`山本さん`).
                 let value = text
                     .chars()
-                    .any(|c| c.is_alphanumeric() && !forms::is_unspaced_script(c));
+                    .any(|c| c.is_alphanumeric() && !forms::is_unspaced_script(c))
+                    || forms::terms(text).iter().any(|t| t.form.is_value());
                 let ends = text.ends_with(['。', '？', '！', '?', '!', '.']);
                 out.push(Token {
                     text,
@@ -462,6 +465,39 @@ mod tests {
         assert_eq!(text, "人均消费122元，…电话是010-67796688。");
         // A line of nothing but thanks keeps nothing.
         assert!(squeeze("好的，谢谢！", true, &counts, 200).is_none());
+        // A clause that quotes a name, or names one before an honorific,
+        // holds a value however common its pairs.
+        let counts = df(&[
+            ("でし", 50),
+            ("した", 50),
+            ("たら", 50),
+            ("おす", 50),
+            ("すす", 50),
+            ("すめ", 50),
+            ("めで", 50),
+            ("です", 90),
+            ("担当", 50),
+            ("当は", 50),
+            ("は山", 50),
+            ("山本", 50),
+            ("本さ", 50),
+            ("さん", 90),
+            ("んで", 50),
+            ("ビス", 50),
+            ("スト", 50),
+            ("トロ", 50),
+        ]);
+        let (text, _) = squeeze(
+            "でしたら「ビストロ」がおすすめです。担当は山本さんです。",
+            false,
+            &counts,
+            200,
+        )
+        .unwrap();
+        assert_eq!(
+            text,
+            "でしたら「ビストロ」がおすすめです。担当は山本さんです。"
+        );
         // Japanese by the same pairs: its kana and kanji alike.
         let counts = df(&[("あり", 50), ("りが", 50), ("がと", 50), ("とう", 50)]);
         let (text, _) = squeeze(
