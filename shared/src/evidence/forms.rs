@@ -219,7 +219,7 @@ fn is_hiragana(c: char) -> bool {
     matches!(c as u32, 0x3040..=0x309F)
 }
 
-fn is_ideograph(c: char) -> bool {
+pub(crate) fn is_ideograph(c: char) -> bool {
     matches!(c as u32, 0x3400..=0x4DBF | 0x4E00..=0x9FFF | 0xF900..=0xFAFF)
 }
 

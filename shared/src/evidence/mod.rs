@@ -861,6 +861,10 @@ pub struct Read {
     /// Per plain word (case-folded), in how many messages it is: what a
     /// line is squeezed by ([`squeeze`]).
     pub(crate) words: FxHashMap<String, u32>,
+    /// Per ideograph, in how many messages it is: what a pair of them is
+    /// weighed against (a name's pairs stand together, a pair across two
+    /// words' edge does not: [`select`]).
+    pub(crate) chars: FxHashMap<char, u32>,
     pub(crate) messages: u64,
 }
 
@@ -885,6 +889,7 @@ pub fn read(span: &[Message], max_line_chars: usize) -> Read {
         // output may hold thousands).
         let mut seen: FxHashSet<(String, Speaker)> = FxHashSet::default();
         let mut words: FxHashSet<String> = FxHashSet::default();
+        let mut chars: FxHashSet<char> = FxHashSet::default();
         for part in &message.parts {
             let (text, tool) = match part {
                 Part::Text { text } => (std::borrow::Cow::Borrowed(text.as_str()), false),
@@ -911,6 +916,7 @@ pub fn read(span: &[Message], max_line_chars: usize) -> Read {
                 // (Only what a person wrote can be a pasted record.)
                 let record = record && !tool;
                 squeeze::count_words(piece, &mut words);
+                chars.extend(piece.chars().filter(|&c| forms::is_ideograph(c)));
                 let terms = forms::terms(piece);
                 if terms.is_empty() {
                     continue;
@@ -944,6 +950,9 @@ pub fn read(span: &[Message], max_line_chars: usize) -> Read {
         }
         for word in words {
             *out.words.entry(word).or_default() += 1;
+        }
+        for c in chars {
+            *out.chars.entry(c).or_default() += 1;
         }
     }
     out.messages = span.len() as u64;
@@ -1113,6 +1122,9 @@ impl Gathering {
         }
         for (k, n) in span.words {
             *pool.words.entry(k).or_default() += n;
+        }
+        for (c, n) in span.chars {
+            *pool.chars.entry(c).or_default() += n;
         }
         pool.messages += span.messages;
         if pool.lines.len() > MAX_POOL {

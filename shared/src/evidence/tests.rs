@@ -918,6 +918,37 @@ fn the_same_answer_with_another_distinctive_value_is_a_fact_each_time() {
 }
 
 #[test]
+fn a_name_written_without_spaces_outweighs_a_remark_of_common_characters() {
+    // Every character of the remark is said in many words (`欢迎`, `光临`,
+    // `下次`…), and every pair of it stands across two of them: rare as
+    // pairs, each said once, yet their characters stand apart. The name's
+    // characters (`鲸蓬轩`) stand together. With room for one of the two
+    // lines, the name is kept, though the remark has more rare pairs.
+    let words = [
+        "欢迎", "光临", "下次", "再见", "来电", "咨询", "高兴", "帮助",
+    ];
+    let mut messages = Vec::new();
+    let mut id = 1;
+    for i in 0..400 {
+        let role = if i % 2 == 0 {
+            Role::User
+        } else {
+            Role::Assistant
+        };
+        let said = format!("{}{}", words[i % 8], words[(i / 8) % 8]);
+        messages.push(msg(id, role, &said));
+        id += 1;
+    }
+    let remark = "迎光次再电咨兴帮临下见来询高助欢";
+    messages.push(msg(id, Role::Assistant, remark));
+    messages.push(msg(id + 1, Role::Assistant, "推荐鲸蓬轩"));
+    let chosen = choose(&messages, &Evidence::default(), 22);
+    let text = chosen.evidence.render();
+    assert!(text.contains("鲸蓬轩"), "{text}");
+    assert!(!text.contains(remark), "{text}");
+}
+
+#[test]
 fn a_line_of_a_fenced_code_block_is_one_line_of_code() {
     let text = "Reproduce it with:\n```bash\ncargo test -p billing --test roundtrip_0 -- --nocapture\n```\nThen tell me. It fails.";
     let r = read(&[msg(1, Role::User, text)], 280);
