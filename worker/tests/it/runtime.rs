@@ -729,9 +729,11 @@ async fn command_calls(conn: &mut redis::aio::MultiplexedConnection) -> HashMap<
 /// of the call's own work (issue 32: that work was most of what a no-op job
 /// cost Redis). Counted on a private Redis: each completion batch reads the
 /// done set's size once (`ZCARD`), each claim the pause record once
-/// (`HGETALL`). A debug build takes about a sixth of the jobs in
-/// completion batches and a tenth in claims; with a fixed two jobs ahead,
-/// as before, both were over half.
+/// (`HGETALL`). With a fixed two jobs ahead, as before, both counts are
+/// over half the jobs (1,070–1,190 of 2,000 in a debug build); leasing
+/// ahead for a round trip took 140–720 in runs alone, beside the other
+/// tests and under CPU load, so the bound is half: how many a batch holds
+/// depends on the scheduler, that a batch holds more than two does not.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_backlog_of_short_jobs_is_settled_and_claimed_in_batches() {
     let redis = compactor_testkit::PrivateRedis::start();
@@ -784,7 +786,7 @@ async fn a_backlog_of_short_jobs_is_settled_and_claimed_in_batches() {
     );
     let (completions, claims) = (calls("zcard"), calls("hgetall"));
     assert!(
-        completions <= u64::from(n / 3) && claims <= u64::from(n / 3),
+        completions < u64::from(n / 2) && claims < u64::from(n / 2),
         "{n} jobs took {completions} completion batches and {claims} claims"
     );
 }
