@@ -223,6 +223,12 @@ pub(crate) fn is_ideograph(c: char) -> bool {
     matches!(c as u32, 0x3400..=0x4DBF | 0x4E00..=0x9FFF | 0xF900..=0xFAFF)
 }
 
+/// The ideographs of `text`: what a message adds to the counts a pair of
+/// them is weighed against (`Read::chars`, the pair's cohesion).
+pub(crate) fn ideographs(text: &str) -> impl Iterator<Item = char> + '_ {
+    text.chars().filter(|&c| is_ideograph(c))
+}
+
 /// Characters that join the pieces of one value (`a/b`, `a_b`, `a@b`,
 /// `1,249.90`, `host:port`, `KEY=value`, `A-448213`, `+49`).
 fn is_joiner(c: char) -> bool {

@@ -916,7 +916,7 @@ pub fn read(span: &[Message], max_line_chars: usize) -> Read {
                 // (Only what a person wrote can be a pasted record.)
                 let record = record && !tool;
                 squeeze::count_words(piece, &mut words);
-                chars.extend(piece.chars().filter(|&c| forms::is_ideograph(c)));
+                chars.extend(forms::ideographs(piece));
                 let terms = forms::terms(piece);
                 if terms.is_empty() {
                     continue;
@@ -1150,8 +1150,9 @@ impl Gathering {
     /// Chooses the evidence: `previous`'s lines and the gathered ones
     /// compete for `budget` tokens; lines that the rest of the context
     /// (`shown`: the state as rendered; the pipeline leaves the summary
-    /// out, see the module doc) already says are left out. `later` are the messages kept after the span (the tail),
-    /// read for supersession only.
+    /// out, see the module doc) already says are left out. `later` are
+    /// the messages kept after the span (the tail), read for supersession
+    /// only.
     pub fn choose(
         self,
         previous: &Evidence,

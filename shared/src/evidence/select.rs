@@ -445,11 +445,7 @@ pub(crate) fn choose(
                 pool.df.entry(t.key.clone()).or_default()[line.speaker.index()] += 1;
             }
         }
-        let chars: FxHashSet<char> = line
-            .text
-            .chars()
-            .filter(|&c| forms::is_ideograph(c))
-            .collect();
+        let chars: FxHashSet<char> = forms::ideographs(&line.text).collect();
         for c in chars {
             *pool.chars.entry(c).or_default() += 1;
         }

@@ -15,7 +15,8 @@
 //! - **in Chinese and Japanese, the clauses that say something**: text
 //!   without spaces has no words to leave out, so its unit is the clause
 //!   (up to a comma or a sentence's end, `，`, `、`, `。`…). A clause is
-//!   kept when it holds a value by its form (a digit, a Latin name), or
+//!   kept when it holds a value by the forms the term reader finds (a
+//!   digit, a Latin name, a quoted name, a name before an honorific), or
 //!   when at least two of its pairs of characters, and half of them, are
 //!   rare ([`forms::cjk_pairs`], counted as words are): `给您推荐那兰酒楼` and
 //!   `但是没有小煎猪肝` stay, `好的`, `谢谢` and `你看行吗` go;
