@@ -229,6 +229,47 @@ pub(crate) fn ideographs(text: &str) -> impl Iterator<Item = char> + '_ {
     text.chars().filter(|&c| is_ideograph(c))
 }
 
+/// The words of `line`: its whitespace-separated pieces, and two words a
+/// typo glued with a mark that never joins a value's letters ("travel?I",
+/// "date,time", "furnished?Is"): a comma, a semicolon, or a question or
+/// exclamation mark before a capital, between two letters. Read as one
+/// piece they were a code, a value kept for nothing. A piece that holds a
+/// URL or a setting (`://`, `=`) is left whole (`search?q=…`).
+pub(crate) fn words(line: &str) -> impl Iterator<Item = &str> + '_ {
+    line.split_whitespace().flat_map(unglued)
+}
+
+/// `piece` cut where a typo glued two words (see [`words`]).
+fn unglued(piece: &str) -> impl Iterator<Item = &str> + '_ {
+    let whole = piece.contains("://") || piece.contains('=');
+    let mut cuts: Vec<usize> = Vec::new();
+    if !whole {
+        let mut prev: Option<char> = None;
+        let mut chars = piece.char_indices().peekable();
+        while let Some((i, c)) = chars.next() {
+            let next = chars.peek().map(|&(_, n)| n);
+            let glued = prev.is_some_and(|p| p.is_alphabetic() && !is_unspaced_script(p))
+                && next.is_some_and(|n| n.is_alphabetic() && !is_unspaced_script(n))
+                && match c {
+                    ',' | ';' => true,
+                    '?' | '!' => next.is_some_and(char::is_uppercase),
+                    _ => false,
+                };
+            if glued {
+                cuts.push(i + c.len_utf8());
+            }
+            prev = Some(c);
+        }
+    }
+    let mut from = 0;
+    cuts.push(piece.len());
+    cuts.into_iter().map(move |to| {
+        let word = &piece[from..to];
+        from = to;
+        word
+    })
+}
+
 /// Characters that join the pieces of one value (`a/b`, `a_b`, `a@b`,
 /// `1,249.90`, `host:port`, `KEY=value`, `A-448213`, `+49`).
 fn is_joiner(c: char) -> bool {
@@ -843,7 +884,7 @@ fn pieces(line: &str) -> Vec<Piece<'_>> {
     // (Pieces that end with a colon, in a spaced script.)
     let mut colon_labels: Vec<usize> = Vec::new();
     let mut sentence_start = true;
-    for raw in line.split_whitespace() {
+    for raw in words(line) {
         let trimmed = raw.trim_start_matches(is_edge_punct);
         let trimmed = trimmed.trim_end_matches(|c: char| is_edge_punct(c) && c != ':');
         // (A value before a colon is a value: `16C: my knee`.)
@@ -1091,6 +1132,29 @@ mod tests {
                 values(line)
             );
         }
+    }
+
+    #[test]
+    fn two_words_a_typo_glued_are_no_value_and_a_value_stays_whole() {
+        for line in [
+            "What date and time do you want to travel?I can check.",
+            "Tell me the date,time and place.",
+            "What is the phone number?Is it furnished?",
+            "Sure;see you there",
+        ] {
+            assert!(values(line).is_empty(), "{:?} in {line:?}", values(line));
+        }
+        has("The fare is $1,249.90 one way.", "$1,249.90", Form::Number);
+        has(
+            "Open https://example.com/search?q=Rust,Go first.",
+            "https://example.com/search?q=rust,go",
+            Form::Code,
+        );
+        has("Call Smith,John at desk B12.", "b12", Form::Code);
+        assert_eq!(
+            words("travel?I date,time ok? A,b").collect::<Vec<_>>(),
+            ["travel?", "I", "date,", "time", "ok?", "A,", "b"]
+        );
     }
 
     #[test]

@@ -93,7 +93,7 @@ pub(crate) fn word_key(token: &str) -> Option<String> {
 /// Counts, for each word of `text`, the message (once per message: the
 /// caller passes a set it clears per message).
 pub(crate) fn count_words(text: &str, seen: &mut FxHashSet<String>) {
-    for raw in text.split_whitespace() {
+    for raw in forms::words(text) {
         if raw.chars().any(forms::is_cjk) {
             // Text without spaces is counted by its pairs of characters,
             // which is what its clauses are weighed by.
@@ -160,7 +160,7 @@ fn tokens(line: &str) -> Vec<Token<'_>> {
         .collect();
     let mut sentence_start = true;
     let mut at = 0;
-    for raw in line.split_whitespace() {
+    for raw in forms::words(line) {
         let start = line[at..].find(raw).map_or(at, |i| at + i);
         at = start + raw.len();
         if raw.chars().any(forms::is_cjk) {
