@@ -19,6 +19,10 @@
 //!   names inside). Words are candidates too: the workstream's statistics
 //!   decide which are rare enough to matter ([`super::select`]).
 //!
+//! A line is cut into words at whitespace, and where a typo glued two
+//! words with a mark that never joins a value's letters ([`words`]:
+//! "travel?I", "date,time").
+//!
 //! Each value term remembers what labels its slot: the label it follows
 //! (`label: value`, `KEY=value`, `"field": value`) and its neighbouring
 //! words, which [`super::slots`] compares to tell a changed value from an
