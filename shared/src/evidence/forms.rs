@@ -243,35 +243,47 @@ pub(crate) fn words(line: &str) -> impl Iterator<Item = &str> + '_ {
     line.split_whitespace().flat_map(unglued)
 }
 
-/// `piece` cut where a typo glued two words (see [`words`]).
+/// `piece` cut where a typo glued two words (see [`words`]), without
+/// allocating: every word of every line is read through it.
 fn unglued(piece: &str) -> impl Iterator<Item = &str> + '_ {
     let whole = piece.contains("://") || piece.contains('=');
-    let mut cuts: Vec<usize> = Vec::new();
-    if !whole {
-        let mut prev: Option<char> = None;
-        let mut chars = piece.char_indices().peekable();
-        while let Some((i, c)) = chars.next() {
-            let next = chars.peek().map(|&(_, n)| n);
-            let glued = prev.is_some_and(|p| p.is_alphabetic() && !is_unspaced_script(p))
-                && next.is_some_and(|n| n.is_alphabetic() && !is_unspaced_script(n))
-                && match c {
-                    ',' | ';' => true,
-                    '?' | '!' => next.is_some_and(char::is_uppercase),
-                    _ => false,
-                };
-            if glued {
-                cuts.push(i + c.len_utf8());
+    let mut rest = Some(piece);
+    std::iter::from_fn(move || {
+        let text = rest?;
+        let cut = if whole { None } else { glue_end(text) };
+        match cut {
+            Some(at) => {
+                rest = Some(&text[at..]);
+                Some(&text[..at])
             }
-            prev = Some(c);
+            None => {
+                rest = None;
+                Some(text)
+            }
         }
-    }
-    let mut from = 0;
-    cuts.push(piece.len());
-    cuts.into_iter().map(move |to| {
-        let word = &piece[from..to];
-        from = to;
-        word
     })
+}
+
+/// Where the first word a typo glued in `text` ends (after its mark).
+fn glue_end(text: &str) -> Option<usize> {
+    let spaced_letter = |c: char| c.is_alphabetic() && !is_unspaced_script(c);
+    let mut prev: Option<char> = None;
+    let mut chars = text.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        let next = chars.peek().map(|&(_, n)| n);
+        let glued = prev.is_some_and(spaced_letter)
+            && next.is_some_and(spaced_letter)
+            && match c {
+                ',' | ';' => true,
+                '?' | '!' => next.is_some_and(char::is_uppercase),
+                _ => false,
+            };
+        if glued {
+            return Some(i + c.len_utf8());
+        }
+        prev = Some(c);
+    }
+    None
 }
 
 /// Characters that join the pieces of one value (`a/b`, `a_b`, `a@b`,
