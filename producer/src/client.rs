@@ -51,7 +51,9 @@ use crate::store::{
 };
 
 mod branches;
+mod byte_lru;
 mod cancel;
+mod kept_compacted;
 mod kept_tails;
 mod named;
 mod turn_context;
@@ -493,6 +495,8 @@ struct Inner {
     releases: Releases,
     /// Un-compacted histories kept between context reads.
     tails: kept_tails::HistoryCache,
+    /// Summaries and states kept between context reads.
+    compacted: kept_compacted::CompactedCache,
 }
 
 impl Compactor {
@@ -533,6 +537,7 @@ impl Compactor {
                 estimator: CharEstimator::new(engine.chars_per_token),
                 queue,
                 tails: kept_tails::HistoryCache::new(store.context_cache_bytes()),
+                compacted: kept_compacted::CompactedCache::new(store.context_cache_bytes() / 4),
                 store,
                 engine,
                 releases,

@@ -165,7 +165,9 @@ pub struct DatabaseSettings {
     /// Most bytes of un-compacted history kept in memory between context
     /// reads (0: none kept). A turn then reads from the database only the
     /// messages appended since the workstream's previous turn; see
-    /// `store::history_cache` for why a kept history is never stale.
+    /// `client::kept_tails` for why a kept history is never stale. A
+    /// quarter more keeps the workstreams' summaries and states, read again
+    /// only after a commit (`client::kept_compacted`).
     pub context_cache_bytes: u64,
 }
 

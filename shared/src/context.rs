@@ -95,6 +95,11 @@ pub struct ContextInput<'a> {
     pub just_auto_compacted: bool,
     /// The model's context window (0 = unlimited: no overflow guard).
     pub context_window: u64,
+    /// `state`'s part of the preamble as [`state_text`] writes it, when the
+    /// caller keeps it beside the state (it changes only with the state:
+    /// a long workstream's is hundreds of kilobytes, written again every
+    /// turn otherwise); `None`: written here.
+    pub state_text: Option<&'a str>,
 }
 
 /// A message of the built context; `source` is `None` for synthesized ones.
@@ -281,17 +286,19 @@ fn shown_summary(input: &ContextInput<'_>) -> Option<Summary> {
     summary
 }
 
-fn render_rest(input: &ContextInput<'_>) -> String {
-    let mut rest = input.state.stated.render();
-    let state = input.state.render();
-    if !state.is_empty() {
+/// The preamble's part that `state` alone decides: the user's statements,
+/// the workstream state and the evidence (the memory follows it).
+pub fn state_text(state: &WorkstreamState) -> String {
+    let mut rest = state.stated.render();
+    let rendered = state.render();
+    if !rendered.is_empty() {
         if !rest.is_empty() {
             rest.push('\n');
         }
         rest.push_str("Workstream state:\n");
-        rest.push_str(&state);
+        rest.push_str(&rendered);
     }
-    let evidence = input.state.evidence.render_beside(&input.state.stated);
+    let evidence = state.evidence.render_beside(&state.stated);
     if !evidence.is_empty() {
         if !rest.is_empty() {
             rest.push('\n');
@@ -300,6 +307,14 @@ fn render_rest(input: &ContextInput<'_>) -> String {
         rest.push('\n');
         rest.push_str(&evidence);
     }
+    rest
+}
+
+fn render_rest(input: &ContextInput<'_>) -> String {
+    let mut rest = match input.state_text {
+        Some(text) => text.to_owned(),
+        None => state_text(input.state),
+    };
     let memory_summary = input.memory_block_summary.filter(|s| !s.trim().is_empty());
     if memory_summary.is_some() || !input.memory_entries.is_empty() {
         if !rest.is_empty() {
@@ -452,6 +467,7 @@ mod tests {
             messages,
             just_auto_compacted: false,
             context_window: 200_000,
+            state_text: None,
         }
     }
 
@@ -694,6 +710,7 @@ mod tests {
         let msgs = vec![Message::text(1, Role::User, "x".repeat(3_000))];
         let ci = ContextInput {
             context_window: 10_000,
+            state_text: None,
             ..input(Some(&summary), &state, &msgs)
         };
         let built = build(&ci, &ContextConfig::default(), &CharEstimator::default());
@@ -721,6 +738,7 @@ mod tests {
         for window in [200_000, 10_000] {
             let ci = ContextInput {
                 context_window: window,
+                state_text: None,
                 ..input(Some(&summary), &state, &msgs)
             };
             let built = build(&ci, &ContextConfig::default(), &CharEstimator::default());
@@ -767,6 +785,7 @@ mod tests {
         let built_for = |window| {
             let ci = ContextInput {
                 context_window: window,
+                state_text: None,
                 ..input(Some(&summary), &state, &msgs)
             };
             let mut built = build(&ci, &config, &estimator);
@@ -793,6 +812,7 @@ mod tests {
         let msgs = vec![Message::text(1, Role::User, "x".repeat(60_000))];
         let ci = ContextInput {
             context_window: 10_000,
+            state_text: None,
             ..input(None, &state, &msgs)
         };
         assert!(build(&ci, &ContextConfig::default(), &CharEstimator::default()).over_budget);

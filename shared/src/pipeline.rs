@@ -546,6 +546,7 @@ fn left_behind<'a>(
         messages: &[],
         just_auto_compacted: false,
         context_window: engine.trigger.context_window(),
+        state_text: None,
     }
 }
 

@@ -32,12 +32,12 @@
 //! histories are dropped. A history bigger than half the budget is not
 //! kept.
 
-use std::collections::{HashMap, VecDeque};
-use std::sync::{Mutex, PoisonError};
+use std::collections::VecDeque;
 
 use compactor_shared::context::PreparedTail;
 use compactor_shared::{Message, MessageId, TokenEstimator};
 
+use super::byte_lru::ByteLru;
 use crate::store::{ContextHistory, HistoryBound, HistoryWindow};
 
 /// What a kept history was read at: a later read may extend it only when
@@ -175,49 +175,20 @@ impl Kept {
     }
 }
 
-struct Slot {
-    kept: Kept,
-    bytes: u64,
-    /// When it was last put back (a tick of the cache's clock).
-    used: u64,
-}
-
-#[derive(Default)]
-struct Slots {
-    by_workstream: HashMap<i64, Slot>,
-    bytes: u64,
-    clock: u64,
-}
-
-/// The kept histories of one store (shared by its clones).
-pub(super) struct HistoryCache {
-    budget: u64,
-    slots: Mutex<Slots>,
-}
-
-impl std::fmt::Debug for HistoryCache {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let slots = self.slots.lock().unwrap_or_else(PoisonError::into_inner);
-        f.debug_struct("HistoryCache")
-            .field("budget", &self.budget)
-            .field("histories", &slots.by_workstream.len())
-            .field("bytes", &slots.bytes)
-            .finish()
-    }
-}
+/// The kept histories of one client (shared by its clones), by
+/// workstream id.
+#[derive(Debug)]
+pub(super) struct HistoryCache(ByteLru<i64, Kept>);
 
 impl HistoryCache {
     /// A cache of at most `budget` bytes (0: nothing is kept).
     pub(super) fn new(budget: u64) -> HistoryCache {
-        HistoryCache {
-            budget,
-            slots: Mutex::new(Slots::default()),
-        }
+        HistoryCache(ByteLru::new(budget))
     }
 
     /// Whether anything is kept (a budget above 0).
     pub(super) fn keeps(&self) -> bool {
-        self.budget > 0
+        self.0.keeps()
     }
 
     /// Takes the workstream's kept history out of the cache when it was
@@ -225,61 +196,23 @@ impl HistoryCache {
     /// kept at another stamp is dropped. Out while taken: a concurrent read
     /// of the same workstream reads the database, as without a cache.
     pub(super) fn take(&self, workstream_id: i64, stamp: Stamp) -> Option<Kept> {
-        let slot = {
-            let mut slots = self.slots.lock().unwrap_or_else(PoisonError::into_inner);
-            let slot = slots.by_workstream.remove(&workstream_id)?;
-            slots.bytes -= slot.bytes;
-            slot
-        };
         // A stale history (megabytes, maybe) is freed outside the lock.
-        (slot.kept.stamp == stamp).then_some(slot.kept)
+        self.0
+            .take(&workstream_id)
+            .filter(|kept| kept.stamp == stamp)
     }
 
     /// Keeps `kept` as the workstream's history (replacing any), then drops
     /// the least recently kept histories past the budget.
     pub(super) fn put(&self, workstream_id: i64, kept: Kept) {
         let bytes = kept.tail.bytes();
-        if !self.keeps() || bytes > self.budget / 2 {
-            return;
-        }
-        // What goes is freed once the lock is let go.
-        let mut gone = Vec::new();
-        let mut slots = self.slots.lock().unwrap_or_else(PoisonError::into_inner);
-        slots.clock += 1;
-        let used = slots.clock;
-        if let Some(old) = slots
-            .by_workstream
-            .insert(workstream_id, Slot { kept, bytes, used })
-        {
-            slots.bytes -= old.bytes;
-            gone.push(old);
-        }
-        slots.bytes += bytes;
-        while slots.bytes > self.budget {
-            let Some(oldest) = slots
-                .by_workstream
-                .iter()
-                .min_by_key(|(_, s)| s.used)
-                .map(|(&id, _)| id)
-            else {
-                break;
-            };
-            if let Some(dropped) = slots.by_workstream.remove(&oldest) {
-                slots.bytes -= dropped.bytes;
-                gone.push(dropped);
-            }
-        }
-        drop(slots);
-        drop(gone);
+        self.0.put(workstream_id, kept, bytes);
     }
 
     /// Bytes charged for the histories kept now.
     #[cfg(test)]
     fn bytes(&self) -> u64 {
-        self.slots
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .bytes
+        self.0.bytes()
     }
 }
 

@@ -5,14 +5,18 @@
 //! A linear workstream's history is kept between reads ([`super::kept_tails`]):
 //! a turn reads from the database only the messages appended since the
 //! turn before, and its JSON copies the kept messages as they were written
-//! when they were read.
+//! when they were read. What the last compaction left (the summary, the
+//! state and the preamble's text of it) is kept too, and read again only
+//! after a commit ([`super::kept_compacted`]).
 
 use std::io::Write;
+use std::sync::Arc;
 
 use compactor_shared::branch;
 use compactor_shared::context::{self, ContextInput, TailContext};
 use compactor_shared::{EntityKey, MessageId};
 
+use super::kept_compacted::Parts;
 use super::kept_tails::{Kept, Stamp};
 use super::{ClientError, Compactor, TurnContext};
 use crate::events::{HistoryTruncated, InternalEvent};
@@ -28,7 +32,9 @@ enum History {
 
 /// What a turn's context is built from.
 struct TurnReads {
+    /// The row without its summary and state: those are `compacted`.
     ws: WorkstreamRow,
+    compacted: Arc<Parts>,
     history: History,
     entries: Vec<String>,
     summaries: Vec<BranchSummaryRow>,
@@ -60,7 +66,14 @@ impl Compactor {
         let reads = self.turn_reads(key).await?;
         match reads.history {
             History::Kept(kept) if reads.summaries.is_empty() => self
-                .over_kept(&reads.ws, &reads.entries, 0, *kept, kept_json)
+                .over_kept(
+                    &reads.ws,
+                    &reads.compacted,
+                    &reads.entries,
+                    0,
+                    *kept,
+                    kept_json,
+                )
                 .map_err(ClientError::Encode),
             _ => serde_json::to_vec(&self.turn_of(reads)).map_err(ClientError::Encode),
         }
@@ -71,12 +84,13 @@ impl Compactor {
     fn over_kept<R>(
         &self,
         ws: &WorkstreamRow,
+        compacted: &Parts,
         entries: &[String],
         reserved: u64,
         kept: Kept,
         f: impl FnOnce(&TailContext<'_>, &HistoryWindow) -> R,
     ) -> R {
-        let input = self.input(ws, entries, reserved);
+        let input = self.input(ws, compacted, entries, reserved);
         let window = kept.window();
         if window.truncated() {
             truncated(ws, &window);
@@ -93,7 +107,7 @@ impl Compactor {
     /// summaries: three independent reads, each on a pooled connection of
     /// its own, so the turn waits for the slowest, not for their sum.
     async fn turn_reads(&self, key: &EntityKey) -> Result<TurnReads, ClientError> {
-        let ws = self.workstream(key).await?;
+        let (ws, compacted) = self.lean_workstream(key).await?;
         let store = &self.inner.store;
         let (history, entries, summaries) = tokio::try_join!(
             self.history(&ws),
@@ -101,11 +115,48 @@ impl Compactor {
             async { Ok(store.branch_summaries_on_path(ws.id).await?) },
         )?;
         Ok(TurnReads {
+            compacted,
             history,
             entries: entries.into_iter().map(|e| e.content).collect(),
             summaries,
             ws,
         })
+    }
+
+    /// The workstream of `key` without its summary and state, and those as
+    /// its last commit left them: kept from an earlier read at the same id
+    /// and version, else read with the row (and kept).
+    async fn lean_workstream(
+        &self,
+        key: &EntityKey,
+    ) -> Result<(WorkstreamRow, Arc<Parts>), ClientError> {
+        let cache = &self.inner.compacted;
+        let store = &self.inner.store;
+        let kept = cache.get(key);
+        let known = kept.as_ref().map(|p| (p.id, p.version));
+        let unknown = || ClientError::UnknownWorkstream(key.clone());
+        let (ws, read) = store
+            .workstream_unless(key, known)
+            .await?
+            .ok_or_else(unknown)?;
+        let parts = match (read, kept) {
+            (Some(read), _) => {
+                let parts = Arc::new(Parts::new(ws.id, ws.version, read));
+                cache.put(key, parts.clone());
+                parts
+            }
+            (None, Some(kept)) => kept,
+            // Left out only when kept: not reached, but read, not failed.
+            (None, None) => {
+                let (ws, read) = store
+                    .workstream_unless(key, None)
+                    .await?
+                    .ok_or_else(unknown)?;
+                let parts = Arc::new(Parts::new(ws.id, ws.version, read.ok_or_else(unknown)?));
+                return Ok((ws, parts));
+            }
+        };
+        Ok((ws, parts))
     }
 
     /// What the context of `ws` is built from; `reserved`: tokens added
@@ -114,13 +165,14 @@ impl Compactor {
     fn input<'a>(
         &self,
         ws: &'a WorkstreamRow,
+        compacted: &'a Parts,
         entries: &'a [String],
         reserved: u64,
     ) -> ContextInput<'a> {
         let engine = &self.inner.engine;
         ContextInput {
-            summary: ws.summary.as_ref(),
-            state: &ws.state,
+            summary: compacted.summary.as_ref(),
+            state: &compacted.state,
             memory_block_summary: ws.memory_block_summary.as_deref(),
             memory_entries: entries,
             messages: &[],
@@ -130,6 +182,7 @@ impl Compactor {
                 reserved,
                 engine.context.overflow_guard_ratio,
             ),
+            state_text: Some(compacted.state_text()),
         }
     }
 
@@ -137,6 +190,7 @@ impl Compactor {
     fn turn_of(&self, reads: TurnReads) -> TurnContext {
         let TurnReads {
             ws,
+            compacted,
             history,
             entries,
             summaries,
@@ -147,14 +201,16 @@ impl Compactor {
         let reserved = branch::tokens(&attached, &self.inner.estimator);
         let (context, window) = match history {
             History::Kept(kept) => {
-                self.over_kept(&ws, &entries, reserved, *kept, |c, w| (c.to_built(), *w))
+                self.over_kept(&ws, &compacted, &entries, reserved, *kept, |c, w| {
+                    (c.to_built(), *w)
+                })
             }
             History::Read(read) => {
                 if read.window.truncated() {
                     truncated(&ws, &read.window);
                 }
                 let engine = &self.inner.engine;
-                let input = self.input(&ws, &entries, reserved);
+                let input = self.input(&ws, &compacted, &entries, reserved);
                 let estimator = &self.inner.estimator;
                 let built = context::build_owned(&input, read.messages, &engine.context, estimator);
                 (built, read.window)
@@ -294,6 +350,7 @@ mod tests {
                 messages: &[],
                 just_auto_compacted: true,
                 context_window: window,
+                state_text: None,
             };
             let mut tail = PreparedTail::default();
             let messages = [

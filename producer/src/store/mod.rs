@@ -96,7 +96,7 @@ pub use workstream_list::{
     LastRun, WorkstreamListing, WorkstreamPage, WorkstreamQuery, WorkstreamStateFilter,
 };
 pub use workstream_search::{WorkstreamSearch, MAX_SEARCH_RESULTS};
-pub use workstreams::{WorkstreamRow, BREAKER_THRESHOLD};
+pub use workstreams::{Compacted, WorkstreamRow, BREAKER_THRESHOLD};
 
 /// How long connecting may take before it is a [`StoreError::ConnectTimeout`]
 /// (and how long an operation waits for a pooled connection).

@@ -66,7 +66,17 @@ impl WorkstreamRow {
         self.lease.as_ref().filter(|l| l.deadline_ms >= now_ms)
     }
 
-    pub(crate) fn from_model(m: workstream::Model) -> Result<WorkstreamRow, StoreError> {
+    pub(crate) fn from_model(mut m: workstream::Model) -> Result<WorkstreamRow, StoreError> {
+        let compacted = Compacted::take(&mut m)?;
+        let mut row = WorkstreamRow::lean(m)?;
+        row.summary = compacted.summary;
+        row.state = compacted.state;
+        Ok(row)
+    }
+
+    /// The row of `m` whose summary and state were taken out (left `None`
+    /// and empty).
+    fn lean(m: workstream::Model) -> Result<WorkstreamRow, StoreError> {
         const TABLE: &str = "workstreams";
         let key =
             EntityKey::parse(&m.domain, &m.entity_id).map_err(|err| StoreError::CorruptRow {
@@ -74,12 +84,6 @@ impl WorkstreamRow {
                 id: m.id,
                 detail: format!("key: {err}"),
             })?;
-        let summary = m
-            .compaction_summary
-            .as_deref()
-            .map(|json| decode(TABLE, m.id, "compaction_summary", json))
-            .transpose()?;
-        let state = decode(TABLE, m.id, "state", &m.state)?;
         let lease = if m.is_compacting {
             Some(Lease {
                 owner: m.lease_owner.unwrap_or_default(),
@@ -91,9 +95,9 @@ impl WorkstreamRow {
         Ok(WorkstreamRow {
             id: m.id,
             key,
-            summary,
+            summary: None,
             summary_tokens: to_u64(m.summary_tokens),
-            state,
+            state: WorkstreamState::default(),
             memory_block_summary: m.memory_block_summary,
             last_compacted_message_id: m.last_compacted_message_id.map(MessageId),
             last_message_id: m.last_message_id.map(MessageId),
@@ -112,10 +116,92 @@ impl WorkstreamRow {
     }
 }
 
+/// A workstream's summary and state, decoded: what a compaction's commit
+/// writes. Nothing else writes them, and the commit bumps the row's
+/// `version`, so at one `(id, version)` they are always the same.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Compacted {
+    pub summary: Option<Summary>,
+    pub state: WorkstreamState,
+    /// The length of their JSON as stored: what keeping them costs, about.
+    pub stored_bytes: usize,
+}
+
+impl Compacted {
+    /// Decodes the summary and state of `m`, leaving its columns empty.
+    fn take(m: &mut workstream::Model) -> Result<Compacted, StoreError> {
+        const TABLE: &str = "workstreams";
+        let summary_json = m.compaction_summary.take();
+        let state_json = std::mem::take(&mut m.state);
+        let summary = summary_json
+            .as_deref()
+            .map(|json| decode(TABLE, m.id, "compaction_summary", json))
+            .transpose()?;
+        let state = decode(TABLE, m.id, "state", &state_json)?;
+        Ok(Compacted {
+            summary,
+            state,
+            stored_bytes: state_json.len() + summary_json.map_or(0, |s| s.len()),
+        })
+    }
+}
+
 impl Store {
     /// The workstream of `key`, if it exists.
     pub async fn workstream(&self, key: &EntityKey) -> Result<Option<WorkstreamRow>, StoreError> {
         find_by_key(&self.db, key, "workstream").await
+    }
+
+    /// The workstream of `key` with its summary and state taken out of the
+    /// row (`summary` is `None`, `state` empty) and given beside it, unless
+    /// the row is still at `known` (its id and version): then they are not
+    /// even sent. Why: a context is read every chat turn, and a long
+    /// workstream's state is a megabyte of JSON (10k messages: 0.9 MB, 7 ms
+    /// to send and decode) that changes only with a commit, which bumps
+    /// the version. One statement, so what it gives is one row's.
+    pub async fn workstream_unless(
+        &self,
+        key: &EntityKey,
+        known: Option<(i64, i64)>,
+    ) -> Result<Option<(WorkstreamRow, Option<Compacted>)>, StoreError> {
+        use sea_orm::sea_query::ExprTrait;
+        use sea_orm::{Iterable, QuerySelect};
+        let mut select = Entity::find()
+            .filter(Column::Domain.eq(key.domain()))
+            .filter(Column::EntityId.eq(key.entity_id()));
+        if let Some((id, version)) = known {
+            let same = Expr::col(Column::Id)
+                .eq(id)
+                .and(Expr::col(Column::Version).eq(version));
+            select = select
+                .select_only()
+                .columns(
+                    Column::iter()
+                        .filter(|c| !matches!(c, Column::CompactionSummary | Column::State)),
+                )
+                .expr_as(
+                    Expr::case(same.clone(), Expr::null())
+                        .finally(Expr::col(Column::CompactionSummary)),
+                    "compaction_summary",
+                )
+                .expr_as(
+                    Expr::case(same, "").finally(Expr::col(Column::State)),
+                    "state",
+                );
+        }
+        let Some(mut m) = select
+            .one(&self.db)
+            .await
+            .map_err(StoreError::db("workstream_unless"))?
+        else {
+            return Ok(None);
+        };
+        let compacted = if known == Some((m.id, m.version)) {
+            None
+        } else {
+            Some(Compacted::take(&mut m)?)
+        };
+        Ok(Some((WorkstreamRow::lean(m)?, compacted)))
     }
 
     /// The workstream with this id, if it exists.

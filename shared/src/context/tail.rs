@@ -531,6 +531,7 @@ mod tests {
                 messages: &[],
                 just_auto_compacted: auto,
                 context_window: window,
+                state_text: None,
             };
             let config = ContextConfig {
                 continue_after_auto: true,
@@ -580,6 +581,7 @@ mod tests {
             messages: &[],
             just_auto_compacted: false,
             context_window: 0,
+            state_text: None,
         };
         let config = ContextConfig::default();
         let mut tail = PreparedTail::default();

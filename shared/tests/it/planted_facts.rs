@@ -241,6 +241,7 @@ impl Workstream {
                 messages: &live,
                 just_auto_compacted: true,
                 context_window: 200_000,
+                state_text: None,
             },
             &ContextConfig::default(),
             &CharEstimator::default(),

@@ -210,6 +210,7 @@ fn run(mode: Mode) -> String {
             messages: &live,
             just_auto_compacted: false,
             context_window: 200_000,
+            state_text: None,
         },
         &ContextConfig::default(),
         &e,

@@ -71,6 +71,7 @@ async fn paged_context(client: &Compactor, k: &EntityKey) -> TurnContext {
             messages: &messages,
             just_auto_compacted: ws.just_auto_compacted,
             context_window: engine.trigger.context_window(),
+            state_text: None,
         },
         &engine.context,
         &CharEstimator::new(engine.chars_per_token),
@@ -308,5 +309,48 @@ async fn only_what_was_appended_since_is_read_again() {
             ),
             "{err:?}"
         );
+    }
+}
+
+/// What the last compaction left (the summary and the state) is read again
+/// only after a commit: a state changed behind the store's back (here:
+/// made undecodable) at the same version goes unnoticed by the reader
+/// that keeps it, while a reader that keeps nothing refuses it; once the
+/// version moves (as a commit moves it), the keeping reader reads the row
+/// again and refuses it too. On PostgreSQL and SQLite.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_summary_and_state_are_read_again_only_when_the_version_moves() {
+    use sea_orm::ConnectionTrait;
+
+    for backend in [Backend::Postgres, Backend::Sqlite] {
+        let db = TestDb::new(backend).await;
+        let redis = TestRedis::new();
+        let k = key("state-kept");
+        let all = history(20);
+        let keeps = bounded_client(&db, &redis, |_| {}).await;
+        let keeps_nothing = bounded_client(&db, &redis, |s| s.context_cache_bytes = 0).await;
+        db.store.append_messages(&k, &all).await.unwrap();
+        let first = keeps.build_context(&k).await.unwrap();
+        keeps_nothing.build_context(&k).await.unwrap();
+
+        let ws = db.store.workstream(&k).await.unwrap().unwrap();
+        let update = |set: &str| format!("UPDATE workstreams SET {set} WHERE id = {}", ws.id);
+        let sql = db.store.connection();
+        sql.execute_unprepared(&update("state = 'not json'"))
+            .await
+            .unwrap();
+        assert!(
+            keeps.build_context(&k).await.unwrap() == first,
+            "the same version: the kept state"
+        );
+        let refused = |err: ClientError| matches!(err, ClientError::Store(StoreError::CorruptRow { id, .. }) if id == ws.id);
+        let err = keeps_nothing.build_context(&k).await.unwrap_err();
+        assert!(refused(err), "a reader that keeps nothing reads the row");
+
+        sql.execute_unprepared(&update("version = version + 1"))
+            .await
+            .unwrap();
+        let err = keeps.build_context(&k).await.unwrap_err();
+        assert!(refused(err), "another version: the row is read again");
     }
 }

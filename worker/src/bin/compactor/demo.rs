@@ -269,6 +269,7 @@ mod tests {
                 messages: &kept,
                 just_auto_compacted: false,
                 context_window: engine.trigger.context_window(),
+                state_text: None,
             },
             &engine.context,
             &estimator,
