@@ -1087,10 +1087,14 @@ impl Compactor {
         })
     }
 
+    /// The workstream of `key` without its summary and state: no caller
+    /// here reads them (a context reads them through `kept_compacted`),
+    /// and every turn's finalize would send and decode them for nothing
+    /// (at 10k messages, a megabyte).
     async fn workstream(&self, key: &EntityKey) -> Result<WorkstreamRow, ClientError> {
         self.inner
             .store
-            .workstream(key)
+            .workstream_lean(key)
             .await?
             .ok_or_else(|| ClientError::UnknownWorkstream(key.clone()))
     }

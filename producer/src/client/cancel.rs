@@ -45,7 +45,7 @@ impl Compactor {
             cancelled.revoked_lease.as_deref(),
             cancelled.member.parse::<EntityKey>(),
         ) {
-            if let Some(ws) = self.store().workstream(&key).await? {
+            if let Some(ws) = self.store().workstream_lean(&key).await? {
                 entity_lease_revoked = self.store().release_lease(ws.id, token).await?;
             }
         }

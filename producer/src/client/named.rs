@@ -27,7 +27,7 @@ impl Compactor {
         key: &EntityKey,
         client_ids: &[String],
     ) -> Result<Named, ClientError> {
-        let Some(ws) = self.inner.store.workstream(key).await? else {
+        let Some(ws) = self.inner.store.workstream_lean(key).await? else {
             return Ok(Named::default());
         };
         let stored = if client_ids.is_empty() {

@@ -165,30 +165,17 @@ impl Store {
         known: Option<(i64, i64)>,
     ) -> Result<Option<(WorkstreamRow, Option<Compacted>)>, StoreError> {
         use sea_orm::sea_query::ExprTrait;
-        use sea_orm::{Iterable, QuerySelect};
-        let mut select = Entity::find()
-            .filter(Column::Domain.eq(key.domain()))
-            .filter(Column::EntityId.eq(key.entity_id()));
-        if let Some((id, version)) = known {
-            let same = Expr::col(Column::Id)
-                .eq(id)
-                .and(Expr::col(Column::Version).eq(version));
-            select = select
-                .select_only()
-                .columns(
-                    Column::iter()
-                        .filter(|c| !matches!(c, Column::CompactionSummary | Column::State)),
-                )
-                .expr_as(
-                    Expr::case(same.clone(), Expr::null())
-                        .finally(Expr::col(Column::CompactionSummary)),
-                    "compaction_summary",
-                )
-                .expr_as(
-                    Expr::case(same, "").finally(Expr::col(Column::State)),
-                    "state",
-                );
-        }
+        let select = match known {
+            None => by_key(key),
+            Some((id, version)) => leaving_out(
+                key,
+                Some(
+                    Expr::col(Column::Id)
+                        .eq(id)
+                        .and(Expr::col(Column::Version).eq(version)),
+                ),
+            ),
+        };
         let Some(mut m) = select
             .one(&self.db)
             .await
@@ -202,6 +189,23 @@ impl Store {
             Some(Compacted::take(&mut m)?)
         };
         Ok(Some((WorkstreamRow::lean(m)?, compacted)))
+    }
+
+    /// The workstream of `key` without its summary and state (`summary` is
+    /// `None`, `state` empty), for what needs only its ids, counts, lease
+    /// and breaker: a turn's finalize, a wait, a status. A long
+    /// workstream's state is a megabyte of JSON that those would send and
+    /// decode for nothing, every turn.
+    pub async fn workstream_lean(
+        &self,
+        key: &EntityKey,
+    ) -> Result<Option<WorkstreamRow>, StoreError> {
+        leaving_out(key, None)
+            .one(&self.db)
+            .await
+            .map_err(StoreError::db("workstream_lean"))?
+            .map(WorkstreamRow::lean)
+            .transpose()
     }
 
     /// The workstream with this id, if it exists.
@@ -298,14 +302,46 @@ impl Store {
     }
 }
 
+/// The row of `key`.
+fn by_key(key: &EntityKey) -> sea_orm::Select<Entity> {
+    Entity::find()
+        .filter(Column::Domain.eq(key.domain()))
+        .filter(Column::EntityId.eq(key.entity_id()))
+}
+
+/// The row of `key` with its summary and state left out (NULL and empty)
+/// where `when` holds (`None`: always).
+fn leaving_out(
+    key: &EntityKey,
+    when: Option<sea_orm::sea_query::SimpleExpr>,
+) -> sea_orm::Select<Entity> {
+    use sea_orm::{Iterable, QuerySelect};
+    let columns =
+        Column::iter().filter(|c| !matches!(c, Column::CompactionSummary | Column::State));
+    let (summary, state) = match when {
+        None => (Expr::null(), Expr::val("")),
+        Some(when) => (
+            Expr::case(when.clone(), Expr::null())
+                .finally(Expr::col(Column::CompactionSummary))
+                .into(),
+            Expr::case(when, "")
+                .finally(Expr::col(Column::State))
+                .into(),
+        ),
+    };
+    by_key(key)
+        .select_only()
+        .columns(columns)
+        .expr_as(summary, "compaction_summary")
+        .expr_as(state, "state")
+}
+
 pub(crate) async fn find_by_key<C: ConnectionTrait>(
     db: &C,
     key: &EntityKey,
     op: &'static str,
 ) -> Result<Option<WorkstreamRow>, StoreError> {
-    Entity::find()
-        .filter(Column::Domain.eq(key.domain()))
-        .filter(Column::EntityId.eq(key.entity_id()))
+    by_key(key)
         .one(db)
         .await
         .map_err(StoreError::db(op))?

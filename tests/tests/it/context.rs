@@ -317,7 +317,8 @@ async fn only_what_was_appended_since_is_read_again() {
 /// made undecodable) at the same version goes unnoticed by the reader
 /// that keeps it, while a reader that keeps nothing refuses it; once the
 /// version moves (as a commit moves it), the keeping reader reads the row
-/// again and refuses it too. On PostgreSQL and SQLite.
+/// again and refuses it too. A turn's finalize and a status read neither.
+/// On PostgreSQL and SQLite.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_summary_and_state_are_read_again_only_when_the_version_moves() {
     use sea_orm::ConnectionTrait;
@@ -346,6 +347,9 @@ async fn the_summary_and_state_are_read_again_only_when_the_version_moves() {
         let refused = |err: ClientError| matches!(err, ClientError::Store(StoreError::CorruptRow { id, .. }) if id == ws.id);
         let err = keeps_nothing.build_context(&k).await.unwrap_err();
         assert!(refused(err), "a reader that keeps nothing reads the row");
+        // Ending a turn and a status need neither, and read neither.
+        keeps_nothing.finalize_turn(&k, None).await.unwrap();
+        keeps_nothing.status(&k).await.unwrap();
 
         sql.execute_unprepared(&update("version = version + 1"))
             .await

@@ -137,7 +137,7 @@ pub(super) async fn list(
         )));
     }
     let store = state.compactor().store();
-    if store.workstream(&key).await?.is_none() {
+    if store.workstream_lean(&key).await?.is_none() {
         return Err(ApiError::UnknownWorkstream(format!(
             "{}/{}",
             key.domain(),

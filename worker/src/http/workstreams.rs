@@ -157,9 +157,13 @@ pub(super) async fn append(
         }
         // The database only: ending a turn must not need Redis to say
         // what is stored.
-        let ws = compactor.store().workstream(&key).await?.ok_or_else(|| {
-            ApiError::UnknownWorkstream(format!("{}/{}", key.domain(), key.entity_id()))
-        })?;
+        let ws = compactor
+            .store()
+            .workstream_lean(&key)
+            .await?
+            .ok_or_else(|| {
+                ApiError::UnknownWorkstream(format!("{}/{}", key.domain(), key.entity_id()))
+            })?;
         AppendOutcome {
             ids: Vec::new(),
             uncompacted_tokens: ws.uncompacted_tokens,
