@@ -14,6 +14,9 @@ use super::{Lease, Store, StoreError};
 /// manual request resets it.
 pub const BREAKER_THRESHOLD: u32 = 3;
 
+/// The table, as a corrupt row's error names it.
+const TABLE: &str = "workstreams";
+
 /// A workstream as stored, JSON columns decoded.
 #[derive(Debug, Clone, PartialEq)]
 pub struct WorkstreamRow {
@@ -77,7 +80,6 @@ impl WorkstreamRow {
     /// The row of `m` whose summary and state were taken out (left `None`
     /// and empty).
     fn lean(m: workstream::Model) -> Result<WorkstreamRow, StoreError> {
-        const TABLE: &str = "workstreams";
         let key =
             EntityKey::parse(&m.domain, &m.entity_id).map_err(|err| StoreError::CorruptRow {
                 table: TABLE,
@@ -130,7 +132,6 @@ pub struct Compacted {
 impl Compacted {
     /// Decodes the summary and state of `m`, leaving its columns empty.
     fn take(m: &mut workstream::Model) -> Result<Compacted, StoreError> {
-        const TABLE: &str = "workstreams";
         let summary_json = m.compaction_summary.take();
         let state_json = std::mem::take(&mut m.state);
         let summary = summary_json
